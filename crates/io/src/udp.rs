@@ -1,0 +1,755 @@
+//! UDP sockets with batched I/O (`recvmmsg`/`sendmmsg`), kernel software timestamps and busy
+//! polling.
+//!
+//! A [`RecvBatch`] and a [`SendBatch`] own fixed slots of memory allocated once; the batch calls
+//! fill or drain them without allocating. Sockets are always non-blocking: a batch call on a
+//! socket with nothing to read (or no room to write) moves zero datagrams and returns `Ok(0)`.
+//! [`UdpSocket::wait_readable`] blocks, for the engines' blocking mode.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use crate::clock::timespec_ns;
+
+/// Where the receive timestamps of a socket come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimestampSource {
+    /// The kernel stamps each datagram when its network stack receives it (`SO_TIMESTAMPING`,
+    /// software). Excludes the time the datagram waits in the socket buffer.
+    KernelSoftware,
+    /// User space reads the clock after the receive call returns. Includes the wait in the
+    /// socket buffer and the time to wake the reader.
+    UserSpace,
+}
+
+impl TimestampSource {
+    /// The name written into results files.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimestampSource::KernelSoftware => "kernel-software",
+            TimestampSource::UserSpace => "user-space",
+        }
+    }
+}
+
+/// Options applied when a socket is bound.
+#[derive(Clone, Debug, Default)]
+pub struct UdpOptions {
+    /// `SO_RCVBUF` in bytes (the kernel doubles it and caps it at `rmem_max`; root uses
+    /// `SO_RCVBUFFORCE` to pass the cap). `None` keeps the system default.
+    pub rcvbuf: Option<usize>,
+    /// `SO_SNDBUF` in bytes, as `rcvbuf`.
+    pub sndbuf: Option<usize>,
+    /// `SO_BUSY_POLL` in microseconds: the kernel polls the device queue this long in a receive
+    /// call before sleeping. `None` leaves it off.
+    pub busy_poll_us: Option<u32>,
+    /// Ask for kernel software receive timestamps.
+    pub rx_timestamps: bool,
+    /// Ask for kernel software transmit timestamps, read with [`UdpSocket::read_tx_timestamps`].
+    pub tx_timestamps: bool,
+}
+
+/// A non-blocking UDP socket with batched receive and send.
+#[derive(Debug)]
+pub struct UdpSocket {
+    socket: Socket,
+    rx_source: TimestampSource,
+    tx_timestamps: bool,
+}
+
+impl UdpSocket {
+    /// Creates a socket, applies `options` and binds it to `addr`.
+    pub fn bind(addr: SocketAddr, options: &UdpOptions) -> io::Result<UdpSocket> {
+        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        socket.set_nonblocking(true)?;
+        if let Some(bytes) = options.rcvbuf {
+            set_buffer(&socket, libc::SO_RCVBUFFORCE, bytes)
+                .or_else(|_| socket.set_recv_buffer_size(bytes))?;
+        }
+        if let Some(bytes) = options.sndbuf {
+            set_buffer(&socket, libc::SO_SNDBUFFORCE, bytes)
+                .or_else(|_| socket.set_send_buffer_size(bytes))?;
+        }
+        if let Some(us) = options.busy_poll_us {
+            setsockopt_int(
+                &socket,
+                libc::SOL_SOCKET,
+                libc::SO_BUSY_POLL,
+                us as libc::c_int,
+            )?;
+        }
+        let mut flags: libc::c_uint = 0;
+        if options.rx_timestamps {
+            flags |= libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
+        }
+        if options.tx_timestamps {
+            flags |= libc::SOF_TIMESTAMPING_TX_SOFTWARE
+                | libc::SOF_TIMESTAMPING_SOFTWARE
+                | libc::SOF_TIMESTAMPING_OPT_ID
+                | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+        }
+        let mut stamped = false;
+        if flags != 0 {
+            stamped = setsockopt_int(
+                &socket,
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPING,
+                flags as libc::c_int,
+            )
+            .is_ok();
+        }
+        socket.bind(&addr.into())?;
+        Ok(UdpSocket {
+            socket,
+            rx_source: if stamped && options.rx_timestamps {
+                TimestampSource::KernelSoftware
+            } else {
+                TimestampSource::UserSpace
+            },
+            tx_timestamps: stamped && options.tx_timestamps,
+        })
+    }
+
+    /// Connects the socket, so batches without a destination go to `addr` and only datagrams
+    /// from `addr` are received.
+    pub fn connect(&self, addr: SocketAddr) -> io::Result<()> {
+        self.socket.connect(&addr.into())
+    }
+
+    /// The address the socket is bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket
+            .local_addr()?
+            .as_socket()
+            .ok_or_else(|| io::Error::other("socket has no IP address"))
+    }
+
+    /// The receive buffer size the kernel granted, in bytes.
+    pub fn recv_buffer_size(&self) -> io::Result<usize> {
+        self.socket.recv_buffer_size()
+    }
+
+    /// The send buffer size the kernel granted, in bytes.
+    pub fn send_buffer_size(&self) -> io::Result<usize> {
+        self.socket.send_buffer_size()
+    }
+
+    /// Where the receive timestamps of this socket come from.
+    pub fn rx_timestamp_source(&self) -> TimestampSource {
+        self.rx_source
+    }
+
+    /// Whether the kernel reports transmit timestamps on this socket.
+    pub fn tx_timestamps(&self) -> bool {
+        self.tx_timestamps
+    }
+
+    /// Blocks until a datagram can be read or `timeout` passes; `Ok(true)` when readable.
+    pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        let mut pfd = libc::pollfd {
+            fd: self.socket.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = match timeout {
+            None => -1,
+            Some(t) => t.as_millis().min(i32::MAX as u128) as libc::c_int,
+        };
+        // SAFETY: `pfd` is one valid pollfd and we pass a count of 1.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        match rc {
+            -1 => {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::Interrupted {
+                    Ok(false)
+                } else {
+                    Err(err)
+                }
+            }
+            0 => Ok(false),
+            _ => Ok(true),
+        }
+    }
+
+    /// Receives up to `batch.capacity()` datagrams in one `recvmmsg` call without blocking.
+    /// Returns how many arrived (0 when none were waiting); read them with [`RecvBatch::iter`].
+    pub fn recv_batch(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        batch.prepare();
+        // SAFETY: `prepare` pointed every header at buffers owned by `batch`, which outlives
+        // the call; the count passed is the number of headers.
+        let rc = unsafe {
+            libc::recvmmsg(
+                self.socket.as_raw_fd(),
+                batch.hdrs.as_mut_ptr(),
+                batch.hdrs.len() as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc < 0 {
+            batch.count = 0;
+            let err = io::Error::last_os_error();
+            return match err.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                // A previous send's ICMP error (port unreachable) surfaces here: not fatal.
+                io::ErrorKind::ConnectionRefused => Ok(0),
+                _ => Err(err),
+            };
+        }
+        let user_ns = crate::clock::now_ns();
+        batch.finish(rc as usize, self.rx_source, user_ns);
+        Ok(batch.count)
+    }
+
+    /// Sends the datagrams queued in `batch` with `sendmmsg`, without blocking. Returns how many
+    /// left; those are removed from the batch, the rest stay queued for the next call.
+    pub fn send_batch(&self, batch: &mut SendBatch) -> io::Result<usize> {
+        if batch.len == 0 {
+            return Ok(0);
+        }
+        batch.prepare();
+        // SAFETY: `prepare` pointed the first `batch.len` headers at buffers and addresses
+        // owned by `batch`, which outlives the call.
+        let rc = unsafe {
+            libc::sendmmsg(
+                self.socket.as_raw_fd(),
+                batch.hdrs.as_mut_ptr(),
+                batch.len as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            return match err.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                // ICMP port unreachable from an earlier datagram: the peer is not there (yet).
+                io::ErrorKind::ConnectionRefused => Ok(0),
+                _ => Err(err),
+            };
+        }
+        let sent = rc as usize;
+        batch.consume(sent);
+        Ok(sent)
+    }
+
+    /// Sends one datagram to `addr` (or to the connected peer when `None`).
+    pub fn send_one(&self, data: &[u8], addr: Option<SocketAddr>) -> io::Result<usize> {
+        match addr {
+            Some(a) => self.socket.send_to(data, &a.into()),
+            None => self.socket.send(data),
+        }
+    }
+
+    /// Reads the transmit timestamps the kernel queued since the last call into `out`, as
+    /// (datagram counter since the socket was created, kernel software timestamp in ns).
+    /// Returns how many were read.
+    pub fn read_tx_timestamps(&self, out: &mut Vec<(u32, u64)>) -> io::Result<usize> {
+        let mut n = 0;
+        loop {
+            let mut control = [0u64; 64];
+            // SAFETY: msghdr is plain data; all zeroes is a valid empty header.
+            let mut msg: libc::msghdr = unsafe { zeroed() };
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = size_of::<[u64; 64]>() as _;
+            // SAFETY: `msg` points at `control`, which lives until the end of this iteration.
+            let rc = unsafe {
+                libc::recvmsg(
+                    self.socket.as_raw_fd(),
+                    &mut msg,
+                    libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+                )
+            };
+            if rc < 0 {
+                let err = io::Error::last_os_error();
+                return match err.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(n),
+                    _ => Err(err),
+                };
+            }
+            let mut stamp = None;
+            let mut id = None;
+            // SAFETY: `msg` was filled by recvmsg; the CMSG macros walk its control buffer
+            // within `msg_controllen`, and each data read is bounded by the header's type.
+            unsafe {
+                let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+                while !cmsg.is_null() {
+                    let level = (*cmsg).cmsg_level;
+                    let kind = (*cmsg).cmsg_type;
+                    if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPING {
+                        let ts: [libc::timespec; 3] =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                        stamp = Some(timespec_ns(&ts[0]));
+                    } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
+                        || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
+                    {
+                        let ee: libc::sock_extended_err =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                        if ee.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING {
+                            id = Some(ee.ee_data);
+                        }
+                    }
+                    cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+                }
+            }
+            if let (Some(id), Some(ns)) = (id, stamp) {
+                out.push((id, ns));
+                n += 1;
+            }
+        }
+    }
+}
+
+impl AsRawFd for UdpSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.socket.as_raw_fd()
+    }
+}
+
+fn setsockopt_int(
+    socket: &Socket,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: we pass a pointer to a live c_int and its exact size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn set_buffer(socket: &Socket, force_opt: libc::c_int, bytes: usize) -> io::Result<()> {
+    let bytes = bytes.min(i32::MAX as usize) as libc::c_int;
+    setsockopt_int(socket, libc::SOL_SOCKET, force_opt, bytes)
+}
+
+/// Reads an IPv4 or IPv6 socket address the kernel wrote into `storage`.
+fn socket_addr(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match storage.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in, which it is large and
+            // aligned enough for.
+            let sin =
+                unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+            Some(SocketAddr::from((ip, u16::from_be(sin.sin_port))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6, as above.
+            let sin6 = unsafe {
+                &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+            };
+            let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            Some(SocketAddr::from((ip, u16::from_be(sin6.sin6_port))))
+        }
+        _ => None,
+    }
+}
+
+/// One datagram of a [`RecvBatch`].
+#[derive(Clone, Copy, Debug)]
+pub struct Received<'a> {
+    /// The bytes received (at most the slot size).
+    pub data: &'a [u8],
+    /// Who sent it.
+    pub from: SocketAddr,
+    /// When it arrived: the kernel's software stamp, or the user-space clock right after the
+    /// receive call, per the socket's [`TimestampSource`].
+    pub rx_ns: u64,
+    /// The datagram was larger than the slot and was cut.
+    pub truncated: bool,
+}
+
+/// Memory for receiving up to `capacity` datagrams of up to `slot_size` bytes in one call.
+#[derive(Debug)]
+pub struct RecvBatch {
+    slot_size: usize,
+    data: Vec<u8>,
+    addrs: Vec<libc::sockaddr_storage>,
+    control: Vec<[u64; 8]>,
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+    stamps: Vec<u64>,
+    count: usize,
+}
+
+// SAFETY: the raw pointers inside `iovs` and `hdrs` only ever point into this batch's own
+// vectors and are rewritten by `prepare` before every use, so moving the batch to another
+// thread cannot leave them pointing at memory another thread owns.
+unsafe impl Send for RecvBatch {}
+
+impl RecvBatch {
+    /// Memory for `capacity` datagrams (at least 1) of `slot_size` bytes each.
+    pub fn new(capacity: usize, slot_size: usize) -> RecvBatch {
+        let capacity = capacity.max(1);
+        RecvBatch {
+            slot_size,
+            data: vec![0; capacity * slot_size],
+            // SAFETY: sockaddr_storage is plain data; all zeroes is valid.
+            addrs: vec![unsafe { zeroed() }; capacity],
+            control: vec![[0; 8]; capacity],
+            // SAFETY: iovec and mmsghdr are plain data; null pointers and zero lengths are
+            // valid values and are replaced by `prepare` before use.
+            iovs: vec![unsafe { zeroed() }; capacity],
+            // SAFETY: as above.
+            hdrs: vec![unsafe { zeroed() }; capacity],
+            stamps: vec![0; capacity],
+            count: 0,
+        }
+    }
+
+    /// How many datagrams one call can receive.
+    pub fn capacity(&self) -> usize {
+        self.hdrs.len()
+    }
+
+    /// How many datagrams the last call received.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether the last call received nothing.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    fn prepare(&mut self) {
+        let base = self.data.as_mut_ptr();
+        for i in 0..self.hdrs.len() {
+            self.iovs[i] = libc::iovec {
+                // SAFETY: slot i lies inside `data`, which holds capacity * slot_size bytes.
+                iov_base: unsafe { base.add(i * self.slot_size) }.cast(),
+                iov_len: self.slot_size,
+            };
+            let hdr = &mut self.hdrs[i].msg_hdr;
+            hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+            hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            hdr.msg_iov = &mut self.iovs[i];
+            hdr.msg_iovlen = 1;
+            hdr.msg_control = self.control[i].as_mut_ptr().cast();
+            hdr.msg_controllen = size_of::<[u64; 8]>() as _;
+            hdr.msg_flags = 0;
+            self.hdrs[i].msg_len = 0;
+        }
+    }
+
+    fn finish(&mut self, count: usize, source: TimestampSource, user_ns: u64) {
+        self.count = count;
+        for i in 0..count {
+            let mut stamp = user_ns;
+            if source == TimestampSource::KernelSoftware {
+                let hdr = &self.hdrs[i].msg_hdr;
+                // SAFETY: the kernel filled `hdr` and its control buffer; the CMSG macros stay
+                // within `msg_controllen`, and the read is of the type SCM_TIMESTAMPING carries.
+                unsafe {
+                    let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
+                    while !cmsg.is_null() {
+                        if (*cmsg).cmsg_level == libc::SOL_SOCKET
+                            && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPING
+                        {
+                            let ts: [libc::timespec; 3] =
+                                std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                            let ns = timespec_ns(&ts[0]);
+                            if ns != 0 {
+                                stamp = ns;
+                            }
+                        }
+                        cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
+                    }
+                }
+            }
+            self.stamps[i] = stamp;
+        }
+    }
+
+    /// The datagrams the last call received.
+    pub fn iter(&self) -> impl Iterator<Item = Received<'_>> + '_ {
+        (0..self.count).map(move |i| self.get(i))
+    }
+
+    fn get(&self, i: usize) -> Received<'_> {
+        let hdr = &self.hdrs[i];
+        let len = (hdr.msg_len as usize).min(self.slot_size);
+        let start = i * self.slot_size;
+        Received {
+            data: &self.data[start..start + len],
+            from: socket_addr(&self.addrs[i])
+                .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+            rx_ns: self.stamps[i],
+            truncated: hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+        }
+    }
+}
+
+/// Datagrams queued for one `sendmmsg` call.
+#[derive(Debug)]
+pub struct SendBatch {
+    slot_size: usize,
+    data: Vec<u8>,
+    lens: Vec<usize>,
+    addrs: Vec<Option<SockAddr>>,
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+    len: usize,
+}
+
+// SAFETY: the raw pointers inside `iovs` and `hdrs` only point into this batch's own vectors
+// and are rewritten by `prepare` before every use.
+unsafe impl Send for SendBatch {}
+
+impl SendBatch {
+    /// Room for `capacity` datagrams (at least 1) of up to `slot_size` bytes each. Slots start
+    /// zeroed; bytes a caller does not write keep their old value.
+    pub fn new(capacity: usize, slot_size: usize) -> SendBatch {
+        let capacity = capacity.max(1);
+        SendBatch {
+            slot_size,
+            data: vec![0; capacity * slot_size],
+            lens: vec![0; capacity],
+            addrs: vec![None; capacity],
+            // SAFETY: iovec and mmsghdr are plain data; zeroes are valid and are replaced
+            // by `prepare` before use.
+            iovs: vec![unsafe { zeroed() }; capacity],
+            // SAFETY: as above.
+            hdrs: vec![unsafe { zeroed() }; capacity],
+            len: 0,
+        }
+    }
+
+    /// How many datagrams fit.
+    pub fn capacity(&self) -> usize {
+        self.lens.len()
+    }
+
+    /// How many datagrams are queued.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether no more datagrams fit.
+    pub fn is_full(&self) -> bool {
+        self.len == self.capacity()
+    }
+
+    /// Queues a datagram of `len` bytes to `to` (the connected peer when `None`) and returns
+    /// its slot to write into, or `None` when the batch is full. `len` is capped at the slot
+    /// size.
+    pub fn push(&mut self, len: usize, to: Option<SocketAddr>) -> Option<&mut [u8]> {
+        if self.is_full() {
+            return None;
+        }
+        let i = self.len;
+        let len = len.min(self.slot_size);
+        self.lens[i] = len;
+        self.addrs[i] = to.map(SockAddr::from);
+        self.len += 1;
+        let start = i * self.slot_size;
+        Some(&mut self.data[start..start + len])
+    }
+
+    /// Drops everything queued.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    fn prepare(&mut self) {
+        let base = self.data.as_mut_ptr();
+        for i in 0..self.len {
+            self.iovs[i] = libc::iovec {
+                // SAFETY: slot i lies inside `data`, which holds capacity * slot_size bytes.
+                iov_base: unsafe { base.add(i * self.slot_size) }.cast(),
+                iov_len: self.lens[i],
+            };
+            let hdr = &mut self.hdrs[i].msg_hdr;
+            match &self.addrs[i] {
+                Some(a) => {
+                    hdr.msg_name = a.as_ptr().cast::<libc::c_void>().cast_mut();
+                    hdr.msg_namelen = a.len();
+                }
+                None => {
+                    hdr.msg_name = std::ptr::null_mut();
+                    hdr.msg_namelen = 0;
+                }
+            }
+            hdr.msg_iov = &mut self.iovs[i];
+            hdr.msg_iovlen = 1;
+            hdr.msg_control = std::ptr::null_mut();
+            hdr.msg_controllen = 0;
+            hdr.msg_flags = 0;
+            self.hdrs[i].msg_len = 0;
+        }
+    }
+
+    /// Removes the first `n` queued datagrams, keeping the order of the rest.
+    fn consume(&mut self, n: usize) {
+        let n = n.min(self.len);
+        if n == self.len {
+            self.len = 0;
+            return;
+        }
+        for j in n..self.len {
+            let (src, dst) = (j * self.slot_size, (j - n) * self.slot_size);
+            let len = self.lens[j];
+            self.data.copy_within(src..src + len, dst);
+            self.lens[j - n] = len;
+            self.addrs[j - n] = self.addrs[j].take();
+        }
+        self.len -= n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(options: &UdpOptions) -> (UdpSocket, UdpSocket) {
+        let a = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), options).unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), options).unwrap();
+        (a, b)
+    }
+
+    fn recv_all(sock: &UdpSocket, batch: &mut RecvBatch, want: usize) -> Vec<(Vec<u8>, u64)> {
+        let mut got = Vec::new();
+        while got.len() < want {
+            assert!(sock.wait_readable(Some(Duration::from_secs(2))).unwrap());
+            sock.recv_batch(batch).unwrap();
+            got.extend(batch.iter().map(|r| (r.data.to_vec(), r.rx_ns)));
+        }
+        got
+    }
+
+    #[test]
+    fn a_batch_sent_arrives_whole_and_in_order() {
+        let (a, b) = pair(&UdpOptions::default());
+        let to = b.local_addr().unwrap();
+        let mut send = SendBatch::new(8, 64);
+        for i in 0..8u8 {
+            send.push(10 + i as usize, Some(to)).unwrap().fill(i);
+        }
+        assert!(
+            send.push(1, Some(to)).is_none(),
+            "a full batch takes no more"
+        );
+        assert_eq!(a.send_batch(&mut send).unwrap(), 8);
+        assert!(send.is_empty());
+        let mut recv = RecvBatch::new(16, 64);
+        let got = recv_all(&b, &mut recv, 8);
+        for (i, (data, _)) in got.iter().enumerate() {
+            assert_eq!(data.len(), 10 + i);
+            assert!(data.iter().all(|&x| x == i as u8));
+        }
+    }
+
+    #[test]
+    fn an_empty_socket_reads_zero_without_blocking() {
+        let (_a, b) = pair(&UdpOptions::default());
+        let mut recv = RecvBatch::new(4, 64);
+        assert_eq!(b.recv_batch(&mut recv).unwrap(), 0);
+        assert!(!b.wait_readable(Some(Duration::from_millis(1))).unwrap());
+    }
+
+    #[test]
+    fn an_oversized_datagram_is_cut_and_flagged() {
+        let (a, b) = pair(&UdpOptions::default());
+        a.send_one(&[7u8; 200], Some(b.local_addr().unwrap()))
+            .unwrap();
+        let mut recv = RecvBatch::new(4, 64);
+        assert!(b.wait_readable(Some(Duration::from_secs(2))).unwrap());
+        assert_eq!(b.recv_batch(&mut recv).unwrap(), 1);
+        let r = recv.iter().next().unwrap();
+        assert!(r.truncated);
+        assert_eq!(r.data.len(), 64);
+        assert_eq!(r.from, a.local_addr().unwrap());
+    }
+
+    #[test]
+    fn kernel_receive_stamps_fall_between_send_and_read() {
+        let opts = UdpOptions {
+            rx_timestamps: true,
+            ..UdpOptions::default()
+        };
+        let (a, b) = pair(&opts);
+        assert_eq!(b.rx_timestamp_source(), TimestampSource::KernelSoftware);
+        let before = crate::clock::now_ns();
+        a.send_one(b"stamp me", Some(b.local_addr().unwrap()))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let mut recv = RecvBatch::new(4, 64);
+        let got = recv_all(&b, &mut recv, 1);
+        let after = crate::clock::now_ns();
+        let stamp = got[0].1;
+        assert!(stamp >= before && stamp <= after);
+        // The kernel stamped on arrival, not when we read 20 ms later.
+        assert!(after - stamp >= 15_000_000, "stamp {stamp} read at {after}");
+    }
+
+    #[test]
+    fn kernel_transmit_stamps_are_reported_with_their_counter() {
+        let opts = UdpOptions {
+            tx_timestamps: true,
+            ..UdpOptions::default()
+        };
+        let (a, b) = pair(&opts);
+        assert!(a.tx_timestamps());
+        let before = crate::clock::now_ns();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        let mut send = SendBatch::new(4, 16);
+        for _ in 0..3 {
+            send.push(16, None).unwrap();
+        }
+        assert_eq!(a.send_batch(&mut send).unwrap(), 3);
+        let mut stamps = Vec::new();
+        for _ in 0..100 {
+            a.read_tx_timestamps(&mut stamps).unwrap();
+            if stamps.len() == 3 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let ids: Vec<u32> = stamps.iter().map(|s| s.0).collect();
+        assert_eq!(ids, vec![0, 1, 2]);
+        assert!(stamps.iter().all(|s| s.1 >= before));
+    }
+
+    #[test]
+    fn partial_sends_keep_the_rest_in_order() {
+        let mut send = SendBatch::new(4, 8);
+        for i in 0..4u8 {
+            send.push(1 + i as usize, None).unwrap().fill(i);
+        }
+        send.consume(3);
+        assert_eq!(send.len(), 1);
+        assert_eq!(send.lens[0], 4);
+        assert_eq!(&send.data[..4], &[3, 3, 3, 3]);
+    }
+
+    #[test]
+    fn buffer_sizes_are_applied() {
+        let opts = UdpOptions {
+            rcvbuf: Some(64 * 1024),
+            ..UdpOptions::default()
+        };
+        let s = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+        // The kernel doubles the requested size for its bookkeeping.
+        assert_eq!(s.recv_buffer_size().unwrap(), 128 * 1024);
+    }
+}
