@@ -149,31 +149,11 @@ impl UdpSocket {
         self.tx_timestamps
     }
 
-    /// Blocks until a datagram can be read or `timeout` passes; `Ok(true)` when readable.
+    /// Blocks until a datagram can be read or `timeout` passes (`None`: no limit); `Ok(true)`
+    /// when readable. The timeout has nanosecond resolution (`ppoll`); how late the thread
+    /// wakes depends on its timer slack ([`crate::cpu::set_timer_slack_ns`]).
     pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        let mut pfd = libc::pollfd {
-            fd: self.socket.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = match timeout {
-            None => -1,
-            Some(t) => t.as_millis().min(i32::MAX as u128) as libc::c_int,
-        };
-        // SAFETY: `pfd` is one valid pollfd and we pass a count of 1.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-        match rc {
-            -1 => {
-                let err = io::Error::last_os_error();
-                if err.kind() == io::ErrorKind::Interrupted {
-                    Ok(false)
-                } else {
-                    Err(err)
-                }
-            }
-            0 => Ok(false),
-            _ => Ok(true),
-        }
+        wait_any_readable(&[self], timeout).map(|r| r.is_some())
     }
 
     /// Receives up to `batch.capacity()` datagrams in one `recvmmsg` call without blocking.
@@ -235,6 +215,14 @@ impl UdpSocket {
         let sent = rc as usize;
         batch.consume(sent);
         Ok(sent)
+    }
+
+    /// Receives one datagram into `buf` without blocking. Unlike the batch calls, every error
+    /// is returned as it is, `WouldBlock` and `ConnectionRefused` (an ICMP port unreachable
+    /// for a connected socket) included.
+    pub fn recv_one(&self, buf: &mut [u8]) -> io::Result<usize> {
+        use std::io::Read;
+        (&self.socket).read(buf)
     }
 
     /// Sends one datagram to `addr` (or to the connected peer when `None`).
@@ -302,6 +290,48 @@ impl UdpSocket {
             }
         }
     }
+}
+
+/// Blocks until one of `sockets` can be read or `timeout` passes; returns the index of a
+/// readable one, `None` on timeout or when a signal interrupted the wait.
+pub fn wait_any_readable(
+    sockets: &[&UdpSocket],
+    timeout: Option<Duration>,
+) -> io::Result<Option<usize>> {
+    let mut fds: Vec<libc::pollfd> = sockets
+        .iter()
+        .map(|s| libc::pollfd {
+            fd: s.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `fds` holds `fds.len()` valid pollfds; `ts_ptr` is null or points at `ts`,
+    // which lives until after the call; a null signal mask leaves the mask unchanged.
+    let rc = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            ts_ptr,
+            std::ptr::null(),
+        )
+    };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        return if err.kind() == io::ErrorKind::Interrupted {
+            Ok(None)
+        } else {
+            Err(err)
+        };
+    }
+    Ok(fds.iter().position(|f| f.revents != 0))
 }
 
 impl AsRawFd for UdpSocket {
@@ -564,6 +594,15 @@ impl SendBatch {
         self.len += 1;
         let start = i * self.slot_size;
         Some(&mut self.data[start..start + len])
+    }
+
+    /// The bytes of the `i`-th queued datagram, to change them before sending.
+    pub fn slot_mut(&mut self, i: usize) -> Option<&mut [u8]> {
+        if i >= self.len {
+            return None;
+        }
+        let start = i * self.slot_size;
+        Some(&mut self.data[start..start + self.lens[i]])
     }
 
     /// Drops everything queued.

@@ -1,0 +1,456 @@
+//! `latlab`: a latency lab for game servers and network functions.
+//!
+//! Flags are parsed into checked options before anything runs; a bad flag ends with one line
+//! naming it and exit code 2; a failure at run time prints the whole chain of causes on one
+//! line and exits with 1. Ctrl-C stops the engines, and everything the command made
+//! (namespaces, temporary files) is removed on the way out.
+#![forbid(unsafe_code)]
+
+mod progress;
+
+use std::io::IsTerminal;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters};
+use latlab_engine::{PollMode, Stop};
+use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_lab::measure::{self, GenOptions, ThreadChoice};
+use latlab_lab::results::{self, ResultsDir, RunSummary};
+use latlab_lab::units::{format_rate, parse_bytes, parse_duration, parse_rate};
+use latlab_probe::Pattern;
+
+/// latlab: a latency lab for game servers and network functions.
+#[derive(Debug, Parser)]
+#[command(name = "latlab", version, about, allow_negative_numbers = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Reflect latlab probes back to their sender (a probe responder).
+    Echo(EchoArgs),
+    /// Send probes to a responder on an open-loop schedule and measure round-trip latency.
+    Gen(GenArgs),
+    /// Measure this machine's UDP echo path at a few rates, end to end, and write a results
+    /// folder.
+    Demo(DemoArgs),
+    /// Print the table of a results folder again, from its data.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct EchoArgs {
+    /// Address and port to listen on, e.g. 127.0.0.1:7777.
+    #[arg(long, value_name = "ADDR")]
+    listen: String,
+    /// busy: spin on the socket (lowest latency, one core at 100%); block: sleep until packets
+    /// arrive.
+    #[arg(long, default_value = "busy", value_name = "MODE")]
+    poll: PollMode,
+    /// Datagrams per recvmmsg/sendmmsg call.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    batch: u16,
+    /// Do not write the reflector's receive/transmit times into the probes.
+    #[arg(long)]
+    no_stamp: bool,
+    /// Pin the reflector to this CPU.
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+    /// SO_RCVBUF in bytes (16k, 4M, ...).
+    #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
+    rcvbuf: Option<usize>,
+    /// Stop after this long (default: run until Ctrl-C).
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    duration: Option<Duration>,
+    /// Write the final counters to this JSON file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct GenArgs {
+    /// The responder: ADDR:PORT (latlab echo, or anything that echoes UDP datagrams).
+    #[arg(long, value_name = "ADDR")]
+    target: String,
+    /// Offered load in packets per second over all flows (1000, 10k, 1M).
+    #[arg(long, value_parser = parse_rate, value_name = "PPS")]
+    rate: f64,
+    /// How long to send, warm-up included (10s, 500ms).
+    #[arg(long, value_parser = parse_duration, default_value = "5s", value_name = "DUR")]
+    duration: Duration,
+    /// UDP payload bytes per probe, at least the 56-byte probe header.
+    #[arg(long, default_value_t = 64, value_name = "BYTES")]
+    size: usize,
+    /// constant: exactly 1/rate apart; poisson: exponential gaps (seeded).
+    #[arg(long, default_value = "constant", value_name = "PATTERN")]
+    pattern: Pattern,
+    /// Number of flows (source ports); probes go round-robin over them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    flows: u32,
+    /// Responses to probes sent in the first DUR are left out of the result.
+    #[arg(long, value_parser = parse_duration, default_value = "100ms", value_name = "DUR")]
+    warmup: Duration,
+    /// How long to wait for the last responses after the last probe.
+    #[arg(long, value_parser = parse_duration, default_value = "500ms", value_name = "DUR")]
+    grace: Duration,
+    /// busy: spin (lowest latency); block: sleep until a packet arrives or a probe is due.
+    #[arg(long, default_value = "busy", value_name = "MODE")]
+    poll: PollMode,
+    /// auto, 1 (one loop) or 2 (send and receive threads on their own cores).
+    #[arg(long, default_value = "auto", value_name = "N")]
+    threads: ThreadChoice,
+    /// Datagrams per sendmmsg/recvmmsg call.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    batch: u16,
+    /// SO_RCVBUF of the flow sockets, in bytes.
+    #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
+    rcvbuf: Option<usize>,
+    /// Seed of the Poisson schedule.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Local address to send from.
+    #[arg(long, value_name = "IP")]
+    bind: Option<std::net::IpAddr>,
+    /// Skip the check that the target answers before the run.
+    #[arg(long)]
+    no_check: bool,
+    /// Write the summary to this JSON file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write the per-second latency histograms to this HdrHistogram interval log.
+    #[arg(long, value_name = "FILE")]
+    hlog: Option<PathBuf>,
+    /// Write a whole results folder (summary.json, latency.hlog, ccdf.csv, ccdf.svg).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct DemoArgs {
+    /// Sending time at each rate.
+    #[arg(long, value_parser = parse_duration, default_value = "2s", value_name = "DUR")]
+    duration: Duration,
+    /// Results folder (default: latlab-results/demo-<time>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Rates to measure at, comma separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_rate, default_value = "1k,10k,100k")]
+    rates: Vec<f64>,
+    /// Run on loopback even when namespaces would work.
+    #[arg(long)]
+    loopback: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct ReportArgs {
+    /// A results folder written by gen --out or demo.
+    dir: PathBuf,
+    /// Draw the CCDF of every run in it again, into this SVG file.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+static STOP: Stop = Stop::new();
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                std::process::exit(
+                    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                        2
+                    } else {
+                        0
+                    },
+                );
+            }
+            // One line that names the flag; clap's usage hint is left out.
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("error: bad arguments");
+            eprintln!("{first}");
+            std::process::exit(2);
+        }
+    };
+    let _ = ctrlc::set_handler(|| {
+        if STOP.is_raised() {
+            eprintln!("latlab: second Ctrl-C, exiting now");
+            std::process::exit(130);
+        }
+        STOP.raise();
+    });
+    let result = match cli.command {
+        Command::Echo(a) => echo(a),
+        Command::Gen(a) => gen(a),
+        Command::Demo(a) => demo(a),
+        Command::Report(a) => report(a),
+    };
+    if let Err(e) = result {
+        let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+        eprintln!("error: {}", chain.join(": "));
+        std::process::exit(1);
+    }
+}
+
+fn resolve(flag: &str, text: &str) -> Result<SocketAddr> {
+    let mut addrs = text
+        .to_socket_addrs()
+        .with_context(|| format!("{flag} {text:?} is not an ADDR:PORT"))?;
+    addrs
+        .next()
+        .with_context(|| format!("{flag} {text:?} resolves to no address"))
+}
+
+fn echo(a: EchoArgs) -> Result<()> {
+    let listen = resolve("--listen", &a.listen)?;
+    let opts = UdpOptions {
+        rcvbuf: a.rcvbuf,
+        rx_timestamps: true,
+        ..UdpOptions::default()
+    };
+    let socket = UdpSocket::bind(listen, &opts).with_context(|| format!("--listen {listen}"))?;
+    if let Some(cpu) = a.cpu {
+        latlab_io::cpu::pin_current_thread(cpu).with_context(|| format!("--cpu {cpu}"))?;
+    }
+    let _ = latlab_io::cpu::set_timer_slack_ns(1);
+    let config = ReflectorConfig {
+        batch: a.batch as usize,
+        poll: a.poll,
+        stamp: !a.no_stamp,
+        ..ReflectorConfig::default()
+    };
+    eprintln!(
+        "latlab echo: listening on {} ({} poll, timestamps {}); Ctrl-C stops",
+        socket.local_addr()?,
+        a.poll.name(),
+        socket.rx_timestamp_source().name()
+    );
+    let counters = Arc::new(ReflectorCounters::default());
+    let live = std::io::stderr().is_terminal();
+    let watcher = {
+        let counters = counters.clone();
+        let duration = a.duration;
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            while !STOP.is_raised() {
+                std::thread::sleep(Duration::from_millis(100));
+                if duration.is_some_and(|d| start.elapsed() >= d) {
+                    STOP.raise();
+                }
+                if live && start.elapsed().as_millis() % 1000 < 100 {
+                    let r = counters.snapshot();
+                    eprint!(
+                        "\r  received {}  reflected {}  malformed {}  oversized {}   ",
+                        r.received, r.reflected, r.malformed, r.oversized
+                    );
+                }
+            }
+        })
+    };
+    let run = reflector::run(&socket, &config, &STOP, &counters);
+    STOP.raise();
+    let _ = watcher.join();
+    run.context("reflector")?;
+    let r = counters.snapshot();
+    if live {
+        eprintln!();
+    }
+    println!(
+        "received {}  reflected {}  malformed {}  oversized {}  send-dropped {}",
+        r.received, r.reflected, r.malformed, r.oversized, r.send_dropped
+    );
+    if let Some(path) = a.json {
+        let json = serde_json::json!({
+            "listen": listen.to_string(),
+            "received": r.received,
+            "reflected": r.reflected,
+            "malformed": r.malformed,
+            "oversized": r.oversized,
+            "send_dropped": r.send_dropped,
+            "timestamp_source": socket.rx_timestamp_source().name(),
+        });
+        results::write_atomic(&path, format!("{json:#}\n").as_bytes())?;
+    }
+    Ok(())
+}
+
+fn gen(a: GenArgs) -> Result<()> {
+    let target = resolve("--target", &a.target)?;
+    if target.port() == 0 {
+        bail!("--target {target}: port 0 cannot be sent to");
+    }
+    let min = latlab_wire::probe::HEADER_LEN;
+    if a.size < min || a.size > latlab_probe::MAX_PAYLOAD {
+        bail!(
+            "--size must be between {min} (the probe header) and {} bytes, not {}",
+            latlab_probe::MAX_PAYLOAD,
+            a.size
+        );
+    }
+    if a.warmup >= a.duration {
+        bail!(
+            "--warmup ({:?}) must be shorter than --duration ({:?})",
+            a.warmup,
+            a.duration
+        );
+    }
+    // Fail before the run, not after it, when an output cannot be written.
+    let dir = a.out.as_deref().map(ResultsDir::create).transpose()?;
+    for p in [&a.json, &a.hlog].into_iter().flatten() {
+        check_writable(p)?;
+    }
+    let mut opts = GenOptions::new(target);
+    if let Some(ip) = a.bind {
+        opts.bind = ip;
+    }
+    opts.rate_pps = a.rate;
+    opts.duration = a.duration;
+    opts.warmup = a.warmup;
+    opts.payload_len = a.size;
+    opts.pattern = a.pattern;
+    opts.flows = a.flows;
+    opts.seed = a.seed;
+    opts.poll = a.poll;
+    opts.batch = a.batch as usize;
+    opts.grace = a.grace;
+    opts.threads = a.threads;
+    opts.rcvbuf = a.rcvbuf;
+    opts.check = !a.no_check;
+    let (sockets, check) = measure::open_sockets(opts.bind, opts.flows, opts.rcvbuf)
+        .with_context(|| format!("--bind {}", opts.bind))?;
+    if opts.check {
+        measure::check_target(&check, target, Duration::from_secs(1))?;
+    }
+    let threads = measure::pick_threads(opts.threads, None);
+    let label = format!("{} to {target}", format_rate(opts.rate_pps));
+    let setup = measure::setup(&opts, label.clone(), "remote", threads);
+    let mut bar = progress::Bar::new();
+    latlab_lab::demo::ProgressSink::start(&mut bar, &label, opts.duration);
+    let outcome = measure::run(&opts, &sockets, threads, setup, &STOP, &mut |p| {
+        latlab_lab::demo::ProgressSink::update(&mut bar, &p)
+    });
+    latlab_lab::demo::ProgressSink::finish(&mut bar);
+    let (summary, result) = outcome?;
+    if let Some(path) = &a.json {
+        results::write_atomic(path, results::summary_json(&summary).as_bytes())?;
+    }
+    if let Some(path) = &a.hlog {
+        results::write_atomic(path, &results::hlog_bytes(&result, &summary.setup.label)?)?;
+    }
+    print!("{}", latlab_lab::table::render(&[&summary]));
+    if let Some(dir) = dir {
+        results::write_run(&dir, "", &summary, &result)?;
+        dir.write(
+            "summary.txt",
+            latlab_lab::table::render(&[&summary]).as_bytes(),
+        )?;
+        let path = dir.commit()?;
+        println!("results: {}", path.display());
+    }
+    if summary.stopped_early {
+        eprintln!("stopped early by Ctrl-C: the figures cover the part that ran");
+    }
+    Ok(())
+}
+
+fn check_writable(path: &Path) -> Result<()> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        bail!(
+            "{}: folder {} does not exist",
+            path.display(),
+            parent.display()
+        );
+    }
+    Ok(())
+}
+
+fn demo(a: DemoArgs) -> Result<()> {
+    let out = a.out.unwrap_or_else(|| {
+        let secs = latlab_io::clock::now_ns() / 1_000_000_000;
+        PathBuf::from("latlab-results").join(format!("demo-{secs}"))
+    });
+    let options = latlab_lab::demo::DemoOptions {
+        duration: a.duration,
+        rates: a.rates,
+        out,
+        namespaces: !a.loopback,
+    };
+    let mut bar = progress::Bar::new();
+    let outcome =
+        latlab_lab::demo::run(&options, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
+    println!("latlab demo: {}", outcome.topology);
+    print!(
+        "{}",
+        latlab_lab::table::render(&outcome.runs.iter().collect::<Vec<_>>())
+    );
+    let r = outcome.reflector;
+    println!(
+        "reflector: received {}, reflected {}, malformed {}, dropped on a full socket {}",
+        r.received, r.reflected, r.malformed, r.send_dropped
+    );
+    println!(
+        "results: {} (summary.json, per-rate latency.hlog and ccdf.csv, ccdf.svg)",
+        outcome.out.display()
+    );
+    if STOP.is_raised() {
+        eprintln!("stopped early by Ctrl-C: the results hold the rates that ran");
+    }
+    Ok(())
+}
+
+fn report(a: ReportArgs) -> Result<()> {
+    let path = a.dir.join("summary.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{}", path.display()))?;
+    // A demo folder holds a list of runs, each in a rate-…/ folder; a gen folder holds one.
+    let (runs, dirs): (Vec<RunSummary>, Vec<PathBuf>) = match value.get("runs") {
+        Some(runs) => {
+            let runs: Vec<RunSummary> = serde_json::from_value(runs.clone())
+                .with_context(|| format!("{}: runs", path.display()))?;
+            let dirs = runs
+                .iter()
+                .map(|r| a.dir.join(format!("rate-{}pps", r.offered_pps as u64)))
+                .collect();
+            (runs, dirs)
+        }
+        None => (vec![RunSummary::load(&path)?], vec![a.dir.clone()]),
+    };
+    print!(
+        "{}",
+        latlab_lab::table::render(&runs.iter().collect::<Vec<_>>())
+    );
+    if let Some(plot) = a.plot {
+        let mut series = Vec::new();
+        for (run, dir) in runs.iter().zip(&dirs) {
+            let csv = dir.join("ccdf.csv");
+            let file = std::fs::File::open(&csv).with_context(|| format!("{}", csv.display()))?;
+            let points = latlab_stats::read_ccdf_csv(std::io::BufReader::new(file))
+                .with_context(|| format!("{}", csv.display()))?;
+            series.push((run.setup.label.clone(), points));
+        }
+        let svg =
+            latlab_lab::plot::ccdf_svg("latency CCDF", &series).map_err(anyhow::Error::msg)?;
+        results::write_atomic(&plot, svg.as_bytes())?;
+        println!("plot: {}", plot.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,52 @@
+//! Progress bars on a terminal, for runs longer than two seconds; nothing otherwise.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use latlab_engine::generator::Progress;
+use latlab_lab::demo::ProgressSink;
+
+/// A progress bar per run, drawn on stderr.
+#[derive(Debug, Default)]
+pub(crate) struct Bar {
+    bar: Option<ProgressBar>,
+}
+
+impl Bar {
+    pub(crate) fn new() -> Bar {
+        Bar::default()
+    }
+}
+
+impl ProgressSink for Bar {
+    fn start(&mut self, label: &str, total: Duration) {
+        if !std::io::stderr().is_terminal() || total <= Duration::from_secs(2) {
+            self.bar = None;
+            return;
+        }
+        let bar = ProgressBar::new(total.as_millis() as u64);
+        // The template is a constant known to be valid.
+        let style = ProgressStyle::with_template(
+            "{prefix:>18} [{bar:30.cyan/blue}] {elapsed}/{duration}  {msg}",
+        )
+        .expect("valid progress template")
+        .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_prefix(label.to_string());
+        self.bar = Some(bar);
+    }
+
+    fn update(&mut self, p: &Progress) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(p.elapsed_ns / 1_000_000);
+            bar.set_message(format!("sent {}  received {}", p.sent, p.received));
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! latlab-engine: the thin loops that bind latlab's sans-IO cores to sockets.
+//!
+//! - [`generator`]: sends probes on an open-loop schedule and meters the responses, in one
+//!   loop on one core or split into a send thread and a receive thread on two pinned cores.
+//! - [`reflector`]: the echo responder; reflects every valid probe back to its sender, stamped
+//!   with its own receive and transmit times, and counts and drops everything else.
+//!
+//! Engines own no logic of their own: when to send comes from [`latlab_probe::Sender`], what a
+//! response means from [`latlab_probe::Meter`]. They poll in batches, stop when a shared flag
+//! says so, and report progress through a callback.
+#![forbid(unsafe_code)]
+
+pub mod generator;
+pub mod reflector;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// How an engine waits for packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PollMode {
+    /// Spin on non-blocking batch calls: lowest latency, one core at 100%.
+    #[default]
+    Busy,
+    /// Sleep in `ppoll` until a packet arrives or the next send is due (with 1 ns timer slack
+    /// and a final spin before each send deadline).
+    Block,
+}
+
+impl std::str::FromStr for PollMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "busy" => Ok(PollMode::Busy),
+            "block" => Ok(PollMode::Block),
+            other => Err(format!(
+                "unknown poll mode {other:?}: expected busy or block"
+            )),
+        }
+    }
+}
+
+impl PollMode {
+    /// The name used on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            PollMode::Busy => "busy",
+            PollMode::Block => "block",
+        }
+    }
+}
+
+/// A flag that tells a running engine to stop (set from a Ctrl-C handler or another thread).
+#[derive(Debug, Default)]
+pub struct Stop(AtomicBool);
+
+impl Stop {
+    /// A flag not yet raised.
+    pub const fn new() -> Stop {
+        Stop(AtomicBool::new(false))
+    }
+
+    /// Raises the flag.
+    pub fn raise(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the flag was raised.
+    pub fn is_raised(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}

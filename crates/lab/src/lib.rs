@@ -1,0 +1,24 @@
+//! latlab-lab: everything between the command line and the engines.
+//!
+//! Topologies of network namespaces joined by veth pairs (or loopback), measurements from
+//! options to summaries, results folders written whole or not at all, tables and plots drawn
+//! from the results data, and the demo.
+//!
+//! Results are data first: a run's `summary.json`, `.hlog` and `ccdf.csv` are written before
+//! anything is drawn, and [`table::render`] and [`plot::ccdf_svg`] take only that data, so any
+//! report can be made again from a results folder.
+//!
+//! ```
+//! use latlab_lab::units::{format_us, parse_duration};
+//! assert_eq!(parse_duration("250ms").unwrap().as_millis(), 250);
+//! assert_eq!(format_us(12_345.0), "12.35 µs");
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod demo;
+pub mod measure;
+pub mod plot;
+pub mod results;
+pub mod table;
+pub mod topology;
+pub mod units;

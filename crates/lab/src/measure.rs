@@ -1,0 +1,312 @@
+//! One generator run from options to a [`RunSummary`]: sockets, a check that something answers,
+//! the run itself on the right cores.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use latlab_engine::generator::{self, GeneratorConfig, GeneratorResult, Progress, Threads};
+use latlab_engine::{PollMode, Stop};
+use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_probe::{Pattern, ProbeConfig};
+use latlab_wire::probe;
+
+use crate::results::{RunSetup, RunSummary};
+
+/// Errors of a measurement.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    /// Nothing answered at the target.
+    #[error("--target {target}: {reason}")]
+    Unreachable {
+        /// The target.
+        target: SocketAddr,
+        /// What happened.
+        reason: String,
+    },
+    /// A configuration value is out of range.
+    #[error(transparent)]
+    Config(#[from] latlab_probe::Error),
+    /// A socket or thread call failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The system's error.
+        source: io::Error,
+    },
+}
+
+fn io_err(context: &str) -> impl FnOnce(io::Error) -> MeasureError + '_ {
+    move |source| MeasureError::Io {
+        context: context.to_string(),
+        source,
+    }
+}
+
+/// How many threads the generator uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ThreadChoice {
+    /// Split send and receive over two pinned cores when three or more are free, one loop
+    /// otherwise.
+    #[default]
+    Auto,
+    /// One loop.
+    One,
+    /// A send thread and a receive thread.
+    Two,
+}
+
+impl std::str::FromStr for ThreadChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(ThreadChoice::Auto),
+            "1" => Ok(ThreadChoice::One),
+            "2" => Ok(ThreadChoice::Two),
+            other => Err(format!("{other:?} is not auto, 1 or 2")),
+        }
+    }
+}
+
+/// Everything `latlab gen` takes.
+#[derive(Clone, Debug)]
+pub struct GenOptions {
+    /// Where probes go.
+    pub target: SocketAddr,
+    /// Local address to send from.
+    pub bind: IpAddr,
+    /// Offered load, packets per second, over all flows.
+    pub rate_pps: f64,
+    /// Sending time, warm-up included.
+    pub duration: Duration,
+    /// Responses to probes of the first `warmup` are kept out of the result.
+    pub warmup: Duration,
+    /// UDP payload bytes.
+    pub payload_len: usize,
+    /// Send pattern.
+    pub pattern: Pattern,
+    /// Flows (one socket, so one source port, each).
+    pub flows: u32,
+    /// Seed of the Poisson schedule and the run id.
+    pub seed: u64,
+    /// Busy or blocking receive.
+    pub poll: PollMode,
+    /// Datagrams per batch call.
+    pub batch: usize,
+    /// How long to wait for responses after the last probe.
+    pub grace: Duration,
+    /// Threads.
+    pub threads: ThreadChoice,
+    /// `SO_RCVBUF` of the flow sockets.
+    pub rcvbuf: Option<usize>,
+    /// Check that the target answers before the run.
+    pub check: bool,
+}
+
+impl GenOptions {
+    /// Options with latlab's defaults for everything but the target.
+    pub fn new(target: SocketAddr) -> GenOptions {
+        GenOptions {
+            target,
+            bind: if target.is_ipv4() {
+                IpAddr::from([0, 0, 0, 0])
+            } else {
+                IpAddr::from([0u16; 8])
+            },
+            rate_pps: 1000.0,
+            duration: Duration::from_secs(5),
+            warmup: Duration::from_millis(100),
+            payload_len: 64,
+            pattern: Pattern::Constant,
+            flows: 1,
+            seed: 1,
+            poll: PollMode::Busy,
+            batch: 32,
+            grace: Duration::from_millis(500),
+            threads: ThreadChoice::Auto,
+            rcvbuf: None,
+            check: true,
+        }
+    }
+
+    /// The probe configuration these options describe (start time set at run time).
+    pub fn probe_config(&self) -> ProbeConfig {
+        ProbeConfig {
+            run_id: run_id(self.seed),
+            flows: self.flows,
+            payload_len: self.payload_len,
+            pattern: self.pattern,
+            rate_pps: self.rate_pps,
+            start_ns: 0,
+            duration_ns: self.duration.as_nanos() as u64,
+            warmup_ns: self.warmup.as_nanos() as u64,
+            seed: self.seed,
+        }
+    }
+}
+
+/// A run id that differs between runs even with the same seed.
+fn run_id(seed: u64) -> u32 {
+    let t = latlab_io::clock::now_ns();
+    let x = (t ^ seed.rotate_left(17) ^ u64::from(std::process::id()) << 32)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (x >> 32) as u32
+}
+
+/// Opens the flow sockets (kernel receive timestamps on) plus one socket for the check, all
+/// bound to `bind` on free ports. Call it inside the namespace the generator lives in.
+pub fn open_sockets(
+    bind: IpAddr,
+    flows: u32,
+    rcvbuf: Option<usize>,
+) -> io::Result<(Vec<UdpSocket>, UdpSocket)> {
+    let opts = UdpOptions {
+        rcvbuf,
+        rx_timestamps: true,
+        ..UdpOptions::default()
+    };
+    let addr = SocketAddr::new(bind, 0);
+    let flows = (0..flows.max(1))
+        .map(|_| UdpSocket::bind(addr, &opts))
+        .collect::<io::Result<Vec<_>>>()?;
+    let check = UdpSocket::bind(addr, &UdpOptions::default())?;
+    Ok((flows, check))
+}
+
+/// Sends a few probes of a throw-away run on `socket` and waits up to `timeout` for one to
+/// come back, so a run against nothing fails at once with the reason instead of reporting
+/// 100% loss.
+pub fn check_target(
+    socket: &UdpSocket,
+    target: SocketAddr,
+    timeout: Duration,
+) -> Result<(), MeasureError> {
+    let unreachable = |reason: String| MeasureError::Unreachable { target, reason };
+    socket
+        .connect(target)
+        .map_err(|e| unreachable(e.to_string()))?;
+    let run_id = run_id(0x636865636b);
+    let mut buf = [0u8; probe::HEADER_LEN];
+    let deadline = latlab_io::clock::now_ns() + timeout.as_nanos() as u64;
+    let mut seq = 0u64;
+    loop {
+        let now = latlab_io::clock::now_ns();
+        if now >= deadline {
+            return Err(unreachable(format!(
+                "no response to {seq} check probes within {timeout:?}: is a probe responder \
+                 (latlab echo) running there? (--no-check skips this check)"
+            )));
+        }
+        probe::Repr {
+            run_id,
+            flow: 0,
+            seq,
+            intended_send_ns: now,
+            actual_send_ns: now,
+            responder: None,
+        }
+        .emit(&mut probe::Packet::new_unchecked(&mut buf[..]));
+        seq += 1;
+        if let Err(e) = socket.send_one(&buf, None) {
+            return Err(unreachable(refusal(&e)));
+        }
+        let wait = Duration::from_nanos((deadline - now).min(100_000_000));
+        match socket.wait_readable(Some(wait)) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => return Err(unreachable(e.to_string())),
+        }
+        let mut rx = [0u8; 2048];
+        loop {
+            match socket.recv_one(&mut rx) {
+                Ok(n) => {
+                    let answered =
+                        probe::Packet::new_checked(&rx[..n]).is_ok_and(|p| p.run_id() == run_id);
+                    if answered {
+                        return Ok(());
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(unreachable(refusal(&e))),
+            }
+        }
+    }
+}
+
+fn refusal(e: &io::Error) -> String {
+    if e.kind() == io::ErrorKind::ConnectionRefused {
+        "port unreachable: nothing listens there (start `latlab echo` on it first)".into()
+    } else {
+        e.to_string()
+    }
+}
+
+/// Picks the generator's cores: split over the last two free CPUs when three or more are free
+/// (or when asked), else one loop on the last CPU; `avoid` is a CPU another engine of this
+/// process holds.
+pub fn pick_threads(choice: ThreadChoice, avoid: Option<usize>) -> Threads {
+    let cpus: Vec<usize> = latlab_io::cpu::allowed_cpus()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| Some(*c) != avoid)
+        .collect();
+    let split = match choice {
+        ThreadChoice::Auto => cpus.len() >= 3,
+        ThreadChoice::One => false,
+        ThreadChoice::Two => cpus.len() >= 2,
+    };
+    match cpus.as_slice() {
+        [.., a, b] if split => Threads::Split {
+            tx_cpu: *a,
+            rx_cpu: *b,
+        },
+        [.., last] if cpus.len() >= 2 || avoid.is_some() => Threads::OneLoop { cpu: Some(*last) },
+        _ => Threads::OneLoop { cpu: None },
+    }
+}
+
+/// Runs the generator on `sockets` and summarizes the run.
+pub fn run(
+    options: &GenOptions,
+    sockets: &[UdpSocket],
+    threads: Threads,
+    setup: RunSetup,
+    stop: &Stop,
+    progress: &mut (dyn FnMut(Progress) + Send),
+) -> Result<(RunSummary, GeneratorResult), MeasureError> {
+    let probe = options.probe_config();
+    probe.validate()?;
+    let config = GeneratorConfig {
+        probe,
+        target: options.target,
+        batch: options.batch,
+        poll: options.poll,
+        grace_ns: options.grace.as_nanos() as u64,
+        interval_ns: 1_000_000_000,
+        threads,
+    };
+    let result = generator::run(sockets, &config, stop, progress).map_err(io_err("generator"))?;
+    let summary = RunSummary::new(setup, options.rate_pps, &result);
+    Ok((summary, result))
+}
+
+/// The [`RunSetup`] of a generator run.
+pub fn setup(options: &GenOptions, label: String, topology: &str, threads: Threads) -> RunSetup {
+    RunSetup {
+        label,
+        target: options.target.to_string(),
+        topology: topology.to_string(),
+        pattern: options.pattern.name().to_string(),
+        payload_bytes: options.payload_len,
+        flows: options.flows,
+        duration_s: options.duration.as_secs_f64(),
+        warmup_s: options.warmup.as_secs_f64(),
+        poll: options.poll.name().to_string(),
+        threads: match threads {
+            Threads::OneLoop { .. } => "one-loop".into(),
+            Threads::Split { .. } => "split".into(),
+        },
+    }
+}

@@ -1,0 +1,110 @@
+//! Plots drawn from results data with `plotters`, as SVG text.
+
+use latlab_stats::CcdfPoint;
+use plotters::prelude::*;
+
+/// Colours of successive series.
+const PALETTE: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(23, 190, 207),
+];
+
+/// Draws latency CCDFs (one series per label) on log–log axes: latency in µs across, the
+/// fraction of probes slower than that up, down to 10⁻⁶ and below, so the tail percentiles
+/// (p99 = 10⁻², …, p99.9999 = 10⁻⁶) read straight off the y axis.
+pub fn ccdf_svg(title: &str, series: &[(String, Vec<CcdfPoint>)]) -> Result<String, String> {
+    let mut svg = String::new();
+    draw(&mut svg, title, series).map_err(|e| format!("drawing {title:?}: {e}"))?;
+    Ok(svg)
+}
+
+fn draw(
+    svg: &mut String,
+    title: &str,
+    series: &[(String, Vec<CcdfPoint>)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let all = series.iter().flat_map(|(_, p)| p.iter());
+    let (mut x_lo, mut x_hi, mut y_lo) = (f64::MAX, 0.0f64, 1.0f64);
+    for p in all {
+        let us = p.latency_ns as f64 / 1000.0;
+        x_lo = x_lo.min(us);
+        x_hi = x_hi.max(us);
+        if p.fraction_above > 0.0 {
+            y_lo = y_lo.min(p.fraction_above);
+        }
+    }
+    if x_hi <= 0.0 {
+        (x_lo, x_hi) = (1.0, 10.0);
+    }
+    let x_lo = (x_lo.max(0.001) / 1.5).max(0.001);
+    let x_hi = (x_hi * 1.5).max(x_lo * 10.0);
+    let y_lo = (y_lo / 10.0).min(1e-3);
+    let root = SVGBackend::with_string(svg, (900, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d((x_lo..x_hi).log_scale(), (y_lo..1.0).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("round-trip latency (µs)")
+        .y_desc("fraction of probes slower (CCDF)")
+        .y_label_formatter(&|y| format!("{y:.0e}"))
+        .x_label_formatter(&|x| format!("{x}"))
+        .draw()?;
+    for (i, (label, points)) in series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let mut steps = Vec::with_capacity(points.len() * 2 + 1);
+        let mut prev = 1.0f64;
+        for p in points {
+            let x = (p.latency_ns as f64 / 1000.0).max(x_lo);
+            steps.push((x, prev.max(y_lo)));
+            prev = p.fraction_above;
+            steps.push((x, prev.max(y_lo)));
+        }
+        chart
+            .draw_series(LineSeries::new(steps, color.stroke_width(2)))?
+            .label(label.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ccdf_plot_is_an_svg_with_its_title_and_legend() {
+        let mut h = latlab_stats::LatencyHistogram::new();
+        for v in 1..=10_000u64 {
+            h.record(10_000 + v);
+        }
+        let svg = ccdf_svg("demo CCDF", &[("1000 pps".into(), latlab_stats::ccdf(&h))]).unwrap();
+        assert!(svg.starts_with("<svg"));
+        assert!(svg.contains("demo CCDF"));
+        assert!(svg.contains("1000 pps"));
+        assert!(svg.contains("<polyline") || svg.contains("<path"));
+    }
+
+    #[test]
+    fn an_empty_run_still_draws() {
+        let svg = ccdf_svg("nothing came back", &[("lost".into(), vec![])]).unwrap();
+        assert!(svg.contains("nothing came back"));
+    }
+}

@@ -1,0 +1,352 @@
+//! Results as data: `summary.json`, the `.hlog` interval log, `ccdf.csv` and the CCDF plot.
+//!
+//! Files are written whole or not at all: each is written to a temporary name in the same
+//! folder and renamed into place, and a results folder is filled under a temporary name and
+//! renamed when every file in it is complete.
+
+use std::fs;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use latlab_engine::generator::GeneratorResult;
+use latlab_stats::{hlog::HlogWriter, LatencyHistogram, Summary};
+use serde::{Deserialize, Serialize};
+
+/// Datagrams the meter dropped, by cause.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MalformedCounts {
+    /// Not a latlab probe (too short, wrong magic or version).
+    pub not_a_probe: u64,
+    /// A probe of another run.
+    pub foreign_run: u64,
+    /// A flow or sequence number this run never sent.
+    pub unknown_probe: u64,
+    /// An impossible intended send time.
+    pub bad_time: u64,
+}
+
+/// Warm-up probes, kept out of every other figure.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WarmupCounts {
+    /// Sent during the warm-up.
+    pub sent: u64,
+    /// Their responses.
+    pub received: u64,
+}
+
+/// How a run was set up.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSetup {
+    /// A label for tables and plot legends.
+    pub label: String,
+    /// Where probes went.
+    pub target: String,
+    /// `loopback`, `veth-namespaces` or `remote`.
+    pub topology: String,
+    /// `constant` or `poisson`.
+    pub pattern: String,
+    /// UDP payload bytes per probe.
+    pub payload_bytes: usize,
+    /// Number of flows.
+    pub flows: u32,
+    /// Sending time, warm-up included, in seconds.
+    pub duration_s: f64,
+    /// Warm-up, in seconds.
+    pub warmup_s: f64,
+    /// `busy` or `block`.
+    pub poll: String,
+    /// `one-loop` or `split`.
+    pub threads: String,
+}
+
+/// `summary.json`: everything one run measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The latlab version that wrote it.
+    pub latlab_version: String,
+    /// How the run was set up.
+    pub setup: RunSetup,
+    /// Probes sent after the warm-up.
+    pub sent: u64,
+    /// Distinct responses to them.
+    pub received: u64,
+    /// `sent - received`.
+    pub lost: u64,
+    /// `lost / sent`.
+    pub loss_ratio: f64,
+    /// Responses that came after one sent later on the same flow.
+    pub reordered: u64,
+    /// Extra copies of responses.
+    pub duplicated: u64,
+    /// Datagrams dropped by cause.
+    pub malformed: MalformedCounts,
+    /// Warm-up counts.
+    pub warmup: WarmupCounts,
+    /// The rate asked for, packets per second.
+    pub offered_pps: f64,
+    /// The rate probes actually left at.
+    pub achieved_pps: f64,
+    /// `kernel-software` or `user-space`: where the receive stamps came from.
+    pub timestamp_source: String,
+    /// When the first probe was due, ns since the Unix epoch.
+    pub start_time_unix_ns: u64,
+    /// Cut short by Ctrl-C.
+    pub stopped_early: bool,
+    /// Round-trip latency from the intended send time to arrival.
+    pub latency_ns: Summary,
+    /// How late the sender was (actual − intended send time).
+    pub send_lag_ns: Summary,
+    /// Time inside the responder, when it stamped its receive and transmit times.
+    pub responder_dwell_ns: Summary,
+}
+
+impl RunSummary {
+    /// The summary of one generator run.
+    pub fn new(setup: RunSetup, offered_pps: f64, result: &GeneratorResult) -> RunSummary {
+        let r = &result.report;
+        RunSummary {
+            latlab_version: env!("CARGO_PKG_VERSION").to_string(),
+            setup,
+            sent: r.sent,
+            received: r.received,
+            lost: r.lost,
+            loss_ratio: if r.sent == 0 {
+                0.0
+            } else {
+                r.lost as f64 / r.sent as f64
+            },
+            reordered: r.reordered,
+            duplicated: r.duplicated,
+            malformed: MalformedCounts {
+                not_a_probe: r.not_a_probe,
+                foreign_run: r.foreign_run,
+                unknown_probe: r.unknown_probe,
+                bad_time: r.bad_time,
+            },
+            warmup: WarmupCounts {
+                sent: r.warmup_sent,
+                received: r.warmup_received,
+            },
+            offered_pps,
+            achieved_pps: result.achieved_pps(),
+            timestamp_source: result.timestamp_source.name().to_string(),
+            start_time_unix_ns: result.start_ns,
+            stopped_early: result.stopped_early,
+            latency_ns: Summary::from_histogram(&r.latency),
+            send_lag_ns: Summary::from_histogram(&r.send_lag),
+            responder_dwell_ns: Summary::from_histogram(&r.responder_dwell),
+        }
+    }
+
+    /// Reads a `summary.json`.
+    pub fn load(path: &Path) -> io::Result<RunSummary> {
+        let text = fs::read_to_string(path)?;
+        serde_json::from_str(&text).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        })
+    }
+}
+
+/// Writes `bytes` to `path` whole or not at all (a temporary file renamed into place).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = temp_name(path);
+    let result = (|| {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+}
+
+fn temp_name(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+}
+
+/// The `summary.json` text of a run.
+pub fn summary_json(summary: &RunSummary) -> String {
+    // A RunSummary has no maps with non-string keys and no non-finite floats that serde_json
+    // refuses, except NaN ratios, which `new` never produces.
+    serde_json::to_string_pretty(summary).expect("a run summary serializes to JSON") + "\n"
+}
+
+/// The `.hlog` text of a run: one interval per line, readable by HdrHistogram's own tools
+/// (`HistogramLogProcessor`); values are nanoseconds, the max column in milliseconds.
+pub fn hlog_bytes(result: &GeneratorResult, label: &str) -> io::Result<Vec<u8>> {
+    let start_s = result.start_ns as f64 / 1e9;
+    let mut w = HlogWriter::new(
+        Vec::new(),
+        start_s,
+        &format!(
+            "latlab {} {label}: round-trip latency in ns",
+            env!("CARGO_PKG_VERSION")
+        ),
+    )
+    .map_err(io::Error::other)?;
+    for iv in &result.intervals {
+        w.write_interval(
+            iv.start_offset_ns as f64 / 1e9,
+            iv.duration_ns as f64 / 1e9,
+            &iv.histogram,
+            None,
+        )
+        .map_err(io::Error::other)?;
+    }
+    Ok(w.into_inner())
+}
+
+/// The `ccdf.csv` text of a histogram.
+pub fn ccdf_csv(h: &LatencyHistogram) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    latlab_stats::write_ccdf_csv(&latlab_stats::ccdf(h), &mut out).map_err(io::Error::other)?;
+    Ok(out)
+}
+
+/// A results folder being filled under a temporary name; [`commit`](ResultsDir::commit)
+/// renames it into place. Dropped without a commit, it is removed.
+#[derive(Debug)]
+pub struct ResultsDir {
+    tmp: PathBuf,
+    dest: PathBuf,
+    committed: bool,
+}
+
+impl ResultsDir {
+    /// Starts a results folder that will end up at `dest`, which must not exist yet.
+    pub fn create(dest: &Path) -> io::Result<ResultsDir> {
+        if dest.exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "results folder {} exists already: pick another --out",
+                    dest.display()
+                ),
+            ));
+        }
+        if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(parent)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", parent.display())))?;
+        }
+        let tmp = temp_name(dest);
+        let _ = fs::remove_dir_all(&tmp);
+        fs::create_dir_all(&tmp)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", tmp.display())))?;
+        Ok(ResultsDir {
+            tmp,
+            dest: dest.to_path_buf(),
+            committed: false,
+        })
+    }
+
+    /// Where a file of the folder is written now.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.tmp.join(name)
+    }
+
+    /// Writes one file of the folder.
+    pub fn write(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let path = self.path(name);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        let mut f = BufWriter::new(fs::File::create(&path)?);
+        f.write_all(bytes)?;
+        f.into_inner().map_err(|e| e.into_error())?.sync_all()
+    }
+
+    /// Moves the finished folder into place and returns its path.
+    pub fn commit(mut self) -> io::Result<PathBuf> {
+        fs::rename(&self.tmp, &self.dest)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.dest.display())))?;
+        self.committed = true;
+        Ok(self.dest.clone())
+    }
+}
+
+impl Drop for ResultsDir {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+/// Writes one run's files into `dir` under `prefix` (`""` or `"rate-1000pps/"`):
+/// `summary.json`, `latency.hlog`, `ccdf.csv` and `ccdf.svg`.
+pub fn write_run(
+    dir: &ResultsDir,
+    prefix: &str,
+    summary: &RunSummary,
+    result: &GeneratorResult,
+) -> io::Result<()> {
+    dir.write(
+        &format!("{prefix}summary.json"),
+        summary_json(summary).as_bytes(),
+    )?;
+    dir.write(
+        &format!("{prefix}latency.hlog"),
+        &hlog_bytes(result, &summary.setup.label)?,
+    )?;
+    dir.write(
+        &format!("{prefix}ccdf.csv"),
+        &ccdf_csv(&result.report.latency)?,
+    )?;
+    let points = latlab_stats::ccdf(&result.report.latency);
+    let svg = crate::plot::ccdf_svg(
+        &format!("Latency CCDF, {}", summary.setup.label),
+        &[(summary.setup.label.clone(), points)],
+    )
+    .map_err(io::Error::other)?;
+    dir.write(&format!("{prefix}ccdf.svg"), svg.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_atomic_write_leaves_no_partial_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.json");
+        write_atomic(&path, b"{}").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"{}");
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1);
+        // A folder that does not exist: an error naming the path, and nothing left behind.
+        let bad = dir.path().join("missing").join("a.json");
+        assert!(write_atomic(&bad, b"{}")
+            .unwrap_err()
+            .to_string()
+            .contains("missing"));
+    }
+
+    #[test]
+    fn an_uncommitted_results_folder_disappears() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("run");
+        {
+            let r = ResultsDir::create(&dest).unwrap();
+            r.write("summary.json", b"{}").unwrap();
+        }
+        assert!(!dest.exists());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+        let r = ResultsDir::create(&dest).unwrap();
+        r.write("x/summary.json", b"{}").unwrap();
+        assert_eq!(r.commit().unwrap(), dest);
+        assert!(dest.join("x/summary.json").exists());
+        assert!(
+            ResultsDir::create(&dest).is_err(),
+            "an existing folder is never overwritten"
+        );
+    }
+}

@@ -1,0 +1,146 @@
+//! Parsing and printing of the quantities on latlab's command line.
+
+use std::time::Duration;
+
+/// Parses a duration: a number with a unit `ns`, `us` (or `µs`), `ms`, `s`, `m` or `h`; a bare
+/// number is seconds. Fractions are allowed (`1.5s`); negative values are not.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (try 10s, 500ms, 100us)"))?;
+    let scale = match unit.trim() {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "" | "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        other => {
+            return Err(format!(
+                "unknown time unit {other:?} in {text:?} (use ns, us, ms, s, m, h)"
+            ))
+        }
+    };
+    let secs = value * scale;
+    if !secs.is_finite() || secs > 1e9 {
+        return Err(format!("{text:?} is not a duration latlab can run"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses a packet rate in packets per second: `5000`, `10k`, `1.5M`, `2.5kpps`. Must be
+/// above 0.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    let t = text.trim().trim_end_matches("pps");
+    let (num, scale) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
+        Some('M') => (&t[..t.len() - 1], 1e6),
+        Some('G') => (&t[..t.len() - 1], 1e9),
+        _ => (t, 1.0),
+    };
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is not a rate (try 1000, 10k, 1M)"))?;
+    let rate = value * scale;
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(format!(
+            "the rate must be above 0 packets per second, not {text}"
+        ));
+    }
+    Ok(rate)
+}
+
+/// Parses a byte count: `64`, `16k` (KiB), `4M` (MiB).
+pub fn parse_bytes(text: &str) -> Result<usize, String> {
+    let t = text
+        .trim()
+        .trim_end_matches(['B', 'b'])
+        .trim_end_matches('i');
+    let (num, scale) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1024),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1024 * 1024),
+        _ => (t, 1),
+    };
+    let value: usize = num
+        .parse()
+        .map_err(|_| format!("{text:?} is not a byte count (try 64, 16k, 4M)"))?;
+    value
+        .checked_mul(scale)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+/// Prints nanoseconds as microseconds with two decimals: `12.35 µs`.
+pub fn format_us(ns: f64) -> String {
+    let us = ns / 1000.0;
+    if us >= 100_000.0 {
+        format!("{:.1} ms", us / 1000.0)
+    } else {
+        format!("{us:.2} µs")
+    }
+}
+
+/// Prints a rate: `1000 pps`, `12.5 kpps`, `1.20 Mpps`.
+pub fn format_rate(pps: f64) -> String {
+    if pps >= 1e6 {
+        format!("{:.2} Mpps", pps / 1e6)
+    } else if pps >= 1e4 {
+        format!("{:.1} kpps", pps / 1e3)
+    } else {
+        format!("{pps:.0} pps")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_every_unit() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("100us").unwrap(), Duration::from_micros(100));
+        assert_eq!(parse_duration("100µs").unwrap(), Duration::from_micros(100));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+    }
+
+    #[test]
+    fn bad_durations_say_what_is_wrong() {
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("ten").unwrap_err().contains("ten"));
+        assert!(parse_duration("10 parsecs")
+            .unwrap_err()
+            .contains("parsecs"));
+    }
+
+    #[test]
+    fn rates_take_suffixes_and_refuse_zero_and_negatives() {
+        assert_eq!(parse_rate("10k").unwrap(), 10_000.0);
+        assert_eq!(parse_rate("1.5M").unwrap(), 1_500_000.0);
+        assert_eq!(parse_rate("2500pps").unwrap(), 2500.0);
+        assert!(parse_rate("0").is_err());
+        assert!(parse_rate("-5").unwrap_err().contains("above 0"));
+        assert!(parse_rate("fast").is_err());
+    }
+
+    #[test]
+    fn byte_counts_take_binary_suffixes() {
+        assert_eq!(parse_bytes("64").unwrap(), 64);
+        assert_eq!(parse_bytes("16k").unwrap(), 16 * 1024);
+        assert_eq!(parse_bytes("4MiB").unwrap(), 4 << 20);
+        assert!(parse_bytes("-1").is_err());
+    }
+
+    #[test]
+    fn latencies_print_in_microseconds() {
+        assert_eq!(format_us(12_345.0), "12.35 µs");
+        assert_eq!(format_us(250_000_000.0), "250.0 ms");
+        assert_eq!(format_rate(12_500.0), "12.5 kpps");
+    }
+}

@@ -1,0 +1,161 @@
+//! latlab-probe: when to send probes, and what their responses say (sans-IO).
+//!
+//! This crate never touches a socket, a thread or the clock: every call takes `now` in
+//! nanoseconds, and randomness comes from a seed in the configuration, so a run can be replayed
+//! in virtual time exactly.
+//!
+//! - [`Schedule`]: open-loop send times, constant rate or Poisson. The schedule never waits for
+//!   a response, and a sender that falls behind sends the probes it owes at once.
+//! - [`Sender`]: writes the probe header of each packet as it falls due.
+//! - [`Meter`]: matches responses by flow and sequence number and records latency from the
+//!   *intended* send time, so a stalled sender cannot hide its own delay (no coordinated
+//!   omission). It counts duplicated, reordered and malformed responses and keeps warm-up
+//!   samples out of the result.
+//!
+//! Order of calls for one run: `Sender::poll_timeout` → `Sender::poll_transmit(now, buf)` while
+//! it returns `Some` → the engine stamps the actual send time and sends → `Meter::handle_response`
+//! for every datagram received → after the last send and a grace period, `Meter::report` with
+//! the sender's counts.
+//!
+//! ```
+//! use latlab_probe::{Meter, Pattern, ProbeConfig, Sender, Response};
+//! let cfg = ProbeConfig { rate_pps: 1000.0, duration_ns: 10_000_000, ..ProbeConfig::default() };
+//! let mut sender = Sender::new(&cfg).unwrap();
+//! let mut meter = Meter::new(&cfg);
+//! let mut buf = [0u8; 64];
+//! let mut now = cfg.start_ns;
+//! while let Some(due) = sender.poll_timeout() {
+//!     now = now.max(due);
+//!     let sent = sender.poll_transmit(now, &mut buf).unwrap();
+//!     // ... the network echoes the probe back 20 µs later:
+//!     assert!(matches!(meter.handle_response(now + 20_000, &buf), Response::Recorded { .. }));
+//!     let _ = sent;
+//! }
+//! let report = meter.report(&sender.counts());
+//! assert_eq!(report.received, 10);
+//! assert_eq!(report.lost, 0);
+//! // 20 µs, to the 3 significant digits the histogram keeps:
+//! assert!((20_000..20_020).contains(&report.latency.max()));
+//! ```
+#![forbid(unsafe_code)]
+
+mod meter;
+mod schedule;
+mod sender;
+
+pub use meter::{Malformed, Meter, MeterReport, Response};
+pub use schedule::{Pattern, Schedule};
+pub use sender::{SendCounts, Sender, Transmit};
+
+/// Errors in a probe configuration.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// The rate is not a finite number above zero.
+    #[error("--rate must be a number of packets per second above 0, not {0}")]
+    BadRate(f64),
+    /// The payload is too short to carry a probe header.
+    #[error("--size must be at least {min} bytes (the probe header), not {got}")]
+    SizeTooSmall {
+        /// Requested payload size.
+        got: usize,
+        /// The probe header length.
+        min: usize,
+    },
+    /// The payload does not fit in one UDP datagram.
+    #[error("--size must be at most {max} bytes, not {got}")]
+    SizeTooLarge {
+        /// Requested payload size.
+        got: usize,
+        /// Largest UDP payload.
+        max: usize,
+    },
+    /// No flows.
+    #[error("--flows must be at least 1")]
+    NoFlows,
+}
+
+/// Largest UDP payload over IPv4.
+pub const MAX_PAYLOAD: usize = 65_507;
+
+/// Everything the sender and the meter of one run agree on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeConfig {
+    /// Random per run; responses carrying another run's id are counted as malformed.
+    pub run_id: u32,
+    /// Number of flows; probes go round-robin over them. At least 1.
+    pub flows: u32,
+    /// UDP payload bytes per probe, at least the probe header.
+    pub payload_len: usize,
+    /// Send pattern.
+    pub pattern: Pattern,
+    /// Offered load over all flows, packets per second, above 0.
+    pub rate_pps: f64,
+    /// When the first probe is due (ns, the engine's clock).
+    pub start_ns: u64,
+    /// How long probes are sent, warm-up included.
+    pub duration_ns: u64,
+    /// The first part of the run whose responses are kept out of the result.
+    pub warmup_ns: u64,
+    /// Seed of the Poisson schedule.
+    pub seed: u64,
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        ProbeConfig {
+            run_id: 0x4c4c_0001,
+            flows: 1,
+            payload_len: 64,
+            pattern: Pattern::Constant,
+            rate_pps: 1000.0,
+            start_ns: 1_000_000_000,
+            duration_ns: 1_000_000_000,
+            warmup_ns: 0,
+            seed: 1,
+        }
+    }
+}
+
+impl ProbeConfig {
+    /// Checks the ranges documented on the fields.
+    pub fn validate(&self) -> Result<(), Error> {
+        if !(self.rate_pps.is_finite() && self.rate_pps > 0.0) {
+            return Err(Error::BadRate(self.rate_pps));
+        }
+        if self.payload_len < latlab_wire::probe::HEADER_LEN {
+            return Err(Error::SizeTooSmall {
+                got: self.payload_len,
+                min: latlab_wire::probe::HEADER_LEN,
+            });
+        }
+        if self.payload_len > MAX_PAYLOAD {
+            return Err(Error::SizeTooLarge {
+                got: self.payload_len,
+                max: MAX_PAYLOAD,
+            });
+        }
+        if self.flows == 0 {
+            return Err(Error::NoFlows);
+        }
+        Ok(())
+    }
+
+    /// When sending stops.
+    pub fn end_ns(&self) -> u64 {
+        self.start_ns.saturating_add(self.duration_ns)
+    }
+
+    /// Responses to probes due before this time are warm-up.
+    pub fn measure_from_ns(&self) -> u64 {
+        self.start_ns.saturating_add(self.warmup_ns)
+    }
+
+    /// An upper bound on the probes one flow can send in this run (sequence numbers at or
+    /// above it are not ours). Constant schedules send exactly rate × duration; Poisson ones
+    /// are allowed ten standard deviations more.
+    pub fn max_probes_per_flow(&self) -> u64 {
+        let expected = self.rate_pps * self.duration_ns as f64 / 1e9;
+        let bound = expected + 10.0 * expected.sqrt() + 16.0;
+        (bound / self.flows as f64).ceil() as u64 + 1
+    }
+}

@@ -1,0 +1,416 @@
+//! The receiving half: matches responses to probes and records their latency.
+
+use latlab_stats::LatencyHistogram;
+use latlab_wire::probe;
+
+use crate::sender::SendCounts;
+use crate::ProbeConfig;
+
+/// Why a datagram was not counted as a response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Malformed {
+    /// Too short, wrong magic or version: not a latlab probe at all.
+    NotAProbe,
+    /// A probe of another run (its run id differs).
+    ForeignRun,
+    /// A flow or sequence number this run never sent.
+    UnknownProbe,
+    /// An intended send time outside this run, or later than its arrival.
+    BadTime,
+}
+
+/// What one received datagram turned out to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Response {
+    /// A first response to a probe of the measured part of the run.
+    Recorded {
+        /// Arrival minus intended send time.
+        latency_ns: u64,
+        /// It arrived after a probe sent later on the same flow.
+        reordered: bool,
+    },
+    /// A first response to a warm-up probe: not part of the result.
+    Warmup,
+    /// A second (or later) response to the same probe.
+    Duplicated,
+    /// Dropped and counted by cause.
+    Malformed(Malformed),
+}
+
+/// Counts and histograms of one run, from [`Meter::report`].
+#[derive(Clone, Debug)]
+pub struct MeterReport {
+    /// Probes sent after the warm-up.
+    pub sent: u64,
+    /// Probes sent during the warm-up.
+    pub warmup_sent: u64,
+    /// Distinct measured probes that came back.
+    pub received: u64,
+    /// `sent - received`: measured probes that never came back (within the grace period).
+    pub lost: u64,
+    /// Responses that arrived after one sent later on the same flow.
+    pub reordered: u64,
+    /// Extra copies of responses already counted (warm-up ones included).
+    pub duplicated: u64,
+    /// Warm-up responses received (left out of everything else).
+    pub warmup_received: u64,
+    /// Malformed datagrams, by cause.
+    pub not_a_probe: u64,
+    /// Probes of another run.
+    pub foreign_run: u64,
+    /// Flow or sequence numbers this run never sent.
+    pub unknown_probe: u64,
+    /// Impossible send times.
+    pub bad_time: u64,
+    /// Latency from the intended send time to arrival, measured probes only.
+    pub latency: LatencyHistogram,
+    /// How late the sender was: actual send time − intended send time, measured probes only.
+    pub send_lag: LatencyHistogram,
+    /// Time inside the responder (its transmit − its receive stamp), when it stamped.
+    pub responder_dwell: LatencyHistogram,
+}
+
+impl MeterReport {
+    /// All malformed datagrams, whatever the cause.
+    pub fn malformed(&self) -> u64 {
+        self.not_a_probe + self.foreign_run + self.unknown_probe + self.bad_time
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct FlowState {
+    /// Bit `seq` is set once a response to `seq` is counted; grows as sequence numbers do.
+    seen: Vec<u64>,
+    highest: Option<u64>,
+}
+
+impl FlowState {
+    /// Marks `seq` seen; returns whether it was seen before.
+    fn mark(&mut self, seq: u64) -> bool {
+        let (word, bit) = ((seq / 64) as usize, seq % 64);
+        if word >= self.seen.len() {
+            self.seen.resize(word + 1, 0);
+        }
+        let before = self.seen[word] & (1 << bit) != 0;
+        self.seen[word] |= 1 << bit;
+        before
+    }
+}
+
+/// Matches responses to probes by flow and sequence number and records their latency.
+///
+/// Memory: one bit per probe sent, kept per flow, plus three histograms of fixed size.
+#[derive(Debug)]
+pub struct Meter {
+    run_id: u32,
+    first_due_ns: u64,
+    end_ns: u64,
+    measure_from_ns: u64,
+    max_per_flow: u64,
+    flows: Vec<FlowState>,
+    report: MeterReport,
+    interval: LatencyHistogram,
+}
+
+impl Meter {
+    /// A meter for the run `config` describes.
+    pub fn new(config: &ProbeConfig) -> Meter {
+        Meter {
+            run_id: config.run_id,
+            first_due_ns: config.start_ns,
+            end_ns: config.end_ns(),
+            measure_from_ns: config.measure_from_ns(),
+            max_per_flow: config.max_probes_per_flow(),
+            flows: vec![FlowState::default(); config.flows as usize],
+            report: MeterReport {
+                sent: 0,
+                warmup_sent: 0,
+                received: 0,
+                lost: 0,
+                reordered: 0,
+                duplicated: 0,
+                warmup_received: 0,
+                not_a_probe: 0,
+                foreign_run: 0,
+                unknown_probe: 0,
+                bad_time: 0,
+                latency: LatencyHistogram::new(),
+                send_lag: LatencyHistogram::new(),
+                responder_dwell: LatencyHistogram::new(),
+            },
+            interval: LatencyHistogram::new(),
+        }
+    }
+
+    /// Handles one received datagram's UDP payload, which arrived at `rx_ns`.
+    pub fn handle_response(&mut self, rx_ns: u64, payload: &[u8]) -> Response {
+        let response = self.classify(rx_ns, payload);
+        let r = &mut self.report;
+        match response {
+            Response::Recorded { reordered, .. } => {
+                r.received += 1;
+                r.reordered += u64::from(reordered);
+            }
+            Response::Warmup => r.warmup_received += 1,
+            Response::Duplicated => r.duplicated += 1,
+            Response::Malformed(Malformed::NotAProbe) => r.not_a_probe += 1,
+            Response::Malformed(Malformed::ForeignRun) => r.foreign_run += 1,
+            Response::Malformed(Malformed::UnknownProbe) => r.unknown_probe += 1,
+            Response::Malformed(Malformed::BadTime) => r.bad_time += 1,
+        }
+        response
+    }
+
+    fn classify(&mut self, rx_ns: u64, payload: &[u8]) -> Response {
+        let Ok(packet) = probe::Packet::new_checked(payload) else {
+            return Response::Malformed(Malformed::NotAProbe);
+        };
+        let Ok(repr) = probe::Repr::parse(&packet) else {
+            return Response::Malformed(Malformed::NotAProbe);
+        };
+        if repr.run_id != self.run_id {
+            return Response::Malformed(Malformed::ForeignRun);
+        }
+        let Some(flow) = self.flows.get_mut(repr.flow as usize) else {
+            return Response::Malformed(Malformed::UnknownProbe);
+        };
+        if repr.seq >= self.max_per_flow {
+            return Response::Malformed(Malformed::UnknownProbe);
+        }
+        let intended = repr.intended_send_ns;
+        if intended < self.first_due_ns || intended >= self.end_ns || intended > rx_ns {
+            return Response::Malformed(Malformed::BadTime);
+        }
+        if flow.mark(repr.seq) {
+            return Response::Duplicated;
+        }
+        let reordered = flow.highest.is_some_and(|h| repr.seq < h);
+        flow.highest = Some(flow.highest.map_or(repr.seq, |h| h.max(repr.seq)));
+        if intended < self.measure_from_ns {
+            return Response::Warmup;
+        }
+        let latency_ns = rx_ns - intended;
+        self.report.latency.record(latency_ns);
+        self.interval.record(latency_ns);
+        if repr.actual_send_ns >= intended {
+            self.report.send_lag.record(repr.actual_send_ns - intended);
+        }
+        if let Some((rx, tx)) = repr.responder {
+            if tx >= rx {
+                self.report.responder_dwell.record(tx - rx);
+            }
+        }
+        Response::Recorded {
+            latency_ns,
+            reordered,
+        }
+    }
+
+    /// The latencies recorded since the last call (for per-interval logs), and a fresh start.
+    pub fn take_interval(&mut self) -> LatencyHistogram {
+        let fresh = LatencyHistogram::new();
+        std::mem::replace(&mut self.interval, fresh)
+    }
+
+    /// Distinct responses so far, warm-up included: when it reaches the number of probes sent,
+    /// every probe is back.
+    pub fn distinct_responses(&self) -> u64 {
+        self.report.received + self.report.warmup_received
+    }
+
+    /// Distinct measured responses so far.
+    pub fn received(&self) -> u64 {
+        self.report.received
+    }
+
+    /// The result, given what the sender sent. Call it after the grace period: probes not back
+    /// by then count as lost.
+    pub fn report(&self, sent: &SendCounts) -> MeterReport {
+        let mut r = self.report.clone();
+        r.sent = sent.measured;
+        r.warmup_sent = sent.warmup;
+        r.lost = sent.measured.saturating_sub(r.received);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Sender;
+
+    fn config() -> ProbeConfig {
+        ProbeConfig {
+            flows: 2,
+            rate_pps: 1000.0,
+            start_ns: 1_000_000,
+            duration_ns: 10_000_000,
+            warmup_ns: 3_000_000,
+            ..ProbeConfig::default()
+        }
+    }
+
+    /// Sends the whole run at virtual time `now` = due time and returns the probes.
+    fn probes(cfg: &ProbeConfig) -> (Sender, Vec<Vec<u8>>) {
+        let mut s = Sender::new(cfg).unwrap();
+        let mut out = Vec::new();
+        while let Some(due) = s.poll_timeout() {
+            let mut buf = vec![0u8; cfg.payload_len];
+            s.poll_transmit(due, &mut buf).unwrap();
+            probe::Packet::new_unchecked(&mut buf[..]).set_actual_send_ns(due + 500);
+            out.push(buf);
+        }
+        (s, out)
+    }
+
+    #[test]
+    fn latency_is_measured_from_the_intended_send_time() {
+        let cfg = config();
+        let (s, ps) = probes(&cfg);
+        let mut m = Meter::new(&cfg);
+        // A sender stalled 5 ms sends probe 4 late: the stall shows in its latency.
+        let p = &ps[4];
+        let intended = probe::Packet::new_checked(&p[..])
+            .unwrap()
+            .intended_send_ns();
+        let r = m.handle_response(intended + 5_000_000 + 30_000, p);
+        assert_eq!(
+            r,
+            Response::Recorded {
+                latency_ns: 5_030_000,
+                reordered: false
+            }
+        );
+        let report = m.report(&s.counts());
+        assert_eq!(report.received, 1);
+        assert_eq!(report.sent, 7);
+        assert_eq!(report.lost, 6);
+        assert_eq!(report.send_lag.max(), 500);
+    }
+
+    #[test]
+    fn warmup_responses_stay_out_of_the_result() {
+        let cfg = config();
+        let (s, ps) = probes(&cfg);
+        let mut m = Meter::new(&cfg);
+        for p in &ps {
+            let due = probe::Packet::new_checked(&p[..])
+                .unwrap()
+                .intended_send_ns();
+            m.handle_response(due + 10_000, p);
+        }
+        let r = m.report(&s.counts());
+        assert_eq!((r.warmup_sent, r.warmup_received), (3, 3));
+        assert_eq!((r.sent, r.received, r.lost), (7, 7, 0));
+        assert_eq!(r.latency.len(), 7);
+    }
+
+    #[test]
+    fn duplicates_and_reordering_are_counted_not_recorded_twice() {
+        let cfg = ProbeConfig {
+            warmup_ns: 0,
+            ..config()
+        };
+        let (s, ps) = probes(&cfg);
+        let mut m = Meter::new(&cfg);
+        let late = 20_000_000;
+        // Flow 0 carries probes 0, 2, 4...; deliver its seq 2 before seq 1, and seq 2 twice.
+        m.handle_response(late, &ps[0]);
+        m.handle_response(late, &ps[4]);
+        assert_eq!(
+            m.handle_response(late, &ps[2]),
+            Response::Recorded {
+                latency_ns: late - 3_000_000,
+                reordered: true
+            }
+        );
+        assert_eq!(m.handle_response(late, &ps[4]), Response::Duplicated);
+        let r = m.report(&s.counts());
+        assert_eq!((r.received, r.reordered, r.duplicated), (3, 1, 1));
+        assert_eq!(r.latency.len(), 3);
+    }
+
+    #[test]
+    fn garbage_and_foreign_datagrams_are_counted_by_cause_and_change_nothing_else() {
+        let cfg = config();
+        let (_, ps) = probes(&cfg);
+        let mut m = Meter::new(&cfg);
+        let now = 50_000_000;
+        assert_eq!(
+            m.handle_response(now, b"hello"),
+            Response::Malformed(Malformed::NotAProbe)
+        );
+        assert_eq!(
+            m.handle_response(now, &ps[5][..20]),
+            Response::Malformed(Malformed::NotAProbe)
+        );
+        let mut foreign = ps[5].clone();
+        probe::Packet::new_unchecked(&mut foreign[..]).set_run_id(cfg.run_id ^ 1);
+        assert_eq!(
+            m.handle_response(now, &foreign),
+            Response::Malformed(Malformed::ForeignRun)
+        );
+        let mut bad_flow = ps[5].clone();
+        probe::Packet::new_unchecked(&mut bad_flow[..]).set_flow(9);
+        assert_eq!(
+            m.handle_response(now, &bad_flow),
+            Response::Malformed(Malformed::UnknownProbe)
+        );
+        let mut future = ps[5].clone();
+        probe::Packet::new_unchecked(&mut future[..]).set_intended_send_ns(now + 1);
+        assert_eq!(
+            m.handle_response(now, &future),
+            Response::Malformed(Malformed::BadTime)
+        );
+        // A pseudo-random flood never panics and is never recorded.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..50_000usize {
+            let len = i % 120;
+            let mut buf = vec![0u8; len];
+            for b in buf.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            if len >= 4 && i % 3 == 0 {
+                buf[..4].copy_from_slice(&probe::MAGIC);
+            }
+            assert!(matches!(
+                m.handle_response(now, &buf),
+                Response::Malformed(_)
+            ));
+        }
+        assert_eq!(m.received(), 0);
+        assert!(m.report.latency.is_empty());
+    }
+
+    #[test]
+    fn responder_stamps_give_its_dwell_time() {
+        let cfg = ProbeConfig {
+            warmup_ns: 0,
+            ..config()
+        };
+        let (_, mut ps) = probes(&cfg);
+        probe::Packet::new_unchecked(&mut ps[0][..]).set_responder_stamps(1_000_100, 1_000_350);
+        let mut m = Meter::new(&cfg);
+        m.handle_response(2_000_000, &ps[0]);
+        assert_eq!(m.report.responder_dwell.max(), 250);
+    }
+
+    #[test]
+    fn intervals_hold_only_what_came_since_the_last_take() {
+        let cfg = ProbeConfig {
+            warmup_ns: 0,
+            ..config()
+        };
+        let (_, ps) = probes(&cfg);
+        let mut m = Meter::new(&cfg);
+        m.handle_response(20_000_000, &ps[0]);
+        m.handle_response(20_000_000, &ps[1]);
+        assert_eq!(m.take_interval().len(), 2);
+        m.handle_response(20_000_000, &ps[2]);
+        assert_eq!(m.take_interval().len(), 1);
+        assert_eq!(m.report.latency.len(), 3);
+    }
+}

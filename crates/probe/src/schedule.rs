@@ -1,0 +1,162 @@
+//! Open-loop send schedules.
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Exp};
+
+use crate::Error;
+
+/// How send times are spaced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// Exactly 1/rate apart.
+    Constant,
+    /// Exponentially distributed gaps with mean 1/rate (a Poisson process), seeded.
+    Poisson,
+}
+
+impl std::str::FromStr for Pattern {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "constant" => Ok(Pattern::Constant),
+            "poisson" => Ok(Pattern::Poisson),
+            other => Err(format!(
+                "unknown pattern {other:?}: expected constant or poisson"
+            )),
+        }
+    }
+}
+
+impl Pattern {
+    /// The name used on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::Constant => "constant",
+            Pattern::Poisson => "poisson",
+        }
+    }
+}
+
+/// The send times of one run: `next_due` is when the next probe is due, `advance` moves on.
+///
+/// Times are computed from the start, not added up gap by gap in integers, so a constant
+/// schedule does not drift however long it runs.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    start_ns: u64,
+    period_ns: f64,
+    /// Offset of the next due time from the start, in ns (f64: exact to 1 ns for ~100 days).
+    offset_ns: f64,
+    count: u64,
+    poisson: Option<(SmallRng, Exp<f64>)>,
+}
+
+impl Schedule {
+    /// A schedule whose first probe is due at `start_ns`.
+    pub fn new(pattern: Pattern, rate_pps: f64, start_ns: u64, seed: u64) -> Result<Self, Error> {
+        if !(rate_pps.is_finite() && rate_pps > 0.0) {
+            return Err(Error::BadRate(rate_pps));
+        }
+        let poisson = match pattern {
+            Pattern::Constant => None,
+            Pattern::Poisson => {
+                // The rate was checked to be finite and above 0, which is all Exp needs.
+                let exp = Exp::new(rate_pps / 1e9).map_err(|_| Error::BadRate(rate_pps))?;
+                Some((SmallRng::seed_from_u64(seed), exp))
+            }
+        };
+        Ok(Schedule {
+            start_ns,
+            period_ns: 1e9 / rate_pps,
+            offset_ns: 0.0,
+            count: 0,
+            poisson,
+        })
+    }
+
+    /// When the next probe is due.
+    pub fn next_due(&self) -> u64 {
+        self.start_ns + self.offset_ns.round() as u64
+    }
+
+    /// How many due times were consumed.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Consumes the next due time and returns it.
+    pub fn advance(&mut self) -> u64 {
+        let due = self.next_due();
+        self.count += 1;
+        self.offset_ns = match &mut self.poisson {
+            None => self.count as f64 * self.period_ns,
+            Some((rng, exp)) => self.offset_ns + exp.sample(rng),
+        };
+        due
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_rate_is_exactly_spaced_and_does_not_drift() {
+        let mut s = Schedule::new(Pattern::Constant, 3.0, 100, 0).unwrap();
+        let dues: Vec<u64> = (0..4).map(|_| s.advance()).collect();
+        assert_eq!(dues, vec![100, 333_333_433, 666_666_767, 1_000_000_100]);
+        let mut s = Schedule::new(Pattern::Constant, 1e6, 0, 0).unwrap();
+        for _ in 0..10_000_000 {
+            s.advance();
+        }
+        assert_eq!(s.next_due(), 10_000_000_000);
+    }
+
+    #[test]
+    fn poisson_gaps_have_the_mean_and_spread_of_an_exponential() {
+        let rate = 100_000.0;
+        let mut s = Schedule::new(Pattern::Poisson, rate, 0, 42).unwrap();
+        let n = 200_000;
+        let mut prev = s.advance();
+        let mut gaps = Vec::with_capacity(n);
+        for _ in 0..n {
+            let d = s.advance();
+            gaps.push((d - prev) as f64);
+            prev = d;
+        }
+        let mean = gaps.iter().sum::<f64>() / n as f64;
+        let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / n as f64;
+        // Mean 10 µs within 1%; an exponential's std dev equals its mean.
+        assert!((mean - 10_000.0).abs() < 100.0, "mean {mean}");
+        assert!(
+            (var.sqrt() / mean - 1.0).abs() < 0.02,
+            "cv {}",
+            var.sqrt() / mean
+        );
+    }
+
+    #[test]
+    fn poisson_is_reproducible_from_its_seed() {
+        let run = |seed| {
+            let mut s = Schedule::new(Pattern::Poisson, 1000.0, 0, seed).unwrap();
+            (0..100).map(|_| s.advance()).collect::<Vec<_>>()
+        };
+        assert_eq!(run(7), run(7));
+        assert_ne!(run(7), run(8));
+    }
+
+    #[test]
+    fn bad_rates_are_refused() {
+        for rate in [0.0, -5.0, f64::NAN, f64::INFINITY] {
+            assert!(Schedule::new(Pattern::Constant, rate, 0, 0).is_err());
+        }
+    }
+
+    #[test]
+    fn unknown_patterns_are_named_in_the_error() {
+        let err = "bursty".parse::<Pattern>().unwrap_err();
+        assert!(err.contains("bursty"));
+    }
+}

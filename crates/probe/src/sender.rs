@@ -1,0 +1,228 @@
+//! The sending half: writes probe headers as they fall due.
+
+use latlab_wire::probe;
+
+use crate::schedule::Schedule;
+use crate::{Error, ProbeConfig};
+
+/// One probe written by [`Sender::poll_transmit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Which flow (socket) it goes out on.
+    pub flow: u32,
+    /// Its sequence number within the flow.
+    pub seq: u64,
+    /// When the schedule said it was due.
+    pub intended_ns: u64,
+    /// Bytes to send: the configured payload length.
+    pub len: usize,
+}
+
+/// What a sender sent, split at the end of the warm-up.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SendCounts {
+    /// Probes due during the warm-up.
+    pub warmup: u64,
+    /// Probes due after the warm-up: the ones the result accounts for.
+    pub measured: u64,
+    /// Per flow, how many probes (warm-up included) were sent: sequence numbers 0..n.
+    pub per_flow: Vec<u64>,
+}
+
+/// Writes probe headers according to an open-loop schedule.
+///
+/// Call [`poll_timeout`](Sender::poll_timeout) for when the next probe is due, then
+/// [`poll_transmit`](Sender::poll_transmit) while it returns `Some`. A caller that comes late
+/// gets every probe it owes, each carrying its own intended send time.
+#[derive(Debug)]
+pub struct Sender {
+    config: ProbeConfig,
+    schedule: Schedule,
+    next_seq: Vec<u64>,
+    next_flow: u32,
+    max_per_flow: u64,
+    counts: SendCounts,
+}
+
+impl Sender {
+    /// A sender for one run.
+    pub fn new(config: &ProbeConfig) -> Result<Self, Error> {
+        config.validate()?;
+        Ok(Sender {
+            schedule: Schedule::new(
+                config.pattern,
+                config.rate_pps,
+                config.start_ns,
+                config.seed,
+            )?,
+            next_seq: vec![0; config.flows as usize],
+            next_flow: 0,
+            max_per_flow: config.max_probes_per_flow(),
+            counts: SendCounts {
+                per_flow: vec![0; config.flows as usize],
+                ..SendCounts::default()
+            },
+            config: config.clone(),
+        })
+    }
+
+    /// When the next probe is due, or `None` when the run has sent everything.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let due = self.schedule.next_due();
+        let flow = self.next_flow as usize;
+        if due >= self.config.end_ns() || self.next_seq[flow] >= self.max_per_flow {
+            None
+        } else {
+            Some(due)
+        }
+    }
+
+    /// If a probe is due at `now`, writes its header into the start of `buf` (which must hold
+    /// the configured payload length; bytes past the header are left as they are) and returns
+    /// it. The actual send time is left 0 for the engine to stamp just before sending.
+    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        let due = self.poll_timeout()?;
+        if due > now || buf.len() < self.config.payload_len {
+            return None;
+        }
+        self.schedule.advance();
+        let flow = self.next_flow;
+        let seq = self.next_seq[flow as usize];
+        self.next_seq[flow as usize] += 1;
+        self.next_flow = (flow + 1) % self.config.flows;
+        self.counts.per_flow[flow as usize] += 1;
+        if due < self.config.measure_from_ns() {
+            self.counts.warmup += 1;
+        } else {
+            self.counts.measured += 1;
+        }
+        let repr = probe::Repr {
+            run_id: self.config.run_id,
+            flow,
+            seq,
+            intended_send_ns: due,
+            actual_send_ns: 0,
+            responder: None,
+        };
+        repr.emit(&mut probe::Packet::new_unchecked(&mut buf[..]));
+        Some(Transmit {
+            flow,
+            seq,
+            intended_ns: due,
+            len: self.config.payload_len,
+        })
+    }
+
+    /// What was sent so far.
+    pub fn counts(&self) -> SendCounts {
+        self.counts.clone()
+    }
+
+    /// The configuration of this run.
+    pub fn config(&self) -> &ProbeConfig {
+        &self.config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Pattern;
+
+    fn config() -> ProbeConfig {
+        ProbeConfig {
+            flows: 2,
+            rate_pps: 1000.0,
+            start_ns: 5_000,
+            duration_ns: 10_000_000,
+            warmup_ns: 2_000_000,
+            ..ProbeConfig::default()
+        }
+    }
+
+    #[test]
+    fn nothing_is_sent_before_it_is_due() {
+        let mut s = Sender::new(&config()).unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(s.poll_timeout(), Some(5_000));
+        assert!(s.poll_transmit(4_999, &mut buf).is_none());
+        assert!(s.poll_transmit(5_000, &mut buf).is_some());
+        assert!(s.poll_transmit(5_000, &mut buf).is_none());
+        assert_eq!(s.poll_timeout(), Some(1_005_000));
+    }
+
+    #[test]
+    fn a_late_caller_gets_every_probe_it_owes_with_its_own_intended_time() {
+        let mut s = Sender::new(&config()).unwrap();
+        let mut buf = [0u8; 64];
+        let mut sent = Vec::new();
+        while let Some(t) = s.poll_transmit(3_005_000, &mut buf) {
+            let p = probe::Packet::new_checked(&buf[..]).unwrap();
+            assert_eq!(p.intended_send_ns(), t.intended_ns);
+            assert_eq!(p.seq(), t.seq);
+            assert_eq!(p.flow(), t.flow);
+            sent.push((t.flow, t.seq, t.intended_ns));
+        }
+        assert_eq!(
+            sent,
+            vec![
+                (0, 0, 5_000),
+                (1, 0, 1_005_000),
+                (0, 1, 2_005_000),
+                (1, 1, 3_005_000)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_run_ends_at_its_duration_and_counts_warmup_apart() {
+        let mut s = Sender::new(&config()).unwrap();
+        let mut buf = [0u8; 64];
+        let mut n = 0;
+        while s.poll_transmit(u64::MAX, &mut buf).is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 10);
+        assert_eq!(s.poll_timeout(), None);
+        let c = s.counts();
+        assert_eq!((c.warmup, c.measured), (2, 8));
+        assert_eq!(c.per_flow, vec![5, 5]);
+    }
+
+    #[test]
+    fn padding_is_left_untouched() {
+        let mut s = Sender::new(&config()).unwrap();
+        let mut buf = [0xAAu8; 64];
+        s.poll_transmit(u64::MAX, &mut buf).unwrap();
+        assert!(buf[probe::HEADER_LEN..].iter().all(|&b| b == 0xAA));
+    }
+
+    #[test]
+    fn bad_configurations_name_the_flag() {
+        let bad = ProbeConfig {
+            payload_len: 10,
+            ..config()
+        };
+        assert!(Sender::new(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("--size"));
+        let bad = ProbeConfig {
+            rate_pps: -1.0,
+            ..config()
+        };
+        assert!(Sender::new(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("--rate"));
+        let bad = ProbeConfig {
+            pattern: Pattern::Poisson,
+            flows: 0,
+            ..config()
+        };
+        assert!(Sender::new(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("--flows"));
+    }
+}
