@@ -80,13 +80,18 @@ struct GenArgs {
     #[arg(long, value_name = "ADDR")]
     target: String,
     /// Offered load in packets per second over all flows (1000, 10k, 1M).
-    #[arg(long, value_parser = parse_rate, value_name = "PPS")]
+    #[arg(long, value_parser = parse_rate, value_name = "PPS", allow_hyphen_values = true)]
     rate: f64,
     /// How long to send, warm-up included (10s, 500ms).
-    #[arg(long, value_parser = parse_duration, default_value = "5s", value_name = "DUR")]
+    #[arg(long, value_parser = parse_duration, default_value = "5s", value_name = "DUR", allow_hyphen_values = true)]
     duration: Duration,
     /// UDP payload bytes per probe, at least the 56-byte probe header.
-    #[arg(long, default_value_t = 64, value_name = "BYTES")]
+    #[arg(
+        long,
+        default_value_t = 64,
+        value_name = "BYTES",
+        allow_hyphen_values = true
+    )]
     size: usize,
     /// constant: exactly 1/rate apart; poisson: exponential gaps (seeded).
     #[arg(long, default_value = "constant", value_name = "PATTERN")]
@@ -179,10 +184,7 @@ fn main() {
                     },
                 );
             }
-            // One line that names the flag; clap's usage hint is left out.
-            let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("error: bad arguments");
-            eprintln!("{first}");
+            eprintln!("{}", one_line(&e));
             std::process::exit(2);
         }
     };
@@ -204,6 +206,21 @@ fn main() {
         eprintln!("error: {}", chain.join(": "));
         std::process::exit(1);
     }
+}
+
+/// clap's error as one line that names the flag (its usage hint is left out).
+fn one_line(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() == ErrorKind::MissingRequiredArgument {
+        if let Some(ContextValue::Strings(flags)) = e.get(ContextKind::InvalidArg) {
+            return format!("error: missing required {}", flags.join(", "));
+        }
+    }
+    let text = e.render().to_string();
+    text.lines()
+        .next()
+        .unwrap_or("error: bad arguments")
+        .to_string()
 }
 
 fn resolve(flag: &str, text: &str) -> Result<SocketAddr> {
