@@ -187,20 +187,16 @@ impl<'a> TxState<'a> {
         }
     }
 
-    /// Queues every probe due at `now` (as far as the batches hold them) and sends them.
+    /// Queues the probes due at `now`, at most one batch per flow, and sends them. A sender
+    /// that is behind its schedule catches up over several calls, with the receive side served
+    /// in between.
     fn send_due(&mut self, now: u64) -> io::Result<()> {
-        while let Some(t) = self.sender.poll_transmit(now, &mut self.scratch) {
-            let batch = &mut self.batches[t.flow as usize];
-            // A full batch is flushed first, so a push always finds room.
-            if batch.is_full() {
-                flush(
-                    self.sockets,
-                    &mut self.batches,
-                    &mut self.first_send_ns,
-                    &mut self.last_send_ns,
-                    &mut self.total,
-                )?;
-            }
+        // A batch still holding probes the socket did not take gets no new ones this round.
+        while self.batches.iter().all(|b| !b.is_full()) {
+            let Some(t) = self.sender.poll_transmit(now, &mut self.scratch) else {
+                break;
+            };
+            // Every batch had room before this probe was made.
             if let Some(slot) = self.batches[t.flow as usize].push(t.len, Some(self.target)) {
                 slot.copy_from_slice(&self.scratch[..t.len]);
             }

@@ -72,6 +72,10 @@ pub struct RunSummary {
     pub received: u64,
     /// `sent - received`.
     pub lost: u64,
+    /// Probes that fell due but were never sent, because the sender could not keep up with the
+    /// offered rate (not counted as sent or lost).
+    #[serde(default)]
+    pub unsent: u64,
     /// `lost / sent`.
     pub loss_ratio: f64,
     /// Responses that came after one sent later on the same flow.
@@ -110,6 +114,7 @@ impl RunSummary {
             sent: r.sent,
             received: r.received,
             lost: r.lost,
+            unsent: r.unsent,
             loss_ratio: if r.sent == 0 {
                 0.0
             } else {

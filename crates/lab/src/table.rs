@@ -15,6 +15,9 @@ pub fn render(runs: &[&RunSummary]) -> String {
     row("offered", &|r| format_rate(r.offered_pps));
     row("achieved", &|r| format_rate(r.achieved_pps));
     row("sent", &|r| r.sent.to_string());
+    if runs.iter().any(|r| r.unsent > 0) {
+        row("not sent (sender behind)", &|r| r.unsent.to_string());
+    }
     row("received", &|r| r.received.to_string());
     row("lost", &|r| {
         format!("{} ({:.3}%)", r.lost, 100.0 * r.loss_ratio)

@@ -44,6 +44,8 @@ pub struct MeterReport {
     pub sent: u64,
     /// Probes sent during the warm-up.
     pub warmup_sent: u64,
+    /// Probes that fell due but were never sent: the sender could not keep up.
+    pub unsent: u64,
     /// Distinct measured probes that came back.
     pub received: u64,
     /// `sent - received`: measured probes that never came back (within the grace period).
@@ -125,6 +127,7 @@ impl Meter {
             report: MeterReport {
                 sent: 0,
                 warmup_sent: 0,
+                unsent: 0,
                 received: 0,
                 lost: 0,
                 reordered: 0,
@@ -229,6 +232,7 @@ impl Meter {
         let mut r = self.report.clone();
         r.sent = sent.measured;
         r.warmup_sent = sent.warmup;
+        r.unsent = sent.unsent;
         r.lost = sent.measured.saturating_sub(r.received);
         r
     }

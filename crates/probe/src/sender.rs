@@ -27,6 +27,10 @@ pub struct SendCounts {
     pub measured: u64,
     /// Per flow, how many probes (warm-up included) were sent: sequence numbers 0..n.
     pub per_flow: Vec<u64>,
+    /// Probes that fell due but were never sent, because the sending time was over before the
+    /// sender caught up with its schedule (it could not keep up with the rate). Not counted as
+    /// sent nor as lost.
+    pub unsent: u64,
 }
 
 /// Writes probe headers according to an open-loop schedule.
@@ -42,6 +46,7 @@ pub struct Sender {
     next_flow: u32,
     max_per_flow: u64,
     counts: SendCounts,
+    closed: bool,
 }
 
 impl Sender {
@@ -62,12 +67,16 @@ impl Sender {
                 per_flow: vec![0; config.flows as usize],
                 ..SendCounts::default()
             },
+            closed: false,
             config: config.clone(),
         })
     }
 
     /// When the next probe is due, or `None` when the run has sent everything.
     pub fn poll_timeout(&self) -> Option<u64> {
+        if self.closed {
+            return None;
+        }
         let due = self.schedule.next_due();
         let flow = self.next_flow as usize;
         if due >= self.config.end_ns() || self.next_seq[flow] >= self.max_per_flow {
@@ -80,8 +89,15 @@ impl Sender {
     /// If a probe is due at `now`, writes its header into the start of `buf` (which must hold
     /// the configured payload length; bytes past the header are left as they are) and returns
     /// it. The actual send time is left 0 for the engine to stamp just before sending.
+    ///
+    /// Sending ends with the sending time: once `now` reaches it, probes still owed are counted
+    /// as [`unsent`](SendCounts::unsent) and nothing more is sent.
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
         let due = self.poll_timeout()?;
+        if now >= self.config.end_ns() {
+            self.close();
+            return None;
+        }
         if due > now || buf.len() < self.config.payload_len {
             return None;
         }
@@ -111,6 +127,20 @@ impl Sender {
             intended_ns: due,
             len: self.config.payload_len,
         })
+    }
+
+    /// Ends sending: every probe still due before the end of the sending time is counted as
+    /// unsent.
+    fn close(&mut self) {
+        while !self.closed {
+            match self.poll_timeout() {
+                Some(_) => {
+                    self.schedule.advance();
+                    self.counts.unsent += 1;
+                }
+                None => self.closed = true,
+            }
+        }
     }
 
     /// What was sent so far.
@@ -179,7 +209,8 @@ mod tests {
         let mut s = Sender::new(&config()).unwrap();
         let mut buf = [0u8; 64];
         let mut n = 0;
-        while s.poll_transmit(u64::MAX, &mut buf).is_some() {
+        while let Some(due) = s.poll_timeout() {
+            s.poll_transmit(due, &mut buf).unwrap();
             n += 1;
         }
         assert_eq!(n, 10);
@@ -190,10 +221,25 @@ mod tests {
     }
 
     #[test]
+    fn a_sender_that_cannot_keep_up_stops_at_the_end_and_counts_what_it_owed() {
+        let mut s = Sender::new(&config()).unwrap();
+        let mut buf = [0u8; 64];
+        // Three probes go out on time, then the sender is stalled past the end of the run.
+        for _ in 0..3 {
+            let due = s.poll_timeout().unwrap();
+            s.poll_transmit(due, &mut buf).unwrap();
+        }
+        assert!(s.poll_transmit(5_000 + 10_000_000, &mut buf).is_none());
+        assert_eq!(s.poll_timeout(), None);
+        let c = s.counts();
+        assert_eq!((c.warmup + c.measured, c.unsent), (3, 7));
+    }
+
+    #[test]
     fn padding_is_left_untouched() {
         let mut s = Sender::new(&config()).unwrap();
         let mut buf = [0xAAu8; 64];
-        s.poll_transmit(u64::MAX, &mut buf).unwrap();
+        s.poll_transmit(5_000, &mut buf).unwrap();
         assert!(buf[probe::HEADER_LEN..].iter().all(|&b| b == 0xAA));
     }
 
