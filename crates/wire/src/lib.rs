@@ -69,6 +69,7 @@ use core::fmt;
 
 pub mod checksum;
 pub mod ethernet;
+pub mod game;
 pub mod ipv4;
 pub mod probe;
 pub mod udp;
