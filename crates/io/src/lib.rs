@@ -27,4 +27,5 @@
 pub mod clock;
 pub mod cpu;
 pub mod netns;
+pub mod tsc;
 pub mod udp;

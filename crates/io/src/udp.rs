@@ -225,6 +225,32 @@ impl UdpSocket {
         (&self.socket).read(buf)
     }
 
+    /// Receives one datagram into `buf` with its sender, without blocking: one `recvfrom` per
+    /// datagram, as a plain kernel-socket server does. `WouldBlock` when nothing waits.
+    pub fn recv_from_one(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        // SAFETY: sockaddr_storage is plain data; all zeroes is valid.
+        let mut storage: libc::sockaddr_storage = unsafe { zeroed() };
+        let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: `buf` is valid for `buf.len()` bytes and `storage` for `len` bytes; both
+        // outlive the call.
+        let rc = unsafe {
+            libc::recvfrom(
+                self.socket.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+                (&mut storage as *mut libc::sockaddr_storage).cast(),
+                &mut len,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let from =
+            socket_addr(&storage).ok_or_else(|| io::Error::other("sender has no IP address"))?;
+        Ok((rc as usize, from))
+    }
+
     /// Sends one datagram to `addr` (or to the connected peer when `None`).
     pub fn send_one(&self, data: &[u8], addr: Option<SocketAddr>) -> io::Result<usize> {
         match addr {
@@ -767,6 +793,20 @@ mod tests {
         let ids: Vec<u32> = stamps.iter().map(|s| s.0).collect();
         assert_eq!(ids, vec![0, 1, 2]);
         assert!(stamps.iter().all(|s| s.1 >= before));
+    }
+
+    #[test]
+    fn one_datagram_at_a_time_comes_with_its_sender() {
+        let (a, b) = pair(&UdpOptions::default());
+        let mut buf = [0u8; 32];
+        assert_eq!(
+            b.recv_from_one(&mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        a.send_one(b"hi", Some(b.local_addr().unwrap())).unwrap();
+        assert!(b.wait_readable(Some(Duration::from_secs(2))).unwrap());
+        let (n, from) = b.recv_from_one(&mut buf).unwrap();
+        assert_eq!((&buf[..n], from), (&b"hi"[..], a.local_addr().unwrap()));
     }
 
     #[test]
