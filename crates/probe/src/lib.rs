@@ -43,7 +43,9 @@ mod meter;
 mod schedule;
 mod sender;
 
-pub use meter::{Malformed, Meter, MeterReport, Response};
+pub use meter::{
+    FanoutMeter, FanoutReport, FanoutResponse, Malformed, Meter, MeterReport, Response,
+};
 pub use schedule::{Pattern, Schedule};
 pub use sender::{SendCounts, Sender, Transmit};
 
