@@ -52,6 +52,18 @@ impl Echo {
     }
 }
 
+impl Echo {
+    /// Stops the reflector and returns its final counters (read after its thread ended, so
+    /// the last batch is counted).
+    fn finish(mut self) -> latlab_engine::reflector::ReflectorReport {
+        self.stop.raise();
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+        self.counters.snapshot()
+    }
+}
+
 impl Drop for Echo {
     fn drop(&mut self) {
         self.stop.raise();
@@ -137,7 +149,7 @@ fn every_probe_comes_back_and_garbage_is_counted_and_dropped() {
     let in_intervals: u64 = result.intervals.iter().map(|i| i.histogram.len()).sum();
     assert_eq!(in_intervals, r.latency.len());
     assert_eq!(result.timestamp_source.name(), "kernel-software");
-    let c = echo.counters.snapshot();
+    let c = echo.finish();
     assert_eq!(c.malformed, 30);
     assert_eq!(c.reflected, 2000);
 }

@@ -1,0 +1,192 @@
+//! The model game server and its measuring clients on loopback.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use latlab_engine::game::{self, Flood, GameClientConfig, GameServerConfig, ServerIo, ServerLive};
+use latlab_engine::{PollMode, Stop};
+use latlab_game::ServerCounters;
+use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_probe::{Pattern, ProbeConfig};
+
+struct RunningServer {
+    addr: SocketAddr,
+    stop: Arc<Stop>,
+    thread: Option<std::thread::JoinHandle<ServerCounters>>,
+}
+
+impl RunningServer {
+    fn start(io: ServerIo, rate_limit_pps: Option<f64>) -> RunningServer {
+        let socket =
+            UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &UdpOptions::default()).unwrap();
+        let addr = socket.local_addr().unwrap();
+        let stop = Arc::new(Stop::new());
+        let config = GameServerConfig {
+            io,
+            poll: PollMode::Block,
+            game: latlab_game::ServerConfig {
+                max_clients: 8,
+                rate_limit_pps,
+                rate_burst: 8,
+                secret: [7; 16],
+                ..latlab_game::ServerConfig::default()
+            },
+            ..GameServerConfig::default()
+        };
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            game::serve(&socket, &config, &s, &ServerLive::default()).unwrap()
+        });
+        RunningServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> ServerCounters {
+        self.stop.raise();
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        self.stop.raise();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn clients(n: usize) -> Vec<UdpSocket> {
+    let opts = UdpOptions {
+        rx_timestamps: true,
+        rcvbuf: Some(4 << 20),
+        ..UdpOptions::default()
+    };
+    (0..n)
+        .map(|_| UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &opts).unwrap())
+        .collect()
+}
+
+fn probe(rate: f64) -> ProbeConfig {
+    ProbeConfig {
+        run_id: 99,
+        flows: 1,
+        payload_len: 128,
+        pattern: Pattern::Constant,
+        rate_pps: rate,
+        start_ns: 0,
+        duration_ns: 500_000_000,
+        warmup_ns: 100_000_000,
+        seed: 1,
+    }
+}
+
+fn measure(io: ServerIo) {
+    let server = RunningServer::start(io, None);
+    let sockets = clients(4);
+    game::join_all(&sockets, server.addr, 0, Duration::from_secs(2)).unwrap();
+    // Garbage and a probe from an address that never joined: counted, dropped, served on.
+    let stranger = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..20 {
+        stranger.send_to(&vec![0xee; 3 + i], server.addr).unwrap();
+    }
+    let mut fake = [0u8; 64];
+    latlab_wire::probe::Repr {
+        run_id: 99,
+        flow: 0,
+        seq: 0,
+        intended_send_ns: 1,
+        actual_send_ns: 1,
+        responder: None,
+    }
+    .emit(&mut latlab_wire::probe::Packet::new_unchecked(
+        &mut fake[..],
+    ));
+    stranger.send_to(&fake, server.addr).unwrap();
+    let config = GameClientConfig {
+        probe: probe(2000.0),
+        server: server.addr,
+        batch: 16,
+        grace_ns: 300_000_000,
+        cpu: None,
+    };
+    let result = game::run_clients(&sockets, &config, None, &Stop::new(), &mut |_| {}).unwrap();
+    let counters = server.finish();
+    let r = &result.report;
+    assert_eq!(r.sent, 800);
+    assert_eq!(
+        r.complete, 800,
+        "every client got every copy on loopback ({io:?})"
+    );
+    assert_eq!(r.copies_received, 3200);
+    assert_eq!(r.latency_last.len(), 800);
+    assert!(r.latency_first.max() <= r.latency_last.max());
+    assert!(r.latency_first.mean() <= r.latency_last.mean());
+    assert_eq!(counters.joins, 4);
+    assert_eq!(counters.game_packets, 1000);
+    assert_eq!(counters.copies, 4000, "one copy per client per game packet");
+    assert_eq!(counters.malformed, 20);
+    assert_eq!(counters.unknown_sender, 1);
+}
+
+#[test]
+fn the_socket_server_fans_every_packet_out_to_every_client() {
+    measure(ServerIo::Socket);
+}
+
+#[test]
+fn the_batched_server_fans_every_packet_out_to_every_client() {
+    measure(ServerIo::Batched);
+}
+
+#[test]
+fn a_rate_limit_keeps_a_flooder_from_reaching_the_others() {
+    let server = RunningServer::start(ServerIo::Batched, Some(1500.0));
+    let mut sockets = clients(4);
+    game::join_all(&sockets, server.addr, 0, Duration::from_secs(2)).unwrap();
+    let flooder = sockets.pop().unwrap();
+    let p = probe(500.0);
+    let flood = Flood {
+        socket: &flooder,
+        probe: ProbeConfig {
+            run_id: 5,
+            rate_pps: 20_000.0,
+            ..p.clone()
+        },
+    };
+    let config = GameClientConfig {
+        probe: p,
+        server: server.addr,
+        batch: 16,
+        grace_ns: 300_000_000,
+        cpu: None,
+    };
+    let result =
+        game::run_clients(&sockets, &config, Some(flood), &Stop::new(), &mut |_| {}).unwrap();
+    let counters = server.finish();
+    assert!(
+        result.flood_sent > 5_000,
+        "flood sent {}",
+        result.flood_sent
+    );
+    assert!(
+        counters.rate_limited > 4_000,
+        "rate limited {}",
+        counters.rate_limited
+    );
+    // The honest client stays under the limit: all of its packets went through.
+    assert_eq!(result.report.complete, result.report.sent);
+}
+
+#[test]
+fn joining_a_missing_server_fails_with_the_reason() {
+    let free = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = free.local_addr().unwrap();
+    drop(free);
+    let err = game::join_all(&clients(2), addr, 0, Duration::from_millis(500)).unwrap_err();
+    assert!(err.to_string().contains("no game server"), "{err}");
+}
