@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
+use latlab_engine::game::{GameServerConfig, ServerIo, ServerLive};
 use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
@@ -43,6 +44,86 @@ enum Command {
     Demo(DemoArgs),
     /// Print the table of a results folder again, from its data.
     Report(ReportArgs),
+    /// Run the model game server: every game packet is sent to every client of its game.
+    Serve(ServeArgs),
+    /// Run a study.
+    #[command(subcommand)]
+    Study(StudyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum StudyCommand {
+    /// The game-server latency study (Emmerich et al.): latency vs load, clients and buffer
+    /// sizes, the first-drop load, Table I, Figures 2–4, a flood, and report.md.
+    GameServer(GameStudyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Address and port to serve on.
+    #[arg(long, value_name = "ADDR")]
+    listen: String,
+    /// socket: one recvfrom/sendto per packet and copy; batched: recvmmsg/sendmmsg.
+    #[arg(long, default_value = "socket", value_name = "IO")]
+    io: ServerIo,
+    /// SO_RCVBUF in bytes (16k, 64k, ...); the system default when absent.
+    #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
+    rcvbuf: Option<usize>,
+    /// Emulated work per game packet, in TSC cycles.
+    #[arg(long, default_value_t = 150, value_name = "N")]
+    work_cycles: u64,
+    /// Size of the client table.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65535), value_name = "N")]
+    max_clients: u32,
+    /// Per-client packet-rate limit (packets per second); off when absent.
+    #[arg(long, value_parser = parse_rate, value_name = "PPS", allow_hyphen_values = true)]
+    rate_limit: Option<f64>,
+    /// block: sleep until packets arrive (as a plain game server); busy: spin.
+    #[arg(long, default_value = "block", value_name = "MODE")]
+    poll: PollMode,
+    /// Pin the server to this CPU.
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+    /// Stop after this long (default: until Ctrl-C).
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    duration: Option<Duration>,
+    /// Write the final counters to this JSON file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct GameStudyArgs {
+    /// Client counts, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "4,8,16,32")]
+    clients: Vec<u32>,
+    /// Offered loads: a list (10k,20k) or a range with a step (10k..100k/10k; the step defaults to the start).
+    #[arg(long, default_value = "10k..100k", value_name = "LOADS")]
+    loads: String,
+    /// Server receive buffer sizes (setsockopt values), comma separated; "default" is the system's.
+    #[arg(long, value_delimiter = ',', default_value = "16k,64k,default")]
+    rcvbuf: Vec<String>,
+    /// Server I/O modes, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "socket,batched")]
+    io: Vec<ServerIo>,
+    /// Sending time per point.
+    #[arg(long, value_parser = parse_duration, default_value = "2s", value_name = "DUR")]
+    duration: Duration,
+    /// Results folder (default latlab-results/game-server-<time>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Continue an interrupted study in --out, skipping the points it finished.
+    #[arg(long)]
+    resume: bool,
+    /// Emulated work per game packet, in TSC cycles.
+    #[arg(long, default_value_t = 150, value_name = "N")]
+    work_cycles: u64,
+    /// Skip the flood scenario.
+    #[arg(long)]
+    no_flood: bool,
+    /// Run on loopback even when namespaces would work.
+    #[arg(long)]
+    loopback: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -200,6 +281,8 @@ fn main() {
         Command::Gen(a) => gen(a),
         Command::Demo(a) => demo(a),
         Command::Report(a) => report(a),
+        Command::Serve(a) => serve(a),
+        Command::Study(StudyCommand::GameServer(a)) => game_study(a),
     };
     if let Err(e) = result {
         let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
@@ -468,6 +551,171 @@ fn report(a: ReportArgs) -> Result<()> {
             latlab_lab::plot::ccdf_svg("latency CCDF", &series).map_err(anyhow::Error::msg)?;
         results::write_atomic(&plot, svg.as_bytes())?;
         println!("plot: {}", plot.display());
+    }
+    Ok(())
+}
+
+fn serve(a: ServeArgs) -> Result<()> {
+    let listen = resolve("--listen", &a.listen)?;
+    let opts = UdpOptions {
+        rcvbuf: a.rcvbuf,
+        ..UdpOptions::default()
+    };
+    let socket = UdpSocket::bind(listen, &opts).with_context(|| format!("--listen {listen}"))?;
+    if let Some(cpu) = a.cpu {
+        latlab_io::cpu::pin_current_thread(cpu).with_context(|| format!("--cpu {cpu}"))?;
+    }
+    let mut secret = [0u8; 16];
+    secret[..8].copy_from_slice(&latlab_io::clock::now_ns().to_le_bytes());
+    secret[8..].copy_from_slice(&latlab_io::tsc::read().to_le_bytes());
+    let config = GameServerConfig {
+        io: a.io,
+        work_cycles: a.work_cycles,
+        batch: 32,
+        poll: a.poll,
+        game: latlab_game::ServerConfig {
+            max_clients: a.max_clients as usize,
+            rate_limit_pps: a.rate_limit,
+            secret,
+            ..latlab_game::ServerConfig::default()
+        },
+    };
+    eprintln!(
+        "latlab serve: listening on {} ({} I/O, SO_RCVBUF {} bytes, {} cycles of work); Ctrl-C stops",
+        socket.local_addr()?,
+        a.io.name(),
+        socket.recv_buffer_size()?,
+        a.work_cycles
+    );
+    let live = Arc::new(ServerLive::default());
+    let terminal = std::io::stderr().is_terminal();
+    let watcher = {
+        let live = live.clone();
+        let duration = a.duration;
+        std::thread::spawn(move || {
+            use std::sync::atomic::Ordering::Relaxed;
+            let start = std::time::Instant::now();
+            let mut ticks = 0u32;
+            while !STOP.is_raised() {
+                std::thread::sleep(Duration::from_millis(100));
+                ticks += 1;
+                if duration.is_some_and(|d| start.elapsed() >= d) {
+                    STOP.raise();
+                }
+                if terminal && ticks % 10 == 0 {
+                    eprint!(
+                        "\r  clients {}  received {}  copies sent {}  dropped {}   ",
+                        live.clients.load(Relaxed),
+                        live.received.load(Relaxed),
+                        live.copies.load(Relaxed),
+                        live.dropped.load(Relaxed)
+                    );
+                }
+            }
+        })
+    };
+    let run = latlab_engine::game::serve(&socket, &config, &STOP, &live);
+    STOP.raise();
+    let _ = watcher.join();
+    let c = run.context("game server")?;
+    if terminal {
+        eprintln!();
+    }
+    let json = serde_json::json!({
+        "listen": listen.to_string(),
+        "io": a.io.name(),
+        "received": c.received,
+        "game_packets": c.game_packets,
+        "copies": c.copies,
+        "joins": c.joins,
+        "leaves": c.leaves,
+        "dropped": {
+            "malformed": c.malformed,
+            "oversized": c.oversized,
+            "unknown_sender": c.unknown_sender,
+            "bad_cookie": c.bad_cookie,
+            "expired": c.expired,
+            "table_full": c.table_full,
+            "rate_limited": c.rate_limited,
+            "short_join": c.short_join,
+        },
+    });
+    println!("{json:#}");
+    if let Some(path) = a.json {
+        results::write_atomic(&path, format!("{json:#}\n").as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Parses `--loads`: `10k,20k,50k` or `10k..100k` (step = start) or `10k..100k/5k`.
+fn parse_loads(text: &str) -> Result<Vec<f64>> {
+    let bad = |why: String| anyhow::anyhow!("--loads {text:?}: {why}");
+    if let Some((from, rest)) = text.split_once("..") {
+        let (to, step) = match rest.split_once('/') {
+            Some((to, step)) => (to, Some(step)),
+            None => (rest, None),
+        };
+        let from = parse_rate(from).map_err(bad)?;
+        let to = parse_rate(to).map_err(bad)?;
+        let step = step
+            .map(parse_rate)
+            .transpose()
+            .map_err(bad)?
+            .unwrap_or(from);
+        if to < from {
+            return Err(bad("the range ends below its start".into()));
+        }
+        let n = ((to - from) / step).floor() as usize + 1;
+        if n > 1000 {
+            return Err(bad(format!("{n} loads is too many")));
+        }
+        return Ok((0..n).map(|k| from + k as f64 * step).collect());
+    }
+    let mut loads = text
+        .split(',')
+        .map(|t| parse_rate(t.trim()).map_err(bad))
+        .collect::<Result<Vec<f64>>>()?;
+    loads.sort_by(f64::total_cmp);
+    Ok(loads)
+}
+
+fn game_study(a: GameStudyArgs) -> Result<()> {
+    use latlab_lab::gamestudy::{StudyOptions, DEFAULT_RCVBUF};
+    let loads = parse_loads(&a.loads)?;
+    let rcvbufs = a
+        .rcvbuf
+        .iter()
+        .map(|t| {
+            if t == "default" {
+                Ok(DEFAULT_RCVBUF)
+            } else {
+                parse_bytes(t).map_err(|e| anyhow::anyhow!("--rcvbuf: {e}"))
+            }
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    if a.clients.is_empty() || a.clients.iter().any(|&c| c == 0 || c > 1024) {
+        bail!("--clients must list counts between 1 and 1024");
+    }
+    let out = a.out.unwrap_or_else(|| {
+        let secs = latlab_io::clock::now_ns() / 1_000_000_000;
+        PathBuf::from("latlab-results").join(format!("game-server-{secs}"))
+    });
+    let mut options = StudyOptions::new(out);
+    options.clients = a.clients;
+    options.loads = loads;
+    options.rcvbufs = rcvbufs;
+    options.ios = a.io;
+    options.duration = a.duration;
+    options.resume = a.resume;
+    options.work_cycles = a.work_cycles;
+    options.flood = !a.no_flood;
+    options.namespaces = !a.loopback;
+    let mut bar = progress::StudyBar::new();
+    let report =
+        latlab_lab::gamestudy::run(&options, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
+    println!("report: {}", report.display());
+    if STOP.is_raised() {
+        eprintln!("stopped by Ctrl-C: the finished points are in the folder; rerun with --resume to go on");
     }
     Ok(())
 }

@@ -50,3 +50,43 @@ impl ProgressSink for Bar {
         }
     }
 }
+
+/// One bar for a whole study: the point being measured and the time left.
+#[derive(Debug)]
+pub(crate) struct StudyBar {
+    bar: Option<ProgressBar>,
+}
+
+impl StudyBar {
+    pub(crate) fn new() -> StudyBar {
+        StudyBar { bar: None }
+    }
+}
+
+impl latlab_lab::gamestudy::StudyProgress for StudyBar {
+    fn point(&mut self, describe: &str, done: usize, total: usize) {
+        if !std::io::stderr().is_terminal() {
+            return;
+        }
+        let bar = self.bar.get_or_insert_with(|| {
+            let bar = ProgressBar::new(total as u64);
+            // The template is a constant known to be valid.
+            let style = ProgressStyle::with_template(
+                "[{bar:30.cyan/blue}] {pos}/{len} points, {eta} left  {msg}",
+            )
+            .expect("valid progress template")
+            .progress_chars("=> ");
+            bar.set_style(style);
+            bar
+        });
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(describe.to_string());
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -16,6 +16,8 @@
 #![forbid(unsafe_code)]
 
 pub mod demo;
+pub mod gamereport;
+pub mod gamestudy;
 pub mod measure;
 pub mod plot;
 pub mod results;

@@ -1,0 +1,172 @@
+//! `latlab serve` and `latlab study game-server` as a user runs them.
+
+use std::process::Command;
+
+use assert_cmd::cargo::cargo_bin;
+
+fn one_line_error(args: &[&str], needle: &str) {
+    let out = assert_cmd::Command::new(cargo_bin("latlab"))
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{args:?} printed:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: {stderr:?} lacks {needle:?}"
+    );
+}
+
+#[test]
+fn bad_serve_and_study_flags_name_themselves() {
+    one_line_error(&["serve", "--listen", "127.0.0.1:0", "--io", "xdp"], "--io");
+    one_line_error(
+        &["serve", "--listen", "127.0.0.1:0", "--io", "dpdk"],
+        "--io",
+    );
+    one_line_error(&["serve", "--listen", "nowhere"], "--listen");
+    one_line_error(
+        &["serve", "--listen", "127.0.0.1:0", "--max-clients", "0"],
+        "--max-clients",
+    );
+    one_line_error(
+        &["serve", "--listen", "127.0.0.1:0", "--rate-limit", "-1"],
+        "--rate-limit",
+    );
+    one_line_error(&["study", "game-server", "--loads", "100k..10k"], "--loads");
+    one_line_error(&["study", "game-server", "--loads", "fast"], "--loads");
+    one_line_error(&["study", "game-server", "--clients", "0"], "--clients");
+    one_line_error(&["study", "game-server", "--rcvbuf", "lots"], "--rcvbuf");
+    one_line_error(&["study", "game-server", "--io", "carrier-pigeon"], "--io");
+}
+
+#[test]
+fn serve_stops_after_its_duration_and_reports_its_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("serve.json");
+    let out = assert_cmd::Command::new(cargo_bin("latlab"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--io",
+            "batched",
+            "--duration",
+            "300ms",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let counters: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(counters["io"], "batched");
+    assert_eq!(counters["received"], 0);
+}
+
+fn namespaces_usable() -> bool {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    let name = format!("latlab-{}-game-probe", std::process::id());
+    let ok = root
+        && Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .is_ok_and(|s| s.success());
+    let _ = Command::new("ip").args(["netns", "del", &name]).status();
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "under CI=true the namespace study must run"
+        );
+        eprintln!("skipped: not root or no network namespaces");
+    }
+    ok
+}
+
+#[test]
+fn a_two_point_study_in_namespaces_writes_its_report_and_resumes() {
+    if !namespaces_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let run = |resume: bool| {
+        let mut cmd = assert_cmd::Command::new(cargo_bin("latlab"));
+        cmd.args([
+            "study",
+            "game-server",
+            "--clients",
+            "4",
+            "--loads",
+            "2k,4k",
+            "--rcvbuf",
+            "default",
+        ])
+        .args(["--io", "socket", "--duration", "400ms", "--no-flood"])
+        .arg("--out")
+        .arg(&out);
+        if resume {
+            cmd.arg("--resume");
+        }
+        cmd.output().unwrap()
+    };
+    let first = run(false);
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{stderr}");
+    assert!(stderr.contains("veth"), "{stderr}");
+    let points: Vec<_> = std::fs::read_dir(out.join("points"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    // Two sweep points and Table I's three.
+    assert_eq!(points.len(), 5, "{points:?}");
+    let sweep: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("points/sweep-socket-c4-b208k-2000pps.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(sweep["complete"].as_u64().unwrap() > 0, "{sweep}");
+    assert_eq!(sweep["server"]["joins"], 4);
+    for f in [
+        "report.md",
+        "table1.md",
+        "table1.csv",
+        "fig2-latency-vs-load.svg",
+        "fig3-histogram.svg",
+        "fig4-buffers.svg",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("Table I") || report.contains("table"),
+        "{report}"
+    );
+    // A rerun without --resume refuses to touch the folder; with it, nothing is measured again.
+    let again = run(false);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--resume"));
+    let resumed = run(true);
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert_eq!(stderr.matches("skipped").count(), 5, "{stderr}");
+    let after = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&after.stdout).contains("-client"),
+        "namespaces left behind"
+    );
+}
