@@ -710,14 +710,23 @@ fn fig3(study: &Study<'_>) -> Result<String, String> {
     if h.is_empty() {
         return Err(format!("point {} has no samples", l.key));
     }
-    let top = h
-        .value_at_rank(point_rank(h.len(), 0.999))
+    // The body of the distribution, as the paper draws it: up to the 99th percentile or four
+    // times the median, whichever is lower; what lies beyond is counted in the subtitle.
+    let p99 = h
+        .value_at_rank(point_rank(h.len(), 0.99))
         .unwrap_or_else(|| h.max());
+    let p50 = h
+        .value_at_rank(point_rank(h.len(), 0.5))
+        .unwrap_or_else(|| h.max());
+    let top = p99.min(p50.saturating_mul(4)).max(p50);
     let mut bins: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut beyond = 0u64;
     for v in h.as_hdr().iter_recorded() {
         let value = v.value_iterated_to();
         if value <= top {
             *bins.entry(value / BIN_NS).or_default() += v.count_at_value();
+        } else {
+            beyond += v.count_at_value();
         }
     }
     let title = format!(
@@ -726,9 +735,11 @@ fn fig3(study: &Study<'_>) -> Result<String, String> {
         kpps(l.point.load_pps)
     );
     let sub = format!(
-        "{} samples, 0.5 µs bins, up to the 99.9th percentile ({})",
+        "{} samples, 0.5 µs bins, up to {}; {} samples ({:.2}%) above it not drawn",
         h.len(),
-        us(top as f64 / 1000.0)
+        us(top as f64 / 1000.0),
+        beyond,
+        100.0 * beyond as f64 / h.len() as f64
     );
     let mut svg = String::new();
     draw_fig3(&mut svg, &title, &sub, &bins).map_err(|e| format!("drawing {title}: {e}"))?;

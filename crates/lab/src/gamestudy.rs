@@ -290,34 +290,50 @@ pub fn run(
     for &io_mode in &options.ios {
         for &rcvbuf in &options.rcvbufs {
             for &clients in &options.clients {
-                let mut past = 0;
-                for &load in &options.loads {
-                    if stop.is_raised() {
-                        break;
-                    }
+                let series = (io_mode.name().to_string(), clients, rcvbuf);
+                let mut loads = options.loads.clone();
+                let mut losses: Vec<Option<f64>> = vec![None; loads.len()];
+                let (mut i, mut past, mut halvings) = (0, 0, 0);
+                while i < loads.len() && !stop.is_raised() {
                     if past > 2 {
                         done += 1;
+                        i += 1;
                         continue;
                     }
-                    let spec = PointSpec {
-                        phase: "sweep".into(),
-                        io: io_mode,
-                        clients,
-                        rcvbuf,
-                        load,
-                        load_fraction: None,
-                        flood_pps: None,
-                        rate_limit_pps: None,
+                    let load = loads[i];
+                    let loss = match losses[i] {
+                        Some(loss) => loss,
+                        None => {
+                            let spec = PointSpec {
+                                phase: "sweep".into(),
+                                io: io_mode,
+                                clients,
+                                rcvbuf,
+                                load,
+                                load_fraction: None,
+                                flood_pps: None,
+                                rate_limit_pps: None,
+                            };
+                            progress.point(&spec.describe(), done, total);
+                            let p = runner.point(&spec)?;
+                            done += 1;
+                            losses[i] = Some(p.loss_ratio);
+                            p.loss_ratio
+                        }
                     };
-                    progress.point(&spec.describe(), done, total);
-                    let p = runner.point(&spec)?;
-                    done += 1;
-                    if p.loss_ratio > DROP_THRESHOLD {
-                        first_drop
-                            .entry((io_mode.name().into(), clients, rcvbuf))
-                            .or_insert(load);
+                    if loss > DROP_THRESHOLD {
+                        // Dropping already at the lowest load: halve it (three times at most)
+                        // until a load does not, so the first drop is bracketed from below.
+                        if i == 0 && halvings < 3 && load >= 2_000.0 {
+                            halvings += 1;
+                            loads.insert(0, (load / 2.0).round());
+                            losses.insert(0, None);
+                            continue;
+                        }
+                        first_drop.entry(series.clone()).or_insert(load);
                         past += 1;
                     }
+                    i += 1;
                 }
             }
         }
