@@ -1167,7 +1167,9 @@ fn conclusion_low_load(study: &Study<'_>) -> String {
         }
         let lo = pts.iter().map(|p| p.1).fold(f64::MAX, f64::min);
         let hi = pts.iter().map(|p| p.1).fold(0.0, f64::max);
-        let verdict = if hi <= lo * 1.1 {
+        // Guest preemption puts millisecond outliers into every run; differences below 25% at
+        // tens of microseconds are within this machine's run-to-run noise.
+        let verdict = if hi <= lo * 1.25 {
             format!(
                 "within {:.1}% of each other, so the buffer size does not matter at low load",
                 (hi / lo - 1.0) * 100.0

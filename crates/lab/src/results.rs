@@ -100,6 +100,10 @@ pub struct RunSummary {
     pub latency_ns: Summary,
     /// How late the sender was (actual − intended send time).
     pub send_lag_ns: Summary,
+    /// Round trip from the actual send time: what a closed-loop tool would report; the gap to
+    /// `latency_ns` is the sender's own stalls.
+    #[serde(default = "empty_summary")]
+    pub latency_from_actual_send_ns: Summary,
     /// Time inside the responder, when it stamped its receive and transmit times.
     pub responder_dwell_ns: Summary,
 }
@@ -139,6 +143,7 @@ impl RunSummary {
             stopped_early: result.stopped_early,
             latency_ns: Summary::from_histogram(&r.latency),
             send_lag_ns: Summary::from_histogram(&r.send_lag),
+            latency_from_actual_send_ns: Summary::from_histogram(&r.latency_from_actual),
             responder_dwell_ns: Summary::from_histogram(&r.responder_dwell),
         }
     }
@@ -153,6 +158,10 @@ impl RunSummary {
             )
         })
     }
+}
+
+fn empty_summary() -> Summary {
+    Summary::from_histogram(&LatencyHistogram::new())
 }
 
 /// Writes `bytes` to `path` whole or not at all (a temporary file renamed into place).

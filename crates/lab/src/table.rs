@@ -53,6 +53,13 @@ pub fn render(runs: &[&RunSummary]) -> String {
         );
     }
     row("max", &|r| format_us(r.latency_ns.max_ns as f64));
+    row(
+        "sender lag p99.9",
+        &|r| match r.send_lag_ns.percentile("p99_9").map(|p| &p.estimate) {
+            Some(Estimate::Value { value_ns, .. }) => format_us(*value_ns as f64),
+            _ => format!("max {}", format_us(r.send_lag_ns.max_ns as f64)),
+        },
+    );
     row("timestamps", &|r| r.timestamp_source.clone());
 
     let headers: Vec<String> = runs.iter().map(|r| r.setup.label.clone()).collect();

@@ -68,6 +68,9 @@ pub struct MeterReport {
     pub latency: LatencyHistogram,
     /// How late the sender was: actual send time − intended send time, measured probes only.
     pub send_lag: LatencyHistogram,
+    /// Latency from the *actual* send time to arrival: what a closed-loop tool reports. The
+    /// difference to `latency` is the sender's own stalls (coordinated omission).
+    pub latency_from_actual: LatencyHistogram,
     /// Time inside the responder (its transmit − its receive stamp), when it stamped.
     pub responder_dwell: LatencyHistogram,
 }
@@ -172,6 +175,7 @@ impl Meter {
                 bad_time: 0,
                 latency: LatencyHistogram::new(),
                 send_lag: LatencyHistogram::new(),
+                latency_from_actual: LatencyHistogram::new(),
                 responder_dwell: LatencyHistogram::new(),
             },
             interval: LatencyHistogram::new(),
@@ -217,8 +221,11 @@ impl Meter {
         let latency_ns = rx_ns - intended;
         self.report.latency.record(latency_ns);
         self.interval.record(latency_ns);
-        if repr.actual_send_ns >= intended {
+        if repr.actual_send_ns >= intended && repr.actual_send_ns <= rx_ns {
             self.report.send_lag.record(repr.actual_send_ns - intended);
+            self.report
+                .latency_from_actual
+                .record(rx_ns - repr.actual_send_ns);
         }
         if let Some((rx, tx)) = repr.responder {
             if tx >= rx {
@@ -495,6 +502,10 @@ mod tests {
         assert_eq!(report.sent, 7);
         assert_eq!(report.lost, 6);
         assert_eq!(report.send_lag.max(), 500);
+        // Measured from the actual send, the 5 ms stall disappears: what a closed-loop tool
+        // would have reported.
+        assert_eq!(report.latency_from_actual.len(), 1);
+        assert!((5_029_000..5_030_000).contains(&report.latency_from_actual.max()));
     }
 
     #[test]
@@ -657,7 +668,9 @@ mod tests {
         assert_eq!(r.latency_first.len(), 2);
         // First and last copies by their arrival stamps, not by the order they were read in.
         assert!((35_000..35_100).contains(&r.latency_last.max()));
-        assert!((10_000..10_050).contains(&r.latency_first.min()));
+        // Probe 0 first reached a client after 10 µs, probe 1 after 5 µs.
+        assert!((10_000..10_050).contains(&r.latency_first.max()));
+        assert!((5_000..5_010).contains(&r.latency_first.min()));
         assert!((r.copy_loss_ratio() - 25.0 / 30.0).abs() < 1e-9);
     }
 
