@@ -26,6 +26,7 @@
 
 pub mod clock;
 pub mod cpu;
+pub mod ethtool;
 pub mod netns;
 pub mod tsc;
 pub mod udp;
