@@ -183,6 +183,130 @@ impl ClientServer {
     }
 }
 
+/// A client and a server joined through an emulator namespace: `client — emu — server`.
+///
+/// The client's and the server's veth ends carry 198.18.0.1/24 and 198.18.0.2/24; their peers,
+/// `emu-a` and `emu-b`, sit in the emulator's namespace without addresses, for a layer-2 bridge
+/// (`latlab emu --iface-a emu-a --iface-b emu-b`) to join them. Offloads are off on all four
+/// ends, so every frame is a finished frame of at most the MTU. Neighbour entries are static:
+/// nothing crosses the bridge before it runs, and no ARP needs to.
+#[derive(Debug)]
+pub struct ClientEmuServer {
+    /// The client host.
+    pub client: Namespace,
+    /// The emulator host.
+    pub emu: Namespace,
+    /// The server host.
+    pub server: Namespace,
+    /// The client's address.
+    pub client_addr: Ipv4Addr,
+    /// The server's address.
+    pub server_addr: Ipv4Addr,
+}
+
+impl ClientEmuServer {
+    /// The emulator's interface towards the client.
+    pub const EMU_A: &'static str = "emu-a";
+    /// The emulator's interface towards the server.
+    pub const EMU_B: &'static str = "emu-b";
+
+    /// Builds the three namespaces (root only).
+    pub fn build() -> Result<ClientEmuServer, TopologyError> {
+        remove_stale();
+        let prefix = unique_prefix();
+        let client = Namespace::create(&format!("{prefix}-client"))?;
+        let emu = Namespace::create(&format!("{prefix}-emu"))?;
+        let server = Namespace::create(&format!("{prefix}-server"))?;
+        let (client_addr, server_addr) =
+            (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
+        for (host, emu_end) in [(&client, Self::EMU_A), (&server, Self::EMU_B)] {
+            ip(&[
+                "-n",
+                host.name(),
+                "link",
+                "add",
+                "veth0",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                emu_end,
+                "netns",
+                emu.name(),
+            ])?;
+        }
+        for (host, addr) in [(&client, client_addr), (&server, server_addr)] {
+            ip(&[
+                "-n",
+                host.name(),
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                "veth0",
+            ])?;
+        }
+        let offloads_off = |ns: &Namespace, dev: &'static str| -> Result<(), TopologyError> {
+            latlab_io::netns::run_in(ns.name(), move || latlab_io::ethtool::disable_offloads(dev))
+                .and_then(|r| r)
+                .map_err(|e| TopologyError::Command {
+                    command: format!("ethtool offloads off on {dev} in {}", ns.name()),
+                    stderr: e.to_string(),
+                })
+        };
+        for (ns, dev) in [
+            (&client, "veth0"),
+            (&server, "veth0"),
+            (&emu, Self::EMU_A),
+            (&emu, Self::EMU_B),
+        ] {
+            offloads_off(ns, dev)?;
+            ip(&["-n", ns.name(), "link", "set", dev, "up"])?;
+        }
+        let client_mac = mac_of(client.name(), "veth0")?;
+        let server_mac = mac_of(server.name(), "veth0")?;
+        for (ns, peer, mac) in [
+            (&client, server_addr, &server_mac),
+            (&server, client_addr, &client_mac),
+        ] {
+            ip(&[
+                "-n",
+                ns.name(),
+                "neigh",
+                "replace",
+                &peer.to_string(),
+                "lladdr",
+                mac,
+                "dev",
+                "veth0",
+                "nud",
+                "permanent",
+            ])?;
+        }
+        Ok(ClientEmuServer {
+            client,
+            emu,
+            server,
+            client_addr,
+            server_addr,
+        })
+    }
+
+    /// A one-line description for results and terminals.
+    pub fn describe(&self) -> String {
+        format!(
+            "namespaces {} ({}) — {} (bridge {} ↔ {}) — {} ({})",
+            self.client.name(),
+            self.client_addr,
+            self.emu.name(),
+            Self::EMU_A,
+            Self::EMU_B,
+            self.server.name(),
+            self.server_addr
+        )
+    }
+}
+
 /// Why this process cannot build namespaces, or `None` when it can.
 pub fn why_no_namespaces() -> Option<String> {
     if !is_root() {
@@ -297,6 +421,33 @@ mod tests {
         assert!(topo.describe().contains("veth"));
         drop(topo);
         assert!(!namespace_exists(&names.0) && !namespace_exists(&names.1));
+    }
+
+    #[test]
+    fn client_emu_server_is_built_with_offloads_off_and_removed_on_drop() {
+        if let Some(reason) = why_no_namespaces() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "namespaces must work under CI=true: {reason}"
+            );
+            eprintln!("skipped: {reason}");
+            return;
+        }
+        let topo = ClientEmuServer::build().unwrap();
+        let names: Vec<String> = [&topo.client, &topo.emu, &topo.server]
+            .iter()
+            .map(|n| n.name().to_string())
+            .collect();
+        assert!(names.iter().all(|n| namespace_exists(n)));
+        let offloads = latlab_io::netns::run_in(topo.emu.name(), || {
+            latlab_io::ethtool::offloads(ClientEmuServer::EMU_A)
+        })
+        .unwrap()
+        .unwrap();
+        assert!(offloads.iter().all(|(_, on)| !on), "{offloads:?}");
+        assert!(topo.describe().contains("emu-a"));
+        drop(topo);
+        assert!(names.iter().all(|n| !namespace_exists(n)));
     }
 
     #[test]
