@@ -1,0 +1,191 @@
+//! latlab-link: the model of one direction of an emulated link (sans-IO).
+//!
+//! The emulator engine runs one [`Link`] per direction. For each frame that arrives it asks the
+//! link for the frame's [`Fate`]: dropped (and why), or delivered at a departure time, perhaps
+//! with a duplicate, a bit to flip, or ahead of the frames before it. The engine holds the
+//! frames and releases them when due; the link only keeps counts. The knobs are NetEm's
+//! (`tc-netem(8)`): delay with jitter drawn from a distribution and an optional correlation,
+//! loss (independent, Gilbert-Elliott `gemodel`, or the 4-state Markov `state` model),
+//! duplication, corruption, reordering (`reorder P gap N`), a rate limit that counts per-frame
+//! overhead, and a queue limit, plus a [`Schedule`] that changes delay, loss and rate over time.
+//!
+//! What it guarantees:
+//!
+//! - **Sans-IO and seeded.** No clock, socket or thread: every call takes `now` in nanoseconds,
+//!   and all randomness comes from [`LinkConfig::seed`]. The same configuration, seed and calls
+//!   give the same fates, bit for bit, live or in virtual time.
+//! - **Order is kept unless reordering is asked for.** Without [`LinkConfig::reorder`], the
+//!   departure times of delivered frames never decrease, whatever the jitter: a frame whose
+//!   sampled delay would let it overtake waits for the one before it
+//!   (`departure = max(arrival + delay + jitter, previous departure) + transmission time`).
+//! - **Memory is bounded by the limits.** A frame counts against [`LinkConfig::limit_frames`]
+//!   and [`LinkConfig::limit_bytes`] from its arrival until the engine calls
+//!   [`Link::handle_departure`] for it; a frame that does not fit is dropped (tail drop), so the
+//!   engine never holds more than the limits. The link itself holds no frames, only counters.
+//! - **Every frame is counted once by its fate** in [`LinkCounters`]: arrived = delivered +
+//!   the sum of the drops; duplicates, corrupted and reordered frames are counted on the side.
+//! - **Bytes never panic.** Any length, 0 to `usize::MAX`, gets a fate: runts and oversized
+//!   frames are counted and dropped (or runts forwarded, if configured).
+//!
+//! ```
+//! use latlab_link::{Fate, Link, LinkConfig};
+//!
+//! // 10 ms one way, 100 Mbit/s, the default 24 bytes of Ethernet overhead per frame.
+//! let config = LinkConfig {
+//!     delay_ns: 10_000_000,
+//!     rate_bps: Some(100_000_000),
+//!     ..LinkConfig::default()
+//! };
+//! let mut link = Link::new(config, 0).unwrap();
+//!
+//! // Two 1500-byte frames arrive together at t = 0.
+//! let first = link.handle_arrival(0, 1500);
+//! let second = link.handle_arrival(0, 1500);
+//! // (1500 + 24) bytes · 8 / 100 Mbit/s = 121.92 µs on the wire each, after the delay.
+//! assert!(matches!(first, Fate::Deliver { departure_ns: 10_121_920, .. }));
+//! assert!(matches!(second, Fate::Deliver { departure_ns: 10_243_840, .. }));
+//! assert_eq!(link.queued_frames(), 2);
+//!
+//! // The engine releases them when due and tells the link.
+//! link.handle_departure(10_121_920, 1500);
+//! link.handle_departure(10_243_840, 1500);
+//! assert_eq!(link.queued_frames(), 0);
+//! assert_eq!(link.counters().delivered, 2);
+//! ```
+#![forbid(unsafe_code)]
+
+mod config;
+mod dist;
+mod link;
+pub mod parse;
+mod schedule;
+
+pub use config::{JitterDist, LinkConfig, LossModel, Reorder};
+pub use link::{Conditions, DropCause, Fate, Link, LinkCounters};
+pub use schedule::{Schedule, ScheduleEntry};
+
+/// The shortest frame that is not a runt: an Ethernet header (6 + 6 + 2 bytes).
+pub const MIN_FRAME: usize = 14;
+
+/// Default per-frame overhead in bytes: Ethernet preamble and SFD (8), inter-frame gap (12)
+/// and FCS (4), which the frames the engine sees do not carry but the wire does.
+pub const DEFAULT_OVERHEAD_BYTES: u32 = 24;
+
+/// Default queue limit in frames, NetEm's default `limit`.
+pub const DEFAULT_LIMIT_FRAMES: usize = 1000;
+
+/// Default largest frame forwarded, in bytes: a jumbo frame.
+pub const DEFAULT_MAX_FRAME: usize = 9216;
+
+/// Errors in a link configuration, a schedule file or a command-line value. Every message
+/// names the option, flag or file line at fault.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// A probability is below 0, above 1 (100%) or not a number.
+    #[error("{option}: {}", describe_probability(*.value))]
+    Probability {
+        /// The option or flag, e.g. `--loss` or `--loss gemodel r`.
+        option: String,
+        /// The value given, as a fraction (1.2 is 120%).
+        value: f64,
+    },
+    /// A value is of the right kind but outside what the option allows (a zero rate, an
+    /// empty table, probabilities that add up to more than 100%, ...).
+    #[error("{option}: {reason}")]
+    Invalid {
+        /// The option or flag.
+        option: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
+    /// Text could not be read as the kind of value the option takes.
+    #[error("{option}: cannot read {input:?} as {expected}")]
+    Unreadable {
+        /// The option, flag or file field.
+        option: String,
+        /// The text given.
+        input: String,
+        /// What was expected, with examples.
+        expected: &'static str,
+    },
+    /// A line of a file (a schedule, a distribution table) is wrong.
+    #[error("{file} line {line}: {cause}")]
+    Line {
+        /// Which file, e.g. `schedule`.
+        file: String,
+        /// The line number, from 1.
+        line: usize,
+        /// What is wrong on it; names the field.
+        cause: Box<ConfigError>,
+    },
+}
+
+/// Why a probability is rejected, for [`ConfigError::Probability`].
+fn describe_probability(value: f64) -> String {
+    if value.is_nan() {
+        "not a number (a probability is 0%..100%)".to_string()
+    } else if value > 1.0 {
+        format!("{}% is above 100%", format_number(value * 100.0))
+    } else if value < 0.0 {
+        format!("{}% is below 0%", format_number(value * 100.0))
+    } else {
+        format!("{}% is a valid probability", format_number(value * 100.0))
+    }
+}
+
+/// A number without float noise: at most 6 decimals, trailing zeros removed.
+pub(crate) fn format_number(value: f64) -> String {
+    if !value.is_finite() {
+        return value.to_string();
+    }
+    let text = format!("{value:.6}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+/// A duration in nanoseconds, in the largest unit that shows it exactly (`5s`, `1500us`).
+pub(crate) fn format_ns(ns: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+        (1, "ns"),
+    ];
+    for (scale, unit) in UNITS {
+        if ns % scale == 0 && (ns != 0 || scale == 1) {
+            return format!("{}{unit}", ns / scale);
+        }
+    }
+    unreachable!("every integer is a whole number of nanoseconds")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probability_errors_name_the_option_and_the_percentage() {
+        let error = ConfigError::Probability {
+            option: "--loss".into(),
+            value: 1.2,
+        };
+        assert_eq!(error.to_string(), "--loss: 120% is above 100%");
+        let error = ConfigError::Probability {
+            option: "--duplicate".into(),
+            value: -0.005,
+        };
+        assert_eq!(error.to_string(), "--duplicate: -0.5% is below 0%");
+    }
+
+    #[test]
+    fn durations_print_in_the_largest_exact_unit() {
+        assert_eq!(format_ns(0), "0ns");
+        assert_eq!(format_ns(5_000_000_000), "5s");
+        assert_eq!(format_ns(1_500_000), "1500us");
+        assert_eq!(format_ns(7), "7ns");
+    }
+}

@@ -1,0 +1,242 @@
+//! Conditions that change over time: a schedule of delay, loss and rate.
+
+use crate::config::check_probability;
+use crate::{format_ns, parse, ConfigError};
+
+/// Link conditions that change over time, read from a file with one change per line:
+///
+/// ```text
+/// # TIME  DELAY  LOSS   RATE
+/// 0s      10ms   0.1%   100mbit
+/// 5s      50ms   1%     10mbit
+/// 10s     -      0%     -
+/// ```
+///
+/// TIME is since the link's start (`ns`, `us`, `ms`, `s`), strictly increasing; DELAY is a
+/// duration; LOSS a probability (`1%` or `0.01`) of independent loss that replaces the loss
+/// model; RATE a rate (`bit`, `kbit`, `mbit`, `gbit`, or bits per second). `-` keeps the value
+/// in force before the line (the configuration's, for the first line). `#` starts a comment;
+/// blank lines are skipped. Before the first line's time the configuration's values apply.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Schedule {
+    /// Sorted by `at_ns`, strictly increasing.
+    entries: Vec<ScheduleEntry>,
+}
+
+/// One change of conditions. `None` keeps the value in force before it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScheduleEntry {
+    /// When the change takes effect, in nanoseconds since the link's start.
+    pub at_ns: u64,
+    /// The new base delay.
+    pub delay_ns: Option<u64>,
+    /// The new loss probability, 0..=1, independent loss (0 for none).
+    pub loss: Option<f64>,
+    /// The new rate limit in bits per second, above 0.
+    pub rate_bps: Option<u64>,
+}
+
+impl Schedule {
+    /// Reads a schedule file; an error names the line number and the field at fault, e.g.
+    /// `schedule line 3: RATE: cannot read "10mbt" as a rate ...`.
+    pub fn parse(text: &str) -> Result<Schedule, ConfigError> {
+        let mut entries = Vec::new();
+        for (index, line) in text.lines().enumerate() {
+            let line_number = index + 1;
+            let content = line.split('#').next().unwrap_or_default().trim();
+            if content.is_empty() {
+                continue;
+            }
+            let entry = parse_line(content).map_err(|cause| at_line(line_number, cause))?;
+            if let Some(previous) = entries.last() {
+                check_order(previous, &entry).map_err(|cause| at_line(line_number, cause))?;
+            }
+            entries.push(entry);
+        }
+        Ok(Schedule { entries })
+    }
+
+    /// A schedule from entries built in code; checked like a file, the "line" being the
+    /// entry's position from 1.
+    pub fn from_entries(entries: Vec<ScheduleEntry>) -> Result<Schedule, ConfigError> {
+        let schedule = Schedule { entries };
+        schedule.validate()?;
+        Ok(schedule)
+    }
+
+    /// The changes, in time order.
+    pub fn entries(&self) -> &[ScheduleEntry] {
+        &self.entries
+    }
+
+    /// Checks values and order.
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        for (index, entry) in self.entries.iter().enumerate() {
+            let line = index + 1;
+            check_values(entry).map_err(|cause| at_line(line, cause))?;
+            if let Some(previous) = index.checked_sub(1).map(|i| &self.entries[i]) {
+                check_order(previous, entry).map_err(|cause| at_line(line, cause))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One non-empty line without its comment: `TIME DELAY LOSS RATE`.
+fn parse_line(content: &str) -> Result<ScheduleEntry, ConfigError> {
+    let fields: Vec<&str> = content.split_whitespace().collect();
+    let [time, delay, loss, rate] = fields[..] else {
+        return Err(ConfigError::Invalid {
+            option: "fields".into(),
+            reason: format!(
+                "expected 4 (TIME DELAY LOSS RATE), found {}: {content:?}",
+                fields.len()
+            ),
+        });
+    };
+    if time == "-" {
+        return Err(ConfigError::Invalid {
+            option: "TIME".into(),
+            reason: "every line needs a time; `-` is for DELAY, LOSS and RATE".into(),
+        });
+    }
+    let keep = |field: &str| field == "-";
+    Ok(ScheduleEntry {
+        at_ns: parse::duration_ns("TIME", time)?,
+        delay_ns: if keep(delay) {
+            None
+        } else {
+            Some(parse::duration_ns("DELAY", delay)?)
+        },
+        loss: if keep(loss) {
+            None
+        } else {
+            Some(parse::probability("LOSS", loss)?)
+        },
+        rate_bps: if keep(rate) {
+            None
+        } else {
+            Some(parse::rate_bps("RATE", rate)?)
+        },
+    })
+}
+
+/// Values a file could not hold but code could.
+fn check_values(entry: &ScheduleEntry) -> Result<(), ConfigError> {
+    if let Some(loss) = entry.loss {
+        check_probability("LOSS", loss)?;
+    }
+    if entry.rate_bps == Some(0) {
+        return Err(ConfigError::Invalid {
+            option: "RATE".into(),
+            reason: "must be above 0 bit/s".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Times must increase strictly, so that one entry is in force at any time.
+fn check_order(previous: &ScheduleEntry, entry: &ScheduleEntry) -> Result<(), ConfigError> {
+    if entry.at_ns > previous.at_ns {
+        return Ok(());
+    }
+    Err(ConfigError::Invalid {
+        option: "TIME".into(),
+        reason: format!(
+            "{} is not after the previous line's {}",
+            format_ns(entry.at_ns),
+            format_ns(previous.at_ns)
+        ),
+    })
+}
+
+/// Wraps an error about one field into one about the line it is on.
+fn at_line(line: usize, cause: ConfigError) -> ConfigError {
+    ConfigError::Line {
+        file: "schedule".into(),
+        line,
+        cause: Box::new(cause),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schedule_file_reads_times_values_and_dashes() {
+        let text = "# TIME DELAY LOSS RATE\n\
+                    0s 10ms 0.1% 100mbit\n\
+                    \n\
+                    5s 50ms 1% 10mbit   # congestion\n\
+                    10500ms - 0.02 -\n";
+        let schedule = Schedule::parse(text).unwrap();
+        assert_eq!(
+            schedule.entries(),
+            &[
+                ScheduleEntry {
+                    at_ns: 0,
+                    delay_ns: Some(10_000_000),
+                    loss: Some(0.001),
+                    rate_bps: Some(100_000_000)
+                },
+                ScheduleEntry {
+                    at_ns: 5_000_000_000,
+                    delay_ns: Some(50_000_000),
+                    loss: Some(0.01),
+                    rate_bps: Some(10_000_000)
+                },
+                ScheduleEntry {
+                    at_ns: 10_500_000_000,
+                    delay_ns: None,
+                    loss: Some(0.02),
+                    rate_bps: None
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_lines_name_the_line_and_the_field() {
+        let error = |text: &str| Schedule::parse(text).unwrap_err().to_string();
+        let good = "0s 10ms 0.1% 100mbit\n";
+        assert_eq!(
+            error(&format!("{good}5s 5xs 1% 10mbit\n")),
+            "schedule line 2: DELAY: cannot read \"5xs\" as a duration \
+             (a number and ns, us, ms or s: 100us, 1.5ms)"
+        );
+        assert!(error(&format!("{good}# c\n5s 5ms 1% 10mbt\n"))
+            .starts_with("schedule line 3: RATE: cannot read \"10mbt\""));
+        assert_eq!(
+            error(&format!("{good}5s 5ms 120% 10mbit\n")),
+            "schedule line 2: LOSS: 120% is above 100%"
+        );
+        assert!(error("soon 5ms 1% 1mbit").starts_with("schedule line 1: TIME:"));
+        assert!(error("- 5ms 1% 1mbit").starts_with("schedule line 1: TIME:"));
+        assert!(error("1s 5ms 1%").starts_with("schedule line 1: fields: expected 4"));
+        assert!(error("1s 5ms 1% 1mbit extra").starts_with("schedule line 1: fields:"));
+        assert!(error("1s 5ms 1% 0").starts_with("schedule line 1: RATE:"));
+        assert_eq!(
+            error("5s 5ms 1% 1mbit\n2s 5ms 1% 1mbit"),
+            "schedule line 2: TIME: 2s is not after the previous line's 5s"
+        );
+    }
+
+    #[test]
+    fn entries_from_code_are_checked_like_a_file() {
+        let entry = |at_ns, loss| ScheduleEntry {
+            at_ns,
+            delay_ns: None,
+            loss: Some(loss),
+            rate_bps: None,
+        };
+        assert!(Schedule::from_entries(vec![entry(0, 0.1), entry(1, 0.2)]).is_ok());
+        assert_eq!(
+            Schedule::from_entries(vec![entry(0, 0.1), entry(1, 1.5)])
+                .unwrap_err()
+                .to_string(),
+            "schedule line 2: LOSS: 150% is above 100%"
+        );
+        assert!(Schedule::from_entries(vec![entry(1, 0.1), entry(1, 0.2)]).is_err());
+    }
+}
