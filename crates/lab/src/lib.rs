@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod demo;
+pub mod emuconfig;
 pub mod gamereport;
 pub mod gamestudy;
 pub mod measure;

@@ -1,0 +1,220 @@
+//! The emulator's impairments from the command line, per-direction specs and TOML files.
+//!
+//! One set of keys serves all three: `--delay 1ms` on the command line applies to both
+//! directions; `--a-to-b "delay=1ms loss=1%"` to one (space-separated `key=value` pairs); and a
+//! TOML file has the same keys at the top level (both directions) and in `[a_to_b]` and
+//! `[b_to_a]` tables. Later sources override earlier ones: file, then flags, then per-direction
+//! specs. Every error names the key (as its flag) and, for files, the file.
+
+use std::path::Path;
+
+use latlab_link::{parse, LinkConfig, Schedule};
+
+/// Every key, as it is spelled after `--` and in specs and files.
+pub const KEYS: [&str; 16] = [
+    "delay",
+    "jitter",
+    "jitter-dist",
+    "dist-table",
+    "correlation",
+    "loss",
+    "duplicate",
+    "corrupt",
+    "reorder",
+    "rate",
+    "overhead",
+    "limit",
+    "limit-bytes",
+    "schedule",
+    "seed",
+    "max-frame",
+];
+
+/// Sets `key` to `value` in `config`. File-valued keys (`schedule`, `dist-table`) read the file.
+pub fn apply(config: &mut LinkConfig, key: &str, value: &str) -> Result<(), String> {
+    let flag = format!("--{key}");
+    let e = |err: latlab_link::ConfigError| err.to_string();
+    match key {
+        "delay" => config.delay_ns = parse::duration_ns(&flag, value).map_err(e)?,
+        "jitter" => config.jitter_ns = parse::duration_ns(&flag, value).map_err(e)?,
+        "jitter-dist" => config.jitter_dist = parse::distribution(&flag, value).map_err(e)?,
+        "dist-table" => {
+            let text = read(&flag, value)?;
+            config.jitter_dist =
+                latlab_link::JitterDist::Table(parse::dist_table(&flag, &text).map_err(e)?);
+        }
+        "correlation" => config.correlation = parse::probability(&flag, value).map_err(e)?,
+        "loss" => config.loss = parse::loss(&flag, value).map_err(e)?,
+        "duplicate" => config.duplicate = parse::probability(&flag, value).map_err(e)?,
+        "corrupt" => config.corrupt = parse::probability(&flag, value).map_err(e)?,
+        "reorder" => config.reorder = Some(parse::reorder(&flag, value).map_err(e)?),
+        "rate" => {
+            config.rate_bps = match value {
+                "none" | "0" => None,
+                v => Some(parse::rate_bps(&flag, v).map_err(e)?),
+            }
+        }
+        "overhead" => {
+            config.overhead_bytes = value
+                .parse()
+                .map_err(|_| format!("{flag}: {value:?} is not a byte count"))?
+        }
+        "limit" => {
+            config.limit_frames = match value {
+                "none" => None,
+                v => Some(
+                    v.parse()
+                        .map_err(|_| format!("{flag}: {v:?} is not a number of frames"))?,
+                ),
+            }
+        }
+        "limit-bytes" => {
+            config.limit_bytes = match value {
+                "none" => None,
+                v => Some(parse::bytes(&flag, v).map_err(e)?),
+            }
+        }
+        "schedule" => {
+            let text = read(&flag, value)?;
+            config.schedule =
+                Some(Schedule::parse(&text).map_err(|err| format!("{flag} {value}: {err}"))?);
+        }
+        "seed" => {
+            config.seed = value
+                .parse()
+                .map_err(|_| format!("{flag}: {value:?} is not a number"))?
+        }
+        "max-frame" => config.max_frame = parse::bytes(&flag, value).map_err(e)?,
+        other => {
+            return Err(format!(
+                "unknown impairment {other:?}: expected one of {}",
+                KEYS.join(", ")
+            ))
+        }
+    }
+    Ok(())
+}
+
+fn read(flag: &str, path: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|err| format!("{flag} {path}: {err}"))
+}
+
+/// Applies a per-direction spec: space-separated `key=value` pairs.
+pub fn apply_spec(config: &mut LinkConfig, flag: &str, spec: &str) -> Result<(), String> {
+    for pair in spec.split_whitespace() {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{flag}: {pair:?} is not key=value"))?;
+        apply(config, key, value).map_err(|err| format!("{flag}: {err}"))?;
+    }
+    Ok(())
+}
+
+/// The impairments of a TOML file: (both directions, A→B, B→A), as key/value text.
+pub type FileSettings = (
+    Vec<(String, String)>,
+    Vec<(String, String)>,
+    Vec<(String, String)>,
+);
+
+/// Reads a TOML file of impairments.
+pub fn load_file(path: &Path) -> Result<FileSettings, String> {
+    let name = path.display();
+    let text = std::fs::read_to_string(path).map_err(|err| format!("--config {name}: {err}"))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|err| format!("--config {name}: {err}"))?;
+    let mut settings: FileSettings = (Vec::new(), Vec::new(), Vec::new());
+    for (key, value) in &table {
+        match (key.as_str(), value) {
+            ("a_to_b" | "b_to_a", toml::Value::Table(t)) => {
+                let list = if key == "a_to_b" {
+                    &mut settings.1
+                } else {
+                    &mut settings.2
+                };
+                for (k, v) in t {
+                    list.push((k.clone(), scalar(path, &format!("{key}.{k}"), v)?));
+                }
+            }
+            (k, v) => settings.0.push((k.to_string(), scalar(path, k, v)?)),
+        }
+    }
+    // Check every key now, so a typo names the file before anything runs.
+    let mut probe = LinkConfig::default();
+    for (k, v) in settings.0.iter().chain(&settings.1).chain(&settings.2) {
+        apply(&mut probe, k, v).map_err(|err| format!("--config {name}: {err}"))?;
+    }
+    Ok(settings)
+}
+
+fn scalar(path: &Path, key: &str, value: &toml::Value) -> Result<String, String> {
+    match value {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        toml::Value::Float(f) => Ok(f.to_string()),
+        _ => Err(format!(
+            "--config {}: {key}: expected a string or a number",
+            path.display()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_specs_and_files_set_the_same_knobs() {
+        let mut c = LinkConfig::default();
+        apply(&mut c, "delay", "5ms").unwrap();
+        apply_spec(
+            &mut c,
+            "--a-to-b",
+            "jitter=100us jitter-dist=normal loss=gemodel:1%,10%,70%,0.1% rate=100mbit limit=500",
+        )
+        .unwrap();
+        assert_eq!((c.delay_ns, c.jitter_ns), (5_000_000, 100_000));
+        assert_eq!(c.rate_bps, Some(100_000_000));
+        assert_eq!(c.limit_frames, Some(500));
+        assert!(matches!(
+            c.loss,
+            latlab_link::LossModel::GilbertElliott { .. }
+        ));
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("link.toml");
+        std::fs::write(
+            &path,
+            "delay = \"1ms\"\nseed = 7\n[a_to_b]\nloss = \"1%\"\n[b_to_a]\nrate = \"1gbit\"\n",
+        )
+        .unwrap();
+        let (both, ab, ba) = load_file(&path).unwrap();
+        assert_eq!(both.len(), 2);
+        assert_eq!(ab, vec![("loss".to_string(), "1%".to_string())]);
+        assert_eq!(ba, vec![("rate".to_string(), "1gbit".to_string())]);
+    }
+
+    #[test]
+    fn every_error_names_its_key_or_file() {
+        let mut c = LinkConfig::default();
+        assert!(apply(&mut c, "loss", "120%")
+            .unwrap_err()
+            .contains("--loss"));
+        assert!(apply(&mut c, "delay", "soon")
+            .unwrap_err()
+            .contains("--delay"));
+        assert!(apply(&mut c, "wobble", "1").unwrap_err().contains("wobble"));
+        assert!(apply(&mut c, "schedule", "/nonexistent/s.txt")
+            .unwrap_err()
+            .contains("--schedule"));
+        assert!(apply_spec(&mut c, "--b-to-a", "delay")
+            .unwrap_err()
+            .contains("--b-to-a"));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "[a_to_b]\nlos = \"1%\"\n").unwrap();
+        let err = load_file(&path).unwrap_err();
+        assert!(err.contains("bad.toml") && err.contains("los"), "{err}");
+    }
+}
