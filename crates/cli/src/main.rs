@@ -46,9 +46,89 @@ enum Command {
     Report(ReportArgs),
     /// Run the model game server: every game packet is sent to every client of its game.
     Serve(ServeArgs),
+    /// Emulate a link between two interfaces: delay, jitter, loss, duplication, corruption,
+    /// reordering, rate and queue limits, per direction (a transparent layer-2 bridge).
+    Emu(Box<EmuArgs>),
     /// Run a study.
     #[command(subcommand)]
     Study(StudyCommand),
+}
+
+#[derive(Debug, clap::Args)]
+struct EmuArgs {
+    /// First interface of the bridge.
+    #[arg(long, value_name = "IF")]
+    iface_a: String,
+    /// Second interface of the bridge.
+    #[arg(long, value_name = "IF")]
+    iface_b: String,
+    /// Delay added to every frame (both directions): 100us, 1ms.
+    #[arg(long, value_name = "DUR")]
+    delay: Option<String>,
+    /// Jitter around the delay.
+    #[arg(long, value_name = "DUR")]
+    jitter: Option<String>,
+    /// Jitter distribution: uniform, normal, pareto, paretonormal.
+    #[arg(long, value_name = "DIST")]
+    jitter_dist: Option<String>,
+    /// Jitter values from a file (one number per line, in units of --jitter).
+    #[arg(long, value_name = "FILE")]
+    dist_table: Option<String>,
+    /// Correlation of successive jitter values, 0..1.
+    #[arg(long, value_name = "P")]
+    correlation: Option<String>,
+    /// Independent loss probability: 1%, 0.01.
+    #[arg(long, value_name = "P", allow_hyphen_values = true)]
+    loss: Option<String>,
+    /// A loss model: gemodel:P,R,1-H,1-K or state:P13,P31,P32,P23,P14 (NetEm's definitions).
+    #[arg(long, value_name = "MODEL")]
+    loss_model: Option<String>,
+    /// Duplication probability.
+    #[arg(long, value_name = "P", allow_hyphen_values = true)]
+    duplicate: Option<String>,
+    /// Corruption probability (one bit flipped).
+    #[arg(long, value_name = "P", allow_hyphen_values = true)]
+    corrupt: Option<String>,
+    /// Reordering: P (sent without the delay with probability P) or P,gap=N.
+    #[arg(long, value_name = "P")]
+    reorder: Option<String>,
+    /// Rate limit: 1gbit, 100mbit, 56kbit.
+    #[arg(long, value_name = "RATE")]
+    rate: Option<String>,
+    /// Per-frame overhead counted by the rate limit, bytes (default 24: preamble, gap, FCS).
+    #[arg(long, value_name = "BYTES")]
+    overhead: Option<String>,
+    /// Queue limit in frames (default 1000).
+    #[arg(long, value_name = "FRAMES")]
+    limit: Option<String>,
+    /// Queue limit in bytes.
+    #[arg(long, value_name = "BYTES")]
+    limit_bytes: Option<String>,
+    /// Conditions that change over time: lines of `TIME DELAY LOSS RATE`.
+    #[arg(long, value_name = "FILE")]
+    schedule: Option<String>,
+    /// Seed of the random choices.
+    #[arg(long, value_name = "N")]
+    seed: Option<String>,
+    /// Impairments of the A→B direction only: "delay=1ms loss=1%".
+    #[arg(long, value_name = "SPEC")]
+    a_to_b: Option<String>,
+    /// Impairments of the B→A direction only.
+    #[arg(long, value_name = "SPEC")]
+    b_to_a: Option<String>,
+    /// A TOML file of impairments: keys at the top apply to both directions, [a_to_b] and
+    /// [b_to_a] tables to one.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Largest frame bridged, bytes.
+    #[arg(long, default_value_t = 2048, value_name = "BYTES")]
+    frame_size: usize,
+    /// Stop after this long (default: until Ctrl-C).
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    duration: Option<Duration>,
+    /// Write the counters by cause and the release-error histograms to this JSON file at exit.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -283,6 +363,7 @@ fn main() {
         Command::Report(a) => report(a),
         Command::Serve(a) => serve(a),
         Command::Study(StudyCommand::GameServer(a)) => game_study(a),
+        Command::Emu(a) => emu(*a),
     };
     if let Err(e) = result {
         let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
@@ -716,6 +797,127 @@ fn game_study(a: GameStudyArgs) -> Result<()> {
     println!("report: {}", report.display());
     if STOP.is_raised() {
         eprintln!("stopped by Ctrl-C: the finished points are in the folder; rerun with --resume to go on");
+    }
+    Ok(())
+}
+
+/// The two directions' link configurations from a file, the flags and the specs.
+fn emu_links(a: &EmuArgs) -> Result<(latlab_link::LinkConfig, latlab_link::LinkConfig)> {
+    use latlab_lab::emuconfig::{apply, apply_spec, load_file};
+    let mut ab = latlab_link::LinkConfig::default();
+    let mut ba = latlab_link::LinkConfig::default();
+    if let Some(path) = &a.config {
+        let (both, only_ab, only_ba) = load_file(path).map_err(anyhow::Error::msg)?;
+        for (k, v) in &both {
+            apply(&mut ab, k, v).map_err(anyhow::Error::msg)?;
+            apply(&mut ba, k, v).map_err(anyhow::Error::msg)?;
+        }
+        for (k, v) in &only_ab {
+            apply(&mut ab, k, v).map_err(anyhow::Error::msg)?;
+        }
+        for (k, v) in &only_ba {
+            apply(&mut ba, k, v).map_err(anyhow::Error::msg)?;
+        }
+    }
+    let max_frame = Some(a.frame_size.to_string());
+    // (flag, key, value): --loss-model sets the same knob as --loss.
+    let flags: [(&str, &str, &Option<String>); 17] = [
+        ("delay", "delay", &a.delay),
+        ("jitter", "jitter", &a.jitter),
+        ("jitter-dist", "jitter-dist", &a.jitter_dist),
+        ("dist-table", "dist-table", &a.dist_table),
+        ("correlation", "correlation", &a.correlation),
+        ("loss", "loss", &a.loss),
+        ("loss-model", "loss", &a.loss_model),
+        ("duplicate", "duplicate", &a.duplicate),
+        ("corrupt", "corrupt", &a.corrupt),
+        ("reorder", "reorder", &a.reorder),
+        ("rate", "rate", &a.rate),
+        ("overhead", "overhead", &a.overhead),
+        ("limit", "limit", &a.limit),
+        ("limit-bytes", "limit-bytes", &a.limit_bytes),
+        ("schedule", "schedule", &a.schedule),
+        ("seed", "seed", &a.seed),
+        ("frame-size", "max-frame", &max_frame),
+    ];
+    for (flag, key, value) in flags {
+        if let Some(v) = value {
+            let named =
+                |e: String| anyhow::anyhow!(e.replace(&format!("--{key}"), &format!("--{flag}")));
+            apply(&mut ab, key, v).map_err(named)?;
+            apply(&mut ba, key, v).map_err(named)?;
+        }
+    }
+    // Each direction draws its own random numbers.
+    ba.seed = ba.seed.wrapping_add(0x9e37_79b9);
+    if let Some(spec) = &a.a_to_b {
+        apply_spec(&mut ab, "--a-to-b", spec).map_err(anyhow::Error::msg)?;
+    }
+    if let Some(spec) = &a.b_to_a {
+        apply_spec(&mut ba, "--b-to-a", spec).map_err(anyhow::Error::msg)?;
+    }
+    ab.validate().map_err(|e| anyhow::anyhow!("A to B: {e}"))?;
+    ba.validate().map_err(|e| anyhow::anyhow!("B to A: {e}"))?;
+    Ok((ab, ba))
+}
+
+fn emu(a: EmuArgs) -> Result<()> {
+    use latlab_engine::emulator::{self, EmulatorLive};
+    let (ab, ba) = emu_links(&a)?;
+    let options = latlab_io::packet::PacketOptions {
+        // Ring slots hold the frame plus the kernel's headers and must be a power of two.
+        frame_size: (a.frame_size.max(128) + 128).next_power_of_two(),
+        ..latlab_io::packet::PacketOptions::default()
+    };
+    let mut sock_a = latlab_io::packet::PacketSocket::open(&a.iface_a, &options)
+        .with_context(|| format!("--iface-a {}", a.iface_a))?;
+    let mut sock_b = latlab_io::packet::PacketSocket::open(&a.iface_b, &options)
+        .with_context(|| format!("--iface-b {}", a.iface_b))?;
+    eprintln!(
+        "latlab emu: bridging {} and {}; Ctrl-C stops",
+        a.iface_a, a.iface_b
+    );
+    let live = Arc::new(EmulatorLive::default());
+    let terminal = std::io::stderr().is_terminal();
+    let watcher = {
+        let live = live.clone();
+        let duration = a.duration;
+        std::thread::spawn(move || {
+            use std::sync::atomic::Ordering::Relaxed;
+            let start = std::time::Instant::now();
+            let mut ticks = 0u32;
+            while !STOP.is_raised() {
+                std::thread::sleep(Duration::from_millis(100));
+                ticks += 1;
+                if duration.is_some_and(|d| start.elapsed() >= d) {
+                    STOP.raise();
+                }
+                if terminal && ticks % 5 == 0 {
+                    let (x, y) = (&live.a_to_b, &live.b_to_a);
+                    eprint!(
+                        "\r  A→B in {} out {} dropped {}   B→A in {} out {} dropped {}   ",
+                        x.arrived.load(Relaxed),
+                        x.sent.load(Relaxed),
+                        x.dropped.load(Relaxed),
+                        y.arrived.load(Relaxed),
+                        y.sent.load(Relaxed),
+                        y.dropped.load(Relaxed)
+                    );
+                }
+            }
+        })
+    };
+    let run = emulator::run(&mut sock_a, &mut sock_b, ab, ba, a.frame_size, &STOP, &live);
+    STOP.raise();
+    let _ = watcher.join();
+    if terminal {
+        eprintln!();
+    }
+    let report = run.context("emulator")?;
+    let json = latlab_lab::emureport::report_json(&report);
+    println!("{}", latlab_lab::emureport::summary_text(&report));
+    if let Some(path) = a.json {
+        results::write_atomic(&path, format!("{json:#}\n").as_bytes())?;
     }
     Ok(())
 }

@@ -28,5 +28,6 @@ pub mod clock;
 pub mod cpu;
 pub mod ethtool;
 pub mod netns;
+pub mod packet;
 pub mod tsc;
 pub mod udp;

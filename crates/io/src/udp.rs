@@ -754,6 +754,13 @@ mod tests {
         };
         let (a, b) = pair(&opts);
         assert_eq!(b.rx_timestamp_source(), TimestampSource::KernelSoftware);
+        // The kernel turns receive stamping on lazily (a deferred static key): until it is on,
+        // a datagram is stamped when it is read. One datagram first lets it settle.
+        a.send_one(b"warm up", Some(b.local_addr().unwrap()))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let mut warm = RecvBatch::new(4, 64);
+        recv_all(&b, &mut warm, 1);
         let before = crate::clock::now_ns();
         a.send_one(b"stamp me", Some(b.local_addr().unwrap()))
             .unwrap();

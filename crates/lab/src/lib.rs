@@ -17,6 +17,7 @@
 
 pub mod demo;
 pub mod emuconfig;
+pub mod emureport;
 pub mod gamereport;
 pub mod gamestudy;
 pub mod measure;

@@ -1,0 +1,138 @@
+//! `latlab emu` as a user runs it: between the namespaces of a `client — emu — server` lab,
+//! with `latlab echo` and `latlab gen` on either side (root; must run under CI=true).
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use assert_cmd::cargo::cargo_bin;
+use latlab_lab::topology::{why_no_namespaces, ClientEmuServer};
+
+fn one_line_error(args: &[&str], needle: &str) {
+    let out = assert_cmd::Command::new(cargo_bin("latlab"))
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{args:?} printed:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: {stderr:?} lacks {needle:?}"
+    );
+}
+
+#[test]
+fn bad_emulator_options_name_themselves() {
+    let base = ["emu", "--iface-a", "lo", "--iface-b", "lo"];
+    one_line_error(&[&base[..], &["--loss", "120%"]].concat(), "--loss");
+    one_line_error(&[&base[..], &["--delay", "soon"]].concat(), "--delay");
+    one_line_error(
+        &[&base[..], &["--loss-model", "gemodel:2"]].concat(),
+        "--loss-model",
+    );
+    one_line_error(&[&base[..], &["--rate", "fast"]].concat(), "--rate");
+    one_line_error(&[&base[..], &["--a-to-b", "delay"]].concat(), "--a-to-b");
+    one_line_error(&[&base[..], &["--b-to-a", "wobble=1"]].concat(), "wobble");
+    one_line_error(
+        &[&base[..], &["--config", "/nonexistent.toml"]].concat(),
+        "--config",
+    );
+    one_line_error(
+        &["emu", "--iface-a", "latlab-none0", "--iface-b", "lo"],
+        "--iface-a",
+    );
+}
+
+#[test]
+fn emu_between_namespaces_adds_its_delay_and_reports_at_exit() {
+    if let Some(reason) = why_no_namespaces() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "under CI=true: {reason}"
+        );
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let emu_json = dir.path().join("emu.json");
+    let run_json = dir.path().join("run.json");
+    let in_ns = |ns: &str| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns]).arg(cargo_bin("latlab"));
+        c
+    };
+    let mut emu = in_ns(lab.emu.name())
+        .args([
+            "emu",
+            "--iface-a",
+            "emu-a",
+            "--iface-b",
+            "emu-b",
+            "--delay",
+            "2ms",
+            "--duration",
+            "4s",
+        ])
+        .arg("--json")
+        .arg(&emu_json)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let target = format!("{}:7777", lab.server_addr);
+    let mut echo = in_ns(lab.server.name())
+        .args([
+            "echo",
+            "--listen",
+            &target,
+            "--poll",
+            "block",
+            "--duration",
+            "4s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let gen = in_ns(lab.client.name())
+        .args([
+            "gen",
+            "--target",
+            &target,
+            "--rate",
+            "1k",
+            "--duration",
+            "1s",
+            "--poll",
+            "block",
+        ])
+        .arg("--json")
+        .arg(&run_json)
+        .output()
+        .unwrap();
+    assert!(
+        gen.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    assert!(emu.wait().unwrap().success());
+    assert!(echo.wait().unwrap().success());
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&run_json).unwrap()).unwrap();
+    let p50 = run["latency_ns"]["p50"].as_f64().unwrap();
+    // 2 ms each way: 4 ms more per round trip than the veth's tens of microseconds.
+    assert!((3.9e6..5.0e6).contains(&p50), "p50 {p50} ns");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&emu_json).unwrap()).unwrap();
+    for dir in ["a_to_b", "b_to_a"] {
+        let d = &report[dir];
+        assert!(d["link"]["delivered"].as_u64().unwrap() >= 900, "{d}");
+        assert!(d["release_error_ns"]["p50"].as_f64().is_some(), "{d}");
+        assert_eq!(d["dropped_by_emulator"]["tx_ring_full"], 0);
+    }
+}

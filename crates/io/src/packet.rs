@@ -1,0 +1,1029 @@
+//! AF_PACKET sockets with memory-mapped `TPACKET_V3` rings: every frame of one interface in,
+//! whole Ethernet frames out, for the link emulator's layer-2 bridge.
+//!
+//! One [`PacketSocket`] per interface does both directions, on one file descriptor and one
+//! mapping (RX ring first, TX ring after it):
+//! - **RX** is the block-based `TPACKET_V3` ring. The kernel packs frames into a block and
+//!   hands the whole block over when the next frame does not fit, or when its periodic retire
+//!   timer ([`PacketOptions::block_timeout_ms`]) finds the block partly filled. At low rates a
+//!   frame therefore waits in the ring up to about twice that timeout before user space can see
+//!   it: take the kernel timestamp handed with every frame, not the time it was read, as its
+//!   arrival time.
+//! - **TX** is the frame-based `TPACKET_V3` TX ring (Linux 4.11 and later; no second socket and
+//!   no `TPACKET_V2` needed): fixed slots of [`PacketOptions::frame_size`] bytes, each a
+//!   `tpacket3_hdr` followed by the frame. [`PacketSocket::queue_tx`] fills slots and
+//!   [`PacketSocket::flush_tx`] makes the kernel send all of them with one system call.
+//!
+//! Guarantees:
+//! - no call blocks but [`PacketSocket::wait_readable`]; a full TX ring is `Ok(false)`, an empty
+//!   RX ring `Ok(0)`;
+//! - everything the kernel writes into the shared rings is read with bounds checks: a block
+//!   whose offsets point outside it is handed back to the kernel from the bad frame on, counted
+//!   in [`PacketStats::corrupt_blocks`], and never read out of bounds;
+//! - a frame the kernel would refuse to send (longer than a slot, or than the interface's MTU
+//!   plus the Ethernet header) is refused by [`PacketSocket::queue_tx`] with an error instead of
+//!   being dropped silently;
+//! - with [`PacketOptions::ignore_outgoing`] (the default) the socket receives only frames that
+//!   come in on the interface, none that leave it, its own included.
+//!
+//! ```no_run
+//! use latlab_io::packet::{PacketOptions, PacketSocket};
+//! use std::time::Duration;
+//! let mut rx = PacketSocket::open("veth0", &PacketOptions::default())?;
+//! let mut tx = PacketSocket::open("veth1", &PacketOptions::default())?;
+//! loop {
+//!     rx.wait_readable(Some(Duration::from_millis(10)))?;
+//!     rx.recv_batch(|frame, _rx_ns, _truncated| {
+//!         // A full TX ring drops the frame here; a real bridge flushes and retries.
+//!         let _ = tx.queue_tx(frame);
+//!     })?;
+//!     tx.flush_tx()?;
+//! }
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::cell::Cell;
+use std::io;
+use std::mem::{offset_of, size_of, zeroed};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr;
+use std::sync::atomic::{fence, Ordering};
+use std::time::Duration;
+
+/// Where the block status word sits in a `tpacket_block_desc`.
+const BLOCK_STATUS: usize =
+    offset_of!(libc::tpacket_block_desc, hdr) + offset_of!(libc::tpacket_hdr_v1, block_status);
+/// Where the number of frames sits in a `tpacket_block_desc`.
+const BLOCK_NUM_PKTS: usize =
+    offset_of!(libc::tpacket_block_desc, hdr) + offset_of!(libc::tpacket_hdr_v1, num_pkts);
+/// Where the offset of the first frame sits in a `tpacket_block_desc`.
+const BLOCK_FIRST_PKT: usize = offset_of!(libc::tpacket_block_desc, hdr)
+    + offset_of!(libc::tpacket_hdr_v1, offset_to_first_pkt);
+
+/// Size of a `tpacket3_hdr` (48 bytes).
+const HDR3_LEN: usize = size_of::<libc::tpacket3_hdr>();
+/// Where a TX frame starts in its slot: after the `tpacket3_hdr`, aligned to 16 bytes, which is
+/// where the kernel looks (`TPACKET3_HDRLEN - sizeof(struct sockaddr_ll)`).
+const TX_DATA_OFFSET: usize = libc::TPACKET3_HDRLEN - size_of::<libc::sockaddr_ll>();
+
+/// The Ethernet header the kernel adds to the MTU when it checks a frame's length.
+const ETH_HLEN: usize = 14;
+/// An 802.1Q tag, which the kernel allows on top of MTU + header.
+const VLAN_HLEN: usize = 4;
+const ETH_P_8021Q: u16 = 0x8100;
+
+/// Sizes and switches of a [`PacketSocket`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacketOptions {
+    /// Bytes per RX block: a power of two, a multiple of the page size, at least `frame_size`.
+    /// A block is handed over when full or timed out, so smaller blocks hand frames over sooner
+    /// under load; 64 KiB holds ~40 full-size or ~450 minimum-size frames. Default 64 KiB.
+    pub block_size: usize,
+    /// RX blocks in the ring (at least 1). Default 64, so 4 MiB of ring.
+    pub block_count: usize,
+    /// Bytes per TX slot including the 48-byte `tpacket3_hdr`: a power of two from 128 up, at
+    /// most `block_size`. The largest frame sent is `frame_size - 48`. Default 2048 (frames up
+    /// to 2000 bytes, enough for a 1500-byte MTU with VLAN tag).
+    pub frame_size: usize,
+    /// The kernel's RX block retire timer in milliseconds (`tp_retire_blk_tov`): a partly filled
+    /// block is handed over when the timer finds it. 0 lets the kernel choose from the link
+    /// speed (several milliseconds). Default 1, the smallest.
+    pub block_timeout_ms: u32,
+    /// TX ring slots (at least 1), rounded up to fill whole pages
+    /// ([`PacketSocket::tx_capacity`]). Default 1024.
+    pub tx_frames: usize,
+    /// Put the interface in promiscuous mode while the socket is open (`PACKET_MR_PROMISC`),
+    /// so a real NIC does not filter frames for other MAC addresses. Default true.
+    pub promiscuous: bool,
+    /// Send straight to the device, past the qdisc (`PACKET_QDISC_BYPASS`). Frames sent this way
+    /// are also not seen by other packet sockets on the interface. Default true.
+    pub qdisc_bypass: bool,
+    /// Do not receive frames leaving the interface (`PACKET_IGNORE_OUTGOING`): a bridge must not
+    /// read back what it or anyone else on the host sends. Default true.
+    pub ignore_outgoing: bool,
+}
+
+impl Default for PacketOptions {
+    fn default() -> PacketOptions {
+        PacketOptions {
+            block_size: 1 << 16,
+            block_count: 64,
+            frame_size: 2048,
+            block_timeout_ms: 1,
+            tx_frames: 1024,
+            promiscuous: true,
+            qdisc_bypass: true,
+            ignore_outgoing: true,
+        }
+    }
+}
+
+/// Counters of a [`PacketSocket`] since the previous [`PacketSocket::statistics`] call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketStats {
+    /// Frames that reached the socket, dropped ones included (the kernel's `tp_packets`).
+    pub packets: u64,
+    /// Frames dropped because no RX block was free (`tp_drops`).
+    pub drops: u64,
+    /// Times the RX ring was found full and frozen until user space returned a block
+    /// (`tp_freeze_q_cnt`).
+    pub freeze_count: u64,
+    /// RX blocks whose offsets pointed outside the block; their frames from the bad one on were
+    /// not read. Always 0 unless the kernel and this code disagree about the ring layout.
+    pub corrupt_blocks: u64,
+    /// Frames the device refused while [`PacketSocket::flush_tx`] handed them over (`ENOBUFS`:
+    /// on veth the peer is down or has a smaller MTU; with `qdisc_bypass` on a NIC its queue
+    /// was full). Each was lost; the kernel may lose a few more without saying so.
+    pub tx_refused: u64,
+}
+
+/// An AF_PACKET socket bound to one interface, with a `TPACKET_V3` RX ring and a `TPACKET_V3`
+/// TX ring mapped into this process. Unmaps the rings and closes the socket on drop.
+#[derive(Debug)]
+pub struct PacketSocket {
+    ifname: String,
+    ifindex: u32,
+    /// The mapping: `rx_block_count` RX blocks, then `tx_block_count` TX blocks.
+    map: *mut u8,
+    map_len: usize,
+    rx_block_size: usize,
+    rx_block_count: usize,
+    /// The RX block to look at next; the kernel fills blocks in this same order.
+    rx_next: usize,
+    tx_offset: usize,
+    tx_block_size: usize,
+    tx_frame_size: usize,
+    tx_frames_per_block: usize,
+    tx_capacity: usize,
+    /// The TX slot to fill next; the kernel sends slots in this same order.
+    tx_head: usize,
+    /// Slots queued since the last successful flush.
+    tx_pending: usize,
+    /// The oldest queued slot the kernel has not taken yet: where the kernel's own TX head is,
+    /// since both go through the slots in the same order.
+    tx_tail: usize,
+    /// Slots from `tx_tail` on that are queued and not yet taken by the kernel.
+    tx_untaken: usize,
+    /// The longest untagged frame the interface takes (MTU + Ethernet header) when last read.
+    tx_mtu_limit: usize,
+    corrupt_blocks: Cell<u64>,
+    tx_refused: Cell<u64>,
+    fd: OwnedFd,
+}
+
+// SAFETY: the mapping is owned by this value alone (nothing else holds `map`), and the kernel
+// side of it is reached through the file descriptor, which may be used from any thread.
+unsafe impl Send for PacketSocket {}
+
+impl PacketSocket {
+    /// Opens an AF_PACKET `SOCK_RAW` socket for every protocol (`ETH_P_ALL`) bound to the
+    /// interface `ifname` of the calling thread's network namespace, with `TPACKET_V3` RX and
+    /// TX rings and the switches of `options`. The socket is bound only after the rings exist,
+    /// so no frame of another interface is ever queued on it.
+    ///
+    /// Errors name the interface and the step that failed: `eth9: no such interface`,
+    /// `eth0: setsockopt PACKET_RX_RING: …`, `eth0: not permitted: AF_PACKET needs CAP_NET_RAW
+    /// (run as root)`, or the option at fault (`InvalidInput`).
+    pub fn open(ifname: &str, options: &PacketOptions) -> io::Result<PacketSocket> {
+        let layout = Layout::new(options).map_err(|msg| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("{ifname}: {msg}"))
+        })?;
+        let ifindex = interface_index(ifname)?;
+        let fd = packet_socket(ifname)?;
+        let raw = fd.as_raw_fd();
+        let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+        setsockopt(raw, libc::PACKET_VERSION, &version)
+            .map_err(at(ifname, "setsockopt PACKET_VERSION TPACKET_V3"))?;
+        // A frame the kernel cannot send is skipped instead of stopping the TX ring for good.
+        setsockopt(raw, libc::PACKET_LOSS, &1 as &libc::c_int)
+            .map_err(at(ifname, "setsockopt PACKET_LOSS"))?;
+        setsockopt(raw, libc::PACKET_RX_RING, &layout.rx_req())
+            .map_err(at(ifname, "setsockopt PACKET_RX_RING"))?;
+        setsockopt(raw, libc::PACKET_TX_RING, &layout.tx_req())
+            .map_err(at(ifname, "setsockopt PACKET_TX_RING"))?;
+        let map_len = layout.map_len();
+        // SAFETY: a fresh shared mapping of the socket's rings, of exactly the size the kernel
+        // expects (both rings); it is not aliased by anything in this process.
+        let map = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                raw,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(at(ifname, "mmap rings")(io::Error::last_os_error()));
+        }
+        // From here on, dropping `socket` unmaps and closes.
+        let mut socket = PacketSocket {
+            ifname: ifname.to_owned(),
+            ifindex,
+            map: map.cast(),
+            map_len,
+            rx_block_size: layout.rx_block_size,
+            rx_block_count: layout.rx_block_count,
+            rx_next: 0,
+            tx_offset: layout.rx_block_size * layout.rx_block_count,
+            tx_block_size: layout.tx_block_size,
+            tx_frame_size: layout.frame_size,
+            tx_frames_per_block: layout.tx_block_size / layout.frame_size,
+            tx_capacity: layout.tx_capacity(),
+            tx_head: 0,
+            tx_pending: 0,
+            tx_tail: 0,
+            tx_untaken: 0,
+            tx_mtu_limit: 0,
+            corrupt_blocks: Cell::new(0),
+            tx_refused: Cell::new(0),
+            fd,
+        };
+        if options.qdisc_bypass {
+            setsockopt(raw, libc::PACKET_QDISC_BYPASS, &1 as &libc::c_int)
+                .map_err(at(ifname, "setsockopt PACKET_QDISC_BYPASS"))?;
+        }
+        if options.ignore_outgoing {
+            setsockopt(raw, libc::PACKET_IGNORE_OUTGOING, &1 as &libc::c_int)
+                .map_err(at(ifname, "setsockopt PACKET_IGNORE_OUTGOING"))?;
+        }
+        socket.bind()?;
+        if options.promiscuous {
+            let mreq = libc::packet_mreq {
+                mr_ifindex: ifindex as libc::c_int,
+                mr_type: libc::PACKET_MR_PROMISC as libc::c_ushort,
+                mr_alen: 0,
+                mr_address: [0; 8],
+            };
+            setsockopt(raw, libc::PACKET_ADD_MEMBERSHIP, &mreq)
+                .map_err(at(ifname, "setsockopt PACKET_ADD_MEMBERSHIP promiscuous"))?;
+        }
+        socket.tx_mtu_limit = socket.read_mtu_limit()?;
+        Ok(socket)
+    }
+
+    /// The interface index the socket is bound to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// The interface name the socket was opened on.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// How many frames the TX ring holds ([`PacketOptions::tx_frames`] rounded up to whole
+    /// pages).
+    pub fn tx_capacity(&self) -> usize {
+        self.tx_capacity
+    }
+
+    /// The longest frame a TX slot holds: `frame_size` minus the 48-byte header.
+    pub fn max_tx_frame(&self) -> usize {
+        self.tx_frame_size - TX_DATA_OFFSET
+    }
+
+    /// Hands every frame now ready in the RX ring to `f(frame, kernel_rx_ns, truncated)` and
+    /// returns the blocks to the kernel; returns how many frames were handed. Never blocks;
+    /// `Ok(0)` when no block is ready.
+    ///
+    /// Frames start with the Ethernet header. An 802.1Q tag is not in the frame: the kernel
+    /// takes it out on receive (it is in the ring header's `tp_vlan_tci`, which this call does
+    /// not hand on), so a bridge built on it forwards VLAN-tagged frames untagged.
+    ///
+    /// `kernel_rx_ns` is the kernel's software receive stamp (`CLOCK_REALTIME` ns, as
+    /// [`crate::clock::now_ns`]), taken when the frame entered the ring. `truncated` is true
+    /// when the frame was longer than what the ring kept (only frames larger than a block).
+    /// Frames come in the order the kernel received them. At most one pass over the ring is
+    /// made per call, so a sender that keeps the ring full cannot keep the call going forever.
+    pub fn recv_batch(&mut self, mut f: impl FnMut(&[u8], u64, bool)) -> io::Result<usize> {
+        let mut frames = 0;
+        for _ in 0..self.rx_block_count {
+            let block = self.rx_block(self.rx_next);
+            if !rx_block_is_ours(block) {
+                break;
+            }
+            // SAFETY: the block lies inside the mapping (`rx_block`), and its status says the
+            // kernel handed it to user space: it does not write to it until we hand it back
+            // below, so reading it as a shared slice is sound for the slice's lifetime.
+            let bytes = unsafe { std::slice::from_raw_parts(block, self.rx_block_size) };
+            match walk_block(bytes, &mut f) {
+                Ok(n) => frames += n,
+                Err(n) => {
+                    frames += n;
+                    self.corrupt_blocks.set(self.corrupt_blocks.get() + 1);
+                }
+            }
+            // Every read of the block happens before the kernel may write it again.
+            fence(Ordering::Release);
+            // SAFETY: the status word lies inside the block, 4-byte aligned (blocks are page
+            // aligned); a volatile write because the kernel reads it concurrently.
+            unsafe {
+                ptr::write_volatile(
+                    block.add(BLOCK_STATUS).cast::<u32>(),
+                    libc::TP_STATUS_KERNEL,
+                )
+            };
+            self.rx_next = (self.rx_next + 1) % self.rx_block_count;
+        }
+        Ok(frames)
+    }
+
+    /// Blocks until an RX block is ready or `timeout` passes (`None`: no limit); `Ok(true)`
+    /// when [`PacketSocket::recv_batch`] has frames to hand. Returns at once when a block is
+    /// already waiting; a signal ends the wait with `Ok(false)`. A pending socket error (the
+    /// interface went down: `ENETDOWN`) is returned as an error, and cleared.
+    pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        if rx_block_is_ours(self.rx_block(self.rx_next)) {
+            return Ok(true);
+        }
+        let mut fds = [libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let ts_ptr = ts
+            .as_ref()
+            .map_or(ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: `fds` is one valid pollfd; `ts_ptr` is null or points at `ts`, which lives
+        // until after the call; a null signal mask leaves the mask unchanged.
+        let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), 1, ts_ptr, ptr::null()) };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            return if err.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(at(&self.ifname, "ppoll")(err))
+            };
+        }
+        if fds[0].revents & libc::POLLERR != 0 {
+            // Reading SO_ERROR clears it, so the next wait does not fail again for it.
+            if let Some(err) = socket2::SockRef::from(&self.fd).take_error()? {
+                return Err(at(&self.ifname, "socket error")(err));
+            }
+        }
+        Ok(rx_block_is_ours(self.rx_block(self.rx_next)) || fds[0].revents != 0)
+    }
+
+    /// Copies `frame` (a whole Ethernet frame, without FCS) into the next free TX slot and
+    /// marks it for sending; nothing leaves until [`PacketSocket::flush_tx`]. `Ok(false)` when
+    /// every slot is queued or still being sent: flush and retry, or drop the frame.
+    ///
+    /// A frame shorter than an Ethernet header, or longer than a slot ([`PacketSocket::max_tx_frame`]) or than the interface's MTU
+    /// plus the Ethernet header (4 bytes more with an 802.1Q tag) is refused with
+    /// `InvalidInput`: the kernel would drop it. The MTU is read again before refusing, so a
+    /// raised MTU takes effect.
+    pub fn queue_tx(&mut self, frame: &[u8]) -> io::Result<bool> {
+        if frame.len() < ETH_HLEN {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: frame of {} bytes is shorter than an Ethernet header",
+                    self.ifname,
+                    frame.len()
+                ),
+            ));
+        }
+        if frame.len() > self.max_tx_frame() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: frame of {} bytes does not fit a TX slot of {} bytes (frame_size {})",
+                    self.ifname,
+                    frame.len(),
+                    self.max_tx_frame(),
+                    self.tx_frame_size
+                ),
+            ));
+        }
+        let tagged = frame[12..14] == ETH_P_8021Q.to_be_bytes();
+        let extra = if tagged { VLAN_HLEN } else { 0 };
+        if frame.len() > self.tx_mtu_limit + extra {
+            self.tx_mtu_limit = self.read_mtu_limit()?;
+            let limit = self.tx_mtu_limit + extra;
+            if frame.len() > limit {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: frame of {} bytes is longer than the MTU allows ({limit} bytes)",
+                        self.ifname,
+                        frame.len()
+                    ),
+                ));
+            }
+        }
+        let slot = self.tx_slot(self.tx_head);
+        if tx_slot_status(slot) & (libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_SENDING) != 0 {
+            return Ok(false);
+        }
+        // The kernel's last use of the slot happens before our writes into it.
+        fence(Ordering::Acquire);
+        let len = frame.len() as u32;
+        // SAFETY: the slot is ours (neither requested nor being sent) and spans `frame_size`
+        // bytes inside the mapping; the frame fits after the header (checked above), and the
+        // header fields written are u32s at their aligned offsets.
+        unsafe {
+            ptr::copy_nonoverlapping(frame.as_ptr(), slot.add(TX_DATA_OFFSET), frame.len());
+            let field = |offset: usize| slot.add(offset).cast::<u32>();
+            ptr::write_volatile(field(offset_of!(libc::tpacket3_hdr, tp_next_offset)), 0);
+            ptr::write_volatile(field(offset_of!(libc::tpacket3_hdr, tp_len)), len);
+            ptr::write_volatile(field(offset_of!(libc::tpacket3_hdr, tp_snaplen)), len);
+        }
+        // The frame and its length are visible before the kernel can see the request.
+        fence(Ordering::Release);
+        // SAFETY: the status word lies inside the slot, 4-byte aligned (slots are 16-byte
+        // aligned); volatile because the kernel reads it concurrently.
+        unsafe {
+            ptr::write_volatile(
+                slot.add(offset_of!(libc::tpacket3_hdr, tp_status))
+                    .cast::<u32>(),
+                libc::TP_STATUS_SEND_REQUEST,
+            )
+        };
+        self.tx_head = (self.tx_head + 1) % self.tx_capacity;
+        self.tx_pending += 1;
+        self.tx_untaken += 1;
+        Ok(true)
+    }
+
+    /// Tells the kernel to send every queued frame (`send(fd, NULL, 0, MSG_DONTWAIT)`), without
+    /// blocking; returns how many frames were queued since the previous flush.
+    ///
+    /// Frames the kernel cannot take now (out of socket buffer, `EAGAIN`) stay queued and go
+    /// with the next flush, which tries again even when nothing new was queued. A frame the
+    /// device refuses (`ENOBUFS`) would be retried by the kernel forever and stop the ring, so
+    /// it is dropped (its slot is marked malformed, which the kernel skips because the socket
+    /// sets `PACKET_LOSS`; the kernel logs "variable sized slot not supported" once per boot)
+    /// and counted in [`PacketStats::tx_refused`]; the frames after it are still sent.
+    pub fn flush_tx(&mut self) -> io::Result<usize> {
+        if self.tx_pending == 0 && self.tx_untaken == 0 {
+            return Ok(0);
+        }
+        // Each refusal drops one slot, so this ends after at most one pass over the ring.
+        for _ in 0..=self.tx_capacity {
+            // SAFETY: with a TX ring, a null buffer of length 0 asks the kernel to send the
+            // ring's requested slots; it reads nothing through the null pointer.
+            let rc = unsafe { libc::send(self.fd.as_raw_fd(), ptr::null(), 0, libc::MSG_DONTWAIT) };
+            self.advance_tx_tail();
+            if rc >= 0 {
+                break;
+            }
+            let err = io::Error::last_os_error();
+            match err.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => break,
+                _ if err.raw_os_error() == Some(libc::ENOBUFS) && self.tx_untaken > 0 => {
+                    self.tx_refused.set(self.tx_refused.get() + 1);
+                    self.drop_refused_slot();
+                }
+                _ => return Err(at(&self.ifname, "send (TX ring)")(err)),
+            }
+        }
+        Ok(std::mem::take(&mut self.tx_pending))
+    }
+
+    /// Moves `tx_tail` past the slots the kernel has taken (they no longer request sending).
+    fn advance_tx_tail(&mut self) {
+        while self.tx_untaken > 0
+            && tx_slot_status(self.tx_slot(self.tx_tail)) & libc::TP_STATUS_SEND_REQUEST == 0
+        {
+            self.tx_tail = (self.tx_tail + 1) % self.tx_capacity;
+            self.tx_untaken -= 1;
+        }
+    }
+
+    /// Makes the kernel skip the slot it stopped at: a non-zero `tp_next_offset` is a format
+    /// error, which `PACKET_LOSS` turns into "mark available and go on".
+    fn drop_refused_slot(&mut self) {
+        let slot = self.tx_slot(self.tx_tail);
+        // SAFETY: the kernel reads TX slots only inside `send`, which only this socket (borrowed
+        // mutably) calls, so the slot can be changed between calls; the field is a u32 at its
+        // aligned offset inside the slot.
+        unsafe {
+            ptr::write_volatile(
+                slot.add(offset_of!(libc::tpacket3_hdr, tp_next_offset))
+                    .cast::<u32>(),
+                1,
+            )
+        };
+        fence(Ordering::Release);
+    }
+
+    /// The kernel's counters for this socket since the previous call (`PACKET_STATISTICS`,
+    /// which resets them), and the corrupt blocks [`PacketSocket::recv_batch`] met.
+    pub fn statistics(&self) -> io::Result<PacketStats> {
+        // SAFETY: tpacket_stats_v3 is plain data; all zeroes is valid.
+        let mut st: libc::tpacket_stats_v3 = unsafe { zeroed() };
+        let mut len = size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
+        // SAFETY: `st` is writable for `len` bytes and outlives the call.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats_v3).cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return Err(at(&self.ifname, "getsockopt PACKET_STATISTICS")(
+                io::Error::last_os_error(),
+            ));
+        }
+        Ok(PacketStats {
+            packets: st.tp_packets.into(),
+            drops: st.tp_drops.into(),
+            freeze_count: st.tp_freeze_q_cnt.into(),
+            corrupt_blocks: self.corrupt_blocks.take(),
+            tx_refused: self.tx_refused.take(),
+        })
+    }
+
+    fn bind(&self) -> io::Result<()> {
+        // SAFETY: sockaddr_ll is plain data; all zeroes is valid.
+        let mut addr: libc::sockaddr_ll = unsafe { zeroed() };
+        addr.sll_family = libc::AF_PACKET as libc::c_ushort;
+        addr.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        addr.sll_ifindex = self.ifindex as libc::c_int;
+        // SAFETY: `addr` is a valid sockaddr_ll of the size passed, alive during the call.
+        let rc = unsafe {
+            libc::bind(
+                self.fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_ll).cast(),
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(at(&self.ifname, "bind")(io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// MTU + Ethernet header of the interface, read through the socket (so in its namespace).
+    fn read_mtu_limit(&self) -> io::Result<usize> {
+        // SAFETY: ifreq is plain data; all zeroes is valid.
+        let mut req: libc::ifreq = unsafe { zeroed() };
+        // `interface_index` checked the name fits with its terminating zero.
+        for (dst, src) in req.ifr_name.iter_mut().zip(self.ifname.bytes()) {
+            *dst = src as libc::c_char;
+        }
+        // SAFETY: SIOCGIFMTU reads the name from `req` and writes an int into it; `req`
+        // outlives the call.
+        let rc = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SIOCGIFMTU as _, &mut req) };
+        if rc != 0 {
+            return Err(at(&self.ifname, "ioctl SIOCGIFMTU")(
+                io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: SIOCGIFMTU succeeded, so it wrote the `ifru_mtu` member of the union.
+        let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+        Ok(usize::try_from(mtu).unwrap_or(0) + ETH_HLEN)
+    }
+
+    fn rx_block(&self, i: usize) -> *mut u8 {
+        debug_assert!(i < self.rx_block_count);
+        // SAFETY: block i < rx_block_count starts inside the mapping.
+        unsafe { self.map.add(i * self.rx_block_size) }
+    }
+
+    fn tx_slot(&self, i: usize) -> *mut u8 {
+        debug_assert!(i < self.tx_capacity);
+        let block = i / self.tx_frames_per_block;
+        let within = i % self.tx_frames_per_block;
+        let offset = self.tx_offset + block * self.tx_block_size + within * self.tx_frame_size;
+        debug_assert!(offset + self.tx_frame_size <= self.map_len);
+        // SAFETY: slot i < tx_capacity lies inside the TX part of the mapping, laid out as the
+        // kernel does it (frames never span blocks).
+        unsafe { self.map.add(offset) }
+    }
+}
+
+impl Drop for PacketSocket {
+    fn drop(&mut self) {
+        // SAFETY: `map` and `map_len` describe the mapping made in `open`, which nothing
+        // borrows any more (every slice into it ends with the call that made it).
+        unsafe { libc::munmap(self.map.cast(), self.map_len) };
+        // `fd` closes after this, which also ends promiscuous mode.
+    }
+}
+
+/// Blocks until one of `sockets` has a received block ready or `timeout` passes; `Ok(true)`
+/// when one is ready. For a bridge that serves two interfaces from one thread.
+pub fn wait_any_readable(sockets: &[&PacketSocket], timeout: Option<Duration>) -> io::Result<bool> {
+    if sockets
+        .iter()
+        .any(|s| rx_block_is_ours(s.rx_block(s.rx_next)))
+    {
+        return Ok(true);
+    }
+    let mut fds: Vec<libc::pollfd> = sockets
+        .iter()
+        .map(|s| libc::pollfd {
+            fd: s.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `fds` holds `fds.len()` valid pollfds; `ts_ptr` is null or points at `ts`, which
+    // lives until after the call; a null signal mask leaves the mask unchanged.
+    let rc = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            ts_ptr,
+            ptr::null(),
+        )
+    };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        return if err.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(err)
+        };
+    }
+    Ok(fds.iter().any(|f| f.revents != 0))
+}
+
+impl AsRawFd for PacketSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Whether the kernel has handed the RX block at `block` to user space; orders the reads of
+/// its contents after that of the status.
+fn rx_block_is_ours(block: *const u8) -> bool {
+    // SAFETY: callers pass the start of a block inside the mapping; the status word lies
+    // inside it, 4-byte aligned; volatile because the kernel writes it concurrently.
+    let status = unsafe { ptr::read_volatile(block.add(BLOCK_STATUS).cast::<u32>()) };
+    if status & libc::TP_STATUS_USER == 0 {
+        return false;
+    }
+    fence(Ordering::Acquire);
+    true
+}
+
+/// The status word of the TX slot at `slot`.
+fn tx_slot_status(slot: *const u8) -> u32 {
+    // SAFETY: callers pass the start of a TX slot inside the mapping; its status word lies
+    // inside it, 4-byte aligned (slots are 16-byte aligned); volatile because the kernel writes
+    // it concurrently.
+    unsafe {
+        ptr::read_volatile(
+            slot.add(offset_of!(libc::tpacket3_hdr, tp_status))
+                .cast::<u32>(),
+        )
+    }
+}
+
+/// Hands the frames of one retired RX block to `f`. `Err(n)` when an offset or length points
+/// outside the block, after `n` frames were handed; the rest of the block is skipped.
+fn walk_block(block: &[u8], f: &mut impl FnMut(&[u8], u64, bool)) -> Result<usize, usize> {
+    let count = read_u32(block, BLOCK_NUM_PKTS).ok_or(0usize)?;
+    let mut offset = read_u32(block, BLOCK_FIRST_PKT).ok_or(0usize)? as usize;
+    for i in 0..count as usize {
+        let frame = read_frame(block, offset).ok_or(i)?;
+        f(frame.data, frame.rx_ns, frame.truncated);
+        if i + 1 < count as usize {
+            // Only the last frame of a block has no successor (next offset 0).
+            if (frame.next_offset as usize) < HDR3_LEN {
+                return Err(i + 1);
+            }
+            offset = offset
+                .checked_add(frame.next_offset as usize)
+                .ok_or(i + 1)?;
+        }
+    }
+    Ok(count as usize)
+}
+
+/// One frame of an RX block, read from its `tpacket3_hdr`.
+struct RxFrame<'a> {
+    data: &'a [u8],
+    rx_ns: u64,
+    truncated: bool,
+    next_offset: u32,
+}
+
+/// Reads the frame whose `tpacket3_hdr` starts at `offset` of `block`; `None` when the header
+/// or the frame would lie outside the block, or the frame overlaps its header.
+fn read_frame(block: &[u8], offset: usize) -> Option<RxFrame<'_>> {
+    let end = offset.checked_add(HDR3_LEN)?;
+    let hdr = block.get(offset..end)?;
+    let field = |name_offset: usize| read_u32(hdr, name_offset);
+    let next_offset = field(offset_of!(libc::tpacket3_hdr, tp_next_offset))?;
+    let sec = field(offset_of!(libc::tpacket3_hdr, tp_sec))?;
+    let nsec = field(offset_of!(libc::tpacket3_hdr, tp_nsec))?;
+    let snaplen = field(offset_of!(libc::tpacket3_hdr, tp_snaplen))? as usize;
+    let len = field(offset_of!(libc::tpacket3_hdr, tp_len))? as usize;
+    let mac_at = offset_of!(libc::tpacket3_hdr, tp_mac);
+    let mac = u16::from_ne_bytes(hdr.get(mac_at..mac_at + 2)?.try_into().ok()?) as usize;
+    if mac < HDR3_LEN {
+        // The kernel always puts the frame after its header.
+        return None;
+    }
+    let start = offset.checked_add(mac)?;
+    let data = block.get(start..start.checked_add(snaplen)?)?;
+    Some(RxFrame {
+        data,
+        rx_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
+        truncated: snaplen < len,
+        next_offset,
+    })
+}
+
+fn read_u32(bytes: &[u8], offset: usize) -> Option<u32> {
+    let b = bytes.get(offset..offset.checked_add(4)?)?;
+    Some(u32::from_ne_bytes(b.try_into().ok()?))
+}
+
+/// The ring sizes `open` asks for, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Layout {
+    rx_block_size: usize,
+    rx_block_count: usize,
+    frame_size: usize,
+    block_timeout_ms: u32,
+    tx_block_size: usize,
+    tx_block_count: usize,
+}
+
+impl Layout {
+    fn new(o: &PacketOptions) -> Result<Layout, String> {
+        let page = page_size();
+        if !o.frame_size.is_power_of_two() || o.frame_size < 128 {
+            return Err(format!(
+                "frame_size {} is not a power of two of at least 128",
+                o.frame_size
+            ));
+        }
+        if !o.block_size.is_power_of_two() || o.block_size < page || o.block_size < o.frame_size {
+            return Err(format!(
+                "block_size {} is not a power of two of at least the page size ({page}) and \
+                 frame_size ({})",
+                o.block_size, o.frame_size
+            ));
+        }
+        if o.block_count == 0 || o.tx_frames == 0 {
+            return Err("block_count and tx_frames must be at least 1".to_owned());
+        }
+        // Both powers of two, so a TX block holds a whole number of slots.
+        let tx_block_size = page.max(o.frame_size);
+        let layout = Layout {
+            rx_block_size: o.block_size,
+            rx_block_count: o.block_count,
+            frame_size: o.frame_size,
+            block_timeout_ms: o.block_timeout_ms,
+            tx_block_size,
+            tx_block_count: o.tx_frames.div_ceil(tx_block_size / o.frame_size),
+        };
+        let fits = |n: usize| u32::try_from(n).is_ok();
+        let rx_bytes = o.block_size.checked_mul(o.block_count);
+        let tx_bytes = tx_block_size.checked_mul(layout.tx_block_count);
+        match (rx_bytes, tx_bytes) {
+            (Some(rx), Some(tx))
+                if fits(o.block_size)
+                    && fits(layout.rx_frame_count())
+                    && fits(layout.tx_capacity())
+                    && rx.checked_add(tx).is_some() => {}
+            _ => return Err("the rings are too large".to_owned()),
+        }
+        Ok(layout)
+    }
+
+    fn rx_frame_count(&self) -> usize {
+        self.rx_block_size / self.frame_size * self.rx_block_count
+    }
+
+    fn tx_capacity(&self) -> usize {
+        self.tx_block_size / self.frame_size * self.tx_block_count
+    }
+
+    fn map_len(&self) -> usize {
+        self.rx_block_size * self.rx_block_count + self.tx_block_size * self.tx_block_count
+    }
+
+    // `new` checked that every size and count fits a u32.
+    fn rx_req(&self) -> libc::tpacket_req3 {
+        libc::tpacket_req3 {
+            tp_block_size: self.rx_block_size as u32,
+            tp_block_nr: self.rx_block_count as u32,
+            tp_frame_size: self.frame_size as u32,
+            tp_frame_nr: self.rx_frame_count() as u32,
+            tp_retire_blk_tov: self.block_timeout_ms,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        }
+    }
+
+    /// The TX ring takes no timeout, private area or feature word (the kernel refuses them).
+    fn tx_req(&self) -> libc::tpacket_req3 {
+        libc::tpacket_req3 {
+            tp_block_size: self.tx_block_size as u32,
+            tp_block_nr: self.tx_block_count as u32,
+            tp_frame_size: self.frame_size as u32,
+            tp_frame_nr: self.tx_capacity() as u32,
+            tp_retire_blk_tov: 0,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        }
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf only reads a system constant.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).unwrap_or(4096)
+}
+
+/// Wraps an error with the interface and the step that failed, keeping its kind.
+fn at<'a>(ifname: &'a str, step: &'a str) -> impl FnOnce(io::Error) -> io::Error + 'a {
+    move |e| io::Error::new(e.kind(), format!("{ifname}: {step}: {e}"))
+}
+
+fn interface_index(ifname: &str) -> io::Result<u32> {
+    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ || ifname.contains('\0') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{ifname:?}: not an interface name"),
+        ));
+    }
+    let name = std::ffi::CString::new(ifname)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL"))?;
+    // SAFETY: `name` is a NUL-terminated string that outlives the call.
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if index == 0 {
+        let err = io::Error::last_os_error();
+        return Err(if err.raw_os_error() == Some(libc::ENODEV) {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{ifname}: no such interface"),
+            )
+        } else {
+            at(ifname, "if_nametoindex")(err)
+        });
+    }
+    Ok(index)
+}
+
+/// An AF_PACKET raw socket that receives nothing until it is bound (protocol 0).
+fn packet_socket(ifname: &str) -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2) call; the result is checked before use.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        let err = io::Error::last_os_error();
+        return Err(match err.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{ifname}: not permitted: AF_PACKET needs CAP_NET_RAW (run as root)"),
+            ),
+            _ => at(ifname, "socket AF_PACKET")(err),
+        });
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `setsockopt(fd, SOL_PACKET, name, value)`.
+fn setsockopt<T>(fd: RawFd, name: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: we pass a pointer to a live `T` and its exact size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_PACKET,
+            name,
+            (value as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A block the size of `len` with the given frames, laid out as the kernel does.
+    fn block(len: usize, frames: &[&[u8]]) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        let first = 48usize;
+        b[BLOCK_NUM_PKTS..BLOCK_NUM_PKTS + 4].copy_from_slice(&(frames.len() as u32).to_ne_bytes());
+        b[BLOCK_FIRST_PKT..BLOCK_FIRST_PKT + 4].copy_from_slice(&(first as u32).to_ne_bytes());
+        let mut offset = first;
+        for (i, data) in frames.iter().enumerate() {
+            let mac = 82usize;
+            let next = if i + 1 == frames.len() {
+                0
+            } else {
+                (mac + data.len()).next_multiple_of(16)
+            };
+            let put = |b: &mut Vec<u8>, at: usize, v: u32| {
+                b[offset + at..offset + at + 4].copy_from_slice(&v.to_ne_bytes())
+            };
+            put(
+                &mut b,
+                offset_of!(libc::tpacket3_hdr, tp_next_offset),
+                next as u32,
+            );
+            put(&mut b, offset_of!(libc::tpacket3_hdr, tp_sec), 7);
+            put(&mut b, offset_of!(libc::tpacket3_hdr, tp_nsec), i as u32);
+            put(
+                &mut b,
+                offset_of!(libc::tpacket3_hdr, tp_snaplen),
+                data.len() as u32,
+            );
+            put(
+                &mut b,
+                offset_of!(libc::tpacket3_hdr, tp_len),
+                data.len() as u32 + 1,
+            );
+            let m = offset + offset_of!(libc::tpacket3_hdr, tp_mac);
+            b[m..m + 2].copy_from_slice(&(mac as u16).to_ne_bytes());
+            b[offset + mac..offset + mac + data.len()].copy_from_slice(data);
+            offset += next;
+        }
+        b
+    }
+
+    /// A frame handed by `walk_block`: bytes, stamp, truncated.
+    type Handed = (Vec<u8>, u64, bool);
+
+    fn walk(b: &[u8]) -> (Result<usize, usize>, Vec<Handed>) {
+        let mut got = Vec::new();
+        let r = walk_block(b, &mut |d: &[u8], ns, t| got.push((d.to_vec(), ns, t)));
+        (r, got)
+    }
+
+    #[test]
+    fn the_tx_frame_starts_where_the_kernel_looks() {
+        assert_eq!(HDR3_LEN, 48);
+        assert_eq!(TX_DATA_OFFSET, 48);
+        assert_eq!(BLOCK_STATUS, 8);
+    }
+
+    #[test]
+    fn a_block_hands_its_frames_in_order() {
+        let b = block(4096, &[b"first", b"second frame", b"3"]);
+        let (r, got) = walk(&b);
+        assert_eq!(r, Ok(3));
+        assert_eq!(got[0], (b"first".to_vec(), 7_000_000_000, true));
+        assert_eq!(got[1].0, b"second frame");
+        assert_eq!(got[2], (b"3".to_vec(), 7_000_000_002, true));
+    }
+
+    #[test]
+    fn an_offset_outside_the_block_stops_the_walk() {
+        let mut b = block(4096, &[b"one", b"two"]);
+        // The first frame's successor points past the end.
+        b[48..52].copy_from_slice(&4000u32.to_ne_bytes());
+        assert_eq!(
+            walk(&b),
+            (Err(1), vec![(b"one".to_vec(), 7_000_000_000, true)])
+        );
+        // A frame length reaching past the end.
+        let mut b = block(4096, &[b"one"]);
+        let at = 48 + offset_of!(libc::tpacket3_hdr, tp_snaplen);
+        b[at..at + 4].copy_from_slice(&u32::MAX.to_ne_bytes());
+        assert_eq!(walk(&b).0, Err(0));
+        // A first offset past the end, and a frame count far beyond what the block holds.
+        let mut b = block(4096, &[b"one"]);
+        b[BLOCK_FIRST_PKT..BLOCK_FIRST_PKT + 4].copy_from_slice(&u32::MAX.to_ne_bytes());
+        assert_eq!(walk(&b).0, Err(0));
+        let mut b = block(4096, &[b"one"]);
+        b[BLOCK_NUM_PKTS..BLOCK_NUM_PKTS + 4].copy_from_slice(&1000u32.to_ne_bytes());
+        assert_eq!(walk(&b).0, Err(1));
+    }
+
+    #[test]
+    fn options_are_checked_before_anything_is_opened() {
+        let bad = PacketOptions {
+            frame_size: 1500,
+            ..PacketOptions::default()
+        };
+        let err = PacketSocket::open("lo", &bad).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("frame_size 1500"), "{err}");
+        let layout = Layout::new(&PacketOptions {
+            tx_frames: 3,
+            ..PacketOptions::default()
+        })
+        .unwrap();
+        assert_eq!(layout.tx_capacity() % (page_size() / 2048), 0);
+        assert!(layout.tx_capacity() >= 3);
+    }
+}

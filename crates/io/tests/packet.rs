@@ -1,0 +1,343 @@
+//! AF_PACKET `TPACKET_V3` rings on a veth pair `a`–`b` in a network namespace of each test's own
+//! (root only; when namespaces cannot be made the tests print "skipped", except under CI=true,
+//! where they fail).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use latlab_io::clock::now_ns;
+use latlab_io::netns;
+use latlab_io::packet::{PacketOptions, PacketSocket};
+
+/// The ethertype of the test frames (IEEE local experimental): the kernel stack ignores it.
+const ETHERTYPE: u16 = 0x88b5;
+
+/// A namespace with a veth pair `a`–`b`, both up; deleted on drop, panics included.
+struct Namespace(String);
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+fn ip(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Makes the namespace of test `n`, or returns `None` (after saying so) when this process may
+/// not make namespaces.
+fn namespace(n: u32) -> Option<Namespace> {
+    let name = format!("latlab-iotest-{}-{n}", std::process::id());
+    if !ip(&["netns", "add", &name]) {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "under CI=true namespaces must work"
+        );
+        eprintln!("skipped: cannot make a network namespace (not root?)");
+        return None;
+    }
+    let ns = Namespace(name);
+    // `name`/`dev` spelled out: a bare `a` would be read as `address`.
+    // No IPv6 on the new links, so no router solicitations or MLD reports in the rings.
+    netns::run_in(&ns.0, || {
+        for conf in ["all", "default"] {
+            std::fs::write(format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6"), "1").ok();
+        }
+    })
+    .unwrap();
+    assert!(ip(&[
+        "-n", &ns.0, "link", "add", "name", "a", "type", "veth", "peer", "name", "b"
+    ]));
+    assert!(ip(&["-n", &ns.0, "link", "set", "dev", "a", "up"]));
+    assert!(ip(&["-n", &ns.0, "link", "set", "dev", "b", "up"]));
+    Some(ns)
+}
+
+fn open(ns: &Namespace, ifname: &'static str, options: &PacketOptions) -> PacketSocket {
+    let options = options.clone();
+    netns::run_in(&ns.0, move || PacketSocket::open(ifname, &options))
+        .unwrap()
+        .unwrap_or_else(|e| panic!("open {ifname}: {e}"))
+}
+
+/// Test frame `id` of `len` bytes (at least 18): a to b, our ethertype, the id, then a pattern
+/// that differs per frame.
+fn frame(id: u32, len: usize) -> Vec<u8> {
+    let mut f = Vec::with_capacity(len);
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x0b, 0x02, 0, 0, 0, 0, 0x0a]);
+    f.extend_from_slice(&ETHERTYPE.to_be_bytes());
+    f.extend_from_slice(&id.to_be_bytes());
+    f.extend((f.len()..len).map(|j| (id as usize * 7 + j) as u8));
+    f
+}
+
+/// The id of one of our test frames, `None` for anything else.
+fn id_of(f: &[u8]) -> Option<u32> {
+    if f.len() < 18 || f[12..14] != ETHERTYPE.to_be_bytes() {
+        return None;
+    }
+    Some(u32::from_be_bytes(f[14..18].try_into().unwrap()))
+}
+
+/// Queues `frames` on `tx` and flushes, flushing and waiting whenever the ring is full.
+fn send_all(tx: &mut PacketSocket, frames: &[Vec<u8>]) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for f in frames {
+        while !tx.queue_tx(f).unwrap() {
+            tx.flush_tx().unwrap();
+            assert!(Instant::now() < deadline, "TX ring never came free");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+    tx.flush_tx().unwrap();
+}
+
+/// A received frame: bytes, kernel stamp, truncated.
+type Frame = (Vec<u8>, u64, bool);
+
+/// Reads from `rx` until `want` test frames arrived or `patience` passed without any; returns
+/// our test frames and how many frames were read in all.
+fn receive(rx: &mut PacketSocket, want: usize, patience: Duration) -> (Vec<Frame>, usize) {
+    let mut ours = Vec::new();
+    let mut all = 0;
+    let mut last = Instant::now();
+    while ours.len() < want && last.elapsed() < patience {
+        rx.wait_readable(Some(Duration::from_millis(20))).unwrap();
+        let n = rx
+            .recv_batch(|f, ns, truncated| {
+                if id_of(f).is_some() {
+                    ours.push((f.to_vec(), ns, truncated));
+                }
+            })
+            .unwrap();
+        if n > 0 {
+            all += n;
+            last = Instant::now();
+        }
+    }
+    (ours, all)
+}
+
+#[test]
+fn a_thousand_frames_of_every_size_arrive_in_order_intact_and_stamped() {
+    let Some(ns) = namespace(1) else { return };
+    let opts = PacketOptions::default();
+    let mut a = open(&ns, "a", &opts);
+    let mut b = open(&ns, "b", &opts);
+    // The shortest and the longest frame first, then sizes spread over the range.
+    let len = |i: usize| match i {
+        0 => 60,
+        1 => 1514,
+        _ => 60 + (i * 37) % 1455,
+    };
+    let frames: Vec<Vec<u8>> = (0..1000u32).map(|i| frame(i, len(i as usize))).collect();
+    let before = now_ns();
+    send_all(&mut a, &frames);
+    let (got, _) = receive(&mut b, frames.len(), Duration::from_secs(2));
+    let after = now_ns();
+    assert_eq!(got.len(), frames.len(), "frames lost");
+    for (i, ((data, stamp, truncated), sent)) in got.iter().zip(&frames).enumerate() {
+        assert_eq!(data, sent, "frame {i} differs (got id {:?})", id_of(data));
+        assert!(!truncated, "frame {i} truncated");
+        assert!(
+            (before..=after).contains(stamp),
+            "frame {i} stamped {stamp}, outside [{before}, {after}]"
+        );
+    }
+    assert!(
+        got.windows(2).all(|w| w[0].1 <= w[1].1),
+        "stamps go back in time"
+    );
+}
+
+#[test]
+fn a_lone_frame_is_handed_over_within_a_few_block_timeouts() {
+    let Some(ns) = namespace(7) else { return };
+    let opts = PacketOptions::default();
+    let mut a = open(&ns, "a", &opts);
+    let mut b = open(&ns, "b", &opts);
+    let mut waits = Vec::new();
+    for id in 0..20 {
+        send_all(&mut a, &[frame(id, 100)]);
+        let (got, _) = receive(&mut b, 1, Duration::from_secs(1));
+        let read_at = now_ns();
+        assert_eq!(got.len(), 1);
+        waits.push(read_at - got[0].1);
+    }
+    waits.sort_unstable();
+    eprintln!(
+        "kernel stamp to user space with block_timeout_ms {}: min {} us, median {} us, max {} us",
+        opts.block_timeout_ms,
+        waits[0] / 1000,
+        waits[waits.len() / 2] / 1000,
+        waits[waits.len() - 1] / 1000
+    );
+    // Up to two timer periods, plus room for a preempted guest.
+    assert!(waits[waits.len() / 2] < 20_000_000, "{waits:?}");
+}
+
+#[test]
+fn a_socket_ignoring_outgoing_frames_does_not_read_what_leaves_its_interface() {
+    let Some(ns) = namespace(2) else { return };
+    let mut ignoring = open(&ns, "a", &PacketOptions::default());
+    let mut watching = open(
+        &ns,
+        "a",
+        &PacketOptions {
+            ignore_outgoing: false,
+            ..PacketOptions::default()
+        },
+    );
+    // Through the qdisc, so other packet sockets on `a` get a copy of what it sends.
+    let mut via_qdisc = open(
+        &ns,
+        "a",
+        &PacketOptions {
+            qdisc_bypass: false,
+            ..PacketOptions::default()
+        },
+    );
+    let mut b = open(&ns, "b", &PacketOptions::default());
+    let own: Vec<Vec<u8>> = (0..10).map(|i| frame(i, 64)).collect();
+    let others: Vec<Vec<u8>> = (100..110).map(|i| frame(i, 64)).collect();
+    send_all(&mut ignoring, &own);
+    send_all(&mut via_qdisc, &others);
+
+    let (at_b, _) = receive(&mut b, 20, Duration::from_secs(1));
+    assert_eq!(at_b.len(), 20, "both senders' frames reach b");
+    let (seen, _) = receive(&mut watching, 10, Duration::from_secs(1));
+    let seen: Vec<u32> = seen.iter().filter_map(|f| id_of(&f.0)).collect();
+    assert_eq!(
+        seen,
+        (100..110).collect::<Vec<_>>(),
+        "outgoing frames are there to see"
+    );
+    let (ignored, _) = receive(&mut ignoring, 1, Duration::from_millis(100));
+    assert!(ignored.is_empty(), "read back {} frames", ignored.len());
+}
+
+#[test]
+fn a_full_tx_ring_says_so_instead_of_blocking() {
+    let Some(ns) = namespace(3) else { return };
+    let mut a = open(
+        &ns,
+        "a",
+        &PacketOptions {
+            tx_frames: 8,
+            ..PacketOptions::default()
+        },
+    );
+    let mut b = open(&ns, "b", &PacketOptions::default());
+    let capacity = a.tx_capacity();
+    assert!((8..16).contains(&capacity), "capacity {capacity}");
+    for id in 0..capacity as u32 {
+        assert!(a.queue_tx(&frame(id, 80)).unwrap(), "slot {id} is free");
+    }
+    let started = Instant::now();
+    assert!(!a.queue_tx(&frame(999, 80)).unwrap(), "the ring is full");
+    assert!(started.elapsed() < Duration::from_millis(50));
+
+    assert_eq!(a.flush_tx().unwrap(), capacity);
+    assert_eq!(a.flush_tx().unwrap(), 0, "nothing left to flush");
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while !a.queue_tx(&frame(1000, 80)).unwrap() {
+        assert!(Instant::now() < deadline, "slots never came back");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    a.flush_tx().unwrap();
+    let (got, _) = receive(&mut b, capacity + 1, Duration::from_secs(1));
+    let ids: Vec<u32> = got.iter().filter_map(|f| id_of(&f.0)).collect();
+    let mut want: Vec<u32> = (0..capacity as u32).collect();
+    want.push(1000);
+    assert_eq!(ids, want);
+}
+
+#[test]
+fn a_frame_longer_than_a_slot_or_the_mtu_is_refused() {
+    let Some(ns) = namespace(4) else { return };
+    let mut a = open(&ns, "a", &PacketOptions::default());
+    let mut b = open(&ns, "b", &PacketOptions::default());
+    assert_eq!(a.max_tx_frame(), 2048 - 48);
+
+    let err = a.queue_tx(&[0u8; 13]).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    let err = a.queue_tx(&frame(1, 2049)).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("frame_size 2048"), "{err}");
+    let err = a.queue_tx(&frame(2, a.max_tx_frame() + 1)).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+
+    // MTU 1500: 1514 bytes go, 1515 do not, unless tagged 802.1Q (4 bytes more).
+    assert!(a.queue_tx(&frame(3, 1514)).unwrap());
+    let err = a.queue_tx(&frame(4, 1515)).unwrap_err();
+    assert!(err.to_string().contains("MTU"), "{err}");
+    let mut tagged = frame(5, 1514);
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x07]);
+    assert!(a.queue_tx(&tagged).unwrap());
+
+    // A raised MTU is read again before a frame is refused.
+    assert!(ip(&["-n", &ns.0, "link", "set", "dev", "a", "mtu", "9000"]));
+    assert!(a.queue_tx(&frame(6, a.max_tx_frame())).unwrap());
+    assert!(a.queue_tx(&frame(7, 100)).unwrap());
+    assert_eq!(a.flush_tx().unwrap(), 4);
+    // `b` kept MTU 1500 and refuses the long one; the frame after it still goes. The kernel
+    // takes the 802.1Q tag out of frame 5 on receive.
+    let (got, _) = receive(&mut b, 3, Duration::from_millis(200));
+    let ids: Vec<u32> = got.iter().filter_map(|f| id_of(&f.0)).collect();
+    assert_eq!(ids, [3, 5, 7]);
+    assert_eq!(a.statistics().unwrap().tx_refused, 1);
+}
+
+#[test]
+fn opening_a_missing_interface_names_it() {
+    // Fails at the name lookup, before any socket: needs neither root nor a namespace.
+    let err = PacketSocket::open("latlab-nosuch0", &PacketOptions::default()).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(err.to_string(), "latlab-nosuch0: no such interface");
+}
+
+#[test]
+fn statistics_count_what_was_received_and_what_was_dropped() {
+    let Some(ns) = namespace(6) else { return };
+    let mut a = open(&ns, "a", &PacketOptions::default());
+    let mut b = open(&ns, "b", &PacketOptions::default());
+    b.statistics().unwrap();
+    let frames: Vec<Vec<u8>> = (0..100).map(|i| frame(i, 200)).collect();
+    send_all(&mut a, &frames);
+    let (got, all) = receive(&mut b, 100, Duration::from_secs(1));
+    assert_eq!(got.len(), 100);
+    let stats = b.statistics().unwrap();
+    assert_eq!(stats.packets, all as u64, "{stats:?}");
+    assert_eq!((stats.drops, stats.corrupt_blocks), (0, 0), "{stats:?}");
+    assert_eq!(
+        b.statistics().unwrap().packets,
+        0,
+        "counters restart at each call"
+    );
+
+    // Two one-page blocks hold a handful of 1000-byte frames; the rest are dropped.
+    let mut small = open(
+        &ns,
+        "b",
+        &PacketOptions {
+            block_size: 4096,
+            block_count: 2,
+            frame_size: 2048,
+            ..PacketOptions::default()
+        },
+    );
+    small.statistics().unwrap();
+    let frames: Vec<Vec<u8>> = (0..100).map(|i| frame(i, 1000)).collect();
+    send_all(&mut a, &frames);
+    std::thread::sleep(Duration::from_millis(20));
+    let (got, all) = receive(&mut small, 100, Duration::from_millis(100));
+    let stats = small.statistics().unwrap();
+    assert!(stats.drops > 0, "{stats:?}");
+    assert!(stats.freeze_count > 0, "{stats:?}");
+    assert!(got.len() < 100);
+    assert_eq!(stats.packets, all as u64 + stats.drops, "{stats:?}");
+}

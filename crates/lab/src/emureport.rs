@@ -1,0 +1,65 @@
+//! What `latlab emu` writes at exit: counters by cause and release-error summaries, per
+//! direction.
+
+use latlab_engine::emulator::{DirectionReport, EmulatorReport};
+use latlab_stats::Summary;
+
+use crate::units::format_us;
+
+fn direction_json(d: &DirectionReport) -> serde_json::Value {
+    serde_json::json!({
+        "link": d.link,
+        "sent": d.sent,
+        "dropped_by_emulator": {
+            "tx_ring_full": d.tx_ring_full,
+            "queue_slots_full": d.queue_slots_full,
+            "kernel_rx_ring": d.kernel_drops,
+        },
+        "released_early": d.released_early,
+        "release_error_ns": Summary::from_histogram(&d.release_error),
+    })
+}
+
+/// The JSON written by `--json`.
+pub fn report_json(report: &EmulatorReport) -> serde_json::Value {
+    serde_json::json!({
+        "latlab_version": env!("CARGO_PKG_VERSION"),
+        "a_to_b": direction_json(&report.a_to_b),
+        "b_to_a": direction_json(&report.b_to_a),
+    })
+}
+
+/// A few lines for the terminal.
+pub fn summary_text(report: &EmulatorReport) -> String {
+    let mut out = String::new();
+    for (name, d) in [("A→B", &report.a_to_b), ("B→A", &report.b_to_a)] {
+        let l = &d.link;
+        let err = Summary::from_histogram(&d.release_error);
+        let p99 = err
+            .percentile("p99")
+            .and_then(|p| p.estimate.value_ns())
+            .map_or("-".to_string(), |v| format_us(v as f64));
+        out.push_str(&format!(
+            "{name}: arrived {}, sent {}, dropped: loss model {}, queue {} frames / {} bytes, \
+             runt {}, oversized {}, tx ring full {}; duplicated {}, corrupted {}, reordered {}; \
+             release error p50 {}, p99 {}, max {}\n",
+            l.arrived,
+            d.sent,
+            l.dropped_loss,
+            l.dropped_queue_frames,
+            l.dropped_queue_bytes,
+            l.dropped_runt,
+            l.dropped_oversized,
+            d.tx_ring_full,
+            l.duplicated,
+            l.corrupted,
+            l.reordered,
+            err.percentile("p50")
+                .and_then(|p| p.estimate.value_ns())
+                .map_or("-".to_string(), |v| format_us(v as f64)),
+            p99,
+            format_us(err.max_ns as f64),
+        ));
+    }
+    out
+}

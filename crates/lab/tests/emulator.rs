@@ -1,0 +1,241 @@
+//! The link emulator end to end: `client — emu — server` namespaces, the bridge in the middle,
+//! real UDP probes and a real kernel TCP connection across it (root; must run under CI=true).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use latlab_engine::emulator::{self, EmulatorLive, EmulatorReport};
+use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters};
+use latlab_engine::Stop;
+use latlab_io::packet::{PacketOptions, PacketSocket};
+use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_lab::measure::{self, GenOptions, ThreadChoice};
+use latlab_lab::topology::{why_no_namespaces, ClientEmuServer};
+use latlab_link::{LinkConfig, LossModel};
+
+/// The lab with a running emulator and reflector; everything stops and is removed on drop.
+struct Lab {
+    topo: ClientEmuServer,
+    emu_stop: Arc<Stop>,
+    emu: Option<std::thread::JoinHandle<EmulatorReport>>,
+    echo_stop: Arc<Stop>,
+    echo: Option<std::thread::JoinHandle<()>>,
+    target: SocketAddr,
+}
+
+impl Lab {
+    fn start(a_to_b: LinkConfig, b_to_a: LinkConfig) -> Option<Lab> {
+        if let Some(reason) = why_no_namespaces() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "under CI=true: {reason}"
+            );
+            eprintln!("skipped: {reason}");
+            return None;
+        }
+        let topo = ClientEmuServer::build().unwrap();
+        let (mut a, mut b) = latlab_io::netns::run_in(topo.emu.name(), || {
+            let opts = PacketOptions::default();
+            (
+                PacketSocket::open(ClientEmuServer::EMU_A, &opts).unwrap(),
+                PacketSocket::open(ClientEmuServer::EMU_B, &opts).unwrap(),
+            )
+        })
+        .unwrap();
+        let emu_stop = Arc::new(Stop::new());
+        let s = emu_stop.clone();
+        let emu = std::thread::spawn(move || {
+            emulator::run(
+                &mut a,
+                &mut b,
+                a_to_b,
+                b_to_a,
+                2048,
+                &s,
+                &EmulatorLive::default(),
+            )
+            .unwrap()
+        });
+        let target = SocketAddr::from((topo.server_addr, 7777));
+        let sock = latlab_io::netns::run_in(topo.server.name(), move || {
+            UdpSocket::bind(
+                target,
+                &UdpOptions {
+                    rx_timestamps: true,
+                    ..UdpOptions::default()
+                },
+            )
+        })
+        .unwrap()
+        .unwrap();
+        let echo_stop = Arc::new(Stop::new());
+        let s = echo_stop.clone();
+        let echo = std::thread::spawn(move || {
+            let config = ReflectorConfig {
+                poll: latlab_engine::PollMode::Block,
+                ..ReflectorConfig::default()
+            };
+            reflector::run(&sock, &config, &s, &ReflectorCounters::default()).unwrap()
+        });
+        Some(Lab {
+            topo,
+            emu_stop,
+            emu: Some(emu),
+            echo_stop,
+            echo: Some(echo),
+            target,
+        })
+    }
+
+    /// Measures round trips from the client at `rate` for `duration`.
+    fn measure(&self, rate: f64, duration: Duration) -> latlab_lab::results::RunSummary {
+        let mut opts = GenOptions::new(self.target);
+        opts.bind = self.topo.client_addr.into();
+        opts.rate_pps = rate;
+        opts.duration = duration;
+        opts.warmup = Duration::from_millis(100);
+        opts.grace = Duration::from_millis(500);
+        opts.threads = ThreadChoice::One;
+        opts.poll = latlab_engine::PollMode::Block;
+        let bind = opts.bind;
+        let (sockets, check) = latlab_io::netns::run_in(self.topo.client.name(), move || {
+            measure::open_sockets(bind, 1, Some(4 << 20))
+        })
+        .unwrap()
+        .unwrap();
+        measure::check_target(&check, self.target, Duration::from_secs(3)).unwrap();
+        let threads = measure::pick_threads(ThreadChoice::One, None);
+        let setup = measure::setup(&opts, "emulated".into(), "client-emu-server", threads);
+        measure::run(&opts, &sockets, threads, setup, &Stop::new(), &mut |_| {})
+            .unwrap()
+            .0
+    }
+
+    fn finish(mut self) -> EmulatorReport {
+        self.echo_stop.raise();
+        self.echo.take().unwrap().join().unwrap();
+        self.emu_stop.raise();
+        self.emu.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        self.echo_stop.raise();
+        self.emu_stop.raise();
+        if let Some(t) = self.echo.take() {
+            let _ = t.join();
+        }
+        if let Some(t) = self.emu.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn delay(ms: f64) -> LinkConfig {
+    LinkConfig {
+        delay_ns: (ms * 1e6) as u64,
+        ..LinkConfig::default()
+    }
+}
+
+fn p50(s: &latlab_lab::results::RunSummary) -> f64 {
+    s.latency_ns
+        .percentile("p50")
+        .and_then(|p| p.estimate.value_ns())
+        .unwrap() as f64
+}
+
+#[test]
+fn a_5ms_round_trip_delay_is_measured_as_5ms() {
+    // 2.5 ms each way: 5 ms more on every round trip.
+    let Some(lab) = Lab::start(delay(2.5), delay(2.5)) else {
+        return;
+    };
+    let s = lab.measure(1000.0, Duration::from_secs(1));
+    let report = lab.finish();
+    assert_eq!(s.lost, 0, "{s:?}");
+    let rtt = p50(&s);
+    assert!(
+        (4_000_000.0..6_000_000.0).contains(&rtt),
+        "p50 round trip {rtt} ns, 5 ms ± 1 ms expected"
+    );
+    assert!(report.a_to_b.link.delivered >= 1000 && report.b_to_a.link.delivered >= 1000);
+    assert_eq!(
+        report.a_to_b.tx_ring_full + report.a_to_b.queue_slots_full,
+        0
+    );
+    // The bridge released frames on time: the release error's median stays in microseconds.
+    let err = latlab_stats::Summary::from_histogram(&report.a_to_b.release_error);
+    let med = err
+        .percentile("p50")
+        .and_then(|p| p.estimate.value_ns())
+        .unwrap();
+    assert!(med < 100_000, "median release error {med} ns");
+}
+
+#[test]
+fn ten_percent_loss_is_measured_as_ten_percent() {
+    let lossy = LinkConfig {
+        loss: LossModel::Bernoulli { p: 0.1 },
+        seed: 42,
+        ..delay(2.0)
+    };
+    let Some(lab) = Lab::start(lossy, delay(2.0)) else {
+        return;
+    };
+    // 20,000 probes after a 100 ms warm-up.
+    let s = lab.measure(10_000.0, Duration::from_millis(2100));
+    let report = lab.finish();
+    assert_eq!(s.sent, 20_000);
+    let loss = s.lost as f64 / s.sent as f64;
+    assert!((0.085..0.115).contains(&loss), "measured loss {loss}");
+    let model = report.a_to_b.link.dropped_loss as f64 / report.a_to_b.link.arrived as f64;
+    assert!((0.085..0.115).contains(&model), "the model dropped {model}");
+}
+
+#[test]
+fn a_kernel_tcp_connection_works_through_the_emulator() {
+    let Some(lab) = Lab::start(delay(1.0), delay(1.0)) else {
+        return;
+    };
+    let addr = SocketAddr::from((lab.topo.server_addr, 5001));
+    let listener =
+        latlab_io::netns::run_in(lab.topo.server.name(), move || TcpListener::bind(addr))
+            .unwrap()
+            .unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 20];
+        conn.read_exact(&mut buf).unwrap();
+        conn.write_all(&buf).unwrap();
+    });
+    let started = std::time::Instant::now();
+    let mut conn = latlab_io::netns::run_in(lab.topo.client.name(), move || {
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+    })
+    .unwrap()
+    .unwrap();
+    let connect = started.elapsed();
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i * 7 % 251) as u8).collect();
+    conn.write_all(&data).unwrap();
+    let mut back = vec![0u8; data.len()];
+    conn.read_exact(&mut back).unwrap();
+    server.join().unwrap();
+    assert!(back == data, "1 MiB came back intact");
+    // The handshake crossed the emulated 2 ms round trip.
+    assert!(
+        connect >= Duration::from_millis(2),
+        "connected in {connect:?}"
+    );
+    let report = lab.finish();
+    assert!(
+        report.a_to_b.link.delivered > 100,
+        "{:?}",
+        report.a_to_b.link
+    );
+}
