@@ -312,6 +312,9 @@ struct DemoArgs {
     /// Run on loopback even when namespaces would work.
     #[arg(long)]
     loopback: bool,
+    /// Skip the run through an emulated link (1 ms each way, 0.1% loss).
+    #[arg(long)]
+    no_emulated_link: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -573,6 +576,7 @@ fn demo(a: DemoArgs) -> Result<()> {
         rates: a.rates,
         out,
         namespaces: !a.loopback,
+        emulated_link: !a.no_emulated_link,
     };
     let mut bar = progress::Bar::new();
     let outcome =
@@ -587,6 +591,9 @@ fn demo(a: DemoArgs) -> Result<()> {
         "reflector: received {}, reflected {}, malformed {}, dropped on a full socket {}",
         r.received, r.reflected, r.malformed, r.send_dropped
     );
+    if let Some(e) = &outcome.emulated {
+        println!("{}", e.describe());
+    }
     println!(
         "results: {} (summary.json, per-rate latency.hlog and ccdf.csv, ccdf.svg)",
         outcome.out.display()
@@ -609,7 +616,10 @@ fn report(a: ReportArgs) -> Result<()> {
                 .with_context(|| format!("{}: runs", path.display()))?;
             let dirs = runs
                 .iter()
-                .map(|r| a.dir.join(format!("rate-{}pps", r.offered_pps as u64)))
+                .map(|r| match &r.setup.dir {
+                    Some(d) => a.dir.join(d),
+                    None => a.dir.join(format!("rate-{}pps", r.offered_pps as u64)),
+                })
                 .collect();
             (runs, dirs)
         }

@@ -378,7 +378,21 @@ fn demo_across_two_namespaces_measures_and_removes_them() {
         String::from_utf8_lossy(&child.stderr)
     );
     assert!(stdout.contains("veth"), "{stdout}");
-    check_demo_folder(&out, "veth", 2);
+    // Two rates on the plain veth pair, and one through the emulated link.
+    check_demo_folder(&out, "veth", 3);
+    assert!(
+        stdout.contains("emulated link: configured +2000.00 µs"),
+        "{stdout}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let emu = &summary["emulated_link"];
+    let added = emu["measured_p50_ns"].as_f64().unwrap() - emu["baseline_p50_ns"].as_f64().unwrap();
+    assert!(
+        (1.5e6..3.0e6).contains(&added),
+        "the emulator added {added} ns, 2 ms configured"
+    );
+    assert!(out.join("emulated-link/emulator.json").is_file());
     let after = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(
         !String::from_utf8_lossy(&after.stdout).contains("-client"),
@@ -396,7 +410,14 @@ fn ctrl_c_stops_the_demo_and_removes_its_namespaces() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("demo");
     let mut child = Command::new(cargo_bin("latlab"))
-        .args(["demo", "--duration", "30s", "--rates", "1k"])
+        .args([
+            "demo",
+            "--duration",
+            "30s",
+            "--rates",
+            "1k",
+            "--no-emulated-link",
+        ])
         .arg("--out")
         .arg(&out)
         .stdout(Stdio::null())

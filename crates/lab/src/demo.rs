@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::measure::{self, GenOptions, MeasureError, ThreadChoice};
 use crate::results::{self, ResultsDir, RunSummary};
-use crate::topology::{ClientServer, TopologyError};
+use crate::topology::{ClientEmuServer, ClientServer, TopologyError};
 use crate::units::format_rate;
 
 /// Errors of the demo.
@@ -42,6 +42,8 @@ pub struct DemoOptions {
     pub out: PathBuf,
     /// Use namespaces when possible (else loopback).
     pub namespaces: bool,
+    /// Also measure through an emulated link (namespaces only).
+    pub emulated_link: bool,
 }
 
 /// Receives progress of each run of a sequence.
@@ -52,6 +54,58 @@ pub trait ProgressSink: Send {
     fn update(&mut self, progress: &Progress);
     /// The run ended.
     fn finish(&mut self);
+}
+
+/// The emulated link of the demo: 1 ms each way, 0.1% loss each way.
+pub const EMULATED_DELAY_NS: u64 = 1_000_000;
+/// See [`EMULATED_DELAY_NS`].
+pub const EMULATED_LOSS: f64 = 0.001;
+
+/// What the run through the emulated link showed, beside the baseline.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct EmulatedOutcome {
+    /// Delay configured in each direction.
+    pub delay_each_way_ns: u64,
+    /// Loss configured in each direction.
+    pub loss_each_way: f64,
+    /// Round-trip p50 without the emulator (the plain veth run at the lowest rate).
+    pub baseline_p50_ns: Option<u64>,
+    /// Round-trip p50 through the emulator.
+    pub measured_p50_ns: Option<u64>,
+    /// Probes lost through the emulator.
+    pub loss_ratio: f64,
+}
+
+impl EmulatedOutcome {
+    /// The line the demo prints: baseline, configured and measured side by side.
+    pub fn describe(&self) -> String {
+        let us = |v: Option<u64>| v.map_or("-".to_string(), |v| crate::units::format_us(v as f64));
+        let added = self
+            .measured_p50_ns
+            .zip(self.baseline_p50_ns)
+            .map(|(m, b)| m as i64 - b as i64);
+        format!(
+            "emulated link: configured +{} per round trip ({} each way) and {:.1}% loss each way; \
+             baseline p50 {}, through the emulator {} (added {}, {} from the configured); \
+             round-trip loss {:.2}% (expected {:.2}%)",
+            crate::units::format_us(2.0 * self.delay_each_way_ns as f64),
+            crate::units::format_us(self.delay_each_way_ns as f64),
+            100.0 * self.loss_each_way,
+            us(self.baseline_p50_ns),
+            us(self.measured_p50_ns),
+            added.map_or("-".into(), |a| crate::units::format_us(a as f64)),
+            added.map_or("-".into(), |a| {
+                let err = a - 2 * self.delay_each_way_ns as i64;
+                format!(
+                    "{}{}",
+                    if err >= 0 { "+" } else { "-" },
+                    crate::units::format_us(err.unsigned_abs() as f64)
+                )
+            }),
+            100.0 * self.loss_ratio,
+            100.0 * (1.0 - (1.0 - self.loss_each_way).powi(2)),
+        )
+    }
 }
 
 /// What the demo measured.
@@ -65,6 +119,8 @@ pub struct DemoOutcome {
     pub out: PathBuf,
     /// The reflector's counters.
     pub reflector: ReflectorReport,
+    /// The run through the emulated link, when the lab could build it.
+    pub emulated: Option<EmulatedOutcome>,
 }
 
 #[derive(Serialize)]
@@ -73,6 +129,8 @@ struct DemoSummary<'a> {
     topology: &'a str,
     reflector: ReflectorJson,
     runs: &'a [RunSummary],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    emulated_link: Option<EmulatedOutcome>,
 }
 
 #[derive(Serialize)]
@@ -145,8 +203,42 @@ pub fn run(
     let echo_result = echo
         .join()
         .map_err(|_| std::io::Error::other("the reflector thread panicked"))?;
-    let runs = measured?;
+    let mut runs = measured?;
     echo_result?;
+    let mut emulated = None;
+    if matches!(topology, ClientServer::Namespaces { .. })
+        && !stop.is_raised()
+        && options.emulated_link
+    {
+        let baseline_p50 = runs
+            .iter()
+            .find(|(s, _)| s.offered_pps <= 1000.0)
+            .or(runs.first())
+            .and_then(|(s, _)| {
+                s.latency_ns
+                    .percentile("p50")
+                    .and_then(|p| p.estimate.value_ns())
+            });
+        let (summary, result, link) = emulated_run(options, stop, sink, log)?;
+        let dir = summary.setup.dir.clone().unwrap_or_default();
+        results::write_run(&results, &format!("{dir}/"), &summary, &result)?;
+        results.write(
+            &format!("{dir}/emulator.json"),
+            format!("{:#}\n", link.report).as_bytes(),
+        )?;
+        let measured_p50 = summary
+            .latency_ns
+            .percentile("p50")
+            .and_then(|p| p.estimate.value_ns());
+        emulated = Some(EmulatedOutcome {
+            delay_each_way_ns: EMULATED_DELAY_NS,
+            loss_each_way: EMULATED_LOSS,
+            baseline_p50_ns: baseline_p50,
+            measured_p50_ns: measured_p50,
+            loss_ratio: summary.loss_ratio,
+        });
+        runs.push((summary, result));
+    }
     let r = counters.snapshot();
     let topo_text = topology.describe();
     let json = serde_json::to_string_pretty(&DemoSummary {
@@ -160,6 +252,7 @@ pub fn run(
             send_dropped: r.send_dropped,
         },
         runs: &runs.iter().map(|(s, _)| s.clone()).collect::<Vec<_>>(),
+        emulated_link: emulated,
     })
     .map_err(std::io::Error::other)?;
     results.write("summary.json", format!("{json}\n").as_bytes())?;
@@ -188,7 +281,130 @@ pub fn run(
         runs: summaries,
         out,
         reflector: r,
+        emulated,
     })
+}
+
+/// The link the demo emulates in both directions.
+fn emulated_link(seed: u64) -> latlab_link::LinkConfig {
+    latlab_link::LinkConfig {
+        delay_ns: EMULATED_DELAY_NS,
+        loss: latlab_link::LossModel::Bernoulli { p: EMULATED_LOSS },
+        seed,
+        ..latlab_link::LinkConfig::default()
+    }
+}
+
+struct EmulatorRun {
+    report: serde_json::Value,
+}
+
+/// One run at 1 kpps through `client — emu — server` with the demo's emulated link.
+fn emulated_run(
+    options: &DemoOptions,
+    stop: &Stop,
+    sink: &mut dyn ProgressSink,
+    log: &mut dyn FnMut(&str),
+) -> Result<
+    (
+        RunSummary,
+        latlab_engine::generator::GeneratorResult,
+        EmulatorRun,
+    ),
+    DemoError,
+> {
+    use latlab_engine::emulator::{self, EmulatorLive};
+    use latlab_io::packet::{PacketOptions, PacketSocket};
+    let lab = ClientEmuServer::build()?;
+    log(&format!("lab: {}", lab.describe()));
+    let (mut a, mut b) = latlab_io::netns::run_in(lab.emu.name(), || -> std::io::Result<_> {
+        let opts = PacketOptions::default();
+        Ok((
+            PacketSocket::open(ClientEmuServer::EMU_A, &opts)?,
+            PacketSocket::open(ClientEmuServer::EMU_B, &opts)?,
+        ))
+    })??;
+    let emu_stop = Arc::new(Stop::new());
+    let emu = {
+        let s = emu_stop.clone();
+        std::thread::Builder::new()
+            .name("latlab-emu".into())
+            .spawn(move || {
+                emulator::run(
+                    &mut a,
+                    &mut b,
+                    emulated_link(1),
+                    emulated_link(2),
+                    2048,
+                    &s,
+                    &EmulatorLive::default(),
+                )
+            })?
+    };
+    let target = SocketAddr::from((lab.server_addr, 7777));
+    let echo_socket = latlab_io::netns::run_in(lab.server.name(), move || {
+        UdpSocket::bind(target, &reflector_opts())
+    })??;
+    let echo_stop = Arc::new(Stop::new());
+    let echo = {
+        let s = echo_stop.clone();
+        std::thread::Builder::new()
+            .name("latlab-echo".into())
+            .spawn(move || {
+                let config = ReflectorConfig {
+                    poll: latlab_engine::PollMode::Block,
+                    ..ReflectorConfig::default()
+                };
+                reflector::run(&echo_socket, &config, &s, &ReflectorCounters::default())
+            })?
+    };
+    let measured = (|| -> Result<_, DemoError> {
+        let mut gen = GenOptions::new(target);
+        gen.bind = IpAddr::V4(lab.client_addr);
+        gen.rate_pps = 1000.0;
+        gen.duration = options.duration;
+        gen.warmup = (options.duration / 10).min(Duration::from_millis(500));
+        gen.poll = latlab_engine::PollMode::Block;
+        gen.threads = ThreadChoice::One;
+        let bind = gen.bind;
+        let (sockets, check) = latlab_io::netns::run_in(lab.client.name(), move || {
+            measure::open_sockets(bind, 1, None)
+        })??;
+        measure::check_target(&check, target, Duration::from_secs(3))?;
+        let threads = measure::pick_threads(gen.threads, None);
+        let label = format!(
+            "1000 pps via emu {} ms, {:.1}% loss",
+            EMULATED_DELAY_NS as f64 / 1e6,
+            100.0 * EMULATED_LOSS
+        );
+        let mut setup = measure::setup(&gen, label.clone(), "client-emu-server", threads);
+        setup.dir = Some("emulated-link".into());
+        log(&format!("measuring {label} for {:?}", options.duration));
+        sink.start(&label, options.duration);
+        let outcome = measure::run(&gen, &sockets, threads, setup, stop, &mut |p| {
+            sink.update(&p)
+        });
+        sink.finish();
+        Ok(outcome?)
+    })();
+    echo_stop.raise();
+    emu_stop.raise();
+    let echo_result = echo
+        .join()
+        .map_err(|_| std::io::Error::other("the reflector thread panicked"))?;
+    let emu_result = emu
+        .join()
+        .map_err(|_| std::io::Error::other("the emulator thread panicked"))?;
+    let (summary, result) = measured?;
+    echo_result?;
+    let report = emu_result?;
+    Ok((
+        summary,
+        result,
+        EmulatorRun {
+            report: crate::emureport::report_json(&report),
+        },
+    ))
 }
 
 fn reflector_opts() -> UdpOptions {
@@ -243,8 +459,10 @@ fn measure_rates(
         });
         sink.finish();
         let (summary, result) = outcome?;
-        let dir = format!("rate-{}pps/", rate as u64);
-        results::write_run(results, &dir, &summary, &result)?;
+        let dir = format!("rate-{}pps", rate as u64);
+        let mut summary = summary;
+        summary.setup.dir = Some(dir.clone());
+        results::write_run(results, &format!("{dir}/"), &summary, &result)?;
         runs.push((summary, result));
     }
     Ok(runs)

@@ -308,5 +308,6 @@ pub fn setup(options: &GenOptions, label: String, topology: &str, threads: Threa
             Threads::OneLoop { .. } => "one-loop".into(),
             Threads::Split { .. } => "split".into(),
         },
+        dir: None,
     }
 }

@@ -57,6 +57,9 @@ pub struct RunSetup {
     pub poll: String,
     /// `one-loop` or `split`.
     pub threads: String,
+    /// The run's folder inside a results folder of several runs (`rate-1000pps`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
 }
 
 /// `summary.json`: everything one run measured.
