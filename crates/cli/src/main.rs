@@ -123,6 +123,10 @@ struct EmuArgs {
     /// Largest frame bridged, bytes.
     #[arg(long, default_value_t = 2048, value_name = "BYTES")]
     frame_size: usize,
+    /// busy: spin (frames picked up within microseconds, one core at 100%); block: sleep
+    /// when nothing is due.
+    #[arg(long, default_value = "busy", value_name = "MODE")]
+    poll: PollMode,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, value_parser = parse_duration, value_name = "DUR")]
     duration: Option<Duration>,
@@ -136,6 +140,25 @@ enum StudyCommand {
     /// The game-server latency study (Emmerich et al.): latency vs load, clients and buffer
     /// sizes, the first-drop load, Table I, Figures 2–4, a flood, and report.md.
     GameServer(GameStudyArgs),
+    /// The link emulator against the kernel's forwarding: added latency, delay accuracy, loss
+    /// models (namespaces; root).
+    Emulator(EmuStudyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct EmuStudyArgs {
+    /// Sending time per point.
+    #[arg(long, value_parser = parse_duration, default_value = "3s", value_name = "DUR")]
+    duration: Duration,
+    /// The rates to measure at, comma separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_rate, default_value = "1k,50k")]
+    rates: Vec<f64>,
+    /// Delays on the client→server direction, comma separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_duration, default_value = "10us,100us,1ms,100ms")]
+    delays: Vec<Duration>,
+    /// Results folder (default latlab-results/emulator-<time>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -366,6 +389,7 @@ fn main() {
         Command::Report(a) => report(a),
         Command::Serve(a) => serve(a),
         Command::Study(StudyCommand::GameServer(a)) => game_study(a),
+        Command::Study(StudyCommand::Emulator(a)) => emu_study(a),
         Command::Emu(a) => emu(*a),
     };
     if let Err(e) = result {
@@ -917,7 +941,16 @@ fn emu(a: EmuArgs) -> Result<()> {
             }
         })
     };
-    let run = emulator::run(&mut sock_a, &mut sock_b, ab, ba, a.frame_size, &STOP, &live);
+    let run = emulator::run(
+        &mut sock_a,
+        &mut sock_b,
+        ab,
+        ba,
+        a.frame_size,
+        a.poll,
+        &STOP,
+        &live,
+    );
     STOP.raise();
     let _ = watcher.join();
     if terminal {
@@ -929,5 +962,24 @@ fn emu(a: EmuArgs) -> Result<()> {
     if let Some(path) = a.json {
         results::write_atomic(&path, format!("{json:#}\n").as_bytes())?;
     }
+    Ok(())
+}
+
+fn emu_study(a: EmuStudyArgs) -> Result<()> {
+    use latlab_lab::emustudy::{self, EmuStudyOptions};
+    if let Some(reason) = latlab_lab::topology::why_no_namespaces() {
+        bail!("study emulator needs network namespaces: {reason}");
+    }
+    let out = a.out.unwrap_or_else(|| {
+        let secs = latlab_io::clock::now_ns() / 1_000_000_000;
+        PathBuf::from("latlab-results").join(format!("emulator-{secs}"))
+    });
+    let mut options = EmuStudyOptions::new(out);
+    options.duration = a.duration;
+    options.rates = a.rates;
+    options.delays_ns = a.delays.iter().map(|d| d.as_nanos() as u64).collect();
+    let mut bar = progress::StudyBar::new();
+    let report = emustudy::run(&options, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
+    println!("report: {}", report.display());
     Ok(())
 }

@@ -136,3 +136,60 @@ fn emu_between_namespaces_adds_its_delay_and_reports_at_exit() {
         assert_eq!(d["dropped_by_emulator"]["tx_ring_full"], 0);
     }
 }
+
+#[test]
+fn a_short_emulator_study_writes_its_report() {
+    if let Some(reason) = why_no_namespaces() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "under CI=true: {reason}"
+        );
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let run = assert_cmd::Command::new(cargo_bin("latlab"))
+        .args([
+            "study",
+            "emulator",
+            "--duration",
+            "600ms",
+            "--rates",
+            "1k",
+            "--delays",
+            "1ms",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    // Kernel forwarding, the emulator at delay 0 and at 1 ms, and two loss models.
+    assert_eq!(std::fs::read_dir(out.join("points")).unwrap().count(), 5);
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for section in [
+        "Added latency at delay 0",
+        "Accuracy",
+        "Loss models",
+        "| 1000.00 µs | 1000 |",
+    ] {
+        assert!(report.contains(section), "{section} missing:\n{report}");
+    }
+    let point: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("points/emu-d1000000ns-1000pps.json")).unwrap(),
+    )
+    .unwrap();
+    let p50 = point["run"]["latency_ns"]["p50"].as_f64().unwrap();
+    assert!(
+        (1.0e6..1.5e6).contains(&p50),
+        "1 ms one way: round trip p50 {p50} ns"
+    );
+    assert!(std::fs::read_to_string(out.join("accuracy.svg"))
+        .unwrap()
+        .starts_with("<svg"));
+}

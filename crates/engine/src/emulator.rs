@@ -22,7 +22,7 @@ use latlab_io::packet::PacketSocket;
 use latlab_link::{Fate, Link, LinkConfig, LinkCounters};
 use latlab_stats::LatencyHistogram;
 
-use crate::Stop;
+use crate::{PollMode, Stop};
 
 /// Spin instead of sleeping when the next departure is this close.
 const SPIN_NS: u64 = 100_000;
@@ -203,12 +203,18 @@ pub struct EmulatorReport {
 
 /// Bridges `a` and `b` until `stop` is raised, impairing A→B frames by `a_to_b` and B→A frames
 /// by `b_to_a`.
+///
+/// With [`PollMode::Busy`] the loop never sleeps (a core at 100%, frames picked up within
+/// microseconds); with [`PollMode::Block`] it sleeps in `ppoll` when nothing is due, and a
+/// frame arriving then waits for the thread to wake.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     a: &mut PacketSocket,
     b: &mut PacketSocket,
     a_to_b: LinkConfig,
     b_to_a: LinkConfig,
     max_frame: usize,
+    poll: PollMode,
     stop: &Stop,
     live: &EmulatorLive,
 ) -> io::Result<EmulatorReport> {
@@ -228,7 +234,7 @@ pub fn run(
         if sent_a > 0 {
             a.flush_tx()?;
         }
-        if got > 0 || sent_a + sent_b > 0 {
+        if got > 0 || sent_a + sent_b > 0 || poll == PollMode::Busy {
             continue;
         }
         // Idle: sleep until a frame arrives or shortly before the next departure; spin the

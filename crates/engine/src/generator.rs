@@ -91,6 +91,8 @@ pub struct GeneratorResult {
     pub timestamp_source: TimestampSource,
     /// The run was cut short by the stop flag.
     pub stopped_early: bool,
+    /// Lengths of the runs of consecutive lost probes, in send order.
+    pub loss_bursts: Vec<u64>,
 }
 
 impl GeneratorResult {
@@ -147,6 +149,7 @@ pub fn run(
     let counts = tx.sender.counts();
     rx.finish_interval(now_ns());
     Ok(GeneratorResult {
+        loss_bursts: rx.meter.loss_bursts(&counts),
         report: rx.meter.report(&counts),
         intervals: rx.intervals,
         start_ns: probe_cfg.start_ns,

@@ -1,25 +1,34 @@
-//! AF_PACKET sockets with memory-mapped `TPACKET_V3` rings: every frame of one interface in,
+//! AF_PACKET sockets with memory-mapped `TPACKET` rings: every frame of one interface in,
 //! whole Ethernet frames out, for the link emulator's layer-2 bridge.
 //!
 //! One [`PacketSocket`] per interface does both directions, on one file descriptor and one
 //! mapping (RX ring first, TX ring after it):
-//! - **RX** is the block-based `TPACKET_V3` ring. The kernel packs frames into a block and
-//!   hands the whole block over when the next frame does not fit, or when its periodic retire
-//!   timer ([`PacketOptions::block_timeout_ms`]) finds the block partly filled. At low rates a
-//!   frame therefore waits in the ring up to about twice that timeout before user space can see
-//!   it: take the kernel timestamp handed with every frame, not the time it was read, as its
-//!   arrival time.
-//! - **TX** is the frame-based `TPACKET_V3` TX ring (Linux 4.11 and later; no second socket and
-//!   no `TPACKET_V2` needed): fixed slots of [`PacketOptions::frame_size`] bytes, each a
-//!   `tpacket3_hdr` followed by the frame. [`PacketSocket::queue_tx`] fills slots and
-//!   [`PacketSocket::flush_tx`] makes the kernel send all of them with one system call.
+//! - **RX** is one of two rings, chosen by [`PacketOptions::rx_ring`]:
+//!   - [`RxRing::V2`] (the default) is the frame-based `TPACKET_V2` ring: one slot of
+//!     [`PacketOptions::frame_size`] bytes per frame, each handed to user space as soon as the
+//!     kernel has written it, so a lone frame is readable microseconds after it arrived.
+//!   - [`RxRing::V3`] is the block-based `TPACKET_V3` ring. The kernel packs frames into a
+//!     block and hands the whole block over when the next frame does not fit, or when its
+//!     periodic retire timer ([`PacketOptions::block_timeout_ms`]) finds the block partly
+//!     filled. At low rates a frame therefore waits in the ring up to about twice that timeout
+//!     before user space can see it.
+//!
+//!   Either way, take the kernel timestamp handed with every frame, not the time it was read,
+//!   as its arrival time.
+//! - **TX** is the frame-based TX ring of the same `TPACKET` version (the kernel allows one
+//!   version per socket, and the RX ring chooses it): fixed slots of
+//!   [`PacketOptions::frame_size`] bytes, each a `tpacket2_hdr` (V2) or a `tpacket3_hdr` (V3,
+//!   Linux 4.11 and later) followed by the frame. [`PacketSocket::queue_tx`] fills slots and
+//!   [`PacketSocket::flush_tx`] makes the kernel send all of them with one system call; both
+//!   behave the same with either version.
 //!
 //! Guarantees:
 //! - no call blocks but [`PacketSocket::wait_readable`]; a full TX ring is `Ok(false)`, an empty
 //!   RX ring `Ok(0)`;
-//! - everything the kernel writes into the shared rings is read with bounds checks: a block
-//!   whose offsets point outside it is handed back to the kernel from the bad frame on, counted
-//!   in [`PacketStats::corrupt_blocks`], and never read out of bounds;
+//! - everything the kernel writes into the shared rings is read with bounds checks: a V3 block
+//!   whose offsets point outside it is handed back to the kernel from the bad frame on, a V2
+//!   slot whose frame would lie outside it is handed back unread; either is counted in
+//!   [`PacketStats::corrupt_blocks`], and nothing is read out of bounds;
 //! - a frame the kernel would refuse to send (longer than a slot, or than the interface's MTU
 //!   plus the Ethernet header) is refused by [`PacketSocket::queue_tx`] with an error instead of
 //!   being dropped silently;
@@ -62,9 +71,14 @@ const BLOCK_FIRST_PKT: usize = offset_of!(libc::tpacket_block_desc, hdr)
 
 /// Size of a `tpacket3_hdr` (48 bytes).
 const HDR3_LEN: usize = size_of::<libc::tpacket3_hdr>();
-/// Where a TX frame starts in its slot: after the `tpacket3_hdr`, aligned to 16 bytes, which is
-/// where the kernel looks (`TPACKET3_HDRLEN - sizeof(struct sockaddr_ll)`).
-const TX_DATA_OFFSET: usize = libc::TPACKET3_HDRLEN - size_of::<libc::sockaddr_ll>();
+/// Size of a `tpacket2_hdr` (32 bytes).
+const HDR2_LEN: usize = size_of::<libc::tpacket2_hdr>();
+/// Where a frame starts in a V3 TX slot: after the `tpacket3_hdr`, aligned to 16 bytes, which
+/// is where the kernel looks (`TPACKET3_HDRLEN - sizeof(struct sockaddr_ll)`).
+const TX_DATA_OFFSET_V3: usize = libc::TPACKET3_HDRLEN - size_of::<libc::sockaddr_ll>();
+/// Where a frame starts in a V2 TX slot: after the `tpacket2_hdr`, aligned to 16 bytes
+/// (`TPACKET2_HDRLEN - sizeof(struct sockaddr_ll)`).
+const TX_DATA_OFFSET_V2: usize = libc::TPACKET2_HDRLEN - size_of::<libc::sockaddr_ll>();
 
 /// The Ethernet header the kernel adds to the MTU when it checks a frame's length.
 const ETH_HLEN: usize = 14;
@@ -72,22 +86,99 @@ const ETH_HLEN: usize = 14;
 const VLAN_HLEN: usize = 4;
 const ETH_P_8021Q: u16 = 0x8100;
 
+/// Which `TPACKET` ring receives, and so which version the socket (and its TX ring) uses.
+///
+/// The trade-off is hand-over latency against wake-ups: V2 hands over each frame at once, V3
+/// batches frames into blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RxRing {
+    /// `TPACKET_V2`: one slot of [`PacketOptions::frame_size`] bytes per frame, handed to user
+    /// space as soon as the kernel has written it, so a frame is readable within microseconds
+    /// of its arrival at any rate. The bridge's choice: it must see frames in time to emulate
+    /// delays below a millisecond. At high rates every frame is its own hand-over (more
+    /// wake-ups and status writes than V3), and a frame longer than a slot less 66 bytes is
+    /// truncated.
+    #[default]
+    V2,
+    /// `TPACKET_V3`: frames packed into blocks of [`PacketOptions::block_size`] bytes, a block
+    /// handed over when full or when its retire timer finds it partly filled. Fewer wake-ups
+    /// and denser rings at high rates; at low rates a frame reaches user space up to about
+    /// twice [`PacketOptions::block_timeout_ms`] (1 ms at least) after it arrived.
+    V3,
+}
+
+impl RxRing {
+    fn tpacket_version(self) -> libc::c_int {
+        match self {
+            RxRing::V2 => libc::tpacket_versions::TPACKET_V2 as libc::c_int,
+            RxRing::V3 => libc::tpacket_versions::TPACKET_V3 as libc::c_int,
+        }
+    }
+
+    /// Where the status word of an RX unit (V2 slot, V3 block) sits.
+    fn rx_status_offset(self) -> usize {
+        match self {
+            RxRing::V2 => offset_of!(libc::tpacket2_hdr, tp_status),
+            RxRing::V3 => BLOCK_STATUS,
+        }
+    }
+
+    /// Where a frame starts in a TX slot.
+    fn tx_data_offset(self) -> usize {
+        match self {
+            RxRing::V2 => TX_DATA_OFFSET_V2,
+            RxRing::V3 => TX_DATA_OFFSET_V3,
+        }
+    }
+
+    /// Where `tp_status`, `tp_len` and `tp_snaplen` sit in a TX slot's header.
+    fn tx_fields(self) -> TxFields {
+        match self {
+            RxRing::V2 => TxFields {
+                status: offset_of!(libc::tpacket2_hdr, tp_status),
+                len: offset_of!(libc::tpacket2_hdr, tp_len),
+                snaplen: offset_of!(libc::tpacket2_hdr, tp_snaplen),
+            },
+            RxRing::V3 => TxFields {
+                status: offset_of!(libc::tpacket3_hdr, tp_status),
+                len: offset_of!(libc::tpacket3_hdr, tp_len),
+                snaplen: offset_of!(libc::tpacket3_hdr, tp_snaplen),
+            },
+        }
+    }
+}
+
+/// Offsets of the u32 header fields a TX slot is filled through.
+#[derive(Clone, Copy, Debug)]
+struct TxFields {
+    status: usize,
+    len: usize,
+    snaplen: usize,
+}
+
 /// Sizes and switches of a [`PacketSocket`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PacketOptions {
+    /// Which RX ring, and so which `TPACKET` version for both rings. Default [`RxRing::V2`].
+    pub rx_ring: RxRing,
     /// Bytes per RX block: a power of two, a multiple of the page size, at least `frame_size`.
-    /// A block is handed over when full or timed out, so smaller blocks hand frames over sooner
-    /// under load; 64 KiB holds ~40 full-size or ~450 minimum-size frames. Default 64 KiB.
+    /// With V3 a block is handed over when full or timed out, so smaller blocks hand frames
+    /// over sooner under load; 64 KiB holds ~40 full-size or ~450 minimum-size frames. With V2
+    /// a block is only the kernel's unit of allocation, holding `block_size / frame_size`
+    /// slots. Default 64 KiB.
     pub block_size: usize,
-    /// RX blocks in the ring (at least 1). Default 64, so 4 MiB of ring.
+    /// RX blocks in the ring (at least 1). Default 64, so 4 MiB of ring (2048 V2 slots).
     pub block_count: usize,
-    /// Bytes per TX slot including the 48-byte `tpacket3_hdr`: a power of two from 128 up, at
-    /// most `block_size`. The largest frame sent is `frame_size - 48`. Default 2048 (frames up
-    /// to 2000 bytes, enough for a 1500-byte MTU with VLAN tag).
+    /// Bytes per ring slot including its header: a power of two from 128 up, at most
+    /// `block_size`. Every TX slot is this size, and with V2 every RX slot. The largest frame
+    /// sent is `frame_size - 32` with V2 (`tpacket2_hdr`), `frame_size - 48` with V3
+    /// (`tpacket3_hdr`); with V2 a received frame longer than `frame_size - 66` is truncated.
+    /// Default 2048 (frames up to 1982 bytes either way, enough for a 1500-byte MTU with VLAN
+    /// tag).
     pub frame_size: usize,
-    /// The kernel's RX block retire timer in milliseconds (`tp_retire_blk_tov`): a partly filled
-    /// block is handed over when the timer finds it. 0 lets the kernel choose from the link
-    /// speed (several milliseconds). Default 1, the smallest.
+    /// The kernel's V3 RX block retire timer in milliseconds (`tp_retire_blk_tov`): a partly
+    /// filled block is handed over when the timer finds it. 0 lets the kernel choose from the
+    /// link speed (several milliseconds). Unused with V2. Default 1, the smallest.
     pub block_timeout_ms: u32,
     /// TX ring slots (at least 1), rounded up to fill whole pages
     /// ([`PacketSocket::tx_capacity`]). Default 1024.
@@ -106,6 +197,7 @@ pub struct PacketOptions {
 impl Default for PacketOptions {
     fn default() -> PacketOptions {
         PacketOptions {
+            rx_ring: RxRing::V2,
             block_size: 1 << 16,
             block_count: 64,
             frame_size: 2048,
@@ -123,13 +215,14 @@ impl Default for PacketOptions {
 pub struct PacketStats {
     /// Frames that reached the socket, dropped ones included (the kernel's `tp_packets`).
     pub packets: u64,
-    /// Frames dropped because no RX block was free (`tp_drops`).
+    /// Frames dropped because no RX block (V3) or slot (V2) was free (`tp_drops`).
     pub drops: u64,
-    /// Times the RX ring was found full and frozen until user space returned a block
-    /// (`tp_freeze_q_cnt`).
+    /// Times the V3 RX ring was found full and frozen until user space returned a block
+    /// (`tp_freeze_q_cnt`). Always 0 with V2, whose kernel counters have no such field.
     pub freeze_count: u64,
-    /// RX blocks whose offsets pointed outside the block; their frames from the bad one on were
-    /// not read. Always 0 unless the kernel and this code disagree about the ring layout.
+    /// V3 RX blocks whose offsets pointed outside the block (their frames from the bad one on
+    /// were not read), and V2 RX slots whose frame would lie outside the slot (not read).
+    /// Always 0 unless the kernel and this code disagree about the ring layout.
     pub corrupt_blocks: u64,
     /// Frames the device refused while [`PacketSocket::flush_tx`] handed them over (`ENOBUFS`:
     /// on veth the peer is down or has a smaller MTU; with `qdisc_bypass` on a NIC its queue
@@ -137,18 +230,22 @@ pub struct PacketStats {
     pub tx_refused: u64,
 }
 
-/// An AF_PACKET socket bound to one interface, with a `TPACKET_V3` RX ring and a `TPACKET_V3`
-/// TX ring mapped into this process. Unmaps the rings and closes the socket on drop.
+/// An AF_PACKET socket bound to one interface, with an RX ring and a TX ring of one `TPACKET`
+/// version ([`RxRing`]) mapped into this process. Unmaps the rings and closes the socket on
+/// drop.
 #[derive(Debug)]
 pub struct PacketSocket {
     ifname: String,
     ifindex: u32,
-    /// The mapping: `rx_block_count` RX blocks, then `tx_block_count` TX blocks.
+    ring: RxRing,
+    /// The mapping: the RX ring (`rx_unit_count * rx_unit_size` bytes), then the TX ring.
     map: *mut u8,
     map_len: usize,
-    rx_block_size: usize,
-    rx_block_count: usize,
-    /// The RX block to look at next; the kernel fills blocks in this same order.
+    /// Bytes of an RX unit, the part of the ring the kernel hands over at once: a block with
+    /// V3, a frame slot with V2. Units lie back to back (V2 slots never span blocks).
+    rx_unit_size: usize,
+    rx_unit_count: usize,
+    /// The RX unit to look at next; the kernel fills units in this same order.
     rx_next: usize,
     tx_offset: usize,
     tx_block_size: usize,
@@ -177,8 +274,8 @@ unsafe impl Send for PacketSocket {}
 
 impl PacketSocket {
     /// Opens an AF_PACKET `SOCK_RAW` socket for every protocol (`ETH_P_ALL`) bound to the
-    /// interface `ifname` of the calling thread's network namespace, with `TPACKET_V3` RX and
-    /// TX rings and the switches of `options`. The socket is bound only after the rings exist,
+    /// interface `ifname` of the calling thread's network namespace, with RX and TX rings of
+    /// the version [`PacketOptions::rx_ring`] chooses and the switches of `options`. The socket is bound only after the rings exist,
     /// so no frame of another interface is ever queued on it.
     ///
     /// Errors name the interface and the step that failed: `eth9: no such interface`,
@@ -191,16 +288,27 @@ impl PacketSocket {
         let ifindex = interface_index(ifname)?;
         let fd = packet_socket(ifname)?;
         let raw = fd.as_raw_fd();
-        let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-        setsockopt(raw, libc::PACKET_VERSION, &version)
-            .map_err(at(ifname, "setsockopt PACKET_VERSION TPACKET_V3"))?;
+        let ring = options.rx_ring;
+        let version_step = match ring {
+            RxRing::V2 => "setsockopt PACKET_VERSION TPACKET_V2",
+            RxRing::V3 => "setsockopt PACKET_VERSION TPACKET_V3",
+        };
+        setsockopt(raw, libc::PACKET_VERSION, &ring.tpacket_version())
+            .map_err(at(ifname, version_step))?;
         // A frame the kernel cannot send is skipped instead of stopping the TX ring for good.
         setsockopt(raw, libc::PACKET_LOSS, &1 as &libc::c_int)
             .map_err(at(ifname, "setsockopt PACKET_LOSS"))?;
-        setsockopt(raw, libc::PACKET_RX_RING, &layout.rx_req())
-            .map_err(at(ifname, "setsockopt PACKET_RX_RING"))?;
-        setsockopt(raw, libc::PACKET_TX_RING, &layout.tx_req())
-            .map_err(at(ifname, "setsockopt PACKET_TX_RING"))?;
+        // V2 takes a `tpacket_req`, V3 a `tpacket_req3`, for both rings.
+        match ring {
+            RxRing::V2 => setsockopt(raw, libc::PACKET_RX_RING, &layout.rx_req()),
+            RxRing::V3 => setsockopt(raw, libc::PACKET_RX_RING, &layout.rx_req3()),
+        }
+        .map_err(at(ifname, "setsockopt PACKET_RX_RING"))?;
+        match ring {
+            RxRing::V2 => setsockopt(raw, libc::PACKET_TX_RING, &layout.tx_req()),
+            RxRing::V3 => setsockopt(raw, libc::PACKET_TX_RING, &layout.tx_req3()),
+        }
+        .map_err(at(ifname, "setsockopt PACKET_TX_RING"))?;
         let map_len = layout.map_len();
         // SAFETY: a fresh shared mapping of the socket's rings, of exactly the size the kernel
         // expects (both rings); it is not aliased by anything in this process.
@@ -221,10 +329,17 @@ impl PacketSocket {
         let mut socket = PacketSocket {
             ifname: ifname.to_owned(),
             ifindex,
+            ring,
             map: map.cast(),
             map_len,
-            rx_block_size: layout.rx_block_size,
-            rx_block_count: layout.rx_block_count,
+            rx_unit_size: match ring {
+                RxRing::V2 => layout.frame_size,
+                RxRing::V3 => layout.rx_block_size,
+            },
+            rx_unit_count: match ring {
+                RxRing::V2 => layout.rx_frame_count(),
+                RxRing::V3 => layout.rx_block_count,
+            },
             rx_next: 0,
             tx_offset: layout.rx_block_size * layout.rx_block_count,
             tx_block_size: layout.tx_block_size,
@@ -279,14 +394,20 @@ impl PacketSocket {
         self.tx_capacity
     }
 
-    /// The longest frame a TX slot holds: `frame_size` minus the 48-byte header.
+    /// The RX ring the socket was opened with, whose `TPACKET` version both rings use.
+    pub fn rx_ring(&self) -> RxRing {
+        self.ring
+    }
+
+    /// The longest frame a TX slot holds: `frame_size` minus the header (32 bytes with V2, 48
+    /// with V3).
     pub fn max_tx_frame(&self) -> usize {
-        self.tx_frame_size - TX_DATA_OFFSET
+        self.tx_frame_size - self.ring.tx_data_offset()
     }
 
     /// Hands every frame now ready in the RX ring to `f(frame, kernel_rx_ns, truncated)` and
-    /// returns the blocks to the kernel; returns how many frames were handed. Never blocks;
-    /// `Ok(0)` when no block is ready.
+    /// returns their slots (V2) or blocks (V3) to the kernel; returns how many frames were
+    /// handed. Never blocks; `Ok(0)` when no frame is ready.
     ///
     /// Frames start with the Ethernet header. An 802.1Q tag is not in the frame: the kernel
     /// takes it out on receive (it is in the ring header's `tp_vlan_tci`, which this call does
@@ -294,48 +415,68 @@ impl PacketSocket {
     ///
     /// `kernel_rx_ns` is the kernel's software receive stamp (`CLOCK_REALTIME` ns, as
     /// [`crate::clock::now_ns`]), taken when the frame entered the ring. `truncated` is true
-    /// when the frame was longer than what the ring kept (only frames larger than a block).
-    /// Frames come in the order the kernel received them. At most one pass over the ring is
-    /// made per call, so a sender that keeps the ring full cannot keep the call going forever.
+    /// when the frame was longer than what the ring kept (with V2 frames longer than
+    /// `frame_size - 66`, with V3 only frames larger than a block). Frames come in the order
+    /// the kernel received them. At most one pass over the ring is made per call, so a sender
+    /// that keeps the ring full cannot keep the call going forever.
     pub fn recv_batch(&mut self, mut f: impl FnMut(&[u8], u64, bool)) -> io::Result<usize> {
+        let status_at = self.ring.rx_status_offset();
         let mut frames = 0;
-        for _ in 0..self.rx_block_count {
-            let block = self.rx_block(self.rx_next);
-            if !rx_block_is_ours(block) {
+        for _ in 0..self.rx_unit_count {
+            let unit = self.rx_unit(self.rx_next);
+            if !rx_unit_is_ours(unit, status_at) {
                 break;
             }
-            // SAFETY: the block lies inside the mapping (`rx_block`), and its status says the
+            // SAFETY: the unit lies inside the mapping (`rx_unit`), and its status says the
             // kernel handed it to user space: it does not write to it until we hand it back
             // below, so reading it as a shared slice is sound for the slice's lifetime.
-            let bytes = unsafe { std::slice::from_raw_parts(block, self.rx_block_size) };
-            match walk_block(bytes, &mut f) {
-                Ok(n) => frames += n,
-                Err(n) => {
-                    frames += n;
-                    self.corrupt_blocks.set(self.corrupt_blocks.get() + 1);
-                }
-            }
-            // Every read of the block happens before the kernel may write it again.
-            fence(Ordering::Release);
-            // SAFETY: the status word lies inside the block, 4-byte aligned (blocks are page
-            // aligned); a volatile write because the kernel reads it concurrently.
-            unsafe {
-                ptr::write_volatile(
-                    block.add(BLOCK_STATUS).cast::<u32>(),
-                    libc::TP_STATUS_KERNEL,
-                )
+            let bytes = unsafe { std::slice::from_raw_parts(unit, self.rx_unit_size) };
+            let intact = match self.ring {
+                RxRing::V2 => match read_slot(bytes) {
+                    Some(frame) => {
+                        f(frame.data, frame.rx_ns, frame.truncated);
+                        frames += 1;
+                        true
+                    }
+                    None => false,
+                },
+                RxRing::V3 => match walk_block(bytes, &mut f) {
+                    Ok(n) => {
+                        frames += n;
+                        true
+                    }
+                    Err(n) => {
+                        frames += n;
+                        false
+                    }
+                },
             };
-            self.rx_next = (self.rx_next + 1) % self.rx_block_count;
+            if !intact {
+                self.corrupt_blocks.set(self.corrupt_blocks.get() + 1);
+            }
+            // Every read of the unit happens before the kernel may write it again.
+            fence(Ordering::Release);
+            // SAFETY: the status word lies inside the unit, 4-byte aligned (units are aligned to
+            // at least 128 bytes); a volatile write because the kernel reads it concurrently.
+            unsafe {
+                ptr::write_volatile(unit.add(status_at).cast::<u32>(), libc::TP_STATUS_KERNEL)
+            };
+            self.rx_next = (self.rx_next + 1) % self.rx_unit_count;
         }
         Ok(frames)
     }
 
-    /// Blocks until an RX block is ready or `timeout` passes (`None`: no limit); `Ok(true)`
-    /// when [`PacketSocket::recv_batch`] has frames to hand. Returns at once when a block is
-    /// already waiting; a signal ends the wait with `Ok(false)`. A pending socket error (the
+    /// Whether the next RX unit holds frames for [`PacketSocket::recv_batch`].
+    fn rx_ready(&self) -> bool {
+        rx_unit_is_ours(self.rx_unit(self.rx_next), self.ring.rx_status_offset())
+    }
+
+    /// Blocks until a received frame is ready (V3: a block) or `timeout` passes (`None`: no
+    /// limit); `Ok(true)` when [`PacketSocket::recv_batch`] has frames to hand. Returns at once
+    /// when one is already waiting; a signal ends the wait with `Ok(false)`. A pending socket error (the
     /// interface went down: `ENETDOWN`) is returned as an error, and cleared.
     pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        if rx_block_is_ours(self.rx_block(self.rx_next)) {
+        if self.rx_ready() {
             return Ok(true);
         }
         let mut fds = [libc::pollfd {
@@ -367,7 +508,7 @@ impl PacketSocket {
                 return Err(at(&self.ifname, "socket error")(err));
             }
         }
-        Ok(rx_block_is_ours(self.rx_block(self.rx_next)) || fds[0].revents != 0)
+        Ok(self.rx_ready() || fds[0].revents != 0)
     }
 
     /// Copies `frame` (a whole Ethernet frame, without FCS) into the next free TX slot and
@@ -418,21 +559,27 @@ impl PacketSocket {
             }
         }
         let slot = self.tx_slot(self.tx_head);
-        if tx_slot_status(slot) & (libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_SENDING) != 0 {
+        let fields = self.ring.tx_fields();
+        if tx_slot_status(slot, fields) & (libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_SENDING)
+            != 0
+        {
             return Ok(false);
         }
         // The kernel's last use of the slot happens before our writes into it.
         fence(Ordering::Acquire);
         let len = frame.len() as u32;
+        let data_at = self.ring.tx_data_offset();
         // SAFETY: the slot is ours (neither requested nor being sent) and spans `frame_size`
         // bytes inside the mapping; the frame fits after the header (checked above), and the
         // header fields written are u32s at their aligned offsets.
         unsafe {
-            ptr::copy_nonoverlapping(frame.as_ptr(), slot.add(TX_DATA_OFFSET), frame.len());
+            ptr::copy_nonoverlapping(frame.as_ptr(), slot.add(data_at), frame.len());
             let field = |offset: usize| slot.add(offset).cast::<u32>();
-            ptr::write_volatile(field(offset_of!(libc::tpacket3_hdr, tp_next_offset)), 0);
-            ptr::write_volatile(field(offset_of!(libc::tpacket3_hdr, tp_len)), len);
-            ptr::write_volatile(field(offset_of!(libc::tpacket3_hdr, tp_snaplen)), len);
+            if self.ring == RxRing::V3 {
+                ptr::write_volatile(field(offset_of!(libc::tpacket3_hdr, tp_next_offset)), 0);
+            }
+            ptr::write_volatile(field(fields.len), len);
+            ptr::write_volatile(field(fields.snaplen), len);
         }
         // The frame and its length are visible before the kernel can see the request.
         fence(Ordering::Release);
@@ -440,8 +587,7 @@ impl PacketSocket {
         // aligned); volatile because the kernel reads it concurrently.
         unsafe {
             ptr::write_volatile(
-                slot.add(offset_of!(libc::tpacket3_hdr, tp_status))
-                    .cast::<u32>(),
+                slot.add(fields.status).cast::<u32>(),
                 libc::TP_STATUS_SEND_REQUEST,
             )
         };
@@ -458,8 +604,8 @@ impl PacketSocket {
     /// with the next flush, which tries again even when nothing new was queued. A frame the
     /// device refuses (`ENOBUFS`) would be retried by the kernel forever and stop the ring, so
     /// it is dropped (its slot is marked malformed, which the kernel skips because the socket
-    /// sets `PACKET_LOSS`; the kernel logs "variable sized slot not supported" once per boot)
-    /// and counted in [`PacketStats::tx_refused`]; the frames after it are still sent.
+    /// sets `PACKET_LOSS`; with V3 the kernel logs "variable sized slot not supported" once per
+    /// boot) and counted in [`PacketStats::tx_refused`]; the frames after it are still sent.
     pub fn flush_tx(&mut self) -> io::Result<usize> {
         if self.tx_pending == 0 && self.tx_untaken == 0 {
             return Ok(0);
@@ -488,35 +634,39 @@ impl PacketSocket {
 
     /// Moves `tx_tail` past the slots the kernel has taken (they no longer request sending).
     fn advance_tx_tail(&mut self) {
+        let fields = self.ring.tx_fields();
         while self.tx_untaken > 0
-            && tx_slot_status(self.tx_slot(self.tx_tail)) & libc::TP_STATUS_SEND_REQUEST == 0
+            && tx_slot_status(self.tx_slot(self.tx_tail), fields) & libc::TP_STATUS_SEND_REQUEST
+                == 0
         {
             self.tx_tail = (self.tx_tail + 1) % self.tx_capacity;
             self.tx_untaken -= 1;
         }
     }
 
-    /// Makes the kernel skip the slot it stopped at: a non-zero `tp_next_offset` is a format
-    /// error, which `PACKET_LOSS` turns into "mark available and go on".
+    /// Makes the kernel skip the slot it stopped at by giving it a header the kernel rejects
+    /// as malformed, which `PACKET_LOSS` turns into "mark available and go on" (silently): with
+    /// V3 a non-zero `tp_next_offset`, with V2 a `tp_len` of `u32::MAX`, which the kernel reads
+    /// as the negative `int` -1 (`tpacket_parse_header`).
     fn drop_refused_slot(&mut self) {
         let slot = self.tx_slot(self.tx_tail);
+        let (field, value) = match self.ring {
+            RxRing::V2 => (offset_of!(libc::tpacket2_hdr, tp_len), u32::MAX),
+            RxRing::V3 => (offset_of!(libc::tpacket3_hdr, tp_next_offset), 1),
+        };
         // SAFETY: the kernel reads TX slots only inside `send`, which only this socket (borrowed
         // mutably) calls, so the slot can be changed between calls; the field is a u32 at its
         // aligned offset inside the slot.
-        unsafe {
-            ptr::write_volatile(
-                slot.add(offset_of!(libc::tpacket3_hdr, tp_next_offset))
-                    .cast::<u32>(),
-                1,
-            )
-        };
+        unsafe { ptr::write_volatile(slot.add(field).cast::<u32>(), value) };
         fence(Ordering::Release);
     }
 
     /// The kernel's counters for this socket since the previous call (`PACKET_STATISTICS`,
-    /// which resets them), and the corrupt blocks [`PacketSocket::recv_batch`] met.
+    /// which resets them), and the corrupt blocks or slots [`PacketSocket::recv_batch`] met.
+    /// With V2 the kernel fills only `tp_packets` and `tp_drops`.
     pub fn statistics(&self) -> io::Result<PacketStats> {
-        // SAFETY: tpacket_stats_v3 is plain data; all zeroes is valid.
+        // SAFETY: tpacket_stats_v3 is plain data; all zeroes is valid. With V2 the kernel
+        // writes only its first two fields (`tpacket_stats`), which are the same.
         let mut st: libc::tpacket_stats_v3 = unsafe { zeroed() };
         let mut len = size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
         // SAFETY: `st` is writable for `len` bytes and outlives the call.
@@ -584,10 +734,11 @@ impl PacketSocket {
         Ok(usize::try_from(mtu).unwrap_or(0) + ETH_HLEN)
     }
 
-    fn rx_block(&self, i: usize) -> *mut u8 {
-        debug_assert!(i < self.rx_block_count);
-        // SAFETY: block i < rx_block_count starts inside the mapping.
-        unsafe { self.map.add(i * self.rx_block_size) }
+    fn rx_unit(&self, i: usize) -> *mut u8 {
+        debug_assert!(i < self.rx_unit_count);
+        // SAFETY: unit i < rx_unit_count lies inside the RX part of the mapping: V3 blocks lie
+        // back to back, and so do V2 slots, since a block holds a whole number of them.
+        unsafe { self.map.add(i * self.rx_unit_size) }
     }
 
     fn tx_slot(&self, i: usize) -> *mut u8 {
@@ -611,13 +762,10 @@ impl Drop for PacketSocket {
     }
 }
 
-/// Blocks until one of `sockets` has a received block ready or `timeout` passes; `Ok(true)`
-/// when one is ready. For a bridge that serves two interfaces from one thread.
+/// Blocks until one of `sockets` has a received frame ready (V3: a block) or `timeout` passes;
+/// `Ok(true)` when one is ready. For a bridge that serves two interfaces from one thread.
 pub fn wait_any_readable(sockets: &[&PacketSocket], timeout: Option<Duration>) -> io::Result<bool> {
-    if sockets
-        .iter()
-        .any(|s| rx_block_is_ours(s.rx_block(s.rx_next)))
-    {
+    if sockets.iter().any(|s| s.rx_ready()) {
         return Ok(true);
     }
     let mut fds: Vec<libc::pollfd> = sockets
@@ -662,12 +810,13 @@ impl AsRawFd for PacketSocket {
     }
 }
 
-/// Whether the kernel has handed the RX block at `block` to user space; orders the reads of
-/// its contents after that of the status.
-fn rx_block_is_ours(block: *const u8) -> bool {
-    // SAFETY: callers pass the start of a block inside the mapping; the status word lies
-    // inside it, 4-byte aligned; volatile because the kernel writes it concurrently.
-    let status = unsafe { ptr::read_volatile(block.add(BLOCK_STATUS).cast::<u32>()) };
+/// Whether the kernel has handed the RX unit (V2 slot, V3 block) at `unit`, whose status word
+/// is at `status_at`, to user space; orders the reads of its contents after that of the status.
+fn rx_unit_is_ours(unit: *const u8, status_at: usize) -> bool {
+    // SAFETY: callers pass the start of a unit inside the mapping and its status offset; the
+    // status word lies inside it, 4-byte aligned; volatile because the kernel writes it
+    // concurrently.
+    let status = unsafe { ptr::read_volatile(unit.add(status_at).cast::<u32>()) };
     if status & libc::TP_STATUS_USER == 0 {
         return false;
     }
@@ -676,16 +825,11 @@ fn rx_block_is_ours(block: *const u8) -> bool {
 }
 
 /// The status word of the TX slot at `slot`.
-fn tx_slot_status(slot: *const u8) -> u32 {
-    // SAFETY: callers pass the start of a TX slot inside the mapping; its status word lies
-    // inside it, 4-byte aligned (slots are 16-byte aligned); volatile because the kernel writes
-    // it concurrently.
-    unsafe {
-        ptr::read_volatile(
-            slot.add(offset_of!(libc::tpacket3_hdr, tp_status))
-                .cast::<u32>(),
-        )
-    }
+fn tx_slot_status(slot: *const u8, fields: TxFields) -> u32 {
+    // SAFETY: callers pass the start of a TX slot inside the mapping and the socket's header
+    // layout; the status word lies inside the slot, 4-byte aligned (slots are 16-byte
+    // aligned); volatile because the kernel writes it concurrently.
+    unsafe { ptr::read_volatile(slot.add(fields.status).cast::<u32>()) }
 }
 
 /// Hands the frames of one retired RX block to `f`. `Err(n)` when an offset or length points
@@ -694,32 +838,52 @@ fn walk_block(block: &[u8], f: &mut impl FnMut(&[u8], u64, bool)) -> Result<usiz
     let count = read_u32(block, BLOCK_NUM_PKTS).ok_or(0usize)?;
     let mut offset = read_u32(block, BLOCK_FIRST_PKT).ok_or(0usize)? as usize;
     for i in 0..count as usize {
-        let frame = read_frame(block, offset).ok_or(i)?;
+        let (frame, next_offset) = read_frame(block, offset).ok_or(i)?;
         f(frame.data, frame.rx_ns, frame.truncated);
         if i + 1 < count as usize {
             // Only the last frame of a block has no successor (next offset 0).
-            if (frame.next_offset as usize) < HDR3_LEN {
+            if (next_offset as usize) < HDR3_LEN {
                 return Err(i + 1);
             }
-            offset = offset
-                .checked_add(frame.next_offset as usize)
-                .ok_or(i + 1)?;
+            offset = offset.checked_add(next_offset as usize).ok_or(i + 1)?;
         }
     }
     Ok(count as usize)
 }
 
-/// One frame of an RX block, read from its `tpacket3_hdr`.
+/// One received frame, read from its ring header.
 struct RxFrame<'a> {
     data: &'a [u8],
     rx_ns: u64,
     truncated: bool,
-    next_offset: u32,
 }
 
-/// Reads the frame whose `tpacket3_hdr` starts at `offset` of `block`; `None` when the header
-/// or the frame would lie outside the block, or the frame overlaps its header.
-fn read_frame(block: &[u8], offset: usize) -> Option<RxFrame<'_>> {
+/// Reads the frame of one V2 RX slot from the `tpacket2_hdr` at its start; `None` when the
+/// frame would lie outside the slot or overlap its header.
+fn read_slot(slot: &[u8]) -> Option<RxFrame<'_>> {
+    let field = |offset: usize| read_u32(slot, offset);
+    let sec = field(offset_of!(libc::tpacket2_hdr, tp_sec))?;
+    let nsec = field(offset_of!(libc::tpacket2_hdr, tp_nsec))?;
+    let snaplen = field(offset_of!(libc::tpacket2_hdr, tp_snaplen))? as usize;
+    let len = field(offset_of!(libc::tpacket2_hdr, tp_len))? as usize;
+    let mac_at = offset_of!(libc::tpacket2_hdr, tp_mac);
+    let mac = u16::from_ne_bytes(slot.get(mac_at..mac_at + 2)?.try_into().ok()?) as usize;
+    if mac < HDR2_LEN {
+        // The kernel always puts the frame after its header.
+        return None;
+    }
+    let data = slot.get(mac..mac.checked_add(snaplen)?)?;
+    Some(RxFrame {
+        data,
+        rx_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
+        truncated: snaplen < len,
+    })
+}
+
+/// Reads the frame whose `tpacket3_hdr` starts at `offset` of `block`, and the offset of the
+/// next one from it; `None` when the header or the frame would lie outside the block, or the
+/// frame overlaps its header.
+fn read_frame(block: &[u8], offset: usize) -> Option<(RxFrame<'_>, u32)> {
     let end = offset.checked_add(HDR3_LEN)?;
     let hdr = block.get(offset..end)?;
     let field = |name_offset: usize| read_u32(hdr, name_offset);
@@ -736,12 +900,14 @@ fn read_frame(block: &[u8], offset: usize) -> Option<RxFrame<'_>> {
     }
     let start = offset.checked_add(mac)?;
     let data = block.get(start..start.checked_add(snaplen)?)?;
-    Some(RxFrame {
-        data,
-        rx_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
-        truncated: snaplen < len,
+    Some((
+        RxFrame {
+            data,
+            rx_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
+            truncated: snaplen < len,
+        },
         next_offset,
-    })
+    ))
 }
 
 fn read_u32(bytes: &[u8], offset: usize) -> Option<u32> {
@@ -816,7 +982,26 @@ impl Layout {
     }
 
     // `new` checked that every size and count fits a u32.
-    fn rx_req(&self) -> libc::tpacket_req3 {
+    /// The V2 RX ring: `frame_size` slots, whole ones in each block.
+    fn rx_req(&self) -> libc::tpacket_req {
+        libc::tpacket_req {
+            tp_block_size: self.rx_block_size as u32,
+            tp_block_nr: self.rx_block_count as u32,
+            tp_frame_size: self.frame_size as u32,
+            tp_frame_nr: self.rx_frame_count() as u32,
+        }
+    }
+
+    fn tx_req(&self) -> libc::tpacket_req {
+        libc::tpacket_req {
+            tp_block_size: self.tx_block_size as u32,
+            tp_block_nr: self.tx_block_count as u32,
+            tp_frame_size: self.frame_size as u32,
+            tp_frame_nr: self.tx_capacity() as u32,
+        }
+    }
+
+    fn rx_req3(&self) -> libc::tpacket_req3 {
         libc::tpacket_req3 {
             tp_block_size: self.rx_block_size as u32,
             tp_block_nr: self.rx_block_count as u32,
@@ -828,8 +1013,9 @@ impl Layout {
         }
     }
 
-    /// The TX ring takes no timeout, private area or feature word (the kernel refuses them).
-    fn tx_req(&self) -> libc::tpacket_req3 {
+    /// The V3 TX ring takes no timeout, private area or feature word (the kernel refuses
+    /// them).
+    fn tx_req3(&self) -> libc::tpacket_req3 {
         libc::tpacket_req3 {
             tp_block_size: self.tx_block_size as u32,
             tp_block_nr: self.tx_block_count as u32,
@@ -969,11 +1155,83 @@ mod tests {
         (r, got)
     }
 
+    /// A V2 RX slot of `len` bytes holding `data` at `mac`, as the kernel lays it out, with a
+    /// frame of `data.len() + 1` bytes on the wire.
+    fn slot(len: usize, mac: usize, data: &[u8]) -> Vec<u8> {
+        let mut s = vec![0u8; len];
+        let put =
+            |s: &mut Vec<u8>, at: usize, v: u32| s[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        put(
+            &mut s,
+            offset_of!(libc::tpacket2_hdr, tp_status),
+            libc::TP_STATUS_USER,
+        );
+        put(
+            &mut s,
+            offset_of!(libc::tpacket2_hdr, tp_len),
+            data.len() as u32 + 1,
+        );
+        put(
+            &mut s,
+            offset_of!(libc::tpacket2_hdr, tp_snaplen),
+            data.len() as u32,
+        );
+        put(&mut s, offset_of!(libc::tpacket2_hdr, tp_sec), 7);
+        put(&mut s, offset_of!(libc::tpacket2_hdr, tp_nsec), 42);
+        let m = offset_of!(libc::tpacket2_hdr, tp_mac);
+        s[m..m + 2].copy_from_slice(&(mac as u16).to_ne_bytes());
+        s[mac..mac + data.len()].copy_from_slice(data);
+        s
+    }
+
+    /// What `read_slot` hands: bytes, stamp, truncated.
+    fn read(s: &[u8]) -> Option<Handed> {
+        read_slot(s).map(|f| (f.data.to_vec(), f.rx_ns, f.truncated))
+    }
+
     #[test]
     fn the_tx_frame_starts_where_the_kernel_looks() {
         assert_eq!(HDR3_LEN, 48);
-        assert_eq!(TX_DATA_OFFSET, 48);
+        assert_eq!(TX_DATA_OFFSET_V3, 48);
+        assert_eq!(RxRing::V3.tx_data_offset(), 48);
+        assert_eq!(HDR2_LEN, 32);
+        assert_eq!(TX_DATA_OFFSET_V2, 32);
+        assert_eq!(RxRing::V2.tx_data_offset(), 32);
         assert_eq!(BLOCK_STATUS, 8);
+        assert_eq!(RxRing::V2.rx_status_offset(), 0);
+        assert_eq!(RxRing::V2.tx_fields().status, 0);
+        assert_eq!(RxRing::V3.tx_fields().status, 20);
+    }
+
+    #[test]
+    fn a_v2_slot_hands_its_frame_with_a_nanosecond_stamp() {
+        // 66: where `tpacket_rcv` puts an Ethernet frame in a V2 slot.
+        let s = slot(2048, 66, b"a frame");
+        assert_eq!(read(&s), Some((b"a frame".to_vec(), 7_000_000_042, true)));
+        // A frame that fills the slot to its last byte.
+        let s = slot(2048, 66, &[5u8; 2048 - 66]);
+        assert_eq!(read(&s).map(|f| f.0.len()), Some(2048 - 66));
+    }
+
+    #[test]
+    fn a_v2_slot_whose_frame_lies_outside_it_is_not_read() {
+        let mac_at = offset_of!(libc::tpacket2_hdr, tp_mac);
+        let snaplen_at = offset_of!(libc::tpacket2_hdr, tp_snaplen);
+        // The frame one byte past the end.
+        let mut s = slot(2048, 66, b"one");
+        s[snaplen_at..snaplen_at + 4].copy_from_slice(&(2048u32 - 66 + 1).to_ne_bytes());
+        assert_eq!(read(&s), None);
+        // A length that overflows.
+        s[snaplen_at..snaplen_at + 4].copy_from_slice(&u32::MAX.to_ne_bytes());
+        assert_eq!(read(&s), None);
+        // A frame start past the end, and one inside the header.
+        let mut s = slot(2048, 66, b"one");
+        s[mac_at..mac_at + 2].copy_from_slice(&u16::MAX.to_ne_bytes());
+        assert_eq!(read(&s), None);
+        s[mac_at..mac_at + 2].copy_from_slice(&16u16.to_ne_bytes());
+        assert_eq!(read(&s), None);
+        // A slot too short for its own header.
+        assert_eq!(read(&s[..20]), None);
     }
 
     #[test]

@@ -336,6 +336,7 @@ fn emulated_run(
                     emulated_link(1),
                     emulated_link(2),
                     2048,
+                    latlab_engine::PollMode::Busy,
                     &s,
                     &EmulatorLive::default(),
                 )

@@ -18,6 +18,7 @@
 pub mod demo;
 pub mod emuconfig;
 pub mod emureport;
+pub mod emustudy;
 pub mod gamereport;
 pub mod gamestudy;
 pub mod measure;

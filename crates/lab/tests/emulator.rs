@@ -53,6 +53,7 @@ impl Lab {
                 a_to_b,
                 b_to_a,
                 2048,
+                latlab_engine::PollMode::Busy,
                 &s,
                 &EmulatorLive::default(),
             )

@@ -265,6 +265,33 @@ impl Meter {
         r.lost = sent.measured.saturating_sub(r.received);
         r
     }
+
+    /// The lengths of the runs of consecutive lost probes among the measured ones, in send
+    /// order (round-robin over flows), for comparing a link's loss bursts with its model.
+    pub fn loss_bursts(&self, sent: &SendCounts) -> Vec<u64> {
+        let flows = self.flows.len() as u64;
+        let total = sent.warmup + sent.measured;
+        let mut bursts = Vec::new();
+        let mut run = 0u64;
+        for k in sent.warmup..total {
+            let (flow, seq) = ((k % flows) as usize, k / flows);
+            let state = &self.flows[flow];
+            let (word, bit) = ((seq / 64) as usize, seq % 64);
+            let seen = state.seen.get(word).is_some_and(|w| w & (1 << bit) != 0);
+            if seen {
+                if run > 0 {
+                    bursts.push(run);
+                }
+                run = 0;
+            } else {
+                run += 1;
+            }
+        }
+        if run > 0 {
+            bursts.push(run);
+        }
+        bursts
+    }
 }
 
 /// What one copy received by a fan-out meter turned out to be.
@@ -523,6 +550,23 @@ mod tests {
         assert_eq!((r.warmup_sent, r.warmup_received), (3, 3));
         assert_eq!((r.sent, r.received, r.lost), (7, 7, 0));
         assert_eq!(r.latency.len(), 7);
+    }
+
+    #[test]
+    fn loss_bursts_are_runs_of_missing_probes_in_send_order() {
+        let cfg = ProbeConfig {
+            warmup_ns: 0,
+            ..config()
+        };
+        let (s, ps) = probes(&cfg);
+        let mut m = Meter::new(&cfg);
+        // 10 probes over two flows; 2, 3, 4 and 9 never come back.
+        for (i, p) in ps.iter().enumerate() {
+            if ![2, 3, 4, 9].contains(&i) {
+                m.handle_response(50_000_000, p);
+            }
+        }
+        assert_eq!(m.loss_bursts(&s.counts()), vec![3, 1]);
     }
 
     #[test]
