@@ -156,6 +156,9 @@ struct EmuStudyArgs {
     /// Delays on the client→server direction, comma separated.
     #[arg(long, value_delimiter = ',', value_parser = parse_duration, default_value = "10us,100us,1ms,100ms")]
     delays: Vec<Duration>,
+    /// Sending time of each forwarding-rate point (one per RFC 2544 frame size and path).
+    #[arg(long, value_parser = parse_duration, default_value = "2s", value_name = "DUR")]
+    rate_duration: Duration,
     /// Results folder (default latlab-results/emulator-<time>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -978,6 +981,7 @@ fn emu_study(a: EmuStudyArgs) -> Result<()> {
     options.duration = a.duration;
     options.rates = a.rates;
     options.delays_ns = a.delays.iter().map(|d| d.as_nanos() as u64).collect();
+    options.rate_duration = a.rate_duration;
     let mut bar = progress::StudyBar::new();
     let report = emustudy::run(&options, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
     println!("report: {}", report.display());

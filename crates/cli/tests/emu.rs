@@ -169,8 +169,12 @@ fn a_short_emulator_study_writes_its_report() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    // Kernel forwarding, the emulator at delay 0 and at 1 ms, and two loss models.
-    assert_eq!(std::fs::read_dir(out.join("points")).unwrap().count(), 5);
+    // Kernel forwarding, the emulator at delay 0 and at 1 ms, two loss models, and the
+    // forwarding rate of both paths at seven frame sizes.
+    assert_eq!(
+        std::fs::read_dir(out.join("points")).unwrap().count(),
+        5 + 14
+    );
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     for section in [
         "Added latency at delay 0",

@@ -66,6 +66,9 @@ struct Direction {
     frames: Vec<Vec<u8>>,
     lens: Vec<usize>,
     free: Vec<usize>,
+    /// At most this many buffers.
+    slots: usize,
+    max_frame: usize,
     seq: u64,
     report: DirectionReport,
     live: std::sync::Arc<DirectionLive>,
@@ -85,10 +88,14 @@ impl Direction {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         Ok(Direction {
             link,
-            heap: BinaryHeap::with_capacity(slots),
-            frames: (0..slots).map(|_| vec![0u8; max_frame]).collect(),
-            lens: vec![0; slots],
-            free: (0..slots).rev().collect(),
+            heap: BinaryHeap::new(),
+            // Buffers are made as the queue first grows, so a large limit costs memory only
+            // when that many frames are really in flight.
+            frames: Vec::new(),
+            lens: Vec::new(),
+            free: Vec::new(),
+            slots,
+            max_frame,
             seq: 0,
             report: DirectionReport {
                 link: LinkCounters::default(),
@@ -125,6 +132,11 @@ impl Direction {
     }
 
     fn enqueue(&mut self, departure_ns: u64, frame: &[u8], corrupt_bit: Option<usize>) {
+        if self.free.is_empty() && self.frames.len() < self.slots {
+            self.frames.push(vec![0u8; self.max_frame]);
+            self.lens.push(0);
+            self.free.push(self.frames.len() - 1);
+        }
         let Some(slot) = self.free.pop() else {
             // The link accounted for the frame as queued; it leaves without being sent.
             self.report.queue_slots_full += 1;

@@ -10,6 +10,7 @@
 //! says so, and report progress through a callback.
 #![forbid(unsafe_code)]
 
+pub mod blaster;
 pub mod emulator;
 pub mod game;
 pub mod generator;

@@ -43,6 +43,8 @@ pub struct EmuStudyOptions {
     pub rates: Vec<f64>,
     /// Delays D on the client→server direction.
     pub delays_ns: Vec<u64>,
+    /// Sending time of each forwarding-rate point.
+    pub rate_duration: Duration,
 }
 
 impl EmuStudyOptions {
@@ -53,6 +55,7 @@ impl EmuStudyOptions {
             duration: Duration::from_secs(3),
             rates: vec![1_000.0, 50_000.0],
             delays_ns: vec![10_000, 100_000, 1_000_000, 100_000_000],
+            rate_duration: Duration::from_secs(2),
         }
     }
 }
@@ -76,6 +79,154 @@ pub struct EmuPoint {
     pub expected_mean_burst: Option<f64>,
     /// The emulator's report (emu points), as `latlab emu --json` writes it.
     pub emulator: Option<serde_json::Value>,
+}
+
+/// One forwarding-rate point, as written to `points/rate-<path>-<size>.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RatePoint {
+    /// `kernel` or `emu`.
+    pub path: String,
+    /// Frame size on the wire (FCS included), bytes.
+    pub frame_size: usize,
+    /// Frames the blaster handed to the kernel.
+    pub sent: u64,
+    /// Frames that reached the server's socket.
+    pub received: u64,
+    /// Sending time, ns.
+    pub elapsed_ns: u64,
+    /// The emulator's report (emu points).
+    pub emulator: Option<serde_json::Value>,
+}
+
+impl RatePoint {
+    /// Offered frames per second.
+    pub fn offered_pps(&self) -> f64 {
+        self.sent as f64 * 1e9 / self.elapsed_ns.max(1) as f64
+    }
+
+    /// Forwarded frames per second.
+    pub fn forwarded_pps(&self) -> f64 {
+        self.received as f64 * 1e9 / self.elapsed_ns.max(1) as f64
+    }
+}
+
+/// The RFC 2544 frame sizes.
+pub const FRAME_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
+
+fn parse_mac(text: &str) -> Result<[u8; 6], StudyError> {
+    let mut mac = [0u8; 6];
+    let parts: Vec<&str> = text.split(':').collect();
+    if parts.len() != 6 {
+        return Err(StudyError::Io(io::Error::other(format!(
+            "{text:?} is not a MAC address"
+        ))));
+    }
+    for (b, p) in mac.iter_mut().zip(parts) {
+        *b = u8::from_str_radix(p, 16)
+            .map_err(|_| io::Error::other(format!("{text:?} is not a MAC address")))?;
+    }
+    Ok(mac)
+}
+
+/// Forwarding rate at every RFC 2544 frame size, one way (client → server), through the kernel
+/// and through the emulator at delay 0.
+fn measure_rates(
+    lab: &ClientEmuServer,
+    duration: Duration,
+    stop: &Stop,
+    progress: &mut dyn StudyProgress,
+    log: &mut dyn FnMut(&str),
+    points_dir: &Path,
+) -> Result<(), StudyError> {
+    use latlab_engine::blaster::{self, FrameAddrs};
+    let client_mac = parse_mac(&crate::topology::mac_of(lab.client.name(), "veth0")?)?;
+    let server_mac = parse_mac(&crate::topology::mac_of(lab.server.name(), "veth0")?)?;
+    let emu_a_mac = parse_mac(&crate::topology::mac_of(
+        lab.emu.name(),
+        ClientEmuServer::EMU_A,
+    )?)?;
+    let sink_socket = Arc::new(latlab_io::netns::run_in(lab.server.name(), || {
+        UdpSocket::bind(
+            SocketAddr::from(([0, 0, 0, 0], 9)),
+            &UdpOptions {
+                rcvbuf: Some(4 << 20),
+                ..UdpOptions::default()
+            },
+        )
+    })??);
+    let total = FRAME_SIZES.len() * 2;
+    for (i, (path, size)) in ["kernel", "emu"]
+        .iter()
+        .flat_map(|p| FRAME_SIZES.iter().map(move |s| (*p, *s)))
+        .enumerate()
+    {
+        if stop.is_raised() {
+            break;
+        }
+        let describe = format!("forwarding rate, {path}, {size}-byte frames");
+        progress.point(&describe, i, total);
+        log(&format!("measuring {describe}"));
+        let addrs = if path == "kernel" {
+            FrameAddrs {
+                src_mac: client_mac,
+                dst_mac: emu_a_mac,
+                src: "198.18.2.1:4000".parse().map_err(io::Error::other)?,
+                dst: "198.18.1.2:9".parse().map_err(io::Error::other)?,
+            }
+        } else {
+            FrameAddrs {
+                src_mac: client_mac,
+                dst_mac: server_mac,
+                src: SocketAddr::from((lab.client_addr, 4000)),
+                dst: SocketAddr::from((lab.server_addr, 9)),
+            }
+        };
+        let frame = blaster::udp_frame(&addrs, size).map_err(io::Error::other)?;
+        let mut tx = latlab_io::netns::run_in(lab.client.name(), || {
+            PacketSocket::open("veth0", &PacketOptions::default())
+        })??;
+        let sink_stop = Arc::new(Stop::new());
+        let counter = {
+            let (sock, s) = (sink_socket.clone(), sink_stop.clone());
+            std::thread::spawn(move || blaster::sink(&sock, &s))
+        };
+        let blast = |tx: &mut PacketSocket| -> Result<blaster::BlastResult, StudyError> {
+            let r = blaster::blast(tx, &frame, None, duration, stop)?;
+            std::thread::sleep(Duration::from_millis(300));
+            Ok(r)
+        };
+        let (result, emulator) = if path == "kernel" {
+            (blast(&mut tx), None)
+        } else {
+            let no_delay = LinkConfig {
+                limit_frames: Some(100_000),
+                ..LinkConfig::default()
+            };
+            match with_emulator(lab, no_delay.clone(), no_delay, || blast(&mut tx)) {
+                Ok((r, e)) => (Ok(r), Some(e)),
+                Err(e) => (Err(e), None),
+            }
+        };
+        sink_stop.raise();
+        let received = counter
+            .join()
+            .map_err(|_| io::Error::other("the sink thread panicked"))??;
+        let r = result?;
+        let point = RatePoint {
+            path: path.to_string(),
+            frame_size: size,
+            sent: r.sent,
+            received,
+            elapsed_ns: r.elapsed_ns,
+            emulator,
+        };
+        let json = serde_json::to_string_pretty(&point).map_err(io::Error::other)?;
+        write_atomic(
+            &points_dir.join(format!("rate-{path}-{size}.json")),
+            format!("{json}\n").as_bytes(),
+        )?;
+    }
+    Ok(())
 }
 
 /// Enables IPv4 forwarding in the emulator's namespace between two subnets of their own
@@ -183,7 +334,17 @@ pub fn run(
             reflector::run(&echo_socket, &config, &s, &ReflectorCounters::default())
         })
     };
-    let result = measure_all(options, &lab, routed, stop, progress, log, &points_dir);
+    let result =
+        measure_all(options, &lab, routed, stop, progress, log, &points_dir).and_then(|()| {
+            measure_rates(
+                &lab,
+                options.rate_duration,
+                stop,
+                progress,
+                log,
+                &points_dir,
+            )
+        });
     echo_stop.raise();
     let _ = echo.join();
     result?;
@@ -379,15 +540,24 @@ pub fn write_artefacts(out: &Path, topology: &str) -> Result<PathBuf, StudyError
         .map(|e| e.path())
         .collect();
     names.sort();
+    let mut rate_points: Vec<RatePoint> = Vec::new();
     for path in names {
-        match fs::read_to_string(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-        {
-            Ok(p) => points.push(p),
-            Err(e) => skipped.push(format!("{}: {e}", path.display())),
+        let text = fs::read_to_string(&path).map_err(|e| e.to_string());
+        let is_rate = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("rate-"));
+        let parsed = if is_rate {
+            text.and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+                .map(|p| rate_points.push(p))
+        } else {
+            text.and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+                .map(|p| points.push(p))
+        };
+        if let Err(e) = parsed {
+            skipped.push(format!("{}: {e}", path.display()));
         }
     }
+    rate_points.sort_by_key(|p| (p.path.clone(), p.frame_size));
     let find = |path: &str, delay: u64, rate: f64| {
         points
             .iter()
@@ -482,7 +652,40 @@ pub fn write_artefacts(out: &Path, topology: &str) -> Result<PathBuf, StudyError
         ));
     }
     md.push_str("\n![accuracy](accuracy.svg)\n\n");
-    md.push_str("Not measured by this study yet: the forwarding rate at the RFC 2544 frame sizes (64 B frames cannot carry a 56-byte probe; it needs a raw frame generator).\n");
+    md.push_str("## Forwarding rate, one way, at the RFC 2544 frame sizes\n\nThe blaster sends as fast as its AF_PACKET ring takes frames; a UDP socket in the server counts what arrives.\n\n| frame [B] | kernel offered [kpps] | kernel forwarded [kpps] | emu offered [kpps] | emu forwarded [kpps] | emu / kernel | emu drops (kernel RX ring) |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+    for size in FRAME_SIZES {
+        let k = rate_points
+            .iter()
+            .find(|p| p.path == "kernel" && p.frame_size == size);
+        let e = rate_points
+            .iter()
+            .find(|p| p.path == "emu" && p.frame_size == size);
+        if k.is_none() && e.is_none() {
+            continue;
+        }
+        let kpps = |p: Option<&RatePoint>, f: fn(&RatePoint) -> f64| {
+            p.map_or("-".into(), |p| format!("{:.1}", f(p) / 1000.0))
+        };
+        let ratio = k.zip(e).map_or("-".into(), |(k, e)| {
+            format!("{:.2}", e.forwarded_pps() / k.forwarded_pps().max(1.0))
+        });
+        let drops = e
+            .and_then(|e| e.emulator.as_ref())
+            .and_then(|j| j["a_to_b"]["dropped_by_emulator"]["kernel_rx_ring"].as_u64());
+        md.push_str(&format!(
+            "| {size} | {} | {} | {} | {} | {ratio} | {} |\n",
+            kpps(k, RatePoint::offered_pps),
+            kpps(k, RatePoint::forwarded_pps),
+            kpps(e, RatePoint::offered_pps),
+            kpps(e, RatePoint::forwarded_pps),
+            drops.map_or("-".into(), |d| d.to_string()),
+        ));
+    }
+    if !rate_points.is_empty() {
+        md.push_str("\n![forwarding rate](forwarding-rate.svg)\n");
+        let svg = rate_svg(&rate_points).map_err(io::Error::other)?;
+        write_atomic(&out.join("forwarding-rate.svg"), svg.as_bytes())?;
+    }
     if !skipped.is_empty() {
         md.push_str("\nSkipped point files:\n");
         for s in &skipped {
@@ -540,6 +743,65 @@ fn accuracy_svg(series: &BTreeMap<u64, Vec<(f64, f64)>>) -> Result<String, Strin
                         LineSeries::new(pts.iter().copied(), color.stroke_width(2)).point_size(4),
                     )?
                     .label(format!("{rate} pps"))
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    });
+            }
+            chart
+                .configure_series_labels()
+                .border_style(BLACK)
+                .background_style(WHITE.mix(0.8))
+                .draw()?;
+            root.present()?;
+            Ok(())
+        };
+        draw().map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
+
+fn rate_svg(points: &[RatePoint]) -> Result<String, String> {
+    use plotters::prelude::*;
+    let mut svg = String::new();
+    {
+        let y_hi = points
+            .iter()
+            .map(|p| p.forwarded_pps().max(p.offered_pps()))
+            .fold(1.0, f64::max)
+            / 1000.0
+            * 1.15;
+        let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
+        let draw = || -> Result<(), Box<dyn std::error::Error + '_>> {
+            root.fill(&WHITE)?;
+            let mut chart = ChartBuilder::on(&root)
+                .caption(
+                    "Forwarding rate vs frame size (one way, no delay)",
+                    ("sans-serif", 20),
+                )
+                .margin(15)
+                .x_label_area_size(45)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0.0..1600.0, 0.0..y_hi)?;
+            chart
+                .configure_mesh()
+                .x_desc("frame size (bytes)")
+                .y_desc("forwarded (kpps)")
+                .draw()?;
+            for (i, path) in ["kernel", "emu"].iter().enumerate() {
+                let color = Palette99::pick(i).to_rgba();
+                let series: Vec<(f64, f64)> = points
+                    .iter()
+                    .filter(|p| p.path == *path)
+                    .map(|p| (p.frame_size as f64, p.forwarded_pps() / 1000.0))
+                    .collect();
+                let label = if *path == "kernel" {
+                    "kernel IP forwarding"
+                } else {
+                    "latlab emu"
+                };
+                chart
+                    .draw_series(LineSeries::new(series, color.stroke_width(2)).point_size(4))?
+                    .label(label)
                     .legend(move |(x, y)| {
                         PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
                     });

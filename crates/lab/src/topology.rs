@@ -364,7 +364,8 @@ fn remove_stale() {
     }
 }
 
-fn mac_of(ns: &str, dev: &str) -> Result<String, TopologyError> {
+/// The MAC address of `dev` in namespace `ns`, as `aa:bb:cc:dd:ee:ff`.
+pub fn mac_of(ns: &str, dev: &str) -> Result<String, TopologyError> {
     let out = ip(&["-n", ns, "-o", "link", "show", dev])?;
     out.split_whitespace()
         .skip_while(|w| *w != "link/ether")

@@ -1,0 +1,167 @@
+//! Raw UDP frames at a fixed size and rate through an AF_PACKET ring, and a sink that counts
+//! them: the RFC 2544-style forwarding-rate measurement, for frame sizes down to 64 bytes (too
+//! small to carry a latency probe).
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use latlab_io::clock::now_ns;
+use latlab_io::packet::PacketSocket;
+use latlab_io::udp::{RecvBatch, UdpSocket};
+use latlab_wire::{ethernet, ipv4, udp};
+
+use crate::Stop;
+
+/// Bytes of Ethernet frame check sequence, counted in frame sizes but not written by software.
+pub const FCS_LEN: usize = 4;
+/// Ethernet + IPv4 + UDP headers.
+pub const HEADERS_LEN: usize = 14 + 20 + 8;
+
+/// Where a blasted frame goes.
+#[derive(Clone, Copy, Debug)]
+pub struct FrameAddrs {
+    /// Source MAC.
+    pub src_mac: [u8; 6],
+    /// Next hop's MAC.
+    pub dst_mac: [u8; 6],
+    /// Source address and port.
+    pub src: SocketAddr,
+    /// Destination address and port.
+    pub dst: SocketAddr,
+}
+
+/// Builds an Ethernet/IPv4/UDP frame of `frame_size` bytes on the wire (FCS included, as
+/// RFC 2544 counts them: 64 … 1518), with correct checksums. The UDP payload is zeros.
+pub fn udp_frame(addrs: &FrameAddrs, frame_size: usize) -> Result<Vec<u8>, String> {
+    let (src, dst) = match (addrs.src, addrs.dst) {
+        (SocketAddr::V4(s), SocketAddr::V4(d)) => (s, d),
+        _ => return Err("raw frames are IPv4 only".into()),
+    };
+    if !(64..=1518).contains(&frame_size) {
+        return Err(format!("frame size {frame_size} is outside 64..=1518"));
+    }
+    let len = frame_size - FCS_LEN;
+    let payload_len = len - HEADERS_LEN;
+    let mut frame = vec![0u8; len];
+    ethernet::Repr {
+        src_addr: ethernet::Address(addrs.src_mac),
+        dst_addr: ethernet::Address(addrs.dst_mac),
+        ethertype: ethernet::EtherType::Ipv4,
+    }
+    .emit(&mut ethernet::Frame::new_unchecked(&mut frame[..]));
+    let (sa, da): (Ipv4Addr, Ipv4Addr) = (*src.ip(), *dst.ip());
+    let mut ip = ipv4::Packet::new_unchecked(&mut frame[14..]);
+    ipv4::Repr {
+        src_addr: sa,
+        dst_addr: da,
+        protocol: ipv4::Protocol::Udp,
+        payload_len: 8 + payload_len,
+        ttl: 64,
+    }
+    .emit(&mut ip);
+    let mut u = udp::Packet::new_unchecked(&mut frame[34..]);
+    udp::Repr {
+        src_port: src.port(),
+        dst_port: dst.port(),
+        payload_len,
+    }
+    .emit(&mut u, sa, da);
+    Ok(frame)
+}
+
+/// What a blast sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BlastResult {
+    /// Frames handed to the kernel.
+    pub sent: u64,
+    /// How long it took, ns.
+    pub elapsed_ns: u64,
+}
+
+/// Sends `frame` through `tx` as fast as the ring takes it (`rate_pps` = None) or at a fixed
+/// rate, for `duration`.
+pub fn blast(
+    tx: &mut PacketSocket,
+    frame: &[u8],
+    rate_pps: Option<f64>,
+    duration: Duration,
+    stop: &Stop,
+) -> io::Result<BlastResult> {
+    let start = now_ns();
+    let end = start + duration.as_nanos() as u64;
+    let mut sent = 0u64;
+    loop {
+        let now = now_ns();
+        if now >= end || stop.is_raised() {
+            break;
+        }
+        let allowed = match rate_pps {
+            None => u64::MAX,
+            Some(r) => ((now - start) as f64 * r / 1e9) as u64 + 1,
+        };
+        let mut queued = 0;
+        while sent + queued < allowed && queued < 256 {
+            if !tx.queue_tx(frame)? {
+                break;
+            }
+            queued += 1;
+        }
+        if queued > 0 {
+            tx.flush_tx()?;
+            sent += queued;
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+    // What is still queued goes out now.
+    tx.flush_tx()?;
+    Ok(BlastResult {
+        sent,
+        elapsed_ns: now_ns() - start,
+    })
+}
+
+/// Counts the datagrams arriving on `socket` until `stop` is raised; returns the count.
+pub fn sink(socket: &UdpSocket, stop: &Stop) -> io::Result<u64> {
+    let mut batch = RecvBatch::new(64, 2048);
+    let mut count = 0u64;
+    while !stop.is_raised() {
+        let n = socket.recv_batch(&mut batch)?;
+        count += n as u64;
+        if n == 0 {
+            socket.wait_readable(Some(Duration::from_millis(5)))?;
+        }
+    }
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_have_the_rfc_2544_size_and_valid_checksums() {
+        let addrs = FrameAddrs {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src: "198.18.0.1:4000".parse().unwrap(),
+            dst: "198.18.0.2:9".parse().unwrap(),
+        };
+        for size in [64, 128, 256, 512, 1024, 1280, 1518] {
+            let f = udp_frame(&addrs, size).unwrap();
+            assert_eq!(f.len() + FCS_LEN, size);
+            let eth = ethernet::Frame::new_checked(&f[..]).unwrap();
+            let ip = ipv4::Packet::new_checked(eth.payload()).unwrap();
+            let r = ipv4::Repr::parse(&ip).unwrap();
+            let u = udp::Packet::new_checked(ip.payload()).unwrap();
+            let ur = udp::Repr::parse(&u, r.src_addr, r.dst_addr).unwrap();
+            assert_eq!(
+                (ur.dst_port, ur.payload_len),
+                (9, size - FCS_LEN - HEADERS_LEN)
+            );
+        }
+        assert!(udp_frame(&addrs, 63).is_err());
+        assert!(udp_frame(&addrs, 1519).is_err());
+    }
+}
