@@ -54,6 +54,13 @@ enum Command {
     Study(StudyCommand),
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum EmuMode {
+    Auto,
+    RunToCompletion,
+    Pipeline,
+}
+
 #[derive(Debug, clap::Args)]
 struct EmuArgs {
     /// First interface of the bridge.
@@ -124,9 +131,14 @@ struct EmuArgs {
     #[arg(long, default_value_t = 2048, value_name = "BYTES")]
     frame_size: usize,
     /// busy: spin (frames picked up within microseconds, one core at 100%); block: sleep
-    /// when nothing is due.
+    /// when nothing is due (run-to-completion only).
     #[arg(long, default_value = "busy", value_name = "MODE")]
     poll: PollMode,
+    /// run-to-completion: one loop for both directions; pipeline: an RX stage and a TX stage
+    /// on their own pinned cores joined by lock-free rings; auto: pipeline when 3 or more
+    /// cores are free.
+    #[arg(long, default_value = "auto", value_name = "MODE")]
+    mode: EmuMode,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, value_parser = parse_duration, value_name = "DUR")]
     duration: Option<Duration>,
@@ -906,13 +918,36 @@ fn emu(a: EmuArgs) -> Result<()> {
         frame_size: (a.frame_size.max(128) + 128).next_power_of_two(),
         ..latlab_io::packet::PacketOptions::default()
     };
-    let mut sock_a = latlab_io::packet::PacketSocket::open(&a.iface_a, &options)
-        .with_context(|| format!("--iface-a {}", a.iface_a))?;
-    let mut sock_b = latlab_io::packet::PacketSocket::open(&a.iface_b, &options)
-        .with_context(|| format!("--iface-b {}", a.iface_b))?;
+    let open = |flag: &str, ifname: &str, opts: &latlab_io::packet::PacketOptions| {
+        latlab_io::packet::PacketSocket::open(ifname, opts)
+            .with_context(|| format!("{flag} {ifname}"))
+    };
+    let mut sock_a = open("--iface-a", &a.iface_a, &options)?;
+    let mut sock_b = open("--iface-b", &a.iface_b, &options)?;
+    let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
+    let pipeline = match a.mode {
+        EmuMode::Pipeline => true,
+        EmuMode::RunToCompletion => false,
+        EmuMode::Auto => cpus.len() >= 3,
+    };
+    // The pipeline's TX stage writes through sockets of its own.
+    let tx_sockets = if pipeline {
+        Some((
+            open("--iface-a", &a.iface_a, &options)?,
+            open("--iface-b", &a.iface_b, &options)?,
+        ))
+    } else {
+        None
+    };
     eprintln!(
-        "latlab emu: bridging {} and {}; Ctrl-C stops",
-        a.iface_a, a.iface_b
+        "latlab emu: bridging {} and {} ({}); Ctrl-C stops",
+        a.iface_a,
+        a.iface_b,
+        if pipeline {
+            "pipeline: RX and TX stages on their own cores"
+        } else {
+            "run to completion: one loop"
+        }
     );
     let live = Arc::new(EmulatorLive::default());
     let terminal = std::io::stderr().is_terminal();
@@ -944,16 +979,33 @@ fn emu(a: EmuArgs) -> Result<()> {
             }
         })
     };
-    let run = emulator::run(
-        &mut sock_a,
-        &mut sock_b,
-        ab,
-        ba,
-        a.frame_size,
-        a.poll,
-        &STOP,
-        &live,
-    );
+    let run = match tx_sockets {
+        Some((tx_a, tx_b)) => {
+            let n = cpus.len();
+            let stage_cpus = if n >= 2 {
+                (Some(cpus[n - 2]), Some(cpus[n - 1]))
+            } else {
+                (None, None)
+            };
+            let sockets = emulator::PipelineSockets {
+                rx_a: sock_a,
+                rx_b: sock_b,
+                tx_a,
+                tx_b,
+            };
+            emulator::run_pipeline(sockets, ab, ba, 4096, stage_cpus, &STOP, &live)
+        }
+        None => emulator::run(
+            &mut sock_a,
+            &mut sock_b,
+            ab,
+            ba,
+            a.frame_size,
+            a.poll,
+            &STOP,
+            &live,
+        ),
+    };
     STOP.raise();
     let _ = watcher.join();
     if terminal {

@@ -274,3 +274,259 @@ pub fn run(
         b_to_a: ba.report,
     })
 }
+
+/// Largest frame the pipeline's rings carry.
+pub const PIPE_FRAME: usize = 2048;
+
+/// A frame on its way from the RX stage to the TX stage.
+struct Slot {
+    departure_ns: u64,
+    len: usize,
+    data: [u8; PIPE_FRAME],
+}
+
+/// The sockets of a pipelined bridge: each interface has a socket read by the RX stage and
+/// another written by the TX stage, so the two stages never share one.
+#[derive(Debug)]
+pub struct PipelineSockets {
+    /// Read by the RX stage: frames arriving on interface A.
+    pub rx_a: PacketSocket,
+    /// Read by the RX stage: frames arriving on interface B.
+    pub rx_b: PacketSocket,
+    /// Written by the TX stage: frames leaving on interface A.
+    pub tx_a: PacketSocket,
+    /// Written by the TX stage: frames leaving on interface B.
+    pub tx_b: PacketSocket,
+}
+
+/// Counters the TX stage keeps per direction.
+#[derive(Default)]
+struct TxSide {
+    sent: u64,
+    tx_ring_full: u64,
+    released_early: u64,
+    release_error: LatencyHistogram,
+}
+
+/// The TX stage's delay queue of one direction: frames popped from the ring wait here, ordered
+/// by departure (a reordered frame may be due before frames that came earlier).
+struct TxQueue {
+    heap: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    bufs: Vec<Vec<u8>>,
+    lens: Vec<usize>,
+    free: Vec<usize>,
+    seq: u64,
+}
+
+impl TxQueue {
+    fn new() -> TxQueue {
+        TxQueue {
+            heap: BinaryHeap::new(),
+            bufs: Vec::new(),
+            lens: Vec::new(),
+            free: Vec::new(),
+            seq: 0,
+        }
+    }
+
+    fn push(&mut self, slot: &Slot) {
+        let i = self.free.pop().unwrap_or_else(|| {
+            self.bufs.push(vec![0u8; PIPE_FRAME]);
+            self.lens.push(0);
+            self.bufs.len() - 1
+        });
+        self.bufs[i][..slot.len].copy_from_slice(&slot.data[..slot.len]);
+        self.lens[i] = slot.len;
+        self.seq += 1;
+        self.heap.push(Reverse((slot.departure_ns, self.seq, i)));
+    }
+}
+
+/// Runs the bridge as a pipeline: an RX stage (both directions' arrivals and the link models)
+/// pinned to `rx_cpu` and a TX stage (delay queues and releases) pinned to `tx_cpu`, joined
+/// per direction by a lock-free single-producer single-consumer ring of `ring_frames` frames,
+/// and a ring back that tells the link model when a frame has left.
+#[allow(clippy::too_many_arguments)]
+pub fn run_pipeline(
+    sockets: PipelineSockets,
+    a_to_b: LinkConfig,
+    b_to_a: LinkConfig,
+    ring_frames: usize,
+    (rx_cpu, tx_cpu): (Option<usize>, Option<usize>),
+    stop: &Stop,
+    live: &EmulatorLive,
+) -> io::Result<EmulatorReport> {
+    let PipelineSockets {
+        mut rx_a,
+        mut rx_b,
+        mut tx_a,
+        mut tx_b,
+    } = sockets;
+    let invalid =
+        |e: latlab_link::ConfigError| io::Error::new(io::ErrorKind::InvalidInput, e.to_string());
+    let start = now_ns();
+    let mut links = [
+        Link::new(a_to_b, start).map_err(invalid)?,
+        Link::new(b_to_a, start).map_err(invalid)?,
+    ];
+    let (mut to_tx_ab, mut from_rx_ab) = rtrb::RingBuffer::<Slot>::new(ring_frames.max(16));
+    let (mut to_tx_ba, mut from_rx_ba) = rtrb::RingBuffer::<Slot>::new(ring_frames.max(16));
+    let (mut left_ab, mut back_ab) = rtrb::RingBuffer::<usize>::new(ring_frames.max(16) * 2);
+    let (mut left_ba, mut back_ba) = rtrb::RingBuffer::<usize>::new(ring_frames.max(16) * 2);
+    let lives = [live.a_to_b.clone(), live.b_to_a.clone()];
+    let tx_lives = lives.clone();
+    std::thread::scope(|s| {
+        let tx_stage = s.spawn(move || -> io::Result<[TxSide; 2]> {
+            if let Some(cpu) = tx_cpu {
+                latlab_io::cpu::pin_current_thread(cpu)?;
+            }
+            let mut sides = [TxSide::default(), TxSide::default()];
+            let mut queues = [TxQueue::new(), TxQueue::new()];
+            while !stop.is_raised() {
+                while let Ok(slot) = from_rx_ab.pop() {
+                    queues[0].push(&slot);
+                }
+                while let Ok(slot) = from_rx_ba.pop() {
+                    queues[1].push(&slot);
+                }
+                let now = now_ns();
+                for d in 0..2 {
+                    let (tx, left) = if d == 0 {
+                        (&mut tx_b, &mut left_ab)
+                    } else {
+                        (&mut tx_a, &mut left_ba)
+                    };
+                    let q = &mut queues[d];
+                    let side = &mut sides[d];
+                    let mut queued_any = false;
+                    while let Some(&Reverse((departure, _, i))) = q.heap.peek() {
+                        if departure > now {
+                            break;
+                        }
+                        q.heap.pop();
+                        let len = q.lens[i];
+                        let mut queued = tx.queue_tx(&q.bufs[i][..len])?;
+                        if !queued {
+                            tx.flush_tx()?;
+                            queued = tx.queue_tx(&q.bufs[i][..len])?;
+                        }
+                        let t = now_ns();
+                        if queued {
+                            queued_any = true;
+                            side.sent += 1;
+                            tx_lives[d].sent.fetch_add(1, Ordering::Relaxed);
+                            if t >= departure {
+                                side.release_error.record(t - departure);
+                            } else {
+                                side.released_early += 1;
+                            }
+                        } else {
+                            side.tx_ring_full += 1;
+                            tx_lives[d].dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                        // The ring back is twice the forward ring: it has room.
+                        let _ = left.push(len);
+                        q.free.push(i);
+                    }
+                    if queued_any {
+                        tx.flush_tx()?;
+                    }
+                }
+                std::hint::spin_loop();
+            }
+            Ok(sides)
+        });
+        type RxOut = (u64, u64, [Link; 2], PacketSocket, PacketSocket);
+        let rx_stage = s.spawn(move || -> io::Result<RxOut> {
+            if let Some(cpu) = rx_cpu {
+                latlab_io::cpu::pin_current_thread(cpu)?;
+            }
+            let mut full = [0u64; 2];
+            let mut slot = Box::new(Slot {
+                departure_ns: 0,
+                len: 0,
+                data: [0; PIPE_FRAME],
+            });
+            while !stop.is_raised() {
+                for d in 0..2 {
+                    let (rx, ring) = if d == 0 {
+                        (&mut rx_a, &mut to_tx_ab)
+                    } else {
+                        (&mut rx_b, &mut to_tx_ba)
+                    };
+                    let link = &mut links[d];
+                    let live = &lives[d];
+                    rx.recv_batch(|frame, rx_ns, _| {
+                        live.arrived.fetch_add(1, Ordering::Relaxed);
+                        let len = frame.len().min(PIPE_FRAME);
+                        match link.handle_arrival(rx_ns, frame.len()) {
+                            Fate::Drop(_) => {
+                                live.dropped.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Fate::Deliver {
+                                departure_ns,
+                                duplicate_departure_ns,
+                                corrupt_bit,
+                                ..
+                            } => {
+                                for (departure, flip) in [
+                                    (Some(departure_ns), corrupt_bit),
+                                    (duplicate_departure_ns, None),
+                                ] {
+                                    let Some(departure) = departure else { continue };
+                                    slot.departure_ns = departure;
+                                    slot.len = len;
+                                    slot.data[..len].copy_from_slice(&frame[..len]);
+                                    if let Some(bit) = flip.filter(|b| b / 8 < len) {
+                                        slot.data[bit / 8] ^= 1 << (bit % 8);
+                                    }
+                                    let s = std::mem::replace(
+                                        &mut *slot,
+                                        Slot {
+                                            departure_ns: 0,
+                                            len: 0,
+                                            data: [0; PIPE_FRAME],
+                                        },
+                                    );
+                                    if ring.push(s).is_err() {
+                                        full[d] += 1;
+                                        live.dropped.fetch_add(1, Ordering::Relaxed);
+                                        link.handle_departure(departure, len);
+                                    }
+                                }
+                            }
+                        }
+                    })?;
+                }
+                let now = now_ns();
+                while let Ok(len) = back_ab.pop() {
+                    links[0].handle_departure(now, len);
+                }
+                while let Ok(len) = back_ba.pop() {
+                    links[1].handle_departure(now, len);
+                }
+            }
+            Ok((full[0], full[1], links, rx_a, rx_b))
+        });
+        let tx = tx_stage
+            .join()
+            .map_err(|_| io::Error::other("the TX stage panicked"))??;
+        let (full_ab, full_ba, links, rx_a, rx_b) = rx_stage
+            .join()
+            .map_err(|_| io::Error::other("the RX stage panicked"))??;
+        let [ab, ba] = tx;
+        let report = |side: TxSide, full: u64, link: &Link, rx: &PacketSocket| DirectionReport {
+            link: *link.counters(),
+            sent: side.sent,
+            tx_ring_full: side.tx_ring_full,
+            queue_slots_full: full,
+            kernel_drops: rx.statistics().map(|s| s.drops).unwrap_or(0),
+            release_error: side.release_error,
+            released_early: side.released_early,
+        };
+        Ok(EmulatorReport {
+            a_to_b: report(ab, full_ab, &links[0], &rx_a),
+            b_to_a: report(ba, full_ba, &links[1], &rx_b),
+        })
+    })
+}

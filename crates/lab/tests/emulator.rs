@@ -27,6 +27,10 @@ struct Lab {
 
 impl Lab {
     fn start(a_to_b: LinkConfig, b_to_a: LinkConfig) -> Option<Lab> {
+        Lab::start_with(a_to_b, b_to_a, false)
+    }
+
+    fn start_with(a_to_b: LinkConfig, b_to_a: LinkConfig, pipeline: bool) -> Option<Lab> {
         if let Some(reason) = why_no_namespaces() {
             assert!(
                 std::env::var("CI").as_deref() != Ok("true"),
@@ -36,29 +40,51 @@ impl Lab {
             return None;
         }
         let topo = ClientEmuServer::build().unwrap();
-        let (mut a, mut b) = latlab_io::netns::run_in(topo.emu.name(), || {
+        let open = || {
             let opts = PacketOptions::default();
             (
                 PacketSocket::open(ClientEmuServer::EMU_A, &opts).unwrap(),
                 PacketSocket::open(ClientEmuServer::EMU_B, &opts).unwrap(),
             )
-        })
-        .unwrap();
+        };
+        let (mut a, mut b) = latlab_io::netns::run_in(topo.emu.name(), open).unwrap();
         let emu_stop = Arc::new(Stop::new());
         let s = emu_stop.clone();
-        let emu = std::thread::spawn(move || {
-            emulator::run(
-                &mut a,
-                &mut b,
-                a_to_b,
-                b_to_a,
-                2048,
-                latlab_engine::PollMode::Busy,
-                &s,
-                &EmulatorLive::default(),
-            )
-            .unwrap()
-        });
+        let emu = if pipeline {
+            let (tx_a, tx_b) = latlab_io::netns::run_in(topo.emu.name(), open).unwrap();
+            std::thread::spawn(move || {
+                let sockets = emulator::PipelineSockets {
+                    rx_a: a,
+                    rx_b: b,
+                    tx_a,
+                    tx_b,
+                };
+                emulator::run_pipeline(
+                    sockets,
+                    a_to_b,
+                    b_to_a,
+                    4096,
+                    (None, None),
+                    &s,
+                    &EmulatorLive::default(),
+                )
+                .unwrap()
+            })
+        } else {
+            std::thread::spawn(move || {
+                emulator::run(
+                    &mut a,
+                    &mut b,
+                    a_to_b,
+                    b_to_a,
+                    2048,
+                    latlab_engine::PollMode::Busy,
+                    &s,
+                    &EmulatorLive::default(),
+                )
+                .unwrap()
+            })
+        };
         let target = SocketAddr::from((topo.server_addr, 7777));
         let sock = latlab_io::netns::run_in(topo.server.name(), move || {
             UdpSocket::bind(
@@ -175,6 +201,29 @@ fn a_5ms_round_trip_delay_is_measured_as_5ms() {
         .and_then(|p| p.estimate.value_ns())
         .unwrap();
     assert!(med < 100_000, "median release error {med} ns");
+}
+
+#[test]
+fn a_pipelined_bridge_delays_as_the_single_loop_does() {
+    let Some(lab) = Lab::start_with(delay(2.5), delay(2.5), true) else {
+        return;
+    };
+    let s = lab.measure(1000.0, Duration::from_secs(1));
+    let report = lab.finish();
+    assert_eq!(s.lost, 0, "{s:?}");
+    let rtt = p50(&s);
+    assert!(
+        (4_000_000.0..6_000_000.0).contains(&rtt),
+        "p50 round trip {rtt} ns, 5 ms ± 1 ms expected"
+    );
+    assert!(
+        report.a_to_b.sent >= 1000 && report.b_to_a.sent >= 1000,
+        "{report:?}"
+    );
+    assert_eq!(
+        report.a_to_b.queue_slots_full + report.a_to_b.tx_ring_full,
+        0
+    );
 }
 
 #[test]
