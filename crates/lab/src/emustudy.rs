@@ -633,6 +633,16 @@ pub fn write_artefacts(out: &Path, topology: &str) -> Result<PathBuf, StudyError
                 .push((d as f64 / 1000.0, mean_err / 1000.0));
         }
     }
+    for &rate in &rates {
+        if let Some((Some(p50), _, _)) = find("emu", 0, rate).map(release) {
+            if p50 > 100_000.0 {
+                md.push_str(&format!(
+                    "\nAt {rate:.0} pps the emulator could not keep up even with no delay (release error p50 {:.1} µs): the accuracy rows at that rate measure its overload, not the delay.\n",
+                    p50 / 1000.0
+                ));
+            }
+        }
+    }
     md.push_str("\n## Loss models: produced vs configured\n\n| model | configured loss | measured loss | configured mean burst | measured mean burst | max burst | bursts |\n|---|---:|---:|---:|---:|---:|---:|\n");
     for pt in points.iter().filter(|p| p.path.starts_with("loss-")) {
         let n = pt.loss_bursts.len();
