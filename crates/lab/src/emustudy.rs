@@ -79,6 +79,18 @@ pub struct EmuPoint {
     pub expected_mean_burst: Option<f64>,
     /// The emulator's report (emu points), as `latlab emu --json` writes it.
     pub emulator: Option<serde_json::Value>,
+    /// Per-packet (send time from the first probe, latency) in ns, kept for the 100 µs points
+    /// (the paper's Fig. 6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<Vec<(u64, u64)>>,
+}
+
+/// The delay whose per-packet latencies are kept for the time-series plot.
+pub const TRACE_DELAY_NS: u64 = 100_000;
+
+fn relative_trace(trace: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let t0 = trace.iter().map(|t| t.0).min().unwrap_or(0);
+    trace.iter().map(|&(t, l)| (t - t0, l)).collect()
 }
 
 /// One forwarding-rate point, as written to `points/rate-<path>-<size>.json`.
@@ -414,6 +426,7 @@ fn measure_all(
                 configured_loss: None,
                 expected_mean_burst: None,
                 emulator: None,
+                trace: None,
             }
         } else {
             // Room in the queue for everything in flight at this rate and delay.
@@ -437,6 +450,7 @@ fn measure_all(
                 Some(LossModel::GilbertElliott { p, r, .. }) => (Some(p / (p + r)), Some(1.0 / r)),
                 _ => (None, None),
             };
+            let trace = (delay_ns == TRACE_DELAY_NS).then(|| relative_trace(&result.report.trace));
             EmuPoint {
                 path,
                 delay_ns,
@@ -446,6 +460,7 @@ fn measure_all(
                 configured_loss,
                 expected_mean_burst,
                 emulator: Some(emu),
+                trace,
             }
         };
         let json = serde_json::to_string_pretty(&point).map_err(io::Error::other)?;
@@ -592,7 +607,7 @@ pub fn write_artefacts(out: &Path, topology: &str) -> Result<PathBuf, StudyError
     }
     md.push_str("\n## Accuracy: (latency with D) − (latency with no delay) − D\n\n");
     md.push_str("| D | rate | mean error [µs] | std dev with D [µs] | p50 error [µs] | p99 error [µs] | p99.9 error [µs] | release error p50 / p99 / max [µs] | lost |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    let mut series: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut series: BTreeMap<u64, Vec<(f64, f64, f64)>> = BTreeMap::new();
     for &rate in &rates {
         let Some(base) = find("emu", 0, rate) else {
             continue;
@@ -627,10 +642,11 @@ pub fn write_artefacts(out: &Path, topology: &str) -> Result<PathBuf, StudyError
                 us(rel.2),
                 pt.run.lost,
             ));
-            series
-                .entry(rate as u64)
-                .or_default()
-                .push((d as f64 / 1000.0, mean_err / 1000.0));
+            series.entry(rate as u64).or_default().push((
+                d as f64 / 1000.0,
+                mean_err / 1000.0,
+                pt.run.latency_ns.stddev_ns / 1000.0,
+            ));
         }
     }
     for &rate in &rates {
@@ -702,6 +718,15 @@ pub fn write_artefacts(out: &Path, topology: &str) -> Result<PathBuf, StudyError
             md.push_str(&format!("- {s}\n"));
         }
     }
+    let traced: Vec<&EmuPoint> = points
+        .iter()
+        .filter(|p| p.trace.as_ref().is_some_and(|t| !t.is_empty()))
+        .collect();
+    if !traced.is_empty() {
+        md.push_str("\n## Per-packet latency with a 100 µs delay (2 ms of the run)\n\n![per-packet latency](per-packet.svg)\n");
+        let svg = trace_svg(&traced).map_err(io::Error::other)?;
+        write_atomic(&out.join("per-packet.svg"), svg.as_bytes())?;
+    }
     let svg = accuracy_svg(&series).map_err(io::Error::other)?;
     write_atomic(&out.join("accuracy.svg"), svg.as_bytes())?;
     let report = out.join("report.md");
@@ -721,14 +746,74 @@ fn release(pt: &EmuPoint) -> (Option<f64>, Option<f64>, Option<f64>) {
     (e["p50"].as_f64(), e["p99"].as_f64(), e["max"].as_f64())
 }
 
-fn accuracy_svg(series: &BTreeMap<u64, Vec<(f64, f64)>>) -> Result<String, String> {
+fn trace_svg(points: &[&EmuPoint]) -> Result<String, String> {
     use plotters::prelude::*;
     let mut svg = String::new();
     {
-        let all: Vec<(f64, f64)> = series.values().flatten().copied().collect();
+        // A 2 ms window from the middle of each trace.
+        let windows: Vec<(String, Vec<(f64, f64)>)> = points
+            .iter()
+            .filter_map(|p| {
+                let t = p.trace.as_ref()?;
+                let mid = t.iter().map(|x| x.0).max()? / 2;
+                let pts: Vec<(f64, f64)> = t
+                    .iter()
+                    .filter(|x| x.0 >= mid && x.0 < mid + 2_000_000)
+                    .map(|x| ((x.0 - mid) as f64 / 1e6, x.1 as f64 / 1000.0))
+                    .collect();
+                Some((format!("{:.0} pps", p.rate_pps), pts))
+            })
+            .collect();
+        let y_hi = windows
+            .iter()
+            .flat_map(|w| w.1.iter().map(|p| p.1))
+            .fold(1.0, f64::max)
+            * 1.1;
+        let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
+        let draw = || -> Result<(), Box<dyn std::error::Error + '_>> {
+            root.fill(&WHITE)?;
+            let mut chart = ChartBuilder::on(&root)
+                .caption(
+                    "Per-packet round trip through a 100 µs emulated delay",
+                    ("sans-serif", 20),
+                )
+                .margin(15)
+                .x_label_area_size(45)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0.0..2.0, 0.0..y_hi)?;
+            chart
+                .configure_mesh()
+                .x_desc("send time in the window (ms)")
+                .y_desc("round trip (µs)")
+                .draw()?;
+            for (i, (label, pts)) in windows.iter().enumerate() {
+                let color = Palette99::pick(i).to_rgba();
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 2, color.filled())))?
+                    .label(label.as_str())
+                    .legend(move |(x, y)| Circle::new((x + 10, y), 3, color.filled()));
+            }
+            chart
+                .configure_series_labels()
+                .border_style(BLACK)
+                .background_style(WHITE.mix(0.8))
+                .draw()?;
+            root.present()?;
+            Ok(())
+        };
+        draw().map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
+
+fn accuracy_svg(series: &BTreeMap<u64, Vec<(f64, f64, f64)>>) -> Result<String, String> {
+    use plotters::prelude::*;
+    let mut svg = String::new();
+    {
+        let all: Vec<(f64, f64, f64)> = series.values().flatten().copied().collect();
         let x_lo = all.iter().map(|p| p.0).fold(f64::MAX, f64::min).min(10.0) / 2.0;
         let x_hi = all.iter().map(|p| p.0).fold(1.0, f64::max) * 2.0;
-        let y_abs = all.iter().map(|p| p.1.abs()).fold(1.0, f64::max) * 1.2;
+        let y_abs = all.iter().map(|p| p.1.abs() + p.2).fold(1.0, f64::max) * 1.2;
         let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
         let draw = || -> Result<(), Box<dyn std::error::Error + '_>> {
             root.fill(&WHITE)?;
@@ -744,13 +829,17 @@ fn accuracy_svg(series: &BTreeMap<u64, Vec<(f64, f64)>>) -> Result<String, Strin
             chart
                 .configure_mesh()
                 .x_desc("configured delay D (µs)")
-                .y_desc("mean error (µs)")
+                .y_desc("mean error (µs), bars: ± std dev")
                 .draw()?;
             for (i, (rate, pts)) in series.iter().enumerate() {
                 let color = Palette99::pick(i).to_rgba();
+                chart.draw_series(pts.iter().map(|&(x, y, sd)| {
+                    PathElement::new(vec![(x, y - sd), (x, y + sd)], color.stroke_width(1))
+                }))?;
                 chart
                     .draw_series(
-                        LineSeries::new(pts.iter().copied(), color.stroke_width(2)).point_size(4),
+                        LineSeries::new(pts.iter().map(|&(x, y, _)| (x, y)), color.stroke_width(2))
+                            .point_size(4),
                     )?
                     .label(format!("{rate} pps"))
                     .legend(move |(x, y)| {

@@ -44,7 +44,7 @@ mod schedule;
 mod sender;
 
 pub use meter::{
-    FanoutMeter, FanoutReport, FanoutResponse, Malformed, Meter, MeterReport, Response,
+    FanoutMeter, FanoutReport, FanoutResponse, Malformed, Meter, MeterReport, Response, TRACE_CAP,
 };
 pub use schedule::{Pattern, Schedule};
 pub use sender::{SendCounts, Sender, Transmit};

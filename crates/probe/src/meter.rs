@@ -73,7 +73,13 @@ pub struct MeterReport {
     pub latency_from_actual: LatencyHistogram,
     /// Time inside the responder (its transmit − its receive stamp), when it stamped.
     pub responder_dwell: LatencyHistogram,
+    /// The first [`TRACE_CAP`] measured responses as (intended send time, latency), in the
+    /// order they arrived: per-packet latency over time.
+    pub trace: Vec<(u64, u64)>,
 }
+
+/// How many per-packet samples a meter keeps for [`MeterReport::trace`].
+pub const TRACE_CAP: usize = 20_000;
 
 impl MeterReport {
     /// All malformed datagrams, whatever the cause.
@@ -177,6 +183,7 @@ impl Meter {
                 send_lag: LatencyHistogram::new(),
                 latency_from_actual: LatencyHistogram::new(),
                 responder_dwell: LatencyHistogram::new(),
+                trace: Vec::new(),
             },
             interval: LatencyHistogram::new(),
         }
@@ -221,6 +228,9 @@ impl Meter {
         let latency_ns = rx_ns - intended;
         self.report.latency.record(latency_ns);
         self.interval.record(latency_ns);
+        if self.report.trace.len() < TRACE_CAP {
+            self.report.trace.push((intended, latency_ns));
+        }
         if repr.actual_send_ns >= intended && repr.actual_send_ns <= rx_ns {
             self.report.send_lag.record(repr.actual_send_ns - intended);
             self.report
@@ -550,6 +560,8 @@ mod tests {
         assert_eq!((r.warmup_sent, r.warmup_received), (3, 3));
         assert_eq!((r.sent, r.received, r.lost), (7, 7, 0));
         assert_eq!(r.latency.len(), 7);
+        assert_eq!(r.trace.len(), 7);
+        assert!(r.trace.iter().all(|&(_, l)| l == 10_000));
     }
 
     #[test]
