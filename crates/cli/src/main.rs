@@ -429,6 +429,29 @@ fn one_line(e: &clap::Error) -> String {
         .to_string()
 }
 
+/// Watches a long-running command: raises the stop flag after `duration`, and on a terminal
+/// redraws the line `show` makes once a second.
+fn watch(
+    duration: Option<Duration>,
+    show: impl Fn() -> String + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    let terminal = std::io::stderr().is_terminal();
+    std::thread::spawn(move || {
+        let start = std::time::Instant::now();
+        let mut ticks = 0u32;
+        while !STOP.is_raised() {
+            std::thread::sleep(Duration::from_millis(100));
+            ticks += 1;
+            if duration.is_some_and(|d| start.elapsed() >= d) {
+                STOP.raise();
+            }
+            if terminal && ticks % 10 == 0 {
+                eprint!("\r  {}   ", show());
+            }
+        }
+    })
+}
+
 fn resolve(flag: &str, text: &str) -> Result<SocketAddr> {
     let mut addrs = text
         .to_socket_addrs()
@@ -466,22 +489,12 @@ fn echo(a: EchoArgs) -> Result<()> {
     let live = std::io::stderr().is_terminal();
     let watcher = {
         let counters = counters.clone();
-        let duration = a.duration;
-        std::thread::spawn(move || {
-            let start = std::time::Instant::now();
-            while !STOP.is_raised() {
-                std::thread::sleep(Duration::from_millis(100));
-                if duration.is_some_and(|d| start.elapsed() >= d) {
-                    STOP.raise();
-                }
-                if live && start.elapsed().as_millis() % 1000 < 100 {
-                    let r = counters.snapshot();
-                    eprint!(
-                        "\r  received {}  reflected {}  malformed {}  oversized {}   ",
-                        r.received, r.reflected, r.malformed, r.oversized
-                    );
-                }
-            }
+        watch(a.duration, move || {
+            let r = counters.snapshot();
+            format!(
+                "received {}  reflected {}  malformed {}  oversized {}",
+                r.received, r.reflected, r.malformed, r.oversized
+            )
         })
     };
     let run = reflector::run(&socket, &config, &STOP, &counters);
@@ -721,27 +734,15 @@ fn serve(a: ServeArgs) -> Result<()> {
     let terminal = std::io::stderr().is_terminal();
     let watcher = {
         let live = live.clone();
-        let duration = a.duration;
-        std::thread::spawn(move || {
+        watch(a.duration, move || {
             use std::sync::atomic::Ordering::Relaxed;
-            let start = std::time::Instant::now();
-            let mut ticks = 0u32;
-            while !STOP.is_raised() {
-                std::thread::sleep(Duration::from_millis(100));
-                ticks += 1;
-                if duration.is_some_and(|d| start.elapsed() >= d) {
-                    STOP.raise();
-                }
-                if terminal && ticks % 10 == 0 {
-                    eprint!(
-                        "\r  clients {}  received {}  copies sent {}  dropped {}   ",
-                        live.clients.load(Relaxed),
-                        live.received.load(Relaxed),
-                        live.copies.load(Relaxed),
-                        live.dropped.load(Relaxed)
-                    );
-                }
-            }
+            format!(
+                "clients {}  received {}  copies sent {}  dropped {}",
+                live.clients.load(Relaxed),
+                live.received.load(Relaxed),
+                live.copies.load(Relaxed),
+                live.dropped.load(Relaxed)
+            )
         })
     };
     let run = latlab_engine::game::serve(&socket, &config, &STOP, &live);
@@ -953,30 +954,18 @@ fn emu(a: EmuArgs) -> Result<()> {
     let terminal = std::io::stderr().is_terminal();
     let watcher = {
         let live = live.clone();
-        let duration = a.duration;
-        std::thread::spawn(move || {
+        watch(a.duration, move || {
             use std::sync::atomic::Ordering::Relaxed;
-            let start = std::time::Instant::now();
-            let mut ticks = 0u32;
-            while !STOP.is_raised() {
-                std::thread::sleep(Duration::from_millis(100));
-                ticks += 1;
-                if duration.is_some_and(|d| start.elapsed() >= d) {
-                    STOP.raise();
-                }
-                if terminal && ticks % 5 == 0 {
-                    let (x, y) = (&live.a_to_b, &live.b_to_a);
-                    eprint!(
-                        "\r  A→B in {} out {} dropped {}   B→A in {} out {} dropped {}   ",
-                        x.arrived.load(Relaxed),
-                        x.sent.load(Relaxed),
-                        x.dropped.load(Relaxed),
-                        y.arrived.load(Relaxed),
-                        y.sent.load(Relaxed),
-                        y.dropped.load(Relaxed)
-                    );
-                }
-            }
+            let (x, y) = (&live.a_to_b, &live.b_to_a);
+            format!(
+                "A→B in {} out {} dropped {}   B→A in {} out {} dropped {}",
+                x.arrived.load(Relaxed),
+                x.sent.load(Relaxed),
+                x.dropped.load(Relaxed),
+                y.arrived.load(Relaxed),
+                y.sent.load(Relaxed),
+                y.dropped.load(Relaxed)
+            )
         })
     };
     let run = match tx_sockets {

@@ -29,5 +29,6 @@ pub mod cpu;
 pub mod ethtool;
 pub mod netns;
 pub mod packet;
+mod poll;
 pub mod tsc;
 pub mod udp;

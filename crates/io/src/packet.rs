@@ -484,24 +484,7 @@ impl PacketSocket {
             events: libc::POLLIN,
             revents: 0,
         }];
-        let ts = timeout.map(|t| libc::timespec {
-            tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
-            tv_nsec: t.subsec_nanos() as libc::c_long,
-        });
-        let ts_ptr = ts
-            .as_ref()
-            .map_or(ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: `fds` is one valid pollfd; `ts_ptr` is null or points at `ts`, which lives
-        // until after the call; a null signal mask leaves the mask unchanged.
-        let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), 1, ts_ptr, ptr::null()) };
-        if rc < 0 {
-            let err = io::Error::last_os_error();
-            return if err.kind() == io::ErrorKind::Interrupted {
-                Ok(false)
-            } else {
-                Err(at(&self.ifname, "ppoll")(err))
-            };
-        }
+        crate::poll::ppoll(&mut fds, timeout).map_err(at(&self.ifname, "ppoll"))?;
         if fds[0].revents & libc::POLLERR != 0 {
             // Reading SO_ERROR clears it, so the next wait does not fail again for it.
             if let Some(err) = socket2::SockRef::from(&self.fd).take_error()? {
@@ -776,31 +759,7 @@ pub fn wait_any_readable(sockets: &[&PacketSocket], timeout: Option<Duration>) -
             revents: 0,
         })
         .collect();
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: t.subsec_nanos() as libc::c_long,
-    });
-    let ts_ptr = ts
-        .as_ref()
-        .map_or(ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `fds` holds `fds.len()` valid pollfds; `ts_ptr` is null or points at `ts`, which
-    // lives until after the call; a null signal mask leaves the mask unchanged.
-    let rc = unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            ts_ptr,
-            ptr::null(),
-        )
-    };
-    if rc < 0 {
-        let err = io::Error::last_os_error();
-        return if err.kind() == io::ErrorKind::Interrupted {
-            Ok(false)
-        } else {
-            Err(err)
-        };
-    }
+    crate::poll::ppoll(&mut fds, timeout)?;
     Ok(fds.iter().any(|f| f.revents != 0))
 }
 

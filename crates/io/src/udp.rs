@@ -332,31 +332,7 @@ pub fn wait_any_readable(
             revents: 0,
         })
         .collect();
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: t.subsec_nanos() as libc::c_long,
-    });
-    let ts_ptr = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `fds` holds `fds.len()` valid pollfds; `ts_ptr` is null or points at `ts`,
-    // which lives until after the call; a null signal mask leaves the mask unchanged.
-    let rc = unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            ts_ptr,
-            std::ptr::null(),
-        )
-    };
-    if rc < 0 {
-        let err = io::Error::last_os_error();
-        return if err.kind() == io::ErrorKind::Interrupted {
-            Ok(None)
-        } else {
-            Err(err)
-        };
-    }
+    crate::poll::ppoll(&mut fds, timeout)?;
     Ok(fds.iter().position(|f| f.revents != 0))
 }
 

@@ -129,26 +129,7 @@ impl ClientServer {
             ip(&["-n", ns.name(), "link", "set", "veth0", "up"])?;
         }
         // Static neighbour entries: no ARP round trip inside a measurement.
-        let client_mac = mac_of(client.name(), "veth0")?;
-        let server_mac = mac_of(server.name(), "veth0")?;
-        for (ns, peer, mac) in [
-            (&client, server_addr, &server_mac),
-            (&server, client_addr, &client_mac),
-        ] {
-            ip(&[
-                "-n",
-                ns.name(),
-                "neigh",
-                "replace",
-                &peer.to_string(),
-                "lladdr",
-                mac,
-                "dev",
-                "veth0",
-                "nud",
-                "permanent",
-            ])?;
-        }
+        static_neighbours((&client, client_addr), (&server, server_addr))?;
         Ok(ClientServer::Namespaces {
             client,
             server,
@@ -263,26 +244,7 @@ impl ClientEmuServer {
             offloads_off(ns, dev)?;
             ip(&["-n", ns.name(), "link", "set", dev, "up"])?;
         }
-        let client_mac = mac_of(client.name(), "veth0")?;
-        let server_mac = mac_of(server.name(), "veth0")?;
-        for (ns, peer, mac) in [
-            (&client, server_addr, &server_mac),
-            (&server, client_addr, &client_mac),
-        ] {
-            ip(&[
-                "-n",
-                ns.name(),
-                "neigh",
-                "replace",
-                &peer.to_string(),
-                "lladdr",
-                mac,
-                "dev",
-                "veth0",
-                "nud",
-                "permanent",
-            ])?;
-        }
+        static_neighbours((&client, client_addr), (&server, server_addr))?;
         Ok(ClientEmuServer {
             client,
             emu,
@@ -305,6 +267,32 @@ impl ClientEmuServer {
             self.server_addr
         )
     }
+}
+
+/// Makes each of two hosts (each with its `veth0`) know the other's MAC address for good.
+fn static_neighbours(
+    (a, a_addr): (&Namespace, Ipv4Addr),
+    (b, b_addr): (&Namespace, Ipv4Addr),
+) -> Result<(), TopologyError> {
+    let a_mac = mac_of(a.name(), "veth0")?;
+    let b_mac = mac_of(b.name(), "veth0")?;
+    for (ns, peer, mac) in [(a, b_addr, &b_mac), (b, a_addr, &a_mac)] {
+        let peer = peer.to_string();
+        ip(&[
+            "-n",
+            ns.name(),
+            "neigh",
+            "replace",
+            &peer,
+            "lladdr",
+            mac,
+            "dev",
+            "veth0",
+            "nud",
+            "permanent",
+        ])?;
+    }
+    Ok(())
 }
 
 /// Why this process cannot build namespaces, or `None` when it can.
