@@ -55,6 +55,12 @@ enum Command {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum RxRingArg {
+    V2,
+    V3,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum EmuMode {
     Auto,
     RunToCompletion,
@@ -139,6 +145,11 @@ struct EmuArgs {
     /// cores are free.
     #[arg(long, default_value = "auto", value_name = "MODE")]
     mode: EmuMode,
+    /// AF_PACKET receive ring: v2 hands each frame over as it arrives (microseconds); v3
+    /// batches frames into blocks retired by a 1 ms timer (fewer wake-ups at high rates, up to
+    /// a millisecond late at low ones).
+    #[arg(long, default_value = "v2", value_name = "RING")]
+    rx_ring: RxRingArg,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, value_parser = parse_duration, value_name = "DUR")]
     duration: Option<Duration>,
@@ -917,6 +928,10 @@ fn emu(a: EmuArgs) -> Result<()> {
     let options = latlab_io::packet::PacketOptions {
         // Ring slots hold the frame plus the kernel's headers and must be a power of two.
         frame_size: (a.frame_size.max(128) + 128).next_power_of_two(),
+        rx_ring: match a.rx_ring {
+            RxRingArg::V2 => latlab_io::packet::RxRing::V2,
+            RxRingArg::V3 => latlab_io::packet::RxRing::V3,
+        },
         ..latlab_io::packet::PacketOptions::default()
     };
     let open = |flag: &str, ifname: &str, opts: &latlab_io::packet::PacketOptions| {
