@@ -32,3 +32,4 @@ pub mod packet;
 mod poll;
 pub mod tsc;
 pub mod udp;
+pub mod xdp;

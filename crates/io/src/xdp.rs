@@ -1,0 +1,787 @@
+//! AF_XDP sockets: frames of one interface queue straight into this process's memory (UMEM),
+//! past the kernel's network stack, with an XDP program that chooses which frames.
+//!
+//! One [`XdpSocket`] serves queue [`XdpOptions::queue_id`] of one interface:
+//! - an [`XdpProgram`] (eBPF assembled here, loaded with `bpf()`) is attached to the
+//!   interface through a `bpf_link` and redirects frames into the socket through an
+//!   `XSKMAP`. [`Redirect::Endpoint`] takes only IPv4 UDP datagrams to one port and passes
+//!   everything else (ARP above all) to the kernel stack; [`Redirect::Everything`] takes every
+//!   frame, for a bridge;
+//! - the UMEM is [`XdpOptions::frame_count`] frames of [`XdpOptions::frame_size`] bytes: the
+//!   first half for receiving (handed to the kernel through the fill ring, back through the RX
+//!   ring), the second half for sending (TX ring out, completion ring back);
+//! - the socket binds in zero-copy mode when the driver can, else in copy mode (veth: copy),
+//!   and uses `XDP_USE_NEED_WAKEUP`, so the kernel is called only when it asks to be.
+//!
+//! Guarantees:
+//! - no call blocks but [`XdpSocket::wait_readable`]; no free TX frame is `Ok(false)`, an
+//!   empty RX ring `Ok(0)`;
+//! - everything the kernel writes into shared memory is checked before use: ring indices
+//!   claiming more entries than a ring holds are clamped, and a descriptor whose frame lies
+//!   outside its half of the UMEM or crosses a frame boundary is not read; it is counted in
+//!   [`XdpStats::corrupt_descs`];
+//! - dropping the socket (or the process dying) closes the link, which detaches the program:
+//!   nothing is left on the interface.
+//!
+//! ```no_run
+//! use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+//! use std::time::Duration;
+//! let mut sock = XdpSocket::open("veth0", &XdpOptions::new(Redirect::Endpoint { udp_port: 7777 }))?;
+//! let mut frames = Vec::new();
+//! loop {
+//!     sock.wait_readable(Some(Duration::from_millis(10)))?;
+//!     sock.recv_batch(|frame| frames.push(frame.to_vec()))?;
+//!     for frame in frames.drain(..) {
+//!         // A real endpoint swaps the addresses first; no free frame drops this one.
+//!         let _ = sock.send(&frame)?;
+//!     }
+//!     sock.flush_tx()?;
+//! }
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+mod bpf;
+mod ring;
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr;
+use std::time::Duration;
+
+pub use bpf::{AttachMode, Redirect, XdpProgram};
+use ring::{Ring, DESC_SIZE};
+
+/// Whether the kernel copies frames between the driver and the UMEM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BindMode {
+    /// `XDP_ZEROCOPY`: the driver DMAs straight into the UMEM.
+    ZeroCopy,
+    /// `XDP_COPY`: the kernel copies each frame (every driver; the only mode on veth).
+    Copy,
+}
+
+/// Sizes and switches of an [`XdpSocket`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XdpOptions {
+    /// The program attached to the interface, choosing which frames come to the socket.
+    pub program: Redirect,
+    /// Bytes per UMEM frame: 2048 or 4096. A received frame gets `frame_size - 256` bytes (the
+    /// kernel keeps 256 bytes of headroom); a sent frame may fill a whole one. Default 2048.
+    pub frame_size: u32,
+    /// UMEM frames, a power of two from 2 to 2^20: half receive, half send; each ring holds
+    /// `frame_count / 2` entries. Default 4096 (8 MiB of UMEM with 2048-byte frames).
+    pub frame_count: u32,
+    /// The interface RX queue served. Default 0 (veth has one queue per direction).
+    pub queue_id: u32,
+    /// Bind in copy mode without trying zero-copy first. Default false.
+    pub force_copy: bool,
+}
+
+impl XdpOptions {
+    /// The default sizes with `program`.
+    pub fn new(program: Redirect) -> XdpOptions {
+        XdpOptions {
+            program,
+            frame_size: 2048,
+            frame_count: 4096,
+            queue_id: 0,
+            force_copy: false,
+        }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.frame_size != 2048 && self.frame_size != 4096 {
+            return Err(format!(
+                "frame_size {} is neither 2048 nor 4096",
+                self.frame_size
+            ));
+        }
+        if !self.frame_count.is_power_of_two() || !(2..=1 << 20).contains(&self.frame_count) {
+            return Err(format!(
+                "frame_count {} is not a power of two from 2 to 2^20",
+                self.frame_count
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Counters of an [`XdpSocket`] since it was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XdpStats {
+    /// Frames the kernel dropped for the socket for reasons other than below (`rx_dropped`).
+    pub rx_dropped: u64,
+    /// RX frames the kernel could not place (`rx_invalid_descs`).
+    pub rx_invalid_descs: u64,
+    /// TX descriptors the kernel refused: frame too long for the device, or outside the UMEM
+    /// (`tx_invalid_descs`).
+    pub tx_invalid_descs: u64,
+    /// Frames dropped because the RX ring was full (`rx_ring_full`).
+    pub rx_ring_full: u64,
+    /// Frames dropped because the fill ring was empty (`rx_fill_ring_empty_descs`).
+    pub rx_fill_ring_empty: u64,
+    /// Descriptors the kernel found in the rings pointing outside their part of the UMEM;
+    /// never read. Always 0 unless the kernel and this code disagree about the layout.
+    pub corrupt_descs: u64,
+}
+
+/// The UMEM mapping, unmapped on drop (after the socket that registered it has closed).
+#[derive(Debug)]
+struct Umem {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Drop for Umem {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and `len` describe the anonymous mapping made in `open`; every slice
+        // into it ends with the call that made it.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// An AF_XDP socket bound to one queue of one interface, with its UMEM, its four rings and
+/// the XDP program that feeds it. Everything is undone on drop: rings unmapped, socket
+/// closed, program detached, UMEM unmapped.
+#[derive(Debug)]
+pub struct XdpSocket {
+    ifname: String,
+    queue_id: u32,
+    bind_mode: BindMode,
+    frame_size: u32,
+    /// UMEM addresses below this are RX frames, from it on TX frames.
+    tx_base: u64,
+    fill: Ring,
+    completion: Ring,
+    rx: Ring,
+    tx: Ring,
+    /// RX frames read and waiting for room in the fill ring (normally empty: the fill ring
+    /// holds every RX frame).
+    fill_pending: Vec<u64>,
+    /// TX frames free to fill.
+    tx_free: Vec<u64>,
+    corrupt_descs: u64,
+    // Drop order: rings (above), then the socket, then the program, then the UMEM.
+    fd: OwnedFd,
+    program: XdpProgram,
+    umem: Umem,
+}
+
+// SAFETY: the mappings are owned by this value alone, and the kernel side is reached through
+// the file descriptors, which may be used from any thread.
+unsafe impl Send for XdpSocket {}
+
+/// The shortest frame sent: an Ethernet header.
+const ETH_HLEN: usize = 14;
+
+impl XdpSocket {
+    /// Attaches the program of `options` to `ifname` (of the calling thread's namespace),
+    /// opens an AF_XDP socket on queue [`XdpOptions::queue_id`] with its UMEM and rings, binds
+    /// it (zero-copy if the driver can, else copy) and puts it in the program's `XSKMAP`.
+    ///
+    /// Errors name the interface and the step: `veth-b: an XDP program is already attached
+    /// (another latlab?)`, `veth-b: queue 0 already has an AF_XDP socket (another latlab?)`,
+    /// `veth-b: not permitted: …` (not root) or `veth-b: this kernel has no AF_XDP sockets …`,
+    /// both suggesting `--io socket`, or the option at fault (`InvalidInput`).
+    pub fn open(ifname: &str, options: &XdpOptions) -> io::Result<XdpSocket> {
+        options.check().map_err(|msg| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("{ifname}: {msg}"))
+        })?;
+        let ifindex = interface_index(ifname)?;
+        let program = XdpProgram::attach(ifname, options.program)?;
+        let fd = xdp_socket(ifname)?;
+        let raw = fd.as_raw_fd();
+
+        let frame_size = options.frame_size;
+        let ring_size = options.frame_count / 2;
+        let umem_len = frame_size as usize * options.frame_count as usize;
+        // SAFETY: a fresh private anonymous mapping that nothing else aliases.
+        let umem_ptr = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                umem_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if umem_ptr == libc::MAP_FAILED {
+            return Err(at(ifname, "mmap UMEM")(io::Error::last_os_error()));
+        }
+        let umem = Umem {
+            ptr: umem_ptr.cast(),
+            len: umem_len,
+        };
+        // SAFETY: xdp_umem_reg is plain data; all zeroes is valid.
+        let mut reg: libc::xdp_umem_reg = unsafe { zeroed() };
+        reg.addr = umem.ptr as u64;
+        reg.len = umem_len as u64;
+        reg.chunk_size = frame_size;
+        reg.headroom = 0;
+        setsockopt(raw, libc::XDP_UMEM_REG, &reg).map_err(at(ifname, "setsockopt XDP_UMEM_REG"))?;
+        for (name, step) in [
+            (libc::XDP_UMEM_FILL_RING, "setsockopt XDP_UMEM_FILL_RING"),
+            (
+                libc::XDP_UMEM_COMPLETION_RING,
+                "setsockopt XDP_UMEM_COMPLETION_RING",
+            ),
+            (libc::XDP_RX_RING, "setsockopt XDP_RX_RING"),
+            (libc::XDP_TX_RING, "setsockopt XDP_TX_RING"),
+        ] {
+            setsockopt(raw, name, &ring_size).map_err(at(ifname, step))?;
+        }
+        let offsets = mmap_offsets(raw).map_err(at(ifname, "getsockopt XDP_MMAP_OFFSETS"))?;
+        let fill = Ring::map(
+            raw,
+            libc::XDP_UMEM_PGOFF_FILL_RING as libc::off_t,
+            &offsets.fr,
+            ring_size,
+            8,
+        )
+        .map_err(at(ifname, "mmap fill ring"))?
+        .into_producer();
+        let completion = Ring::map(
+            raw,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING as libc::off_t,
+            &offsets.cr,
+            ring_size,
+            8,
+        )
+        .map_err(at(ifname, "mmap completion ring"))?
+        .into_consumer();
+        let rx = Ring::map(
+            raw,
+            libc::XDP_PGOFF_RX_RING,
+            &offsets.rx,
+            ring_size,
+            DESC_SIZE,
+        )
+        .map_err(at(ifname, "mmap RX ring"))?
+        .into_consumer();
+        let tx = Ring::map(
+            raw,
+            libc::XDP_PGOFF_TX_RING,
+            &offsets.tx,
+            ring_size,
+            DESC_SIZE,
+        )
+        .map_err(at(ifname, "mmap TX ring"))?
+        .into_producer();
+
+        let tx_base = u64::from(ring_size) * u64::from(frame_size);
+        let mut socket = XdpSocket {
+            ifname: ifname.to_owned(),
+            queue_id: options.queue_id,
+            bind_mode: BindMode::Copy,
+            frame_size,
+            tx_base,
+            fill,
+            completion,
+            rx,
+            tx,
+            fill_pending: (0..u64::from(ring_size))
+                .map(|i| i * u64::from(frame_size))
+                .collect(),
+            tx_free: (0..u64::from(ring_size))
+                .map(|i| tx_base + i * u64::from(frame_size))
+                .collect(),
+            corrupt_descs: 0,
+            fd,
+            program,
+            umem,
+        };
+        socket.refill();
+        socket.bind_mode = socket.bind(ifindex, options.force_copy)?;
+        socket
+            .program
+            .insert_socket(options.queue_id, socket.fd.as_fd())?;
+        Ok(socket)
+    }
+
+    /// Binds to the queue: zero-copy first unless `force_copy`, copy when the driver cannot.
+    fn bind(&self, ifindex: u32, force_copy: bool) -> io::Result<BindMode> {
+        let try_bind = |flags: u16| {
+            // SAFETY: sockaddr_xdp is plain data; all zeroes is valid.
+            let mut addr: libc::sockaddr_xdp = unsafe { zeroed() };
+            addr.sxdp_family = libc::AF_XDP as u16;
+            addr.sxdp_flags = flags | libc::XDP_USE_NEED_WAKEUP;
+            addr.sxdp_ifindex = ifindex;
+            addr.sxdp_queue_id = self.queue_id;
+            // SAFETY: `addr` is a valid sockaddr_xdp of the size passed, alive during the call.
+            let rc = unsafe {
+                libc::bind(
+                    self.fd.as_raw_fd(),
+                    (&addr as *const libc::sockaddr_xdp).cast(),
+                    size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+                )
+            };
+            if rc != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        };
+        let busy = |err: io::Error| {
+            if err.raw_os_error() == Some(libc::EBUSY) {
+                io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{}: queue {} already has an AF_XDP socket (another latlab?)",
+                        self.ifname, self.queue_id
+                    ),
+                )
+            } else {
+                err
+            }
+        };
+        if !force_copy {
+            match try_bind(libc::XDP_ZEROCOPY) {
+                Ok(()) => return Ok(BindMode::ZeroCopy),
+                Err(err) if err.raw_os_error() == Some(libc::EBUSY) => return Err(busy(err)),
+                // No zero-copy in this driver (EOPNOTSUPP), or not on this queue: copy.
+                Err(_) => {}
+            }
+        }
+        try_bind(libc::XDP_COPY)
+            .map_err(busy)
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => e,
+                _ => at(&self.ifname, "bind AF_XDP (copy mode)")(e),
+            })?;
+        Ok(BindMode::Copy)
+    }
+
+    /// The interface name the socket was opened on.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// How the socket is bound, and how its program is attached.
+    pub fn mode(&self) -> (BindMode, AttachMode) {
+        (self.bind_mode, self.program.mode())
+    }
+
+    /// The program feeding the socket.
+    pub fn program(&self) -> &XdpProgram {
+        &self.program
+    }
+
+    /// The longest frame [`XdpSocket::send`] takes: a whole UMEM frame.
+    pub fn max_tx_frame(&self) -> usize {
+        self.frame_size as usize
+    }
+
+    /// Hands every frame now in the RX ring to `f` (whole Ethernet frames, in arrival order)
+    /// and gives their UMEM frames back to the kernel through the fill ring; returns how many
+    /// frames were handed. Never blocks; `Ok(0)` when none is ready. At most one ring's worth
+    /// per call.
+    pub fn recv_batch(&mut self, mut f: impl FnMut(&[u8])) -> io::Result<usize> {
+        let ready = self.rx.peek(self.rx.size());
+        let start = self.rx.local();
+        let mut handed = 0;
+        for k in 0..ready {
+            let desc = self.rx.read_desc(start.wrapping_add(k));
+            match self.rx_frame(desc.addr, desc.len) {
+                Some((frame_start, data_at)) => {
+                    // SAFETY: `rx_frame` checked that the frame lies inside one RX frame of the
+                    // UMEM; the kernel handed it over through the RX ring (acquire in `peek`)
+                    // and does not write it until it comes back through the fill ring.
+                    let data = unsafe {
+                        std::slice::from_raw_parts(
+                            self.umem.ptr.add(data_at as usize),
+                            desc.len as usize,
+                        )
+                    };
+                    f(data);
+                    handed += 1;
+                    self.fill_pending.push(frame_start);
+                }
+                None => {
+                    self.corrupt_descs += 1;
+                    // The frame it came in, if it is one of ours, is not lost.
+                    let frame_start = desc.addr - desc.addr % u64::from(self.frame_size);
+                    if desc.addr < self.tx_base {
+                        self.fill_pending.push(frame_start);
+                    }
+                }
+            }
+        }
+        self.rx.release(ready);
+        self.refill();
+        if self.fill.needs_wakeup() && ready > 0 {
+            // SAFETY: a zero-length receive with no buffer and no address only wakes the
+            // driver up to fill the RX ring; the kernel writes nothing.
+            unsafe {
+                libc::recvfrom(
+                    self.fd.as_raw_fd(),
+                    ptr::null_mut(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    ptr::null_mut(),
+                    ptr::null_mut(),
+                )
+            };
+        }
+        Ok(handed)
+    }
+
+    /// Where the RX frame of a descriptor starts and where its data starts, or `None` when the
+    /// data would not lie inside one frame of the RX half of the UMEM.
+    fn rx_frame(&self, addr: u64, len: u32) -> Option<(u64, u64)> {
+        let frame_size = u64::from(self.frame_size);
+        let frame_start = addr - addr % frame_size;
+        let end = addr.checked_add(u64::from(len))?;
+        (addr < self.tx_base && end <= frame_start + frame_size).then_some((frame_start, addr))
+    }
+
+    /// Puts every pending RX frame the fill ring has room for into it.
+    fn refill(&mut self) {
+        let n = self.fill.reserve(self.fill_pending.len() as u32);
+        let start = self.fill.local();
+        for k in 0..n {
+            // `n <= fill_pending.len()` (reserve never gives more than asked).
+            let Some(addr) = self.fill_pending.pop() else {
+                break;
+            };
+            self.fill.write_addr(start.wrapping_add(k), addr);
+        }
+        self.fill.submit(n);
+    }
+
+    /// Copies `frame` (a whole Ethernet frame, without FCS) into a free TX frame and puts it on
+    /// the TX ring; it leaves with the next [`XdpSocket::flush_tx`] (or sooner in zero-copy
+    /// mode). `Ok(false)` when no TX frame is free: flush and retry, or drop the frame.
+    /// A frame shorter than an Ethernet header or longer than a UMEM frame is refused with
+    /// `InvalidInput`; one longer than the MTU allows is counted by the kernel in
+    /// [`XdpStats::tx_invalid_descs`] and dropped.
+    pub fn send(&mut self, frame: &[u8]) -> io::Result<bool> {
+        if frame.len() < ETH_HLEN || frame.len() > self.max_tx_frame() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: frame of {} bytes is outside {ETH_HLEN}..={} (frame_size {})",
+                    self.ifname,
+                    frame.len(),
+                    self.max_tx_frame(),
+                    self.frame_size
+                ),
+            ));
+        }
+        if self.tx_free.is_empty() {
+            self.reap_completions();
+        }
+        if self.tx_free.is_empty() || self.tx.reserve(1) == 0 {
+            return Ok(false);
+        }
+        // Not empty: checked just above.
+        let Some(addr) = self.tx_free.pop() else {
+            return Ok(false);
+        };
+        debug_assert!(
+            addr >= self.tx_base && addr + u64::from(self.frame_size) <= self.umem.len as u64
+        );
+        // SAFETY: `addr` is the start of a TX frame of the UMEM that the kernel does not own
+        // (it is on the free list: never submitted, or back through the completion ring), and
+        // the frame fits in it (checked above).
+        unsafe {
+            ptr::copy_nonoverlapping(
+                frame.as_ptr(),
+                self.umem.ptr.add(addr as usize),
+                frame.len(),
+            )
+        };
+        let i = self.tx.local();
+        self.tx.write_desc(
+            i,
+            libc::xdp_desc {
+                addr,
+                len: frame.len() as u32,
+                options: 0,
+            },
+        );
+        self.tx.submit(1);
+        Ok(true)
+    }
+
+    /// Makes the kernel send what [`XdpSocket::send`] queued (a `sendto` wake-up when the
+    /// kernel asks for one: always in copy mode, which sends at most 32 frames per call, so
+    /// this calls it until the TX ring is empty or the device pushes back), then takes the
+    /// sent frames back from the completion ring. Returns how many frames came back. Never
+    /// blocks.
+    pub fn flush_tx(&mut self) -> io::Result<usize> {
+        let mut completed = self.reap_completions();
+        // Each call takes at least one frame or fails, so this ends.
+        for _ in 0..=self.tx.size() {
+            if self.tx.unconsumed() == 0 || !self.tx.needs_wakeup() {
+                break;
+            }
+            // SAFETY: a zero-length send with no buffer and no address only wakes the kernel
+            // up to send the TX ring; it reads nothing through the null pointers.
+            let rc = unsafe {
+                libc::sendto(
+                    self.fd.as_raw_fd(),
+                    ptr::null(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    ptr::null(),
+                    0,
+                )
+            };
+            completed += self.reap_completions();
+            if rc >= 0 {
+                continue;
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                // More than a batch left (copy mode), or interrupted: go on.
+                Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
+                // The device is busy or out of buffers: the rest goes with the next flush.
+                Some(libc::EBUSY) | Some(libc::ENOBUFS) => break,
+                _ => return Err(at(&self.ifname, "sendto (TX wake-up)")(err)),
+            }
+        }
+        Ok(completed)
+    }
+
+    /// Takes sent frames back from the completion ring onto the TX free list.
+    fn reap_completions(&mut self) -> usize {
+        let n = self.completion.peek(self.completion.size());
+        let start = self.completion.local();
+        let frame_size = u64::from(self.frame_size);
+        let mut reaped = 0;
+        for k in 0..n {
+            let addr = self.completion.read_addr(start.wrapping_add(k));
+            let frame_start = addr - addr % frame_size;
+            let ours = frame_start >= self.tx_base
+                && frame_start + frame_size <= self.umem.len as u64
+                && self.tx_free.len() < self.tx.size() as usize;
+            if ours {
+                self.tx_free.push(frame_start);
+                reaped += 1;
+            } else {
+                self.corrupt_descs += 1;
+            }
+        }
+        self.completion.release(n);
+        reaped
+    }
+
+    /// Whether the RX ring holds frames for [`XdpSocket::recv_batch`].
+    fn rx_ready(&mut self) -> bool {
+        self.rx.peek(1) > 0
+    }
+
+    /// Blocks until a received frame is ready or `timeout` passes (`None`: no limit);
+    /// `Ok(true)` when [`XdpSocket::recv_batch`] has frames to hand. Returns at once when one
+    /// is already waiting; a signal ends the wait with `Ok(false)`.
+    pub fn wait_readable(&mut self, timeout: Option<Duration>) -> io::Result<bool> {
+        if self.rx_ready() {
+            return Ok(true);
+        }
+        let mut fds = [libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let ts_ptr = ts
+            .as_ref()
+            .map_or(ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: `fds` is one valid pollfd; `ts_ptr` is null or points at `ts`, which lives
+        // until after the call; a null signal mask leaves the mask unchanged.
+        let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), 1, ts_ptr, ptr::null()) };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            return if err.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(at(&self.ifname, "ppoll")(err))
+            };
+        }
+        Ok(self.rx_ready())
+    }
+
+    /// The kernel's counters for this socket since it was opened (`XDP_STATISTICS`), and the
+    /// corrupt descriptors met.
+    pub fn statistics(&self) -> io::Result<XdpStats> {
+        // SAFETY: xdp_statistics is plain data; all zeroes is valid.
+        let mut st: libc::xdp_statistics = unsafe { zeroed() };
+        let mut len = size_of::<libc::xdp_statistics>() as libc::socklen_t;
+        // SAFETY: `st` is writable for `len` bytes and outlives the call; the kernel writes at
+        // most `len` bytes.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut st as *mut libc::xdp_statistics).cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return Err(at(&self.ifname, "getsockopt XDP_STATISTICS")(
+                io::Error::last_os_error(),
+            ));
+        }
+        Ok(XdpStats {
+            rx_dropped: st.rx_dropped,
+            rx_invalid_descs: st.rx_invalid_descs,
+            tx_invalid_descs: st.tx_invalid_descs,
+            rx_ring_full: st.rx_ring_full,
+            rx_fill_ring_empty: st.rx_fill_ring_empty_descs,
+            corrupt_descs: self.corrupt_descs,
+        })
+    }
+}
+
+impl AsRawFd for XdpSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Wraps an error with the interface and the step that failed, keeping its kind.
+fn at<'a>(ifname: &'a str, step: &'a str) -> impl FnOnce(io::Error) -> io::Error + 'a {
+    move |e| io::Error::new(e.kind(), format!("{ifname}: {step}: {e}"))
+}
+
+fn interface_index(ifname: &str) -> io::Result<u32> {
+    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ || ifname.contains('\0') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{ifname:?}: not an interface name"),
+        ));
+    }
+    let name = std::ffi::CString::new(ifname)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL"))?;
+    // SAFETY: `name` is a NUL-terminated string that outlives the call.
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if index == 0 {
+        let err = io::Error::last_os_error();
+        return Err(if err.raw_os_error() == Some(libc::ENODEV) {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{ifname}: no such interface"),
+            )
+        } else {
+            at(ifname, "if_nametoindex")(err)
+        });
+    }
+    Ok(index)
+}
+
+/// A fresh AF_XDP socket, with errors that say why AF_XDP cannot be had.
+fn xdp_socket(ifname: &str) -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2) call; the result is checked before use.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        let err = io::Error::last_os_error();
+        return Err(match err.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{ifname}: not permitted: AF_XDP needs CAP_NET_RAW (run as root, or use \
+                     --io socket)"
+                ),
+            ),
+            Some(libc::EAFNOSUPPORT) => io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "{ifname}: this kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS); use \
+                     --io socket"
+                ),
+            ),
+            _ => at(ifname, "socket AF_XDP")(err),
+        });
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `setsockopt(fd, SOL_XDP, name, value)`.
+fn setsockopt<T>(fd: RawFd, name: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: we pass a pointer to a live `T` and its exact size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_XDP,
+            name,
+            (value as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Where the indices and descriptors of each ring lie in its mapping (`XDP_MMAP_OFFSETS`).
+fn mmap_offsets(fd: RawFd) -> io::Result<libc::xdp_mmap_offsets> {
+    // SAFETY: xdp_mmap_offsets is plain data; all zeroes is valid.
+    let mut off: libc::xdp_mmap_offsets = unsafe { zeroed() };
+    let mut len = size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+    // SAFETY: `off` is writable for `len` bytes and outlives the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_XDP,
+            libc::XDP_MMAP_OFFSETS,
+            (&mut off as *mut libc::xdp_mmap_offsets).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if len as usize != size_of::<libc::xdp_mmap_offsets>() {
+        // A kernel before 5.4 writes the layout without `flags` (no need-wakeup).
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "the kernel's rings have no flags word (Linux 5.4 or later needed)",
+        ));
+    }
+    Ok(off)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_checked_before_anything_is_opened() {
+        let bad = XdpOptions {
+            frame_size: 1500,
+            ..XdpOptions::new(Redirect::Everything)
+        };
+        let err = XdpSocket::open("lo", &bad).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            err.to_string(),
+            "lo: frame_size 1500 is neither 2048 nor 4096"
+        );
+        let bad = XdpOptions {
+            frame_count: 3000,
+            ..XdpOptions::new(Redirect::Everything)
+        };
+        assert!(XdpSocket::open("lo", &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("frame_count 3000"));
+    }
+
+    #[test]
+    fn a_missing_interface_is_named() {
+        let err = XdpSocket::open(
+            "latlab-nosuch0",
+            &XdpOptions::new(Redirect::Endpoint { udp_port: 1 }),
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        assert_eq!(err.to_string(), "latlab-nosuch0: no such interface");
+    }
+}

@@ -1,0 +1,324 @@
+//! AF_XDP sockets and their XDP program on a veth pair `veth-a`–`veth-b` (root only; when
+//! namespaces cannot be made the tests print "skipped", except under CI=true, where they
+//! fail).
+//!
+//! Each test makes two namespaces of its own: `latlab-xdptest-<pid>-<n>` holds `veth-b`
+//! (198.18.9.2/24), where the XDP socket lives, and `latlab-xdptest-<pid>-<n>-peer` holds
+//! `veth-a` (198.18.9.1/24), where ordinary UDP sockets talk to it. Two namespaces, because
+//! with both addresses in one namespace the kernel would deliver between them through `lo`,
+//! and no frame would cross the veth pair.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use latlab_io::netns;
+use latlab_io::xdp::{AttachMode, BindMode, Redirect, XdpOptions, XdpSocket};
+
+const XDP_ADDR: &str = "198.18.9.2";
+const PEER_ADDR: &str = "198.18.9.1";
+const PORT: u16 = 7777;
+
+/// The two namespaces of one test, deleted on drop, panics included.
+struct Pair {
+    /// Holds `veth-b`, the XDP side.
+    ns: String,
+    /// Holds `veth-a`, the ordinary side.
+    peer: String,
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for name in [&self.ns, &self.peer] {
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+        }
+    }
+}
+
+fn ip(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn ip_output(args: &[&str]) -> String {
+    let out = Command::new("ip").args(args).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Makes the namespaces of test `n` with the veth pair up and addressed, or returns `None`
+/// (after saying so) when this process may not make namespaces.
+fn pair(n: u32) -> Option<Pair> {
+    let ns = format!("latlab-xdptest-{}-{n}", std::process::id());
+    if !ip(&["netns", "add", &ns]) {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "under CI=true namespaces must work"
+        );
+        eprintln!("skipped: cannot make a network namespace (not root?)");
+        return None;
+    }
+    let pair = Pair {
+        peer: format!("{ns}-peer"),
+        ns,
+    };
+    assert!(ip(&["netns", "add", &pair.peer]));
+    // `name`/`dev` spelled out: a bare `a` would be read as `address`.
+    assert!(ip(&[
+        "-n", &pair.ns, "link", "add", "name", "veth-a", "type", "veth", "peer", "name", "veth-b"
+    ]));
+    assert!(ip(&[
+        "-n", &pair.ns, "link", "set", "dev", "veth-a", "netns", &pair.peer
+    ]));
+    for (ns, dev, addr) in [
+        (&pair.ns, "veth-b", XDP_ADDR),
+        (&pair.peer, "veth-a", PEER_ADDR),
+    ] {
+        assert!(ip(&[
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{addr}/24"),
+            "dev",
+            dev
+        ]));
+        assert!(ip(&["-n", ns, "link", "set", "dev", dev, "up"]));
+    }
+    Some(pair)
+}
+
+/// Opens an XDP socket on `veth-b` with `program`, inside the XDP namespace.
+fn open(pair: &Pair, program: Redirect) -> std::io::Result<XdpSocket> {
+    netns::run_in(&pair.ns, move || {
+        XdpSocket::open("veth-b", &XdpOptions::new(program))
+    })
+    .unwrap()
+}
+
+/// A UDP socket bound to `addr` inside namespace `ns`, with a short read timeout.
+fn udp_in(ns: &str, addr: &str) -> UdpSocket {
+    let addr: SocketAddr = addr.parse().unwrap();
+    let sock = netns::run_in(ns, move || UdpSocket::bind(addr))
+        .unwrap()
+        .unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(5)))
+        .unwrap();
+    sock
+}
+
+/// Whether `ip link show dev veth-b` says a program is attached (`xdp`, `xdpgeneric`, …
+/// after the MTU, `prog/xdp id N` below; the namespace names contain "xdp" too).
+fn xdp_attached(pair: &Pair) -> bool {
+    ip_output(&["-n", &pair.ns, "link", "show", "dev", "veth-b"])
+        .split_whitespace()
+        .any(|word| word.starts_with("xdp") || word.starts_with("prog/xdp"))
+}
+
+/// The payload of an IPv4 UDP frame without options to `port`, `None` for any other frame.
+fn udp_payload(frame: &[u8], port: u16) -> Option<&[u8]> {
+    let is_udp = frame.len() >= 42
+        && frame[12..14] == [0x08, 0x00]
+        && frame[14] == 0x45
+        && frame[23] == 17
+        && frame[36..38] == port.to_be_bytes();
+    is_udp.then(|| &frame[42..])
+}
+
+/// The answer to an IPv4 UDP frame: MAC addresses, IP addresses and ports swapped, UDP
+/// checksum 0 (none). The IP header checksum does not change: swapping two words keeps their
+/// sum.
+fn swapped(frame: &[u8]) -> Vec<u8> {
+    let mut f = frame.to_vec();
+    let swap = |f: &mut Vec<u8>, a: usize, b: usize, len: usize| {
+        for i in 0..len {
+            f.swap(a + i, b + i);
+        }
+    };
+    swap(&mut f, 0, 6, 6);
+    swap(&mut f, 26, 30, 4);
+    swap(&mut f, 34, 36, 2);
+    f[40] = 0;
+    f[41] = 0;
+    f
+}
+
+/// Echoes what arrives on `xdp` for `PORT` until `client` gets `payload` back, or fails after
+/// two seconds. Returns the frames `xdp` received that were not ours.
+fn echo_once(xdp: &mut XdpSocket, client: &UdpSocket, payload: &[u8]) -> usize {
+    let to: SocketAddr = format!("{XDP_ADDR}:{PORT}").parse().unwrap();
+    client.send_to(payload, to).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut others = 0;
+    let mut buf = [0u8; 2048];
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no echo of {payload:?}; {:?}",
+            xdp.statistics()
+        );
+        xdp.wait_readable(Some(Duration::from_millis(5))).unwrap();
+        let mut answers = Vec::new();
+        xdp.recv_batch(|frame| match udp_payload(frame, PORT) {
+            Some(_) => answers.push(swapped(frame)),
+            None => others += 1,
+        })
+        .unwrap();
+        for answer in &answers {
+            assert!(xdp.send(answer).unwrap(), "no free TX frame");
+        }
+        xdp.flush_tx().unwrap();
+        if let Ok((n, from)) = client.recv_from(&mut buf) {
+            assert_eq!(from, to);
+            if &buf[..n] == payload {
+                return others;
+            }
+        }
+    }
+}
+
+#[test]
+fn the_program_attaches_and_is_gone_once_the_socket_is_dropped() {
+    let Some(pair) = pair(1) else { return };
+    assert!(!xdp_attached(&pair));
+    let sock = open(&pair, Redirect::Endpoint { udp_port: PORT }).unwrap();
+    let (bind, attach) = sock.mode();
+    eprintln!("bound {bind:?}, attached {attach:?}");
+    // veth has no zero-copy; either attach mode is fine.
+    assert_eq!(bind, BindMode::Copy);
+    assert!(matches!(attach, AttachMode::Native | AttachMode::Generic));
+    let shown = ip_output(&["-n", &pair.ns, "link", "show", "dev", "veth-b"]);
+    eprintln!("{shown}");
+    assert!(xdp_attached(&pair), "{shown}");
+    drop(sock);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while xdp_attached(&pair) {
+        assert!(Instant::now() < deadline, "the program stayed attached");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_driver_without_native_xdp_gets_the_generic_hook() {
+    let Some(pair) = pair(6) else { return };
+    // Loopback has no XDP of its own; the namespace's own `lo` is free to use.
+    assert!(ip(&["-n", &pair.ns, "link", "set", "dev", "lo", "up"]));
+    let sock = netns::run_in(&pair.ns, || {
+        XdpSocket::open(
+            "lo",
+            &XdpOptions::new(Redirect::Endpoint { udp_port: PORT }),
+        )
+    })
+    .unwrap()
+    .unwrap();
+    assert_eq!(sock.mode(), (BindMode::Copy, AttachMode::Generic));
+    let shown = ip_output(&["-n", &pair.ns, "link", "show", "dev", "lo"]);
+    assert!(shown.contains("xdpgeneric"), "{shown}");
+}
+
+#[test]
+fn datagrams_to_the_port_are_echoed_over_xdp() {
+    let Some(pair) = pair(2) else { return };
+    let mut xdp = open(&pair, Redirect::Endpoint { udp_port: PORT }).unwrap();
+    let client = udp_in(&pair.peer, &format!("{PEER_ADDR}:0"));
+    for i in 0..100u32 {
+        let payload = format!("ping {i} {}", "x".repeat(i as usize * 13));
+        echo_once(&mut xdp, &client, payload.as_bytes());
+    }
+    let stats = xdp.statistics().unwrap();
+    assert_eq!(stats.corrupt_descs, 0, "{stats:?}");
+    assert_eq!(stats.tx_invalid_descs, 0, "{stats:?}");
+    assert_eq!(stats.rx_dropped, 0, "{stats:?}");
+}
+
+#[test]
+fn arp_and_other_ports_go_through_the_kernel_stack_while_the_program_is_attached() {
+    let Some(pair) = pair(3) else { return };
+    let mut xdp = open(&pair, Redirect::Endpoint { udp_port: PORT }).unwrap();
+    // An ordinary echo server on another port of the XDP side.
+    let server = udp_in(&pair.ns, &format!("{XDP_ADDR}:7778"));
+    let client = udp_in(&pair.peer, &format!("{PEER_ADDR}:0"));
+    let to: SocketAddr = format!("{XDP_ADDR}:7778").parse().unwrap();
+    let mut buf = [0u8; 2048];
+    for i in 0..5u32 {
+        let payload = format!("through the stack {i}");
+        client.send_to(payload.as_bytes(), to).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let (n, from) = loop {
+            assert!(
+                Instant::now() < deadline,
+                "the stack never got datagram {i}"
+            );
+            if let Ok(got) = server.recv_from(&mut buf) {
+                break got;
+            }
+        };
+        assert_eq!(&buf[..n], payload.as_bytes());
+        server.send_to(&buf[..n], from).unwrap();
+        let (n, _) = client.recv_from(&mut buf).expect("the echo came back");
+        assert_eq!(&buf[..n], payload.as_bytes());
+    }
+    // The peer learnt veth-b's address by ARP: no entry was made by hand.
+    let neigh = ip_output(&["-n", &pair.peer, "neigh", "show", "dev", "veth-a"]);
+    assert!(
+        neigh.contains(XDP_ADDR) && neigh.contains("lladdr") && !neigh.contains("PERMANENT"),
+        "{neigh}"
+    );
+    // None of it came to the XDP socket.
+    assert_eq!(xdp.recv_batch(|_| {}).unwrap(), 0);
+    // And the XDP port still works next to it.
+    echo_once(&mut xdp, &client, b"over xdp");
+}
+
+#[test]
+fn a_second_socket_on_the_interface_is_refused_and_the_first_keeps_working() {
+    let Some(pair) = pair(4) else { return };
+    let mut first = open(&pair, Redirect::Endpoint { udp_port: PORT }).unwrap();
+    let client = udp_in(&pair.peer, &format!("{PEER_ADDR}:0"));
+    echo_once(&mut first, &client, b"before");
+    for program in [Redirect::Endpoint { udp_port: PORT }, Redirect::Everything] {
+        let err = open(&pair, program).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(
+            err.to_string(),
+            "veth-b: an XDP program is already attached (another latlab?)"
+        );
+    }
+    assert!(xdp_attached(&pair));
+    echo_once(&mut first, &client, b"after");
+}
+
+#[test]
+fn the_bridge_program_takes_every_frame_arp_included() {
+    let Some(pair) = pair(5) else { return };
+    let mut xdp = open(&pair, Redirect::Everything).unwrap();
+    let client = udp_in(&pair.peer, &format!("{PEER_ADDR}:0"));
+    // The peer must resolve veth-b's address first: its ARP request comes to the socket.
+    client
+        .send_to(
+            b"lost",
+            format!("{XDP_ADDR}:9").parse::<SocketAddr>().unwrap(),
+        )
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut arp = false;
+    while !arp {
+        assert!(Instant::now() < deadline, "no ARP request came");
+        xdp.wait_readable(Some(Duration::from_millis(10))).unwrap();
+        xdp.recv_batch(|frame| arp |= frame.len() >= 14 && frame[12..14] == [0x08, 0x06])
+            .unwrap();
+    }
+}
+
+#[test]
+fn opening_a_missing_interface_names_it() {
+    // Fails at the name lookup, before any system call that needs root.
+    let err = XdpSocket::open(
+        "latlab-nosuch0",
+        &XdpOptions::new(Redirect::Endpoint { udp_port: PORT }),
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(err.to_string(), "latlab-nosuch0: no such interface");
+}
