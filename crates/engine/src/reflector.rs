@@ -106,7 +106,9 @@ pub fn run(
                 oversized += 1;
                 continue;
             }
-            if probe::Packet::new_checked(pkt.data).is_err() {
+            // The whole header is checked (magic, version, lengths), not only the length: a
+            // reflector must never echo a datagram that is not a probe.
+            if !probe::is_probe(pkt.data) {
                 malformed += 1;
                 continue;
             }
@@ -148,4 +150,204 @@ pub fn run(
         counters.oversized.fetch_add(oversized, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// Builds the reply to `frame` (an Ethernet/IPv4/UDP frame carrying a probe) into `out`:
+/// addresses and ports swapped, the probe stamped with `rx_ns` and `tx_ns` when `stamp`,
+/// checksums made anew. Returns the reply's length, or `None` when `frame` is not a probe.
+pub fn reply_frame(frame: &[u8], out: &mut [u8], stamp: Option<(u64, u64)>) -> Option<usize> {
+    use latlab_wire::{ethernet, ipv4, udp};
+    let eth = ethernet::Frame::new_checked(frame).ok()?;
+    let eth_repr = ethernet::Repr::parse(&eth).ok()?;
+    if eth_repr.ethertype != ethernet::EtherType::Ipv4 {
+        return None;
+    }
+    let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
+    let ip_repr = ipv4::Repr::parse(&ip).ok()?;
+    if ip_repr.protocol != ipv4::Protocol::Udp {
+        return None;
+    }
+    let u = udp::Packet::new_checked(ip.payload()).ok()?;
+    let u_repr = udp::Repr::parse(&u, ip_repr.src_addr, ip_repr.dst_addr).ok()?;
+    let payload = u.payload();
+    if !probe::is_probe(payload) {
+        return None;
+    }
+    let len = 14 + 20 + 8 + payload.len();
+    if out.len() < len {
+        return None;
+    }
+    let out = &mut out[..len];
+    ethernet::Repr {
+        src_addr: eth_repr.dst_addr,
+        dst_addr: eth_repr.src_addr,
+        ethertype: ethernet::EtherType::Ipv4,
+    }
+    .emit(&mut ethernet::Frame::new_unchecked(&mut out[..]));
+    ipv4::Repr {
+        src_addr: ip_repr.dst_addr,
+        dst_addr: ip_repr.src_addr,
+        protocol: ipv4::Protocol::Udp,
+        payload_len: 8 + payload.len(),
+        ttl: 64,
+    }
+    .emit(&mut ipv4::Packet::new_unchecked(&mut out[14..]));
+    out[42..].copy_from_slice(payload);
+    if let Some((rx, tx)) = stamp {
+        probe::Packet::new_unchecked(&mut out[42..]).set_responder_stamps(rx, tx);
+    }
+    // The UDP checksum covers the payload, so it is made after the payload is in place.
+    udp::Repr {
+        src_port: u_repr.dst_port,
+        dst_port: u_repr.src_port,
+        payload_len: payload.len(),
+    }
+    .emit(
+        &mut udp::Packet::new_unchecked(&mut out[34..]),
+        ip_repr.dst_addr,
+        ip_repr.src_addr,
+    );
+    Some(len)
+}
+
+/// Reflects probes arriving on an AF_XDP socket (whose program redirects the reflector's UDP
+/// port to it) until `stop` is raised: IPv4 and UDP are handled in user space, and each reply
+/// goes back to the MAC address the probe came from.
+pub fn run_xdp(
+    socket: &mut latlab_io::xdp::XdpSocket,
+    config: &ReflectorConfig,
+    stop: &Stop,
+    counters: &ReflectorCounters,
+) -> io::Result<()> {
+    let mut replies: Vec<Vec<u8>> = (0..config.batch.max(1) * 2)
+        .map(|_| vec![0u8; 2048])
+        .collect();
+    let mut lens: Vec<usize> = Vec::with_capacity(replies.len());
+    while !stop.is_raised() {
+        if config.poll == PollMode::Block
+            && !socket.wait_readable(Some(Duration::from_millis(50)))?
+        {
+            continue;
+        }
+        lens.clear();
+        let rx_ns = now_ns();
+        let (mut malformed, mut received) = (0u64, 0u64);
+        let stamp = config.stamp;
+        let n = socket.recv_batch(|frame| {
+            received += 1;
+            let Some(out) = replies.get_mut(lens.len()) else {
+                malformed += 1;
+                return;
+            };
+            match reply_frame(frame, out, stamp.then_some((rx_ns, rx_ns))) {
+                Some(len) => lens.push(len),
+                None => malformed += 1,
+            }
+        })?;
+        if n == 0 {
+            std::hint::spin_loop();
+            continue;
+        }
+        let tx_ns = now_ns();
+        let mut sent = 0u64;
+        for (i, &len) in lens.iter().enumerate() {
+            if stamp {
+                let mut p = probe::Packet::new_unchecked(&mut replies[i][42..len]);
+                let rx = p.responder_rx_ns();
+                p.set_responder_stamps(rx, tx_ns);
+                // The stamp changed the payload: make the UDP checksum again.
+                let src = std::net::Ipv4Addr::from(
+                    <[u8; 4]>::try_from(&replies[i][26..30]).unwrap_or_default(),
+                );
+                let dst = std::net::Ipv4Addr::from(
+                    <[u8; 4]>::try_from(&replies[i][30..34]).unwrap_or_default(),
+                );
+                latlab_wire::udp::Packet::new_unchecked(&mut replies[i][34..len])
+                    .fill_checksum(src, dst);
+            }
+            if socket.send(&replies[i][..len])? {
+                sent += 1;
+            } else {
+                socket.flush_tx()?;
+                if socket.send(&replies[i][..len])? {
+                    sent += 1;
+                }
+            }
+        }
+        socket.flush_tx()?;
+        counters.received.fetch_add(received, Ordering::Relaxed);
+        counters.reflected.fetch_add(sent, Ordering::Relaxed);
+        counters.malformed.fetch_add(malformed, Ordering::Relaxed);
+        counters
+            .send_dropped
+            .fetch_add(lens.len() as u64 - sent, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latlab_wire::{ethernet, ipv4, udp};
+
+    fn request() -> Vec<u8> {
+        let addrs = crate::blaster::FrameAddrs {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src: "198.18.0.1:40000".parse().unwrap(),
+            dst: "198.18.0.2:7777".parse().unwrap(),
+        };
+        let mut frame = crate::blaster::udp_frame(&addrs, 64 + 42 + 4).unwrap();
+        probe::Repr {
+            run_id: 9,
+            flow: 0,
+            seq: 5,
+            intended_send_ns: 100,
+            actual_send_ns: 110,
+            responder: None,
+        }
+        .emit(&mut probe::Packet::new_unchecked(&mut frame[42..]));
+        let (s, d) = ("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap());
+        udp::Packet::new_unchecked(&mut frame[34..]).fill_checksum(s, d);
+        frame
+    }
+
+    #[test]
+    fn a_reply_swaps_addresses_and_ports_and_keeps_the_probe() {
+        let req = request();
+        let mut out = vec![0u8; 2048];
+        let len = reply_frame(&req, &mut out, Some((1000, 2000))).unwrap();
+        assert_eq!(len, req.len());
+        let eth = ethernet::Frame::new_checked(&out[..len]).unwrap();
+        assert_eq!(eth.dst_addr().0, [2, 0, 0, 0, 0, 1]);
+        let ip = ipv4::Packet::new_checked(eth.payload()).unwrap();
+        let ip_repr = ipv4::Repr::parse(&ip).unwrap();
+        assert_eq!(ip_repr.dst_addr.to_string(), "198.18.0.1");
+        let u = udp::Packet::new_checked(ip.payload()).unwrap();
+        let u_repr = udp::Repr::parse(&u, ip_repr.src_addr, ip_repr.dst_addr).unwrap();
+        assert_eq!((u_repr.src_port, u_repr.dst_port), (7777, 40000));
+        let p = probe::Repr::parse(&probe::Packet::new_checked(u.payload()).unwrap()).unwrap();
+        assert_eq!(
+            (p.seq, p.intended_send_ns, p.responder),
+            (5, 100, Some((1000, 2000)))
+        );
+    }
+
+    #[test]
+    fn frames_that_are_not_probes_get_no_reply() {
+        let mut req = request();
+        req[42..46].copy_from_slice(b"JUNK");
+        let (s, d) = ("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap());
+        udp::Packet::new_unchecked(&mut req[34..]).fill_checksum(s, d);
+        let mut out = vec![0u8; 2048];
+        assert_eq!(reply_frame(&req, &mut out, None), None);
+        assert_eq!(reply_frame(&req[..20], &mut out, None), None);
+        let mut bad_sum = request();
+        bad_sum[50] ^= 0xff;
+        assert_eq!(
+            reply_frame(&bad_sum, &mut out, None),
+            None,
+            "a bad UDP checksum is refused"
+        );
+    }
 }

@@ -99,9 +99,12 @@ fn config(target: SocketAddr, flows: u32, pattern: Pattern) -> GeneratorConfig {
 fn throw_garbage(to: SocketAddr, n: usize) {
     let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     for i in 0..n {
-        let junk: Vec<u8> = match i % 3 {
+        let junk: Vec<u8> = match i % 4 {
             0 => b"GET / HTTP/1.1\r\n\r\n".to_vec(),
             1 => vec![0u8; i % 40],
+            // Long enough for a probe header, but not one (regression: the reflector once
+            // checked only the length and echoed these).
+            3 => vec![0x5a; 80],
             _ => {
                 // The right magic, then a header cut short.
                 let mut v = b"LLPB".to_vec();

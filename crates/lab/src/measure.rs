@@ -222,8 +222,8 @@ pub fn check_target(
         loop {
             match socket.recv_one(&mut rx) {
                 Ok(n) => {
-                    let answered =
-                        probe::Packet::new_checked(&rx[..n]).is_ok_and(|p| p.run_id() == run_id);
+                    let answered = probe::is_probe(&rx[..n])
+                        && probe::Packet::new_unchecked(&rx[..n]).run_id() == run_id;
                     if answered {
                         return Ok(());
                     }
