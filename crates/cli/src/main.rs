@@ -255,11 +255,25 @@ struct GameStudyArgs {
     loopback: bool,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum EchoIo {
+    /// Kernel UDP sockets with recvmmsg/sendmmsg batches.
+    Socket,
+    /// AF_XDP: frames taken before the kernel's stack, IPv4/UDP handled in user space.
+    Xdp,
+}
+
 #[derive(Debug, clap::Args)]
 struct EchoArgs {
     /// Address and port to listen on, e.g. 127.0.0.1:7777.
     #[arg(long, value_name = "ADDR")]
     listen: String,
+    /// socket, or xdp (needs --iface and root; takes the UDP port's frames before the kernel).
+    #[arg(long, default_value = "socket", value_name = "IO")]
+    io: EchoIo,
+    /// The interface that AF_XDP serves (--io xdp).
+    #[arg(long, value_name = "IF")]
+    iface: Option<String>,
     /// busy: spin on the socket (lowest latency, one core at 100%); block: sleep until packets
     /// arrive.
     #[arg(long, default_value = "busy", value_name = "MODE")]
@@ -474,6 +488,9 @@ fn resolve(flag: &str, text: &str) -> Result<SocketAddr> {
 
 fn echo(a: EchoArgs) -> Result<()> {
     let listen = resolve("--listen", &a.listen)?;
+    if a.io == EchoIo::Xdp {
+        return echo_xdp(&a, listen);
+    }
     let opts = UdpOptions {
         rcvbuf: a.rcvbuf,
         rx_timestamps: true,
@@ -1041,5 +1058,66 @@ fn emu_study(a: EmuStudyArgs) -> Result<()> {
     let mut bar = progress::StudyBar::new();
     let report = emustudy::run(&options, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
     println!("report: {}", report.display());
+    Ok(())
+}
+
+fn echo_xdp(a: &EchoArgs, listen: SocketAddr) -> Result<()> {
+    use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+    let Some(iface) = a.iface.as_deref() else {
+        bail!("--io xdp needs --iface: the interface whose frames AF_XDP takes");
+    };
+    let options = XdpOptions::new(Redirect::Endpoint {
+        udp_port: listen.port(),
+    });
+    let mut socket =
+        XdpSocket::open(iface, &options).with_context(|| format!("--iface {iface}"))?;
+    if let Some(cpu) = a.cpu {
+        latlab_io::cpu::pin_current_thread(cpu).with_context(|| format!("--cpu {cpu}"))?;
+    }
+    let (bind, attach) = socket.mode();
+    eprintln!(
+        "latlab echo: AF_XDP on {iface}, UDP port {} ({bind:?} bind, {attach:?} XDP program, {} poll); Ctrl-C stops",
+        listen.port(),
+        a.poll.name()
+    );
+    let config = ReflectorConfig {
+        batch: a.batch as usize,
+        poll: a.poll,
+        stamp: !a.no_stamp,
+        ..ReflectorConfig::default()
+    };
+    let counters = Arc::new(ReflectorCounters::default());
+    let watcher = {
+        let counters = counters.clone();
+        watch(a.duration, move || {
+            let r = counters.snapshot();
+            format!(
+                "received {}  reflected {}  malformed {}",
+                r.received, r.reflected, r.malformed
+            )
+        })
+    };
+    let run = reflector::run_xdp(&mut socket, &config, &STOP, &counters);
+    STOP.raise();
+    let _ = watcher.join();
+    run.context("AF_XDP reflector")?;
+    drop(socket);
+    let r = counters.snapshot();
+    println!(
+        "received {}  reflected {}  malformed {}  send-dropped {}",
+        r.received, r.reflected, r.malformed, r.send_dropped
+    );
+    if let Some(path) = &a.json {
+        let json = serde_json::json!({
+            "listen": listen.to_string(),
+            "io": "xdp",
+            "iface": iface,
+            "received": r.received,
+            "reflected": r.reflected,
+            "malformed": r.malformed,
+            "send_dropped": r.send_dropped,
+        });
+        results::write_atomic(path, format!("{json:#}\n").as_bytes())?;
+    }
     Ok(())
 }

@@ -1,0 +1,121 @@
+//! `latlab echo --io xdp` between two namespaces (root; must run under CI=true).
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use assert_cmd::cargo::cargo_bin;
+use latlab_lab::topology::{why_no_namespaces, ClientServer};
+
+#[test]
+fn echo_over_af_xdp_answers_gen_and_detaches_its_program() {
+    if let Some(reason) = why_no_namespaces() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "under CI=true: {reason}"
+        );
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let lab = ClientServer::namespaces().unwrap();
+    let ClientServer::Namespaces {
+        client,
+        server,
+        server_addr,
+        ..
+    } = &lab
+    else {
+        unreachable!("namespaces() builds namespaces")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run_json = dir.path().join("run.json");
+    let echo_json = dir.path().join("echo.json");
+    let target = format!("{server_addr}:7777");
+    let in_ns = |ns: &str| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns]).arg(cargo_bin("latlab"));
+        c
+    };
+    let mut echo = in_ns(server.name())
+        .args([
+            "echo",
+            "--io",
+            "xdp",
+            "--iface",
+            "veth0",
+            "--listen",
+            &target,
+            "--duration",
+            "3s",
+        ])
+        .arg("--json")
+        .arg(&echo_json)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let shown = Command::new("ip")
+        .args(["-n", server.name(), "link", "show", "dev", "veth0"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains("xdp"),
+        "the program is attached"
+    );
+    let gen = in_ns(client.name())
+        .args([
+            "gen",
+            "--target",
+            &target,
+            "--rate",
+            "2k",
+            "--duration",
+            "1s",
+            "--poll",
+            "block",
+        ])
+        .arg("--json")
+        .arg(&run_json)
+        .output()
+        .unwrap();
+    assert!(
+        gen.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    assert!(echo.wait().unwrap().success());
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&run_json).unwrap()).unwrap();
+    let (sent, received) = (
+        run["sent"].as_u64().unwrap(),
+        run["received"].as_u64().unwrap(),
+    );
+    assert!(
+        received >= sent * 99 / 100,
+        "{received} of {sent} came back over AF_XDP"
+    );
+    let counters: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&echo_json).unwrap()).unwrap();
+    assert_eq!(counters["io"], "xdp");
+    assert!(counters["reflected"].as_u64().unwrap() >= received);
+    let shown = Command::new("ip")
+        .args(["-n", server.name(), "link", "show", "dev", "veth0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        !text.split_whitespace().any(|w| w.starts_with("xdp")),
+        "no program left attached: {text}"
+    );
+}
+
+#[test]
+fn xdp_without_an_interface_says_what_is_missing() {
+    let out = assert_cmd::Command::new(cargo_bin("latlab"))
+        .args(["echo", "--io", "xdp", "--listen", "127.0.0.1:7777"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--iface"), "{stderr}");
+}
