@@ -119,3 +119,61 @@ fn xdp_without_an_interface_says_what_is_missing() {
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("--iface"), "{stderr}");
 }
+
+#[test]
+fn an_xdp_echo_stopped_by_sigint_leaves_no_program_attached() {
+    if let Some(reason) = why_no_namespaces() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "under CI=true: {reason}"
+        );
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let lab = ClientServer::namespaces().unwrap();
+    let ClientServer::Namespaces {
+        server,
+        server_addr,
+        ..
+    } = &lab
+    else {
+        unreachable!("namespaces() builds namespaces")
+    };
+    let target = format!("{server_addr}:7777");
+    let mut echo = Command::new("ip")
+        .args(["netns", "exec", server.name()])
+        .arg(cargo_bin("latlab"))
+        .args([
+            "echo", "--io", "xdp", "--iface", "veth0", "--listen", &target,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let attached = || {
+        let out = Command::new("ip")
+            .args(["-n", server.name(), "link", "show", "dev", "veth0"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .any(|w| w.starts_with("xdp"))
+    };
+    let mut seen = false;
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(50));
+        if attached() {
+            seen = true;
+            break;
+        }
+    }
+    assert!(seen, "the echo attached its program");
+    // `ip netns exec` execs latlab, so the child's id is latlab's own.
+    let sent = Command::new("kill")
+        .args(["-INT", &echo.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    assert!(echo.wait().unwrap().success());
+    assert!(!attached(), "the program is gone after Ctrl-C");
+}
