@@ -192,9 +192,13 @@ struct ServeArgs {
     /// Address and port to serve on.
     #[arg(long, value_name = "ADDR")]
     listen: String,
-    /// socket: one recvfrom/sendto per packet and copy; batched: recvmmsg/sendmmsg.
+    /// socket: one recvfrom/sendto per packet and copy; batched: recvmmsg/sendmmsg; xdp:
+    /// AF_XDP on --iface, IPv4/UDP in user space (root).
     #[arg(long, default_value = "socket", value_name = "IO")]
     io: ServerIo,
+    /// The interface that AF_XDP serves (--io xdp).
+    #[arg(long, value_name = "IF")]
+    iface: Option<String>,
     /// SO_RCVBUF in bytes (16k, 64k, ...); the system default when absent.
     #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
     rcvbuf: Option<usize>,
@@ -726,13 +730,32 @@ fn report(a: ReportArgs) -> Result<()> {
     Ok(())
 }
 
+/// The game server's two kinds of socket.
+enum ServeSocket {
+    Udp(UdpSocket),
+    Xdp(Box<latlab_io::xdp::XdpSocket>),
+}
+
 fn serve(a: ServeArgs) -> Result<()> {
     let listen = resolve("--listen", &a.listen)?;
-    let opts = UdpOptions {
-        rcvbuf: a.rcvbuf,
-        ..UdpOptions::default()
+    let mut socket = if a.io == ServerIo::Xdp {
+        let Some(iface) = a.iface.as_deref() else {
+            bail!("--io xdp needs --iface: the interface whose frames AF_XDP takes");
+        };
+        let options = latlab_io::xdp::XdpOptions::new(latlab_io::xdp::Redirect::Endpoint {
+            udp_port: listen.port(),
+        });
+        let s = latlab_io::xdp::XdpSocket::open(iface, &options)
+            .with_context(|| format!("--iface {iface}"))?;
+        ServeSocket::Xdp(Box::new(s))
+    } else {
+        let opts = UdpOptions {
+            rcvbuf: a.rcvbuf,
+            ..UdpOptions::default()
+        };
+        let s = UdpSocket::bind(listen, &opts).with_context(|| format!("--listen {listen}"))?;
+        ServeSocket::Udp(s)
     };
-    let socket = UdpSocket::bind(listen, &opts).with_context(|| format!("--listen {listen}"))?;
     if let Some(cpu) = a.cpu {
         latlab_io::cpu::pin_current_thread(cpu).with_context(|| format!("--cpu {cpu}"))?;
     }
@@ -751,13 +774,22 @@ fn serve(a: ServeArgs) -> Result<()> {
             ..latlab_game::ServerConfig::default()
         },
     };
-    eprintln!(
-        "latlab serve: listening on {} ({} I/O, SO_RCVBUF {} bytes, {} cycles of work); Ctrl-C stops",
-        socket.local_addr()?,
-        a.io.name(),
-        socket.recv_buffer_size()?,
-        a.work_cycles
-    );
+    match &socket {
+        ServeSocket::Udp(s) => eprintln!(
+            "latlab serve: listening on {} ({} I/O, SO_RCVBUF {} bytes, {} cycles of work); Ctrl-C stops",
+            s.local_addr()?,
+            a.io.name(),
+            s.recv_buffer_size()?,
+            a.work_cycles
+        ),
+        ServeSocket::Xdp(s) => eprintln!(
+            "latlab serve: AF_XDP on {}, UDP port {} ({:?}, {} cycles of work); Ctrl-C stops",
+            s.ifname(),
+            listen.port(),
+            s.mode(),
+            a.work_cycles
+        ),
+    }
     let live = Arc::new(ServerLive::default());
     let terminal = std::io::stderr().is_terminal();
     let watcher = {
@@ -773,7 +805,10 @@ fn serve(a: ServeArgs) -> Result<()> {
             )
         })
     };
-    let run = latlab_engine::game::serve(&socket, &config, &STOP, &live);
+    let run = match &mut socket {
+        ServeSocket::Udp(s) => latlab_engine::game::serve(s, &config, &STOP, &live),
+        ServeSocket::Xdp(s) => latlab_engine::game::serve_xdp(s, &config, &STOP, &live),
+    };
     STOP.raise();
     let _ = watcher.join();
     let c = run.context("game server")?;

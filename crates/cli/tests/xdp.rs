@@ -177,3 +177,52 @@ fn an_xdp_echo_stopped_by_sigint_leaves_no_program_attached() {
     assert!(echo.wait().unwrap().success());
     assert!(!attached(), "the program is gone after Ctrl-C");
 }
+
+#[test]
+fn the_game_study_runs_the_af_xdp_server_row() {
+    if let Some(reason) = why_no_namespaces() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "under CI=true: {reason}"
+        );
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let run = assert_cmd::Command::new(cargo_bin("latlab"))
+        .args([
+            "study",
+            "game-server",
+            "--clients",
+            "4",
+            "--loads",
+            "2k",
+            "--rcvbuf",
+            "default",
+        ])
+        .args(["--io", "xdp", "--duration", "400ms", "--no-flood"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let point: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("points/sweep-xdp-c4-b208k-2000pps.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(point["io"], "xdp");
+    assert_eq!(point["server"]["joins"], 4, "the handshake ran over AF_XDP");
+    let sent = point["sent"].as_u64().unwrap();
+    assert!(
+        point["complete"].as_u64().unwrap() >= sent * 99 / 100,
+        "{point}"
+    );
+    assert!(std::fs::read_to_string(out.join("table1.md"))
+        .unwrap()
+        .contains("| xdp |"));
+}

@@ -32,6 +32,8 @@ pub enum ServerIo {
     Socket,
     /// `recvmmsg` and `sendmmsg` batches.
     Batched,
+    /// AF_XDP: frames taken before the kernel's stack; run with [`serve_xdp`].
+    Xdp,
 }
 
 impl std::str::FromStr for ServerIo {
@@ -41,9 +43,9 @@ impl std::str::FromStr for ServerIo {
         match s {
             "socket" => Ok(ServerIo::Socket),
             "batched" => Ok(ServerIo::Batched),
-            "xdp" => Err("--io xdp (AF_XDP) is not built yet: use socket or batched".into()),
+            "xdp" => Ok(ServerIo::Xdp),
             other => Err(format!(
-                "unknown server I/O {other:?}: expected socket or batched"
+                "unknown server I/O {other:?}: expected socket, batched or xdp"
             )),
         }
     }
@@ -55,6 +57,7 @@ impl ServerIo {
         match self {
             ServerIo::Socket => "socket",
             ServerIo::Batched => "batched",
+            ServerIo::Xdp => "xdp",
         }
     }
 }
@@ -97,6 +100,8 @@ pub struct ServerLive {
     pub clients: AtomicU64,
     /// Datagrams dropped, whatever the cause.
     pub dropped: AtomicU64,
+    /// Copies not sent because no MAC address is known for the recipient (AF_XDP only).
+    pub unroutable: AtomicU64,
 }
 
 /// Serves on `socket` until `stop` is raised; returns the core's counters.
@@ -110,6 +115,12 @@ pub fn serve(
     match config.io {
         ServerIo::Socket => serve_socket(socket, config, &mut server, stop, live)?,
         ServerIo::Batched => serve_batched(socket, config, &mut server, stop, live)?,
+        ServerIo::Xdp => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the AF_XDP server runs on an AF_XDP socket: use serve_xdp",
+            ))
+        }
     }
     Ok(server.counters().clone())
 }
@@ -492,4 +503,141 @@ pub fn run_clients(
         flood_sent,
         stopped_early,
     })
+}
+
+/// Writes an Ethernet/IPv4/UDP frame carrying `payload` into `out`; returns its length.
+fn udp_frame_into(
+    out: &mut [u8],
+    (src_mac, dst_mac): ([u8; 6], [u8; 6]),
+    from: std::net::SocketAddrV4,
+    to: std::net::SocketAddrV4,
+    payload: &[u8],
+) -> Option<usize> {
+    use latlab_wire::{ethernet, ipv4, udp};
+    let len = 42 + payload.len();
+    let out = out.get_mut(..len)?;
+    ethernet::Repr {
+        src_addr: ethernet::Address(src_mac),
+        dst_addr: ethernet::Address(dst_mac),
+        ethertype: ethernet::EtherType::Ipv4,
+    }
+    .emit(&mut ethernet::Frame::new_unchecked(&mut out[..]));
+    ipv4::Repr {
+        src_addr: *from.ip(),
+        dst_addr: *to.ip(),
+        protocol: ipv4::Protocol::Udp,
+        payload_len: 8 + payload.len(),
+        ttl: 64,
+    }
+    .emit(&mut ipv4::Packet::new_unchecked(&mut out[14..]));
+    out[42..].copy_from_slice(payload);
+    udp::Repr {
+        src_port: from.port(),
+        dst_port: to.port(),
+        payload_len: payload.len(),
+    }
+    .emit(
+        &mut udp::Packet::new_unchecked(&mut out[34..]),
+        *from.ip(),
+        *to.ip(),
+    );
+    Some(len)
+}
+
+/// The model game server on an AF_XDP socket whose program redirects the server's UDP port:
+/// IPv4 and UDP are handled in user space, and each client's MAC address is learnt from the
+/// frames it sends (a client is always heard before it is sent to: it joins first).
+pub fn serve_xdp(
+    socket: &mut latlab_io::xdp::XdpSocket,
+    config: &GameServerConfig,
+    stop: &Stop,
+    live: &ServerLive,
+) -> io::Result<ServerCounters> {
+    use latlab_wire::{ethernet, ipv4, udp};
+    use std::collections::HashMap;
+    use std::net::SocketAddrV4;
+    let mut server = Server::new(config.game.clone());
+    // Bounded: entries beyond a few per table slot are not learnt.
+    let max_macs = config.game.max_clients.saturating_mul(4).max(64);
+    let mut macs: HashMap<SocketAddr, [u8; 6]> = HashMap::new();
+    let mut out: Vec<(Vec<u8>, usize)> = Vec::new();
+    let mut answer = [0u8; 128];
+    while !stop.is_raised() {
+        if config.poll == PollMode::Block
+            && !socket.wait_readable(Some(Duration::from_millis(50)))?
+        {
+            publish(&server, live);
+            continue;
+        }
+        let mut used = 0usize;
+        let push = |out: &mut Vec<(Vec<u8>, usize)>, used: &mut usize| -> usize {
+            if *used == out.len() {
+                out.push((vec![0u8; 2048], 0));
+            }
+            *used += 1;
+            *used - 1
+        };
+        let now = now_ns();
+        let n = socket.recv_batch(|frame| {
+            let Ok(eth) = ethernet::Frame::new_checked(frame) else {
+                return;
+            };
+            let Ok(ip) = ipv4::Packet::new_checked(eth.payload()) else {
+                return;
+            };
+            let Ok(ip_repr) = ipv4::Repr::parse(&ip) else {
+                return;
+            };
+            let Ok(u) = udp::Packet::new_checked(ip.payload()) else {
+                return;
+            };
+            let from = SocketAddrV4::new(ip_repr.src_addr, u.src_port());
+            let ours = SocketAddrV4::new(ip_repr.dst_addr, u.dst_port());
+            let our_mac = eth.dst_addr().0;
+            if macs.len() < max_macs || macs.contains_key(&SocketAddr::V4(from)) {
+                macs.insert(SocketAddr::V4(from), eth.src_addr().0);
+            }
+            let payload = u.payload();
+            let verdict = server.handle_datagram(now, SocketAddr::V4(from), payload);
+            if let Verdict::FanOut { recipients } = verdict {
+                tsc::spin_cycles(config.work_cycles);
+                for to in recipients {
+                    let (SocketAddr::V4(to4), Some(mac)) = (to, macs.get(to)) else {
+                        live.unroutable.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    };
+                    let i = push(&mut out, &mut used);
+                    match udp_frame_into(&mut out[i].0, (our_mac, *mac), ours, *to4, payload) {
+                        Some(len) => out[i].1 = len,
+                        None => used -= 1,
+                    }
+                }
+            }
+            while let Some((to, len)) = server.poll_transmit(&mut answer) {
+                let (SocketAddr::V4(to4), Some(mac)) = (to, macs.get(&to)) else {
+                    live.unroutable.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let i = push(&mut out, &mut used);
+                match udp_frame_into(&mut out[i].0, (our_mac, *mac), ours, to4, &answer[..len]) {
+                    Some(l) => out[i].1 = l,
+                    None => used -= 1,
+                }
+            }
+        })?;
+        if n == 0 {
+            std::hint::spin_loop();
+            continue;
+        }
+        for (frame, len) in &out[..used] {
+            if !socket.send(&frame[..*len])? {
+                socket.flush_tx()?;
+                let _ = socket.send(&frame[..*len])?;
+            }
+        }
+        socket.flush_tx()?;
+        publish(&server, live);
+    }
+    publish(&server, live);
+    Ok(server.counters().clone())
 }

@@ -266,6 +266,13 @@ pub fn run(
     fs::create_dir_all(&points_dir)?;
     let lab = Lab::build(options.namespaces)?;
     log(&format!("lab: {}", lab.topology.describe()));
+    let mut options = options.clone();
+    if matches!(lab.topology, ClientServer::Loopback { .. }) && options.ios.contains(&ServerIo::Xdp)
+    {
+        log("AF_XDP needs the namespaces' veth pair: the xdp server is left out on loopback");
+        options.ios.retain(|io| *io != ServerIo::Xdp);
+    }
+    let options = &options;
     let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
     let (server_cpu, client_cpu) = match cpus.as_slice() {
         [a, .., b] => (Some(*a), Some(*b)),
@@ -453,6 +460,21 @@ impl Runner<'_> {
                 },
             )
         })??;
+        // The AF_XDP server takes the port's frames on the server's veth end before the
+        // kernel does; the UDP socket stays bound, so nothing else takes the port.
+        let xdp_socket = match spec.io {
+            ServerIo::Xdp => {
+                let port = server_addr.port();
+                Some(self.lab.in_server(move || {
+                    let options =
+                        latlab_io::xdp::XdpOptions::new(latlab_io::xdp::Redirect::Endpoint {
+                            udp_port: port,
+                        });
+                    latlab_io::xdp::XdpSocket::open("veth0", &options)
+                })??)
+            }
+            _ => None,
+        };
         let granted = server_socket.recv_buffer_size()?;
         let mut secret = [0u8; 16];
         secret[..8].copy_from_slice(&latlab_io::clock::now_ns().to_le_bytes());
@@ -480,7 +502,10 @@ impl Runner<'_> {
                     if let Some(cpu) = server_cpu {
                         latlab_io::cpu::pin_current_thread(cpu)?;
                     }
-                    game::serve(&server_socket, &config, &s, &l)
+                    match xdp_socket {
+                        Some(mut x) => game::serve_xdp(&mut x, &config, &s, &l),
+                        None => game::serve(&server_socket, &config, &s, &l),
+                    }
                 })?
         };
         let outcome = self.run_clients(spec, server_addr);
