@@ -27,6 +27,7 @@
 pub mod clock;
 pub mod cpu;
 pub mod ethtool;
+mod iface;
 pub mod netns;
 pub mod packet;
 mod poll;

@@ -52,6 +52,8 @@
 //! ```
 
 use std::cell::Cell;
+
+use crate::iface::{at, interface_index, page_size};
 use std::io;
 use std::mem::{offset_of, size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -985,42 +987,6 @@ impl Layout {
             tp_feature_req_word: 0,
         }
     }
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf only reads a system constant.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size).unwrap_or(4096)
-}
-
-/// Wraps an error with the interface and the step that failed, keeping its kind.
-fn at<'a>(ifname: &'a str, step: &'a str) -> impl FnOnce(io::Error) -> io::Error + 'a {
-    move |e| io::Error::new(e.kind(), format!("{ifname}: {step}: {e}"))
-}
-
-fn interface_index(ifname: &str) -> io::Result<u32> {
-    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ || ifname.contains('\0') {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{ifname:?}: not an interface name"),
-        ));
-    }
-    let name = std::ffi::CString::new(ifname)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL"))?;
-    // SAFETY: `name` is a NUL-terminated string that outlives the call.
-    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if index == 0 {
-        let err = io::Error::last_os_error();
-        return Err(if err.raw_os_error() == Some(libc::ENODEV) {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{ifname}: no such interface"),
-            )
-        } else {
-            at(ifname, "if_nametoindex")(err)
-        });
-    }
-    Ok(index)
 }
 
 /// An AF_PACKET raw socket that receives nothing until it is bound (protocol 0).

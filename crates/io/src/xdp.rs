@@ -49,6 +49,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::time::Duration;
 
+use crate::iface::{at, interface_index};
 pub use bpf::{AttachMode, Redirect, XdpProgram};
 use ring::{Ring, DESC_SIZE};
 
@@ -584,24 +585,7 @@ impl XdpSocket {
             events: libc::POLLIN,
             revents: 0,
         }];
-        let ts = timeout.map(|t| libc::timespec {
-            tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
-            tv_nsec: t.subsec_nanos() as libc::c_long,
-        });
-        let ts_ptr = ts
-            .as_ref()
-            .map_or(ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: `fds` is one valid pollfd; `ts_ptr` is null or points at `ts`, which lives
-        // until after the call; a null signal mask leaves the mask unchanged.
-        let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), 1, ts_ptr, ptr::null()) };
-        if rc < 0 {
-            let err = io::Error::last_os_error();
-            return if err.kind() == io::ErrorKind::Interrupted {
-                Ok(false)
-            } else {
-                Err(at(&self.ifname, "ppoll")(err))
-            };
-        }
+        crate::poll::ppoll(&mut fds, timeout).map_err(at(&self.ifname, "ppoll"))?;
         Ok(self.rx_ready())
     }
 
@@ -642,36 +626,6 @@ impl AsRawFd for XdpSocket {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
-}
-
-/// Wraps an error with the interface and the step that failed, keeping its kind.
-fn at<'a>(ifname: &'a str, step: &'a str) -> impl FnOnce(io::Error) -> io::Error + 'a {
-    move |e| io::Error::new(e.kind(), format!("{ifname}: {step}: {e}"))
-}
-
-fn interface_index(ifname: &str) -> io::Result<u32> {
-    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ || ifname.contains('\0') {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{ifname:?}: not an interface name"),
-        ));
-    }
-    let name = std::ffi::CString::new(ifname)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL"))?;
-    // SAFETY: `name` is a NUL-terminated string that outlives the call.
-    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if index == 0 {
-        let err = io::Error::last_os_error();
-        return Err(if err.raw_os_error() == Some(libc::ENODEV) {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{ifname}: no such interface"),
-            )
-        } else {
-            at(ifname, "if_nametoindex")(err)
-        });
-    }
-    Ok(index)
 }
 
 /// A fresh AF_XDP socket, with errors that say why AF_XDP cannot be had.

@@ -9,7 +9,7 @@ use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-use super::{at, interface_index};
+use crate::iface::{at, interface_index};
 
 // `enum bpf_cmd`.
 const BPF_MAP_CREATE: u32 = 0;
