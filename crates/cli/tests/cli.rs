@@ -1,5 +1,7 @@
 //! The `latlab` binary as a user runs it.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -310,43 +312,6 @@ fn check_demo_folder(out: &Path, topology: &str, runs: usize) {
         .starts_with("<svg"));
 }
 
-fn namespaces_or_skip() -> bool {
-    match latlab_lab_probe() {
-        None => true,
-        Some(reason) => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "under CI=true the namespace test must run, but: {reason}"
-            );
-            eprintln!("skipped: {reason}");
-            false
-        }
-    }
-}
-
-/// Why namespaces cannot be used here (None when they can), asked of `ip` directly.
-fn latlab_lab_probe() -> Option<String> {
-    let uid = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2).map(str::to_string));
-    if uid.as_deref() != Some("0") {
-        return Some("not root".into());
-    }
-    let name = format!("latlab-{}-cli-probe", std::process::id());
-    let ok = Command::new("ip")
-        .args(["netns", "add", &name])
-        .status()
-        .is_ok_and(|s| s.success());
-    let _ = Command::new("ip").args(["netns", "del", &name]).status();
-    if ok {
-        None
-    } else {
-        Some("ip netns add failed".into())
-    }
-}
-
 fn namespaces_of(pid: u32) -> Vec<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
@@ -360,7 +325,7 @@ fn namespaces_of(pid: u32) -> Vec<String> {
 #[test]
 fn demo_across_two_namespaces_measures_and_removes_them() {
     let _turn = engines();
-    if !namespaces_or_skip() {
+    if !common::namespaces_or_skip() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -404,7 +369,7 @@ fn demo_across_two_namespaces_measures_and_removes_them() {
 #[test]
 fn ctrl_c_stops_the_demo_and_removes_its_namespaces() {
     let _turn = engines();
-    if !namespaces_or_skip() {
+    if !common::namespaces_or_skip() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

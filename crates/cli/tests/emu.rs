@@ -1,47 +1,31 @@
 //! `latlab emu` as a user runs it: between the namespaces of a `client — emu — server` lab,
 //! with `latlab echo` and `latlab gen` on either side (root; must run under CI=true).
 
-use std::process::{Command, Stdio};
+mod common;
+
+use std::process::Stdio;
 use std::time::Duration;
 
 use assert_cmd::cargo::cargo_bin;
-use latlab_lab::topology::{why_no_namespaces, ClientEmuServer};
-
-fn one_line_error(args: &[&str], needle: &str) {
-    let out = assert_cmd::Command::new(cargo_bin("latlab"))
-        .args(args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} succeeded");
-    assert_eq!(
-        stderr.trim_end().lines().count(),
-        1,
-        "{args:?} printed:\n{stderr}"
-    );
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: {stderr:?} lacks {needle:?}"
-    );
-}
+use latlab_lab::topology::ClientEmuServer;
 
 #[test]
 fn bad_emulator_options_name_themselves() {
     let base = ["emu", "--iface-a", "lo", "--iface-b", "lo"];
-    one_line_error(&[&base[..], &["--loss", "120%"]].concat(), "--loss");
-    one_line_error(&[&base[..], &["--delay", "soon"]].concat(), "--delay");
-    one_line_error(
+    common::one_line_error(&[&base[..], &["--loss", "120%"]].concat(), "--loss");
+    common::one_line_error(&[&base[..], &["--delay", "soon"]].concat(), "--delay");
+    common::one_line_error(
         &[&base[..], &["--loss-model", "gemodel:2"]].concat(),
         "--loss-model",
     );
-    one_line_error(&[&base[..], &["--rate", "fast"]].concat(), "--rate");
-    one_line_error(&[&base[..], &["--a-to-b", "delay"]].concat(), "--a-to-b");
-    one_line_error(&[&base[..], &["--b-to-a", "wobble=1"]].concat(), "wobble");
-    one_line_error(
+    common::one_line_error(&[&base[..], &["--rate", "fast"]].concat(), "--rate");
+    common::one_line_error(&[&base[..], &["--a-to-b", "delay"]].concat(), "--a-to-b");
+    common::one_line_error(&[&base[..], &["--b-to-a", "wobble=1"]].concat(), "wobble");
+    common::one_line_error(
         &[&base[..], &["--config", "/nonexistent.toml"]].concat(),
         "--config",
     );
-    one_line_error(
+    common::one_line_error(
         &["emu", "--iface-a", "latlab-none0", "--iface-b", "lo"],
         "--iface-a",
     );
@@ -60,24 +44,14 @@ fn emu_with_a_tpacket_v3_ring_still_keeps_a_2ms_delay() {
 }
 
 fn emu_between_namespaces(ring: &str) {
-    if let Some(reason) = why_no_namespaces() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "under CI=true: {reason}"
-        );
-        eprintln!("skipped: {reason}");
+    if !common::namespaces_or_skip() {
         return;
     }
     let lab = ClientEmuServer::build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let emu_json = dir.path().join("emu.json");
     let run_json = dir.path().join("run.json");
-    let in_ns = |ns: &str| {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns]).arg(cargo_bin("latlab"));
-        c
-    };
-    let mut emu = in_ns(lab.emu.name())
+    let mut emu = common::in_ns(lab.emu.name())
         .args([
             "emu",
             "--iface-a",
@@ -97,7 +71,7 @@ fn emu_between_namespaces(ring: &str) {
         .spawn()
         .unwrap();
     let target = format!("{}:7777", lab.server_addr);
-    let mut echo = in_ns(lab.server.name())
+    let mut echo = common::in_ns(lab.server.name())
         .args([
             "echo",
             "--listen",
@@ -112,7 +86,7 @@ fn emu_between_namespaces(ring: &str) {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    let gen = in_ns(lab.client.name())
+    let gen = common::in_ns(lab.client.name())
         .args([
             "gen",
             "--target",
@@ -152,12 +126,7 @@ fn emu_between_namespaces(ring: &str) {
 
 #[test]
 fn a_short_emulator_study_writes_its_report() {
-    if let Some(reason) = why_no_namespaces() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "under CI=true: {reason}"
-        );
-        eprintln!("skipped: {reason}");
+    if !common::namespaces_or_skip() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -1,48 +1,32 @@
 //! `latlab serve` and `latlab study game-server` as a user runs them.
 
+mod common;
+
 use std::process::Command;
 
 use assert_cmd::cargo::cargo_bin;
 
-fn one_line_error(args: &[&str], needle: &str) {
-    let out = assert_cmd::Command::new(cargo_bin("latlab"))
-        .args(args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} succeeded");
-    assert_eq!(
-        stderr.trim_end().lines().count(),
-        1,
-        "{args:?} printed:\n{stderr}"
-    );
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: {stderr:?} lacks {needle:?}"
-    );
-}
-
 #[test]
 fn bad_serve_and_study_flags_name_themselves() {
-    one_line_error(&["serve", "--listen", "127.0.0.1:0", "--io", "xdp"], "--io");
-    one_line_error(
+    common::one_line_error(&["serve", "--listen", "127.0.0.1:0", "--io", "xdp"], "--io");
+    common::one_line_error(
         &["serve", "--listen", "127.0.0.1:0", "--io", "dpdk"],
         "--io",
     );
-    one_line_error(&["serve", "--listen", "nowhere"], "--listen");
-    one_line_error(
+    common::one_line_error(&["serve", "--listen", "nowhere"], "--listen");
+    common::one_line_error(
         &["serve", "--listen", "127.0.0.1:0", "--max-clients", "0"],
         "--max-clients",
     );
-    one_line_error(
+    common::one_line_error(
         &["serve", "--listen", "127.0.0.1:0", "--rate-limit", "-1"],
         "--rate-limit",
     );
-    one_line_error(&["study", "game-server", "--loads", "100k..10k"], "--loads");
-    one_line_error(&["study", "game-server", "--loads", "fast"], "--loads");
-    one_line_error(&["study", "game-server", "--clients", "0"], "--clients");
-    one_line_error(&["study", "game-server", "--rcvbuf", "lots"], "--rcvbuf");
-    one_line_error(&["study", "game-server", "--io", "carrier-pigeon"], "--io");
+    common::one_line_error(&["study", "game-server", "--loads", "100k..10k"], "--loads");
+    common::one_line_error(&["study", "game-server", "--loads", "fast"], "--loads");
+    common::one_line_error(&["study", "game-server", "--clients", "0"], "--clients");
+    common::one_line_error(&["study", "game-server", "--rcvbuf", "lots"], "--rcvbuf");
+    common::one_line_error(&["study", "game-server", "--io", "carrier-pigeon"], "--io");
 }
 
 #[test]
@@ -74,31 +58,9 @@ fn serve_stops_after_its_duration_and_reports_its_counters() {
     assert_eq!(counters["received"], 0);
 }
 
-fn namespaces_usable() -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
-    let name = format!("latlab-{}-game-probe", std::process::id());
-    let ok = root
-        && Command::new("ip")
-            .args(["netns", "add", &name])
-            .status()
-            .is_ok_and(|s| s.success());
-    let _ = Command::new("ip").args(["netns", "del", &name]).status();
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "under CI=true the namespace study must run"
-        );
-        eprintln!("skipped: not root or no network namespaces");
-    }
-    ok
-}
-
 #[test]
 fn a_two_point_study_in_namespaces_writes_its_report_and_resumes() {
-    if !namespaces_usable() {
+    if !common::namespaces_or_skip() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -1,19 +1,16 @@
 //! `latlab echo --io xdp` between two namespaces (root; must run under CI=true).
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use assert_cmd::cargo::cargo_bin;
-use latlab_lab::topology::{why_no_namespaces, ClientServer};
+use latlab_lab::topology::ClientServer;
 
 #[test]
 fn echo_over_af_xdp_answers_gen_and_detaches_its_program() {
-    if let Some(reason) = why_no_namespaces() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "under CI=true: {reason}"
-        );
-        eprintln!("skipped: {reason}");
+    if !common::namespaces_or_skip() {
         return;
     }
     let lab = ClientServer::namespaces().unwrap();
@@ -30,12 +27,7 @@ fn echo_over_af_xdp_answers_gen_and_detaches_its_program() {
     let run_json = dir.path().join("run.json");
     let echo_json = dir.path().join("echo.json");
     let target = format!("{server_addr}:7777");
-    let in_ns = |ns: &str| {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns]).arg(cargo_bin("latlab"));
-        c
-    };
-    let mut echo = in_ns(server.name())
+    let mut echo = common::in_ns(server.name())
         .args([
             "echo",
             "--io",
@@ -61,7 +53,7 @@ fn echo_over_af_xdp_answers_gen_and_detaches_its_program() {
         String::from_utf8_lossy(&shown.stdout).contains("xdp"),
         "the program is attached"
     );
-    let gen = in_ns(client.name())
+    let gen = common::in_ns(client.name())
         .args([
             "gen",
             "--target",
@@ -122,12 +114,7 @@ fn xdp_without_an_interface_says_what_is_missing() {
 
 #[test]
 fn an_xdp_echo_stopped_by_sigint_leaves_no_program_attached() {
-    if let Some(reason) = why_no_namespaces() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "under CI=true: {reason}"
-        );
-        eprintln!("skipped: {reason}");
+    if !common::namespaces_or_skip() {
         return;
     }
     let lab = ClientServer::namespaces().unwrap();
@@ -180,12 +167,7 @@ fn an_xdp_echo_stopped_by_sigint_leaves_no_program_attached() {
 
 #[test]
 fn the_game_study_runs_the_af_xdp_server_row() {
-    if let Some(reason) = why_no_namespaces() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "under CI=true: {reason}"
-        );
-        eprintln!("skipped: {reason}");
+    if !common::namespaces_or_skip() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

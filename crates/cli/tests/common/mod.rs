@@ -1,0 +1,50 @@
+//! What the command-line tests share: running latlab, checking one-line errors, and the
+//! namespace rule (skipped with the reason when namespaces do not work here, but never under
+//! `CI=true`).
+#![allow(dead_code)] // each test binary uses its own part of this module
+
+use std::process::Command;
+
+use assert_cmd::cargo::cargo_bin;
+
+/// Runs latlab with `args` and checks it fails with one line on stderr that contains `needle`.
+pub(crate) fn one_line_error(args: &[&str], needle: &str) {
+    let out = assert_cmd::Command::new(cargo_bin("latlab"))
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{args:?} printed:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: {stderr:?} lacks {needle:?}"
+    );
+}
+
+/// Whether network namespaces work here; when they do not, says why and returns false, but
+/// under `CI=true` fails instead: there the namespace tests must run.
+pub(crate) fn namespaces_or_skip() -> bool {
+    match latlab_lab::topology::why_no_namespaces() {
+        None => true,
+        Some(reason) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "under CI=true the namespace tests must run, but: {reason}"
+            );
+            eprintln!("skipped: {reason}");
+            false
+        }
+    }
+}
+
+/// `ip netns exec NS latlab`: the command execs latlab, so the child's id is latlab's own.
+pub(crate) fn in_ns(ns: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).arg(cargo_bin("latlab"));
+    c
+}
