@@ -313,35 +313,23 @@ fn emulated_run(
     ),
     DemoError,
 > {
-    use latlab_engine::emulator::{self, EmulatorLive};
-    use latlab_io::packet::{PacketOptions, PacketSocket};
     let lab = ClientEmuServer::build()?;
     log(&format!("lab: {}", lab.describe()));
-    let (mut a, mut b) = latlab_io::netns::run_in(lab.emu.name(), || -> std::io::Result<_> {
-        let opts = PacketOptions::default();
-        Ok((
-            PacketSocket::open(ClientEmuServer::EMU_A, &opts)?,
-            PacketSocket::open(ClientEmuServer::EMU_B, &opts)?,
-        ))
-    })??;
-    let emu_stop = Arc::new(Stop::new());
-    let emu = {
-        let s = emu_stop.clone();
-        std::thread::Builder::new()
-            .name("latlab-emu".into())
-            .spawn(move || {
-                emulator::run(
-                    &mut a,
-                    &mut b,
-                    emulated_link(1),
-                    emulated_link(2),
-                    2048,
-                    latlab_engine::PollMode::Busy,
-                    &s,
-                    &EmulatorLive::default(),
-                )
-            })?
-    };
+    let ((summary, result), report) =
+        crate::emustudy::with_emulator(&lab, emulated_link(1), emulated_link(2), || {
+            measure_through(&lab, options, stop, sink, log)
+        })?;
+    Ok((summary, result, EmulatorRun { report }))
+}
+
+/// 1 kpps from the client to a reflector in the server, across whatever joins them.
+fn measure_through(
+    lab: &ClientEmuServer,
+    options: &DemoOptions,
+    stop: &Stop,
+    sink: &mut dyn ProgressSink,
+    log: &mut dyn FnMut(&str),
+) -> Result<(RunSummary, latlab_engine::generator::GeneratorResult), DemoError> {
     let target = SocketAddr::from((lab.server_addr, 7777));
     let echo_socket = latlab_io::netns::run_in(lab.server.name(), move || {
         UdpSocket::bind(target, &reflector_opts())
@@ -389,23 +377,12 @@ fn emulated_run(
         Ok(outcome?)
     })();
     echo_stop.raise();
-    emu_stop.raise();
     let echo_result = echo
         .join()
         .map_err(|_| std::io::Error::other("the reflector thread panicked"))?;
-    let emu_result = emu
-        .join()
-        .map_err(|_| std::io::Error::other("the emulator thread panicked"))?;
-    let (summary, result) = measured?;
+    let measured = measured?;
     echo_result?;
-    let report = emu_result?;
-    Ok((
-        summary,
-        result,
-        EmulatorRun {
-            report: crate::emureport::report_json(&report),
-        },
-    ))
+    Ok(measured)
 }
 
 fn reflector_opts() -> UdpOptions {

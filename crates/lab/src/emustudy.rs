@@ -500,38 +500,44 @@ fn measure_once(
         .map_err(|e| StudyError::Io(io::Error::other(e.to_string())))
 }
 
-fn with_emulator<T>(
+/// Runs `f` while `latlab emu` bridges the lab's emulator namespace (run to completion, busy
+/// polling), then stops the bridge; returns `f`'s result and the bridge's report as JSON.
+pub(crate) fn with_emulator<T, E: From<io::Error>>(
     lab: &ClientEmuServer,
     a_to_b: LinkConfig,
     b_to_a: LinkConfig,
-    f: impl FnOnce() -> Result<T, StudyError>,
-) -> Result<(T, serde_json::Value), StudyError> {
+    f: impl FnOnce() -> Result<T, E>,
+) -> Result<(T, serde_json::Value), E> {
     let (mut a, mut b) = latlab_io::netns::run_in(lab.emu.name(), || -> io::Result<_> {
         let opts = PacketOptions::default();
         Ok((
             PacketSocket::open(ClientEmuServer::EMU_A, &opts)?,
             PacketSocket::open(ClientEmuServer::EMU_B, &opts)?,
         ))
-    })??;
+    })
+    .and_then(|r| r)?;
     let emu_stop = Arc::new(Stop::new());
     let s = emu_stop.clone();
-    let emu = std::thread::spawn(move || {
-        emulator::run(
-            &mut a,
-            &mut b,
-            a_to_b,
-            b_to_a,
-            2048,
-            latlab_engine::PollMode::Busy,
-            &s,
-            &EmulatorLive::default(),
-        )
-    });
+    let emu = std::thread::Builder::new()
+        .name("latlab-emu".into())
+        .spawn(move || {
+            emulator::run(
+                &mut a,
+                &mut b,
+                a_to_b,
+                b_to_a,
+                2048,
+                latlab_engine::PollMode::Busy,
+                &s,
+                &EmulatorLive::default(),
+            )
+        })?;
     let out = f();
     emu_stop.raise();
     let report = emu
         .join()
-        .map_err(|_| io::Error::other("the emulator thread panicked"))??;
+        .map_err(|_| io::Error::other("the emulator thread panicked"))
+        .and_then(|r| r)?;
     Ok((out?, crate::emureport::report_json(&report)))
 }
 
