@@ -67,6 +67,12 @@ enum EmuMode {
     Pipeline,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum EmuIo {
+    Packet,
+    Xdp,
+}
+
 #[derive(Debug, clap::Args)]
 struct EmuArgs {
     /// First interface of the bridge.
@@ -150,6 +156,10 @@ struct EmuArgs {
     /// a millisecond late at low ones).
     #[arg(long, default_value = "v2", value_name = "RING")]
     rx_ring: RxRingArg,
+    /// packet: AF_PACKET rings beside the kernel stack; xdp: AF_XDP, every frame of both
+    /// interfaces taken before the kernel stack by an XDP program (root; run to completion).
+    #[arg(long, default_value = "packet", value_name = "IO")]
+    io: EmuIo,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, value_parser = parse_duration, value_name = "DUR")]
     duration: Option<Duration>,
@@ -977,6 +987,9 @@ fn emu_links(a: &EmuArgs) -> Result<(latlab_link::LinkConfig, latlab_link::LinkC
 fn emu(a: EmuArgs) -> Result<()> {
     use latlab_engine::emulator::{self, EmulatorLive};
     let (ab, ba) = emu_links(&a)?;
+    if a.io == EmuIo::Xdp {
+        return emu_xdp(a, ab, ba);
+    }
     let options = latlab_io::packet::PacketOptions {
         // Ring slots hold the frame plus the kernel's headers and must be a power of two.
         frame_size: (a.frame_size.max(128) + 128).next_power_of_two(),
@@ -1018,23 +1031,7 @@ fn emu(a: EmuArgs) -> Result<()> {
         }
     );
     let live = Arc::new(EmulatorLive::default());
-    let terminal = std::io::stderr().is_terminal();
-    let watcher = {
-        let live = live.clone();
-        watch(a.duration, move || {
-            use std::sync::atomic::Ordering::Relaxed;
-            let (x, y) = (&live.a_to_b, &live.b_to_a);
-            format!(
-                "A→B in {} out {} dropped {}   B→A in {} out {} dropped {}",
-                x.arrived.load(Relaxed),
-                x.sent.load(Relaxed),
-                x.dropped.load(Relaxed),
-                y.arrived.load(Relaxed),
-                y.sent.load(Relaxed),
-                y.dropped.load(Relaxed)
-            )
-        })
-    };
+    let watcher = emu_watch(a.duration, &live);
     let run = match tx_sockets {
         Some((tx_a, tx_b)) => {
             let n = cpus.len();
@@ -1062,16 +1059,108 @@ fn emu(a: EmuArgs) -> Result<()> {
             &live,
         ),
     };
+    emu_finish(run, watcher, a.json.as_deref())
+}
+
+/// `latlab emu --io xdp`: the run-to-completion bridge over one AF_XDP socket per interface,
+/// each fed every frame of its interface by an XDP program.
+fn emu_xdp(a: EmuArgs, ab: latlab_link::LinkConfig, ba: latlab_link::LinkConfig) -> Result<()> {
+    use latlab_engine::emulator::{self, EmulatorLive};
+    use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+    if a.mode == EmuMode::Pipeline {
+        bail!(
+            "--mode pipeline needs --io packet: AF_XDP gives one socket per interface queue, \
+             which the pipeline's RX and TX stages cannot share; use --mode run-to-completion"
+        );
+    }
+    let options = XdpOptions {
+        // A received frame gets frame_size − 256 bytes of a UMEM frame.
+        frame_size: if a.frame_size + 256 > 2048 {
+            4096
+        } else {
+            2048
+        },
+        ..XdpOptions::new(Redirect::Everything)
+    };
+    if a.frame_size + 256 > 4096 {
+        bail!(
+            "--frame-size {} is too large for --io xdp (at most 3840 bytes)",
+            a.frame_size
+        );
+    }
+    let open = |flag: &str, ifname: &str| {
+        XdpSocket::open(ifname, &options).with_context(|| format!("{flag} {ifname}"))
+    };
+    let mut sock_a = open("--iface-a", &a.iface_a)?;
+    let mut sock_b = open("--iface-b", &a.iface_b)?;
+    let describe = |s: &XdpSocket| {
+        let (bind, attach) = s.mode();
+        format!(
+            "{}: {} mode, {} XDP",
+            s.ifname(),
+            format!("{bind:?}").to_lowercase(),
+            format!("{attach:?}").to_lowercase()
+        )
+    };
+    eprintln!(
+        "latlab emu: bridging {} and {} over AF_XDP ({}; {}), run to completion; Ctrl-C stops",
+        a.iface_a,
+        a.iface_b,
+        describe(&sock_a),
+        describe(&sock_b)
+    );
+    let live = Arc::new(EmulatorLive::default());
+    let watcher = emu_watch(a.duration, &live);
+    let run = emulator::run(
+        &mut sock_a,
+        &mut sock_b,
+        ab,
+        ba,
+        a.frame_size,
+        a.poll,
+        &STOP,
+        &live,
+    );
+    emu_finish(run, watcher, a.json.as_deref())
+}
+
+/// The live counters line of `latlab emu`, redrawn until the run stops.
+fn emu_watch(
+    duration: Option<Duration>,
+    live: &Arc<latlab_engine::emulator::EmulatorLive>,
+) -> std::thread::JoinHandle<()> {
+    let live = live.clone();
+    watch(duration, move || {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (x, y) = (&live.a_to_b, &live.b_to_a);
+        format!(
+            "A→B in {} out {} dropped {}   B→A in {} out {} dropped {}",
+            x.arrived.load(Relaxed),
+            x.sent.load(Relaxed),
+            x.dropped.load(Relaxed),
+            y.arrived.load(Relaxed),
+            y.sent.load(Relaxed),
+            y.dropped.load(Relaxed)
+        )
+    })
+}
+
+/// Stops the counters line, prints the summary and writes the JSON report.
+fn emu_finish(
+    run: std::io::Result<latlab_engine::emulator::EmulatorReport>,
+    watcher: std::thread::JoinHandle<()>,
+    json: Option<&Path>,
+) -> Result<()> {
     STOP.raise();
     let _ = watcher.join();
-    if terminal {
+    if std::io::stderr().is_terminal() {
         eprintln!();
     }
     let report = run.context("emulator")?;
-    let json = latlab_lab::emureport::report_json(&report);
+    let value = latlab_lab::emureport::report_json(&report);
     println!("{}", latlab_lab::emureport::summary_text(&report));
-    if let Some(path) = a.json {
-        results::write_atomic(&path, format!("{json:#}\n").as_bytes())?;
+    if let Some(path) = json {
+        results::write_atomic(path, format!("{value:#}\n").as_bytes())?;
     }
     Ok(())
 }

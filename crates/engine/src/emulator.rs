@@ -9,7 +9,10 @@
 //! every frame (actual − intended departure) goes into a histogram.
 //!
 //! This is the run-to-completion shape: one loop serves both directions, for machines without
-//! two spare cores per direction.
+//! two spare cores per direction. It runs over any [`Port`]: an AF_PACKET socket (frames
+//! stamped by the kernel as they enter the ring) or an AF_XDP socket whose program redirects
+//! every frame of the interface (frames stamped when the loop reads them: XDP gives no receive
+//! stamp, and the busy loop reads a frame within microseconds of its arrival).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -19,6 +22,7 @@ use std::time::Duration;
 
 use latlab_io::clock::now_ns;
 use latlab_io::packet::PacketSocket;
+use latlab_io::xdp::XdpSocket;
 use latlab_link::{Fate, Link, LinkConfig, LinkCounters};
 use latlab_stats::LatencyHistogram;
 
@@ -28,6 +32,73 @@ use crate::{PollMode, Stop};
 const SPIN_NS: u64 = 100_000;
 /// Delay queue slots per direction when the link sets no frame limit.
 const DEFAULT_SLOTS: usize = 65_536;
+
+/// One bridged interface as the run-to-completion loop uses it: frames in with their arrival
+/// stamps, frames out through a TX queue.
+pub trait Port: Send {
+    /// Hands every frame now ready to `f(frame, arrival_ns)` (`CLOCK_REALTIME` ns, as
+    /// [`now_ns`]); returns how many. Never blocks.
+    fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize>;
+    /// Queues `frame` for sending; `Ok(false)` when the TX queue has no room.
+    fn queue_frame(&mut self, frame: &[u8]) -> io::Result<bool>;
+    /// Sends what was queued.
+    fn flush(&mut self) -> io::Result<()>;
+    /// Frames the kernel dropped before this port could read them.
+    fn kernel_drops(&self) -> u64;
+    /// Blocks until `a` or `b` has a frame or `timeout` passes.
+    fn wait_either(a: &mut Self, b: &mut Self, timeout: Duration) -> io::Result<()>;
+}
+
+impl Port for PacketSocket {
+    fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
+        self.recv_batch(|frame, rx_ns, _truncated| f(frame, rx_ns))
+    }
+
+    fn queue_frame(&mut self, frame: &[u8]) -> io::Result<bool> {
+        self.queue_tx(frame)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.flush_tx().map(drop)
+    }
+
+    fn kernel_drops(&self) -> u64 {
+        self.statistics().map(|s| s.drops).unwrap_or(0)
+    }
+
+    fn wait_either(a: &mut Self, b: &mut Self, timeout: Duration) -> io::Result<()> {
+        latlab_io::packet::wait_any_readable(&[&*a, &*b], Some(timeout)).map(drop)
+    }
+}
+
+impl Port for XdpSocket {
+    fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
+        // Stamped as read: each stamp is taken after the frame reached the RX ring.
+        self.recv_batch(|frame| f(frame, now_ns()))
+    }
+
+    fn queue_frame(&mut self, frame: &[u8]) -> io::Result<bool> {
+        if frame.len() > self.max_tx_frame() {
+            // Longer than a UMEM frame: it cannot leave; counted like a full TX queue.
+            return Ok(false);
+        }
+        self.send(frame)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.flush_tx().map(drop)
+    }
+
+    fn kernel_drops(&self) -> u64 {
+        self.statistics()
+            .map(|s| s.rx_dropped + s.rx_ring_full + s.rx_fill_ring_empty + s.rx_invalid_descs)
+            .unwrap_or(0)
+    }
+
+    fn wait_either(a: &mut Self, b: &mut Self, timeout: Duration) -> io::Result<()> {
+        latlab_io::xdp::wait_any_readable(&mut [a, b], Some(timeout)).map(drop)
+    }
+}
 
 /// Live counters of one direction, readable while the emulator runs.
 #[derive(Debug, Default)]
@@ -161,7 +232,7 @@ impl Direction {
     }
 
     /// Releases every frame due at `now` into `tx`.
-    fn release(&mut self, now: u64, tx: &mut PacketSocket) -> io::Result<usize> {
+    fn release(&mut self, now: u64, tx: &mut impl Port) -> io::Result<usize> {
         let mut n = 0;
         while let Some(&Reverse((departure, _, slot))) = self.heap.peek() {
             if departure > now {
@@ -169,10 +240,10 @@ impl Direction {
             }
             self.heap.pop();
             let len = self.lens[slot];
-            let mut queued = tx.queue_tx(&self.frames[slot][..len])?;
+            let mut queued = tx.queue_frame(&self.frames[slot][..len])?;
             if !queued {
-                tx.flush_tx()?;
-                queued = tx.queue_tx(&self.frames[slot][..len])?;
+                tx.flush()?;
+                queued = tx.queue_frame(&self.frames[slot][..len])?;
             }
             let t = now_ns();
             if queued {
@@ -220,9 +291,9 @@ pub struct EmulatorReport {
 /// microseconds); with [`PollMode::Block`] it sleeps in `ppoll` when nothing is due, and a
 /// frame arriving then waits for the thread to wake.
 #[allow(clippy::too_many_arguments)]
-pub fn run(
-    a: &mut PacketSocket,
-    b: &mut PacketSocket,
+pub fn run<P: Port>(
+    a: &mut P,
+    b: &mut P,
     a_to_b: LinkConfig,
     b_to_a: LinkConfig,
     max_frame: usize,
@@ -235,16 +306,16 @@ pub fn run(
     let mut ab = Direction::new(a_to_b, start, max_frame, live.a_to_b.clone())?;
     let mut ba = Direction::new(b_to_a, start, max_frame, live.b_to_a.clone())?;
     while !stop.is_raised() {
-        let got = a.recv_batch(|frame, rx_ns, _truncated| ab.arrive(rx_ns, frame))?
-            + b.recv_batch(|frame, rx_ns, _truncated| ba.arrive(rx_ns, frame))?;
+        let got = a.recv_frames(&mut |frame, rx_ns| ab.arrive(rx_ns, frame))?
+            + b.recv_frames(&mut |frame, rx_ns| ba.arrive(rx_ns, frame))?;
         let now = now_ns();
         let sent_b = ab.release(now, b)?;
         let sent_a = ba.release(now, a)?;
         if sent_b > 0 {
-            b.flush_tx()?;
+            b.flush()?;
         }
         if sent_a > 0 {
-            a.flush_tx()?;
+            a.flush()?;
         }
         if got > 0 || sent_a + sent_b > 0 || poll == PollMode::Busy {
             continue;
@@ -260,15 +331,12 @@ pub fn run(
             Some(d) => Duration::from_nanos(d - now - SPIN_NS),
             None => Duration::from_millis(10),
         };
-        latlab_io::packet::wait_any_readable(
-            &[&*a, &*b],
-            Some(wait.min(Duration::from_millis(10))),
-        )?;
+        P::wait_either(a, b, wait.min(Duration::from_millis(10)))?;
     }
     ab.report.link = *ab.link.counters();
     ba.report.link = *ba.link.counters();
-    ab.report.kernel_drops = a.statistics().map(|s| s.drops).unwrap_or(0);
-    ba.report.kernel_drops = b.statistics().map(|s| s.drops).unwrap_or(0);
+    ab.report.kernel_drops = a.kernel_drops();
+    ba.report.kernel_drops = b.kernel_drops();
     Ok(EmulatorReport {
         a_to_b: ab.report,
         b_to_a: ba.report,

@@ -622,6 +622,28 @@ impl XdpSocket {
     }
 }
 
+/// Blocks until one of `sockets` has a received frame ready or `timeout` passes (`None`: no
+/// limit); `Ok(true)` when one is ready. For a bridge that serves two interfaces from one
+/// thread. A signal ends the wait with `Ok(false)`.
+pub fn wait_any_readable(
+    sockets: &mut [&mut XdpSocket],
+    timeout: Option<Duration>,
+) -> io::Result<bool> {
+    if sockets.iter_mut().any(|s| s.rx_ready()) {
+        return Ok(true);
+    }
+    let mut fds: Vec<libc::pollfd> = sockets
+        .iter()
+        .map(|s| libc::pollfd {
+            fd: s.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    crate::poll::ppoll(&mut fds, timeout)?;
+    Ok(sockets.iter_mut().any(|s| s.rx_ready()))
+}
+
 impl AsRawFd for XdpSocket {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
