@@ -364,6 +364,14 @@ struct GenArgs {
     /// Skip the check that the target answers before the run.
     #[arg(long)]
     no_check: bool,
+    /// socket: kernel UDP sockets with recvmmsg/sendmmsg; xdp: AF_XDP on --iface, probes
+    /// built as whole frames in user space and responses taken before the kernel's stack
+    /// (root; IPv4; every flow from one source port).
+    #[arg(long, default_value = "socket", value_name = "IO")]
+    io: EchoIo,
+    /// The interface towards the target that AF_XDP serves (--io xdp).
+    #[arg(long, value_name = "IF")]
+    iface: Option<String>,
     /// Write the summary to this JSON file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -608,19 +616,48 @@ fn gen(a: GenArgs) -> Result<()> {
     opts.threads = a.threads;
     opts.rcvbuf = a.rcvbuf;
     opts.check = !a.no_check;
+    let xdp_iface = match (a.io, &a.iface) {
+        (EchoIo::Xdp, None) => {
+            bail!("--io xdp needs --iface: the interface towards the target that AF_XDP serves")
+        }
+        (EchoIo::Xdp, Some(iface)) => Some(iface.as_str()),
+        (EchoIo::Socket, _) => None,
+    };
     let (sockets, check) = measure::open_sockets(opts.bind, opts.flows, opts.rcvbuf)
         .with_context(|| format!("--bind {}", opts.bind))?;
     if opts.check {
         measure::check_target(&check, target, Duration::from_secs(1))?;
     }
+    let mut xdp = xdp_iface
+        .map(|iface| measure::open_xdp(iface, target, opts.bind))
+        .transpose()?;
     let threads = measure::pick_threads(opts.threads, None);
-    let label = format!("{} to {target}", format_rate(opts.rate_pps));
+    let label = format!(
+        "{} to {target}{}",
+        format_rate(opts.rate_pps),
+        if xdp.is_some() { " (xdp)" } else { "" }
+    );
     let setup = measure::setup(&opts, label.clone(), "remote", threads);
+    if let Some(x) = &xdp {
+        let (bind, attach) = x.socket.mode();
+        eprintln!(
+            "latlab gen: AF_XDP on {} ({} mode, {} XDP), from {} to {}",
+            x.socket.ifname(),
+            format!("{bind:?}").to_lowercase(),
+            format!("{attach:?}").to_lowercase(),
+            x.addrs.src,
+            x.addrs.dst
+        );
+    }
     let mut bar = progress::Bar::new();
     latlab_lab::demo::ProgressSink::start(&mut bar, &label, opts.duration);
-    let outcome = measure::run(&opts, &sockets, threads, setup, &STOP, &mut |p| {
+    let mut update = |p: latlab_engine::generator::Progress| {
         latlab_lab::demo::ProgressSink::update(&mut bar, &p)
-    });
+    };
+    let outcome = match &mut xdp {
+        Some(x) => measure::run_xdp(&opts, x, threads, setup, &STOP, &mut update),
+        None => measure::run(&opts, &sockets, threads, setup, &STOP, &mut update),
+    };
     latlab_lab::demo::ProgressSink::finish(&mut bar);
     let (summary, result) = outcome?;
     if let Some(path) = &a.json {

@@ -101,6 +101,100 @@ fn echo_over_af_xdp_answers_gen_and_detaches_its_program() {
 }
 
 #[test]
+fn gen_over_af_xdp_measures_a_kernel_echo_and_detaches_its_program() {
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientServer::namespaces().unwrap();
+    let ClientServer::Namespaces {
+        client,
+        server,
+        server_addr,
+        ..
+    } = &lab
+    else {
+        unreachable!("namespaces() builds namespaces")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run_json = dir.path().join("run.json");
+    let target = format!("{server_addr}:7777");
+    let mut echo = common::in_ns(server.name())
+        .args(["echo", "--listen", &target, "--duration", "4s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // The static neighbour entry of the lab goes, so the generator must have the kernel
+    // resolve the echo's MAC address itself.
+    let flushed = Command::new("ip")
+        .args([
+            "-n",
+            client.name(),
+            "neigh",
+            "flush",
+            "dev",
+            "veth0",
+            "nud",
+            "all",
+        ])
+        .status()
+        .unwrap();
+    assert!(flushed.success());
+    let gen = common::in_ns(client.name())
+        .args([
+            "gen",
+            "--io",
+            "xdp",
+            "--iface",
+            "veth0",
+            "--target",
+            &target,
+            "--rate",
+            "5k",
+            "--duration",
+            "1s",
+            "--flows",
+            "2",
+            "--no-check",
+        ])
+        .arg("--json")
+        .arg(&run_json)
+        .output()
+        .unwrap();
+    assert!(
+        gen.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    assert!(echo.wait().unwrap().success());
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&run_json).unwrap()).unwrap();
+    let (sent, received) = (
+        run["sent"].as_u64().unwrap(),
+        run["received"].as_u64().unwrap(),
+    );
+    assert!(sent >= 4000, "{run}");
+    assert!(
+        received >= sent * 99 / 100,
+        "{received} of {sent} came back to the AF_XDP generator"
+    );
+    assert_eq!(run["timestamp_source"], "user-space", "{run}");
+    assert_eq!(run["malformed"]["not_a_probe"], 0, "{run}");
+    let p50 = run["latency_ns"]["p50"].as_f64().unwrap();
+    assert!(p50 > 0.0 && p50 < 5e6, "p50 {p50} ns");
+    let shown = Command::new("ip")
+        .args(["-n", client.name(), "link", "show", "dev", "veth0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        !text.split_whitespace().any(|w| w.starts_with("xdp")),
+        "no program left attached: {text}"
+    );
+}
+
+#[test]
 fn xdp_without_an_interface_says_what_is_missing() {
     let out = assert_cmd::Command::new(cargo_bin("latlab"))
         .args(["echo", "--io", "xdp", "--listen", "127.0.0.1:7777"])
@@ -110,6 +204,18 @@ fn xdp_without_an_interface_says_what_is_missing() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("--iface"), "{stderr}");
+    common::one_line_error(
+        &[
+            "gen",
+            "--io",
+            "xdp",
+            "--target",
+            "127.0.0.1:7777",
+            "--rate",
+            "1k",
+        ],
+        "--iface",
+    );
 }
 
 #[test]

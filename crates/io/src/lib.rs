@@ -28,6 +28,7 @@ pub mod clock;
 pub mod cpu;
 pub mod ethtool;
 mod iface;
+pub mod neigh;
 pub mod netns;
 pub mod packet;
 mod poll;

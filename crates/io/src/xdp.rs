@@ -589,6 +589,14 @@ impl XdpSocket {
         Ok(self.rx_ready())
     }
 
+    /// A waiter on this socket's RX ring for another thread (see [`XdpWaiter`]).
+    pub fn waiter(&self) -> io::Result<XdpWaiter> {
+        Ok(XdpWaiter {
+            ifname: self.ifname.clone(),
+            fd: self.fd.try_clone().map_err(at(&self.ifname, "dup"))?,
+        })
+    }
+
     /// The kernel's counters for this socket since it was opened (`XDP_STATISTICS`), and the
     /// corrupt descriptors met.
     pub fn statistics(&self) -> io::Result<XdpStats> {
@@ -619,6 +627,29 @@ impl XdpSocket {
             rx_fill_ring_empty: st.rx_fill_ring_empty_descs,
             corrupt_descs: self.corrupt_descs,
         })
+    }
+}
+
+/// Waits for an [`XdpSocket`]'s RX ring from another thread than the one that owns the
+/// socket: a second descriptor of the same socket, so a receive thread can sleep in `ppoll`
+/// without holding the socket a send thread needs.
+#[derive(Debug)]
+pub struct XdpWaiter {
+    ifname: String,
+    fd: OwnedFd,
+}
+
+impl XdpWaiter {
+    /// Blocks until the socket's RX ring holds a frame or `timeout` passes (`None`: no limit);
+    /// `Ok(true)` when one is ready. A signal ends the wait with `Ok(false)`.
+    pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        let mut fds = [libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        crate::poll::ppoll(&mut fds, timeout).map_err(at(&self.ifname, "ppoll"))?;
+        Ok(fds[0].revents & libc::POLLIN != 0)
     }
 }
 

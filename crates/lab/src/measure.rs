@@ -278,7 +278,140 @@ pub fn run(
 ) -> Result<(RunSummary, GeneratorResult), MeasureError> {
     let probe = options.probe_config();
     probe.validate()?;
-    let config = GeneratorConfig {
+    let config = generator_config(options, probe, threads);
+    let result = generator::run(sockets, &config, stop, progress).map_err(io_err("generator"))?;
+    let summary = RunSummary::new(setup, options.rate_pps, &result);
+    Ok((summary, result))
+}
+
+/// A generator's AF_XDP socket and the addresses its frames carry.
+#[derive(Debug)]
+pub struct XdpEndpoint {
+    /// The socket; its program redirects UDP to `addrs.src`'s port.
+    pub socket: latlab_io::xdp::XdpSocket,
+    /// Source and destination MAC, address and port of every probe.
+    pub addrs: generator::FrameAddrs,
+    /// A kernel socket bound to the source port for the run, so no other socket of this host
+    /// gets it.
+    _port: UdpSocket,
+}
+
+/// Prepares a generator over AF_XDP on `iface` towards `target` (IPv4): reserves a source
+/// port, takes the source address from the route to `target` (or `bind`), learns the next
+/// hop's MAC address from the kernel's neighbour table (sending one probe through the kernel
+/// first when the table has none, so the kernel resolves it), and attaches the program.
+/// Call it inside the namespace the generator lives in, after [`check_target`].
+pub fn open_xdp(
+    iface: &str,
+    target: SocketAddr,
+    bind: IpAddr,
+) -> Result<XdpEndpoint, MeasureError> {
+    use latlab_io::neigh;
+    use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+    let SocketAddr::V4(target4) = target else {
+        return Err(MeasureError::Unreachable {
+            target,
+            reason: "--io xdp sends IPv4 only".into(),
+        });
+    };
+    let port = UdpSocket::bind(SocketAddr::new(bind, 0), &UdpOptions::default())
+        .map_err(io_err("bind a source port"))?;
+    let src_port = port
+        .local_addr()
+        .map_err(io_err("bind a source port"))?
+        .port();
+    let route = UdpSocket::bind(SocketAddr::new(bind, 0), &UdpOptions::default())
+        .map_err(io_err("route lookup"))?;
+    route
+        .connect(target)
+        .map_err(|e| MeasureError::Unreachable {
+            target,
+            reason: e.to_string(),
+        })?;
+    let src_ip = match route.local_addr().map_err(io_err("route lookup"))?.ip() {
+        IpAddr::V4(ip) => ip,
+        IpAddr::V6(_) => {
+            return Err(MeasureError::Unreachable {
+                target,
+                reason: "--io xdp sends IPv4 only".into(),
+            })
+        }
+    };
+    let hop = neigh::next_hop(iface, *target4.ip()).map_err(|e| MeasureError::Unreachable {
+        target,
+        reason: format!("{e} (--iface names the interface towards the target)"),
+    })?;
+    let mut dst_mac = neigh::neighbour_mac(iface, hop).map_err(io_err("neighbour table"))?;
+    if dst_mac.is_none() {
+        // One probe of a throw-away run through the kernel makes it resolve the next hop.
+        let mut buf = [0u8; probe::HEADER_LEN];
+        let now = latlab_io::clock::now_ns();
+        probe::Repr {
+            run_id: run_id(0x6172_70),
+            flow: 0,
+            seq: 0,
+            intended_send_ns: now,
+            actual_send_ns: now,
+            responder: None,
+        }
+        .emit(&mut probe::Packet::new_unchecked(&mut buf[..]));
+        let _ = route.send_one(&buf, None);
+        for _ in 0..100 {
+            std::thread::sleep(Duration::from_millis(10));
+            dst_mac = neigh::neighbour_mac(iface, hop).map_err(io_err("neighbour table"))?;
+            if dst_mac.is_some() {
+                break;
+            }
+        }
+    }
+    let dst_mac = dst_mac.ok_or_else(|| MeasureError::Unreachable {
+        target,
+        reason: format!("{iface}: the kernel could not resolve {hop}'s MAC address (ARP)"),
+    })?;
+    let src_mac = neigh::interface_mac(iface).map_err(io_err("--iface"))?;
+    let socket = XdpSocket::open(
+        iface,
+        &XdpOptions::new(Redirect::Endpoint { udp_port: src_port }),
+    )
+    .map_err(io_err("--io xdp"))?;
+    Ok(XdpEndpoint {
+        socket,
+        addrs: generator::FrameAddrs {
+            src_mac,
+            dst_mac,
+            src: SocketAddr::from((src_ip, src_port)),
+            dst: target,
+        },
+        _port: port,
+    })
+}
+
+/// Runs the generator over AF_XDP and summarizes the run.
+pub fn run_xdp(
+    options: &GenOptions,
+    endpoint: &mut XdpEndpoint,
+    threads: Threads,
+    setup: RunSetup,
+    stop: &Stop,
+    progress: &mut (dyn FnMut(Progress) + Send),
+) -> Result<(RunSummary, GeneratorResult), MeasureError> {
+    let probe = options.probe_config();
+    probe.validate()?;
+    let config = generator_config(options, probe, threads);
+    let result = generator::run_xdp(
+        &mut endpoint.socket,
+        &endpoint.addrs,
+        &config,
+        stop,
+        progress,
+    )
+    .map_err(io_err("generator"))?;
+    let summary = RunSummary::new(setup, options.rate_pps, &result);
+    Ok((summary, result))
+}
+
+fn generator_config(options: &GenOptions, probe: ProbeConfig, threads: Threads) -> GeneratorConfig {
+    GeneratorConfig {
         probe,
         target: options.target,
         batch: options.batch,
@@ -286,10 +419,7 @@ pub fn run(
         grace_ns: options.grace.as_nanos() as u64,
         interval_ns: 1_000_000_000,
         threads,
-    };
-    let result = generator::run(sockets, &config, stop, progress).map_err(io_err("generator"))?;
-    let summary = RunSummary::new(setup, options.rate_pps, &result);
-    Ok((summary, result))
+    }
 }
 
 /// The [`RunSetup`] of a generator run.
