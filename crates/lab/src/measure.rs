@@ -347,7 +347,7 @@ pub fn open_xdp(
         let mut buf = [0u8; probe::HEADER_LEN];
         let now = latlab_io::clock::now_ns();
         probe::Repr {
-            run_id: run_id(0x6172_70),
+            run_id: run_id(0x0061_7270),
             flow: 0,
             seq: 0,
             intended_send_ns: now,
