@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Kernel sockets vs AF_XDP, side by side in one run, on veth pairs between namespaces (root).
+#   1. generator pps of one core (CPU 1), 64-byte UDP payload (110-byte frames):
+#      latlab gen --io socket, latlab gen --io xdp, and trafgen (netsniff-ng) with the same frame
+#   2. emulator forwarding pps (client -> emu -> server, trafgen blasting from the client on
+#      CPU 1, the forwarder on CPU 0): latlab emu --io packet, latlab emu --io xdp, and the
+#      kernel's own IP forwarding
+#   3. the game-server rows (socket, batched, xdp) of `latlab study game-server`, 4 clients
+# Every frame is addressed to a MAC address nobody has, so the receiving veth drops it as soon
+# as it arrives (PACKET_OTHERHOST) and every sender pays the same, smallest, receive cost. pps
+# are counted on the receiving veth (what arrived), over the sender's own sending time.
+# Installs netsniff-ng from Debian's packages if trafgen is missing.
+#
+# Usage: bench/xdp.sh [SECONDS] [OUT_DIR]    (default 5 s per point; bench/results/xdp-<time>)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-5}
+out=${2:-bench/results/xdp-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$out"
+[ "$(id -u)" = 0 ] || { echo "bench/xdp.sh needs root (namespaces, AF_XDP)" >&2; exit 1; }
+if ! command -v trafgen >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq netsniff-ng
+fi
+cargo build --release -q
+latlab=$PWD/target/release/latlab
+
+c="latlab-bx-$$-client"; e="latlab-bx-$$-emu"; s="latlab-bx-$$-server"
+nobody=02:00:00:00:00:99
+pid=
+cleanup() {
+  if [ -n "$pid" ]; then kill -INT "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  for n in "$c" "$e" "$s"; do ip netns del "$n" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mac() { ip -n "$1" -o link show "$2" | grep -o 'link/ether [^ ]*' | cut -d' ' -f2; }
+rx_packets() { ip -n "$1" -s -j link show "$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["rx"]["packets"])'; }
+
+# trafgen NS CPU SECONDS DST_MAC SRC_IP DST_IP: blasts 110-byte frames until SECONDS pass;
+# prints its own sending time in seconds.
+trafgen_run() {
+  local ns=$1 cpu=$2 t=$3 cfg="$out/trafgen-$4.cfg"
+  cat >"$cfg" <<EOF
+{
+  eth(da=$4, type=0x0800),
+  ipv4(saddr=$5, daddr=$6, ttl=64, proto=17),
+  udp(sport=40000, dport=9),
+  fill(0x00, 64)
+}
+EOF
+  ip netns exec "$ns" taskset -c "$cpu" timeout -s INT "$t" trafgen --dev veth0 --conf "$cfg" \
+    --cpus 1 -q >"$out/trafgen.log" 2>&1 || true
+  python3 - "$out/trafgen.log" <<'PY'
+import re, sys
+m = re.search(r"(\d+) sec, (\d+) usec on CPU", open(sys.argv[1]).read())
+print(int(m.group(1)) + int(m.group(2)) / 1e6 if m else "nan")
+PY
+}
+
+results="$out/results.jsonl"
+: >"$results"
+record() { printf '{"part": "%s", "path": "%s", "pps": %s}\n' "$1" "$2" "$3" >>"$results"; }
+
+# --- 1. generator pps, one core -------------------------------------------------------------
+ip netns add "$c"; ip netns add "$s"
+ip -n "$c" link add veth0 type veth peer name veth0 netns "$s"
+ip -n "$c" addr add 198.18.3.1/24 dev veth0; ip -n "$s" addr add 198.18.3.2/24 dev veth0
+for n in "$c" "$s"; do ip -n "$n" link set lo up; ip -n "$n" link set veth0 up; done
+ip -n "$c" neigh replace 198.18.3.2 lladdr "$nobody" dev veth0 nud permanent
+for io in socket xdp; do
+  extra=(); [ "$io" = xdp ] && extra=(--iface veth0)
+  ip netns exec "$c" taskset -c 1 "$latlab" gen --io "$io" "${extra[@]}" --target 198.18.3.2:9 \
+    --rate 5M --duration "${secs}s" --size 64 --threads 1 --no-check --grace 10ms \
+    --json "$out/gen-$io.json" >"$out/gen-$io.log" 2>&1
+  record gen "latlab gen --io $io" "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['achieved_pps'])" "$out/gen-$io.json")"
+done
+before=$(rx_packets "$s" veth0)
+took=$(trafgen_run "$c" 1 "$secs" "$nobody" 198.18.3.1 198.18.3.2)
+after=$(rx_packets "$s" veth0)
+record gen "trafgen" "$(python3 -c "print(($after - $before) / $took)")"
+ip netns del "$c"; ip netns del "$s"
+
+# --- 2. emulator forwarding pps -------------------------------------------------------------
+ip netns add "$c"; ip netns add "$e"; ip netns add "$s"
+ip -n "$c" link add veth0 type veth peer name emu-a netns "$e"
+ip -n "$s" link add veth0 type veth peer name emu-b netns "$e"
+for n in "$c" "$e" "$s"; do ip -n "$n" link set lo up; done
+for l in "$c veth0" "$s veth0" "$e emu-a" "$e emu-b"; do set -- $l; ip -n "$1" link set "$2" up; done
+ip -n "$c" addr add 198.18.2.1/24 dev veth0; ip -n "$s" addr add 198.18.1.2/24 dev veth0
+ip -n "$e" addr add 198.18.2.254/24 dev emu-a; ip -n "$e" addr add 198.18.1.254/24 dev emu-b
+ip -n "$c" route add 198.18.1.0/24 via 198.18.2.254
+ip -n "$e" neigh replace 198.18.1.2 lladdr "$nobody" dev emu-b nud permanent
+emu_a=$(mac "$e" emu-a)
+forward() { # PATH DST_MAC
+  sleep 1
+  local before after took
+  before=$(rx_packets "$s" veth0)
+  took=$(trafgen_run "$c" 1 "$secs" "$2" 198.18.2.1 198.18.1.2)
+  after=$(rx_packets "$s" veth0)
+  record emu "$1" "$(python3 -c "print(($after - $before) / $took)")"
+}
+ip netns exec "$e" sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward'
+forward "kernel IP forwarding" "$emu_a"
+ip netns exec "$e" sh -c 'echo 0 > /proc/sys/net/ipv4/ip_forward'
+for io in packet xdp; do
+  ip netns exec "$e" taskset -c 0 "$latlab" emu --io "$io" --iface-a emu-a --iface-b emu-b \
+    --mode run-to-completion --limit 100000 --json "$out/emu-$io.json" >"$out/emu-$io.log" 2>&1 &
+  pid=$!
+  forward "latlab emu --io $io" "$nobody"
+  kill -INT "$pid"; wait "$pid" || true; pid=
+done
+for n in "$c" "$e" "$s"; do ip netns del "$n"; done
+
+# --- 3. game-server rows --------------------------------------------------------------------
+"$latlab" study game-server --clients 4 --rcvbuf default --io socket,batched,xdp \
+  --duration 1s --no-flood --out "$out/game-server" >"$out/game-server.log" 2>&1
+
+python3 - "$results" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for part, title, base in (("gen", "Generator, one core, 110-byte frames", "latlab gen --io socket"),
+                          ("emu", "Forwarding, 110-byte frames, trafgen at full speed", "latlab emu --io packet")):
+    print(f"\n{title}\n\n| path | pps | vs {base} |\n|---|---:|---:|")
+    ref = next(r["pps"] for r in rows if r["part"] == part and r["path"] == base)
+    for r in (r for r in rows if r["part"] == part):
+        print(f"| {r['path']} | {r['pps'] / 1e3:.0f} k | {r['pps'] / ref:.2f}× |")
+PY
+printf '\nGame server, 4 clients, default buffer (%s)\n\n' "$out/game-server/report.md"
+grep -E '^\| (I/O|socket|batched|xdp) \|' "$out/game-server/report.md" || true
