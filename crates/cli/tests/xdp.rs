@@ -314,3 +314,69 @@ fn the_game_study_runs_the_af_xdp_server_row() {
         .unwrap()
         .contains("| xdp |"));
 }
+
+#[test]
+fn without_privileges_xdp_says_why_and_which_io_works_instead() {
+    // Run as user `nobody` with no capabilities (needs root to switch, and util-linux's
+    // setpriv); as a plain user the tests already run without privileges.
+    let as_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"));
+    let setpriv = Command::new("setpriv").arg("--version").output().is_ok();
+    let prefix: Vec<String> = if as_root && setpriv {
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ]
+        .map(String::from)
+        .to_vec()
+    } else if !as_root {
+        Vec::new()
+    } else {
+        eprintln!("skipped: setpriv (util-linux) is missing");
+        return;
+    };
+    for (args, flag) in [
+        (
+            vec![
+                "echo",
+                "--io",
+                "xdp",
+                "--iface",
+                "lo",
+                "--listen",
+                "127.0.0.1:7777",
+            ],
+            "--iface lo",
+        ),
+        (
+            vec!["emu", "--io", "xdp", "--iface-a", "lo", "--iface-b", "lo"],
+            "--iface-a lo",
+        ),
+    ] {
+        let mut cmd = Command::new(prefix.first().map_or(cargo_bin("latlab"), |p| p.into()));
+        if !prefix.is_empty() {
+            cmd.args(&prefix[1..]).arg(cargo_bin("latlab"));
+        }
+        let out = cmd.args(&args).output().unwrap();
+        assert!(
+            !out.status.success(),
+            "{args:?} succeeded without privileges"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        for needle in [
+            flag,
+            "not permitted",
+            "run as root",
+            "--io socket",
+            "--io packet",
+        ] {
+            assert!(stderr.contains(needle), "{needle:?} missing: {stderr}");
+        }
+    }
+}

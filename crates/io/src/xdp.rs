@@ -184,7 +184,7 @@ impl XdpSocket {
     /// Errors name the interface and the step: `veth-b: an XDP program is already attached
     /// (another latlab?)`, `veth-b: queue 0 already has an AF_XDP socket (another latlab?)`,
     /// `veth-b: not permitted: …` (not root) or `veth-b: this kernel has no AF_XDP sockets …`,
-    /// both suggesting `--io socket`, or the option at fault (`InvalidInput`).
+    /// both suggesting the kernel path (`--io socket`, or `--io packet` for emu), or the option at fault (`InvalidInput`).
     pub fn open(ifname: &str, options: &XdpOptions) -> io::Result<XdpSocket> {
         options.check().map_err(|msg| {
             io::Error::new(io::ErrorKind::InvalidInput, format!("{ifname}: {msg}"))
@@ -692,14 +692,14 @@ fn xdp_socket(ifname: &str) -> io::Result<OwnedFd> {
                 io::ErrorKind::PermissionDenied,
                 format!(
                     "{ifname}: not permitted: AF_XDP needs CAP_NET_RAW (run as root, or use \
-                     --io socket)"
+                     the kernel path: --io socket, or --io packet for emu)"
                 ),
             ),
             Some(libc::EAFNOSUPPORT) => io::Error::new(
                 io::ErrorKind::Unsupported,
                 format!(
                     "{ifname}: this kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS); use \
-                     --io socket"
+                     the kernel path: --io socket, or --io packet for emu"
                 ),
             ),
             _ => at(ifname, "socket AF_XDP")(err),

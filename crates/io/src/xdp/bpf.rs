@@ -91,7 +91,7 @@ impl XdpProgram {
     /// Errors name the interface and the step: `veth-a: an XDP program is already attached
     /// (another latlab?)` (`AlreadyExists`; the program already there is left alone),
     /// `veth-a: BPF_PROG_LOAD: …` with the verifier's log, or `PermissionDenied` /
-    /// `Unsupported` with a hint to use `--io socket`.
+    /// `Unsupported` with a hint to use the kernel path (`--io socket`, `--io packet` for emu).
     pub fn attach(ifname: &str, redirect: Redirect) -> io::Result<XdpProgram> {
         let ifindex = interface_index(ifname)?;
         let map = create_xskmap(ifname)?;
@@ -228,12 +228,13 @@ fn bpf_error(ifname: &str, step: &str, err: io::Error) -> io::Error {
             io::ErrorKind::PermissionDenied,
             format!(
                 "{ifname}: {step}: not permitted: XDP needs CAP_BPF and CAP_NET_ADMIN \
-                 (run as root, or use --io socket)"
+                 (run as root, or use the kernel path: --io socket, or --io packet for emu)"
             ),
         ),
         Some(libc::ENOSYS) => io::Error::new(
             io::ErrorKind::Unsupported,
-            format!("{ifname}: {step}: this kernel has no bpf() system call (use --io socket)"),
+            format!("{ifname}: {step}: this kernel has no bpf() system call (use the kernel \
+                 path: --io socket, or --io packet for emu)"),
         ),
         _ => at(ifname, step)(err),
     }
