@@ -160,6 +160,10 @@ struct EmuArgs {
     /// interfaces taken before the kernel stack by an XDP program (root; run to completion).
     #[arg(long, default_value = "packet", value_name = "IO")]
     io: EmuIo,
+    /// AF_XDP UMEM frames (--io xdp), a power of two from 64 to 1048576: half for receiving,
+    /// half for sending; each of the four rings holds half as many entries.
+    #[arg(long, default_value_t = 4096, value_parser = parse_xdp_frames, value_name = "N")]
+    xdp_frames: u32,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, value_parser = parse_duration, value_name = "DUR")]
     duration: Option<Duration>,
@@ -209,6 +213,10 @@ struct ServeArgs {
     /// The interface that AF_XDP serves (--io xdp).
     #[arg(long, value_name = "IF")]
     iface: Option<String>,
+    /// AF_XDP UMEM frames (--io xdp), a power of two from 64 to 1048576: half for receiving,
+    /// half for sending; each of the four rings holds half as many entries.
+    #[arg(long, default_value_t = 4096, value_parser = parse_xdp_frames, value_name = "N")]
+    xdp_frames: u32,
     /// SO_RCVBUF in bytes (16k, 64k, ...); the system default when absent.
     #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
     rcvbuf: Option<usize>,
@@ -288,6 +296,10 @@ struct EchoArgs {
     /// The interface that AF_XDP serves (--io xdp).
     #[arg(long, value_name = "IF")]
     iface: Option<String>,
+    /// AF_XDP UMEM frames (--io xdp), a power of two from 64 to 1048576: half for receiving,
+    /// half for sending; each of the four rings holds half as many entries.
+    #[arg(long, default_value_t = 4096, value_parser = parse_xdp_frames, value_name = "N")]
+    xdp_frames: u32,
     /// busy: spin on the socket (lowest latency, one core at 100%); block: sleep until packets
     /// arrive.
     #[arg(long, default_value = "busy", value_name = "MODE")]
@@ -372,6 +384,10 @@ struct GenArgs {
     /// The interface towards the target that AF_XDP serves (--io xdp).
     #[arg(long, value_name = "IF")]
     iface: Option<String>,
+    /// AF_XDP UMEM frames (--io xdp), a power of two from 64 to 1048576: half for receiving,
+    /// half for sending; each of the four rings holds half as many entries.
+    #[arg(long, default_value_t = 4096, value_parser = parse_xdp_frames, value_name = "N")]
+    xdp_frames: u32,
     /// Write the summary to this JSON file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -629,7 +645,7 @@ fn gen(a: GenArgs) -> Result<()> {
         measure::check_target(&check, target, Duration::from_secs(1))?;
     }
     let mut xdp = xdp_iface
-        .map(|iface| measure::open_xdp(iface, target, opts.bind))
+        .map(|iface| measure::open_xdp(iface, target, opts.bind, a.xdp_frames))
         .transpose()?;
     let threads = measure::pick_threads(opts.threads, None);
     let label = format!(
@@ -789,9 +805,12 @@ fn serve(a: ServeArgs) -> Result<()> {
         let Some(iface) = a.iface.as_deref() else {
             bail!("--io xdp needs --iface: the interface whose frames AF_XDP takes");
         };
-        let options = latlab_io::xdp::XdpOptions::new(latlab_io::xdp::Redirect::Endpoint {
-            udp_port: listen.port(),
-        });
+        let options = latlab_io::xdp::XdpOptions {
+            frame_count: a.xdp_frames,
+            ..latlab_io::xdp::XdpOptions::new(latlab_io::xdp::Redirect::Endpoint {
+                udp_port: listen.port(),
+            })
+        };
         let s = latlab_io::xdp::XdpSocket::open(iface, &options)
             .with_context(|| format!("--iface {iface}"))?;
         ServeSocket::Xdp(Box::new(s))
@@ -889,6 +908,16 @@ fn serve(a: ServeArgs) -> Result<()> {
 }
 
 /// Parses `--loads`: `10k,20k,50k` or `10k..100k` (step = start) or `10k..100k/5k`.
+fn parse_xdp_frames(text: &str) -> Result<u32, String> {
+    let n: u32 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number"))?;
+    if !n.is_power_of_two() || !(64..=1 << 20).contains(&n) {
+        return Err(format!("{n} is not a power of two from 64 to 1048576"));
+    }
+    Ok(n)
+}
+
 fn parse_loads(text: &str) -> Result<Vec<f64>> {
     let bad = |why: String| anyhow::anyhow!("--loads {text:?}: {why}");
     if let Some((from, rest)) = text.split_once("..") {
@@ -1227,9 +1256,12 @@ fn echo_xdp(a: &EchoArgs, listen: SocketAddr) -> Result<()> {
     let Some(iface) = a.iface.as_deref() else {
         bail!("--io xdp needs --iface: the interface whose frames AF_XDP takes");
     };
-    let options = XdpOptions::new(Redirect::Endpoint {
-        udp_port: listen.port(),
-    });
+    let options = XdpOptions {
+        frame_count: a.xdp_frames,
+        ..XdpOptions::new(Redirect::Endpoint {
+            udp_port: listen.port(),
+        })
+    };
     let mut socket =
         XdpSocket::open(iface, &options).with_context(|| format!("--iface {iface}"))?;
     if let Some(cpu) = a.cpu {

@@ -34,6 +34,10 @@ fn bad_emulator_options_name_themselves() {
         "--mode pipeline",
     );
     common::one_line_error(&[&base[..], &["--io", "dpdk"]].concat(), "--io");
+    common::one_line_error(
+        &[&base[..], &["--io", "xdp", "--xdp-frames", "100"]].concat(),
+        "--xdp-frames",
+    );
 }
 
 #[test]
@@ -52,7 +56,7 @@ fn emu_with_a_tpacket_v3_ring_still_keeps_a_2ms_delay() {
 fn emu_over_af_xdp_keeps_a_1ms_delay() {
     // Every frame of both interfaces is taken by an XDP program before the kernel stack; the
     // client's ARP and the probes cross the bridge all the same.
-    emu_between_namespaces(&["--io", "xdp"], 1);
+    emu_between_namespaces(&["--io", "xdp", "--xdp-frames", "512"], 1);
 }
 
 /// Bridges client and server with `extra` options and a delay of `delay_ms` each way; checks

@@ -300,11 +300,13 @@ pub struct XdpEndpoint {
 /// port, takes the source address from the route to `target` (or `bind`), learns the next
 /// hop's MAC address from the kernel's neighbour table (sending one probe through the kernel
 /// first when the table has none, so the kernel resolves it), and attaches the program.
-/// Call it inside the namespace the generator lives in, after [`check_target`].
+/// `frames` UMEM frames (see [`latlab_io::xdp::XdpOptions::frame_count`]). Call it inside the
+/// namespace the generator lives in, after [`check_target`].
 pub fn open_xdp(
     iface: &str,
     target: SocketAddr,
     bind: IpAddr,
+    frames: u32,
 ) -> Result<XdpEndpoint, MeasureError> {
     use latlab_io::neigh;
     use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
@@ -371,7 +373,10 @@ pub fn open_xdp(
     let src_mac = neigh::interface_mac(iface).map_err(io_err("--iface"))?;
     let socket = XdpSocket::open(
         iface,
-        &XdpOptions::new(Redirect::Endpoint { udp_port: src_port }),
+        &XdpOptions {
+            frame_count: frames,
+            ..XdpOptions::new(Redirect::Endpoint { udp_port: src_port })
+        },
     )
     .map_err(io_err("--io xdp"))?;
     Ok(XdpEndpoint {
