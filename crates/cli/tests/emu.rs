@@ -172,16 +172,23 @@ fn a_short_emulator_study_writes_its_report() {
         String::from_utf8_lossy(&run.stderr)
     );
     // Kernel forwarding, the emulator at delay 0 and at 1 ms, two loss models, and the
-    // forwarding rate of both paths at seven frame sizes.
+    // forwarding rate of the three paths (kernel, bridge over AF_PACKET, bridge over AF_XDP)
+    // at seven frame sizes.
     assert_eq!(
         std::fs::read_dir(out.join("points")).unwrap().count(),
-        5 + 14
+        5 + 21
     );
+    let xdp: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("points/rate-emu-xdp-64.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(xdp["received"].as_u64().unwrap() > 0, "{xdp}");
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     for section in [
         "Added latency at delay 0",
         "Accuracy",
         "Loss models",
+        "emu-xdp forwarded [kpps]",
         "| 1000.00 µs | 1000 |",
     ] {
         assert!(report.contains(section), "{section} missing:\n{report}");

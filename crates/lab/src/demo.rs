@@ -315,10 +315,13 @@ fn emulated_run(
 > {
     let lab = ClientEmuServer::build()?;
     log(&format!("lab: {}", lab.describe()));
-    let ((summary, result), report) =
-        crate::emustudy::with_emulator(&lab, emulated_link(1), emulated_link(2), || {
-            measure_through(&lab, options, stop, sink, log)
-        })?;
+    let ((summary, result), report) = crate::emustudy::with_emulator(
+        &lab,
+        crate::emustudy::EmuIo::Packet,
+        emulated_link(1),
+        emulated_link(2),
+        || measure_through(&lab, options, stop, sink, log),
+    )?;
     Ok((summary, result, EmulatorRun { report }))
 }
 

@@ -6,7 +6,9 @@
 //! rate: the latency the emulator adds; (b) with a delay D on the client→server direction, the
 //! accuracy `(latency with D) − (latency with no delay) − D` at both rates, with the release
 //! error of every frame; (c) the loss rate and loss-burst lengths that the Bernoulli and
-//! Gilbert-Elliott models produced against the configured ones. Each point goes to `points/` as
+//! Gilbert-Elliott models produced against the configured ones; (d) the one-way forwarding rate
+//! at the RFC 2544 frame sizes through the kernel, the bridge over AF_PACKET and the bridge over
+//! AF_XDP (left out, with the reason logged, where AF_XDP cannot be had). Each point goes to `points/` as
 //! soon as it is measured; the tables, plots and `report.md` are drawn from those files.
 
 use std::collections::BTreeMap;
@@ -96,7 +98,7 @@ fn relative_trace(trace: &[(u64, u64)]) -> Vec<(u64, u64)> {
 /// One forwarding-rate point, as written to `points/rate-<path>-<size>.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RatePoint {
-    /// `kernel` or `emu`.
+    /// `kernel`, `emu` (the bridge over AF_PACKET) or `emu-xdp` (the bridge over AF_XDP).
     pub path: String,
     /// Frame size on the wire (FCS included), bytes.
     pub frame_size: usize,
@@ -166,14 +168,26 @@ fn measure_rates(
             },
         )
     })??);
-    let total = FRAME_SIZES.len() * 2;
-    for (i, (path, size)) in ["kernel", "emu"]
+    let paths = ["kernel", "emu", "emu-xdp"];
+    let total = FRAME_SIZES.len() * paths.len();
+    let mut xdp_refused = false;
+    for (i, (path, size)) in paths
         .iter()
         .flat_map(|p| FRAME_SIZES.iter().map(move |s| (*p, *s)))
         .enumerate()
     {
         if stop.is_raised() {
             break;
+        }
+        if path == "emu-xdp" && size == FRAME_SIZES[0] {
+            if let Err(why) = xdp_bridge_opens(lab) {
+                // No AF_XDP here (privileges, kernel): the row is left out, not the study.
+                log(&format!("the AF_XDP forwarding row is skipped: {why}"));
+                xdp_refused = true;
+            }
+        }
+        if path == "emu-xdp" && xdp_refused {
+            continue;
         }
         let describe = format!("forwarding rate, {path}, {size}-byte frames");
         progress.point(&describe, i, total);
@@ -214,7 +228,12 @@ fn measure_rates(
                 limit_frames: Some(100_000),
                 ..LinkConfig::default()
             };
-            match with_emulator(lab, no_delay.clone(), no_delay, || blast(&mut tx)) {
+            let io = if path == "emu" {
+                EmuIo::Packet
+            } else {
+                EmuIo::Xdp
+            };
+            match with_emulator(lab, io, no_delay.clone(), no_delay, || blast(&mut tx)) {
                 Ok((r, e)) => (Ok(r), Some(e)),
                 Err(e) => (Err(e), None),
             }
@@ -442,7 +461,7 @@ fn measure_all(
                 limit_frames: Some((in_flight * 2).max(1000)),
                 ..LinkConfig::default()
             };
-            let ((run, result), emu) = with_emulator(lab, ab, ba, || {
+            let ((run, result), emu) = with_emulator(lab, EmuIo::Packet, ab, ba, || {
                 measure_once(lab, bridged, rate, options.duration, stop)
             })?;
             let (configured_loss, expected_mean_burst) = match loss {
@@ -500,38 +519,75 @@ fn measure_once(
         .map_err(|e| StudyError::Io(io::Error::other(e.to_string())))
 }
 
+/// How the emulator of a study point reaches its interfaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EmuIo {
+    /// AF_PACKET rings beside the kernel stack.
+    Packet,
+    /// AF_XDP sockets fed every frame by an XDP program.
+    Xdp,
+}
+
 /// Runs `f` while `latlab emu` bridges the lab's emulator namespace (run to completion, busy
-/// polling), then stops the bridge; returns `f`'s result and the bridge's report as JSON.
+/// polling) over `io`, then stops the bridge; returns `f`'s result and the bridge's report as
+/// JSON. An emulator that cannot open its sockets fails before `f` runs.
 pub(crate) fn with_emulator<T, E: From<io::Error>>(
     lab: &ClientEmuServer,
+    io: EmuIo,
     a_to_b: LinkConfig,
     b_to_a: LinkConfig,
     f: impl FnOnce() -> Result<T, E>,
 ) -> Result<(T, serde_json::Value), E> {
-    let (mut a, mut b) = latlab_io::netns::run_in(lab.emu.name(), || -> io::Result<_> {
-        let opts = PacketOptions::default();
-        Ok((
-            PacketSocket::open(ClientEmuServer::EMU_A, &opts)?,
-            PacketSocket::open(ClientEmuServer::EMU_B, &opts)?,
-        ))
-    })
-    .and_then(|r| r)?;
     let emu_stop = Arc::new(Stop::new());
     let s = emu_stop.clone();
-    let emu = std::thread::Builder::new()
-        .name("latlab-emu".into())
-        .spawn(move || {
-            emulator::run(
-                &mut a,
-                &mut b,
-                a_to_b,
-                b_to_a,
-                2048,
-                latlab_engine::PollMode::Busy,
-                &s,
-                &EmulatorLive::default(),
-            )
-        })?;
+    let live = EmulatorLive::default();
+    let emu = match io {
+        EmuIo::Packet => {
+            let (mut a, mut b) = latlab_io::netns::run_in(lab.emu.name(), || -> io::Result<_> {
+                let opts = PacketOptions::default();
+                Ok((
+                    PacketSocket::open(ClientEmuServer::EMU_A, &opts)?,
+                    PacketSocket::open(ClientEmuServer::EMU_B, &opts)?,
+                ))
+            })
+            .and_then(|r| r)?;
+            spawn_emulator(move || {
+                emulator::run(
+                    &mut a,
+                    &mut b,
+                    a_to_b,
+                    b_to_a,
+                    2048,
+                    PollMode::Busy,
+                    &s,
+                    &live,
+                )
+            })?
+        }
+        EmuIo::Xdp => {
+            use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+            let (mut a, mut b) = latlab_io::netns::run_in(lab.emu.name(), || -> io::Result<_> {
+                let opts = XdpOptions::new(Redirect::Everything);
+                Ok((
+                    XdpSocket::open(ClientEmuServer::EMU_A, &opts)?,
+                    XdpSocket::open(ClientEmuServer::EMU_B, &opts)?,
+                ))
+            })
+            .and_then(|r| r)?;
+            spawn_emulator(move || {
+                emulator::run(
+                    &mut a,
+                    &mut b,
+                    a_to_b,
+                    b_to_a,
+                    1792,
+                    PollMode::Busy,
+                    &s,
+                    &live,
+                )
+            })?
+        }
+    };
     let out = f();
     emu_stop.raise();
     let report = emu
@@ -539,6 +595,25 @@ pub(crate) fn with_emulator<T, E: From<io::Error>>(
         .map_err(|_| io::Error::other("the emulator thread panicked"))
         .and_then(|r| r)?;
     Ok((out?, crate::emureport::report_json(&report)))
+}
+
+/// Whether the bridge's AF_XDP sockets can be opened in the lab (they are closed again).
+fn xdp_bridge_opens(lab: &ClientEmuServer) -> io::Result<()> {
+    use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+    latlab_io::netns::run_in(lab.emu.name(), || -> io::Result<()> {
+        let opts = XdpOptions::new(Redirect::Everything);
+        XdpSocket::open(ClientEmuServer::EMU_A, &opts)?;
+        XdpSocket::open(ClientEmuServer::EMU_B, &opts)?;
+        Ok(())
+    })?
+}
+
+fn spawn_emulator(
+    run: impl FnOnce() -> io::Result<emulator::EmulatorReport> + Send + 'static,
+) -> io::Result<std::thread::JoinHandle<io::Result<emulator::EmulatorReport>>> {
+    std::thread::Builder::new()
+        .name("latlab-emu".into())
+        .spawn(run)
 }
 
 fn p(summary: &Summary, key: &str) -> Option<f64> {
@@ -684,33 +759,42 @@ pub fn write_artefacts(out: &Path, topology: &str) -> Result<PathBuf, StudyError
         ));
     }
     md.push_str("\n![accuracy](accuracy.svg)\n\n");
-    md.push_str("## Forwarding rate, one way, at the RFC 2544 frame sizes\n\nThe blaster sends as fast as its AF_PACKET ring takes frames; a UDP socket in the server counts what arrives.\n\n| frame [B] | kernel offered [kpps] | kernel forwarded [kpps] | emu offered [kpps] | emu forwarded [kpps] | emu / kernel | emu drops (kernel RX ring) |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("## Forwarding rate, one way, at the RFC 2544 frame sizes\n\nThe blaster sends as fast as its AF_PACKET ring takes frames; a UDP socket in the server counts what arrives. emu is the bridge over AF_PACKET rings, emu-xdp the same bridge over AF_XDP sockets; drops are the frames the kernel dropped before the bridge could read them (RX ring full).\n\n| frame [B] | kernel offered [kpps] | kernel forwarded [kpps] | emu offered [kpps] | emu forwarded [kpps] | emu / kernel | emu drops | emu-xdp offered [kpps] | emu-xdp forwarded [kpps] | emu-xdp / emu | emu-xdp drops |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for size in FRAME_SIZES {
-        let k = rate_points
-            .iter()
-            .find(|p| p.path == "kernel" && p.frame_size == size);
-        let e = rate_points
-            .iter()
-            .find(|p| p.path == "emu" && p.frame_size == size);
-        if k.is_none() && e.is_none() {
+        let find = |path: &str| {
+            rate_points
+                .iter()
+                .find(|p| p.path == path && p.frame_size == size)
+        };
+        let (k, e, x) = (find("kernel"), find("emu"), find("emu-xdp"));
+        if k.is_none() && e.is_none() && x.is_none() {
             continue;
         }
         let kpps = |p: Option<&RatePoint>, f: fn(&RatePoint) -> f64| {
             p.map_or("-".into(), |p| format!("{:.1}", f(p) / 1000.0))
         };
-        let ratio = k.zip(e).map_or("-".into(), |(k, e)| {
-            format!("{:.2}", e.forwarded_pps() / k.forwarded_pps().max(1.0))
-        });
-        let drops = e
-            .and_then(|e| e.emulator.as_ref())
-            .and_then(|j| j["a_to_b"]["dropped_by_emulator"]["kernel_rx_ring"].as_u64());
+        let ratio = |a: Option<&RatePoint>, b: Option<&RatePoint>| {
+            a.zip(b).map_or("-".into(), |(a, b)| {
+                format!("{:.2}", a.forwarded_pps() / b.forwarded_pps().max(1.0))
+            })
+        };
+        let drops = |p: Option<&RatePoint>| {
+            p.and_then(|e| e.emulator.as_ref())
+                .and_then(|j| j["a_to_b"]["dropped_by_emulator"]["kernel_rx_ring"].as_u64())
+                .map_or("-".into(), |d| d.to_string())
+        };
         md.push_str(&format!(
-            "| {size} | {} | {} | {} | {} | {ratio} | {} |\n",
+            "| {size} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             kpps(k, RatePoint::offered_pps),
             kpps(k, RatePoint::forwarded_pps),
             kpps(e, RatePoint::offered_pps),
             kpps(e, RatePoint::forwarded_pps),
-            drops.map_or("-".into(), |d| d.to_string()),
+            ratio(e, k),
+            drops(e),
+            kpps(x, RatePoint::offered_pps),
+            kpps(x, RatePoint::forwarded_pps),
+            ratio(x, e),
+            drops(x),
         ));
     }
     if !rate_points.is_empty() {
@@ -892,17 +976,20 @@ fn rate_svg(points: &[RatePoint]) -> Result<String, String> {
                 .x_desc("frame size (bytes)")
                 .y_desc("forwarded (kpps)")
                 .draw()?;
-            for (i, path) in ["kernel", "emu"].iter().enumerate() {
+            for (i, path) in ["kernel", "emu", "emu-xdp"].iter().enumerate() {
                 let color = Palette99::pick(i).to_rgba();
                 let series: Vec<(f64, f64)> = points
                     .iter()
                     .filter(|p| p.path == *path)
                     .map(|p| (p.frame_size as f64, p.forwarded_pps() / 1000.0))
                     .collect();
-                let label = if *path == "kernel" {
-                    "kernel IP forwarding"
-                } else {
-                    "latlab emu"
+                if series.is_empty() {
+                    continue;
+                }
+                let label = match *path {
+                    "kernel" => "kernel IP forwarding",
+                    "emu" => "latlab emu (AF_PACKET)",
+                    _ => "latlab emu (AF_XDP)",
                 };
                 chart
                     .draw_series(LineSeries::new(series, color.stroke_width(2)).point_size(4))?
