@@ -127,4 +127,4 @@ for part, title, base in (("gen", "Generator, one core, 110-byte frames", "latla
         print(f"| {r['path']} | {r['pps'] / 1e3:.0f} k | {r['pps'] / ref:.2f}× |")
 PY
 printf '\nGame server, 4 clients, default buffer (%s)\n\n' "$out/game-server/report.md"
-grep -E '^\| (I/O|socket|batched|xdp) \|' "$out/game-server/report.md" || true
+grep -E '^\|(---| (I/O|socket|batched|xdp) \|)' "$out/game-server/report.md" || true
