@@ -471,8 +471,17 @@ fn main() {
         Command::Emu(a) => emu(*a),
     };
     if let Err(e) = result {
-        let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-        eprintln!("error: {}", chain.join(": "));
+        // Each cause once: an error whose message already ends with its source's is not
+        // followed by that source again.
+        let mut line = String::new();
+        for cause in e.chain().map(|c| c.to_string()) {
+            if line.is_empty() {
+                line = cause;
+            } else if !line.ends_with(&cause) {
+                line = format!("{line}: {cause}");
+            }
+        }
+        eprintln!("error: {line}");
         std::process::exit(1);
     }
 }

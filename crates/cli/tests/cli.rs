@@ -88,6 +88,32 @@ fn bad_flags_end_with_one_line_naming_the_flag() {
 }
 
 #[test]
+fn a_results_folder_that_exists_is_refused_once_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = dir.path().to_str().unwrap();
+    for args in [
+        &["demo", "--loopback", "--out", taken][..],
+        &["study", "emulator", "--out", taken][..],
+    ] {
+        let out = assert_cmd::Command::new(cargo_bin("latlab"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        // Without namespaces the study stops before looking at the folder.
+        if !stderr.contains("needs network namespaces") {
+            assert_eq!(
+                stderr.matches("exists already").count(),
+                1,
+                "{args:?}: {stderr}"
+            );
+        }
+    }
+}
+
+#[test]
 fn an_unreachable_target_fails_before_the_run_with_the_reason() {
     // A port nothing listens on: the kernel answers with ICMP port unreachable.
     let free = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();

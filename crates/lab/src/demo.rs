@@ -27,7 +27,7 @@ pub enum DemoError {
     #[error(transparent)]
     Measure(#[from] MeasureError),
     /// Files or sockets.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 

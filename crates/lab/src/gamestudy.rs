@@ -42,7 +42,7 @@ pub enum StudyError {
     #[error("building the lab: {0}")]
     Topology(#[from] TopologyError),
     /// Sockets, threads or files.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     /// The results folder exists and `--resume` was not given.
     #[error(
