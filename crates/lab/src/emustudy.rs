@@ -977,7 +977,13 @@ fn rate_svg(points: &[RatePoint]) -> Result<String, String> {
                 .y_desc("forwarded (kpps)")
                 .draw()?;
             for (i, path) in ["kernel", "emu", "emu-xdp"].iter().enumerate() {
-                let color = Palette99::pick(i).to_rgba();
+                // Red, green and blue: each path readable on white.
+                let color = [
+                    RGBColor(200, 30, 60),
+                    RGBColor(40, 150, 60),
+                    RGBColor(30, 80, 200),
+                ][i]
+                    .to_rgba();
                 let series: Vec<(f64, f64)> = points
                     .iter()
                     .filter(|p| p.path == *path)
@@ -1000,6 +1006,7 @@ fn rate_svg(points: &[RatePoint]) -> Result<String, String> {
             }
             chart
                 .configure_series_labels()
+                .position(SeriesLabelPosition::LowerRight)
                 .border_style(BLACK)
                 .background_style(WHITE.mix(0.8))
                 .draw()?;
