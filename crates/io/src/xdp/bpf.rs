@@ -233,8 +233,10 @@ fn bpf_error(ifname: &str, step: &str, err: io::Error) -> io::Error {
         ),
         Some(libc::ENOSYS) => io::Error::new(
             io::ErrorKind::Unsupported,
-            format!("{ifname}: {step}: this kernel has no bpf() system call (use the kernel \
-                 path: --io socket, or --io packet for emu)"),
+            format!(
+                "{ifname}: {step}: this kernel has no bpf() system call (use the kernel \
+                 path: --io socket, or --io packet for emu)"
+            ),
         ),
         _ => at(ifname, step)(err),
     }
