@@ -189,7 +189,13 @@ fn a_5ms_round_trip_delay_is_measured_as_5ms() {
         (4_000_000.0..6_000_000.0).contains(&rtt),
         "p50 round trip {rtt} ns, 5 ms ± 1 ms expected"
     );
-    assert!(report.a_to_b.link.delivered >= 1000 && report.b_to_a.link.delivered >= 1000);
+    // Every probe that left (a guest stall may leave the last ones unsent) crossed both ways.
+    let probes = s.sent + s.warmup.sent;
+    assert!(probes >= 900, "{s:?}");
+    assert!(
+        report.a_to_b.link.delivered >= probes && report.b_to_a.link.delivered >= probes,
+        "{report:?}"
+    );
     assert_eq!(
         report.a_to_b.tx_ring_full + report.a_to_b.queue_slots_full,
         0
@@ -216,8 +222,10 @@ fn a_pipelined_bridge_delays_as_the_single_loop_does() {
         (4_000_000.0..6_000_000.0).contains(&rtt),
         "p50 round trip {rtt} ns, 5 ms ± 1 ms expected"
     );
+    let probes = s.sent + s.warmup.sent;
+    assert!(probes >= 900, "{s:?}");
     assert!(
-        report.a_to_b.sent >= 1000 && report.b_to_a.sent >= 1000,
+        report.a_to_b.sent >= probes && report.b_to_a.sent >= probes,
         "{report:?}"
     );
     assert_eq!(
