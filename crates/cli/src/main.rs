@@ -254,8 +254,9 @@ struct GameStudyArgs {
     /// Server receive buffer sizes (setsockopt values), comma separated; "default" is the system's.
     #[arg(long, value_delimiter = ',', default_value = "16k,64k,default")]
     rcvbuf: Vec<String>,
-    /// Server I/O modes, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "socket,batched")]
+    /// Server I/O modes, comma separated (xdp is left out, with the reason, where AF_XDP
+    /// cannot be had).
+    #[arg(long, value_delimiter = ',', default_value = "socket,batched,xdp")]
     io: Vec<ServerIo>,
     /// Sending time per point.
     #[arg(long, value_parser = parse_duration, default_value = "2s", value_name = "DUR")]

@@ -272,6 +272,23 @@ pub fn run(
         log("AF_XDP needs the namespaces' veth pair: the xdp server is left out on loopback");
         options.ios.retain(|io| *io != ServerIo::Xdp);
     }
+    if options.ios.contains(&ServerIo::Xdp) {
+        // Opened once and closed again: where AF_XDP cannot be had (privileges, kernel), the
+        // xdp rows are left out with the reason, not the study.
+        let opened = lab.in_server(|| {
+            latlab_io::xdp::XdpSocket::open(
+                "veth0",
+                &latlab_io::xdp::XdpOptions::new(latlab_io::xdp::Redirect::Endpoint {
+                    udp_port: 7000,
+                }),
+            )
+            .map(drop)
+        });
+        if let Err(why) = opened.and_then(|r| r) {
+            log(&format!("the xdp server is left out: {why}"));
+            options.ios.retain(|io| *io != ServerIo::Xdp);
+        }
+    }
     let options = &options;
     let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
     let (server_cpu, client_cpu) = match cpus.as_slice() {
