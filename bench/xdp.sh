@@ -5,11 +5,12 @@
 #   2. emulator forwarding pps (client -> emu -> server, trafgen blasting from the client on
 #      CPU 1, the forwarder on CPU 0): latlab emu --io packet, latlab emu --io xdp, and the
 #      kernel's own IP forwarding
+#   2b. round trips at 1 kpps (gen and echo) through the same three forwarders, delay 0
 #   3. the game-server rows (socket, batched, xdp) of `latlab study game-server`, 4 clients
 # Every frame is addressed to a MAC address nobody has, so the receiving veth drops it as soon
 # as it arrives (PACKET_OTHERHOST) and every sender pays the same, smallest, receive cost. pps
 # are counted on the receiving veth (what arrived), over the sender's own sending time.
-# Installs netsniff-ng from Debian's packages if trafgen is missing.
+# Installs netsniff-ng (trafgen) and ethtool from Debian's packages if missing.
 #
 # Usage: bench/xdp.sh [SECONDS] [OUT_DIR]    (default 5 s per point; bench/results/xdp-<time>)
 set -euo pipefail
@@ -18,8 +19,8 @@ secs=${1:-5}
 out=${2:-bench/results/xdp-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 [ "$(id -u)" = 0 ] || { echo "bench/xdp.sh needs root (namespaces, AF_XDP)" >&2; exit 1; }
-if ! command -v trafgen >/dev/null; then
-  apt-get update -qq && apt-get install -y -qq netsniff-ng
+if ! command -v trafgen >/dev/null || ! command -v ethtool >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq netsniff-ng ethtool
 fi
 cargo build --release -q
 latlab=$PWD/target/release/latlab
@@ -27,8 +28,9 @@ latlab=$PWD/target/release/latlab
 c="latlab-bx-$$-client"; e="latlab-bx-$$-emu"; s="latlab-bx-$$-server"
 nobody=02:00:00:00:00:99
 pid=
+echo_pid=
 cleanup() {
-  if [ -n "$pid" ]; then kill -INT "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  for p in $pid $echo_pid; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   for n in "$c" "$e" "$s"; do ip netns del "$n" 2>/dev/null || true; done
 }
 trap cleanup EXIT
@@ -110,6 +112,44 @@ for io in packet xdp; do
   forward "latlab emu --io $io" "$nobody"
   kill -INT "$pid"; wait "$pid" || true; pid=
 done
+
+# --- 2b. round trips at 1 kpps through each forwarder ---------------------------------------
+# gen in the client and echo in the server, both blocking on CPU 1; the forwarder has CPU 0.
+# The bridge carries 198.18.0.1 <-> 198.18.0.2; the kernel routes 198.18.2.1 <-> 198.18.1.2.
+# A bridge forwards frames as they are: the senders must finish their own checksums and
+# segments, as a NIC does before the wire.
+for n in "$c" "$s"; do ip netns exec "$n" ethtool -K veth0 tx off tso off gso off >/dev/null; done
+mc=$(mac "$c" veth0); ms=$(mac "$s" veth0)
+ip -n "$c" addr add 198.18.0.1/24 dev veth0; ip -n "$s" addr add 198.18.0.2/24 dev veth0
+ip -n "$c" neigh replace 198.18.0.2 lladdr "$ms" dev veth0 nud permanent
+ip -n "$s" neigh replace 198.18.0.1 lladdr "$mc" dev veth0 nud permanent
+ip -n "$e" neigh replace 198.18.1.2 lladdr "$ms" dev emu-b nud permanent
+ip -n "$s" route add 198.18.2.0/24 via 198.18.1.254
+latency() { # PATH TARGET_IP
+  local json="$out/latency-${1// /-}.json"
+  ip netns exec "$c" taskset -c 1 "$latlab" gen --target "$2:7777" --rate 1k --duration "${secs}s" \
+    --poll block --threads 1 --json "$json" >"${json%.json}.log" 2>&1
+  python3 - "$json" "$1" >>"$results" <<'PY'
+import json, sys
+l = json.load(open(sys.argv[1]))["latency_ns"]
+print(json.dumps({"part": "latency", "path": sys.argv[2], "p50": l["p50"], "p99": l["p99"], "p99_9": l["p99_9"]}))
+PY
+}
+ip netns exec "$s" taskset -c 1 "$latlab" echo --listen 0.0.0.0:7777 --poll block >/dev/null 2>&1 &
+echo_pid=$!
+sleep 0.5
+ip netns exec "$e" sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward'
+latency "kernel IP forwarding" 198.18.1.2
+ip netns exec "$e" sh -c 'echo 0 > /proc/sys/net/ipv4/ip_forward'
+for io in packet xdp; do
+  ip netns exec "$e" taskset -c 0 "$latlab" emu --io "$io" --iface-a emu-a --iface-b emu-b \
+    --mode run-to-completion >"$out/latency-emu-$io.log" 2>&1 &
+  pid=$!
+  sleep 0.5
+  latency "latlab emu --io $io" 198.18.0.2
+  kill -INT "$pid"; wait "$pid" || true; pid=
+done
+kill -INT "$echo_pid"; wait "$echo_pid" || true; echo_pid=
 for n in "$c" "$e" "$s"; do ip netns del "$n"; done
 
 # --- 3. game-server rows --------------------------------------------------------------------
@@ -125,6 +165,11 @@ for part, title, base in (("gen", "Generator, one core, 110-byte frames", "latla
     ref = next(r["pps"] for r in rows if r["part"] == part and r["path"] == base)
     for r in (r for r in rows if r["part"] == part):
         print(f"| {r['path']} | {r['pps'] / 1e3:.0f} k | {r['pps'] / ref:.2f}× |")
+print("\nRound trip at 1 kpps through each forwarder, delay 0 (µs, from the intended send time)\n")
+print("| path | p50 | p99 | p99.9 |\n|---|---:|---:|---:|")
+us = lambda v: "-" if v is None else f"{v / 1000:.1f}"
+for r in (r for r in rows if r["part"] == "latency"):
+    print(f"| {r['path']} | {us(r['p50'])} | {us(r['p99'])} | {us(r['p99_9'])} |")
 PY
 printf '\nGame server, 4 clients, default buffer (%s)\n\n' "$out/game-server/report.md"
 grep -E '^\|(---| (I/O|socket|batched|xdp) \|)' "$out/game-server/report.md" || true
