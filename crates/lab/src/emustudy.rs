@@ -539,54 +539,26 @@ pub(crate) fn with_emulator<T, E: From<io::Error>>(
     f: impl FnOnce() -> Result<T, E>,
 ) -> Result<(T, serde_json::Value), E> {
     let emu_stop = Arc::new(Stop::new());
-    let s = emu_stop.clone();
-    let live = EmulatorLive::default();
+    let links = (a_to_b, b_to_a);
     let emu = match io {
-        EmuIo::Packet => {
-            let (mut a, mut b) = latlab_io::netns::run_in(lab.emu.name(), || -> io::Result<_> {
-                let opts = PacketOptions::default();
-                Ok((
-                    PacketSocket::open(ClientEmuServer::EMU_A, &opts)?,
-                    PacketSocket::open(ClientEmuServer::EMU_B, &opts)?,
-                ))
-            })
-            .and_then(|r| r)?;
-            spawn_emulator(move || {
-                emulator::run(
-                    &mut a,
-                    &mut b,
-                    a_to_b,
-                    b_to_a,
-                    2048,
-                    PollMode::Busy,
-                    &s,
-                    &live,
-                )
-            })?
-        }
-        EmuIo::Xdp => {
-            use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
-            let (mut a, mut b) = latlab_io::netns::run_in(lab.emu.name(), || -> io::Result<_> {
-                let opts = XdpOptions::new(Redirect::Everything);
-                Ok((
-                    XdpSocket::open(ClientEmuServer::EMU_A, &opts)?,
-                    XdpSocket::open(ClientEmuServer::EMU_B, &opts)?,
-                ))
-            })
-            .and_then(|r| r)?;
-            spawn_emulator(move || {
-                emulator::run(
-                    &mut a,
-                    &mut b,
-                    a_to_b,
-                    b_to_a,
-                    1792,
-                    PollMode::Busy,
-                    &s,
-                    &live,
-                )
-            })?
-        }
+        EmuIo::Packet => spawn_bridge(
+            lab,
+            |name| PacketSocket::open(name, &PacketOptions::default()),
+            2048,
+            links,
+            emu_stop.clone(),
+        )?,
+        EmuIo::Xdp => spawn_bridge(
+            lab,
+            |name| {
+                use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+                XdpSocket::open(name, &XdpOptions::new(Redirect::Everything))
+            },
+            // A received frame gets a 2048-byte UMEM frame less the kernel's 256 of headroom.
+            1792,
+            links,
+            emu_stop.clone(),
+        )?,
     };
     let out = f();
     emu_stop.raise();
@@ -608,12 +580,32 @@ fn xdp_bridge_opens(lab: &ClientEmuServer) -> io::Result<()> {
     })?
 }
 
-fn spawn_emulator(
-    run: impl FnOnce() -> io::Result<emulator::EmulatorReport> + Send + 'static,
+/// Opens both bridged interfaces of the lab's emulator namespace with `open` and runs the
+/// bridge (run to completion, busy polling) on a thread of its own until `stop` is raised.
+fn spawn_bridge<P: emulator::Port + 'static>(
+    lab: &ClientEmuServer,
+    open: fn(&str) -> io::Result<P>,
+    max_frame: usize,
+    (a_to_b, b_to_a): (LinkConfig, LinkConfig),
+    stop: Arc<Stop>,
 ) -> io::Result<std::thread::JoinHandle<io::Result<emulator::EmulatorReport>>> {
+    let (mut a, mut b) = latlab_io::netns::run_in(lab.emu.name(), move || -> io::Result<_> {
+        Ok((open(ClientEmuServer::EMU_A)?, open(ClientEmuServer::EMU_B)?))
+    })??;
     std::thread::Builder::new()
         .name("latlab-emu".into())
-        .spawn(run)
+        .spawn(move || {
+            emulator::run(
+                &mut a,
+                &mut b,
+                a_to_b,
+                b_to_a,
+                max_frame,
+                PollMode::Busy,
+                &stop,
+                &EmulatorLive::default(),
+            )
+        })
 }
 
 fn p(summary: &Summary, key: &str) -> Option<f64> {
