@@ -11,14 +11,6 @@ use std::time::Duration;
 use assert_cmd::cargo::cargo_bin;
 use predicates::prelude::*;
 
-/// Tests that run engines take turns: each one spins on the machine's cores, and two at once
-/// would measure each other.
-static ENGINES: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn engines() -> std::sync::MutexGuard<'static, ()> {
-    ENGINES.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn latlab() -> assert_cmd::Command {
     assert_cmd::Command::new(cargo_bin("latlab"))
 }
@@ -173,7 +165,7 @@ impl Drop for EchoProcess {
 
 #[test]
 fn gen_against_echo_on_loopback_writes_whole_results() {
-    let _turn = engines();
+    let _turn = common::engines();
     let dir = tempfile::tempdir().unwrap();
     let echo_json = dir.path().join("echo.json");
     let mut echo = EchoProcess::start(&[
@@ -286,7 +278,7 @@ fn gen_against_echo_on_loopback_writes_whole_results() {
 
 #[test]
 fn demo_on_loopback_prints_the_table_and_writes_the_folder() {
-    let _turn = engines();
+    let _turn = common::engines();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("demo");
     latlab()
@@ -350,7 +342,7 @@ fn namespaces_of(pid: u32) -> Vec<String> {
 
 #[test]
 fn demo_across_two_namespaces_measures_and_removes_them() {
-    let _turn = engines();
+    let _turn = common::engines();
     if !common::namespaces_or_skip() {
         return;
     }
@@ -394,7 +386,7 @@ fn demo_across_two_namespaces_measures_and_removes_them() {
 
 #[test]
 fn ctrl_c_stops_the_demo_and_removes_its_namespaces() {
-    let _turn = engines();
+    let _turn = common::engines();
     if !common::namespaces_or_skip() {
         return;
     }

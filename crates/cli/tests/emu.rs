@@ -62,6 +62,7 @@ fn emu_over_af_xdp_keeps_a_1ms_delay() {
 /// Bridges client and server with `extra` options and a delay of `delay_ms` each way; checks
 /// the round trip and the emulator's report.
 fn emu_between_namespaces(extra: &[&str], delay_ms: u64) {
+    let _turn = common::engines();
     if !common::namespaces_or_skip() {
         return;
     }
@@ -146,6 +147,7 @@ fn emu_between_namespaces(extra: &[&str], delay_ms: u64) {
 
 #[test]
 fn a_short_emulator_study_writes_its_report() {
+    let _turn = common::engines();
     if !common::namespaces_or_skip() {
         return;
     }

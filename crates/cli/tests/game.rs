@@ -31,6 +31,7 @@ fn bad_serve_and_study_flags_name_themselves() {
 
 #[test]
 fn serve_stops_after_its_duration_and_reports_its_counters() {
+    let _turn = common::engines();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("serve.json");
     let out = assert_cmd::Command::new(cargo_bin("latlab"))
@@ -60,6 +61,7 @@ fn serve_stops_after_its_duration_and_reports_its_counters() {
 
 #[test]
 fn a_two_point_study_in_namespaces_writes_its_report_and_resumes() {
+    let _turn = common::engines();
     if !common::namespaces_or_skip() {
         return;
     }

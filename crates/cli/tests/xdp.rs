@@ -10,6 +10,7 @@ use latlab_lab::topology::ClientServer;
 
 #[test]
 fn echo_over_af_xdp_answers_gen_and_detaches_its_program() {
+    let _turn = common::engines();
     if !common::namespaces_or_skip() {
         return;
     }
@@ -102,6 +103,7 @@ fn echo_over_af_xdp_answers_gen_and_detaches_its_program() {
 
 #[test]
 fn gen_over_af_xdp_measures_a_kernel_echo_and_detaches_its_program() {
+    let _turn = common::engines();
     if !common::namespaces_or_skip() {
         return;
     }
@@ -220,6 +222,7 @@ fn xdp_without_an_interface_says_what_is_missing() {
 
 #[test]
 fn an_xdp_echo_stopped_by_sigint_leaves_no_program_attached() {
+    let _turn = common::engines();
     if !common::namespaces_or_skip() {
         return;
     }
@@ -273,6 +276,7 @@ fn an_xdp_echo_stopped_by_sigint_leaves_no_program_attached() {
 
 #[test]
 fn the_game_study_runs_the_af_xdp_server_row() {
+    let _turn = common::engines();
     if !common::namespaces_or_skip() {
         return;
     }

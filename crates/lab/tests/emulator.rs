@@ -15,6 +15,9 @@ use latlab_lab::measure::{self, GenOptions, ThreadChoice};
 use latlab_lab::topology::{why_no_namespaces, ClientEmuServer};
 use latlab_link::{LinkConfig, LossModel};
 
+/// Labs take turns: each runs a busy emulator, and two at once would measure each other.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The lab with a running emulator and reflector; everything stops and is removed on drop.
 struct Lab {
     topo: ClientEmuServer,
@@ -23,6 +26,8 @@ struct Lab {
     echo_stop: Arc<Stop>,
     echo: Option<std::thread::JoinHandle<()>>,
     target: SocketAddr,
+    /// Released last, when everything above has stopped and gone.
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Lab {
@@ -39,6 +44,7 @@ impl Lab {
             eprintln!("skipped: {reason}");
             return None;
         }
+        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let topo = ClientEmuServer::build().unwrap();
         let open = || {
             let opts = PacketOptions::default();
@@ -107,6 +113,7 @@ impl Lab {
             reflector::run(&sock, &config, &s, &ReflectorCounters::default()).unwrap()
         });
         Some(Lab {
+            _turn: turn,
             topo,
             emu_stop,
             emu: Some(emu),

@@ -7,6 +7,15 @@ use std::process::Command;
 
 use assert_cmd::cargo::cargo_bin;
 
+/// Tests that run engines take turns: each one spins on the machine's cores, and two at once
+/// would measure each other.
+static ENGINES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Waits for this test's turn to run engines; the turn ends when the guard drops.
+pub(crate) fn engines() -> std::sync::MutexGuard<'static, ()> {
+    ENGINES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Runs latlab with `args` and checks it fails with one line on stderr that contains `needle`.
 pub(crate) fn one_line_error(args: &[&str], needle: &str) {
     let out = assert_cmd::Command::new(cargo_bin("latlab"))
