@@ -181,7 +181,7 @@ fn gen_over_af_xdp_measures_a_kernel_echo_and_detaches_its_program() {
         received >= sent * 99 / 100,
         "{received} of {sent} came back to the AF_XDP generator"
     );
-    assert_eq!(run["timestamp_source"], "user-space", "{run}");
+    assert_eq!(run["timestamp_source"], "xdp-program", "{run}");
     assert_eq!(run["malformed"]["not_a_probe"], 0, "{run}");
     let p50 = run["latency_ns"]["p50"].as_f64().unwrap();
     assert!(p50 > 0.0 && p50 < 5e6, "p50 {p50} ns");

@@ -11,8 +11,7 @@
 //! This is the run-to-completion shape: one loop serves both directions, for machines without
 //! two spare cores per direction. It runs over any [`Port`]: an AF_PACKET socket (frames
 //! stamped by the kernel as they enter the ring) or an AF_XDP socket whose program redirects
-//! every frame of the interface (frames stamped when the loop reads them: XDP gives no receive
-//! stamp, and the busy loop reads a frame within microseconds of its arrival).
+//! every frame of the interface (frames stamped by that program as the driver hands them over).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -73,8 +72,8 @@ impl Port for PacketSocket {
 
 impl Port for XdpSocket {
     fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
-        // Stamped as read: each stamp is taken after the frame reached the RX ring.
-        self.recv_batch(|frame| f(frame, now_ns()))
+        // The XDP program's stamp; a frame without one is stamped as read.
+        self.recv_batch_stamped(|frame, stamp| f(frame, stamp.unwrap_or_else(now_ns)))
     }
 
     fn queue_frame(&mut self, frame: &[u8]) -> io::Result<bool> {

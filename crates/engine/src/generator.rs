@@ -619,9 +619,9 @@ fn udp_payload(frame: &[u8], port: u16) -> Option<&[u8]> {
 impl ProbeRx for XdpRx<'_, '_> {
     fn receive(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> io::Result<usize> {
         let port = self.port;
-        lock(self.socket).recv_batch(|frame| {
-            // Stamped as read: XDP gives no receive stamp.
-            let rx_ns = now_ns();
+        lock(self.socket).recv_batch_stamped(|frame, stamp| {
+            // The XDP program's stamp; a frame without one is stamped as read.
+            let rx_ns = stamp.unwrap_or_else(now_ns);
             f(rx_ns, udp_payload(frame, port).unwrap_or(&[]));
         })
     }
@@ -631,13 +631,13 @@ impl ProbeRx for XdpRx<'_, '_> {
     }
 
     fn timestamp_source(&self) -> TimestampSource {
-        TimestampSource::UserSpace
+        TimestampSource::XdpProgram
     }
 }
 
 /// Runs one generator over an AF_XDP socket whose program redirects UDP to `addrs.src`'s
 /// port: probes leave as whole frames built here (IPv4 and UDP checksums made in user space)
-/// from `addrs`, responses are read from the RX ring and stamped as read. Every flow leaves
+/// from `addrs`, responses are read from the RX ring with the program's arrival stamps. Every flow leaves
 /// from that one source port; the probe header tells the flows apart.
 pub fn run_xdp(
     socket: &mut XdpSocket,

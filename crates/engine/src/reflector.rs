@@ -235,13 +235,15 @@ pub fn run_xdp(
         let rx_ns = now_ns();
         let (mut malformed, mut received) = (0u64, 0u64);
         let stamp = config.stamp;
-        let n = socket.recv_batch(|frame| {
+        let n = socket.recv_batch_stamped(|frame, arrival| {
             received += 1;
             let Some(out) = replies.get_mut(lens.len()) else {
                 malformed += 1;
                 return;
             };
-            match reply_frame(frame, out, stamp.then_some((rx_ns, rx_ns))) {
+            // The XDP program's arrival stamp, else the time the batch was read.
+            let rx = arrival.unwrap_or(rx_ns);
+            match reply_frame(frame, out, stamp.then_some((rx, rx))) {
                 Some(len) => lens.push(len),
                 None => malformed += 1,
             }

@@ -18,6 +18,18 @@ pub fn now_ns() -> u64 {
     timespec_ns(&ts)
 }
 
+/// Now, in nanoseconds of `CLOCK_MONOTONIC` (the clock of `bpf_ktime_get_ns()`).
+#[inline]
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec and CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    timespec_ns(&ts)
+}
+
 /// Converts a `timespec` to nanoseconds; negative times become 0.
 #[inline]
 pub(crate) fn timespec_ns(ts: &libc::timespec) -> u64 {

@@ -6,10 +6,10 @@
 //! the project is in this crate, each with a `// SAFETY:` line saying why it holds.
 //!
 //! Guarantees:
-//! - batch calls never block unless asked to ([`UdpSocket::wait_readable`]); a full socket is
+//! - batch calls never block unless asked to ([`udp::UdpSocket::wait_readable`]); a full socket is
 //!   reported as zero datagrams moved, not as an error;
 //! - a datagram larger than a batch slot is reported as truncated, never read past its slot;
-//! - the timestamp source a socket really delivers is reported ([`TimestampSource`]), so a
+//! - the timestamp source a socket really delivers is reported ([`udp::TimestampSource`]), so a
 //!   result never claims kernel stamps it did not get.
 //!
 //! ```no_run

@@ -25,6 +25,9 @@ pub enum TimestampSource {
     /// User space reads the clock after the receive call returns. Includes the wait in the
     /// socket buffer and the time to wake the reader.
     UserSpace,
+    /// latlab's XDP program stamps each frame as the driver hands it over, before any queue
+    /// (AF_XDP; a frame the driver gave no room for the stamp is stamped as read instead).
+    XdpProgram,
 }
 
 impl TimestampSource {
@@ -33,6 +36,7 @@ impl TimestampSource {
         match self {
             TimestampSource::KernelSoftware => "kernel-software",
             TimestampSource::UserSpace => "user-space",
+            TimestampSource::XdpProgram => "xdp-program",
         }
     }
 }

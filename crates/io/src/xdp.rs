@@ -6,7 +6,8 @@
 //!   interface through a `bpf_link` and redirects frames into the socket through an
 //!   `XSKMAP`. [`Redirect::Endpoint`] takes only IPv4 UDP datagrams to one port and passes
 //!   everything else (ARP above all) to the kernel stack; [`Redirect::Everything`] takes every
-//!   frame, for a bridge;
+//!   frame, for a bridge; either stamps each frame it takes with its arrival time, handed to
+//!   user space in the frame's XDP metadata ([`XdpSocket::recv_batch_stamped`]);
 //! - the UMEM is [`XdpOptions::frame_count`] frames of [`XdpOptions::frame_size`] bytes: the
 //!   first half for receiving (handed to the kernel through the fill ring, back through the RX
 //!   ring), the second half for sending (TX ring out, completion ring back);
@@ -378,8 +379,24 @@ impl XdpSocket {
     /// frames were handed. Never blocks; `Ok(0)` when none is ready. At most one ring's worth
     /// per call.
     pub fn recv_batch(&mut self, mut f: impl FnMut(&[u8])) -> io::Result<usize> {
+        self.recv_batch_stamped(|frame, _| f(frame))
+    }
+
+    /// As [`XdpSocket::recv_batch`], with each frame's arrival time: taken by the XDP program
+    /// as it started on the frame, in `CLOCK_REALTIME` ns (as [`crate::clock::now_ns`]), or
+    /// `None` when the frame came without it (a driver with no room for XDP metadata).
+    pub fn recv_batch_stamped(
+        &mut self,
+        mut f: impl FnMut(&[u8], Option<u64>),
+    ) -> io::Result<usize> {
         let ready = self.rx.peek(self.rx.size());
         let start = self.rx.local();
+        // The program stamps with CLOCK_MONOTONIC; results are in CLOCK_REALTIME.
+        let realtime_minus_monotonic = if ready > 0 {
+            crate::clock::now_ns().wrapping_sub(crate::clock::monotonic_ns())
+        } else {
+            0
+        };
         let mut handed = 0;
         for k in 0..ready {
             let desc = self.rx.read_desc(start.wrapping_add(k));
@@ -394,7 +411,21 @@ impl XdpSocket {
                             desc.len as usize,
                         )
                     };
-                    f(data);
+                    let stamp = (data_at - frame_start >= bpf::META_LEN as u64)
+                        .then(|| {
+                            // SAFETY: the metadata lies in the same RX frame, just before the
+                            // data (checked above); the kernel wrote it with the frame.
+                            let meta = unsafe {
+                                std::slice::from_raw_parts(
+                                    self.umem.ptr.add(data_at as usize - bpf::META_LEN),
+                                    bpf::META_LEN,
+                                )
+                            };
+                            read_stamp(meta)
+                        })
+                        .flatten()
+                        .map(|mono| mono.wrapping_add(realtime_minus_monotonic));
+                    f(data, stamp);
                     handed += 1;
                     self.fill_pending.push(frame_start);
                 }
@@ -651,6 +682,13 @@ impl XdpWaiter {
         crate::poll::ppoll(&mut fds, timeout).map_err(at(&self.ifname, "ppoll"))?;
         Ok(fds[0].revents & libc::POLLIN != 0)
     }
+}
+
+/// The arrival stamp in the metadata the XDP program wrote in front of a frame, if it is there.
+fn read_stamp(meta: &[u8]) -> Option<u64> {
+    let stamp = u64::from_ne_bytes(meta.get(..8)?.try_into().ok()?);
+    let magic = u32::from_ne_bytes(meta.get(8..12)?.try_into().ok()?);
+    (magic == bpf::STAMP_MAGIC).then_some(stamp)
 }
 
 /// Blocks until one of `sockets` has a received frame ready or `timeout` passes (`None`: no

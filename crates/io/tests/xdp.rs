@@ -322,3 +322,41 @@ fn opening_a_missing_interface_names_it() {
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
     assert_eq!(err.to_string(), "latlab-nosuch0: no such interface");
 }
+
+#[test]
+fn every_frame_carries_the_programs_arrival_stamp() {
+    let Some(pair) = pair(8) else { return };
+    let client = udp_in(&pair.peer, &format!("{PEER_ADDR}:0"));
+    for program in [Redirect::Endpoint { udp_port: PORT }, Redirect::Everything] {
+        let mut xdp = open(&pair, program).unwrap();
+        let to: SocketAddr = format!("{XDP_ADDR}:{PORT}").parse().unwrap();
+        let mut stamps = Vec::new();
+        for i in 0..20u8 {
+            let sent = latlab_io::clock::now_ns();
+            client.send_to(&[i; 32], to).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let mut got = None;
+            while got.is_none() {
+                assert!(Instant::now() < deadline, "frame {i} never came");
+                xdp.wait_readable(Some(Duration::from_millis(5))).unwrap();
+                xdp.recv_batch_stamped(|frame, stamp| {
+                    if udp_payload(frame, PORT) == Some(&[i; 32][..]) {
+                        got = Some(stamp);
+                    }
+                })
+                .unwrap();
+            }
+            let read = latlab_io::clock::now_ns();
+            let stamp = got.flatten().expect("the program stamped the frame");
+            // Taken between the send and the read (with the clocks' conversion a few µs off
+            // at most).
+            assert!(
+                stamp + 50_000 >= sent && stamp <= read + 50_000,
+                "{program:?}: sent {sent}, stamped {stamp}, read {read}"
+            );
+            stamps.push(stamp);
+        }
+        assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{stamps:?}");
+        drop(xdp);
+    }
+}

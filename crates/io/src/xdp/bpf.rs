@@ -26,6 +26,15 @@ const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 /// `BPF_FUNC_redirect_map`.
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+/// `BPF_FUNC_ktime_get_ns`: `CLOCK_MONOTONIC` nanoseconds.
+const BPF_FUNC_KTIME_GET_NS: i32 = 5;
+/// `BPF_FUNC_xdp_adjust_meta`: grows the metadata area in front of the frame.
+const BPF_FUNC_XDP_ADJUST_META: i32 = 54;
+/// Bytes of metadata each redirected frame carries in front of it: the arrival stamp
+/// (`CLOCK_MONOTONIC` ns, u64) and [`STAMP_MAGIC`] (u32), then 4 bytes of padding.
+pub(crate) const META_LEN: usize = 16;
+/// Marks metadata written by this program ("LLTS" as the bytes of a native u32).
+pub(crate) const STAMP_MAGIC: u32 = u32::from_ne_bytes(*b"LLTS");
 /// `src_reg` of a `ld_imm64` whose immediate is a map file descriptor.
 const BPF_PSEUDO_MAP_FD: u8 = 1;
 /// XDP return codes.
@@ -39,6 +48,7 @@ const LOG_SIZE: usize = 1 << 16;
 mod xdp_md {
     pub(super) const DATA: i16 = 0;
     pub(super) const DATA_END: i16 = 4;
+    pub(super) const DATA_META: i16 = 8;
     pub(super) const RX_QUEUE_INDEX: i16 = 16;
 }
 
@@ -360,6 +370,8 @@ const R2: u8 = 2;
 const R3: u8 = 3;
 const R4: u8 = 4;
 const R5: u8 = 5;
+const R6: u8 = 6;
+const R7: u8 = 7;
 
 /// One eBPF instruction, `struct bpf_insn`: opcode, destination and source registers (4 bits
 /// each), signed offset, signed immediate.
@@ -372,12 +384,13 @@ pub(crate) struct Insn {
     imm: i32,
 }
 
-/// Operand sizes of loads.
+/// Operand sizes of loads and stores.
 #[derive(Clone, Copy, Debug)]
 enum Size {
     B = 0x10,
     H = 0x08,
     W = 0x00,
+    Dw = 0x18,
 }
 
 impl Insn {
@@ -415,6 +428,18 @@ impl Insn {
     const fn ldx(size: Size, dst: u8, src: u8, off: i16) -> Insn {
         // BPF_LDX | BPF_MEM | size
         Insn::new(0x61 | size as u8, dst, src, off, 0)
+    }
+
+    /// `*(size *)(dst + off) = src`.
+    const fn stx(size: Size, dst: u8, src: u8, off: i16) -> Insn {
+        // BPF_STX | BPF_MEM | size
+        Insn::new(0x63 | size as u8, dst, src, off, 0)
+    }
+
+    /// `*(size *)(dst + off) = imm`.
+    const fn st_imm(size: Size, dst: u8, off: i16, imm: i32) -> Insn {
+        // BPF_ST | BPF_MEM | size
+        Insn::new(0x62 | size as u8, dst, 0, off, imm)
     }
 
     /// `if dst > src goto +off` (unsigned).
@@ -468,17 +493,24 @@ fn wire16(value: u16) -> i32 {
 
 /// The program for `redirect`, referring to the `XSKMAP` whose descriptor is `map_fd`.
 ///
-/// Both end in `return bpf_redirect_map(map, ctx->rx_queue_index, XDP_PASS)`: a queue whose
-/// map slot is empty (no socket yet, or the socket closed) passes its frames to the stack.
+/// A frame it takes gets [`META_LEN`] bytes of metadata in front of it: its arrival time
+/// (`bpf_ktime_get_ns()`, taken as the program starts on it) and [`STAMP_MAGIC`]; where the
+/// driver has no room for metadata the frame goes on without it. Both programs end in
+/// `return bpf_redirect_map(map, ctx->rx_queue_index, XDP_PASS)`: a queue whose map slot is
+/// empty (no socket yet, or the socket closed) passes its frames to the stack.
 pub(crate) fn program(redirect: Redirect, map_fd: RawFd) -> Vec<Insn> {
-    let mut p = Vec::with_capacity(24);
+    let mut p = Vec::with_capacity(40);
+    // The context survives the helper calls in r6; the stamp waits in r7.
+    p.push(Insn::mov64_reg(R6, R1));
+    p.push(Insn::call(BPF_FUNC_KTIME_GET_NS));
+    p.push(Insn::mov64_reg(R7, R0));
     // Indices of the jumps to the final `return XDP_PASS`, patched at the end.
     let mut to_pass = Vec::new();
     if let Redirect::Endpoint { udp_port } = redirect {
         // Ethernet (14) + IPv4 without options (20) + UDP (8).
         const HEADERS: i32 = 42;
-        p.push(Insn::ldx(Size::W, R2, R1, xdp_md::DATA));
-        p.push(Insn::ldx(Size::W, R3, R1, xdp_md::DATA_END));
+        p.push(Insn::ldx(Size::W, R2, R6, xdp_md::DATA));
+        p.push(Insn::ldx(Size::W, R3, R6, xdp_md::DATA_END));
         p.push(Insn::mov64_reg(R4, R2));
         p.push(Insn::add64_imm(R4, HEADERS));
         // The verifier allows the loads below only after this check against data_end.
@@ -506,11 +538,31 @@ pub(crate) fn program(redirect: Redirect, map_fd: RawFd) -> Vec<Insn> {
             p.push(Insn::jne_imm(R5, value, 0));
         }
     }
-    p.push(Insn::ldx(Size::W, R2, R1, xdp_md::RX_QUEUE_INDEX));
+    // The stamp: room for the metadata in front of the frame, then (after the bounds check
+    // the verifier asks for) the time and the magic. Jumps to the redirect when there is none.
+    let mut to_redirect = Vec::new();
+    p.push(Insn::mov64_reg(R1, R6));
+    p.push(Insn::mov64_imm(R2, -(META_LEN as i32)));
+    p.push(Insn::call(BPF_FUNC_XDP_ADJUST_META));
+    to_redirect.push(p.len());
+    p.push(Insn::jne_imm(R0, 0, 0));
+    p.push(Insn::ldx(Size::W, R2, R6, xdp_md::DATA_META));
+    p.push(Insn::ldx(Size::W, R3, R6, xdp_md::DATA));
+    p.push(Insn::mov64_reg(R4, R2));
+    p.push(Insn::add64_imm(R4, META_LEN as i32));
+    to_redirect.push(p.len());
+    p.push(Insn::jgt_reg(R4, R3, 0));
+    p.push(Insn::stx(Size::Dw, R2, R7, 0));
+    p.push(Insn::st_imm(Size::W, R2, 8, STAMP_MAGIC as i32));
+    let redirect_at = p.len();
+    p.push(Insn::ldx(Size::W, R2, R6, xdp_md::RX_QUEUE_INDEX));
     p.extend(Insn::ld_map_fd(R1, map_fd));
     p.push(Insn::mov64_imm(R3, XDP_PASS));
     p.push(Insn::call(BPF_FUNC_REDIRECT_MAP));
     p.push(Insn::exit());
+    for i in to_redirect {
+        p[i].off = (redirect_at - i - 1) as i16;
+    }
     if !to_pass.is_empty() {
         let pass = p.len();
         p.push(Insn::mov64_imm(R0, XDP_PASS));
@@ -550,54 +602,77 @@ mod tests {
         assert_eq!(Insn::call(51).encode()[4], 51);
     }
 
-    #[test]
-    #[cfg(target_endian = "little")]
-    fn the_endpoint_program_is_these_bytes() {
-        let golden: [[u8; 8]; 24] = [
-            [0x61, 0x12, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // r2 = ctx->data
-            [0x61, 0x13, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00], // r3 = ctx->data_end
+    /// The stamp and the redirect both programs end with, for map descriptor `fd`.
+    fn stamp_and_redirect(fd: u8) -> Vec<[u8; 8]> {
+        vec![
+            [0xbf, 0x61, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // r1 = r6
+            [0xb7, 0x02, 0x00, 0x00, 0xf0, 0xff, 0xff, 0xff], // r2 = -16
+            [0x85, 0x00, 0x00, 0x00, 0x36, 0x00, 0x00, 0x00], // call bpf_xdp_adjust_meta
+            [0x55, 0x00, 0x07, 0x00, 0x00, 0x00, 0x00, 0x00], // if r0 != 0 goto redirect
+            [0x61, 0x62, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00], // r2 = ctx->data_meta
+            [0x61, 0x63, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // r3 = ctx->data
             [0xbf, 0x24, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // r4 = r2
-            [0x07, 0x04, 0x00, 0x00, 0x2a, 0x00, 0x00, 0x00], // r4 += 42
-            [0x2d, 0x34, 0x11, 0x00, 0x00, 0x00, 0x00, 0x00], // if r4 > r3 goto pass
-            [0x69, 0x25, 0x0c, 0x00, 0x00, 0x00, 0x00, 0x00], // r5 = ethertype
-            [0x55, 0x05, 0x0f, 0x00, 0x08, 0x00, 0x00, 0x00], // != 0x0800
-            [0x71, 0x25, 0x0e, 0x00, 0x00, 0x00, 0x00, 0x00], // r5 = version/ihl
-            [0x55, 0x05, 0x0d, 0x00, 0x45, 0x00, 0x00, 0x00], // != 0x45
-            [0x69, 0x25, 0x14, 0x00, 0x00, 0x00, 0x00, 0x00], // r5 = flags/fragment
-            [0x57, 0x05, 0x00, 0x00, 0x3f, 0xff, 0x00, 0x00], // r5 &= 0x3fff (wire order)
-            [0x55, 0x05, 0x0a, 0x00, 0x00, 0x00, 0x00, 0x00], // != 0
-            [0x71, 0x25, 0x17, 0x00, 0x00, 0x00, 0x00, 0x00], // r5 = protocol
-            [0x55, 0x05, 0x08, 0x00, 0x11, 0x00, 0x00, 0x00], // != UDP
-            [0x69, 0x25, 0x24, 0x00, 0x00, 0x00, 0x00, 0x00], // r5 = UDP dst port
-            [0x55, 0x05, 0x06, 0x00, 0x1e, 0x61, 0x00, 0x00], // != 7777 (0x1e61)
-            [0x61, 0x12, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00], // r2 = ctx->rx_queue_index
-            [0x18, 0x11, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00], // r1 = map (fd 5)
+            [0x07, 0x04, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00], // r4 += 16
+            [0x2d, 0x34, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00], // if r4 > r3 goto redirect
+            [0x7b, 0x72, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // *(u64 *)(r2 + 0) = r7
+            [0x62, 0x02, 0x08, 0x00, b'L', b'L', b'T', b'S'], // *(u32 *)(r2 + 8) = "LLTS"
+            [0x61, 0x62, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00], // redirect: r2 = ctx->rx_queue_index
+            [0x18, 0x11, 0x00, 0x00, fd, 0x00, 0x00, 0x00],   // r1 = map (fd)
             [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], //   (upper half)
             [0xb7, 0x03, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00], // r3 = XDP_PASS
             [0x85, 0x00, 0x00, 0x00, 0x33, 0x00, 0x00, 0x00], // call bpf_redirect_map
             [0x95, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // exit
+        ]
+    }
+
+    /// The start of both programs: the context kept in r6, the arrival time in r7.
+    const PROLOGUE: [[u8; 8]; 3] = [
+        [0xbf, 0x16, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // r6 = r1
+        [0x85, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00], // call bpf_ktime_get_ns
+        [0xbf, 0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // r7 = r0
+    ];
+
+    #[test]
+    #[cfg(target_endian = "little")]
+    fn the_endpoint_program_is_these_bytes() {
+        let checks: [[u8; 8]; 16] = [
+            [0x61, 0x62, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // r2 = ctx->data
+            [0x61, 0x63, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00], // r3 = ctx->data_end
+            [0xbf, 0x24, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // r4 = r2
+            [0x07, 0x04, 0x00, 0x00, 0x2a, 0x00, 0x00, 0x00], // r4 += 42
+            [0x2d, 0x34, 0x1c, 0x00, 0x00, 0x00, 0x00, 0x00], // if r4 > r3 goto pass
+            [0x69, 0x25, 0x0c, 0x00, 0x00, 0x00, 0x00, 0x00], // r5 = ethertype
+            [0x55, 0x05, 0x1a, 0x00, 0x08, 0x00, 0x00, 0x00], // != 0x0800
+            [0x71, 0x25, 0x0e, 0x00, 0x00, 0x00, 0x00, 0x00], // r5 = version/ihl
+            [0x55, 0x05, 0x18, 0x00, 0x45, 0x00, 0x00, 0x00], // != 0x45
+            [0x69, 0x25, 0x14, 0x00, 0x00, 0x00, 0x00, 0x00], // r5 = flags/fragment
+            [0x57, 0x05, 0x00, 0x00, 0x3f, 0xff, 0x00, 0x00], // r5 &= 0x3fff (wire order)
+            [0x55, 0x05, 0x15, 0x00, 0x00, 0x00, 0x00, 0x00], // != 0
+            [0x71, 0x25, 0x17, 0x00, 0x00, 0x00, 0x00, 0x00], // r5 = protocol
+            [0x55, 0x05, 0x13, 0x00, 0x11, 0x00, 0x00, 0x00], // != UDP
+            [0x69, 0x25, 0x24, 0x00, 0x00, 0x00, 0x00, 0x00], // r5 = UDP dst port
+            [0x55, 0x05, 0x11, 0x00, 0x1e, 0x61, 0x00, 0x00], // != 7777 (0x1e61)
+        ];
+        let pass = [
             [0xb7, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00], // pass: r0 = XDP_PASS
             [0x95, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00], // exit
         ];
+        let golden = [
+            PROLOGUE.to_vec(),
+            checks.to_vec(),
+            stamp_and_redirect(5),
+            pass.to_vec(),
+        ]
+        .concat();
         let got = bytes(&program(Redirect::Endpoint { udp_port: 7777 }, 5));
-        assert_eq!(got, golden.to_vec());
+        assert_eq!(got, golden);
     }
 
     #[test]
     #[cfg(target_endian = "little")]
-    fn the_bridge_program_redirects_every_frame() {
+    fn the_bridge_program_stamps_and_redirects_every_frame() {
         let got = bytes(&program(Redirect::Everything, 9));
-        assert_eq!(
-            got,
-            vec![
-                [0x61, 0x12, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00],
-                [0x18, 0x11, 0x00, 0x00, 0x09, 0x00, 0x00, 0x00],
-                [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
-                [0xb7, 0x03, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00],
-                [0x85, 0x00, 0x00, 0x00, 0x33, 0x00, 0x00, 0x00],
-                [0x95, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
-            ]
-        );
+        assert_eq!(got, [PROLOGUE.to_vec(), stamp_and_redirect(9)].concat());
     }
 
     #[test]
@@ -622,13 +697,29 @@ mod tests {
     }
 
     #[test]
-    fn every_jump_of_the_endpoint_program_lands_on_the_pass_exit() {
-        let p = program(Redirect::Endpoint { udp_port: 1 }, 3);
-        let pass = p.len() - 2;
-        assert_eq!(p[pass], Insn::mov64_imm(R0, XDP_PASS));
-        for (i, insn) in p.iter().enumerate() {
-            if matches!(insn.code, 0x2d | 0x55) {
-                assert_eq!(i + 1 + insn.off as usize, pass, "jump at {i}");
+    fn every_jump_lands_on_the_pass_exit_or_on_the_redirect() {
+        for redirect in [Redirect::Endpoint { udp_port: 1 }, Redirect::Everything] {
+            let p = program(redirect, 3);
+            let redirect_at = p
+                .iter()
+                .position(|i| *i == Insn::ldx(Size::W, R2, R6, xdp_md::RX_QUEUE_INDEX))
+                .unwrap();
+            let stamp_at = p
+                .iter()
+                .position(|i| *i == Insn::call(BPF_FUNC_XDP_ADJUST_META))
+                .unwrap();
+            let pass = p.len() - 2;
+            for (i, insn) in p.iter().enumerate() {
+                if matches!(insn.code, 0x2d | 0x55) {
+                    let target = i + 1 + insn.off as usize;
+                    // The header checks give frames to the stack; the stamp, when it cannot
+                    // be written, skips to the redirect.
+                    let expected = if i < stamp_at { pass } else { redirect_at };
+                    assert_eq!(target, expected, "{redirect:?}: jump at {i}");
+                }
+            }
+            if matches!(redirect, Redirect::Endpoint { .. }) {
+                assert_eq!(p[pass], Insn::mov64_imm(R0, XDP_PASS));
             }
         }
     }
