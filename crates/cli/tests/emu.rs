@@ -185,6 +185,21 @@ fn a_short_emulator_study_writes_its_report() {
     )
     .unwrap();
     assert!(xdp["received"].as_u64().unwrap() > 0, "{xdp}");
+    // The drops each bridge counts are frames really lost, never counted twice.
+    for path in ["emu", "emu-xdp"] {
+        let point: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join(format!("points/rate-{path}-64.json"))).unwrap(),
+        )
+        .unwrap();
+        let lost = point["sent"].as_u64().unwrap() - point["received"].as_u64().unwrap();
+        let counted = point["emulator"]["a_to_b"]["dropped_by_emulator"]["kernel_rx_ring"]
+            .as_u64()
+            .unwrap();
+        assert!(
+            counted <= lost,
+            "{path}: {counted} drops counted, {lost} lost"
+        );
+    }
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     for section in [
         "Added latency at delay 0",

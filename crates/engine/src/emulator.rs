@@ -89,8 +89,10 @@ impl Port for XdpSocket {
     }
 
     fn kernel_drops(&self) -> u64 {
+        // `rx_dropped` already holds the frames lost to an empty fill ring (the kernel counts
+        // those in `rx_fill_ring_empty` too); a full RX ring is counted apart.
         self.statistics()
-            .map(|s| s.rx_dropped + s.rx_ring_full + s.rx_fill_ring_empty + s.rx_invalid_descs)
+            .map(|s| s.rx_dropped + s.rx_ring_full)
             .unwrap_or(0)
     }
 

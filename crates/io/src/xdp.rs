@@ -112,7 +112,10 @@ impl XdpOptions {
 /// Counters of an [`XdpSocket`] since it was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct XdpStats {
-    /// Frames the kernel dropped for the socket for reasons other than below (`rx_dropped`).
+    /// Frames the kernel dropped for the socket (`rx_dropped`): no free frame in the fill
+    /// ring, or too long for a UMEM frame. Not those of a full RX ring ([`Self::rx_ring_full`]),
+    /// on kernels that count those apart (5.9 and later). Frames lost and counted: the sum of
+    /// this and `rx_ring_full`.
     pub rx_dropped: u64,
     /// RX frames the kernel could not place (`rx_invalid_descs`).
     pub rx_invalid_descs: u64,
@@ -121,7 +124,8 @@ pub struct XdpStats {
     pub tx_invalid_descs: u64,
     /// Frames dropped because the RX ring was full (`rx_ring_full`).
     pub rx_ring_full: u64,
-    /// Frames dropped because the fill ring was empty (`rx_fill_ring_empty_descs`).
+    /// Times the kernel found the fill ring empty (`rx_fill_ring_empty_descs`); the frames
+    /// lost then are in [`Self::rx_dropped`] as well, so do not add the two.
     pub rx_fill_ring_empty: u64,
     /// Descriptors the kernel found in the rings pointing outside their part of the UMEM;
     /// never read. Always 0 unless the kernel and this code disagree about the layout.
