@@ -3,20 +3,18 @@
 //! small to carry a latency probe).
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use latlab_io::clock::now_ns;
 use latlab_io::packet::PacketSocket;
 use latlab_io::udp::{RecvBatch, UdpSocket};
-use latlab_wire::{ethernet, ipv4, udp};
 
 use crate::Stop;
 
 /// Bytes of Ethernet frame check sequence, counted in frame sizes but not written by software.
 pub const FCS_LEN: usize = 4;
-/// Ethernet + IPv4 + UDP headers.
-pub const HEADERS_LEN: usize = 14 + 20 + 8;
+pub use crate::frame::HEADERS_LEN;
 
 /// Where a blasted frame goes.
 #[derive(Clone, Copy, Debug)]
@@ -42,31 +40,10 @@ pub fn udp_frame(addrs: &FrameAddrs, frame_size: usize) -> Result<Vec<u8>, Strin
         return Err(format!("frame size {frame_size} is outside 64..=1518"));
     }
     let len = frame_size - FCS_LEN;
-    let payload_len = len - HEADERS_LEN;
     let mut frame = vec![0u8; len];
-    ethernet::Repr {
-        src_addr: ethernet::Address(addrs.src_mac),
-        dst_addr: ethernet::Address(addrs.dst_mac),
-        ethertype: ethernet::EtherType::Ipv4,
-    }
-    .emit(&mut ethernet::Frame::new_unchecked(&mut frame[..]));
-    let (sa, da): (Ipv4Addr, Ipv4Addr) = (*src.ip(), *dst.ip());
-    let mut ip = ipv4::Packet::new_unchecked(&mut frame[14..]);
-    ipv4::Repr {
-        src_addr: sa,
-        dst_addr: da,
-        protocol: ipv4::Protocol::Udp,
-        payload_len: 8 + payload_len,
-        ttl: 64,
-    }
-    .emit(&mut ip);
-    let mut u = udp::Packet::new_unchecked(&mut frame[34..]);
-    udp::Repr {
-        src_port: src.port(),
-        dst_port: dst.port(),
-        payload_len,
-    }
-    .emit(&mut u, sa, da);
+    let zeros = vec![0u8; len - HEADERS_LEN];
+    crate::frame::write_udp(&mut frame, (addrs.src_mac, addrs.dst_mac), src, dst, &zeros)
+        .ok_or("the frame does not fit")?;
     Ok(frame)
 }
 
@@ -139,6 +116,7 @@ pub fn sink(socket: &UdpSocket, stop: &Stop) -> io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use latlab_wire::{ethernet, ipv4, udp};
 
     #[test]
     fn frames_have_the_rfc_2544_size_and_valid_checksums() {

@@ -505,45 +505,6 @@ pub fn run_clients(
     })
 }
 
-/// Writes an Ethernet/IPv4/UDP frame carrying `payload` into `out`; returns its length.
-fn udp_frame_into(
-    out: &mut [u8],
-    (src_mac, dst_mac): ([u8; 6], [u8; 6]),
-    from: std::net::SocketAddrV4,
-    to: std::net::SocketAddrV4,
-    payload: &[u8],
-) -> Option<usize> {
-    use latlab_wire::{ethernet, ipv4, udp};
-    let len = 42 + payload.len();
-    let out = out.get_mut(..len)?;
-    ethernet::Repr {
-        src_addr: ethernet::Address(src_mac),
-        dst_addr: ethernet::Address(dst_mac),
-        ethertype: ethernet::EtherType::Ipv4,
-    }
-    .emit(&mut ethernet::Frame::new_unchecked(&mut out[..]));
-    ipv4::Repr {
-        src_addr: *from.ip(),
-        dst_addr: *to.ip(),
-        protocol: ipv4::Protocol::Udp,
-        payload_len: 8 + payload.len(),
-        ttl: 64,
-    }
-    .emit(&mut ipv4::Packet::new_unchecked(&mut out[14..]));
-    out[42..].copy_from_slice(payload);
-    udp::Repr {
-        src_port: from.port(),
-        dst_port: to.port(),
-        payload_len: payload.len(),
-    }
-    .emit(
-        &mut udp::Packet::new_unchecked(&mut out[34..]),
-        *from.ip(),
-        *to.ip(),
-    );
-    Some(len)
-}
-
 /// The model game server on an AF_XDP socket whose program redirects the server's UDP port:
 /// IPv4 and UDP are handled in user space, and each client's MAC address is learnt from the
 /// frames it sends (a client is always heard before it is sent to: it joins first).
@@ -553,9 +514,8 @@ pub fn serve_xdp(
     stop: &Stop,
     live: &ServerLive,
 ) -> io::Result<ServerCounters> {
-    use latlab_wire::{ethernet, ipv4, udp};
+    use crate::frame;
     use std::collections::HashMap;
-    use std::net::SocketAddrV4;
     let mut server = Server::new(config.game.clone());
     // Bounded: entries beyond a few per table slot are not learnt.
     let max_macs = config.game.max_clients.saturating_mul(4).max(64);
@@ -579,25 +539,13 @@ pub fn serve_xdp(
         };
         let now = now_ns();
         let n = socket.recv_batch(|frame| {
-            let Ok(eth) = ethernet::Frame::new_checked(frame) else {
+            let Some(d) = frame::parse_udp(frame) else {
                 return;
             };
-            let Ok(ip) = ipv4::Packet::new_checked(eth.payload()) else {
-                return;
-            };
-            let Ok(ip_repr) = ipv4::Repr::parse(&ip) else {
-                return;
-            };
-            let Ok(u) = udp::Packet::new_checked(ip.payload()) else {
-                return;
-            };
-            let from = SocketAddrV4::new(ip_repr.src_addr, u.src_port());
-            let ours = SocketAddrV4::new(ip_repr.dst_addr, u.dst_port());
-            let our_mac = eth.dst_addr().0;
+            let (from, ours, our_mac, payload) = (d.src, d.dst, d.dst_mac, d.payload);
             if macs.len() < max_macs || macs.contains_key(&SocketAddr::V4(from)) {
-                macs.insert(SocketAddr::V4(from), eth.src_addr().0);
+                macs.insert(SocketAddr::V4(from), d.src_mac);
             }
-            let payload = u.payload();
             let verdict = server.handle_datagram(now, SocketAddr::V4(from), payload);
             if let Verdict::FanOut { recipients } = verdict {
                 tsc::spin_cycles(config.work_cycles);
@@ -607,7 +555,7 @@ pub fn serve_xdp(
                         continue;
                     };
                     let i = push(&mut out, &mut used);
-                    match udp_frame_into(&mut out[i].0, (our_mac, *mac), ours, *to4, payload) {
+                    match frame::write_udp(&mut out[i].0, (our_mac, *mac), ours, *to4, payload) {
                         Some(len) => out[i].1 = len,
                         None => used -= 1,
                     }
@@ -619,7 +567,7 @@ pub fn serve_xdp(
                     continue;
                 };
                 let i = push(&mut out, &mut used);
-                match udp_frame_into(&mut out[i].0, (our_mac, *mac), ours, to4, &answer[..len]) {
+                match frame::write_udp(&mut out[i].0, (our_mac, *mac), ours, to4, &answer[..len]) {
                     Some(l) => out[i].1 = l,
                     None => used -= 1,
                 }

@@ -1,7 +1,7 @@
 //! The generator: sends probes on an open-loop schedule and meters their responses.
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -11,12 +11,12 @@ use latlab_io::udp::{wait_any_readable, RecvBatch, SendBatch, TimestampSource, U
 use latlab_io::xdp::XdpSocket;
 use latlab_probe::{Meter, MeterReport, ProbeConfig, Sender};
 use latlab_stats::LatencyHistogram;
-use latlab_wire::{ethernet, ipv4, probe, udp};
+use latlab_wire::probe;
 
 /// Where a generator over AF_XDP sends: the Ethernet, IPv4 and UDP addresses it writes itself.
 pub use crate::blaster::FrameAddrs;
-use crate::blaster::{FCS_LEN, HEADERS_LEN};
-
+use crate::blaster::FCS_LEN;
+use crate::frame::{self, HEADERS_LEN};
 use crate::{PollMode, Stop};
 
 /// How the generator uses the machine's cores.
@@ -541,8 +541,6 @@ struct XdpTx<'s, 'a> {
     template: Vec<u8>,
     frames: Vec<Vec<u8>>,
     queued: usize,
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
 }
 
 impl ProbeTx for XdpTx<'_, '_> {
@@ -573,7 +571,7 @@ impl ProbeTx for XdpTx<'_, '_> {
         let mut sent = 0;
         for frame in &mut self.frames[..self.queued] {
             probe::Packet::new_unchecked(&mut frame[HEADERS_LEN..]).set_actual_send_ns(t);
-            udp::Packet::new_unchecked(&mut frame[34..]).fill_checksum(self.src, self.dst);
+            frame::refill_udp_checksum(frame);
             if !socket.send(frame)? {
                 socket.flush_tx()?;
                 if !socket.send(frame)? {
@@ -601,28 +599,14 @@ struct XdpRx<'s, 'a> {
     port: u16,
 }
 
-/// The UDP payload of `frame` when it is an IPv4 UDP datagram to `port` with a valid IPv4
-/// header. The UDP checksum is not checked: a veth peer leaves it to an offload.
-fn udp_payload(frame: &[u8], port: u16) -> Option<&[u8]> {
-    let eth = ethernet::Frame::new_checked(frame).ok()?;
-    if ethernet::Repr::parse(&eth).ok()?.ethertype != ethernet::EtherType::Ipv4 {
-        return None;
-    }
-    let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
-    if ipv4::Repr::parse(&ip).ok()?.protocol != ipv4::Protocol::Udp {
-        return None;
-    }
-    let u = udp::Packet::new_checked(ip.payload()).ok()?;
-    (u.dst_port() == port).then(|| u.payload())
-}
-
 impl ProbeRx for XdpRx<'_, '_> {
     fn receive(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> io::Result<usize> {
         let port = self.port;
         lock(self.socket).recv_batch_stamped(|frame, stamp| {
             // The XDP program's stamp; a frame without one is stamped as read.
             let rx_ns = stamp.unwrap_or_else(now_ns);
-            f(rx_ns, udp_payload(frame, port).unwrap_or(&[]));
+            let payload = frame::parse_udp(frame).filter(|d| d.dst.port() == port);
+            f(rx_ns, payload.map_or(&[], |d| d.payload));
         })
     }
 
@@ -647,9 +631,9 @@ pub fn run_xdp(
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> io::Result<GeneratorResult> {
     let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
-    let (SocketAddr::V4(src), SocketAddr::V4(dst)) = (addrs.src, addrs.dst) else {
+    if !(addrs.src.is_ipv4() && addrs.dst.is_ipv4()) {
         return Err(invalid("--io xdp sends IPv4 only".into()));
-    };
+    }
     let frame_len = HEADERS_LEN + config.probe.payload_len;
     if frame_len > socket.max_tx_frame() || frame_len + FCS_LEN > 1518 {
         return Err(invalid(format!(
@@ -666,13 +650,11 @@ pub fn run_xdp(
         frames: vec![template.clone(); config.batch.max(1)],
         template,
         queued: 0,
-        src: *src.ip(),
-        dst: *dst.ip(),
     };
     let rx = XdpRx {
         socket: &shared,
         waiter,
-        port: src.port(),
+        port: addrs.src.port(),
     };
     run_with(tx, rx, config, stop, progress)
 }

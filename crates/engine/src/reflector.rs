@@ -8,6 +8,7 @@ use latlab_io::clock::now_ns;
 use latlab_io::udp::{RecvBatch, SendBatch, UdpSocket};
 use latlab_wire::probe;
 
+use crate::frame;
 use crate::{PollMode, Stop};
 
 /// How the reflector runs.
@@ -156,60 +157,25 @@ pub fn run(
 /// addresses and ports swapped, the probe stamped with `rx_ns` and `tx_ns` when `stamp`,
 /// checksums made anew. Returns the reply's length, or `None` when `frame` is not a probe.
 pub fn reply_frame(frame: &[u8], out: &mut [u8], stamp: Option<(u64, u64)>) -> Option<usize> {
-    use latlab_wire::{ethernet, ipv4, udp};
-    let eth = ethernet::Frame::new_checked(frame).ok()?;
-    let eth_repr = ethernet::Repr::parse(&eth).ok()?;
-    if eth_repr.ethertype != ethernet::EtherType::Ipv4 {
+    // The UDP checksum is not verified (a veth peer leaves it unfinished); the probe header's
+    // own checks remain.
+    let d = frame::parse_udp(frame)?;
+    if !probe::is_probe(d.payload) {
         return None;
     }
-    let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
-    let ip_repr = ipv4::Repr::parse(&ip).ok()?;
-    if ip_repr.protocol != ipv4::Protocol::Udp {
-        return None;
-    }
-    // The UDP checksum is not verified: a sender on the same host (a veth peer) leaves it for
-    // an offload to finish, so it arrives unfinished. The probe header's own checks remain.
-    let u = udp::Packet::new_checked(ip.payload()).ok()?;
-    let (src_port, dst_port) = (u.src_port(), u.dst_port());
-    let payload = u.payload();
-    if !probe::is_probe(payload) {
-        return None;
-    }
-    let len = 14 + 20 + 8 + payload.len();
-    if out.len() < len {
-        return None;
-    }
-    let out = &mut out[..len];
-    ethernet::Repr {
-        src_addr: eth_repr.dst_addr,
-        dst_addr: eth_repr.src_addr,
-        ethertype: ethernet::EtherType::Ipv4,
-    }
-    .emit(&mut ethernet::Frame::new_unchecked(&mut out[..]));
-    ipv4::Repr {
-        src_addr: ip_repr.dst_addr,
-        dst_addr: ip_repr.src_addr,
-        protocol: ipv4::Protocol::Udp,
-        payload_len: 8 + payload.len(),
-        ttl: 64,
-    }
-    .emit(&mut ipv4::Packet::new_unchecked(&mut out[14..]));
-    out[42..].copy_from_slice(payload);
+    let len = frame::write_udp(out, (d.dst_mac, d.src_mac), d.dst, d.src, d.payload)?;
     if let Some((rx, tx)) = stamp {
-        probe::Packet::new_unchecked(&mut out[42..]).set_responder_stamps(rx, tx);
+        stamp_reply(&mut out[..len], rx, tx);
     }
-    // The UDP checksum covers the payload, so it is made after the payload is in place.
-    udp::Repr {
-        src_port: dst_port,
-        dst_port: src_port,
-        payload_len: payload.len(),
-    }
-    .emit(
-        &mut udp::Packet::new_unchecked(&mut out[34..]),
-        ip_repr.dst_addr,
-        ip_repr.src_addr,
-    );
     Some(len)
+}
+
+/// Writes the responder's stamps into the probe of the reply frame `reply` and makes its UDP
+/// checksum again.
+fn stamp_reply(reply: &mut [u8], rx_ns: u64, tx_ns: u64) {
+    probe::Packet::new_unchecked(&mut reply[frame::HEADERS_LEN..])
+        .set_responder_stamps(rx_ns, tx_ns);
+    frame::refill_udp_checksum(reply);
 }
 
 /// Reflects probes arriving on an AF_XDP socket (whose program redirects the reflector's UDP
@@ -224,7 +190,8 @@ pub fn run_xdp(
     let mut replies: Vec<Vec<u8>> = (0..config.batch.max(1) * 2)
         .map(|_| vec![0u8; 2048])
         .collect();
-    let mut lens: Vec<usize> = Vec::with_capacity(replies.len());
+    // Each reply's length and its probe's arrival time.
+    let mut lens: Vec<(usize, u64)> = Vec::with_capacity(replies.len());
     while !stop.is_raised() {
         if config.poll == PollMode::Block
             && !socket.wait_readable(Some(Duration::from_millis(50)))?
@@ -241,10 +208,11 @@ pub fn run_xdp(
                 malformed += 1;
                 return;
             };
-            // The XDP program's arrival stamp, else the time the batch was read.
+            // The XDP program's arrival stamp, else the time the batch was read. The stamps
+            // go in once the transmit time is known.
             let rx = arrival.unwrap_or(rx_ns);
-            match reply_frame(frame, out, stamp.then_some((rx, rx))) {
-                Some(len) => lens.push(len),
+            match reply_frame(frame, out, None) {
+                Some(len) => lens.push((len, rx)),
                 None => malformed += 1,
             }
         })?;
@@ -254,20 +222,9 @@ pub fn run_xdp(
         }
         let tx_ns = now_ns();
         let mut sent = 0u64;
-        for (i, &len) in lens.iter().enumerate() {
+        for (i, &(len, rx)) in lens.iter().enumerate() {
             if stamp {
-                let mut p = probe::Packet::new_unchecked(&mut replies[i][42..len]);
-                let rx = p.responder_rx_ns();
-                p.set_responder_stamps(rx, tx_ns);
-                // The stamp changed the payload: make the UDP checksum again.
-                let src = std::net::Ipv4Addr::from(
-                    <[u8; 4]>::try_from(&replies[i][26..30]).unwrap_or_default(),
-                );
-                let dst = std::net::Ipv4Addr::from(
-                    <[u8; 4]>::try_from(&replies[i][30..34]).unwrap_or_default(),
-                );
-                latlab_wire::udp::Packet::new_unchecked(&mut replies[i][34..len])
-                    .fill_checksum(src, dst);
+                stamp_reply(&mut replies[i][..len], rx, tx_ns);
             }
             if socket.send(&replies[i][..len])? {
                 sent += 1;
