@@ -358,5 +358,11 @@ fn every_frame_carries_the_programs_arrival_stamp() {
         }
         assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{stamps:?}");
         drop(xdp);
+        // The link goes away asynchronously; the next program attaches once it has.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while xdp_attached(&pair) {
+            assert!(Instant::now() < deadline, "the program stayed attached");
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
