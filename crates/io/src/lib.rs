@@ -32,6 +32,7 @@ pub mod neigh;
 pub mod netns;
 pub mod packet;
 mod poll;
+mod sockopt;
 pub mod tsc;
 pub mod udp;
 pub mod xdp;

@@ -54,6 +54,7 @@
 use std::cell::Cell;
 
 use crate::iface::{at, interface_index, page_size};
+use crate::sockopt;
 use std::io;
 use std::mem::{offset_of, size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -295,20 +296,45 @@ impl PacketSocket {
             RxRing::V2 => "setsockopt PACKET_VERSION TPACKET_V2",
             RxRing::V3 => "setsockopt PACKET_VERSION TPACKET_V3",
         };
-        setsockopt(raw, libc::PACKET_VERSION, &ring.tpacket_version())
-            .map_err(at(ifname, version_step))?;
+        sockopt::set(
+            raw,
+            libc::SOL_PACKET,
+            libc::PACKET_VERSION,
+            &ring.tpacket_version(),
+        )
+        .map_err(at(ifname, version_step))?;
         // A frame the kernel cannot send is skipped instead of stopping the TX ring for good.
-        setsockopt(raw, libc::PACKET_LOSS, &1 as &libc::c_int)
+        sockopt::set(raw, libc::SOL_PACKET, libc::PACKET_LOSS, &1 as &libc::c_int)
             .map_err(at(ifname, "setsockopt PACKET_LOSS"))?;
         // V2 takes a `tpacket_req`, V3 a `tpacket_req3`, for both rings.
         match ring {
-            RxRing::V2 => setsockopt(raw, libc::PACKET_RX_RING, &layout.rx_req()),
-            RxRing::V3 => setsockopt(raw, libc::PACKET_RX_RING, &layout.rx_req3()),
+            RxRing::V2 => sockopt::set(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_RX_RING,
+                &layout.rx_req(),
+            ),
+            RxRing::V3 => sockopt::set(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_RX_RING,
+                &layout.rx_req3(),
+            ),
         }
         .map_err(at(ifname, "setsockopt PACKET_RX_RING"))?;
         match ring {
-            RxRing::V2 => setsockopt(raw, libc::PACKET_TX_RING, &layout.tx_req()),
-            RxRing::V3 => setsockopt(raw, libc::PACKET_TX_RING, &layout.tx_req3()),
+            RxRing::V2 => sockopt::set(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_TX_RING,
+                &layout.tx_req(),
+            ),
+            RxRing::V3 => sockopt::set(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_TX_RING,
+                &layout.tx_req3(),
+            ),
         }
         .map_err(at(ifname, "setsockopt PACKET_TX_RING"))?;
         let map_len = layout.map_len();
@@ -358,12 +384,22 @@ impl PacketSocket {
             fd,
         };
         if options.qdisc_bypass {
-            setsockopt(raw, libc::PACKET_QDISC_BYPASS, &1 as &libc::c_int)
-                .map_err(at(ifname, "setsockopt PACKET_QDISC_BYPASS"))?;
+            sockopt::set(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_QDISC_BYPASS,
+                &1 as &libc::c_int,
+            )
+            .map_err(at(ifname, "setsockopt PACKET_QDISC_BYPASS"))?;
         }
         if options.ignore_outgoing {
-            setsockopt(raw, libc::PACKET_IGNORE_OUTGOING, &1 as &libc::c_int)
-                .map_err(at(ifname, "setsockopt PACKET_IGNORE_OUTGOING"))?;
+            sockopt::set(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_IGNORE_OUTGOING,
+                &1 as &libc::c_int,
+            )
+            .map_err(at(ifname, "setsockopt PACKET_IGNORE_OUTGOING"))?;
         }
         socket.bind()?;
         if options.promiscuous {
@@ -373,7 +409,7 @@ impl PacketSocket {
                 mr_alen: 0,
                 mr_address: [0; 8],
             };
-            setsockopt(raw, libc::PACKET_ADD_MEMBERSHIP, &mreq)
+            sockopt::set(raw, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)
                 .map_err(at(ifname, "setsockopt PACKET_ADD_MEMBERSHIP promiscuous"))?;
         }
         socket.tx_mtu_limit = socket.read_mtu_limit()?;
@@ -481,19 +517,15 @@ impl PacketSocket {
         if self.rx_ready() {
             return Ok(true);
         }
-        let mut fds = [libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        crate::poll::ppoll(&mut fds, timeout).map_err(at(&self.ifname, "ppoll"))?;
-        if fds[0].revents & libc::POLLERR != 0 {
+        let revents = crate::poll::wait_in(&[self.fd.as_raw_fd()], timeout)
+            .map_err(at(&self.ifname, "ppoll"))?[0];
+        if revents & libc::POLLERR != 0 {
             // Reading SO_ERROR clears it, so the next wait does not fail again for it.
             if let Some(err) = socket2::SockRef::from(&self.fd).take_error()? {
                 return Err(at(&self.ifname, "socket error")(err));
             }
         }
-        Ok(self.rx_ready() || fds[0].revents != 0)
+        Ok(self.rx_ready() || revents != 0)
     }
 
     /// Copies `frame` (a whole Ethernet frame, without FCS) into the next free TX slot and
@@ -653,22 +685,13 @@ impl PacketSocket {
         // SAFETY: tpacket_stats_v3 is plain data; all zeroes is valid. With V2 the kernel
         // writes only its first two fields (`tpacket_stats`), which are the same.
         let mut st: libc::tpacket_stats_v3 = unsafe { zeroed() };
-        let mut len = size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-        // SAFETY: `st` is writable for `len` bytes and outlives the call.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                (&mut st as *mut libc::tpacket_stats_v3).cast(),
-                &mut len,
-            )
-        };
-        if rc != 0 {
-            return Err(at(&self.ifname, "getsockopt PACKET_STATISTICS")(
-                io::Error::last_os_error(),
-            ));
-        }
+        sockopt::get(
+            self.fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            &mut st,
+        )
+        .map_err(at(&self.ifname, "getsockopt PACKET_STATISTICS"))?;
         Ok(PacketStats {
             packets: st.tp_packets.into(),
             drops: st.tp_drops.into(),
@@ -753,16 +776,8 @@ pub fn wait_any_readable(sockets: &[&PacketSocket], timeout: Option<Duration>) -
     if sockets.iter().any(|s| s.rx_ready()) {
         return Ok(true);
     }
-    let mut fds: Vec<libc::pollfd> = sockets
-        .iter()
-        .map(|s| libc::pollfd {
-            fd: s.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    crate::poll::ppoll(&mut fds, timeout)?;
-    Ok(fds.iter().any(|f| f.revents != 0))
+    let fds: Vec<RawFd> = sockets.iter().map(|s| s.fd.as_raw_fd()).collect();
+    Ok(crate::poll::wait_in(&fds, timeout)?.iter().any(|r| *r != 0))
 }
 
 impl AsRawFd for PacketSocket {
@@ -1005,24 +1020,6 @@ fn packet_socket(ifname: &str) -> io::Result<OwnedFd> {
     }
     // SAFETY: `fd` is a fresh descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// `setsockopt(fd, SOL_PACKET, name, value)`.
-fn setsockopt<T>(fd: RawFd, name: libc::c_int, value: &T) -> io::Result<()> {
-    // SAFETY: we pass a pointer to a live `T` and its exact size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_PACKET,
-            name,
-            (value as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -34,3 +34,21 @@ pub(crate) fn ppoll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::
     }
     Ok(())
 }
+
+/// Waits until one of `fds` can be read (or has an error pending) or `timeout` passes; returns
+/// each one's `revents`, in order (all 0 on timeout or when a signal ended the wait).
+pub(crate) fn wait_in(
+    fds: &[std::os::fd::RawFd],
+    timeout: Option<Duration>,
+) -> io::Result<Vec<libc::c_short>> {
+    let mut polled: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    ppoll(&mut polled, timeout)?;
+    Ok(polled.iter().map(|p| p.revents).collect())
+}

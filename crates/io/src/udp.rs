@@ -328,16 +328,10 @@ pub fn wait_any_readable(
     sockets: &[&UdpSocket],
     timeout: Option<Duration>,
 ) -> io::Result<Option<usize>> {
-    let mut fds: Vec<libc::pollfd> = sockets
+    let fds: Vec<RawFd> = sockets.iter().map(|s| s.as_raw_fd()).collect();
+    Ok(crate::poll::wait_in(&fds, timeout)?
         .iter()
-        .map(|s| libc::pollfd {
-            fd: s.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    crate::poll::ppoll(&mut fds, timeout)?;
-    Ok(fds.iter().position(|f| f.revents != 0))
+        .position(|r| *r != 0))
 }
 
 impl AsRawFd for UdpSocket {
@@ -352,20 +346,7 @@ fn setsockopt_int(
     name: libc::c_int,
     value: libc::c_int,
 ) -> io::Result<()> {
-    // SAFETY: we pass a pointer to a live c_int and its exact size.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sockopt::set(socket.as_raw_fd(), level, name, &value)
 }
 
 fn set_buffer(socket: &Socket, force_opt: libc::c_int, bytes: usize) -> io::Result<()> {

@@ -51,6 +51,7 @@ use std::ptr;
 use std::time::Duration;
 
 use crate::iface::{at, interface_index};
+use crate::sockopt;
 pub use bpf::{AttachMode, Redirect, XdpProgram};
 use ring::{Ring, DESC_SIZE};
 
@@ -226,7 +227,8 @@ impl XdpSocket {
         reg.len = umem_len as u64;
         reg.chunk_size = frame_size;
         reg.headroom = 0;
-        setsockopt(raw, libc::XDP_UMEM_REG, &reg).map_err(at(ifname, "setsockopt XDP_UMEM_REG"))?;
+        sockopt::set(raw, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg)
+            .map_err(at(ifname, "setsockopt XDP_UMEM_REG"))?;
         for (name, step) in [
             (libc::XDP_UMEM_FILL_RING, "setsockopt XDP_UMEM_FILL_RING"),
             (
@@ -236,7 +238,7 @@ impl XdpSocket {
             (libc::XDP_RX_RING, "setsockopt XDP_RX_RING"),
             (libc::XDP_TX_RING, "setsockopt XDP_TX_RING"),
         ] {
-            setsockopt(raw, name, &ring_size).map_err(at(ifname, step))?;
+            sockopt::set(raw, libc::SOL_XDP, name, &ring_size).map_err(at(ifname, step))?;
         }
         let offsets = mmap_offsets(raw).map_err(at(ifname, "getsockopt XDP_MMAP_OFFSETS"))?;
         let fill = Ring::map(
@@ -615,12 +617,7 @@ impl XdpSocket {
         if self.rx_ready() {
             return Ok(true);
         }
-        let mut fds = [libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        crate::poll::ppoll(&mut fds, timeout).map_err(at(&self.ifname, "ppoll"))?;
+        crate::poll::wait_in(&[self.fd.as_raw_fd()], timeout).map_err(at(&self.ifname, "ppoll"))?;
         Ok(self.rx_ready())
     }
 
@@ -637,23 +634,13 @@ impl XdpSocket {
     pub fn statistics(&self) -> io::Result<XdpStats> {
         // SAFETY: xdp_statistics is plain data; all zeroes is valid.
         let mut st: libc::xdp_statistics = unsafe { zeroed() };
-        let mut len = size_of::<libc::xdp_statistics>() as libc::socklen_t;
-        // SAFETY: `st` is writable for `len` bytes and outlives the call; the kernel writes at
-        // most `len` bytes.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_XDP,
-                libc::XDP_STATISTICS,
-                (&mut st as *mut libc::xdp_statistics).cast(),
-                &mut len,
-            )
-        };
-        if rc != 0 {
-            return Err(at(&self.ifname, "getsockopt XDP_STATISTICS")(
-                io::Error::last_os_error(),
-            ));
-        }
+        sockopt::get(
+            self.fd.as_raw_fd(),
+            libc::SOL_XDP,
+            libc::XDP_STATISTICS,
+            &mut st,
+        )
+        .map_err(at(&self.ifname, "getsockopt XDP_STATISTICS"))?;
         Ok(XdpStats {
             rx_dropped: st.rx_dropped,
             rx_invalid_descs: st.rx_invalid_descs,
@@ -678,13 +665,9 @@ impl XdpWaiter {
     /// Blocks until the socket's RX ring holds a frame or `timeout` passes (`None`: no limit);
     /// `Ok(true)` when one is ready. A signal ends the wait with `Ok(false)`.
     pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        let mut fds = [libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        crate::poll::ppoll(&mut fds, timeout).map_err(at(&self.ifname, "ppoll"))?;
-        Ok(fds[0].revents & libc::POLLIN != 0)
+        let revents = crate::poll::wait_in(&[self.fd.as_raw_fd()], timeout)
+            .map_err(at(&self.ifname, "ppoll"))?[0];
+        Ok(revents & libc::POLLIN != 0)
     }
 }
 
@@ -705,15 +688,8 @@ pub fn wait_any_readable(
     if sockets.iter_mut().any(|s| s.rx_ready()) {
         return Ok(true);
     }
-    let mut fds: Vec<libc::pollfd> = sockets
-        .iter()
-        .map(|s| libc::pollfd {
-            fd: s.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    crate::poll::ppoll(&mut fds, timeout)?;
+    let fds: Vec<RawFd> = sockets.iter().map(|s| s.fd.as_raw_fd()).collect();
+    crate::poll::wait_in(&fds, timeout)?;
     Ok(sockets.iter_mut().any(|s| s.rx_ready()))
 }
 
@@ -751,43 +727,12 @@ fn xdp_socket(ifname: &str) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `setsockopt(fd, SOL_XDP, name, value)`.
-fn setsockopt<T>(fd: RawFd, name: libc::c_int, value: &T) -> io::Result<()> {
-    // SAFETY: we pass a pointer to a live `T` and its exact size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_XDP,
-            name,
-            (value as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Where the indices and descriptors of each ring lie in its mapping (`XDP_MMAP_OFFSETS`).
 fn mmap_offsets(fd: RawFd) -> io::Result<libc::xdp_mmap_offsets> {
     // SAFETY: xdp_mmap_offsets is plain data; all zeroes is valid.
     let mut off: libc::xdp_mmap_offsets = unsafe { zeroed() };
-    let mut len = size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
-    // SAFETY: `off` is writable for `len` bytes and outlives the call.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_XDP,
-            libc::XDP_MMAP_OFFSETS,
-            (&mut off as *mut libc::xdp_mmap_offsets).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if len as usize != size_of::<libc::xdp_mmap_offsets>() {
+    let len = sockopt::get(fd, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS, &mut off)?;
+    if len != size_of::<libc::xdp_mmap_offsets>() {
         // A kernel before 5.4 writes the layout without `flags` (no need-wakeup).
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
