@@ -21,21 +21,13 @@ use latlab_stats::{point_rank, Estimate, LatencyHistogram, Quantile, Z_95};
 use plotters::prelude::*;
 use serde::Deserialize;
 
+use crate::plot::{chart, svg_page, DrawResult, Page, PALETTE};
+
 use crate::gamestudy::{Point, DEFAULT_RCVBUF, DROP_THRESHOLD, LOSSLESS_THRESHOLD};
 use crate::results::write_atomic;
 
 /// The percentiles of Table I.
 pub const QUANTILES: [Quantile; 4] = [Quantile::P50, Quantile::P95, Quantile::P99, Quantile::P99_9];
-
-/// Colours of successive series (the house palette of [`crate::plot`]).
-const PALETTE: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-    RGBColor(23, 190, 207),
-];
 
 /// Bin width of Figure 3, ns.
 const BIN_NS: u64 = 500;
@@ -574,12 +566,6 @@ fn table1_csv(study: &Study<'_>) -> String {
 // ---------------------------------------------------------------------------------------------
 // Figures
 
-type DrawResult = Result<(), Box<dyn std::error::Error>>;
-
-fn svg_error(what: &str, e: &dyn std::fmt::Display) -> io::Error {
-    io::Error::other(format!("drawing {what}: {e}"))
-}
-
 /// One Figure 2 series: (load kpps, mean µs, std µs, first drop).
 type Fig2Series = (String, Vec<(f64, f64, f64, bool)>);
 
@@ -608,15 +594,13 @@ fn fig2(study: &Study<'_>, io_mode: &str) -> Option<io::Result<String>> {
         "Average latency vs offered load ({io_mode}, {} buffer)",
         buf_kib(rcvbuf)
     );
-    let mut svg = String::new();
     Some(
-        draw_fig2(&mut svg, &title, &series)
-            .map(|()| svg)
-            .map_err(|e| svg_error(&title, &e)),
+        svg_page(&title, (900, 600), |root| draw_fig2(root, &title, &series))
+            .map_err(io::Error::other),
     )
 }
 
-fn draw_fig2(svg: &mut String, title: &str, series: &[Fig2Series]) -> DrawResult {
+fn draw_fig2(root: &Page<'_>, title: &str, series: &[Fig2Series]) -> DrawResult {
     let all = series.iter().flat_map(|s| s.1.iter());
     let (mut x_hi, mut y_lo, mut y_hi) = (0.0f64, f64::MAX, 0.0f64);
     for &(x, m, sd, _) in all {
@@ -630,14 +614,8 @@ fn draw_fig2(svg: &mut String, title: &str, series: &[Fig2Series]) -> DrawResult
     let y_lo = (y_lo / 1.5).max(0.01);
     let y_hi = (y_hi * 2.0).max(y_lo * 10.0);
     let x_hi = if x_hi > 0.0 { x_hi * 1.08 } else { 1.0 };
-    let root = SVGBackend::with_string(svg, (900, 600)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0.0..x_hi, (y_lo..y_hi).log_scale())?;
+    let mut chart =
+        chart(root, title, 22).build_cartesian_2d(0.0..x_hi, (y_lo..y_hi).log_scale())?;
     chart
         .configure_mesh()
         .x_desc("offered load (kpps)")
@@ -683,7 +661,6 @@ fn draw_fig2(svg: &mut String, title: &str, series: &[Fig2Series]) -> DrawResult
         .border_style(BLACK)
         .position(SeriesLabelPosition::UpperLeft)
         .draw()?;
-    root.present()?;
     Ok(())
 }
 
@@ -741,26 +718,19 @@ fn fig3(study: &Study<'_>) -> Result<String, String> {
         beyond,
         100.0 * beyond as f64 / h.len() as f64
     );
-    let mut svg = String::new();
-    draw_fig3(&mut svg, &title, &sub, &bins).map_err(|e| format!("drawing {title}: {e}"))?;
-    Ok(svg)
+    svg_page(&title, (900, 600), |root| {
+        draw_fig3(root, &title, &sub, &bins)
+    })
 }
 
-fn draw_fig3(svg: &mut String, title: &str, sub: &str, bins: &BTreeMap<u64, u64>) -> DrawResult {
+fn draw_fig3(root: &Page<'_>, title: &str, sub: &str, bins: &BTreeMap<u64, u64>) -> DrawResult {
     let first = bins.keys().next().copied().unwrap_or(0);
     let last = bins.keys().last().copied().unwrap_or(1);
     let x_lo = first as f64 * 0.5;
     let x_hi = (last + 1) as f64 * 0.5;
     let y_hi = bins.values().copied().max().unwrap_or(1).max(1) as f64 * 1.1;
-    let root = SVGBackend::with_string(svg, (900, 600)).into_drawing_area();
-    root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 20))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(sub, ("sans-serif", 14))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x_lo..x_hi, 0.0..y_hi)?;
+    let mut chart = chart(&root, sub, 14).build_cartesian_2d(x_lo..x_hi, 0.0..y_hi)?;
     chart
         .configure_mesh()
         .x_desc("latency, last client (µs)")
@@ -771,7 +741,6 @@ fn draw_fig3(svg: &mut String, title: &str, sub: &str, bins: &BTreeMap<u64, u64>
         let x0 = b as f64 * 0.5;
         Rectangle::new([(x0, 0.0), (x0 + 0.5, c as f64)], color.filled())
     }))?;
-    root.present()?;
     Ok(())
 }
 
@@ -795,20 +764,16 @@ fn fig4(study: &Study<'_>) -> Result<String, String> {
     let (clients, rows) = buffer_rows(study, "socket").ok_or("no socket sweep points")?;
     let title =
         format!("Buffer size vs throughput and overload latency (socket, {clients} clients)");
-    let mut svg = String::new();
-    draw_fig4(&mut svg, &title, &rows).map_err(|e| format!("drawing {title}: {e}"))?;
-    Ok(svg)
+    svg_page(&title, (1200, 550), |root| draw_fig4(root, &title, &rows))
 }
 
-fn draw_fig4(svg: &mut String, title: &str, rows: &[BufferRow]) -> DrawResult {
+fn draw_fig4(root: &Page<'_>, title: &str, rows: &[BufferRow]) -> DrawResult {
     let x_hi = rows
         .iter()
         .map(|r| r.0 as f64 / 1024.0)
         .fold(0.0, f64::max)
         .max(1.0)
         * 1.1;
-    let root = SVGBackend::with_string(svg, (1200, 550)).into_drawing_area();
-    root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 20))?;
     let panels = root.split_evenly((1, 2));
     let lossless: Vec<(f64, f64)> = rows
@@ -835,12 +800,7 @@ fn draw_fig4(svg: &mut String, title: &str, rows: &[BufferRow]) -> DrawResult {
     ];
     for (area, (caption, y_desc, pts, color)) in panels.iter().zip(specs) {
         let y_hi = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.2;
-        let mut chart = ChartBuilder::on(area)
-            .caption(caption, ("sans-serif", 16))
-            .margin(15)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..x_hi, 0.0..y_hi)?;
+        let mut chart = chart(area, caption, 16).build_cartesian_2d(0.0..x_hi, 0.0..y_hi)?;
         chart
             .configure_mesh()
             .x_desc("receive buffer (KiB)")
@@ -849,7 +809,6 @@ fn draw_fig4(svg: &mut String, title: &str, rows: &[BufferRow]) -> DrawResult {
         chart.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))?;
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
     }
-    root.present()?;
     Ok(())
 }
 

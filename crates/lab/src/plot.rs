@@ -1,10 +1,54 @@
 //! Plots drawn from results data with `plotters`, as SVG text.
 
 use latlab_stats::CcdfPoint;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
+/// What a drawing returns: plotters' errors, boxed.
+pub(crate) type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+/// The drawing area of an SVG page.
+pub(crate) type Page<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+/// A white SVG page of `size` pixels drawn on by `draw`; returns the SVG text, or the error
+/// with `what` was being drawn.
+pub(crate) fn svg_page(
+    what: &str,
+    size: (u32, u32),
+    draw: impl FnOnce(&Page<'_>) -> DrawResult,
+) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        let drawn: DrawResult = (|| {
+            root.fill(&WHITE)?;
+            draw(&root)?;
+            root.present()?;
+            Ok(())
+        })();
+        drawn.map_err(|e| format!("drawing {what}: {e}"))?;
+    }
+    Ok(svg)
+}
+
+/// latlab's chart layout on `area`: `caption` in `font_px` type, 15 px margins, room for the
+/// axis labels.
+pub(crate) fn chart<'a, 'b>(
+    area: &'a Page<'b>,
+    caption: &str,
+    font_px: u32,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(caption, ("sans-serif", font_px))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70);
+    builder
+}
+
 /// Colours of successive series.
-const PALETTE: [RGBColor; 6] = [
+pub(crate) const PALETTE: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -17,16 +61,12 @@ const PALETTE: [RGBColor; 6] = [
 /// fraction of probes slower than that up, down to 10⁻⁶ and below, so the tail percentiles
 /// (p99 = 10⁻², …, p99.9999 = 10⁻⁶) read straight off the y axis.
 pub fn ccdf_svg(title: &str, series: &[(String, Vec<CcdfPoint>)]) -> Result<String, String> {
-    let mut svg = String::new();
-    draw(&mut svg, title, series).map_err(|e| format!("drawing {title:?}: {e}"))?;
-    Ok(svg)
+    svg_page(&format!("{title:?}"), (900, 600), |root| {
+        draw(root, title, series)
+    })
 }
 
-fn draw(
-    svg: &mut String,
-    title: &str,
-    series: &[(String, Vec<CcdfPoint>)],
-) -> Result<(), Box<dyn std::error::Error>> {
+fn draw(root: &Page<'_>, title: &str, series: &[(String, Vec<CcdfPoint>)]) -> DrawResult {
     let all = series.iter().flat_map(|(_, p)| p.iter());
     let (mut x_lo, mut x_hi, mut y_lo) = (f64::MAX, 0.0f64, 1.0f64);
     for p in all {
@@ -43,13 +83,7 @@ fn draw(
     let x_lo = (x_lo.max(0.001) / 1.5).max(0.001);
     let x_hi = (x_hi * 1.5).max(x_lo * 10.0);
     let y_lo = (y_lo / 10.0).min(1e-3);
-    let root = SVGBackend::with_string(svg, (900, 600)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
+    let mut chart = chart(root, title, 22)
         .build_cartesian_2d((x_lo..x_hi).log_scale(), (y_lo..1.0).log_scale())?;
     chart
         .configure_mesh()
@@ -81,7 +115,6 @@ fn draw(
         .border_style(BLACK)
         .position(SeriesLabelPosition::UpperRight)
         .draw()?;
-    root.present()?;
     Ok(())
 }
 
