@@ -210,8 +210,7 @@ fn gen_against_echo_on_loopback_writes_whole_results() {
             predicate::str::contains("p99.9999").and(predicate::str::contains("too few samples")),
         );
 
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let summary = common::read_json(&json);
     assert_eq!(summary["sent"], 1800);
     assert_eq!(summary["warmup"]["sent"], 200);
     let received = summary["received"].as_u64().unwrap();
@@ -270,8 +269,7 @@ fn gen_against_echo_on_loopback_writes_whole_results() {
     // The reflector ends by itself after --duration and reports the garbage it dropped.
     let status = echo.child.wait().unwrap();
     assert!(status.success());
-    let counters: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&echo_json).unwrap()).unwrap();
+    let counters = common::read_json(&echo_json);
     assert_eq!(counters["malformed"], 40);
     assert!(counters["reflected"].as_u64().unwrap() >= 1990);
 }
@@ -303,8 +301,7 @@ fn demo_on_loopback_prints_the_table_and_writes_the_folder() {
 }
 
 fn check_demo_folder(out: &Path, topology: &str, runs: usize) {
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary = common::read_json(&out.join("summary.json"));
     assert!(
         summary["topology"].as_str().unwrap().contains(topology),
         "{}",
@@ -367,8 +364,7 @@ fn demo_across_two_namespaces_measures_and_removes_them() {
         stdout.contains("emulated link: configured +2000.00 µs"),
         "{stdout}"
     );
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary = common::read_json(&out.join("summary.json"));
     let emu = &summary["emulated_link"];
     let added = emu["measured_p50_ns"].as_f64().unwrap() - emu["baseline_p50_ns"].as_f64().unwrap();
     assert!(
@@ -436,9 +432,6 @@ fn ctrl_c_stops_the_demo_and_removes_its_namespaces() {
         namespaces_of(pid)
     );
     // The part that ran is in the results, flagged as stopped early.
-    let run: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("rate-1000pps/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let run = common::read_json(&out.join("rate-1000pps/summary.json"));
     assert_eq!(run["stopped_early"], true);
 }

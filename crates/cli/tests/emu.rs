@@ -126,8 +126,7 @@ fn emu_between_namespaces(extra: &[&str], delay_ms: u64) {
     );
     assert!(emu.wait().unwrap().success());
     assert!(echo.wait().unwrap().success());
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&run_json).unwrap()).unwrap();
+    let run = common::read_json(&run_json);
     let p50 = run["latency_ns"]["p50"].as_f64().unwrap();
     // The delay each way: twice it per round trip, plus the veth's tens of microseconds.
     let rtt = 2.0 * delay_ms as f64 * 1e6;
@@ -135,8 +134,7 @@ fn emu_between_namespaces(extra: &[&str], delay_ms: u64) {
         (rtt - 0.1e6..rtt + 1.0e6).contains(&p50),
         "p50 {p50} ns, {rtt} ns configured"
     );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&emu_json).unwrap()).unwrap();
+    let report = common::read_json(&emu_json);
     for dir in ["a_to_b", "b_to_a"] {
         let d = &report[dir];
         assert!(d["link"]["delivered"].as_u64().unwrap() >= 900, "{d}");
@@ -180,17 +178,11 @@ fn a_short_emulator_study_writes_its_report() {
         std::fs::read_dir(out.join("points")).unwrap().count(),
         5 + 21
     );
-    let xdp: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("points/rate-emu-xdp-64.json")).unwrap(),
-    )
-    .unwrap();
+    let xdp = common::read_json(&out.join("points/rate-emu-xdp-64.json"));
     assert!(xdp["received"].as_u64().unwrap() > 0, "{xdp}");
     // The drops each bridge counts are frames really lost, never counted twice.
     for path in ["emu", "emu-xdp"] {
-        let point: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(out.join(format!("points/rate-{path}-64.json"))).unwrap(),
-        )
-        .unwrap();
+        let point = common::read_json(&out.join(format!("points/rate-{path}-64.json")));
         let lost = point["sent"].as_u64().unwrap() - point["received"].as_u64().unwrap();
         let counted = point["emulator"]["a_to_b"]["dropped_by_emulator"]["kernel_rx_ring"]
             .as_u64()
@@ -210,10 +202,7 @@ fn a_short_emulator_study_writes_its_report() {
     ] {
         assert!(report.contains(section), "{section} missing:\n{report}");
     }
-    let point: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("points/emu-d1000000ns-1000pps.json")).unwrap(),
-    )
-    .unwrap();
+    let point = common::read_json(&out.join("points/emu-d1000000ns-1000pps.json"));
     let p50 = point["run"]["latency_ns"]["p50"].as_f64().unwrap();
     assert!(
         (1.0e6..1.5e6).contains(&p50),

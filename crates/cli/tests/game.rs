@@ -53,8 +53,7 @@ fn serve_stops_after_its_duration_and_reports_its_counters() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let counters: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let counters = common::read_json(&json);
     assert_eq!(counters["io"], "batched");
     assert_eq!(counters["received"], 0);
 }
@@ -99,10 +98,7 @@ fn a_two_point_study_in_namespaces_writes_its_report_and_resumes() {
         .collect();
     // Two sweep points and Table I's three.
     assert_eq!(points.len(), 5, "{points:?}");
-    let sweep: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("points/sweep-socket-c4-b208k-2000pps.json")).unwrap(),
-    )
-    .unwrap();
+    let sweep = common::read_json(&out.join("points/sweep-socket-c4-b208k-2000pps.json"));
     assert!(sweep["complete"].as_u64().unwrap() > 0, "{sweep}");
     assert_eq!(sweep["server"]["joins"], 4);
     for f in [

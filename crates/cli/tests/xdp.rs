@@ -8,6 +8,16 @@ use std::time::Duration;
 use assert_cmd::cargo::cargo_bin;
 use latlab_lab::topology::ClientServer;
 
+/// What `ip link` shows of veth0 in namespace `ns`, and whether an XDP program is attached.
+fn veth0_xdp(ns: &str) -> (bool, String) {
+    let out = Command::new("ip")
+        .args(["-n", ns, "link", "show", "dev", "veth0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (text.split_whitespace().any(|w| w.starts_with("xdp")), text)
+}
+
 #[test]
 fn echo_over_af_xdp_answers_gen_and_detaches_its_program() {
     let _turn = common::engines();
@@ -46,14 +56,7 @@ fn echo_over_af_xdp_answers_gen_and_detaches_its_program() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(700));
-    let shown = Command::new("ip")
-        .args(["-n", server.name(), "link", "show", "dev", "veth0"])
-        .output()
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&shown.stdout).contains("xdp"),
-        "the program is attached"
-    );
+    assert!(veth0_xdp(server.name()).0, "the program is attached");
     let gen = common::in_ns(client.name())
         .args([
             "gen",
@@ -76,8 +79,7 @@ fn echo_over_af_xdp_answers_gen_and_detaches_its_program() {
         String::from_utf8_lossy(&gen.stderr)
     );
     assert!(echo.wait().unwrap().success());
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&run_json).unwrap()).unwrap();
+    let run = common::read_json(&run_json);
     let (sent, received) = (
         run["sent"].as_u64().unwrap(),
         run["received"].as_u64().unwrap(),
@@ -86,19 +88,11 @@ fn echo_over_af_xdp_answers_gen_and_detaches_its_program() {
         received >= sent * 99 / 100,
         "{received} of {sent} came back over AF_XDP"
     );
-    let counters: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&echo_json).unwrap()).unwrap();
+    let counters = common::read_json(&echo_json);
     assert_eq!(counters["io"], "xdp");
     assert!(counters["reflected"].as_u64().unwrap() >= received);
-    let shown = Command::new("ip")
-        .args(["-n", server.name(), "link", "show", "dev", "veth0"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&shown.stdout);
-    assert!(
-        !text.split_whitespace().any(|w| w.starts_with("xdp")),
-        "no program left attached: {text}"
-    );
+    let (attached, text) = veth0_xdp(server.name());
+    assert!(!attached, "no program left attached: {text}");
 }
 
 #[test]
@@ -170,8 +164,7 @@ fn gen_over_af_xdp_measures_a_kernel_echo_and_detaches_its_program() {
         String::from_utf8_lossy(&gen.stderr)
     );
     assert!(echo.wait().unwrap().success());
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&run_json).unwrap()).unwrap();
+    let run = common::read_json(&run_json);
     let (sent, received) = (
         run["sent"].as_u64().unwrap(),
         run["received"].as_u64().unwrap(),
@@ -185,15 +178,8 @@ fn gen_over_af_xdp_measures_a_kernel_echo_and_detaches_its_program() {
     assert_eq!(run["malformed"]["not_a_probe"], 0, "{run}");
     let p50 = run["latency_ns"]["p50"].as_f64().unwrap();
     assert!(p50 > 0.0 && p50 < 5e6, "p50 {p50} ns");
-    let shown = Command::new("ip")
-        .args(["-n", client.name(), "link", "show", "dev", "veth0"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&shown.stdout);
-    assert!(
-        !text.split_whitespace().any(|w| w.starts_with("xdp")),
-        "no program left attached: {text}"
-    );
+    let (attached, text) = veth0_xdp(client.name());
+    assert!(!attached, "no program left attached: {text}");
 }
 
 #[test]
@@ -246,15 +232,7 @@ fn an_xdp_echo_stopped_by_sigint_leaves_no_program_attached() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let attached = || {
-        let out = Command::new("ip")
-            .args(["-n", server.name(), "link", "show", "dev", "veth0"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .any(|w| w.starts_with("xdp"))
-    };
+    let attached = || veth0_xdp(server.name()).0;
     let mut seen = false;
     for _ in 0..50 {
         std::thread::sleep(Duration::from_millis(50));
@@ -303,10 +281,7 @@ fn the_game_study_runs_the_af_xdp_server_row() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let point: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("points/sweep-xdp-c4-b208k-2000pps.json")).unwrap(),
-    )
-    .unwrap();
+    let point = common::read_json(&out.join("points/sweep-xdp-c4-b208k-2000pps.json"));
     assert_eq!(point["io"], "xdp");
     assert_eq!(point["server"]["joins"], 4, "the handshake ran over AF_XDP");
     let sent = point["sent"].as_u64().unwrap();

@@ -276,10 +276,31 @@ pub fn run(
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> Result<(RunSummary, GeneratorResult), MeasureError> {
+    summarized(options, threads, setup, |config| {
+        generator::run(sockets, config, stop, progress)
+    })
+}
+
+/// Checks the probe configuration of `options`, runs `generate` with the generator
+/// configuration they make, and summarizes its result.
+fn summarized(
+    options: &GenOptions,
+    threads: Threads,
+    setup: RunSetup,
+    generate: impl FnOnce(&GeneratorConfig) -> io::Result<GeneratorResult>,
+) -> Result<(RunSummary, GeneratorResult), MeasureError> {
     let probe = options.probe_config();
     probe.validate()?;
-    let config = generator_config(options, probe, threads);
-    let result = generator::run(sockets, &config, stop, progress).map_err(io_err("generator"))?;
+    let config = GeneratorConfig {
+        probe,
+        target: options.target,
+        batch: options.batch,
+        poll: options.poll,
+        grace_ns: options.grace.as_nanos() as u64,
+        interval_ns: 1_000_000_000,
+        threads,
+    };
+    let result = generate(&config).map_err(io_err("generator"))?;
     let summary = RunSummary::new(setup, options.rate_pps, &result);
     Ok((summary, result))
 }
@@ -400,31 +421,15 @@ pub fn run_xdp(
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> Result<(RunSummary, GeneratorResult), MeasureError> {
-    let probe = options.probe_config();
-    probe.validate()?;
-    let config = generator_config(options, probe, threads);
-    let result = generator::run_xdp(
-        &mut endpoint.socket,
-        &endpoint.addrs,
-        &config,
-        stop,
-        progress,
-    )
-    .map_err(io_err("generator"))?;
-    let summary = RunSummary::new(setup, options.rate_pps, &result);
-    Ok((summary, result))
-}
-
-fn generator_config(options: &GenOptions, probe: ProbeConfig, threads: Threads) -> GeneratorConfig {
-    GeneratorConfig {
-        probe,
-        target: options.target,
-        batch: options.batch,
-        poll: options.poll,
-        grace_ns: options.grace.as_nanos() as u64,
-        interval_ns: 1_000_000_000,
-        threads,
-    }
+    summarized(options, threads, setup, |config| {
+        generator::run_xdp(
+            &mut endpoint.socket,
+            &endpoint.addrs,
+            config,
+            stop,
+            progress,
+        )
+    })
 }
 
 /// The [`RunSetup`] of a generator run.

@@ -51,6 +51,11 @@ pub(crate) fn namespaces_or_skip() -> bool {
     }
 }
 
+/// The JSON document in the file at `path`.
+pub(crate) fn read_json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 /// `ip netns exec NS latlab`: the command execs latlab, so the child's id is latlab's own.
 pub(crate) fn in_ns(ns: &str) -> Command {
     let mut c = Command::new("ip");
