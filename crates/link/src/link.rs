@@ -821,6 +821,6 @@ mod tests {
             0,
         )
         .unwrap_err();
-        assert_eq!(error.to_string(), "--loss: 120% is above 100%");
+        assert_eq!(error.to_string(), "loss: 120% is above 100%");
     }
 }
