@@ -1,9 +1,12 @@
 //! latlab-link: the model of one direction of an emulated link (sans-IO).
 //!
-//! The emulator engine runs one [`Link`] per direction. For each frame that arrives it asks the
-//! link for the frame's [`Fate`]: dropped (and why), or delivered at a departure time, perhaps
-//! with a duplicate, a bit to flip, or ahead of the frames before it. The engine holds the
-//! frames and releases them when due; the link only keeps counts. The knobs are NetEm's
+//! A [`Link`] decides each arriving frame's [`Fate`]: dropped (and why), or delivered at a
+//! departure time, perhaps with a duplicate, a bit to flip, or ahead of the frames before it;
+//! it only keeps counts. A [`Pipe`] is a link with its frames: it copies each delivered frame
+//! into a buffer of its own and hands it out when due, and its conditions can be changed while
+//! it runs ([`Pipe::handle_config`]). The emulator engine runs one pipe per direction, and
+//! [`sim`] joins two pipes into a virtual-time network for every crate's tests, so the same
+//! model runs live and in simulation. The knobs are NetEm's
 //! (`tc-netem(8)`): delay with jitter drawn from a distribution and an optional correlation,
 //! loss (independent, Gilbert-Elliott `gemodel`, or the 4-state Markov `state` model),
 //! duplication, corruption, reordering (`reorder P gap N`), a rate limit that counts per-frame
@@ -20,8 +23,8 @@
 //!   (`departure = max(arrival + delay + jitter, previous departure) + transmission time`).
 //! - **Memory is bounded by the limits.** A frame counts against [`LinkConfig::limit_frames`]
 //!   and [`LinkConfig::limit_bytes`] from its arrival until the engine calls
-//!   [`Link::handle_departure`] for it; a frame that does not fit is dropped (tail drop), so the
-//!   engine never holds more than the limits. The link itself holds no frames, only counters.
+//!   [`Link::handle_departure`] for it (a pipe does so when the frame leaves it); a frame that
+//!   does not fit is dropped (tail drop), so nobody holds more than the limits.
 //! - **Every frame is counted once by its fate** in [`LinkCounters`]: arrived = delivered +
 //!   the sum of the drops; duplicates, corrupted and reordered frames are counted on the side.
 //! - **Bytes never panic.** Any length, 0 to `usize::MAX`, gets a fate: runts and oversized
@@ -58,10 +61,12 @@ mod config;
 mod dist;
 mod link;
 pub mod parse;
+mod pipe;
 mod schedule;
 
 pub use config::{JitterDist, LinkConfig, LossModel, Reorder};
 pub use link::{Conditions, DropCause, Fate, Link, LinkCounters};
+pub use pipe::{Departure, Pipe, MAX_HELD_WITHOUT_LIMIT, RETAINED_BUFFERS};
 pub use schedule::{Schedule, ScheduleEntry};
 
 /// The shortest frame that is not a runt: an Ethernet header (6 + 6 + 2 bytes).
