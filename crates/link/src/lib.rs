@@ -63,6 +63,7 @@ mod link;
 pub mod parse;
 mod pipe;
 mod schedule;
+pub mod sim;
 
 pub use config::{JitterDist, LinkConfig, LossModel, Reorder};
 pub use link::{Conditions, DropCause, Fate, Link, LinkCounters};
