@@ -276,6 +276,7 @@ impl Link {
     /// The engine released (sent or discarded) a frame of `len` bytes that was delivered:
     /// call once per delivered frame and once per duplicate. `now` is taken for the verb set;
     /// the model does not need it.
+    #[inline]
     pub fn handle_departure(&mut self, now: u64, len: usize) {
         let _ = now;
         debug_assert!(

@@ -1,6 +1,6 @@
 //! The pipe: a [`Link`] that holds the frames it delivers until they are due.
 
-use std::cmp::Ordering;
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::{Conditions, ConfigError, Fate, Link, LinkConfig, LinkCounters};
@@ -9,6 +9,10 @@ use crate::{Conditions, ConfigError, Fate, Link, LinkConfig, LinkCounters};
 /// delivered frame (or copy) that finds this many held is dropped and counted in
 /// [`Pipe::dropped_no_buffer`].
 pub const MAX_HELD_WITHOUT_LIMIT: usize = 65_536;
+
+/// Bytes a new buffer is made with (it grows for a longer frame): a standard Ethernet frame
+/// fits without growing.
+const BUFFER_BYTES: usize = 2048;
 
 /// Idle buffers a pipe keeps for reuse once its queue has drained; the rest are freed, so a
 /// burst does not keep its peak memory forever.
@@ -60,76 +64,47 @@ pub const RETAINED_BUFFERS: usize = 256;
 pub struct Pipe {
     /// The model: fates, departure times, counters, queue occupancy.
     link: Link,
-    /// The frames held, earliest departure first; `len() == link.queued_frames()`.
-    queue: BinaryHeap<Held>,
-    /// Idle buffers, reused before new ones are made.
-    pool: Vec<Vec<u8>>,
+    /// The frames held as `(departure, arrival order, buffer)`, earliest departure first (then
+    /// earliest arrival); `len() == link.queued_frames()`.
+    queue: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    /// Every buffer made, held or idle; a buffer's length is its frame's.
+    buffers: Vec<Vec<u8>>,
+    /// Indices of the idle buffers in `buffers`.
+    idle: Vec<usize>,
     /// Arrival order of held frames, to keep it among equal departure times.
     seq: u64,
     /// Delivered frames (or copies) dropped because [`MAX_HELD_WITHOUT_LIMIT`] were held.
     dropped_no_buffer: u64,
 }
 
-/// A frame waiting for its departure.
-#[derive(Debug)]
-struct Held {
-    departure_ns: u64,
-    seq: u64,
-    bytes: Vec<u8>,
-}
-
-impl Held {
-    fn key(&self) -> (u64, u64) {
-        (self.departure_ns, self.seq)
-    }
-}
-
-impl PartialEq for Held {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for Held {}
-
-impl PartialOrd for Held {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Held {
-    /// Reversed, so that the max-heap gives the earliest departure (then the earliest
-    /// arrival) first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        other.key().cmp(&self.key())
-    }
-}
-
 /// The next frame due, lent by [`Pipe::poll_departure`]. The frame has left the queue (its
 /// room counts as free); dropping the `Departure` gives its buffer back to the pipe.
 #[derive(Debug)]
 pub struct Departure<'a> {
-    bytes: Vec<u8>,
+    frame: &'a [u8],
     departure_ns: u64,
-    pool: &'a mut Vec<Vec<u8>>,
+    buffer: usize,
+    idle: &'a mut Vec<usize>,
 }
 
 impl Departure<'_> {
     /// The frame's bytes, as they arrived except for a bit flipped if the link corrupted it.
+    #[inline]
     pub fn frame(&self) -> &[u8] {
-        &self.bytes
+        self.frame
     }
 
     /// When the link meant the frame to leave, in ns on the clock of `now`.
+    #[inline]
     pub fn departure_ns(&self) -> u64 {
         self.departure_ns
     }
 }
 
 impl Drop for Departure<'_> {
+    #[inline]
     fn drop(&mut self) {
-        self.pool.push(std::mem::take(&mut self.bytes));
+        self.idle.push(self.buffer);
     }
 }
 
@@ -140,7 +115,8 @@ impl Pipe {
         Ok(Pipe {
             link: Link::new(config, start_ns)?,
             queue: BinaryHeap::new(),
-            pool: Vec::new(),
+            buffers: Vec::new(),
+            idle: Vec::new(),
             seq: 0,
             dropped_no_buffer: 0,
         })
@@ -149,6 +125,7 @@ impl Pipe {
     /// A frame arrived at `now`: the link decides its fate; a delivered frame is copied into a
     /// buffer of the pipe, with its duplicate if any, to leave at its departure time. Returns
     /// the fate (the frame's bytes are the pipe's business from here on).
+    #[inline]
     pub fn handle_arrival(&mut self, now: u64, frame: &[u8]) -> Fate {
         let fate = self.link.handle_arrival(now, frame.len());
         if let Fate::Deliver {
@@ -169,26 +146,34 @@ impl Pipe {
 
     /// The next frame whose departure time is `≤ now`, if any. Drop the [`Departure`] once its
     /// bytes are sent (or copied); until then the pipe is borrowed.
+    #[inline]
     pub fn poll_departure(&mut self, now: u64) -> Option<Departure<'_>> {
-        if self.queue.peek().is_none_or(|next| next.departure_ns > now) {
-            if self.queue.is_empty() {
+        let Some(&Reverse((departure_ns, _, buffer))) = self.queue.peek() else {
+            if self.buffers.len() > RETAINED_BUFFERS {
                 self.trim();
             }
             return None;
+        };
+        if departure_ns > now {
+            return None;
         }
-        // The peek above saw a frame.
-        let held = self.queue.pop()?;
-        self.link.handle_departure(now, held.bytes.len());
+        self.queue.pop();
+        let frame = &self.buffers[buffer][..];
+        self.link.handle_departure(now, frame.len());
         Some(Departure {
-            bytes: held.bytes,
-            departure_ns: held.departure_ns,
-            pool: &mut self.pool,
+            frame,
+            departure_ns,
+            buffer,
+            idle: &mut self.idle,
         })
     }
 
     /// The departure time of the next frame, `None` if the pipe holds none.
+    #[inline]
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.queue.peek().map(|next| next.departure_ns)
+        self.queue
+            .peek()
+            .map(|&Reverse((departure_ns, _, _))| departure_ns)
     }
 
     /// Changes the conditions at `now` without losing held frames: they keep their departure
@@ -222,7 +207,7 @@ impl Pipe {
 
     /// Idle buffers kept for reuse.
     pub fn idle_buffers(&self) -> usize {
-        self.pool.len()
+        self.idle.len()
     }
 
     /// The conditions in force at the last arrival.
@@ -236,6 +221,7 @@ impl Pipe {
     }
 
     /// Copies `frame` into a buffer to leave at `departure_ns`, flipping `corrupt_bit`.
+    #[inline]
     fn hold(&mut self, now: u64, departure_ns: u64, frame: &[u8], corrupt_bit: Option<usize>) {
         if self.link.config().limit_frames.is_none() && self.queue.len() >= MAX_HELD_WITHOUT_LIMIT {
             // The link counted the frame as queued: it leaves unsent.
@@ -243,7 +229,12 @@ impl Pipe {
             self.link.handle_departure(now, frame.len());
             return;
         }
-        let mut bytes = self.pool.pop().unwrap_or_default();
+        let buffer = self.idle.pop().unwrap_or_else(|| {
+            self.buffers
+                .push(Vec::with_capacity(frame.len().max(BUFFER_BYTES)));
+            self.buffers.len() - 1
+        });
+        let bytes = &mut self.buffers[buffer];
         bytes.clear();
         bytes.extend_from_slice(frame);
         if let Some(bit) = corrupt_bit {
@@ -253,18 +244,18 @@ impl Pipe {
             }
         }
         self.seq += 1;
-        self.queue.push(Held {
-            departure_ns,
-            seq: self.seq,
-            bytes,
-        });
+        self.queue.push(Reverse((departure_ns, self.seq, buffer)));
     }
 
-    /// Frees what a drained queue no longer needs beyond [`RETAINED_BUFFERS`].
+    /// Frees what a drained queue no longer needs beyond [`RETAINED_BUFFERS`]: with nothing
+    /// held, every buffer is idle, and the first ones are kept.
     fn trim(&mut self) {
-        if self.pool.len() > RETAINED_BUFFERS {
-            self.pool.truncate(RETAINED_BUFFERS);
-            self.pool.shrink_to(RETAINED_BUFFERS);
+        if self.buffers.len() > RETAINED_BUFFERS && self.idle.len() == self.buffers.len() {
+            self.buffers.truncate(RETAINED_BUFFERS);
+            self.buffers.shrink_to(RETAINED_BUFFERS);
+            self.idle.clear();
+            self.idle.extend((0..RETAINED_BUFFERS).rev());
+            self.idle.shrink_to(RETAINED_BUFFERS);
             self.queue.shrink_to(RETAINED_BUFFERS);
         }
     }
