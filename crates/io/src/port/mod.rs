@@ -23,7 +23,7 @@
 //!   dispatch per packet, no allocation per packet.
 //!
 //! ```no_run
-//! use latlab_io::port::{DatagramPort, SendQueue, UdpMode, UdpPort, PortSizes};
+//! use latlab_io::port::{DatagramPort, DatagramRx, DatagramTx, PortSizes, SendQueue, UdpMode, UdpPort};
 //! use latlab_io::udp::{UdpOptions, UdpSocket};
 //! let sock = UdpSocket::bind("127.0.0.1:7777".parse().unwrap(), &UdpOptions::default())?;
 //! let mut port = UdpPort::new(&sock, UdpMode::Batched, PortSizes::new(32, 2048));
