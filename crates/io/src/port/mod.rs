@@ -40,7 +40,9 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+mod framing;
 mod udp;
+mod xdp;
 
 use std::io;
 use std::net::SocketAddr;
@@ -48,6 +50,7 @@ use std::time::Duration;
 
 pub use crate::udp::TimestampSource;
 pub use udp::{UdpMode, UdpPort, UdpQueue, UdpRxHalf, UdpTxHalf};
+pub use xdp::{LinkRoute, XdpEndpoint, XdpRxHalf, XdpTxHalf, XdpTxQueue};
 
 /// One received datagram.
 #[derive(Clone, Copy, Debug)]
