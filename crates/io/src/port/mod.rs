@@ -40,6 +40,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+mod frame;
 mod framing;
 mod udp;
 mod xdp;
@@ -49,6 +50,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use crate::udp::TimestampSource;
+pub use frame::FramePort;
 pub use udp::{UdpMode, UdpPort, UdpQueue, UdpRxHalf, UdpTxHalf};
 pub use xdp::{LinkRoute, XdpEndpoint, XdpRxHalf, XdpTxHalf, XdpTxQueue};
 
