@@ -4,7 +4,10 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use latlab_io::port::{flush_or_drop, DatagramPort, NoStamp, PortSizes, SendQueue};
+use latlab_io::port::{
+    flush_or_drop, DatagramPort, NoStamp, PortSizes, SendQueue, UdpMode, UdpPort,
+};
+use latlab_io::udp::UdpSocket;
 use latlab_wire::probe;
 
 use crate::{PollMode, Stop};
@@ -83,6 +86,19 @@ impl ReflectorConfig {
     pub fn port_sizes(&self) -> PortSizes {
         PortSizes::new(self.batch, self.max_datagram + 1)
     }
+}
+
+/// Reflects probes arriving on the kernel UDP `socket` in `recvmmsg`/`sendmmsg` batches (what
+/// `latlab echo --io socket` runs) until `stop` is raised: [`run`] over a batched
+/// [`UdpPort`].
+pub fn run_udp(
+    socket: &UdpSocket,
+    config: &ReflectorConfig,
+    stop: &Stop,
+    counters: &ReflectorCounters,
+) -> io::Result<()> {
+    let mut port = UdpPort::new(socket, UdpMode::Batched, config.port_sizes());
+    run(&mut port, config, stop, counters)
 }
 
 /// Reflects probes arriving on `port` until `stop` is raised: every valid probe goes back to

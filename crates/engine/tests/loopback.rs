@@ -7,7 +7,6 @@ use std::time::Duration;
 use latlab_engine::generator::{self, GeneratorConfig, Threads};
 use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters};
 use latlab_engine::{PollMode, Stop};
-use latlab_io::port::{UdpMode, UdpPort};
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_probe::{Pattern, ProbeConfig};
 
@@ -43,10 +42,8 @@ impl Echo {
             poll,
             ..ReflectorConfig::default()
         };
-        let thread = std::thread::spawn(move || {
-            let mut port = UdpPort::new(&socket, UdpMode::Batched, config.port_sizes());
-            reflector::run(&mut port, &config, &s, &c).unwrap()
-        });
+        let thread =
+            std::thread::spawn(move || reflector::run_udp(&socket, &config, &s, &c).unwrap());
         Echo {
             addr,
             stop,
