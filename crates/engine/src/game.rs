@@ -1,9 +1,10 @@
-//! The model game server's loops and the clients that measure it.
+//! The model game server's loop and the clients that measure it.
 //!
-//! The server binds [`latlab_game::Server`] to a socket in one of two ways: one `recvfrom` and
-//! one `sendto` per packet and copy, as a plain kernel-socket game server does (the paper's
-//! Linux rows), or `recvmmsg`/`sendmmsg` batches. Per game packet it spins the emulated work on
-//! the TSC, then sends a copy to every client of the sender's game.
+//! The server binds [`latlab_game::Server`] to any datagram port ([`serve_port`]): one
+//! `recvfrom` and one `sendto` per packet and copy, as a plain kernel-socket game server does
+//! (the paper's Linux rows), `recvmmsg`/`sendmmsg` batches ([`serve`]), or AF_XDP with IPv4
+//! and UDP in user space ([`serve_xdp`]). Per game packet it spins the emulated work on the
+//! TSC, then sends a copy to every client of the sender's game.
 //!
 //! The clients are N sockets that join through the handshake; the first of them sends probes
 //! on an open-loop schedule, and all N receive the copies, metered by
