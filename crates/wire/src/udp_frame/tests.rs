@@ -268,3 +268,72 @@ fn random_bytes_never_panic_and_what_parses_reads_consistently() {
     });
     assert!(parsed > 1000, "only {parsed} inputs parsed");
 }
+
+// Moved from latlab-engine's `frame` module, which this module replaces.
+
+#[test]
+fn a_written_frame_parses_back_with_valid_checksums() {
+    let from: SocketAddrV4 = "198.18.0.1:4000".parse().unwrap();
+    let to: SocketAddrV4 = "198.18.0.2:7777".parse().unwrap();
+    let macs = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    let repr = Repr {
+        src_mac: ethernet::Address(macs.0),
+        dst_mac: ethernet::Address(macs.1),
+        src: from,
+        dst: to,
+        payload_len: 5,
+    };
+    let mut out = [0u8; 128];
+    let len = repr.emit_into(&mut out, b"hello").unwrap();
+    assert_eq!(len, HEADERS_LEN + 5);
+    let d = Frame::new_unchecked(&out[..len]);
+    let parsed = Repr::parse(&d).unwrap();
+    assert_eq!(
+        (
+            parsed.src_mac.0,
+            parsed.dst_mac.0,
+            parsed.src,
+            parsed.dst,
+            d.payload()
+        ),
+        (macs.0, macs.1, from, to, &b"hello"[..])
+    );
+    let ip = ipv4::Packet::new_checked(&out[14..len]).unwrap();
+    assert!(udp::Packet::new_checked(ip.payload())
+        .unwrap()
+        .verify_checksum(*from.ip(), *to.ip()));
+    // A changed payload gets its checksum back.
+    out[HEADERS_LEN] = b'j';
+    Frame::new_checked(&mut out[..len])
+        .unwrap()
+        .fill_udp_checksum();
+    let ip = ipv4::Packet::new_checked(&out[14..len]).unwrap();
+    assert!(udp::Packet::new_checked(ip.payload())
+        .unwrap()
+        .verify_checksum(*from.ip(), *to.ip()));
+    assert_eq!(
+        repr.emit_into(&mut out[..20], b"hello"),
+        Err(Error::Truncated)
+    );
+}
+
+#[test]
+fn frames_that_are_not_ipv4_udp_are_not_parsed() {
+    let repr = Repr {
+        src_mac: ethernet::Address([0; 6]),
+        dst_mac: ethernet::Address([0; 6]),
+        src: "198.18.0.1:4000".parse().unwrap(),
+        dst: "198.18.0.2:7777".parse().unwrap(),
+        payload_len: 1,
+    };
+    let mut out = [0u8; 128];
+    let len = repr.emit_into(&mut out, b"x").unwrap();
+    let parse = |buf: &[u8]| Repr::parse(&Frame::new_unchecked(buf)).ok();
+    let mut arp = out;
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    assert_eq!(parse(&arp[..len]), None);
+    let mut tcp = out;
+    tcp[23] = 6;
+    assert_eq!(parse(&tcp[..len]), None, "protocol (and checksum) changed");
+    assert_eq!(parse(&out[..20]), None);
+}
