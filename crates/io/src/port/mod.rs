@@ -41,7 +41,6 @@
 //! ```
 
 mod frame;
-mod framing;
 mod udp;
 mod xdp;
 
