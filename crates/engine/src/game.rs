@@ -18,8 +18,8 @@ use std::time::Duration;
 use latlab_game::{JoinEvent, Joiner, Server, ServerConfig, ServerCounters, Verdict};
 use latlab_io::clock::now_ns;
 use latlab_io::port::{
-    flush_or_drop, Datagram, DatagramPort, NoStamp, PortSizes, SendFailure, SendQueue, UdpMode,
-    UdpPort, Unsent, XdpEndpoint,
+    flush_or_drop, Datagram, DatagramPort, NoStamp, PortSizes, SendFailure, SendQueue,
+    TimestampSource, UdpMode, UdpPort, Unsent, XdpEndpoint,
 };
 use latlab_io::udp::{wait_any_readable, RecvBatch, SendBatch, UdpSocket};
 use latlab_io::{cpu, tsc};
@@ -152,6 +152,8 @@ struct Inbox {
     from: Vec<SocketAddr>,
     truncated: Vec<bool>,
     count: usize,
+    /// The receive stamp of the first datagram.
+    first_rx_ns: u64,
 }
 
 impl Inbox {
@@ -163,6 +165,7 @@ impl Inbox {
             from: vec![SocketAddr::from(([0, 0, 0, 0], 0)); capacity],
             truncated: vec![false; capacity],
             count: 0,
+            first_rx_ns: 0,
         }
     }
 
@@ -170,6 +173,9 @@ impl Inbox {
         let i = self.count;
         if i >= self.lens.len() {
             return;
+        }
+        if i == 0 {
+            self.first_rx_ns = d.rx_ns;
         }
         let len = d.data.len().min(self.slot);
         self.data[i * self.slot..i * self.slot + len].copy_from_slice(&d.data[..len]);
@@ -237,6 +243,9 @@ pub fn serve_port<P: DatagramPort>(
     let oversized = vec![0u8; slot];
     let mut answer = [0u8; 128];
     let mut since_publish = 0usize;
+    // A port that stamps in user space read the clock right after its receive call: that is
+    // the core's `now`, without reading the clock again.
+    let stamped_on_read = port.timestamp_source() == TimestampSource::UserSpace;
     while !stop.is_raised() {
         inbox.count = 0;
         port.recv(|d| {
@@ -254,7 +263,11 @@ pub fn serve_port<P: DatagramPort>(
             }
             continue;
         }
-        let now = now_ns();
+        let now = if stamped_on_read {
+            inbox.first_rx_ns
+        } else {
+            now_ns()
+        };
         for i in 0..inbox.count {
             let (data, from, truncated) = inbox.get(i);
             let data = if truncated { &oversized[..] } else { data };
