@@ -315,9 +315,9 @@ fn emulated_run(
 > {
     let lab = ClientEmuServer::build()?;
     log(&format!("lab: {}", lab.describe()));
-    let ((summary, result), report) = crate::emustudy::with_emulator(
+    let ((summary, result), report) = crate::study::emulator::bridge::with_emulator(
         &lab,
-        crate::emustudy::EmuIo::Packet,
+        crate::study::emulator::bridge::BridgeIo::Packet,
         emulated_link(1),
         emulated_link(2),
         || measure_through(&lab, options, stop, sink, log),

@@ -18,12 +18,11 @@
 pub mod demo;
 pub mod emuconfig;
 pub mod emureport;
-pub mod emustudy;
-pub mod gamereport;
-pub mod gamestudy;
 pub mod measure;
 pub mod plot;
+pub mod report;
 pub mod results;
+pub mod study;
 pub mod table;
 pub mod topology;
 pub mod units;

@@ -1,0 +1,199 @@
+//! `latlab report DIR`: any results folder drawn again from its data.
+//!
+//! A folder says what wrote it: a study writes `study.json` ([`StudyFile`]); `gen --out` and
+//! `demo` write `summary.json`. Folders of studies written before `study.json` existed are
+//! recognised by their point files (`sweep-`, `table-`, `flood-` for the game-server study;
+//! `kernel-`, `emu-`, `loss-`, `rate-` for the emulator study), with the lab's description
+//! taken from their old `report.md` when it is there.
+//!
+//! A study's tables, figures and `report.md` are written again by the study's own report
+//! module, from the point files only, so they come out as the run wrote them. A `gen` or
+//! `demo` folder is read, not written: its table is rendered again, and its CCDF plot drawn
+//! again (from each run's `ccdf.csv`) wherever the caller wants it.
+//!
+//! ```no_run
+//! use latlab_lab::report::{redraw, Redrawn};
+//! match redraw("latlab-results/game-server-1700000000".as_ref())? {
+//!     Redrawn::Runs(runs) => print!("{}", runs.table()),
+//!     Redrawn::Study { report, .. } => println!("report: {}", report.display()),
+//! }
+//! # Ok::<(), latlab_lab::study::StudyError>(())
+//! ```
+
+use std::fs;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use latlab_stats::CcdfPoint;
+
+use crate::results::RunSummary;
+use crate::study::{emulator, game_server, points, StudyError, StudyFile, StudyKind};
+
+/// What a results folder holds.
+#[derive(Debug)]
+pub enum Folder {
+    /// The runs of `gen --out` (one) or `demo` (one per rate).
+    Runs(RunsFolder),
+    /// A study's points.
+    Study {
+        /// Which study.
+        kind: StudyKind,
+        /// The lab it ran in, for its `report.md`.
+        topology: String,
+    },
+}
+
+/// What [`redraw`] did.
+#[derive(Debug)]
+pub enum Redrawn {
+    /// A `gen` or `demo` folder, read back: render its table, draw its CCDF.
+    Runs(RunsFolder),
+    /// A study whose tables, figures and `report.md` were written again.
+    Study {
+        /// Which study.
+        kind: StudyKind,
+        /// Its `report.md`.
+        report: PathBuf,
+    },
+}
+
+/// Recognises the results folder `dir` and draws it again.
+pub fn redraw(dir: &Path) -> Result<Redrawn, StudyError> {
+    Folder::open(dir)?.redraw(dir)
+}
+
+/// The lab's description a folder without `study.json` gets when its `report.md` does not
+/// say.
+const UNRECORDED_TOPOLOGY: &str = "not recorded in the results folder";
+
+impl Folder {
+    /// Reads what `dir` holds (see the module's documentation for how it is recognised).
+    pub fn open(dir: &Path) -> Result<Folder, StudyError> {
+        if let Some(study) = StudyFile::read(dir)? {
+            return Ok(Folder::Study {
+                kind: study.kind,
+                topology: study.topology,
+            });
+        }
+        if dir.join("summary.json").is_file() {
+            return Ok(Folder::Runs(RunsFolder::load(dir)?));
+        }
+        let kind = points::load(dir)?
+            .files
+            .iter()
+            .find_map(|f| kind_of_point(&f.key))
+            .ok_or_else(|| StudyError::UnknownFolder(dir.to_path_buf()))?;
+        let topology = old_topology(dir, kind).unwrap_or_else(|| UNRECORDED_TOPOLOGY.into());
+        Ok(Folder::Study { kind, topology })
+    }
+
+    /// Draws the folder `dir` again: a study's artefacts are written into it; runs are only
+    /// read.
+    pub fn redraw(self, dir: &Path) -> Result<Redrawn, StudyError> {
+        match self {
+            Folder::Runs(runs) => Ok(Redrawn::Runs(runs)),
+            Folder::Study { kind, topology } => {
+                let report = match kind {
+                    StudyKind::GameServer => game_server::report::write(dir, &topology)?,
+                    StudyKind::Emulator => emulator::report::write(dir, &topology)?,
+                };
+                Ok(Redrawn::Study { kind, report })
+            }
+        }
+    }
+}
+
+/// The study a point key belongs to.
+fn kind_of_point(key: &str) -> Option<StudyKind> {
+    let first = key.split('-').next()?;
+    match first {
+        "sweep" | "table" | "flood" => Some(StudyKind::GameServer),
+        "kernel" | "emu" | "loss" | "rate" => Some(StudyKind::Emulator),
+        _ => None,
+    }
+}
+
+/// The lab's description in the `report.md` of a folder written before `study.json`.
+fn old_topology(dir: &Path, kind: StudyKind) -> Option<String> {
+    let text = fs::read_to_string(dir.join("report.md")).ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("Topology: "))?;
+    let topology = match kind {
+        StudyKind::GameServer => line,
+        StudyKind::Emulator => line.split_once(". Round trips").map_or(line, |(t, _)| t),
+    };
+    Some(topology.to_string())
+}
+
+/// The runs of a `gen --out` or `demo` folder.
+#[derive(Debug)]
+pub struct RunsFolder {
+    /// Each run's summary.
+    pub runs: Vec<RunSummary>,
+    /// Each run's folder (the folder itself for `gen`, `rate-…/` for `demo`).
+    pub dirs: Vec<PathBuf>,
+}
+
+impl RunsFolder {
+    /// Reads `summary.json`: a demo's holds a list of runs, each in a `rate-…/` folder; a
+    /// gen's holds one.
+    pub fn load(dir: &Path) -> Result<RunsFolder, StudyError> {
+        let path = dir.join("summary.json");
+        let text = fs::read_to_string(&path).map_err(StudyError::file(&path))?;
+        let json = |source| StudyError::Json {
+            path: path.clone(),
+            source,
+        };
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(json)?;
+        match value.get("runs") {
+            Some(runs) => {
+                let runs: Vec<RunSummary> = serde_json::from_value(runs.clone()).map_err(json)?;
+                let dirs = runs
+                    .iter()
+                    .map(|r| match &r.setup.dir {
+                        Some(d) => dir.join(d),
+                        None => dir.join(format!("rate-{}pps", r.offered_pps as u64)),
+                    })
+                    .collect();
+                Ok(RunsFolder { runs, dirs })
+            }
+            None => Ok(RunsFolder {
+                runs: vec![RunSummary::load(&path)?],
+                dirs: vec![dir.to_path_buf()],
+            }),
+        }
+    }
+
+    /// The summary table of the runs, as `gen` and `demo` print it.
+    pub fn table(&self) -> String {
+        crate::table::render(&self.runs.iter().collect::<Vec<_>>())
+    }
+
+    /// Every run's CCDF, from its `ccdf.csv`, labelled as the run.
+    pub fn ccdf_series(&self) -> Result<Vec<(String, Vec<CcdfPoint>)>, StudyError> {
+        self.runs
+            .iter()
+            .zip(&self.dirs)
+            .map(|(run, dir)| {
+                let csv = dir.join("ccdf.csv");
+                let file = fs::File::open(&csv).map_err(StudyError::file(&csv))?;
+                let points = latlab_stats::read_ccdf_csv(BufReader::new(file)).map_err(|e| {
+                    StudyError::Data {
+                        path: csv.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
+                Ok((run.setup.label.clone(), points))
+            })
+            .collect()
+    }
+
+    /// The CCDF of every run on one plot, as SVG text.
+    pub fn ccdf_svg(&self) -> Result<String, StudyError> {
+        crate::plot::ccdf_svg("latency CCDF", &self.ccdf_series()?).map_err(|reason| {
+            StudyError::Figure {
+                file: "the CCDF plot".into(),
+                reason,
+            }
+        })
+    }
+}
