@@ -137,3 +137,6 @@ impl RatePoint {
 
 /// The RFC 2544 frame sizes.
 pub const FRAME_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -155,4 +155,4 @@ fn key(phase: &str, io: &str, clients: u32, rcvbuf: usize, load: f64) -> String 
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

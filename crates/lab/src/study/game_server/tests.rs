@@ -96,7 +96,7 @@ fn capacity(io_mode: &str, clients: u32) -> f64 {
     }
 }
 
-fn synthetic_study(out: &Path) {
+pub(crate) fn synthetic_study(out: &Path) {
     let dir = out.join("points");
     fs::create_dir_all(&dir).unwrap();
     let k64 = 64 * 1024;
