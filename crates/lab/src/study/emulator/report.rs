@@ -1,4 +1,4 @@
-//! `report.md` of the emulator study, and [`write`], which writes it and the plots from the
+//! `report.md` of the emulator study, and [`write()`], which writes it and the plots from the
 //! points folder.
 
 use std::path::{Path, PathBuf};

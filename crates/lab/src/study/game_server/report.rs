@@ -1,4 +1,4 @@
-//! `report.md` of the game-server study, and [`write`], which writes every artefact from the
+//! `report.md` of the game-server study, and [`write()`], which writes every artefact from the
 //! points folder.
 
 use std::collections::BTreeSet;
