@@ -763,20 +763,15 @@ fn demo(a: DemoArgs) -> Result<()> {
 }
 
 fn report(a: ReportArgs) -> Result<()> {
-    use latlab_lab::report::{Folder, Redrawn};
-    let folder = Folder::open(&a.dir)?;
-    if let (Some(_), Folder::Study { kind, .. }) = (&a.plot, &folder) {
-        return Err(latlab_lab::study::StudyError::PlotOfStudy {
-            dir: a.dir.clone(),
-            kind: kind.name().into(),
-        }
-        .into());
-    }
-    match folder.redraw(&a.dir)? {
-        Redrawn::Runs(runs) => {
+    use latlab_lab::report::{self, Redrawn, ReportOptions};
+    let options = ReportOptions {
+        dir: a.dir,
+        plot: a.plot,
+    };
+    match report::run(&options)? {
+        Redrawn::Runs { runs, plot } => {
             print!("{}", runs.table());
-            if let Some(plot) = a.plot {
-                results::write_atomic(&plot, runs.ccdf_svg()?.as_bytes())?;
+            if let Some(plot) = plot {
                 println!("plot: {}", plot.display());
             }
         }

@@ -11,10 +11,12 @@
 //! `demo` folder is read, not written: its table is rendered again, and its CCDF plot drawn
 //! again (from each run's `ccdf.csv`) wherever the caller wants it.
 //!
+//! `latlab report DIR [--plot FILE]` is [`run`]: the files first, then what to print.
+//!
 //! ```no_run
 //! use latlab_lab::report::{redraw, Redrawn};
 //! match redraw("latlab-results/game-server-1700000000".as_ref())? {
-//!     Redrawn::Runs(runs) => print!("{}", runs.table()),
+//!     Redrawn::Runs { runs, .. } => print!("{}", runs.table()),
 //!     Redrawn::Study { report, .. } => println!("report: {}", report.display()),
 //! }
 //! # Ok::<(), latlab_lab::study::StudyError>(())
@@ -43,11 +45,16 @@ pub enum Folder {
     },
 }
 
-/// What [`redraw`] did.
+/// What [`redraw`] (or [`run`]) did.
 #[derive(Debug)]
 pub enum Redrawn {
     /// A `gen` or `demo` folder, read back: render its table, draw its CCDF.
-    Runs(RunsFolder),
+    Runs {
+        /// The runs.
+        runs: RunsFolder,
+        /// The CCDF plot [`run`] wrote, when it was asked for one.
+        plot: Option<PathBuf>,
+    },
     /// A study whose tables, figures and `report.md` were written again.
     Study {
         /// Which study.
@@ -60,6 +67,40 @@ pub enum Redrawn {
 /// Recognises the results folder `dir` and draws it again.
 pub fn redraw(dir: &Path) -> Result<Redrawn, StudyError> {
     Folder::open(dir)?.redraw(dir)
+}
+
+/// What `latlab report` was asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportOptions {
+    /// The results folder.
+    pub dir: PathBuf,
+    /// `--plot`: where to draw the CCDF of every run of a `gen` or `demo` folder.
+    pub plot: Option<PathBuf>,
+}
+
+/// `latlab report`: [`redraw`]s the folder and, for a `gen` or `demo` folder, writes the CCDF
+/// plot asked for. A `--plot` for a study's folder is refused before anything is written.
+pub fn run(options: &ReportOptions) -> Result<Redrawn, StudyError> {
+    let folder = Folder::open(&options.dir)?;
+    if let (Some(_), Folder::Study { kind, .. }) = (&options.plot, &folder) {
+        return Err(StudyError::PlotOfStudy {
+            dir: options.dir.clone(),
+            kind: kind.name().into(),
+        });
+    }
+    let mut redrawn = folder.redraw(&options.dir)?;
+    if let (
+        Some(path),
+        Redrawn::Runs {
+            runs,
+            plot: written,
+        },
+    ) = (&options.plot, &mut redrawn)
+    {
+        crate::results::write_atomic(path, runs.ccdf_svg()?.as_bytes())?;
+        *written = Some(path.clone());
+    }
+    Ok(redrawn)
 }
 
 /// The lab's description a folder without `study.json` gets when its `report.md` does not
@@ -91,7 +132,7 @@ impl Folder {
     /// read.
     pub fn redraw(self, dir: &Path) -> Result<Redrawn, StudyError> {
         match self {
-            Folder::Runs(runs) => Ok(Redrawn::Runs(runs)),
+            Folder::Runs(runs) => Ok(Redrawn::Runs { runs, plot: None }),
             Folder::Study { kind, topology } => {
                 let report = match kind {
                     StudyKind::GameServer => game_server::report::write(dir, &topology)?,
@@ -308,12 +349,33 @@ mod tests {
             crate::results::ccdf_csv(&h).unwrap(),
         )
         .unwrap();
-        let Redrawn::Runs(runs) = redraw(tmp.path()).unwrap() else {
+        let plot = tmp.path().join("again.svg");
+        let options = ReportOptions {
+            dir: tmp.path().to_path_buf(),
+            plot: Some(plot.clone()),
+        };
+        let Redrawn::Runs { runs, plot: drawn } = run(&options).unwrap() else {
             panic!("a gen folder");
         };
         assert_eq!(runs.runs, [summary.clone()]);
         assert_eq!(runs.table(), crate::table::render(&[&summary]));
-        assert!(runs.ccdf_svg().unwrap().starts_with("<svg"));
+        assert_eq!(drawn.as_ref(), Some(&plot));
+        assert!(fs::read_to_string(&plot).unwrap().starts_with("<svg"));
+    }
+
+    #[test]
+    fn a_plot_of_a_study_is_refused_before_anything_is_written() {
+        let tmp = tempfile::tempdir().unwrap();
+        game_server::tests::synthetic_study(tmp.path());
+        let plot = tmp.path().join("plot.svg");
+        let err = run(&ReportOptions {
+            dir: tmp.path().to_path_buf(),
+            plot: Some(plot.clone()),
+        })
+        .unwrap_err();
+        assert!(matches!(err, StudyError::PlotOfStudy { .. }), "{err}");
+        assert!(err.to_string().starts_with("--plot"), "{err}");
+        assert!(!plot.exists() && !tmp.path().join("report.md").exists());
     }
 
     #[test]
