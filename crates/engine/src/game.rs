@@ -514,8 +514,9 @@ pub fn serve_xdp(
     stop: &Stop,
     live: &ServerLive,
 ) -> io::Result<ServerCounters> {
-    use crate::frame;
+    use latlab_wire::{ethernet, udp_frame};
     use std::collections::HashMap;
+    use std::net::SocketAddrV4;
     let mut server = Server::new(config.game.clone());
     // Bounded: entries beyond a few per table slot are not learnt.
     let max_macs = config.game.max_clients.saturating_mul(4).max(64);
@@ -539,13 +540,22 @@ pub fn serve_xdp(
         };
         let now = now_ns();
         let n = socket.recv_batch(|frame| {
-            let Some(d) = frame::parse_udp(frame) else {
+            let received = udp_frame::Frame::new_unchecked(frame);
+            let Ok(d) = udp_frame::Repr::parse(&received) else {
                 return;
             };
-            let (from, ours, our_mac, payload) = (d.src, d.dst, d.dst_mac, d.payload);
+            let (from, ours, our_mac, payload) = (d.src, d.dst, d.dst_mac, received.payload());
             if macs.len() < max_macs || macs.contains_key(&SocketAddr::V4(from)) {
-                macs.insert(SocketAddr::V4(from), d.src_mac);
+                macs.insert(SocketAddr::V4(from), d.src_mac.0);
             }
+            // The frame from us to the client at `to` (MAC `mac`) carrying `payload_len` bytes.
+            let to_client = |to: SocketAddrV4, mac: [u8; 6], payload_len: usize| udp_frame::Repr {
+                src_mac: our_mac,
+                dst_mac: ethernet::Address(mac),
+                src: ours,
+                dst: to,
+                payload_len,
+            };
             let verdict = server.handle_datagram(now, SocketAddr::V4(from), payload);
             if let Verdict::FanOut { recipients } = verdict {
                 tsc::spin_cycles(config.work_cycles);
@@ -555,9 +565,9 @@ pub fn serve_xdp(
                         continue;
                     };
                     let i = push(&mut out, &mut used);
-                    match frame::write_udp(&mut out[i].0, (our_mac, *mac), ours, *to4, payload) {
-                        Some(len) => out[i].1 = len,
-                        None => used -= 1,
+                    match to_client(*to4, *mac, payload.len()).emit_into(&mut out[i].0, payload) {
+                        Ok(len) => out[i].1 = len,
+                        Err(_) => used -= 1,
                     }
                 }
             }
@@ -567,9 +577,9 @@ pub fn serve_xdp(
                     continue;
                 };
                 let i = push(&mut out, &mut used);
-                match frame::write_udp(&mut out[i].0, (our_mac, *mac), ours, to4, &answer[..len]) {
-                    Some(l) => out[i].1 = l,
-                    None => used -= 1,
+                match to_client(to4, *mac, len).emit_into(&mut out[i].0, &answer[..len]) {
+                    Ok(l) => out[i].1 = l,
+                    Err(_) => used -= 1,
                 }
             }
         })?;

@@ -12,11 +12,11 @@ use latlab_io::xdp::XdpSocket;
 use latlab_probe::{Meter, MeterReport, ProbeConfig, Sender};
 use latlab_stats::LatencyHistogram;
 use latlab_wire::probe;
+use latlab_wire::udp_frame::{self, HEADERS_LEN};
 
 /// Where a generator over AF_XDP sends: the Ethernet, IPv4 and UDP addresses it writes itself.
 pub use crate::blaster::FrameAddrs;
 use crate::blaster::FCS_LEN;
-use crate::frame::{self, HEADERS_LEN};
 use crate::{PollMode, Stop};
 
 /// How the generator uses the machine's cores.
@@ -570,8 +570,10 @@ impl ProbeTx for XdpTx<'_, '_> {
         let t = now_ns();
         let mut sent = 0;
         for frame in &mut self.frames[..self.queued] {
-            probe::Packet::new_unchecked(&mut frame[HEADERS_LEN..]).set_actual_send_ns(t);
-            frame::refill_udp_checksum(frame);
+            // Copies of the template `run_xdp` wrote, so the headers are in bounds.
+            let mut written = udp_frame::Frame::new_unchecked(&mut frame[..]);
+            probe::Packet::new_unchecked(written.payload_mut()).set_actual_send_ns(t);
+            written.fill_udp_checksum();
             if !socket.send(frame)? {
                 socket.flush_tx()?;
                 if !socket.send(frame)? {
@@ -605,8 +607,9 @@ impl ProbeRx for XdpRx<'_, '_> {
         lock(self.socket).recv_batch_stamped(|frame, stamp| {
             // The XDP program's stamp; a frame without one is stamped as read.
             let rx_ns = stamp.unwrap_or_else(now_ns);
-            let payload = frame::parse_udp(frame).filter(|d| d.dst.port() == port);
-            f(rx_ns, payload.map_or(&[], |d| d.payload));
+            let received = udp_frame::Frame::new_unchecked(frame);
+            let ours = udp_frame::Repr::parse(&received).is_ok_and(|d| d.dst.port() == port);
+            f(rx_ns, if ours { received.payload() } else { &[] });
         })
     }
 

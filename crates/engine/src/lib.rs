@@ -12,7 +12,6 @@
 
 pub mod blaster;
 pub mod emulator;
-pub mod frame;
 pub mod game;
 pub mod generator;
 pub mod reflector;

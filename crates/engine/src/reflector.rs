@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use latlab_io::clock::now_ns;
 use latlab_io::udp::{RecvBatch, SendBatch, UdpSocket};
-use latlab_wire::probe;
+use latlab_wire::{probe, udp_frame};
 
-use crate::frame;
 use crate::{PollMode, Stop};
 
 /// How the reflector runs.
@@ -159,11 +158,12 @@ pub fn run(
 pub fn reply_frame(frame: &[u8], out: &mut [u8], stamp: Option<(u64, u64)>) -> Option<usize> {
     // The UDP checksum is not verified (a veth peer leaves it unfinished); the probe header's
     // own checks remain.
-    let d = frame::parse_udp(frame)?;
-    if !probe::is_probe(d.payload) {
+    let request = udp_frame::Frame::new_unchecked(frame);
+    let repr = udp_frame::Repr::parse(&request).ok()?;
+    if !probe::is_probe(request.payload()) {
         return None;
     }
-    let len = frame::write_udp(out, (d.dst_mac, d.src_mac), d.dst, d.src, d.payload)?;
+    let len = repr.reply().emit_into(out, request.payload()).ok()?;
     if let Some((rx, tx)) = stamp {
         stamp_reply(&mut out[..len], rx, tx);
     }
@@ -173,9 +173,10 @@ pub fn reply_frame(frame: &[u8], out: &mut [u8], stamp: Option<(u64, u64)>) -> O
 /// Writes the responder's stamps into the probe of the reply frame `reply` and makes its UDP
 /// checksum again.
 fn stamp_reply(reply: &mut [u8], rx_ns: u64, tx_ns: u64) {
-    probe::Packet::new_unchecked(&mut reply[frame::HEADERS_LEN..])
-        .set_responder_stamps(rx_ns, tx_ns);
-    frame::refill_udp_checksum(reply);
+    // `reply_frame` wrote `reply`, so its headers are in bounds.
+    let mut reply = udp_frame::Frame::new_unchecked(reply);
+    probe::Packet::new_unchecked(reply.payload_mut()).set_responder_stamps(rx_ns, tx_ns);
+    reply.fill_udp_checksum();
 }
 
 /// Reflects probes arriving on an AF_XDP socket (whose program redirects the reflector's UDP
