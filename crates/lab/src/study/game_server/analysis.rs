@@ -2,14 +2,13 @@
 //! buffer and client count, Table I's and the flood's points, first drops and the other
 //! figures the tables, figures and conclusions are drawn from.
 //!
-//! Percentiles come from the point's JSON summary; a percentile that is not in it (p95 is not
-//! a standard latlab percentile, so it does not survive a JSON round trip of `Summary`) is
-//! computed from the point's `.hlog`, which holds the whole histogram.
+//! Percentiles (p95 included) come from the point's JSON summary, which keeps every
+//! percentile it was written with; the `.hlog` beside it gives Figure 3 its whole histogram.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use latlab_stats::{Estimate, LatencyHistogram, Quantile, Z_95};
+use latlab_stats::{Estimate, LatencyHistogram, Quantile};
 use serde::Deserialize;
 
 use super::{Point, DEFAULT_RCVBUF, DROP_THRESHOLD, LOSSLESS_THRESHOLD};
@@ -24,8 +23,6 @@ pub(super) struct Loaded {
     /// File stem, the point's key.
     pub(super) key: String,
     pub(super) point: Point,
-    /// The raw `latency_last_ns` object, for percentiles `Summary` does not read back.
-    pub(super) raw_last: serde_json::Value,
     /// The histogram from the `.hlog`, when there is one that reads.
     pub(super) hist: Option<LatencyHistogram>,
 }
@@ -54,11 +51,8 @@ pub(super) fn load_points(out: &Path) -> Result<LoadedAll, StudyError> {
             .and_then(|text| {
                 serde_json::from_str::<serde_json::Value>(&text).map_err(|e| e.to_string())
             })
-            .and_then(|value| {
-                let point = Point::deserialize(&value).map_err(|e| e.to_string())?;
-                Ok((point, value))
-            });
-        let (point, value) = match parsed {
+            .and_then(|value| Point::deserialize(&value).map_err(|e| e.to_string()));
+        let point = match parsed {
             Ok(p) => p,
             Err(reason) => {
                 all.skipped.push(format!("{file}: {reason}"));
@@ -80,16 +74,7 @@ pub(super) fn load_points(out: &Path) -> Result<LoadedAll, StudyError> {
             }
             None => None,
         };
-        let raw_last = value
-            .get("latency_last_ns")
-            .cloned()
-            .unwrap_or(serde_json::Value::Null);
-        all.points.push(Loaded {
-            key,
-            point,
-            raw_last,
-            hist,
-        });
+        all.points.push(Loaded { key, point, hist });
     }
     Ok(all)
 }
@@ -104,17 +89,8 @@ pub(super) enum Pct {
 
 impl Loaded {
     pub(super) fn pct(&self, q: &Quantile) -> Pct {
-        match self.raw_last.get(q.key) {
-            Some(serde_json::Value::Number(n)) => {
-                if let Some(v) = n.as_u64() {
-                    return Pct::Value(v);
-                }
-            }
-            Some(serde_json::Value::Null) => return Pct::TooFew,
-            _ => {}
-        }
-        match &self.hist {
-            Some(h) => match Estimate::of(h, q.q, Z_95) {
+        match self.point.latency_last_ns.percentile(q.key) {
+            Some(p) => match p.estimate {
                 Estimate::Value { value_ns, .. } => Pct::Value(value_ns),
                 Estimate::TooFewSamples { .. } => Pct::TooFew,
             },

@@ -240,7 +240,7 @@ fn the_artefacts_of_a_synthetic_study() {
         !fields[9].is_empty() && fields[11].is_empty() && fields[12].is_empty(),
         "{tiny}"
     );
-    // p95 survives (from the .hlog) for the big points.
+    // p95 survives (in the point's JSON) for the big points.
     let first: Vec<&str> = lines[1].split(',').collect();
     assert!(!first[10].is_empty(), "{}", lines[1]);
 
