@@ -22,7 +22,7 @@ use latlab_engine::{PollMode, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_io::Io;
 use latlab_lab::measure::{self, GenOptions, ThreadChoice};
-use latlab_lab::results::{self, ResultsDir, RunSummary};
+use latlab_lab::results::{self, ResultsDir};
 use latlab_lab::units::{format_rate, parse_bytes, parse_duration, parse_rate};
 use latlab_probe::Pattern;
 
@@ -43,7 +43,8 @@ enum Command {
     /// Measure this machine's UDP echo path at a few rates, end to end, and write a results
     /// folder.
     Demo(DemoArgs),
-    /// Print the table of a results folder again, from its data.
+    /// Draw a results folder again from its data: a gen or demo folder's table (and CCDF
+    /// plot), a study's tables, figures and report.md.
     Report(ReportArgs),
     /// Run the model game server: every game packet is sent to every client of its game.
     Serve(ServeArgs),
@@ -445,9 +446,9 @@ struct DemoArgs {
 
 #[derive(Debug, clap::Args)]
 struct ReportArgs {
-    /// A results folder written by gen --out or demo.
+    /// A results folder written by gen --out, demo or a study.
     dir: PathBuf,
-    /// Draw the CCDF of every run in it again, into this SVG file.
+    /// Draw the CCDF of every run in it again, into this SVG file (gen and demo folders).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
 }
@@ -786,43 +787,19 @@ fn demo(a: DemoArgs) -> Result<()> {
 }
 
 fn report(a: ReportArgs) -> Result<()> {
-    let path = a.dir.join("summary.json");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
-    let value: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{}", path.display()))?;
-    // A demo folder holds a list of runs, each in a rate-…/ folder; a gen folder holds one.
-    let (runs, dirs): (Vec<RunSummary>, Vec<PathBuf>) = match value.get("runs") {
-        Some(runs) => {
-            let runs: Vec<RunSummary> = serde_json::from_value(runs.clone())
-                .with_context(|| format!("{}: runs", path.display()))?;
-            let dirs = runs
-                .iter()
-                .map(|r| match &r.setup.dir {
-                    Some(d) => a.dir.join(d),
-                    None => a.dir.join(format!("rate-{}pps", r.offered_pps as u64)),
-                })
-                .collect();
-            (runs, dirs)
-        }
-        None => (vec![RunSummary::load(&path)?], vec![a.dir.clone()]),
+    use latlab_lab::report::{self, Redrawn, ReportOptions};
+    let options = ReportOptions {
+        dir: a.dir,
+        plot: a.plot,
     };
-    print!(
-        "{}",
-        latlab_lab::table::render(&runs.iter().collect::<Vec<_>>())
-    );
-    if let Some(plot) = a.plot {
-        let mut series = Vec::new();
-        for (run, dir) in runs.iter().zip(&dirs) {
-            let csv = dir.join("ccdf.csv");
-            let file = std::fs::File::open(&csv).with_context(|| format!("{}", csv.display()))?;
-            let points = latlab_stats::read_ccdf_csv(std::io::BufReader::new(file))
-                .with_context(|| format!("{}", csv.display()))?;
-            series.push((run.setup.label.clone(), points));
+    match report::run(&options)? {
+        Redrawn::Runs { runs, plot } => {
+            print!("{}", runs.table());
+            if let Some(plot) = plot {
+                println!("plot: {}", plot.display());
+            }
         }
-        let svg =
-            latlab_lab::plot::ccdf_svg("latency CCDF", &series).map_err(anyhow::Error::msg)?;
-        results::write_atomic(&plot, svg.as_bytes())?;
-        println!("plot: {}", plot.display());
+        Redrawn::Study { report, .. } => println!("report: {}", report.display()),
     }
     Ok(())
 }
@@ -986,7 +963,7 @@ fn parse_loads(text: &str) -> Result<Vec<f64>> {
 }
 
 fn game_study(a: GameStudyArgs) -> Result<()> {
-    use latlab_lab::gamestudy::{StudyOptions, DEFAULT_RCVBUF};
+    use latlab_lab::study::game_server::{StudyOptions, DEFAULT_RCVBUF};
     let loads = parse_loads(&a.loads)?;
     let rcvbufs = a
         .rcvbuf
@@ -1017,9 +994,8 @@ fn game_study(a: GameStudyArgs) -> Result<()> {
     options.flood = !a.no_flood;
     options.namespaces = !a.loopback;
     let mut bar = progress::StudyBar::new();
-    let report =
-        latlab_lab::gamestudy::run(&options, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
-    println!("report: {}", report.display());
+    let report = latlab_lab::study::game_server::run(&options, &STOP, &mut bar)?;
+    println!("report: {}", report.report.display());
     if STOP.is_raised() {
         eprintln!("stopped by Ctrl-C: the finished points are in the folder; rerun with --resume to go on");
     }
@@ -1268,7 +1244,7 @@ fn emu_finish(
 }
 
 fn emu_study(a: EmuStudyArgs) -> Result<()> {
-    use latlab_lab::emustudy::{self, EmuStudyOptions};
+    use latlab_lab::study::emulator::{self, EmuStudyOptions};
     if let Some(reason) = latlab_lab::topology::why_no_namespaces() {
         bail!("study emulator needs network namespaces: {reason}");
     }
@@ -1282,8 +1258,8 @@ fn emu_study(a: EmuStudyArgs) -> Result<()> {
     options.delays_ns = a.delays.iter().map(|d| d.as_nanos() as u64).collect();
     options.rate_duration = a.rate_duration;
     let mut bar = progress::StudyBar::new();
-    let report = emustudy::run(&options, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
-    println!("report: {}", report.display());
+    let report = emulator::run(&options, &STOP, &mut bar)?;
+    println!("report: {}", report.report.display());
     Ok(())
 }
 

@@ -63,7 +63,7 @@ impl StudyBar {
     }
 }
 
-impl latlab_lab::gamestudy::StudyProgress for StudyBar {
+impl latlab_lab::study::StudyProgress for StudyBar {
     fn point(&mut self, describe: &str, done: usize, total: usize) {
         if !std::io::stderr().is_terminal() {
             return;
@@ -82,6 +82,13 @@ impl latlab_lab::gamestudy::StudyProgress for StudyBar {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
         bar.set_message(describe.to_string());
+    }
+
+    fn note(&mut self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.suspend(|| eprintln!("{line}")),
+            None => eprintln!("{line}"),
+        }
     }
 
     fn finish(&mut self) {

@@ -212,3 +212,57 @@ fn a_short_emulator_study_writes_its_report() {
         .unwrap()
         .starts_with("<svg"));
 }
+
+#[test]
+fn report_draws_an_emulator_study_again_as_the_study_wrote_it() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let run = assert_cmd::Command::new(cargo_bin("latlab"))
+        .args(["study", "emulator", "--duration", "600ms", "--rates", "1k"])
+        .args(["--delays", "100us", "--rate-duration", "100ms", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let artefacts = || -> std::collections::BTreeMap<String, Vec<u8>> {
+        std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().unwrap().is_file())
+            .map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name, std::fs::read(e.path()).unwrap())
+            })
+            .collect()
+    };
+    let written = artefacts();
+    for f in ["study.json", "report.md", "accuracy.svg", "per-packet.svg"] {
+        assert!(written.contains_key(f), "{f} missing: {:?}", written.keys());
+    }
+    assert_eq!(
+        common::read_json(&out.join("study.json"))["kind"],
+        "emulator"
+    );
+    for name in written.keys().filter(|n| *n != "study.json") {
+        std::fs::remove_file(out.join(name)).unwrap();
+    }
+    let report = assert_cmd::Command::new(cargo_bin("latlab"))
+        .arg("report")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    assert_eq!(artefacts(), written, "the redrawn files differ");
+}

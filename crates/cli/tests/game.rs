@@ -130,3 +130,79 @@ fn a_two_point_study_in_namespaces_writes_its_report_and_resumes() {
         "namespaces left behind"
     );
 }
+
+/// Every file of `dir` (not its `points/`), by name, with its bytes.
+fn artefacts(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn report_draws_a_study_folder_again_as_the_study_wrote_it() {
+    let _turn = common::engines();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let run = assert_cmd::Command::new(cargo_bin("latlab"))
+        .args(["study", "game-server", "--loopback", "--clients", "4"])
+        .args(["--loads", "2k", "--rcvbuf", "default", "--io", "socket"])
+        .args(["--duration", "300ms", "--no-flood", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let written = artefacts(&out);
+    for f in [
+        "study.json",
+        "report.md",
+        "table1.csv",
+        "fig3-histogram.svg",
+    ] {
+        assert!(written.contains_key(f), "{f} missing: {:?}", written.keys());
+    }
+    assert_eq!(
+        common::read_json(&out.join("study.json"))["kind"],
+        "game-server"
+    );
+    for name in written.keys().filter(|n| *n != "study.json") {
+        std::fs::remove_file(out.join(name)).unwrap();
+    }
+    let report = assert_cmd::Command::new(cargo_bin("latlab"))
+        .arg("report")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    assert!(String::from_utf8_lossy(&report.stdout).contains("report.md"));
+    assert_eq!(artefacts(&out), written, "the redrawn files differ");
+    // A study has no CCDF runs to plot: --plot says so in one line and writes nothing.
+    let plot = dir.path().join("plot.svg");
+    let refused = assert_cmd::Command::new(cargo_bin("latlab"))
+        .arg("report")
+        .arg(&out)
+        .arg("--plot")
+        .arg(&plot)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--plot"), "{stderr}");
+    assert!(!plot.exists());
+}

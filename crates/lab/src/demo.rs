@@ -315,7 +315,7 @@ fn emulated_run(
 > {
     let lab = ClientEmuServer::build()?;
     log(&format!("lab: {}", lab.describe()));
-    let ((summary, result), report) = crate::emustudy::with_emulator(
+    let ((summary, result), report) = crate::study::emulator::bridge::with_emulator(
         &lab,
         latlab_io::Io::Packet,
         emulated_link(1),

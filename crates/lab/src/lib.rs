@@ -2,11 +2,13 @@
 //!
 //! Topologies of network namespaces joined by veth pairs (or loopback), measurements from
 //! options to summaries, results folders written whole or not at all, tables and plots drawn
-//! from the results data, and the demo.
+//! from the results data, the demo, and the studies ([`study`]: one error type, one progress
+//! trait and one points folder for all of them, each study in a module folder of its own).
 //!
 //! Results are data first: a run's `summary.json`, `.hlog` and `ccdf.csv` are written before
 //! anything is drawn, and [`table::render`] and [`plot::ccdf_svg`] take only that data, so any
-//! report can be made again from a results folder.
+//! report can be made again from a results folder; [`report::redraw`] does it for any folder a
+//! `gen`, `demo` or study wrote.
 //!
 //! ```
 //! use latlab_lab::units::{format_us, parse_duration};
@@ -18,12 +20,11 @@
 pub mod demo;
 pub mod emuconfig;
 pub mod emureport;
-pub mod emustudy;
-pub mod gamereport;
-pub mod gamestudy;
 pub mod measure;
 pub mod plot;
+pub mod report;
 pub mod results;
+pub mod study;
 pub mod table;
 pub mod topology;
 pub mod units;

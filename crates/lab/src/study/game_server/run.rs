@@ -1,18 +1,9 @@
-//! `latlab study game-server`: the game-server latency study of Emmerich et al., on this
-//! machine.
-//!
-//! For each server I/O mode, receive buffer size and client count, the offered load rises until
-//! more than 5% of the copies are lost (the first-drop load), then the table points are measured
-//! at 20%, 90% and 110% of it, then the flood scenario. Each point is written to `points/` as
-//! soon as it is measured (`<key>.json` and `<key>.hlog`, each whole or absent), so an
-//! interrupted study keeps what it finished and `--resume` skips it. The artefacts (Table I,
-//! Figures 2–4, the flood table and `report.md`) are drawn from those files only.
+//! Running the game-server study: the lab, the grid of points, and each point's measurement,
+//! written to the points folder as soon as it is done.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,130 +14,11 @@ use latlab_engine::{PollMode, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_probe::{Pattern, ProbeConfig};
 use latlab_stats::{LatencyHistogram, Summary};
-use serde::{Deserialize, Serialize};
 
-use crate::results::write_atomic;
-use crate::topology::{ClientServer, TopologyError};
-
-/// The Linux default receive buffer the paper calls "default" (208 KiB).
-pub const DEFAULT_RCVBUF: usize = 212_992;
-/// Copy loss above which a load counts as the first drop.
-pub const DROP_THRESHOLD: f64 = 0.05;
-/// Copy loss at or below which a load counts as lossless (Fig. 4).
-pub const LOSSLESS_THRESHOLD: f64 = 0.001;
-
-/// Errors of the study.
-#[derive(Debug, thiserror::Error)]
-pub enum StudyError {
-    /// The topology could not be built.
-    #[error("building the lab: {0}")]
-    Topology(#[from] TopologyError),
-    /// Sockets, threads or files.
-    #[error(transparent)]
-    Io(#[from] io::Error),
-    /// The results folder exists and `--resume` was not given.
-    #[error(
-        "results folder {0} exists already: pass --resume to continue it, or pick another --out"
-    )]
-    Exists(PathBuf),
-}
-
-/// What the study measures.
-#[derive(Clone, Debug)]
-pub struct StudyOptions {
-    /// Client counts.
-    pub clients: Vec<u32>,
-    /// Offered loads, packets per second, ascending.
-    pub loads: Vec<f64>,
-    /// Receive buffer sizes of the server socket, bytes.
-    pub rcvbufs: Vec<usize>,
-    /// Server I/O modes.
-    pub ios: Vec<ServerIo>,
-    /// Sending time per point.
-    pub duration: Duration,
-    /// Results folder.
-    pub out: PathBuf,
-    /// Continue a folder, skipping finished points.
-    pub resume: bool,
-    /// Use namespaces when possible.
-    pub namespaces: bool,
-    /// Emulated work per packet, TSC cycles.
-    pub work_cycles: u64,
-    /// UDP payload bytes (the paper: 128).
-    pub payload_len: usize,
-    /// Run the flood scenario.
-    pub flood: bool,
-}
-
-impl StudyOptions {
-    /// The paper's grid on this machine.
-    pub fn new(out: PathBuf) -> StudyOptions {
-        StudyOptions {
-            clients: vec![4, 8, 16, 32],
-            loads: (1..=10).map(|k| k as f64 * 10_000.0).collect(),
-            rcvbufs: vec![16 * 1024, 64 * 1024, DEFAULT_RCVBUF],
-            ios: vec![ServerIo::Socket, ServerIo::Batched],
-            duration: Duration::from_secs(2),
-            out,
-            resume: false,
-            namespaces: true,
-            work_cycles: 150,
-            payload_len: 128,
-            flood: true,
-        }
-    }
-}
-
-/// One measured point, as written to `points/<key>.json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Point {
-    /// `sweep`, `table` or `flood-…`.
-    pub phase: String,
-    /// `socket` or `batched`.
-    pub io: String,
-    /// Clients that receive each copy.
-    pub clients: u32,
-    /// Server `SO_RCVBUF` asked for, bytes.
-    pub rcvbuf: usize,
-    /// Server `SO_RCVBUF` the kernel granted, bytes.
-    pub rcvbuf_granted: usize,
-    /// Offered load of the measuring client, packets per second.
-    pub load_pps: f64,
-    /// For table points: the load as a fraction of the first-drop load.
-    pub load_fraction: Option<f64>,
-    /// Flood packets per second offered by the flooding client (flood points).
-    pub flood_pps: Option<f64>,
-    /// Per-client rate limit on the server (flood points).
-    pub rate_limit_pps: Option<f64>,
-    /// Probes sent (after warm-up).
-    pub sent: u64,
-    /// Probes the sender could not send in time.
-    pub unsent: u64,
-    /// Probes every client received.
-    pub complete: u64,
-    /// Copies expected and received.
-    pub copies_expected: u64,
-    /// See `copies_expected`.
-    pub copies_received: u64,
-    /// 1 − received / expected.
-    pub loss_ratio: f64,
-    /// Rate the probes left at.
-    pub achieved_pps: f64,
-    /// Latency until the last client has its copy.
-    pub latency_last_ns: Summary,
-    /// Latency until the first client has its copy.
-    pub latency_first_ns: Summary,
-    /// The server's counters.
-    pub server: BTreeMap<String, u64>,
-}
-
-fn key(phase: &str, io: &str, clients: u32, rcvbuf: usize, load: f64) -> String {
-    format!(
-        "{phase}-{io}-c{clients}-b{}k-{}pps",
-        rcvbuf / 1024,
-        load.round() as u64
-    )
-}
+use super::{key, Point, StudyOptions, DEFAULT_RCVBUF, DROP_THRESHOLD, QUANTILES};
+use crate::study::points::{Existing, PointsDir};
+use crate::study::{StudyError, StudyFile, StudyKind, StudyProgress};
+use crate::topology::ClientServer;
 
 /// Where the lab's two ends are.
 struct Lab {
@@ -243,33 +115,28 @@ impl PointSpec {
     }
 }
 
-/// Progress of the whole study.
-pub trait StudyProgress {
-    /// A point starts: its description, how many points are done and how many there are at
-    /// most.
-    fn point(&mut self, describe: &str, done: usize, total: usize);
-    /// The study ended.
-    fn finish(&mut self);
-}
-
-/// Runs the study and writes its artefacts; returns the path of `report.md`.
-pub fn run(
+/// Measures every point of the study into `<out>/points` (the ones a resumed study has are
+/// read back) and writes `study.json`; returns the lab's description.
+pub(super) fn measure_all(
     options: &StudyOptions,
     stop: &Stop,
     progress: &mut dyn StudyProgress,
-    log: &mut dyn FnMut(&str),
-) -> Result<PathBuf, StudyError> {
-    let points_dir = options.out.join("points");
-    if options.out.exists() && !options.resume {
-        return Err(StudyError::Exists(options.out.clone()));
-    }
-    fs::create_dir_all(&points_dir)?;
+) -> Result<String, StudyError> {
+    let existing = if options.resume {
+        Existing::Continue
+    } else {
+        Existing::RefuseResumable
+    };
+    let points = PointsDir::create(&options.out, existing)?;
     let lab = Lab::build(options.namespaces)?;
-    log(&format!("lab: {}", lab.topology.describe()));
+    let topology = lab.topology.describe();
+    progress.note(&format!("lab: {topology}"));
+    StudyFile::new(StudyKind::GameServer, &topology).write(&options.out)?;
     let mut options = options.clone();
     if matches!(lab.topology, ClientServer::Loopback { .. }) && options.ios.contains(&ServerIo::Xdp)
     {
-        log("AF_XDP needs the namespaces' veth pair: the xdp server is left out on loopback");
+        progress
+            .note("AF_XDP needs the namespaces' veth pair: the xdp server is left out on loopback");
         options.ios.retain(|io| *io != ServerIo::Xdp);
     }
     if options.ios.contains(&ServerIo::Xdp) {
@@ -285,7 +152,7 @@ pub fn run(
             .map(drop)
         });
         if let Err(why) = opened.and_then(|r| r) {
-            log(&format!("the xdp server is left out: {why}"));
+            progress.note(&format!("the xdp server is left out: {why}"));
             options.ios.retain(|io| *io != ServerIo::Xdp);
         }
     }
@@ -298,11 +165,11 @@ pub fn run(
     let mut runner = Runner {
         options,
         lab: &lab,
-        points_dir: &points_dir,
+        points: &points,
         server_cpu,
         client_cpu,
         stop,
-        log,
+        progress,
     };
     let series = options.ios.len() * options.clients.len() * options.rcvbufs.len();
     let total = series * options.loads.len()
@@ -338,7 +205,7 @@ pub fn run(
                                 flood_pps: None,
                                 rate_limit_pps: None,
                             };
-                            progress.point(&spec.describe(), done, total);
+                            runner.progress.point(&spec.describe(), done, total);
                             let p = runner.point(&spec)?;
                             done += 1;
                             losses[i] = Some(p.loss_ratio);
@@ -385,7 +252,7 @@ pub fn run(
                     flood_pps: None,
                     rate_limit_pps: None,
                 };
-                progress.point(&spec.describe(), done, total);
+                runner.progress.point(&spec.describe(), done, total);
                 runner.point(&spec)?;
                 done += 1;
             }
@@ -418,45 +285,41 @@ pub fn run(
                 flood_pps: Some(flood),
                 rate_limit_pps: limit,
             };
-            progress.point(&spec.describe(), done, total);
+            runner.progress.point(&spec.describe(), done, total);
             runner.point(&spec)?;
             done += 1;
         }
     }
-    progress.finish();
-    let report = crate::gamereport::write_artefacts(&options.out, &lab.topology.describe())?;
-    Ok(report)
+    runner.progress.finish();
+    Ok(topology)
 }
 
 struct Runner<'a> {
     options: &'a StudyOptions,
     lab: &'a Lab,
-    points_dir: &'a Path,
+    points: &'a PointsDir,
     server_cpu: Option<usize>,
     client_cpu: Option<usize>,
     stop: &'a Stop,
-    log: &'a mut dyn FnMut(&str),
+    progress: &'a mut dyn StudyProgress,
 }
 
 impl Runner<'_> {
     /// Measures one point, or reads it back when a resumed study has it already.
     fn point(&mut self, spec: &PointSpec) -> Result<Point, StudyError> {
         let key = spec.key();
-        let json_path = self.points_dir.join(format!("{key}.json"));
-        if self.options.resume {
-            if let Ok(text) = fs::read_to_string(&json_path) {
-                if let Ok(p) = serde_json::from_str::<Point>(&text) {
-                    (self.log)(&format!("resume: {key} is done, skipped"));
-                    return Ok(p);
-                }
-            }
+        if let Some(p) = self.points.resumed::<Point>(&key) {
+            self.progress
+                .note(&format!("resume: {key} is done, skipped"));
+            return Ok(p);
         }
         let (point, histogram) = self.measure(spec)?;
         if point_is_whole(&point, self.stop) {
-            let hlog = crate::gamereport::hlog_of(&histogram, &key)?;
-            write_atomic(&self.points_dir.join(format!("{key}.hlog")), &hlog)?;
-            let json = serde_json::to_string_pretty(&point).map_err(io::Error::other)?;
-            write_atomic(&json_path, format!("{json}\n").as_bytes())?;
+            let comment = format!(
+                "latlab game-server study point {key}: latency until the last client has its copy, ns"
+            );
+            self.points
+                .write(&key, &point, Some((&histogram, &comment)))?;
         }
         Ok(point)
     }
@@ -566,14 +429,8 @@ impl Runner<'_> {
             copies_received: r.copies_received,
             loss_ratio: r.copy_loss_ratio(),
             achieved_pps: result.achieved_pps,
-            latency_last_ns: Summary::with_quantiles(
-                &r.latency_last,
-                &crate::gamereport::QUANTILES,
-            ),
-            latency_first_ns: Summary::with_quantiles(
-                &r.latency_first,
-                &crate::gamereport::QUANTILES,
-            ),
+            latency_last_ns: Summary::with_quantiles(&r.latency_last, &QUANTILES),
+            latency_first_ns: Summary::with_quantiles(&r.latency_first, &QUANTILES),
             server,
         };
         Ok((point, result.report.latency_last))

@@ -1,0 +1,147 @@
+//! The tables of the emulator study's `report.md`: added latency at delay 0, accuracy, loss
+//! models and forwarding rate, as Markdown.
+
+use super::analysis::{mean_error, p, release, us, Analysis};
+use super::{RatePoint, FRAME_SIZES};
+use crate::units::format_us;
+
+/// Added latency at delay 0: the emulator against the kernel's IP forwarding, per rate.
+pub(super) fn added_latency(a: &Analysis) -> String {
+    let mut md = String::new();
+    md.push_str("## Added latency at delay 0: latlab emu vs the kernel's IP forwarding\n\n");
+    md.push_str("| rate | kernel p50 [µs] | kernel mean [µs] | emu p50 [µs] | emu mean [µs] | added p50 [µs] | added mean [µs] | emu release error p50 / p99 [µs] |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for &rate in &a.rates {
+        if let (Some(k), Some(e)) = (a.find("kernel", 0, rate), a.find("emu", 0, rate)) {
+            let (kp, ep) = (p(&k.run.latency_ns, "p50"), p(&e.run.latency_ns, "p50"));
+            let rel = release(e);
+            md.push_str(&format!(
+                "| {rate:.0} | {} | {:.1} | {} | {:.1} | {} | {:.1} | {} / {} |\n",
+                us(kp),
+                k.run.latency_ns.mean_ns / 1000.0,
+                us(ep),
+                e.run.latency_ns.mean_ns / 1000.0,
+                us(ep.zip(kp).map(|(a, b)| a - b)),
+                (e.run.latency_ns.mean_ns - k.run.latency_ns.mean_ns) / 1000.0,
+                us(rel.0),
+                us(rel.1),
+            ));
+        }
+    }
+    md
+}
+
+/// Accuracy: (latency with D) − (latency with no delay) − D, per delay and rate, with a note
+/// for each rate at which the emulator was overloaded even with no delay.
+pub(super) fn accuracy(a: &Analysis) -> String {
+    let mut md = String::new();
+    md.push_str("\n## Accuracy: (latency with D) − (latency with no delay) − D\n\n");
+    md.push_str("| D | rate | mean error [µs] | std dev with D [µs] | p50 error [µs] | p99 error [µs] | p99.9 error [µs] | release error p50 / p99 / max [µs] | lost |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for &rate in &a.rates {
+        let Some(base) = a.find("emu", 0, rate) else {
+            continue;
+        };
+        for d in a.delays(rate) {
+            let Some(pt) = a.find("emu", d, rate) else {
+                continue;
+            };
+            let err = |key: &str| {
+                p(&pt.run.latency_ns, key)
+                    .zip(p(&base.run.latency_ns, key))
+                    .map(|(a, b)| a - b - d as f64)
+            };
+            let rel = release(pt);
+            md.push_str(&format!(
+                "| {} | {rate:.0} | {:.1} | {:.1} | {} | {} | {} | {} / {} / {} | {} |\n",
+                format_us(d as f64),
+                mean_error(pt, base, d) / 1000.0,
+                pt.run.latency_ns.stddev_ns / 1000.0,
+                us(err("p50")),
+                us(err("p99")),
+                us(err("p99_9")),
+                us(rel.0),
+                us(rel.1),
+                us(rel.2),
+                pt.run.lost,
+            ));
+        }
+    }
+    for &rate in &a.rates {
+        if let Some((Some(p50), _, _)) = a.find("emu", 0, rate).map(release) {
+            if p50 > 100_000.0 {
+                md.push_str(&format!(
+                    "\nAt {rate:.0} pps the emulator could not keep up even with no delay (release error p50 {:.1} µs): the accuracy rows at that rate measure its overload, not the delay.\n",
+                    p50 / 1000.0
+                ));
+            }
+        }
+    }
+    md
+}
+
+/// Loss models: the loss and burst lengths produced against the configured ones.
+pub(super) fn loss_models(a: &Analysis) -> String {
+    let mut md = String::new();
+    md.push_str("\n## Loss models: produced vs configured\n\n| model | configured loss | measured loss | configured mean burst | measured mean burst | max burst | bursts |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    for pt in a.points.iter().filter(|p| p.path.starts_with("loss-")) {
+        let n = pt.loss_bursts.len();
+        let mean = if n == 0 {
+            0.0
+        } else {
+            pt.loss_bursts.iter().sum::<u64>() as f64 / n as f64
+        };
+        md.push_str(&format!(
+            "| {} | {:.3}% | {:.3}% | {:.2} | {:.2} | {} | {n} |\n",
+            pt.path.trim_start_matches("loss-"),
+            100.0 * pt.configured_loss.unwrap_or(0.0),
+            100.0 * pt.run.loss_ratio,
+            pt.expected_mean_burst.unwrap_or(0.0),
+            mean,
+            pt.loss_bursts.iter().max().copied().unwrap_or(0),
+        ));
+    }
+    md
+}
+
+/// The forwarding rate at the RFC 2544 frame sizes through the three paths.
+pub(super) fn forwarding_rate(a: &Analysis) -> String {
+    let mut md = String::new();
+    md.push_str("## Forwarding rate, one way, at the RFC 2544 frame sizes\n\nThe blaster sends as fast as its AF_PACKET ring takes frames; a UDP socket in the server counts what arrives. emu is the bridge over AF_PACKET rings, emu-xdp the same bridge over AF_XDP sockets; drops are the frames the kernel dropped before the bridge could read them (RX ring full).\n\n| frame [B] | kernel offered [kpps] | kernel forwarded [kpps] | emu offered [kpps] | emu forwarded [kpps] | emu / kernel | emu drops | emu-xdp offered [kpps] | emu-xdp forwarded [kpps] | emu-xdp / emu | emu-xdp drops |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for size in FRAME_SIZES {
+        let find = |path: &str| {
+            a.rate_points
+                .iter()
+                .find(|p| p.path == path && p.frame_size == size)
+        };
+        let (k, e, x) = (find("kernel"), find("emu"), find("emu-xdp"));
+        if k.is_none() && e.is_none() && x.is_none() {
+            continue;
+        }
+        let kpps = |p: Option<&RatePoint>, f: fn(&RatePoint) -> f64| {
+            p.map_or("-".into(), |p| format!("{:.1}", f(p) / 1000.0))
+        };
+        let ratio = |a: Option<&RatePoint>, b: Option<&RatePoint>| {
+            a.zip(b).map_or("-".into(), |(a, b)| {
+                format!("{:.2}", a.forwarded_pps() / b.forwarded_pps().max(1.0))
+            })
+        };
+        let drops = |p: Option<&RatePoint>| {
+            p.and_then(|e| e.emulator.as_ref())
+                .and_then(|j| j["a_to_b"]["dropped_by_emulator"]["kernel_rx_ring"].as_u64())
+                .map_or("-".into(), |d| d.to_string())
+        };
+        md.push_str(&format!(
+            "| {size} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            kpps(k, RatePoint::offered_pps),
+            kpps(k, RatePoint::forwarded_pps),
+            kpps(e, RatePoint::offered_pps),
+            kpps(e, RatePoint::forwarded_pps),
+            ratio(e, k),
+            drops(e),
+            kpps(x, RatePoint::offered_pps),
+            kpps(x, RatePoint::forwarded_pps),
+            ratio(x, e),
+            drops(x),
+        ));
+    }
+    md
+}

@@ -1,0 +1,167 @@
+//! The emulator study's report drawn from synthetic point files.
+
+use std::fs;
+use std::path::Path;
+
+use latlab_stats::{LatencyHistogram, Summary};
+
+use super::report::write;
+use super::{EmuPoint, RatePoint, TRACE_DELAY_NS};
+use crate::results::{MalformedCounts, RunSetup, RunSummary, WarmupCounts};
+use crate::study::points::{Existing, PointsDir};
+
+/// `n` round trips spread ±20% around `mean_us`, `lost` of `n + lost` probes lost.
+pub(crate) fn run(mean_us: f64, n: u64, lost: u64, rate: f64) -> RunSummary {
+    let mut h = LatencyHistogram::new();
+    let mean = (mean_us * 1000.0) as u64;
+    let spread = mean / 5;
+    for i in 0..n {
+        h.record(mean - spread + (i * 2 * spread) / n);
+    }
+    let empty = Summary::from_histogram(&LatencyHistogram::new());
+    RunSummary {
+        latlab_version: "test".into(),
+        setup: RunSetup {
+            label: format!("{rate} pps"),
+            target: "198.18.1.2:7777".into(),
+            topology: "client-emu-server".into(),
+            pattern: "constant".into(),
+            payload_bytes: 64,
+            flows: 1,
+            duration_s: 1.0,
+            warmup_s: 0.3,
+            poll: "block".into(),
+            threads: "one-loop".into(),
+            dir: None,
+        },
+        sent: n + lost,
+        received: n,
+        lost,
+        unsent: 0,
+        loss_ratio: lost as f64 / (n + lost) as f64,
+        reordered: 0,
+        duplicated: 0,
+        malformed: MalformedCounts::default(),
+        warmup: WarmupCounts::default(),
+        offered_pps: rate,
+        achieved_pps: rate,
+        timestamp_source: "kernel-software".into(),
+        start_time_unix_ns: 0,
+        stopped_early: false,
+        latency_ns: Summary::from_histogram(&h),
+        send_lag_ns: empty.clone(),
+        latency_from_actual_send_ns: empty.clone(),
+        responder_dwell_ns: empty,
+    }
+}
+
+fn emulator_json(release_p50_ns: f64) -> serde_json::Value {
+    serde_json::json!({
+        "a_to_b": {
+            "release_error_ns": {"p50": release_p50_ns, "p99": release_p50_ns * 3.0, "max": release_p50_ns * 10.0},
+            "dropped_by_emulator": {"kernel_rx_ring": 7},
+        }
+    })
+}
+
+/// Kernel and emulator at delay 0 and the emulator at 100 µs and 1 ms, at 1 kpps; the two loss
+/// models; the forwarding rate of two paths at two sizes.
+pub(crate) fn synthetic_study(out: &Path) {
+    let points = PointsDir::create(out, Existing::Refuse).unwrap();
+    let rate = 1000.0;
+    let latency = |path: &str, delay_ns: u64, mean_us: f64| EmuPoint {
+        path: path.into(),
+        delay_ns,
+        rate_pps: rate,
+        run: run(mean_us, 2000, 0, rate),
+        loss_bursts: Vec::new(),
+        configured_loss: None,
+        expected_mean_burst: None,
+        emulator: (path == "emu").then(|| emulator_json(2_000.0)),
+        trace: (delay_ns == TRACE_DELAY_NS)
+            .then(|| (0..4000u64).map(|i| (i * 1_000, 140_000 + i % 7)).collect()),
+    };
+    for (path, delay_ns, mean_us) in [
+        ("kernel", 0, 30.0),
+        ("emu", 0, 40.0),
+        ("emu", TRACE_DELAY_NS, 141.0),
+        ("emu", 1_000_000, 1_042.0),
+    ] {
+        let key = format!("{path}-d{delay_ns}ns-{}pps", rate as u64);
+        points
+            .write(&key, &latency(path, delay_ns, mean_us), None)
+            .unwrap();
+    }
+    for (model, loss, burst, bursts) in [
+        ("loss-bernoulli", 0.01, 1.01, vec![1, 1, 2, 1]),
+        ("loss-gemodel", 0.0385, 4.0, vec![3, 5, 4, 4]),
+    ] {
+        let p = EmuPoint {
+            path: model.into(),
+            delay_ns: 0,
+            rate_pps: 10_000.0,
+            run: run(40.0, 1000, 10, 10_000.0),
+            loss_bursts: bursts,
+            configured_loss: Some(loss),
+            expected_mean_burst: Some(burst),
+            emulator: Some(emulator_json(2_000.0)),
+            trace: None,
+        };
+        points
+            .write(&format!("{model}-d0ns-10000pps"), &p, None)
+            .unwrap();
+    }
+    for (path, size, received) in [
+        ("kernel", 64, 200_000),
+        ("kernel", 1518, 80_000),
+        ("emu", 64, 150_000),
+        ("emu", 1518, 70_000),
+    ] {
+        let p = RatePoint {
+            path: path.into(),
+            frame_size: size,
+            sent: 300_000,
+            received,
+            elapsed_ns: 1_000_000_000,
+            emulator: (path == "emu").then(|| emulator_json(1_000.0)),
+        };
+        points
+            .write(&format!("rate-{path}-{size}"), &p, None)
+            .unwrap();
+    }
+}
+
+#[test]
+fn the_report_of_a_synthetic_study() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("study");
+    synthetic_study(&out);
+    fs::write(out.join("points").join("broken.json"), "{ not json").unwrap();
+    let report_path = write(&out, "namespaces (test)").unwrap();
+    assert_eq!(report_path, out.join("report.md"));
+    let report = fs::read_to_string(&report_path).unwrap();
+    for line in [
+        "Topology: namespaces (test). Round trips",
+        // 10 µs added at p50 and in the mean.
+        "| 1000 | 30.0 | 30.0 | 40.0 | 40.0 | 10.0 | 10.0 | 2.0 / 6.0 |",
+        // 141 − 40 − 100 µs = 1 µs mean error; 1042 − 40 − 1000 µs = 2 µs, less the
+        // histogram buckets' rounding.
+        "| 100.00 µs | 1000 | 1.0 |",
+        "| 1000.00 µs | 1000 | 1.9 |",
+        "| bernoulli | 1.000% | 0.990% | 1.01 | 1.25 | 2 | 4 |",
+        "| gemodel | 3.850% | 0.990% | 4.00 | 4.00 | 5 | 4 |",
+        "| 64 | 300.0 | 200.0 | 300.0 | 150.0 | 0.75 | 7 | - | - | - | - |",
+        "![forwarding rate](forwarding-rate.svg)",
+        "![per-packet latency](per-packet.svg)",
+        "broken.json",
+    ] {
+        assert!(report.contains(line), "{line:?} missing:\n{report}");
+    }
+    for f in ["accuracy.svg", "forwarding-rate.svg", "per-packet.svg"] {
+        let svg = fs::read_to_string(out.join(f)).unwrap();
+        assert!(svg.starts_with("<svg"), "{f}");
+    }
+    // Drawing again from the same points gives the same report.
+    write(&out, "namespaces (test)").unwrap();
+    assert_eq!(fs::read_to_string(&report_path).unwrap(), report);
+}

@@ -1,0 +1,158 @@
+//! `latlab study game-server`: the game-server latency study of Emmerich et al., on this
+//! machine.
+//!
+//! For each server I/O mode, receive buffer size and client count, the offered load rises until
+//! more than 5% of the copies are lost (the first-drop load), then the table points are measured
+//! at 20%, 90% and 110% of it, then the flood scenario. Each point is written to `points/` as
+//! soon as it is measured (`<key>.json` and `<key>.hlog`, each whole or absent), so an
+//! interrupted study keeps what it finished and `--resume` skips it. The artefacts (Table I,
+//! Figures 2–4, the flood table and `report.md`) are drawn from those files only, so
+//! [`report::write`] (and `latlab report DIR`) draws them again from any results folder.
+//!
+//! The modules: `run` measures and writes the points; `analysis` reads them back and
+//! orders them into series; `tables`, `figures` and `conclusions` draw from that analysis;
+//! [`report::write`] writes every artefact. [`run()`] is the two in sequence; the run side and
+//! the report side share only the point schema ([`Point`]) and the constants below.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use latlab_engine::game::ServerIo;
+use latlab_engine::Stop;
+use latlab_stats::{Quantile, Summary};
+use serde::{Deserialize, Serialize};
+
+use super::{StudyError, StudyProgress, StudyReport};
+
+mod analysis;
+mod conclusions;
+mod figures;
+pub mod report;
+mod run;
+mod tables;
+
+/// Runs the study: measures every point into `options.out`'s `points/` folder, then writes
+/// Table I, the figures, the flood table and `report.md` from them.
+pub fn run(
+    options: &StudyOptions,
+    stop: &Stop,
+    progress: &mut dyn StudyProgress,
+) -> Result<StudyReport, StudyError> {
+    let topology = run::measure_all(options, stop, progress)?;
+    let report = report::write(&options.out, &topology)?;
+    Ok(StudyReport {
+        out: options.out.clone(),
+        report,
+    })
+}
+
+/// The percentiles of Table I (and of every point's latency summaries).
+pub const QUANTILES: [Quantile; 4] = [Quantile::P50, Quantile::P95, Quantile::P99, Quantile::P99_9];
+
+/// The Linux default receive buffer the paper calls "default" (208 KiB).
+pub const DEFAULT_RCVBUF: usize = 212_992;
+/// Copy loss above which a load counts as the first drop.
+pub const DROP_THRESHOLD: f64 = 0.05;
+/// Copy loss at or below which a load counts as lossless (Fig. 4).
+pub const LOSSLESS_THRESHOLD: f64 = 0.001;
+
+/// What the study measures.
+#[derive(Clone, Debug)]
+pub struct StudyOptions {
+    /// Client counts.
+    pub clients: Vec<u32>,
+    /// Offered loads, packets per second, ascending.
+    pub loads: Vec<f64>,
+    /// Receive buffer sizes of the server socket, bytes.
+    pub rcvbufs: Vec<usize>,
+    /// Server I/O modes.
+    pub ios: Vec<ServerIo>,
+    /// Sending time per point.
+    pub duration: Duration,
+    /// Results folder.
+    pub out: PathBuf,
+    /// Continue a folder, skipping finished points.
+    pub resume: bool,
+    /// Use namespaces when possible.
+    pub namespaces: bool,
+    /// Emulated work per packet, TSC cycles.
+    pub work_cycles: u64,
+    /// UDP payload bytes (the paper: 128).
+    pub payload_len: usize,
+    /// Run the flood scenario.
+    pub flood: bool,
+}
+
+impl StudyOptions {
+    /// The paper's grid on this machine.
+    pub fn new(out: PathBuf) -> StudyOptions {
+        StudyOptions {
+            clients: vec![4, 8, 16, 32],
+            loads: (1..=10).map(|k| k as f64 * 10_000.0).collect(),
+            rcvbufs: vec![16 * 1024, 64 * 1024, DEFAULT_RCVBUF],
+            ios: vec![ServerIo::Socket, ServerIo::Batched],
+            duration: Duration::from_secs(2),
+            out,
+            resume: false,
+            namespaces: true,
+            work_cycles: 150,
+            payload_len: 128,
+            flood: true,
+        }
+    }
+}
+
+/// One measured point, as written to `points/<key>.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// `sweep`, `table` or `flood-…`.
+    pub phase: String,
+    /// `socket` or `batched`.
+    pub io: String,
+    /// Clients that receive each copy.
+    pub clients: u32,
+    /// Server `SO_RCVBUF` asked for, bytes.
+    pub rcvbuf: usize,
+    /// Server `SO_RCVBUF` the kernel granted, bytes.
+    pub rcvbuf_granted: usize,
+    /// Offered load of the measuring client, packets per second.
+    pub load_pps: f64,
+    /// For table points: the load as a fraction of the first-drop load.
+    pub load_fraction: Option<f64>,
+    /// Flood packets per second offered by the flooding client (flood points).
+    pub flood_pps: Option<f64>,
+    /// Per-client rate limit on the server (flood points).
+    pub rate_limit_pps: Option<f64>,
+    /// Probes sent (after warm-up).
+    pub sent: u64,
+    /// Probes the sender could not send in time.
+    pub unsent: u64,
+    /// Probes every client received.
+    pub complete: u64,
+    /// Copies expected and received.
+    pub copies_expected: u64,
+    /// See `copies_expected`.
+    pub copies_received: u64,
+    /// 1 − received / expected.
+    pub loss_ratio: f64,
+    /// Rate the probes left at.
+    pub achieved_pps: f64,
+    /// Latency until the last client has its copy.
+    pub latency_last_ns: Summary,
+    /// Latency until the first client has its copy.
+    pub latency_first_ns: Summary,
+    /// The server's counters.
+    pub server: BTreeMap<String, u64>,
+}
+
+fn key(phase: &str, io: &str, clients: u32, rcvbuf: usize, load: f64) -> String {
+    format!(
+        "{phase}-{io}-c{clients}-b{}k-{}pps",
+        rcvbuf / 1024,
+        load.round() as u64
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod tests;
