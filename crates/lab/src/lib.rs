@@ -15,15 +15,20 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod command;
 pub mod demo;
+pub mod echo;
+pub mod emu;
 pub mod emuconfig;
 pub mod emureport;
 pub mod emustudy;
 pub mod gamereport;
 pub mod gamestudy;
+pub mod gen;
 pub mod measure;
 pub mod plot;
 pub mod results;
+pub mod serve;
 pub mod table;
 pub mod topology;
 pub mod units;

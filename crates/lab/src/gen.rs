@@ -1,0 +1,165 @@
+//! `latlab gen`: one generator run against a remote responder, from checked options to a
+//! report whose `--json`, `--hlog` and `--out` files are written before it is returned.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use latlab_engine::Stop;
+
+use crate::command::{check_writable, CommandError};
+use crate::demo::ProgressSink;
+use crate::measure::{self, GenOptions};
+use crate::results::{self, ResultsDir, RunSummary};
+use crate::units::format_rate;
+
+/// How the generator sends and receives.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum GenIo {
+    /// Kernel UDP sockets, one per flow.
+    #[default]
+    Socket,
+    /// AF_XDP on `iface`, the interface towards the target (IPv4, one source port).
+    Xdp {
+        /// The interface.
+        iface: String,
+        /// UMEM frames, a power of two from 64 to 1048576.
+        frames: u32,
+    },
+}
+
+/// Everything `latlab gen` takes: the measurement, the sockets and the files to write.
+#[derive(Clone, Debug)]
+pub struct GenCommand {
+    /// The measurement.
+    pub options: GenOptions,
+    /// The sockets.
+    pub io: GenIo,
+    /// Write the summary to this JSON file.
+    pub json: Option<PathBuf>,
+    /// Write the per-second latency histograms to this interval log.
+    pub hlog: Option<PathBuf>,
+    /// Write a whole results folder here.
+    pub out: Option<PathBuf>,
+}
+
+impl GenCommand {
+    /// A run towards `options.target` over kernel sockets that writes no files.
+    pub fn new(options: GenOptions) -> GenCommand {
+        GenCommand {
+            options,
+            io: GenIo::Socket,
+            json: None,
+            hlog: None,
+            out: None,
+        }
+    }
+
+    /// Checks what can be checked before anything runs: the target's port, the probe size,
+    /// the warm-up against the duration, and that the output files have a folder to go to.
+    pub fn check(&self) -> Result<(), CommandError> {
+        let o = &self.options;
+        let bad = |text: String| Err(CommandError::Options(text));
+        if o.target.port() == 0 {
+            return bad(format!("--target {}: port 0 cannot be sent to", o.target));
+        }
+        let min = latlab_wire::probe::HEADER_LEN;
+        if o.payload_len < min || o.payload_len > latlab_probe::MAX_PAYLOAD {
+            return bad(format!(
+                "--size must be between {min} (the probe header) and {} bytes, not {}",
+                latlab_probe::MAX_PAYLOAD,
+                o.payload_len
+            ));
+        }
+        if o.warmup >= o.duration {
+            return bad(format!(
+                "--warmup ({:?}) must be shorter than --duration ({:?})",
+                o.warmup, o.duration
+            ));
+        }
+        for p in [&self.json, &self.hlog].into_iter().flatten() {
+            check_writable(p)?;
+        }
+        Ok(())
+    }
+}
+
+/// What a generator run measured; every file asked for is already written.
+#[derive(Debug)]
+pub struct GenReport {
+    /// The run's summary.
+    pub summary: RunSummary,
+    /// The results folder, when one was asked for.
+    pub out: Option<PathBuf>,
+}
+
+impl GenReport {
+    /// The table printed at the end of a run.
+    pub fn text(&self) -> String {
+        crate::table::render(&[&self.summary])
+    }
+}
+
+/// Checks `command`, opens the sockets, checks that the target answers, runs the generator
+/// (its progress to `sink`, notes to `log`) and writes the files asked for.
+pub fn run(
+    command: &GenCommand,
+    stop: &Stop,
+    sink: &mut dyn ProgressSink,
+    log: &mut dyn FnMut(&str),
+) -> Result<GenReport, CommandError> {
+    command.check()?;
+    // Fail before the run, not after it, when an output cannot be written.
+    let dir = command.out.as_deref().map(ResultsDir::create).transpose()?;
+    let opts = &command.options;
+    let target = opts.target;
+    let (sockets, check) = measure::open_sockets(opts.bind, opts.flows, opts.rcvbuf)
+        .map_err(CommandError::setup(format!("--bind {}", opts.bind)))?;
+    if opts.check {
+        measure::check_target(&check, target, Duration::from_secs(1))?;
+    }
+    let mut xdp = match &command.io {
+        GenIo::Xdp { iface, frames } => Some(measure::open_xdp(iface, target, opts.bind, *frames)?),
+        GenIo::Socket => None,
+    };
+    let threads = measure::pick_threads(opts.threads, None);
+    let label = format!(
+        "{} to {target}{}",
+        format_rate(opts.rate_pps),
+        if xdp.is_some() { " (xdp)" } else { "" }
+    );
+    let setup = measure::setup(opts, label.clone(), "remote", threads);
+    if let Some(x) = &xdp {
+        let (bind, attach) = x.socket.mode();
+        log(&format!(
+            "latlab gen: AF_XDP on {} ({} mode, {} XDP), from {} to {}",
+            x.socket.ifname(),
+            format!("{bind:?}").to_lowercase(),
+            format!("{attach:?}").to_lowercase(),
+            x.addrs.src,
+            x.addrs.dst
+        ));
+    }
+    sink.start(&label, opts.duration);
+    let mut update = |p: crate::command::Progress| sink.update(&p);
+    let outcome = match &mut xdp {
+        Some(x) => measure::run_xdp(opts, x, threads, setup, stop, &mut update),
+        None => measure::run(opts, &sockets, threads, setup, stop, &mut update),
+    };
+    sink.finish();
+    let (summary, result) = outcome?;
+    if let Some(path) = &command.json {
+        results::write_atomic(path, results::summary_json(&summary).as_bytes())?;
+    }
+    if let Some(path) = &command.hlog {
+        results::write_atomic(path, &results::hlog_bytes(&result, &summary.setup.label)?)?;
+    }
+    let out = match dir {
+        Some(dir) => {
+            results::write_run(&dir, "", &summary, &result)?;
+            dir.write("summary.txt", crate::table::render(&[&summary]).as_bytes())?;
+            Some(dir.commit()?)
+        }
+        None => None,
+    };
+    Ok(GenReport { summary, out })
+}
