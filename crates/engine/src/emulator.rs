@@ -1,20 +1,21 @@
 //! The link emulator: a transparent layer-2 bridge between two interfaces that delays, drops,
-//! duplicates, corrupts and rate-limits frames as a [`latlab_link::Link`] per direction says.
+//! duplicates, corrupts and rate-limits frames as a [`latlab_link::Pipe`] per direction says.
 //!
-//! Per direction: an RX stage reads a batch from the AF_PACKET ring, each frame with the kernel's
-//! own receive stamp (per frame, not per batch); the link model decides its fate and departure
-//! time; the frame waits in a bounded delay queue; the TX stage releases it when its departure
-//! time comes, spinning on the clock for the last stretch instead of sleeping (sleeps are tens of
-//! microseconds late), and writes it to the other interface's TX ring. The release error of
-//! every frame (actual − intended departure) goes into a histogram.
+//! The engine only moves frames (port → pipe → port), stamps and counts. Per direction: frames
+//! are read in batches, each with the kernel's own receive stamp (per frame, not per batch), and
+//! handed to the pipe, which decides their fate and departure time and holds them; when a
+//! departure time comes, the engine writes the frame the pipe lends it straight to the other
+//! interface's TX queue (no copy, no allocation), spinning on the clock for the last stretch
+//! instead of sleeping (sleeps are tens of microseconds late). The release error of every frame
+//! (actual − intended departure) goes into a histogram; TX queue overflows and kernel drops,
+//! which only the ports see, are counted here.
 //!
-//! This is the run-to-completion shape: one loop serves both directions, for machines without
-//! two spare cores per direction. It runs over any [`Port`]: an AF_PACKET socket (frames
-//! stamped by the kernel as they enter the ring) or an AF_XDP socket whose program redirects
-//! every frame of the interface (frames stamped by that program as the driver hands them over).
+//! [`run`] is the run-to-completion shape: one loop serves both directions, for machines
+//! without two spare cores per direction. It runs over any [`Port`]: an AF_PACKET socket
+//! (frames stamped by the kernel as they enter the ring) or an AF_XDP socket whose program
+//! redirects every frame of the interface (frames stamped by that program as the driver hands
+//! them over). [`run_pipeline`] splits receiving from the pipes and sending over two cores.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -22,15 +23,13 @@ use std::time::Duration;
 use latlab_io::clock::now_ns;
 use latlab_io::packet::PacketSocket;
 use latlab_io::xdp::XdpSocket;
-use latlab_link::{Fate, Link, LinkConfig, LinkCounters};
+use latlab_link::{Fate, LinkConfig, LinkCounters, Pipe};
 use latlab_stats::LatencyHistogram;
 
 use crate::{PollMode, Stop};
 
 /// Spin instead of sleeping when the next departure is this close.
 const SPIN_NS: u64 = 100_000;
-/// Delay queue slots per direction when the link sets no frame limit.
-const DEFAULT_SLOTS: usize = 65_536;
 
 /// One bridged interface as the run-to-completion loop uses it: frames in with their arrival
 /// stamps, frames out through a TX queue.
@@ -121,7 +120,9 @@ pub struct DirectionReport {
     pub sent: u64,
     /// Frames the TX ring had no room for (dropped by the emulator itself).
     pub tx_ring_full: u64,
-    /// Frames dropped because the delay queue had no free slot.
+    /// Frames dropped by the engine before their departure: a pipe without a frame limit
+    /// already held [`latlab_link::MAX_HELD_WITHOUT_LIMIT`] frames, or (pipeline) the ring to
+    /// the TX stage was full.
     pub queue_slots_full: u64,
     /// Frames the kernel dropped before the RX ring (PACKET_STATISTICS).
     pub kernel_drops: u64,
@@ -131,17 +132,12 @@ pub struct DirectionReport {
     pub released_early: u64,
 }
 
-/// One direction: the link model and its delay queue.
+/// One direction of the run-to-completion loop: its pipe (the link model and the frames it
+/// holds) and what the ports reported.
 struct Direction {
-    link: Link,
-    heap: BinaryHeap<Reverse<(u64, u64, usize)>>,
-    frames: Vec<Vec<u8>>,
-    lens: Vec<usize>,
-    free: Vec<usize>,
-    /// At most this many buffers.
-    slots: usize,
+    pipe: Pipe,
+    /// Longest frame sent: longer ones leave cut to this length, as the buffers of old did.
     max_frame: usize,
-    seq: u64,
     report: DirectionReport,
     live: std::sync::Arc<DirectionLive>,
 }
@@ -153,118 +149,108 @@ impl Direction {
         max_frame: usize,
         live: std::sync::Arc<DirectionLive>,
     ) -> io::Result<Direction> {
-        let slots = config
-            .limit_frames
-            .map_or(DEFAULT_SLOTS, |l| l.saturating_mul(2).max(1));
-        let link = Link::new(config, start_ns)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         Ok(Direction {
-            link,
-            heap: BinaryHeap::new(),
-            // Buffers are made as the queue first grows, so a large limit costs memory only
-            // when that many frames are really in flight.
-            frames: Vec::new(),
-            lens: Vec::new(),
-            free: Vec::new(),
-            slots,
+            pipe: Pipe::new(config, start_ns).map_err(invalid_config)?,
             max_frame,
-            seq: 0,
-            report: DirectionReport {
-                link: LinkCounters::default(),
-                sent: 0,
-                tx_ring_full: 0,
-                queue_slots_full: 0,
-                kernel_drops: 0,
-                release_error: LatencyHistogram::new(),
-                released_early: 0,
-            },
+            report: DirectionReport::new(),
             live,
         })
     }
 
-    /// A frame arrived at `rx_ns`: ask the link, and queue what it delivers.
+    /// A frame arrived at `rx_ns`: into the pipe, which holds or drops it.
     fn arrive(&mut self, rx_ns: u64, frame: &[u8]) {
         self.live.arrived.fetch_add(1, Ordering::Relaxed);
-        match self.link.handle_arrival(rx_ns, frame.len()) {
-            Fate::Drop(_) => {
-                self.live.dropped.fetch_add(1, Ordering::Relaxed);
-            }
-            Fate::Deliver {
-                departure_ns,
-                duplicate_departure_ns,
-                corrupt_bit,
-                ..
-            } => {
-                self.enqueue(departure_ns, frame, corrupt_bit);
-                if let Some(dup) = duplicate_departure_ns {
-                    self.enqueue(dup, frame, None);
-                }
-            }
-        }
+        arrive(&mut self.pipe, &self.live, rx_ns, frame);
     }
 
-    fn enqueue(&mut self, departure_ns: u64, frame: &[u8], corrupt_bit: Option<usize>) {
-        if self.free.is_empty() && self.frames.len() < self.slots {
-            self.frames.push(vec![0u8; self.max_frame]);
-            self.lens.push(0);
-            self.free.push(self.frames.len() - 1);
-        }
-        let Some(slot) = self.free.pop() else {
-            // The link accounted for the frame as queued; it leaves without being sent.
-            self.report.queue_slots_full += 1;
-            self.live.dropped.fetch_add(1, Ordering::Relaxed);
-            self.link.handle_departure(departure_ns, frame.len());
-            return;
-        };
-        let len = frame.len().min(self.frames[slot].len());
-        self.frames[slot][..len].copy_from_slice(&frame[..len]);
-        if let Some(bit) = corrupt_bit {
-            if bit / 8 < len {
-                self.frames[slot][bit / 8] ^= 1 << (bit % 8);
-            }
-        }
-        self.lens[slot] = len;
-        self.seq += 1;
-        self.heap.push(Reverse((departure_ns, self.seq, slot)));
-    }
-
-    fn next_departure(&self) -> Option<u64> {
-        self.heap.peek().map(|Reverse((d, _, _))| *d)
-    }
-
-    /// Releases every frame due at `now` into `tx`.
+    /// Sends every frame due at `now` through `tx`; returns how many were queued on it.
     fn release(&mut self, now: u64, tx: &mut impl Port) -> io::Result<usize> {
-        let mut n = 0;
-        while let Some(&Reverse((departure, _, slot))) = self.heap.peek() {
-            if departure > now {
-                break;
-            }
-            self.heap.pop();
-            let len = self.lens[slot];
-            let mut queued = tx.queue_frame(&self.frames[slot][..len])?;
+        let max_frame = self.max_frame;
+        release(&mut self.pipe, now, &mut self.report, &self.live, |frame| {
+            let frame = &frame[..frame.len().min(max_frame)];
+            let mut queued = tx.queue_frame(frame)?;
             if !queued {
                 tx.flush()?;
-                queued = tx.queue_frame(&self.frames[slot][..len])?;
+                queued = tx.queue_frame(frame)?;
             }
-            let t = now_ns();
-            if queued {
-                self.report.sent += 1;
-                self.live.sent.fetch_add(1, Ordering::Relaxed);
-                if t >= departure {
-                    self.report.release_error.record(t - departure);
-                } else {
-                    self.report.released_early += 1;
-                }
-                n += 1;
-            } else {
-                self.report.tx_ring_full += 1;
-                self.live.dropped.fetch_add(1, Ordering::Relaxed);
-            }
-            self.link.handle_departure(t, len);
-            self.free.push(slot);
-        }
-        Ok(n)
+            Ok(queued)
+        })
     }
+
+    /// The report, with the pipe's counters and the port's kernel drops.
+    fn finish(self, kernel_drops: u64) -> DirectionReport {
+        DirectionReport {
+            kernel_drops,
+            ..finish(self.report, &self.pipe)
+        }
+    }
+}
+
+impl DirectionReport {
+    fn new() -> DirectionReport {
+        DirectionReport {
+            link: LinkCounters::default(),
+            sent: 0,
+            tx_ring_full: 0,
+            queue_slots_full: 0,
+            kernel_drops: 0,
+            release_error: LatencyHistogram::new(),
+            released_early: 0,
+        }
+    }
+}
+
+/// `report` with the counters of `pipe`: its link's, and the frames it had no buffer for.
+fn finish(mut report: DirectionReport, pipe: &Pipe) -> DirectionReport {
+    report.link = *pipe.counters();
+    report.queue_slots_full += pipe.dropped_no_buffer();
+    report
+}
+
+/// A frame arrived at `rx_ns`: hands it to `pipe` and counts a drop live.
+fn arrive(pipe: &mut Pipe, live: &DirectionLive, rx_ns: u64, frame: &[u8]) {
+    let no_buffer = pipe.dropped_no_buffer();
+    let lost = matches!(pipe.handle_arrival(rx_ns, frame), Fate::Drop(_));
+    let dropped = u64::from(lost) + (pipe.dropped_no_buffer() - no_buffer);
+    if dropped > 0 {
+        live.dropped.fetch_add(dropped, Ordering::Relaxed);
+    }
+}
+
+/// Hands every frame of `pipe` due at `now` to `send` (which returns whether the TX queue took
+/// it), stamping its release error; returns how many were taken.
+fn release(
+    pipe: &mut Pipe,
+    now: u64,
+    report: &mut DirectionReport,
+    live: &DirectionLive,
+    mut send: impl FnMut(&[u8]) -> io::Result<bool>,
+) -> io::Result<usize> {
+    let mut n = 0;
+    while let Some(departure) = pipe.poll_departure(now) {
+        let queued = send(departure.frame())?;
+        let t = now_ns();
+        let intended = departure.departure_ns();
+        if queued {
+            report.sent += 1;
+            live.sent.fetch_add(1, Ordering::Relaxed);
+            if t >= intended {
+                report.release_error.record(t - intended);
+            } else {
+                report.released_early += 1;
+            }
+            n += 1;
+        } else {
+            report.tx_ring_full += 1;
+            live.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    Ok(n)
+}
+
+/// A link configuration the pipe refused, as an I/O error.
+fn invalid_config(error: latlab_link::ConfigError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, error.to_string())
 }
 
 /// Live counters of both directions.
@@ -323,7 +309,7 @@ pub fn run<P: Port>(
         }
         // Idle: sleep until a frame arrives or shortly before the next departure; spin the
         // last stretch.
-        let next = [ab.next_departure(), ba.next_departure()]
+        let next = [ab.pipe.poll_timeout(), ba.pipe.poll_timeout()]
             .into_iter()
             .flatten()
             .min();
@@ -334,22 +320,18 @@ pub fn run<P: Port>(
         };
         P::wait_either(a, b, wait.min(Duration::from_millis(10)))?;
     }
-    ab.report.link = *ab.link.counters();
-    ba.report.link = *ba.link.counters();
-    ab.report.kernel_drops = a.kernel_drops();
-    ba.report.kernel_drops = b.kernel_drops();
     Ok(EmulatorReport {
-        a_to_b: ab.report,
-        b_to_a: ba.report,
+        a_to_b: ab.finish(a.kernel_drops()),
+        b_to_a: ba.finish(b.kernel_drops()),
     })
 }
 
-/// Largest frame the pipeline's rings carry.
+/// Largest frame the pipeline's rings carry; longer frames are cut to it.
 pub const PIPE_FRAME: usize = 2048;
 
-/// A frame on its way from the RX stage to the TX stage.
+/// A frame on its way from the RX stage to the TX stage, with its receive stamp.
 struct Slot {
-    departure_ns: u64,
+    rx_ns: u64,
     len: usize,
     data: [u8; PIPE_FRAME],
 }
@@ -368,53 +350,12 @@ pub struct PipelineSockets {
     pub tx_b: PacketSocket,
 }
 
-/// Counters the TX stage keeps per direction.
-#[derive(Default)]
-struct TxSide {
-    sent: u64,
-    tx_ring_full: u64,
-    released_early: u64,
-    release_error: LatencyHistogram,
-}
-
-/// The TX stage's delay queue of one direction: frames popped from the ring wait here, ordered
-/// by departure (a reordered frame may be due before frames that came earlier).
-struct TxQueue {
-    heap: BinaryHeap<Reverse<(u64, u64, usize)>>,
-    bufs: Vec<Vec<u8>>,
-    lens: Vec<usize>,
-    free: Vec<usize>,
-    seq: u64,
-}
-
-impl TxQueue {
-    fn new() -> TxQueue {
-        TxQueue {
-            heap: BinaryHeap::new(),
-            bufs: Vec::new(),
-            lens: Vec::new(),
-            free: Vec::new(),
-            seq: 0,
-        }
-    }
-
-    fn push(&mut self, slot: &Slot) {
-        let i = self.free.pop().unwrap_or_else(|| {
-            self.bufs.push(vec![0u8; PIPE_FRAME]);
-            self.lens.push(0);
-            self.bufs.len() - 1
-        });
-        self.bufs[i][..slot.len].copy_from_slice(&slot.data[..slot.len]);
-        self.lens[i] = slot.len;
-        self.seq += 1;
-        self.heap.push(Reverse((slot.departure_ns, self.seq, i)));
-    }
-}
-
-/// Runs the bridge as a pipeline: an RX stage (both directions' arrivals and the link models)
-/// pinned to `rx_cpu` and a TX stage (delay queues and releases) pinned to `tx_cpu`, joined
-/// per direction by a lock-free single-producer single-consumer ring of `ring_frames` frames,
-/// and a ring back that tells the link model when a frame has left.
+/// Runs the bridge as a pipeline: an RX stage pinned to `rx_cpu` reads both interfaces and
+/// passes each frame with its receive stamp, per direction, through a lock-free
+/// single-producer single-consumer ring of `ring_frames` frames to a TX stage pinned to
+/// `tx_cpu`, which runs the two pipes (link model and delay queue) and sends frames when due.
+/// A frame the ring has no room for is dropped by the RX stage and counted in
+/// [`DirectionReport::queue_slots_full`]; it never reaches the link model.
 #[allow(clippy::too_many_arguments)]
 pub fn run_pipeline(
     sockets: PipelineSockets,
@@ -431,171 +372,100 @@ pub fn run_pipeline(
         mut tx_a,
         mut tx_b,
     } = sockets;
-    let invalid =
-        |e: latlab_link::ConfigError| io::Error::new(io::ErrorKind::InvalidInput, e.to_string());
     let start = now_ns();
-    let mut links = [
-        Link::new(a_to_b, start).map_err(invalid)?,
-        Link::new(b_to_a, start).map_err(invalid)?,
+    let mut pipes = [
+        Pipe::new(a_to_b, start).map_err(invalid_config)?,
+        Pipe::new(b_to_a, start).map_err(invalid_config)?,
     ];
-    let (mut to_tx_ab, mut from_rx_ab) = rtrb::RingBuffer::<Slot>::new(ring_frames.max(16));
-    let (mut to_tx_ba, mut from_rx_ba) = rtrb::RingBuffer::<Slot>::new(ring_frames.max(16));
-    let (mut left_ab, mut back_ab) = rtrb::RingBuffer::<usize>::new(ring_frames.max(16) * 2);
-    let (mut left_ba, mut back_ba) = rtrb::RingBuffer::<usize>::new(ring_frames.max(16) * 2);
+    let (to_tx_ab, from_rx_ab) = rtrb::RingBuffer::<Slot>::new(ring_frames.max(16));
+    let (to_tx_ba, from_rx_ba) = rtrb::RingBuffer::<Slot>::new(ring_frames.max(16));
     let lives = [live.a_to_b.clone(), live.b_to_a.clone()];
     let tx_lives = lives.clone();
     std::thread::scope(|s| {
-        let tx_stage = s.spawn(move || -> io::Result<[TxSide; 2]> {
+        let tx_stage = s.spawn(move || -> io::Result<[DirectionReport; 2]> {
             if let Some(cpu) = tx_cpu {
                 latlab_io::cpu::pin_current_thread(cpu)?;
             }
-            let mut sides = [TxSide::default(), TxSide::default()];
-            let mut queues = [TxQueue::new(), TxQueue::new()];
+            let mut reports = [DirectionReport::new(), DirectionReport::new()];
+            let mut from_rx = [from_rx_ab, from_rx_ba];
             while !stop.is_raised() {
-                while let Ok(slot) = from_rx_ab.pop() {
-                    queues[0].push(&slot);
-                }
-                while let Ok(slot) = from_rx_ba.pop() {
-                    queues[1].push(&slot);
+                for (d, ring) in from_rx.iter_mut().enumerate() {
+                    let Ok(chunk) = ring.read_chunk(ring.slots()) else {
+                        continue;
+                    };
+                    let (first, second) = chunk.as_slices();
+                    for slot in first.iter().chain(second) {
+                        arrive(
+                            &mut pipes[d],
+                            &tx_lives[d],
+                            slot.rx_ns,
+                            &slot.data[..slot.len],
+                        );
+                    }
+                    chunk.commit_all();
                 }
                 let now = now_ns();
-                for d in 0..2 {
-                    let (tx, left) = if d == 0 {
-                        (&mut tx_b, &mut left_ab)
-                    } else {
-                        (&mut tx_a, &mut left_ba)
-                    };
-                    let q = &mut queues[d];
-                    let side = &mut sides[d];
-                    let mut queued_any = false;
-                    while let Some(&Reverse((departure, _, i))) = q.heap.peek() {
-                        if departure > now {
-                            break;
-                        }
-                        q.heap.pop();
-                        let len = q.lens[i];
-                        let mut queued = tx.queue_tx(&q.bufs[i][..len])?;
+                for (d, tx) in [&mut tx_b, &mut tx_a].into_iter().enumerate() {
+                    let sent = release(&mut pipes[d], now, &mut reports[d], &tx_lives[d], |f| {
+                        let mut queued = tx.queue_tx(f)?;
                         if !queued {
                             tx.flush_tx()?;
-                            queued = tx.queue_tx(&q.bufs[i][..len])?;
+                            queued = tx.queue_tx(f)?;
                         }
-                        let t = now_ns();
-                        if queued {
-                            queued_any = true;
-                            side.sent += 1;
-                            tx_lives[d].sent.fetch_add(1, Ordering::Relaxed);
-                            if t >= departure {
-                                side.release_error.record(t - departure);
-                            } else {
-                                side.released_early += 1;
-                            }
-                        } else {
-                            side.tx_ring_full += 1;
-                            tx_lives[d].dropped.fetch_add(1, Ordering::Relaxed);
-                        }
-                        // The ring back is twice the forward ring: it has room.
-                        let _ = left.push(len);
-                        q.free.push(i);
-                    }
-                    if queued_any {
+                        Ok(queued)
+                    })?;
+                    if sent > 0 {
                         tx.flush_tx()?;
                     }
                 }
                 std::hint::spin_loop();
             }
-            Ok(sides)
+            let [ab, ba] = reports;
+            Ok([finish(ab, &pipes[0]), finish(ba, &pipes[1])])
         });
-        type RxOut = (u64, u64, [Link; 2], PacketSocket, PacketSocket);
-        let rx_stage = s.spawn(move || -> io::Result<RxOut> {
-            if let Some(cpu) = rx_cpu {
-                latlab_io::cpu::pin_current_thread(cpu)?;
-            }
-            let mut full = [0u64; 2];
-            let mut slot = Box::new(Slot {
-                departure_ns: 0,
-                len: 0,
-                data: [0; PIPE_FRAME],
-            });
-            while !stop.is_raised() {
-                for d in 0..2 {
-                    let (rx, ring) = if d == 0 {
-                        (&mut rx_a, &mut to_tx_ab)
-                    } else {
-                        (&mut rx_b, &mut to_tx_ba)
-                    };
-                    let link = &mut links[d];
-                    let live = &lives[d];
-                    rx.recv_batch(|frame, rx_ns, _| {
-                        live.arrived.fetch_add(1, Ordering::Relaxed);
-                        let len = frame.len().min(PIPE_FRAME);
-                        match link.handle_arrival(rx_ns, frame.len()) {
-                            Fate::Drop(_) => {
+        let rx_stage = s.spawn(
+            move || -> io::Result<([u64; 2], PacketSocket, PacketSocket)> {
+                if let Some(cpu) = rx_cpu {
+                    latlab_io::cpu::pin_current_thread(cpu)?;
+                }
+                let mut full = [0u64; 2];
+                let mut to_tx = [to_tx_ab, to_tx_ba];
+                while !stop.is_raised() {
+                    for (d, rx) in [&mut rx_a, &mut rx_b].into_iter().enumerate() {
+                        let (ring, live, full) = (&mut to_tx[d], &lives[d], &mut full[d]);
+                        rx.recv_batch(|frame, rx_ns, _| {
+                            live.arrived.fetch_add(1, Ordering::Relaxed);
+                            let len = frame.len().min(PIPE_FRAME);
+                            let mut slot = Slot {
+                                rx_ns,
+                                len,
+                                data: [0; PIPE_FRAME],
+                            };
+                            slot.data[..len].copy_from_slice(&frame[..len]);
+                            if ring.push(slot).is_err() {
+                                *full += 1;
                                 live.dropped.fetch_add(1, Ordering::Relaxed);
                             }
-                            Fate::Deliver {
-                                departure_ns,
-                                duplicate_departure_ns,
-                                corrupt_bit,
-                                ..
-                            } => {
-                                for (departure, flip) in [
-                                    (Some(departure_ns), corrupt_bit),
-                                    (duplicate_departure_ns, None),
-                                ] {
-                                    let Some(departure) = departure else { continue };
-                                    slot.departure_ns = departure;
-                                    slot.len = len;
-                                    slot.data[..len].copy_from_slice(&frame[..len]);
-                                    if let Some(bit) = flip.filter(|b| b / 8 < len) {
-                                        slot.data[bit / 8] ^= 1 << (bit % 8);
-                                    }
-                                    let s = std::mem::replace(
-                                        &mut *slot,
-                                        Slot {
-                                            departure_ns: 0,
-                                            len: 0,
-                                            data: [0; PIPE_FRAME],
-                                        },
-                                    );
-                                    if ring.push(s).is_err() {
-                                        full[d] += 1;
-                                        live.dropped.fetch_add(1, Ordering::Relaxed);
-                                        link.handle_departure(departure, len);
-                                    }
-                                }
-                            }
-                        }
-                    })?;
+                        })?;
+                    }
                 }
-                let now = now_ns();
-                while let Ok(len) = back_ab.pop() {
-                    links[0].handle_departure(now, len);
-                }
-                while let Ok(len) = back_ba.pop() {
-                    links[1].handle_departure(now, len);
-                }
-            }
-            Ok((full[0], full[1], links, rx_a, rx_b))
-        });
-        let tx = tx_stage
+                Ok((full, rx_a, rx_b))
+            },
+        );
+        let [ab, ba] = tx_stage
             .join()
             .map_err(|_| io::Error::other("the TX stage panicked"))??;
-        let (full_ab, full_ba, links, rx_a, rx_b) = rx_stage
+        let (full, rx_a, rx_b) = rx_stage
             .join()
             .map_err(|_| io::Error::other("the RX stage panicked"))??;
-        let [ab, ba] = tx;
-        let report = |side: TxSide, full: u64, link: &Link, rx: &PacketSocket| DirectionReport {
-            link: *link.counters(),
-            sent: side.sent,
-            tx_ring_full: side.tx_ring_full,
-            queue_slots_full: full,
-            kernel_drops: rx.statistics().map(|s| s.drops).unwrap_or(0),
-            release_error: side.release_error,
-            released_early: side.released_early,
+        let report = |mut d: DirectionReport, full: u64, rx: &PacketSocket| {
+            d.queue_slots_full += full;
+            d.kernel_drops = rx.statistics().map(|s| s.drops).unwrap_or(0);
+            d
         };
         Ok(EmulatorReport {
-            a_to_b: report(ab, full_ab, &links[0], &rx_a),
-            b_to_a: report(ba, full_ba, &links[1], &rx_b),
+            a_to_b: report(ab, full[0], &rx_a),
+            b_to_a: report(ba, full[1], &rx_b),
         })
     })
 }

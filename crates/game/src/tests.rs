@@ -1,13 +1,17 @@
 //! Specification tests of the model game server, in virtual time.
 //!
-//! [`Lab`] wires [`Joiner`]s to a [`Server`] over a virtual network with a
-//! one-way latency; a closure decides the fate of every datagram put on the
-//! wire. Every datagram the server takes goes through [`Lab::server_receives`],
-//! which checks the anti-amplification rule on each answer.
+//! [`Lab`] wires [`Joiner`]s (side A) to a [`Server`] (side B) over the
+//! virtual-time network of `latlab_link::sim`: the emulator's own link model,
+//! a one-way delay each way; a drop filter on the network loses the datagrams
+//! a scenario picks. Every datagram the server takes goes through
+//! [`Lab::server_receives`], which checks the anti-amplification rule on each
+//! answer.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
+use latlab_link::sim::{Datagram, Network, Side};
+use latlab_link::LinkConfig;
 use latlab_wire::{game as msg, probe};
 
 use crate::*;
@@ -70,21 +74,12 @@ impl From<Verdict<'_>> for Outcome {
     }
 }
 
-#[derive(Clone, Debug)]
-struct Datagram {
-    from: SocketAddr,
-    to: SocketAddr,
-    bytes: Vec<u8>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fate {
-    Deliver,
-    Lose,
-}
-
-fn deliver_all(_: &Datagram) -> Fate {
-    Fate::Deliver
+/// The link each way: 50 µs one way, nothing lost at random.
+fn link() -> LinkConfig {
+    LinkConfig {
+        delay_ns: 50_000,
+        ..LinkConfig::default()
+    }
 }
 
 /// One request and the answer it caused.
@@ -97,12 +92,12 @@ struct Exchange {
 
 /// A server, its clients and the wire between them, in virtual time.
 struct Lab {
+    /// The lab's clock; the network catches up with it in [`Lab::run_until`].
     now: u64,
-    latency_ns: u64,
     server: Server,
     clients: Vec<(SocketAddr, Joiner)>,
-    /// `(arrival time, datagram)`, in the order sent.
-    in_flight: Vec<(u64, Datagram)>,
+    /// Clients on side A, the server on side B.
+    network: Network,
     events: Vec<(SocketAddr, JoinEvent)>,
     exchanges: Vec<Exchange>,
 }
@@ -112,14 +107,13 @@ impl Lab {
     fn new(config: ServerConfig, games: &[u32]) -> Lab {
         Lab {
             now: SECOND,
-            latency_ns: 50_000,
             server: Server::new(config),
             clients: games
                 .iter()
                 .enumerate()
                 .map(|(i, &game)| (client_addr(i), Joiner::new(0xc0de_0000 + i as u64, game)))
                 .collect(),
-            in_flight: Vec::new(),
+            network: Network::new(SECOND, link(), link()).expect("the test link is valid"),
             events: Vec::new(),
             exchanges: Vec::new(),
         }
@@ -154,9 +148,11 @@ impl Lab {
         (outcome, answers)
     }
 
-    /// Runs the handshake traffic until `until` (virtual ns); `fate` decides
-    /// each datagram's fate when it is sent.
-    fn run_until(&mut self, until: u64, fate: &mut dyn FnMut(&Datagram) -> Fate) {
+    /// Runs the handshake traffic until `until` (virtual ns); the network
+    /// loses every datagram for which `lose` returns true when it is sent.
+    fn run_until(&mut self, until: u64, lose: impl FnMut(&Datagram) -> bool + 'static) {
+        self.network.set_drop_filter(lose);
+        self.network.advance_to(self.now);
         let mut buf = [0u8; 64];
         loop {
             for (addr, joiner) in &mut self.clients {
@@ -164,14 +160,12 @@ impl Lab {
                     let datagram = Datagram {
                         from: *addr,
                         to: server_addr(),
-                        bytes: buf[..n].to_vec(),
+                        payload: buf[..n].to_vec(),
                     };
-                    if fate(&datagram) == Fate::Deliver {
-                        self.in_flight.push((self.now + self.latency_ns, datagram));
-                    }
+                    self.network.send(Side::A, &datagram);
                 }
             }
-            let next_arrival = self.in_flight.iter().map(|(at, _)| *at).min();
+            let next_arrival = self.network.poll_timeout();
             let next_timeout = self
                 .clients
                 .iter()
@@ -188,27 +182,23 @@ impl Lab {
                 break;
             }
             self.now = self.now.max(next);
-            let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.in_flight)
-                .into_iter()
-                .partition(|(at, _)| *at <= self.now);
-            self.in_flight = later;
-            for (_, datagram) in due {
+            self.network.advance_to(self.now);
+            while let Some(delivery) = self.network.poll_delivery() {
+                let datagram = delivery.datagram;
                 if datagram.to == server_addr() {
-                    let (_, answers) = self.server_receives(datagram.from, &datagram.bytes);
-                    for bytes in answers {
+                    let (_, answers) = self.server_receives(datagram.from, &datagram.payload);
+                    for payload in answers {
                         let answer = Datagram {
                             from: server_addr(),
                             to: datagram.from,
-                            bytes,
+                            payload,
                         };
-                        if fate(&answer) == Fate::Deliver {
-                            self.in_flight.push((self.now + self.latency_ns, answer));
-                        }
+                        self.network.send(Side::B, &answer);
                     }
                 } else if let Some((addr, joiner)) =
                     self.clients.iter_mut().find(|(a, _)| *a == datagram.to)
                 {
-                    let event = joiner.handle_datagram(self.now, &datagram.bytes);
+                    let event = joiner.handle_datagram(self.now, &datagram.payload);
                     self.events.push((*addr, event));
                 }
             }
@@ -217,11 +207,12 @@ impl Lab {
             }
         }
         self.now = self.now.max(until);
+        self.network.clear_drop_filter();
     }
 
     /// Runs one second with a perfect network.
     fn join_all(&mut self) {
-        self.run_until(self.now + SECOND, &mut deliver_all);
+        self.run_until(self.now + SECOND, |_| false);
     }
 
     fn addr(&self, i: usize) -> SocketAddr {
@@ -461,13 +452,13 @@ fn every_answer_is_no_longer_than_the_request_that_caused_it() {
     );
     // Lose the first Welcome so that the confirm is retransmitted.
     let mut welcomes_lost = 0;
-    lab.run_until(lab.now + SECOND, &mut |d| {
-        let welcome = msg::message_type(&d.bytes) == Some(msg::MessageType::Welcome);
+    lab.run_until(lab.now + SECOND, move |d| {
+        let welcome = msg::message_type(&d.payload) == Some(msg::MessageType::Welcome);
         if welcome && welcomes_lost == 0 {
             welcomes_lost += 1;
-            return Fate::Lose;
+            return true;
         }
-        Fate::Deliver
+        false
     });
     // Expired, bad cookie, short join, oversized-but-allowed padding, leave.
     let stale = lab.challenge(client_addr(9), 9, 0);
@@ -834,13 +825,13 @@ fn joiner_joins_through_loss_by_retransmitting() {
     let start = lab.now;
     // The first two JoinRequests and the first JoinConfirm are lost.
     let (mut requests_lost, mut confirms_lost) = (0, 0);
-    lab.run_until(start + 2 * SECOND, &mut |d| {
-        match msg::message_type(&d.bytes) {
+    lab.run_until(start + 2 * SECOND, move |d| {
+        match msg::message_type(&d.payload) {
             Some(msg::MessageType::JoinRequest) if requests_lost < 2 => requests_lost += 1,
             Some(msg::MessageType::JoinConfirm) if confirms_lost < 1 => confirms_lost += 1,
-            _ => return Fate::Deliver,
+            _ => return false,
         }
-        Fate::Lose
+        true
     });
     assert!(lab.clients[0].1.is_joined());
     let joined_at = lab

@@ -76,48 +76,67 @@ impl Default for LinkConfig {
 }
 
 impl LinkConfig {
-    /// Checks every knob; the error names the option at fault, e.g.
-    /// `--loss: 120% is above 100%`.
+    /// Checks every knob. The error is a [`ConfigError::Field`] naming the field at fault by
+    /// its name in this struct (see [`ConfigError::field`]), with the sub-part after it where
+    /// there is one, e.g. `loss: 120% is above 100%` or `loss gemodel 1-h: not a number ...`.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if let JitterDist::Table(table) = &self.jitter_dist {
-            check_table("--distribution", table)?;
+        self.check_fields()
+            .map_err(|(field, cause)| ConfigError::Field {
+                field,
+                cause: Box::new(cause),
+            })
+    }
+
+    /// [`LinkConfig::validate`] without the wrapping: the field and what is wrong with it.
+    fn check_fields(&self) -> Result<(), (&'static str, ConfigError)> {
+        fn at(field: &'static str) -> impl Fn(ConfigError) -> (&'static str, ConfigError) {
+            move |cause| (field, cause)
         }
-        check_probability("--correlation", self.correlation)?;
-        self.loss.validate("--loss")?;
-        check_probability("--duplicate", self.duplicate)?;
-        check_probability("--corrupt", self.corrupt)?;
+        if let JitterDist::Table(table) = &self.jitter_dist {
+            check_table("jitter_dist", table).map_err(at("jitter_dist"))?;
+        }
+        check_probability("correlation", self.correlation).map_err(at("correlation"))?;
+        self.loss.validate("loss").map_err(at("loss"))?;
+        check_probability("duplicate", self.duplicate).map_err(at("duplicate"))?;
+        check_probability("corrupt", self.corrupt).map_err(at("corrupt"))?;
         if let Some(reorder) = &self.reorder {
-            reorder.validate("--reorder")?;
+            reorder.validate("reorder").map_err(at("reorder"))?;
             if self.delay_ns == 0 && self.schedule.is_none() {
-                return Err(ConfigError::Invalid {
-                    option: "--reorder".into(),
-                    reason: "needs a --delay: a reordered frame overtakes the delayed ones".into(),
-                });
+                return Err((
+                    "reorder",
+                    invalid(
+                        "reorder",
+                        "needs delay_ns above 0: a reordered frame overtakes the delayed ones",
+                    ),
+                ));
             }
         }
         if self.rate_bps == Some(0) {
-            return Err(invalid(
-                "--rate",
-                "must be above 0 bit/s (leave it out for no limit)",
+            return Err((
+                "rate_bps",
+                invalid(
+                    "rate_bps",
+                    "must be above 0 bit/s (leave it out for no limit)",
+                ),
             ));
         }
         if self.limit_frames == Some(0) {
-            return Err(invalid("--limit", "must be at least 1 frame"));
+            let cause = invalid("limit_frames", "must be at least 1 frame");
+            return Err(("limit_frames", cause));
         }
         if self.limit_bytes == Some(0) {
-            return Err(invalid("--limit-bytes", "must be at least 1 byte"));
+            let cause = invalid("limit_bytes", "must be at least 1 byte");
+            return Err(("limit_bytes", cause));
         }
         if self.max_frame < MIN_FRAME {
-            return Err(ConfigError::Invalid {
-                option: "--max-frame".into(),
-                reason: format!(
-                    "{} bytes is below {MIN_FRAME} (an Ethernet header)",
-                    self.max_frame
-                ),
-            });
+            let reason = format!(
+                "{} bytes is below {MIN_FRAME} (an Ethernet header)",
+                self.max_frame
+            );
+            return Err(("max_frame", invalid("max_frame", &reason)));
         }
         if let Some(schedule) = &self.schedule {
-            schedule.validate()?;
+            schedule.validate().map_err(at("schedule"))?;
         }
         Ok(())
     }
@@ -317,7 +336,7 @@ mod tests {
     }
 
     #[test]
-    fn validation_names_the_option_at_fault() {
+    fn validation_names_the_field_at_fault() {
         let check = |config: LinkConfig| config.validate().unwrap_err().to_string();
         let base = LinkConfig::default;
         assert_eq!(
@@ -325,7 +344,7 @@ mod tests {
                 loss: LossModel::Bernoulli { p: 1.2 },
                 ..base()
             }),
-            "--loss: 120% is above 100%"
+            "loss: 120% is above 100%"
         );
         assert_eq!(
             check(LinkConfig {
@@ -337,7 +356,7 @@ mod tests {
                 },
                 ..base()
             }),
-            "--loss gemodel 1-h: not a number (a probability is 0%..100%)"
+            "loss gemodel 1-h: not a number (a probability is 0%..100%)"
         );
         assert_eq!(
             check(LinkConfig {
@@ -350,49 +369,49 @@ mod tests {
                 },
                 ..base()
             }),
-            "--loss state: p13 + p14 = 120% is above 100%"
+            "loss state: p13 + p14 = 120% is above 100%"
         );
         assert!(check(LinkConfig {
             duplicate: -0.1,
             ..base()
         })
-        .starts_with("--duplicate:"));
+        .starts_with("duplicate:"));
         assert!(check(LinkConfig {
             corrupt: 2.0,
             ..base()
         })
-        .starts_with("--corrupt:"));
+        .starts_with("corrupt:"));
         assert!(check(LinkConfig {
             correlation: 1.5,
             ..base()
         })
-        .starts_with("--correlation:"));
+        .starts_with("correlation:"));
         assert!(check(LinkConfig {
             rate_bps: Some(0),
             ..base()
         })
-        .starts_with("--rate:"));
+        .starts_with("rate_bps:"));
         assert!(check(LinkConfig {
             limit_frames: Some(0),
             ..base()
         })
-        .starts_with("--limit:"));
+        .starts_with("limit_frames:"));
         assert!(check(LinkConfig {
             limit_bytes: Some(0),
             ..base()
         })
-        .starts_with("--limit-bytes:"));
+        .starts_with("limit_bytes:"));
         assert!(check(LinkConfig {
             max_frame: 13,
             ..base()
         })
-        .starts_with("--max-frame:"));
+        .starts_with("max_frame:"));
         assert!(check(LinkConfig {
             jitter_ns: 1,
             jitter_dist: JitterDist::Table(vec![]),
             ..base()
         })
-        .starts_with("--distribution:"));
+        .starts_with("jitter_dist:"));
         assert!(check(LinkConfig {
             delay_ns: 1_000_000,
             reorder: Some(Reorder {
@@ -401,7 +420,7 @@ mod tests {
             }),
             ..base()
         })
-        .starts_with("--reorder gap:"));
+        .starts_with("reorder gap:"));
         assert!(check(LinkConfig {
             reorder: Some(Reorder {
                 probability: 0.5,
@@ -409,6 +428,6 @@ mod tests {
             }),
             ..base()
         })
-        .contains("needs a --delay"));
+        .contains("reorder: needs delay_ns above 0"));
     }
 }

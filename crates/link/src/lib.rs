@@ -1,9 +1,12 @@
 //! latlab-link: the model of one direction of an emulated link (sans-IO).
 //!
-//! The emulator engine runs one [`Link`] per direction. For each frame that arrives it asks the
-//! link for the frame's [`Fate`]: dropped (and why), or delivered at a departure time, perhaps
-//! with a duplicate, a bit to flip, or ahead of the frames before it. The engine holds the
-//! frames and releases them when due; the link only keeps counts. The knobs are NetEm's
+//! A [`Link`] decides each arriving frame's [`Fate`]: dropped (and why), or delivered at a
+//! departure time, perhaps with a duplicate, a bit to flip, or ahead of the frames before it;
+//! it only keeps counts. A [`Pipe`] is a link with its frames: it copies each delivered frame
+//! into a buffer of its own and hands it out when due, and its conditions can be changed while
+//! it runs ([`Pipe::handle_config`]). The emulator engine runs one pipe per direction, and
+//! [`sim`] joins two pipes into a virtual-time network for every crate's tests, so the same
+//! model runs live and in simulation. The knobs are NetEm's
 //! (`tc-netem(8)`): delay with jitter drawn from a distribution and an optional correlation,
 //! loss (independent, Gilbert-Elliott `gemodel`, or the 4-state Markov `state` model),
 //! duplication, corruption, reordering (`reorder P gap N`), a rate limit that counts per-frame
@@ -20,8 +23,8 @@
 //!   (`departure = max(arrival + delay + jitter, previous departure) + transmission time`).
 //! - **Memory is bounded by the limits.** A frame counts against [`LinkConfig::limit_frames`]
 //!   and [`LinkConfig::limit_bytes`] from its arrival until the engine calls
-//!   [`Link::handle_departure`] for it; a frame that does not fit is dropped (tail drop), so the
-//!   engine never holds more than the limits. The link itself holds no frames, only counters.
+//!   [`Link::handle_departure`] for it (a pipe does so when the frame leaves it); a frame that
+//!   does not fit is dropped (tail drop), so nobody holds more than the limits.
 //! - **Every frame is counted once by its fate** in [`LinkCounters`]: arrived = delivered +
 //!   the sum of the drops; duplicates, corrupted and reordered frames are counted on the side.
 //! - **Bytes never panic.** Any length, 0 to `usize::MAX`, gets a fate: runts and oversized
@@ -58,10 +61,13 @@ mod config;
 mod dist;
 mod link;
 pub mod parse;
+mod pipe;
 mod schedule;
+pub mod sim;
 
 pub use config::{JitterDist, LinkConfig, LossModel, Reorder};
 pub use link::{Conditions, DropCause, Fate, Link, LinkCounters};
+pub use pipe::{Departure, Pipe, MAX_HELD_WITHOUT_LIMIT, RETAINED_BUFFERS};
 pub use schedule::{Schedule, ScheduleEntry};
 
 /// The shortest frame that is not a runt: an Ethernet header (6 + 6 + 2 bytes).
@@ -78,7 +84,8 @@ pub const DEFAULT_LIMIT_FRAMES: usize = 1000;
 pub const DEFAULT_MAX_FRAME: usize = 9216;
 
 /// Errors in a link configuration, a schedule file or a command-line value. Every message
-/// names the option, flag or file line at fault.
+/// names what is at fault: the [`LinkConfig`] field (from [`LinkConfig::validate`]), or the
+/// option or file line whose text was read (from [`parse`] and [`Schedule::parse`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
     /// A probability is below 0, above 1 (100%) or not a number.
@@ -108,6 +115,17 @@ pub enum ConfigError {
         /// What was expected, with examples.
         expected: &'static str,
     },
+    /// A field of a [`LinkConfig`] is wrong ([`LinkConfig::validate`]). The message is the
+    /// cause's, which starts with the field's name and any sub-part (`loss gemodel 1-h: ...`);
+    /// [`ConfigError::field`] gives the name alone, [`ConfigError::naming_field_as`] puts
+    /// another name (a command-line flag) in its place.
+    #[error("{cause}")]
+    Field {
+        /// The field's name in [`LinkConfig`], exactly as spelled there (`loss`, `rate_bps`).
+        field: &'static str,
+        /// What is wrong with it; its option starts with `field`.
+        cause: Box<ConfigError>,
+    },
     /// A line of a file (a schedule, a distribution table) is wrong.
     #[error("{file} line {line}: {cause}")]
     Line {
@@ -118,6 +136,52 @@ pub enum ConfigError {
         /// What is wrong on it; names the field.
         cause: Box<ConfigError>,
     },
+}
+
+impl ConfigError {
+    /// The [`LinkConfig`] field at fault, for an error from [`LinkConfig::validate`]: one of
+    /// `jitter_dist`, `correlation`, `loss`, `duplicate`, `corrupt`, `reorder`, `rate_bps`,
+    /// `limit_frames`, `limit_bytes`, `max_frame`, `schedule`. `None` for errors about text
+    /// (those of [`parse`] and of schedule files name the option or column they read).
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            ConfigError::Field { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+
+    /// The same error with the field's name replaced by `name` where it leads the message
+    /// (e.g. a command-line flag: `loss gemodel 1-h: ...` becomes `--loss gemodel 1-h: ...`).
+    /// Errors that name no field are returned as they are.
+    pub fn naming_field_as(self, name: &str) -> ConfigError {
+        let ConfigError::Field { field, cause } = self else {
+            return self;
+        };
+        let rename = |option: String| match option.strip_prefix(field) {
+            Some(rest) => format!("{name}{rest}"),
+            None => option,
+        };
+        match *cause {
+            ConfigError::Probability { option, value } => ConfigError::Probability {
+                option: rename(option),
+                value,
+            },
+            ConfigError::Invalid { option, reason } => ConfigError::Invalid {
+                option: rename(option),
+                reason,
+            },
+            ConfigError::Unreadable {
+                option,
+                input,
+                expected,
+            } => ConfigError::Unreadable {
+                option: rename(option),
+                input,
+                expected,
+            },
+            other => other,
+        }
+    }
 }
 
 /// Why a probability is rejected, for [`ConfigError::Probability`].
@@ -179,6 +243,38 @@ mod tests {
             value: -0.005,
         };
         assert_eq!(error.to_string(), "--duplicate: -0.5% is below 0%");
+    }
+
+    #[test]
+    fn validation_errors_name_the_field_and_can_name_a_flag_instead() {
+        let error = LinkConfig {
+            loss: LossModel::GilbertElliott {
+                p: 0.1,
+                r: 0.5,
+                one_minus_h: 1.5,
+                one_minus_k: 0.0,
+            },
+            ..LinkConfig::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(error.field(), Some("loss"));
+        assert_eq!(error.to_string(), "loss gemodel 1-h: 150% is above 100%");
+        assert_eq!(
+            error.naming_field_as("--loss").to_string(),
+            "--loss gemodel 1-h: 150% is above 100%"
+        );
+        let error = LinkConfig {
+            rate_bps: Some(0),
+            ..LinkConfig::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(error.field(), Some("rate_bps"));
+        assert_eq!(
+            error.naming_field_as("--rate").to_string(),
+            "--rate: must be above 0 bit/s (leave it out for no limit)"
+        );
     }
 
     #[test]

@@ -186,30 +186,8 @@ impl Link {
     /// `start_ns`.
     pub fn new(config: LinkConfig, start_ns: u64) -> Result<Link, ConfigError> {
         config.validate()?;
-        let base = Conditions {
-            delay_ns: config.delay_ns,
-            loss: config.loss,
-            rate_bps: config.rate_bps,
-        };
-        let mut phases = vec![(0, base)];
-        let entries = config.schedule.as_ref().map_or(&[][..], |s| s.entries());
-        for entry in entries {
-            let mut next = phases.last().map_or(base, |&(_, conditions)| conditions);
-            if let Some(delay_ns) = entry.delay_ns {
-                next.delay_ns = delay_ns;
-            }
-            if let Some(p) = entry.loss {
-                next.loss = if p == 0.0 {
-                    LossModel::None
-                } else {
-                    LossModel::Bernoulli { p }
-                };
-            }
-            if let Some(rate_bps) = entry.rate_bps {
-                next.rate_bps = Some(rate_bps);
-            }
-            phases.push((entry.at_ns, next));
-        }
+        let phases = phases(&config);
+        let base = phases[0].1;
         let mut rng = SmallRng::seed_from_u64(config.seed);
         let last_uniform = rng.random();
         Ok(Link {
@@ -228,6 +206,43 @@ impl Link {
             counters: LinkCounters::default(),
             config,
         })
+    }
+
+    /// Changes the conditions of a running link at `now`; on error nothing changes.
+    ///
+    /// What is kept: the counters, the frames and bytes queued (frames delivered before keep
+    /// their departure times, which the engine holds), and the departure time of the last
+    /// frame, so that without reordering frames stay in order: a new frame never departs
+    /// before the frames already queued, even when the new delay is shorter. The random
+    /// stream goes on (it restarts from the new seed only if [`LinkConfig::seed`] changed),
+    /// and so does the loss model's Markov chain if the loss model is unchanged.
+    ///
+    /// What changes from now on: every knob, including the limits (frames already queued
+    /// above a lowered limit stay; arrivals are dropped until the queue is under it). A
+    /// schedule in `config` starts at `now`.
+    pub fn handle_config(&mut self, now: u64, config: LinkConfig) -> Result<(), ConfigError> {
+        config.validate()?;
+        let phases = phases(&config);
+        let base = phases[0].1;
+        if base.loss != self.conditions.loss {
+            self.loss_state = LossState::initial(&base.loss);
+        }
+        if base.rate_bps != self.conditions.rate_bps {
+            self.rate_carry = 0;
+        }
+        if config.seed != self.config.seed {
+            self.rng = SmallRng::seed_from_u64(config.seed);
+            self.last_uniform = self.rng.random();
+        }
+        if config.reorder.is_none() {
+            self.since_reorder = 0;
+        }
+        self.start_ns = now;
+        self.phases = phases;
+        self.phase = 0;
+        self.conditions = base;
+        self.config = config;
+        Ok(())
     }
 
     /// A frame of `len` bytes arrived at `now`: its fate. Delivered frames (and duplicates)
@@ -485,6 +500,36 @@ impl Link {
         self.rate_carry = numerator % rate;
         u64::try_from(numerator / rate).unwrap_or(u64::MAX)
     }
+}
+
+/// The configuration's conditions followed by one per schedule entry, each resolved against
+/// the one before (`-` kept), with the time it starts; sorted by time, the first at 0.
+fn phases(config: &LinkConfig) -> Vec<(u64, Conditions)> {
+    let base = Conditions {
+        delay_ns: config.delay_ns,
+        loss: config.loss,
+        rate_bps: config.rate_bps,
+    };
+    let mut phases = vec![(0, base)];
+    let entries = config.schedule.as_ref().map_or(&[][..], |s| s.entries());
+    for entry in entries {
+        let mut next = phases.last().map_or(base, |&(_, conditions)| conditions);
+        if let Some(delay_ns) = entry.delay_ns {
+            next.delay_ns = delay_ns;
+        }
+        if let Some(p) = entry.loss {
+            next.loss = if p == 0.0 {
+                LossModel::None
+            } else {
+                LossModel::Bernoulli { p }
+            };
+        }
+        if let Some(rate_bps) = entry.rate_bps {
+            next.rate_bps = Some(rate_bps);
+        }
+        phases.push((entry.at_ns, next));
+    }
+    phases
 }
 
 #[cfg(test)]
@@ -821,6 +866,6 @@ mod tests {
             0,
         )
         .unwrap_err();
-        assert_eq!(error.to_string(), "--loss: 120% is above 100%");
+        assert_eq!(error.to_string(), "loss: 120% is above 100%");
     }
 }
