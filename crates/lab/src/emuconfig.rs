@@ -269,9 +269,43 @@ pub fn links(sources: &LinkSources) -> Result<(LinkConfig, LinkConfig), String> 
     if let Some(spec) = &sources.b_to_a {
         apply_spec(&mut ba, "--b-to-a", spec)?;
     }
-    ab.validate().map_err(|e| format!("A to B: {e}"))?;
-    ba.validate().map_err(|e| format!("B to A: {e}"))?;
+    ab.validate()
+        .map_err(|e| format!("A to B: {}", naming_key(e)))?;
+    ba.validate()
+        .map_err(|e| format!("B to A: {}", naming_key(e)))?;
     Ok((ab, ba))
+}
+
+/// The key (as its flag) that sets a [`LinkConfig`] field, for the messages of
+/// [`LinkConfig::validate`], which name the field. `None` for a field no key sets alone.
+pub fn key_of_field(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "jitter_dist" => "--dist-table",
+        "correlation" => "--correlation",
+        "loss" => "--loss",
+        "duplicate" => "--duplicate",
+        "corrupt" => "--corrupt",
+        "reorder" => "--reorder",
+        "rate_bps" => "--rate",
+        "limit_frames" => "--limit",
+        "limit_bytes" => "--limit-bytes",
+        "max_frame" => "--max-frame",
+        "schedule" => "--schedule",
+        _ => return None,
+    })
+}
+
+/// A validation error's message with the field at fault named by its key, as the keys are
+/// given (`limit_frames: must be at least 1 frame` becomes `--limit: must be ...`).
+fn naming_key(error: latlab_link::ConfigError) -> String {
+    let Some(key) = error.field().and_then(key_of_field) else {
+        return error.to_string();
+    };
+    // The reason may name another field: say which key sets it.
+    error
+        .naming_field_as(key)
+        .to_string()
+        .replace("needs delay_ns above 0", "needs a --delay")
 }
 
 #[cfg(test)]
@@ -307,6 +341,59 @@ mod tests {
         assert_eq!(both.len(), 2);
         assert_eq!(ab, vec![("loss".to_string(), "1%".to_string())]);
         assert_eq!(ba, vec![("rate".to_string(), "1gbit".to_string())]);
+    }
+
+    #[test]
+    fn validation_errors_name_the_key_not_the_field() {
+        let sources = |flags: ImpairmentFlags| LinkSources {
+            flags,
+            frame_size: 2048,
+            ..LinkSources::default()
+        };
+        let error = |flags| links(&sources(flags)).unwrap_err();
+        assert_eq!(
+            error(ImpairmentFlags {
+                limit: Some("0".into()),
+                ..ImpairmentFlags::default()
+            }),
+            "A to B: --limit: must be at least 1 frame"
+        );
+        assert_eq!(
+            error(ImpairmentFlags {
+                limit_bytes: Some("0".into()),
+                ..ImpairmentFlags::default()
+            }),
+            "A to B: --limit-bytes: must be at least 1 byte"
+        );
+        assert_eq!(
+            error(ImpairmentFlags {
+                reorder: Some("50%".into()),
+                ..ImpairmentFlags::default()
+            }),
+            "A to B: --reorder: needs a --delay: a reordered frame overtakes the delayed ones"
+        );
+        let mut b_only = sources(ImpairmentFlags::default());
+        b_only.b_to_a = Some("limit=0".into());
+        assert_eq!(
+            links(&b_only).unwrap_err(),
+            "B to A: --limit: must be at least 1 frame"
+        );
+        for field in [
+            "jitter_dist",
+            "correlation",
+            "loss",
+            "duplicate",
+            "corrupt",
+            "reorder",
+            "rate_bps",
+            "limit_frames",
+            "limit_bytes",
+            "max_frame",
+            "schedule",
+        ] {
+            let key = key_of_field(field).unwrap();
+            assert!(KEYS.contains(&&key[2..]), "{field} → {key}");
+        }
     }
 
     #[test]
