@@ -1,5 +1,12 @@
 //! latlab-lab: everything between the command line and the engines.
 //!
+//! Every command of the `latlab` binary is a function here that takes checked options and
+//! returns a report whose files are already written: [`echo::run`], [`gen::run`],
+//! [`serve::run`], [`emu::run`], [`demo::run`] and the studies ([`gamestudy::run`],
+//! [`emustudy::run`]). Live counters and progress go through [`command::LiveView`] and
+//! [`demo::ProgressSink`], which the command line implements; the stop flag is a
+//! [`command::Stop`] the caller raises.
+//!
 //! Topologies of network namespaces joined by veth pairs (or loopback), measurements from
 //! options to summaries, results folders written whole or not at all, tables and plots drawn
 //! from the results data, and the demo.
