@@ -163,3 +163,35 @@ pub fn run(
     };
     Ok(GenReport { summary, out })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(edit: impl FnOnce(&mut GenCommand)) -> Result<(), String> {
+        let mut c = GenCommand::new(GenOptions::new("127.0.0.1:9".parse().unwrap()));
+        edit(&mut c);
+        c.check().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_run_that_cannot_succeed_is_refused_before_anything_opens() {
+        assert_eq!(command(|_| {}), Ok(()));
+        assert_eq!(
+            command(|c| c.options.target = "127.0.0.1:0".parse().unwrap()),
+            Err("--target 127.0.0.1:0: port 0 cannot be sent to".into())
+        );
+        assert_eq!(
+            command(|c| c.options.payload_len = 10),
+            Err("--size must be between 56 (the probe header) and 65507 bytes, not 10".into())
+        );
+        assert_eq!(
+            command(|c| c.options.warmup = Duration::from_secs(5)),
+            Err("--warmup (5s) must be shorter than --duration (5s)".into())
+        );
+        assert_eq!(
+            command(|c| c.hlog = Some("/no/such/folder/run.hlog".into())),
+            Err("/no/such/folder/run.hlog: folder /no/such/folder does not exist".into())
+        );
+    }
+}
