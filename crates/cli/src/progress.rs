@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use latlab_engine::generator::Progress;
+use latlab_lab::command::{LiveView, Progress};
 use latlab_lab::demo::ProgressSink;
 
 /// A progress bar per run, drawn on stderr.
@@ -94,6 +94,39 @@ impl latlab_lab::study::StudyProgress for StudyBar {
     fn finish(&mut self) {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
+        }
+    }
+}
+
+/// The live view of `echo`, `serve` and `emu`: the start line on stderr, and on a terminal
+/// the counters line redrawn in place, ended with a newline when the run stops.
+#[derive(Debug)]
+pub(crate) struct Counters {
+    terminal: bool,
+}
+
+impl Counters {
+    pub(crate) fn new() -> Counters {
+        Counters {
+            terminal: std::io::stderr().is_terminal(),
+        }
+    }
+}
+
+impl LiveView for Counters {
+    fn started(&mut self, line: &str) {
+        eprintln!("{line}");
+    }
+
+    fn counters(&mut self, line: &str) {
+        if self.terminal {
+            eprint!("\r  {line}   ");
+        }
+    }
+
+    fn stopped(&mut self) {
+        if self.terminal {
+            eprintln!();
         }
     }
 }

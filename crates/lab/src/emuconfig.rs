@@ -160,6 +160,154 @@ fn scalar(path: &Path, key: &str, value: &toml::Value) -> Result<String, String>
     }
 }
 
+/// The impairments of `latlab emu` as given on its command line, each value as typed; `None`
+/// where the flag is absent.
+#[derive(Clone, Debug, Default)]
+pub struct ImpairmentFlags {
+    /// `--delay`.
+    pub delay: Option<String>,
+    /// `--jitter`.
+    pub jitter: Option<String>,
+    /// `--jitter-dist`.
+    pub jitter_dist: Option<String>,
+    /// `--dist-table`.
+    pub dist_table: Option<String>,
+    /// `--correlation`.
+    pub correlation: Option<String>,
+    /// `--loss`.
+    pub loss: Option<String>,
+    /// `--loss-model`: the same knob as `--loss`.
+    pub loss_model: Option<String>,
+    /// `--duplicate`.
+    pub duplicate: Option<String>,
+    /// `--corrupt`.
+    pub corrupt: Option<String>,
+    /// `--reorder`.
+    pub reorder: Option<String>,
+    /// `--rate`.
+    pub rate: Option<String>,
+    /// `--overhead`.
+    pub overhead: Option<String>,
+    /// `--limit`.
+    pub limit: Option<String>,
+    /// `--limit-bytes`.
+    pub limit_bytes: Option<String>,
+    /// `--schedule`.
+    pub schedule: Option<String>,
+    /// `--seed`.
+    pub seed: Option<String>,
+}
+
+/// Where the two directions' impairments come from, in the order they apply: a TOML file,
+/// the flags (both directions), then one spec per direction.
+#[derive(Clone, Debug, Default)]
+pub struct LinkSources {
+    /// `--config FILE`.
+    pub config: Option<std::path::PathBuf>,
+    /// The flags.
+    pub flags: ImpairmentFlags,
+    /// Largest frame bridged, bytes (`--frame-size`, the `max-frame` key).
+    pub frame_size: usize,
+    /// `--a-to-b SPEC`.
+    pub a_to_b: Option<String>,
+    /// `--b-to-a SPEC`.
+    pub b_to_a: Option<String>,
+}
+
+/// The A→B and B→A link configurations `sources` make, validated. Each direction draws its
+/// own random numbers (B→A's seed is A→B's plus a constant). Every error names the flag,
+/// spec or file at fault.
+pub fn links(sources: &LinkSources) -> Result<(LinkConfig, LinkConfig), String> {
+    let mut ab = LinkConfig::default();
+    let mut ba = LinkConfig::default();
+    if let Some(path) = &sources.config {
+        let (both, only_ab, only_ba) = load_file(path)?;
+        for (k, v) in &both {
+            apply(&mut ab, k, v)?;
+            apply(&mut ba, k, v)?;
+        }
+        for (k, v) in &only_ab {
+            apply(&mut ab, k, v)?;
+        }
+        for (k, v) in &only_ba {
+            apply(&mut ba, k, v)?;
+        }
+    }
+    let f = &sources.flags;
+    let max_frame = Some(sources.frame_size.to_string());
+    // (flag, key, value): --loss-model sets the same knob as --loss.
+    let flags: [(&str, &str, &Option<String>); 17] = [
+        ("delay", "delay", &f.delay),
+        ("jitter", "jitter", &f.jitter),
+        ("jitter-dist", "jitter-dist", &f.jitter_dist),
+        ("dist-table", "dist-table", &f.dist_table),
+        ("correlation", "correlation", &f.correlation),
+        ("loss", "loss", &f.loss),
+        ("loss-model", "loss", &f.loss_model),
+        ("duplicate", "duplicate", &f.duplicate),
+        ("corrupt", "corrupt", &f.corrupt),
+        ("reorder", "reorder", &f.reorder),
+        ("rate", "rate", &f.rate),
+        ("overhead", "overhead", &f.overhead),
+        ("limit", "limit", &f.limit),
+        ("limit-bytes", "limit-bytes", &f.limit_bytes),
+        ("schedule", "schedule", &f.schedule),
+        ("seed", "seed", &f.seed),
+        ("frame-size", "max-frame", &max_frame),
+    ];
+    for (flag, key, value) in flags {
+        if let Some(v) = value {
+            let named = |e: String| e.replace(&format!("--{key}"), &format!("--{flag}"));
+            apply(&mut ab, key, v).map_err(named)?;
+            apply(&mut ba, key, v).map_err(named)?;
+        }
+    }
+    ba.seed = ba.seed.wrapping_add(0x9e37_79b9);
+    if let Some(spec) = &sources.a_to_b {
+        apply_spec(&mut ab, "--a-to-b", spec)?;
+    }
+    if let Some(spec) = &sources.b_to_a {
+        apply_spec(&mut ba, "--b-to-a", spec)?;
+    }
+    ab.validate()
+        .map_err(|e| format!("A to B: {}", naming_key(e)))?;
+    ba.validate()
+        .map_err(|e| format!("B to A: {}", naming_key(e)))?;
+    Ok((ab, ba))
+}
+
+/// The key (as its flag) that sets a [`LinkConfig`] field, for the messages of
+/// [`LinkConfig::validate`], which name the field. `None` for a field no key sets alone.
+pub fn key_of_field(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "jitter_dist" => "--dist-table",
+        "correlation" => "--correlation",
+        "loss" => "--loss",
+        "duplicate" => "--duplicate",
+        "corrupt" => "--corrupt",
+        "reorder" => "--reorder",
+        "rate_bps" => "--rate",
+        "limit_frames" => "--limit",
+        "limit_bytes" => "--limit-bytes",
+        "max_frame" => "--max-frame",
+        "schedule" => "--schedule",
+        _ => return None,
+    })
+}
+
+/// A validation error's message with the field at fault named by its key, as the keys are
+/// given (`limit_frames: must be at least 1 frame` becomes `--limit: must be ...`).
+fn naming_key(error: latlab_link::ConfigError) -> String {
+    let Some(key) = error.field().and_then(key_of_field) else {
+        return error.to_string();
+    };
+    // The reason may name another field: say which key sets it.
+    error
+        .naming_field_as(key)
+        .to_string()
+        .replace("needs delay_ns above 0", "needs a --delay")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +341,59 @@ mod tests {
         assert_eq!(both.len(), 2);
         assert_eq!(ab, vec![("loss".to_string(), "1%".to_string())]);
         assert_eq!(ba, vec![("rate".to_string(), "1gbit".to_string())]);
+    }
+
+    #[test]
+    fn validation_errors_name_the_key_not_the_field() {
+        let sources = |flags: ImpairmentFlags| LinkSources {
+            flags,
+            frame_size: 2048,
+            ..LinkSources::default()
+        };
+        let error = |flags| links(&sources(flags)).unwrap_err();
+        assert_eq!(
+            error(ImpairmentFlags {
+                limit: Some("0".into()),
+                ..ImpairmentFlags::default()
+            }),
+            "A to B: --limit: must be at least 1 frame"
+        );
+        assert_eq!(
+            error(ImpairmentFlags {
+                limit_bytes: Some("0".into()),
+                ..ImpairmentFlags::default()
+            }),
+            "A to B: --limit-bytes: must be at least 1 byte"
+        );
+        assert_eq!(
+            error(ImpairmentFlags {
+                reorder: Some("50%".into()),
+                ..ImpairmentFlags::default()
+            }),
+            "A to B: --reorder: needs a --delay: a reordered frame overtakes the delayed ones"
+        );
+        let mut b_only = sources(ImpairmentFlags::default());
+        b_only.b_to_a = Some("limit=0".into());
+        assert_eq!(
+            links(&b_only).unwrap_err(),
+            "B to A: --limit: must be at least 1 frame"
+        );
+        for field in [
+            "jitter_dist",
+            "correlation",
+            "loss",
+            "duplicate",
+            "corrupt",
+            "reorder",
+            "rate_bps",
+            "limit_frames",
+            "limit_bytes",
+            "max_frame",
+            "schedule",
+        ] {
+            let key = key_of_field(field).unwrap();
+            assert!(KEYS.contains(&&key[2..]), "{field} → {key}");
+        }
     }
 
     #[test]

@@ -1,5 +1,12 @@
 //! latlab-lab: everything between the command line and the engines.
 //!
+//! Every command of the `latlab` binary is a function here that takes checked options and
+//! returns a report whose files are already written: [`echo::run`], [`gen::run`],
+//! [`serve::run`], [`emu::run`], [`demo::run`], the studies ([`study::game_server::run`],
+//! [`study::emulator::run`]) and [`report::run`]. Live counters and progress go through [`command::LiveView`] and
+//! [`demo::ProgressSink`], which the command line implements; the stop flag is a
+//! [`command::Stop`] the caller raises.
+//!
 //! Topologies of network namespaces joined by veth pairs (or loopback), measurements from
 //! options to summaries, results folders written whole or not at all, tables and plots drawn
 //! from the results data, the demo, and the studies ([`study`]: one error type, one progress
@@ -17,13 +24,18 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod command;
 pub mod demo;
+pub mod echo;
+pub mod emu;
 pub mod emuconfig;
 pub mod emureport;
+pub mod gen;
 pub mod measure;
 pub mod plot;
 pub mod report;
 pub mod results;
+pub mod serve;
 pub mod study;
 pub mod table;
 pub mod topology;

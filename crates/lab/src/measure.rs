@@ -24,8 +24,9 @@ pub enum MeasureError {
         /// What happened.
         reason: String,
     },
-    /// A configuration value is out of range.
-    #[error(transparent)]
+    /// A configuration value is out of range; the message names the option (`--rate`,
+    /// `--size`, `--flows`) where the probe core names the field.
+    #[error("{}", naming_option(.0))]
     Config(#[from] latlab_probe::Error),
     /// A socket or thread call failed.
     #[error("{context}: {source}")]
@@ -35,6 +36,26 @@ pub enum MeasureError {
         /// The system's error.
         source: io::Error,
     },
+}
+
+/// The option of [`GenOptions`] (as its flag) that sets a [`ProbeConfig`] field.
+pub fn option_of_field(field: &str) -> &str {
+    match field {
+        "rate_pps" => "--rate",
+        "payload_len" => "--size",
+        "flows" => "--flows",
+        other => other,
+    }
+}
+
+/// A probe configuration error with its field named by the option that sets it.
+fn naming_option(error: &latlab_probe::Error) -> String {
+    let field = error.field();
+    let text = error.to_string();
+    match text.strip_prefix(field) {
+        Some(rest) => format!("{}{rest}", option_of_field(field)),
+        None => text,
+    }
 }
 
 fn io_err(context: &str) -> impl FnOnce(io::Error) -> MeasureError + '_ {
@@ -449,5 +470,33 @@ pub fn setup(options: &GenOptions, label: String, topology: &str, threads: Threa
             Threads::Split { .. } => "split".into(),
         },
         dir: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_configuration_errors_name_the_option_not_the_field() {
+        let target = SocketAddr::from(([127, 0, 0, 1], 9));
+        let error = |options: GenOptions| {
+            MeasureError::from(options.probe_config().validate().unwrap_err()).to_string()
+        };
+        let mut small = GenOptions::new(target);
+        small.payload_len = 10;
+        assert_eq!(
+            error(small),
+            "--size must be at least 56 bytes (the probe header), not 10"
+        );
+        let mut slow = GenOptions::new(target);
+        slow.rate_pps = 0.0;
+        assert_eq!(
+            error(slow),
+            "--rate must be a number of packets per second above 0, not 0"
+        );
+        let mut none = GenOptions::new(target);
+        none.flows = 0;
+        assert_eq!(error(none), "--flows must be at least 1");
     }
 }

@@ -49,14 +49,15 @@ pub use meter::{
 pub use schedule::{Pattern, Schedule};
 pub use sender::{SendCounts, Sender, Transmit};
 
-/// Errors in a probe configuration.
+/// Errors in a probe configuration. Each message starts with the [`ProbeConfig`] field at fault,
+/// spelled as in the struct ([`Error::field`]), so a front end can name its own option instead.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Error {
     /// The rate is not a finite number above zero.
-    #[error("--rate must be a number of packets per second above 0, not {0}")]
+    #[error("rate_pps must be a number of packets per second above 0, not {0}")]
     BadRate(f64),
     /// The payload is too short to carry a probe header.
-    #[error("--size must be at least {min} bytes (the probe header), not {got}")]
+    #[error("payload_len must be at least {min} bytes (the probe header), not {got}")]
     SizeTooSmall {
         /// Requested payload size.
         got: usize,
@@ -64,7 +65,7 @@ pub enum Error {
         min: usize,
     },
     /// The payload does not fit in one UDP datagram.
-    #[error("--size must be at most {max} bytes, not {got}")]
+    #[error("payload_len must be at most {max} bytes, not {got}")]
     SizeTooLarge {
         /// Requested payload size.
         got: usize,
@@ -72,8 +73,19 @@ pub enum Error {
         max: usize,
     },
     /// No flows.
-    #[error("--flows must be at least 1")]
+    #[error("flows must be at least 1")]
     NoFlows,
+}
+
+impl Error {
+    /// The [`ProbeConfig`] field at fault: `rate_pps`, `payload_len` or `flows`.
+    pub fn field(&self) -> &'static str {
+        match self {
+            Error::BadRate(_) => "rate_pps",
+            Error::SizeTooSmall { .. } | Error::SizeTooLarge { .. } => "payload_len",
+            Error::NoFlows => "flows",
+        }
+    }
 }
 
 /// Largest UDP payload over IPv4.

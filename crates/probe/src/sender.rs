@@ -244,7 +244,7 @@ mod tests {
     }
 
     #[test]
-    fn bad_configurations_name_the_flag() {
+    fn bad_configurations_name_the_field() {
         let bad = ProbeConfig {
             payload_len: 10,
             ..config()
@@ -252,7 +252,7 @@ mod tests {
         assert!(Sender::new(&bad)
             .unwrap_err()
             .to_string()
-            .contains("--size"));
+            .starts_with("payload_len must be at least"));
         let bad = ProbeConfig {
             rate_pps: -1.0,
             ..config()
@@ -260,7 +260,7 @@ mod tests {
         assert!(Sender::new(&bad)
             .unwrap_err()
             .to_string()
-            .contains("--rate"));
+            .starts_with("rate_pps must be"));
         let bad = ProbeConfig {
             pattern: Pattern::Poisson,
             flows: 0,
@@ -269,6 +269,6 @@ mod tests {
         assert!(Sender::new(&bad)
             .unwrap_err()
             .to_string()
-            .contains("--flows"));
+            .starts_with("flows must be"));
     }
 }

@@ -1,0 +1,64 @@
+//! `latlab demo`: flags → [`latlab_lab::demo`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use latlab_lab::command::default_out;
+use latlab_lab::demo::DemoOptions;
+use latlab_lab::units::{parse_duration, parse_rate};
+
+use crate::{progress, STOP};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct DemoArgs {
+    /// Sending time at each rate.
+    #[arg(long, value_parser = parse_duration, default_value = "2s", value_name = "DUR")]
+    duration: Duration,
+    /// Results folder (default: latlab-results/demo-<time>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Rates to measure at, comma separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_rate, default_value = "1k,10k,100k")]
+    rates: Vec<f64>,
+    /// Run on loopback even when namespaces would work.
+    #[arg(long)]
+    loopback: bool,
+    /// Skip the run through an emulated link (1 ms each way, 0.1% loss).
+    #[arg(long)]
+    no_emulated_link: bool,
+}
+
+pub(crate) fn run(a: DemoArgs) -> Result<()> {
+    let options = DemoOptions {
+        duration: a.duration,
+        rates: a.rates,
+        out: a.out.unwrap_or_else(|| default_out("demo")),
+        namespaces: !a.loopback,
+        emulated_link: !a.no_emulated_link,
+    };
+    let mut bar = progress::Bar::new();
+    let outcome =
+        latlab_lab::demo::run(&options, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
+    println!("latlab demo: {}", outcome.topology);
+    print!(
+        "{}",
+        latlab_lab::table::render(&outcome.runs.iter().collect::<Vec<_>>())
+    );
+    let r = outcome.reflector;
+    println!(
+        "reflector: received {}, reflected {}, malformed {}, dropped on a full socket {}",
+        r.received, r.reflected, r.malformed, r.send_dropped
+    );
+    if let Some(e) = &outcome.emulated {
+        println!("{}", e.describe());
+    }
+    println!(
+        "results: {} (summary.json, per-rate latency.hlog and ccdf.csv, ccdf.svg)",
+        outcome.out.display()
+    );
+    if STOP.is_raised() {
+        eprintln!("stopped early by Ctrl-C: the results hold the rates that ran");
+    }
+    Ok(())
+}

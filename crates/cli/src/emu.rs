@@ -1,0 +1,180 @@
+//! `latlab emu`: flags → [`latlab_lab::emu`]. The impairment flags go to lab as typed; lab
+//! combines them with `--config` and the per-direction specs, and its errors name the flags.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use latlab_lab::command::{Io, PollMode};
+use latlab_lab::emu::{EmuMode, EmuOptions, RxRing};
+use latlab_lab::emuconfig::{ImpairmentFlags, LinkSources};
+use latlab_lab::units::parse_duration;
+
+use crate::progress::Counters;
+use crate::{emu_io, parse_xdp_frames, STOP};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum RxRingArg {
+    V2,
+    V3,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ModeArg {
+    Auto,
+    RunToCompletion,
+    Pipeline,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct EmuArgs {
+    /// First interface of the bridge.
+    #[arg(long, value_name = "IF")]
+    iface_a: String,
+    /// Second interface of the bridge.
+    #[arg(long, value_name = "IF")]
+    iface_b: String,
+    /// Delay added to every frame (both directions): 100us, 1ms.
+    #[arg(long, value_name = "DUR")]
+    delay: Option<String>,
+    /// Jitter around the delay.
+    #[arg(long, value_name = "DUR")]
+    jitter: Option<String>,
+    /// Jitter distribution: uniform, normal, pareto, paretonormal.
+    #[arg(long, value_name = "DIST")]
+    jitter_dist: Option<String>,
+    /// Jitter values from a file (one number per line, in units of --jitter).
+    #[arg(long, value_name = "FILE")]
+    dist_table: Option<String>,
+    /// Correlation of successive jitter values, 0..1.
+    #[arg(long, value_name = "P")]
+    correlation: Option<String>,
+    /// Independent loss probability: 1%, 0.01.
+    #[arg(long, value_name = "P", allow_hyphen_values = true)]
+    loss: Option<String>,
+    /// A loss model: gemodel:P,R,1-H,1-K or state:P13,P31,P32,P23,P14 (NetEm's definitions).
+    #[arg(long, value_name = "MODEL")]
+    loss_model: Option<String>,
+    /// Duplication probability.
+    #[arg(long, value_name = "P", allow_hyphen_values = true)]
+    duplicate: Option<String>,
+    /// Corruption probability (one bit flipped).
+    #[arg(long, value_name = "P", allow_hyphen_values = true)]
+    corrupt: Option<String>,
+    /// Reordering: P (sent without the delay with probability P) or P,gap=N.
+    #[arg(long, value_name = "P")]
+    reorder: Option<String>,
+    /// Rate limit: 1gbit, 100mbit, 56kbit.
+    #[arg(long, value_name = "RATE")]
+    rate: Option<String>,
+    /// Per-frame overhead counted by the rate limit, bytes (default 24: preamble, gap, FCS).
+    #[arg(long, value_name = "BYTES")]
+    overhead: Option<String>,
+    /// Queue limit in frames (default 1000).
+    #[arg(long, value_name = "FRAMES")]
+    limit: Option<String>,
+    /// Queue limit in bytes.
+    #[arg(long, value_name = "BYTES")]
+    limit_bytes: Option<String>,
+    /// Conditions that change over time: lines of `TIME DELAY LOSS RATE`.
+    #[arg(long, value_name = "FILE")]
+    schedule: Option<String>,
+    /// Seed of the random choices.
+    #[arg(long, value_name = "N")]
+    seed: Option<String>,
+    /// Impairments of the A→B direction only: "delay=1ms loss=1%".
+    #[arg(long, value_name = "SPEC")]
+    a_to_b: Option<String>,
+    /// Impairments of the B→A direction only.
+    #[arg(long, value_name = "SPEC")]
+    b_to_a: Option<String>,
+    /// A TOML file of impairments: keys at the top apply to both directions, [a_to_b] and
+    /// [b_to_a] tables to one.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Largest frame bridged, bytes.
+    #[arg(long, default_value_t = 2048, value_name = "BYTES")]
+    frame_size: usize,
+    /// busy: spin (frames picked up within microseconds, one core at 100%); block: sleep
+    /// when nothing is due (run-to-completion only).
+    #[arg(long, default_value = "busy", value_name = "MODE")]
+    poll: PollMode,
+    /// run-to-completion: one loop for both directions; pipeline: an RX stage and a TX stage
+    /// on their own pinned cores joined by lock-free rings; auto: pipeline when 3 or more
+    /// cores are free.
+    #[arg(long, default_value = "auto", value_name = "MODE")]
+    mode: ModeArg,
+    /// AF_PACKET receive ring: v2 hands each frame over as it arrives (microseconds); v3
+    /// batches frames into blocks retired by a 1 ms timer (fewer wake-ups at high rates, up to
+    /// a millisecond late at low ones).
+    #[arg(long, default_value = "v2", value_name = "RING")]
+    rx_ring: RxRingArg,
+    /// packet: AF_PACKET rings beside the kernel stack; xdp: AF_XDP, every frame of both
+    /// interfaces taken before the kernel stack by an XDP program (root; run to completion).
+    #[arg(long, default_value = "packet", value_name = "IO", value_parser = emu_io())]
+    io: Io,
+    /// AF_XDP UMEM frames (--io xdp), a power of two from 64 to 1048576: half for receiving,
+    /// half for sending; each of the four rings holds half as many entries.
+    #[arg(long, default_value_t = 4096, value_parser = parse_xdp_frames, value_name = "N")]
+    xdp_frames: u32,
+    /// Stop after this long (default: until Ctrl-C).
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    duration: Option<Duration>,
+    /// Write the counters by cause and the release-error histograms to this JSON file at exit.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+impl EmuArgs {
+    /// The checked options these flags make.
+    fn options(self) -> Result<EmuOptions> {
+        let sources = LinkSources {
+            config: self.config,
+            flags: ImpairmentFlags {
+                delay: self.delay,
+                jitter: self.jitter,
+                jitter_dist: self.jitter_dist,
+                dist_table: self.dist_table,
+                correlation: self.correlation,
+                loss: self.loss,
+                loss_model: self.loss_model,
+                duplicate: self.duplicate,
+                corrupt: self.corrupt,
+                reorder: self.reorder,
+                rate: self.rate,
+                overhead: self.overhead,
+                limit: self.limit,
+                limit_bytes: self.limit_bytes,
+                schedule: self.schedule,
+                seed: self.seed,
+            },
+            frame_size: self.frame_size,
+            a_to_b: self.a_to_b,
+            b_to_a: self.b_to_a,
+        };
+        let mut options = EmuOptions::new(self.iface_a, self.iface_b, &sources)?;
+        options.poll = self.poll;
+        options.mode = match self.mode {
+            ModeArg::Auto => EmuMode::Auto,
+            ModeArg::RunToCompletion => EmuMode::RunToCompletion,
+            ModeArg::Pipeline => EmuMode::Pipeline,
+        };
+        options.rx_ring = match self.rx_ring {
+            RxRingArg::V2 => RxRing::V2,
+            RxRingArg::V3 => RxRing::V3,
+        };
+        options.io = self.io;
+        options.xdp_frames = self.xdp_frames;
+        options.duration = self.duration;
+        options.json = self.json;
+        options.check()?;
+        Ok(options)
+    }
+}
+
+pub(crate) fn run(a: EmuArgs) -> Result<()> {
+    let options = a.options()?;
+    let report = latlab_lab::emu::run(&options, &STOP, &mut Counters::new())?;
+    println!("{}", report.text());
+    Ok(())
+}

@@ -1,0 +1,134 @@
+//! `latlab gen`: flags → [`latlab_lab::gen`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use latlab_lab::command::{resolve, Io, Pattern, PollMode};
+use latlab_lab::gen::GenCommand;
+use latlab_lab::measure::{GenOptions, ThreadChoice};
+use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
+
+use crate::{echo_io, parse_xdp_frames, progress, STOP};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct GenArgs {
+    /// The responder: ADDR:PORT (latlab echo, or anything that echoes UDP datagrams).
+    #[arg(long, value_name = "ADDR")]
+    target: String,
+    /// Offered load in packets per second over all flows (1000, 10k, 1M).
+    #[arg(long, value_parser = parse_rate, value_name = "PPS", allow_hyphen_values = true)]
+    rate: f64,
+    /// How long to send, warm-up included (10s, 500ms).
+    #[arg(long, value_parser = parse_duration, default_value = "5s", value_name = "DUR", allow_hyphen_values = true)]
+    duration: Duration,
+    /// UDP payload bytes per probe, at least the 56-byte probe header.
+    #[arg(
+        long,
+        default_value_t = 64,
+        value_name = "BYTES",
+        allow_hyphen_values = true
+    )]
+    size: usize,
+    /// constant: exactly 1/rate apart; poisson: exponential gaps (seeded).
+    #[arg(long, default_value = "constant", value_name = "PATTERN")]
+    pattern: Pattern,
+    /// Number of flows (source ports); probes go round-robin over them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    flows: u32,
+    /// Responses to probes sent in the first DUR are left out of the result.
+    #[arg(long, value_parser = parse_duration, default_value = "100ms", value_name = "DUR")]
+    warmup: Duration,
+    /// How long to wait for the last responses after the last probe.
+    #[arg(long, value_parser = parse_duration, default_value = "500ms", value_name = "DUR")]
+    grace: Duration,
+    /// busy: spin (lowest latency); block: sleep until a packet arrives or a probe is due.
+    #[arg(long, default_value = "busy", value_name = "MODE")]
+    poll: PollMode,
+    /// auto, 1 (one loop) or 2 (send and receive threads on their own cores).
+    #[arg(long, default_value = "auto", value_name = "N")]
+    threads: ThreadChoice,
+    /// Datagrams per sendmmsg/recvmmsg call.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    batch: u16,
+    /// SO_RCVBUF of the flow sockets, in bytes.
+    #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
+    rcvbuf: Option<usize>,
+    /// Seed of the Poisson schedule.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Local address to send from.
+    #[arg(long, value_name = "IP")]
+    bind: Option<std::net::IpAddr>,
+    /// Skip the check that the target answers before the run.
+    #[arg(long)]
+    no_check: bool,
+    /// socket: kernel UDP sockets with recvmmsg/sendmmsg; xdp: AF_XDP on --iface, probes
+    /// built as whole frames in user space and responses taken before the kernel's stack
+    /// (root; IPv4; every flow from one source port).
+    #[arg(long, default_value = "socket", value_name = "IO", value_parser = echo_io())]
+    io: Io,
+    /// The interface towards the target that AF_XDP serves (--io xdp).
+    #[arg(long, value_name = "IF")]
+    iface: Option<String>,
+    /// AF_XDP UMEM frames (--io xdp), a power of two from 64 to 1048576: half for receiving,
+    /// half for sending; each of the four rings holds half as many entries.
+    #[arg(long, default_value_t = 4096, value_parser = parse_xdp_frames, value_name = "N")]
+    xdp_frames: u32,
+    /// Write the summary to this JSON file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write the per-second latency histograms to this HdrHistogram interval log.
+    #[arg(long, value_name = "FILE")]
+    hlog: Option<PathBuf>,
+    /// Write a whole results folder (summary.json, latency.hlog, ccdf.csv, ccdf.svg).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+impl GenArgs {
+    /// The checked command these flags make.
+    fn command(self) -> Result<GenCommand> {
+        let target = resolve("--target", &self.target)?;
+        let mut opts = GenOptions::new(target);
+        if let Some(ip) = self.bind {
+            opts.bind = ip;
+        }
+        opts.rate_pps = self.rate;
+        opts.duration = self.duration;
+        opts.warmup = self.warmup;
+        opts.payload_len = self.size;
+        opts.pattern = self.pattern;
+        opts.flows = self.flows;
+        opts.seed = self.seed;
+        opts.poll = self.poll;
+        opts.batch = usize::from(self.batch);
+        opts.grace = self.grace;
+        opts.threads = self.threads;
+        opts.rcvbuf = self.rcvbuf;
+        opts.check = !self.no_check;
+        let mut command = GenCommand::new(opts);
+        command.json = self.json;
+        command.hlog = self.hlog;
+        command.out = self.out;
+        command.io = self.io;
+        command.iface = self.iface;
+        command.xdp_frames = self.xdp_frames;
+        command.check()?;
+        Ok(command)
+    }
+}
+
+pub(crate) fn run(a: GenArgs) -> Result<()> {
+    let command = a.command()?;
+    let mut bar = progress::Bar::new();
+    let report = latlab_lab::gen::run(&command, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
+    print!("{}", report.text());
+    if let Some(path) = &report.out {
+        println!("results: {}", path.display());
+    }
+    if report.summary.stopped_early {
+        eprintln!("stopped early by Ctrl-C: the figures cover the part that ran");
+    }
+    Ok(())
+}

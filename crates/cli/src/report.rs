@@ -1,0 +1,34 @@
+//! `latlab report DIR`: a results folder drawn again from its data by latlab-lab: a gen or
+//! demo folder's table (and, with `--plot`, its CCDF plot), a study's tables, figures and
+//! report.md.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use latlab_lab::report::{self, Redrawn, ReportOptions};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReportArgs {
+    /// A results folder written by gen --out, demo or a study.
+    dir: PathBuf,
+    /// Draw the CCDF of every run in it again, into this SVG file (gen and demo folders).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+pub(crate) fn run(a: ReportArgs) -> Result<()> {
+    let options = ReportOptions {
+        dir: a.dir,
+        plot: a.plot,
+    };
+    match report::run(&options)? {
+        Redrawn::Runs { runs, plot } => {
+            print!("{}", runs.table());
+            if let Some(plot) = plot {
+                println!("plot: {}", plot.display());
+            }
+        }
+        Redrawn::Study { report, .. } => println!("report: {}", report.display()),
+    }
+    Ok(())
+}

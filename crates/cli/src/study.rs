@@ -1,0 +1,168 @@
+//! `latlab study game-server` and `latlab study emulator`: flags → latlab-lab's studies.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use clap::Subcommand;
+use latlab_lab::command::{default_out, parse_server_io, ServerIo};
+use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
+
+use crate::{progress, STOP};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum StudyCommand {
+    /// The game-server latency study (Emmerich et al.): latency vs load, clients and buffer
+    /// sizes, the first-drop load, Table I, Figures 2–4, a flood, and report.md.
+    GameServer(GameStudyArgs),
+    /// The link emulator against the kernel's forwarding: added latency, delay accuracy, loss
+    /// models (namespaces; root).
+    Emulator(EmuStudyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct EmuStudyArgs {
+    /// Sending time per point.
+    #[arg(long, value_parser = parse_duration, default_value = "3s", value_name = "DUR")]
+    duration: Duration,
+    /// The rates to measure at, comma separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_rate, default_value = "1k,50k")]
+    rates: Vec<f64>,
+    /// Delays on the client→server direction, comma separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_duration, default_value = "10us,100us,1ms,100ms")]
+    delays: Vec<Duration>,
+    /// Sending time of each forwarding-rate point (one per RFC 2544 frame size and path).
+    #[arg(long, value_parser = parse_duration, default_value = "2s", value_name = "DUR")]
+    rate_duration: Duration,
+    /// Results folder (default latlab-results/emulator-<time>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct GameStudyArgs {
+    /// Client counts, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "4,8,16,32")]
+    clients: Vec<u32>,
+    /// Offered loads: a list (10k,20k) or a range with a step (10k..100k/10k; the step defaults to the start).
+    #[arg(long, default_value = "10k..100k", value_name = "LOADS")]
+    loads: String,
+    /// Server receive buffer sizes (setsockopt values), comma separated; "default" is the system's.
+    #[arg(long, value_delimiter = ',', default_value = "16k,64k,default")]
+    rcvbuf: Vec<String>,
+    /// Server I/O modes, comma separated (xdp is left out, with the reason, where AF_XDP
+    /// cannot be had).
+    #[arg(long, value_delimiter = ',', default_value = "socket,batched,xdp", value_parser = parse_server_io)]
+    io: Vec<ServerIo>,
+    /// Sending time per point.
+    #[arg(long, value_parser = parse_duration, default_value = "2s", value_name = "DUR")]
+    duration: Duration,
+    /// Results folder (default latlab-results/game-server-<time>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Continue an interrupted study in --out, skipping the points it finished.
+    #[arg(long)]
+    resume: bool,
+    /// Emulated work per game packet, in TSC cycles.
+    #[arg(long, default_value_t = 150, value_name = "N")]
+    work_cycles: u64,
+    /// Skip the flood scenario.
+    #[arg(long)]
+    no_flood: bool,
+    /// Run on loopback even when namespaces would work.
+    #[arg(long)]
+    loopback: bool,
+}
+
+pub(crate) fn run(command: StudyCommand) -> Result<()> {
+    match command {
+        StudyCommand::GameServer(a) => game_study(a),
+        StudyCommand::Emulator(a) => emu_study(a),
+    }
+}
+
+/// Parses `--loads`: `10k,20k,50k` or `10k..100k` (step = start) or `10k..100k/5k`.
+fn parse_loads(text: &str) -> Result<Vec<f64>> {
+    let bad = |why: String| anyhow::anyhow!("--loads {text:?}: {why}");
+    if let Some((from, rest)) = text.split_once("..") {
+        let (to, step) = match rest.split_once('/') {
+            Some((to, step)) => (to, Some(step)),
+            None => (rest, None),
+        };
+        let from = parse_rate(from).map_err(bad)?;
+        let to = parse_rate(to).map_err(bad)?;
+        let step = step
+            .map(parse_rate)
+            .transpose()
+            .map_err(bad)?
+            .unwrap_or(from);
+        if to < from {
+            return Err(bad("the range ends below its start".into()));
+        }
+        let n = ((to - from) / step).floor() as usize + 1;
+        if n > 1000 {
+            return Err(bad(format!("{n} loads is too many")));
+        }
+        return Ok((0..n).map(|k| from + k as f64 * step).collect());
+    }
+    let mut loads = text
+        .split(',')
+        .map(|t| parse_rate(t.trim()).map_err(bad))
+        .collect::<Result<Vec<f64>>>()?;
+    loads.sort_by(f64::total_cmp);
+    Ok(loads)
+}
+
+fn game_study(a: GameStudyArgs) -> Result<()> {
+    use latlab_lab::study::game_server::{StudyOptions, DEFAULT_RCVBUF};
+    let loads = parse_loads(&a.loads)?;
+    let rcvbufs = a
+        .rcvbuf
+        .iter()
+        .map(|t| {
+            if t == "default" {
+                Ok(DEFAULT_RCVBUF)
+            } else {
+                parse_bytes(t).map_err(|e| anyhow::anyhow!("--rcvbuf: {e}"))
+            }
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    if a.clients.is_empty() || a.clients.iter().any(|&c| c == 0 || c > 1024) {
+        bail!("--clients must list counts between 1 and 1024");
+    }
+    let out = a.out.unwrap_or_else(|| default_out("game-server"));
+    let mut options = StudyOptions::new(out);
+    options.clients = a.clients;
+    options.loads = loads;
+    options.rcvbufs = rcvbufs;
+    options.ios = a.io;
+    options.duration = a.duration;
+    options.resume = a.resume;
+    options.work_cycles = a.work_cycles;
+    options.flood = !a.no_flood;
+    options.namespaces = !a.loopback;
+    let mut bar = progress::StudyBar::new();
+    let report = latlab_lab::study::game_server::run(&options, &STOP, &mut bar)?;
+    println!("report: {}", report.report.display());
+    if STOP.is_raised() {
+        eprintln!("stopped by Ctrl-C: the finished points are in the folder; rerun with --resume to go on");
+    }
+    Ok(())
+}
+
+fn emu_study(a: EmuStudyArgs) -> Result<()> {
+    use latlab_lab::study::emulator::{self, EmuStudyOptions};
+    if let Some(reason) = latlab_lab::topology::why_no_namespaces() {
+        bail!("study emulator needs network namespaces: {reason}");
+    }
+    let out = a.out.unwrap_or_else(|| default_out("emulator"));
+    let mut options = EmuStudyOptions::new(out);
+    options.duration = a.duration;
+    options.rates = a.rates;
+    options.delays_ns = a.delays.iter().map(|d| d.as_nanos() as u64).collect();
+    options.rate_duration = a.rate_duration;
+    let mut bar = progress::StudyBar::new();
+    let report = emulator::run(&options, &STOP, &mut bar)?;
+    println!("report: {}", report.report.display());
+    Ok(())
+}

@@ -1,0 +1,218 @@
+//! What the long-running commands (`echo`, `serve`, `emu`) share: the error type, the live
+//! view the command line implements, the watcher that stops a run after its duration, and the
+//! few engine types a command line needs to name.
+//!
+//! A command opens its sockets, says on what it runs through [`LiveView::started`], shows its
+//! counters through [`LiveView::counters`] about once a second while the engine runs, writes
+//! its `--json` file, and only then returns its report: the caller prints after the files are
+//! on disk.
+
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub use latlab_engine::game::{parse_server_io, ServerIo};
+pub use latlab_engine::generator::Progress;
+pub use latlab_engine::{PollMode, Stop};
+pub use latlab_io::Io;
+pub use latlab_probe::Pattern;
+pub use latlab_stats::read_ccdf_csv;
+
+/// Errors of a command, each naming the flag or file at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// A flag's value is out of range, or flags do not go together.
+    #[error("{0}")]
+    Options(String),
+    /// A socket, interface or CPU named by a flag could not be had.
+    #[error("{context}")]
+    Setup {
+        /// The flag and its value.
+        context: String,
+        /// The system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The engine failed while running.
+    #[error("{engine}")]
+    Run {
+        /// Which engine.
+        engine: &'static str,
+        /// The system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// A measurement failed.
+    #[error(transparent)]
+    Measure(#[from] crate::measure::MeasureError),
+    /// A results file could not be written.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+impl CommandError {
+    /// A [`CommandError::Setup`] maker for `map_err`: `context` names the flag and its value.
+    pub fn setup(context: impl Into<String>) -> impl FnOnce(io::Error) -> CommandError {
+        let context = context.into();
+        move |source| CommandError::Setup { context, source }
+    }
+}
+
+/// What a running command shows. The command line implements it; everything here is called
+/// from the command's own threads, never after the command has returned.
+pub trait LiveView: Send {
+    /// The command has its sockets and starts: `line` says on what (one line, for stderr).
+    fn started(&mut self, line: &str);
+    /// The counters of the running engine, about once a second.
+    fn counters(&mut self, line: &str);
+    /// The engine has stopped; nothing more will be shown.
+    fn stopped(&mut self);
+}
+
+/// A [`LiveView`] that shows nothing.
+#[derive(Debug, Default)]
+pub struct Quiet;
+
+impl LiveView for Quiet {
+    fn started(&mut self, _line: &str) {}
+    fn counters(&mut self, _line: &str) {}
+    fn stopped(&mut self) {}
+}
+
+/// Runs `engine` on this thread while a watcher thread raises `stop` once `duration` has
+/// passed and passes the line `show` makes to `view` once a second. `stop` is raised when the
+/// engine returns, so the watcher ends with it; `view.stopped()` is called after both.
+pub(crate) fn watched<T>(
+    duration: Option<Duration>,
+    stop: &Stop,
+    view: &mut dyn LiveView,
+    show: impl Fn() -> String + Send,
+    engine: impl FnOnce() -> T,
+) -> T {
+    let out = std::thread::scope(|s| {
+        let shown = &mut *view;
+        let watcher = s.spawn(move || {
+            let start = Instant::now();
+            let mut ticks = 0u32;
+            while !stop.is_raised() {
+                std::thread::sleep(Duration::from_millis(100));
+                ticks += 1;
+                if duration.is_some_and(|d| start.elapsed() >= d) {
+                    stop.raise();
+                }
+                if ticks % 10 == 0 {
+                    shown.counters(&show());
+                }
+            }
+        });
+        let out = engine();
+        stop.raise();
+        // The watcher only sleeps and calls the view; a panic there is the view's own.
+        let _ = watcher.join();
+        out
+    });
+    view.stopped();
+    out
+}
+
+/// Resolves an `ADDR:PORT` given to `flag`.
+pub fn resolve(flag: &str, text: &str) -> Result<SocketAddr, CommandError> {
+    let mut addrs = text.to_socket_addrs().map_err(CommandError::setup(format!(
+        "{flag} {text:?} is not an ADDR:PORT"
+    )))?;
+    addrs
+        .next()
+        .ok_or_else(|| CommandError::Options(format!("{flag} {text:?} resolves to no address")))
+}
+
+/// Fails when the folder `path` would be written into does not exist, so a run does not end
+/// with nowhere to put its result.
+pub fn check_writable(path: &Path) -> Result<(), CommandError> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(CommandError::Options(format!(
+            "{}: folder {} does not exist",
+            path.display(),
+            parent.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The results folder a command writes when not told where: `latlab-results/<kind>-<secs>`.
+pub fn default_out(kind: &str) -> PathBuf {
+    let secs = latlab_io::clock::now_ns() / 1_000_000_000;
+    PathBuf::from("latlab-results").join(format!("{kind}-{secs}"))
+}
+
+/// Writes `value` as pretty JSON and a newline to `path`, whole or not at all.
+pub(crate) fn write_json(path: &Path, value: &serde_json::Value) -> io::Result<()> {
+    crate::results::write_atomic(path, format!("{value:#}\n").as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Recorded {
+        lines: Vec<String>,
+        stopped: bool,
+    }
+
+    impl LiveView for Recorded {
+        fn started(&mut self, line: &str) {
+            self.lines.push(line.to_string());
+        }
+        fn counters(&mut self, line: &str) {
+            self.lines.push(line.to_string());
+        }
+        fn stopped(&mut self) {
+            self.stopped = true;
+        }
+    }
+
+    #[test]
+    fn a_watched_run_is_stopped_after_its_duration_and_shows_its_counters() {
+        let stop = Stop::new();
+        let mut view = Recorded::default();
+        let spins = watched(
+            Some(Duration::from_millis(1100)),
+            &stop,
+            &mut view,
+            || "counters".to_string(),
+            || {
+                let mut spins = 0u64;
+                while !stop.is_raised() {
+                    std::thread::sleep(Duration::from_millis(5));
+                    spins += 1;
+                }
+                spins
+            },
+        );
+        assert!(spins > 0);
+        assert!(stop.is_raised());
+        assert_eq!(view.lines, vec!["counters".to_string()]);
+        assert!(view.stopped);
+    }
+
+    #[test]
+    fn an_address_that_is_not_one_names_its_flag() {
+        let e = resolve("--listen", "nowhere").unwrap_err();
+        assert_eq!(e.to_string(), "--listen \"nowhere\" is not an ADDR:PORT");
+    }
+
+    #[test]
+    fn an_output_in_a_missing_folder_is_refused() {
+        let e = check_writable(Path::new("/no/such/folder/out.json")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/no/such/folder/out.json: folder /no/such/folder does not exist"
+        );
+        assert!(check_writable(Path::new("out.json")).is_ok());
+    }
+}

@@ -1,0 +1,214 @@
+//! `latlab echo`: the probe reflector on a kernel UDP socket or an AF_XDP socket, from checked
+//! options to a report whose `--json` file is written before it is returned.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters, ReflectorReport};
+use latlab_engine::{PollMode, Stop};
+use latlab_io::port::XdpEndpoint;
+use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+
+use crate::command::{watched, write_json, CommandError, Io, LiveView};
+
+/// Everything `latlab echo` takes, checked.
+#[derive(Clone, Debug)]
+pub struct EchoOptions {
+    /// Address and port to listen on.
+    pub listen: SocketAddr,
+    /// The socket kind: [`Io::Socket`] (a kernel UDP socket with `recvmmsg`/`sendmmsg`
+    /// batches) or [`Io::Xdp`] (the listening port's frames taken before the kernel's stack).
+    pub io: Io,
+    /// The AF_XDP interface; `Some` exactly when `io` is [`Io::Xdp`].
+    pub iface: Option<String>,
+    /// AF_XDP UMEM frames, a power of two from 64 to 1048576.
+    pub xdp_frames: u32,
+    /// `SO_RCVBUF` of the kernel socket, bytes; the system's default when `None`.
+    pub rcvbuf: Option<usize>,
+    /// Spin or sleep.
+    pub poll: PollMode,
+    /// Datagrams per batch call, 1..=1024.
+    pub batch: usize,
+    /// Write the reflector's receive and transmit times into the probes.
+    pub stamp: bool,
+    /// Pin the reflector to this CPU.
+    pub cpu: Option<usize>,
+    /// Stop after this long (else when the stop flag is raised).
+    pub duration: Option<Duration>,
+    /// Write the final counters to this JSON file.
+    pub json: Option<PathBuf>,
+}
+
+impl EchoOptions {
+    /// Checks that the flags go together: a kernel socket or AF_XDP, which needs an interface.
+    pub fn check(&self) -> Result<(), CommandError> {
+        match (self.io, &self.iface) {
+            (Io::Socket, _) | (Io::Xdp, Some(_)) => Ok(()),
+            (Io::Xdp, None) => Err(CommandError::Options(
+                "--io xdp needs --iface: the interface whose frames AF_XDP takes".into(),
+            )),
+            (other, _) => Err(CommandError::Options(format!(
+                "--io {other}: echo runs on --io socket or xdp"
+            ))),
+        }
+    }
+}
+
+/// What a reflector run did; its JSON file, if asked for, is already written.
+#[derive(Clone, Debug)]
+pub struct EchoReport {
+    /// The final counters.
+    pub counters: ReflectorReport,
+    /// The AF_XDP interface, or `None` for a kernel socket.
+    pub xdp_iface: Option<String>,
+    /// The JSON written to `--json` (also made when no file was asked for).
+    pub json: serde_json::Value,
+}
+
+impl EchoReport {
+    /// The line printed at the end of a run.
+    pub fn text(&self) -> String {
+        let r = &self.counters;
+        match self.xdp_iface {
+            None => format!(
+                "received {}  reflected {}  malformed {}  oversized {}  send-dropped {}",
+                r.received, r.reflected, r.malformed, r.oversized, r.send_dropped
+            ),
+            Some(_) => format!(
+                "received {}  reflected {}  malformed {}  send-dropped {}",
+                r.received, r.reflected, r.malformed, r.send_dropped
+            ),
+        }
+    }
+}
+
+/// Opens the socket `options` name, reflects until `stop` is raised or the duration is over,
+/// writes the JSON file and returns the counters.
+pub fn run(
+    options: &EchoOptions,
+    stop: &Stop,
+    view: &mut dyn LiveView,
+) -> Result<EchoReport, CommandError> {
+    let config = ReflectorConfig {
+        batch: options.batch,
+        poll: options.poll,
+        stamp: options.stamp,
+        ..ReflectorConfig::default()
+    };
+    let counters = Arc::new(ReflectorCounters::default());
+    let listen = options.listen;
+    options.check()?;
+    let (counters, json) = match (options.io, &options.iface) {
+        (Io::Xdp, Some(iface)) => {
+            let xdp = XdpOptions {
+                frame_count: options.xdp_frames,
+                ..XdpOptions::new(Redirect::Endpoint {
+                    udp_port: listen.port(),
+                })
+            };
+            let socket = XdpSocket::open(iface, &xdp)
+                .map_err(CommandError::setup(format!("--iface {iface}")))?;
+            pin(options.cpu)?;
+            let (bind, attach) = socket.mode();
+            view.started(&format!(
+                "latlab echo: AF_XDP on {iface}, UDP port {} ({bind:?} bind, {attach:?} XDP \
+                 program, {} poll); Ctrl-C stops",
+                listen.port(),
+                options.poll.name()
+            ));
+            let show = || {
+                let r = counters.snapshot();
+                format!(
+                    "received {}  reflected {}  malformed {}",
+                    r.received, r.reflected, r.malformed
+                )
+            };
+            let mut port = XdpEndpoint::new(socket, listen.port(), config.port_sizes())
+                .map_err(CommandError::setup(format!("--iface {iface}")))?;
+            watched(options.duration, stop, view, show, || {
+                reflector::run(&mut port, &config, stop, &counters)
+            })
+            .map_err(|source| CommandError::Run {
+                engine: "AF_XDP reflector",
+                source,
+            })?;
+            drop(port);
+            let r = counters.snapshot();
+            let json = serde_json::json!({
+                "listen": listen.to_string(),
+                "io": "xdp",
+                "iface": iface,
+                "received": r.received,
+                "reflected": r.reflected,
+                "malformed": r.malformed,
+                "send_dropped": r.send_dropped,
+            });
+            (r, json)
+        }
+        _ => {
+            let opts = UdpOptions {
+                rcvbuf: options.rcvbuf,
+                rx_timestamps: true,
+                ..UdpOptions::default()
+            };
+            let socket = UdpSocket::bind(listen, &opts)
+                .map_err(CommandError::setup(format!("--listen {listen}")))?;
+            pin(options.cpu)?;
+            let _ = latlab_io::cpu::set_timer_slack_ns(1);
+            let source = socket.rx_timestamp_source().name();
+            view.started(&format!(
+                "latlab echo: listening on {} ({} poll, timestamps {source}); Ctrl-C stops",
+                socket.local_addr()?,
+                options.poll.name(),
+            ));
+            let show = || {
+                let r = counters.snapshot();
+                format!(
+                    "received {}  reflected {}  malformed {}  oversized {}",
+                    r.received, r.reflected, r.malformed, r.oversized
+                )
+            };
+            watched(options.duration, stop, view, show, || {
+                reflector::run_udp(&socket, &config, stop, &counters)
+            })
+            .map_err(|source| CommandError::Run {
+                engine: "reflector",
+                source,
+            })?;
+            let r = counters.snapshot();
+            let json = serde_json::json!({
+                "listen": listen.to_string(),
+                "received": r.received,
+                "reflected": r.reflected,
+                "malformed": r.malformed,
+                "oversized": r.oversized,
+                "send_dropped": r.send_dropped,
+                "timestamp_source": source,
+            });
+            (r, json)
+        }
+    };
+    if let Some(path) = &options.json {
+        write_json(path, &json)?;
+    }
+    Ok(EchoReport {
+        counters,
+        xdp_iface: match options.io {
+            Io::Xdp => options.iface.clone(),
+            _ => None,
+        },
+        json,
+    })
+}
+
+/// Pins this thread to `cpu` when one is given.
+pub(crate) fn pin(cpu: Option<usize>) -> Result<(), CommandError> {
+    if let Some(cpu) = cpu {
+        latlab_io::cpu::pin_current_thread(cpu)
+            .map_err(CommandError::setup(format!("--cpu {cpu}")))?;
+    }
+    Ok(())
+}

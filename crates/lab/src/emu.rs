@@ -1,0 +1,308 @@
+//! `latlab emu`: the link emulator bridging two interfaces over AF_PACKET (one loop, or a
+//! pipeline of pinned RX and TX stages) or AF_XDP, from checked options to a report whose
+//! `--json` file is written before it is returned.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use latlab_engine::emulator::{self, EmulatorLive, EmulatorReport};
+use latlab_engine::{PollMode, Stop};
+use latlab_io::packet::{PacketOptions, PacketSocket};
+use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+use latlab_link::LinkConfig;
+
+pub use latlab_io::packet::RxRing;
+
+use crate::command::{watched, write_json, CommandError, Io, LiveView};
+use crate::emuconfig::{self, LinkSources};
+
+/// How the AF_PACKET bridge is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EmuMode {
+    /// The pipeline when 3 or more cores are free, else one loop.
+    #[default]
+    Auto,
+    /// One loop for both directions.
+    RunToCompletion,
+    /// An RX stage and a TX stage on their own pinned cores, joined by lock-free rings.
+    Pipeline,
+}
+
+/// Everything `latlab emu` takes, checked.
+#[derive(Clone, Debug)]
+pub struct EmuOptions {
+    /// First interface of the bridge.
+    pub iface_a: String,
+    /// Second interface of the bridge.
+    pub iface_b: String,
+    /// The A→B link, validated.
+    pub a_to_b: LinkConfig,
+    /// The B→A link, validated.
+    pub b_to_a: LinkConfig,
+    /// Largest frame bridged, bytes.
+    pub frame_size: usize,
+    /// Spin or sleep (run to completion only).
+    pub poll: PollMode,
+    /// One loop or a pipeline.
+    pub mode: EmuMode,
+    /// The AF_PACKET receive ring.
+    pub rx_ring: RxRing,
+    /// [`Io::Packet`] (AF_PACKET rings beside the kernel stack) or [`Io::Xdp`] (every frame of
+    /// both interfaces taken before the kernel stack; run to completion only).
+    pub io: Io,
+    /// AF_XDP UMEM frames per interface, a power of two from 64 to 1048576.
+    pub xdp_frames: u32,
+    /// Stop after this long (else when the stop flag is raised).
+    pub duration: Option<Duration>,
+    /// Write the counters by cause and the release-error histograms to this JSON file.
+    pub json: Option<PathBuf>,
+}
+
+impl EmuOptions {
+    /// Options for bridging `iface_a` and `iface_b` with the links `sources` make (file,
+    /// flags, per-direction specs), and defaults for everything else; checked.
+    pub fn new(
+        iface_a: String,
+        iface_b: String,
+        sources: &LinkSources,
+    ) -> Result<EmuOptions, CommandError> {
+        let (a_to_b, b_to_a) = emuconfig::links(sources).map_err(CommandError::Options)?;
+        Ok(EmuOptions {
+            iface_a,
+            iface_b,
+            a_to_b,
+            b_to_a,
+            frame_size: sources.frame_size,
+            poll: PollMode::Busy,
+            mode: EmuMode::Auto,
+            rx_ring: RxRing::V2,
+            io: Io::Packet,
+            xdp_frames: 4096,
+            duration: None,
+            json: None,
+        })
+    }
+
+    /// Checks that the flags go together: AF_XDP runs to completion, on frames of at most
+    /// 3840 bytes.
+    pub fn check(&self) -> Result<(), CommandError> {
+        if !matches!(self.io, Io::Packet | Io::Xdp) {
+            return Err(CommandError::Options(format!(
+                "--io {}: the emulator bridges frames over --io packet or xdp",
+                self.io
+            )));
+        }
+        if self.io == Io::Xdp {
+            if self.mode == EmuMode::Pipeline {
+                return Err(CommandError::Options(
+                    "--mode pipeline needs --io packet: AF_XDP gives one socket per interface \
+                     queue, which the pipeline's RX and TX stages cannot share; use --mode \
+                     run-to-completion"
+                        .into(),
+                ));
+            }
+            if self.frame_size + 256 > 4096 {
+                return Err(CommandError::Options(format!(
+                    "--frame-size {} is too large for --io xdp (at most 3840 bytes)",
+                    self.frame_size
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a bridge run did; its JSON file, if asked for, is already written.
+#[derive(Clone, Debug)]
+pub struct EmuReport {
+    /// Counters and release errors per direction.
+    pub report: EmulatorReport,
+}
+
+impl EmuReport {
+    /// The lines printed at the end of a run.
+    pub fn text(&self) -> String {
+        crate::emureport::summary_text(&self.report)
+    }
+}
+
+/// Opens the sockets `options` name, bridges until `stop` is raised or the duration is over,
+/// writes the JSON file and returns the counters.
+pub fn run(
+    options: &EmuOptions,
+    stop: &Stop,
+    view: &mut dyn LiveView,
+) -> Result<EmuReport, CommandError> {
+    options.check()?;
+    let report = match options.io {
+        Io::Xdp => run_xdp(options, stop, view),
+        _ => run_packet(options, stop, view),
+    }?;
+    if let Some(path) = &options.json {
+        write_json(path, &crate::emureport::report_json(&report))?;
+    }
+    Ok(EmuReport { report })
+}
+
+/// The AF_PACKET bridge: one loop, or the pipeline.
+fn run_packet(
+    options: &EmuOptions,
+    stop: &Stop,
+    view: &mut dyn LiveView,
+) -> Result<EmulatorReport, CommandError> {
+    let packet = PacketOptions {
+        // Ring slots hold the frame plus the kernel's headers and must be a power of two.
+        frame_size: (options.frame_size.max(128) + 128).next_power_of_two(),
+        rx_ring: options.rx_ring,
+        ..PacketOptions::default()
+    };
+    let open = |flag: &str, ifname: &str| {
+        PacketSocket::open(ifname, &packet).map_err(CommandError::setup(format!("{flag} {ifname}")))
+    };
+    let mut sock_a = open("--iface-a", &options.iface_a)?;
+    let mut sock_b = open("--iface-b", &options.iface_b)?;
+    let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
+    let pipeline = match options.mode {
+        EmuMode::Pipeline => true,
+        EmuMode::RunToCompletion => false,
+        EmuMode::Auto => cpus.len() >= 3,
+    };
+    // The pipeline's TX stage writes through sockets of its own.
+    let tx_sockets = if pipeline {
+        Some((
+            open("--iface-a", &options.iface_a)?,
+            open("--iface-b", &options.iface_b)?,
+        ))
+    } else {
+        None
+    };
+    view.started(&format!(
+        "latlab emu: bridging {} and {} ({}); Ctrl-C stops",
+        options.iface_a,
+        options.iface_b,
+        if pipeline {
+            "pipeline: RX and TX stages on their own cores"
+        } else {
+            "run to completion: one loop"
+        }
+    ));
+    let live = Arc::new(EmulatorLive::default());
+    let (ab, ba) = (options.a_to_b.clone(), options.b_to_a.clone());
+    let run = watched(
+        options.duration,
+        stop,
+        view,
+        || counters(&live),
+        || match tx_sockets {
+            Some((tx_a, tx_b)) => {
+                let n = cpus.len();
+                let stage_cpus = if n >= 2 {
+                    (Some(cpus[n - 2]), Some(cpus[n - 1]))
+                } else {
+                    (None, None)
+                };
+                let sockets = emulator::PipelineSockets {
+                    rx_a: sock_a,
+                    rx_b: sock_b,
+                    tx_a,
+                    tx_b,
+                };
+                emulator::run_pipeline(sockets, ab, ba, 4096, stage_cpus, stop, &live)
+            }
+            None => emulator::run(
+                &mut sock_a,
+                &mut sock_b,
+                ab,
+                ba,
+                options.frame_size,
+                options.poll,
+                stop,
+                &live,
+            ),
+        },
+    );
+    run.map_err(|source| CommandError::Run {
+        engine: "emulator",
+        source,
+    })
+}
+
+/// The run-to-completion bridge over one AF_XDP socket per interface, each fed every frame of
+/// its interface by an XDP program.
+fn run_xdp(
+    options: &EmuOptions,
+    stop: &Stop,
+    view: &mut dyn LiveView,
+) -> Result<EmulatorReport, CommandError> {
+    let xdp = XdpOptions {
+        // A received frame gets frame_size − 256 bytes of a UMEM frame.
+        frame_size: if options.frame_size + 256 > 2048 {
+            4096
+        } else {
+            2048
+        },
+        frame_count: options.xdp_frames,
+        ..XdpOptions::new(Redirect::Everything)
+    };
+    let open = |flag: &str, ifname: &str| {
+        XdpSocket::open(ifname, &xdp).map_err(CommandError::setup(format!("{flag} {ifname}")))
+    };
+    let mut sock_a = open("--iface-a", &options.iface_a)?;
+    let mut sock_b = open("--iface-b", &options.iface_b)?;
+    let describe = |s: &XdpSocket| {
+        let (bind, attach) = s.mode();
+        format!(
+            "{}: {} mode, {} XDP",
+            s.ifname(),
+            format!("{bind:?}").to_lowercase(),
+            format!("{attach:?}").to_lowercase()
+        )
+    };
+    view.started(&format!(
+        "latlab emu: bridging {} and {} over AF_XDP ({}; {}), run to completion; Ctrl-C stops",
+        options.iface_a,
+        options.iface_b,
+        describe(&sock_a),
+        describe(&sock_b)
+    ));
+    let live = Arc::new(EmulatorLive::default());
+    let (ab, ba) = (options.a_to_b.clone(), options.b_to_a.clone());
+    let run = watched(
+        options.duration,
+        stop,
+        view,
+        || counters(&live),
+        || {
+            emulator::run(
+                &mut sock_a,
+                &mut sock_b,
+                ab,
+                ba,
+                options.frame_size,
+                options.poll,
+                stop,
+                &live,
+            )
+        },
+    );
+    run.map_err(|source| CommandError::Run {
+        engine: "emulator",
+        source,
+    })
+}
+
+/// The live counters line of a running bridge.
+fn counters(live: &EmulatorLive) -> String {
+    let (x, y) = (&live.a_to_b, &live.b_to_a);
+    format!(
+        "A→B in {} out {} dropped {}   B→A in {} out {} dropped {}",
+        x.arrived.load(Relaxed),
+        x.sent.load(Relaxed),
+        x.dropped.load(Relaxed),
+        y.arrived.load(Relaxed),
+        y.sent.load(Relaxed),
+        y.dropped.load(Relaxed)
+    )
+}

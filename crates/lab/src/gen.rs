@@ -1,0 +1,201 @@
+//! `latlab gen`: one generator run against a remote responder, from checked options to a
+//! report whose `--json`, `--hlog` and `--out` files are written before it is returned.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use latlab_engine::Stop;
+
+use crate::command::{check_writable, CommandError, Io};
+use crate::demo::ProgressSink;
+use crate::measure::{self, GenOptions};
+use crate::results::{self, ResultsDir, RunSummary};
+use crate::units::format_rate;
+
+/// Everything `latlab gen` takes: the measurement, the sockets and the files to write.
+#[derive(Clone, Debug)]
+pub struct GenCommand {
+    /// The measurement.
+    pub options: GenOptions,
+    /// The sockets: [`Io::Socket`] (kernel UDP sockets, one per flow) or [`Io::Xdp`] (AF_XDP
+    /// on `iface`, the interface towards the target; IPv4, one source port).
+    pub io: Io,
+    /// The AF_XDP interface; `Some` exactly when `io` is [`Io::Xdp`].
+    pub iface: Option<String>,
+    /// AF_XDP UMEM frames, a power of two from 64 to 1048576.
+    pub xdp_frames: u32,
+    /// Write the summary to this JSON file.
+    pub json: Option<PathBuf>,
+    /// Write the per-second latency histograms to this interval log.
+    pub hlog: Option<PathBuf>,
+    /// Write a whole results folder here.
+    pub out: Option<PathBuf>,
+}
+
+impl GenCommand {
+    /// A run towards `options.target` over kernel sockets that writes no files.
+    pub fn new(options: GenOptions) -> GenCommand {
+        GenCommand {
+            options,
+            io: Io::Socket,
+            iface: None,
+            xdp_frames: 4096,
+            json: None,
+            hlog: None,
+            out: None,
+        }
+    }
+
+    /// Checks what can be checked before anything runs: the target's port, the probe size,
+    /// the warm-up against the duration, and that the output files have a folder to go to.
+    pub fn check(&self) -> Result<(), CommandError> {
+        let o = &self.options;
+        let bad = |text: String| Err(CommandError::Options(text));
+        if o.target.port() == 0 {
+            return bad(format!("--target {}: port 0 cannot be sent to", o.target));
+        }
+        let min = latlab_wire::probe::HEADER_LEN;
+        if o.payload_len < min || o.payload_len > latlab_probe::MAX_PAYLOAD {
+            return bad(format!(
+                "--size must be between {min} (the probe header) and {} bytes, not {}",
+                latlab_probe::MAX_PAYLOAD,
+                o.payload_len
+            ));
+        }
+        if o.warmup >= o.duration {
+            return bad(format!(
+                "--warmup ({:?}) must be shorter than --duration ({:?})",
+                o.warmup, o.duration
+            ));
+        }
+        for p in [&self.json, &self.hlog].into_iter().flatten() {
+            check_writable(p)?;
+        }
+        match (self.io, &self.iface) {
+            (Io::Socket, _) | (Io::Xdp, Some(_)) => Ok(()),
+            (Io::Xdp, None) => bad(
+                "--io xdp needs --iface: the interface towards the target that AF_XDP serves"
+                    .into(),
+            ),
+            (other, _) => bad(format!("--io {other}: gen runs on --io socket or xdp")),
+        }
+    }
+}
+
+/// What a generator run measured; every file asked for is already written.
+#[derive(Debug)]
+pub struct GenReport {
+    /// The run's summary.
+    pub summary: RunSummary,
+    /// The results folder, when one was asked for.
+    pub out: Option<PathBuf>,
+}
+
+impl GenReport {
+    /// The table printed at the end of a run.
+    pub fn text(&self) -> String {
+        crate::table::render(&[&self.summary])
+    }
+}
+
+/// Checks `command`, opens the sockets, checks that the target answers, runs the generator
+/// (its progress to `sink`, notes to `log`) and writes the files asked for.
+pub fn run(
+    command: &GenCommand,
+    stop: &Stop,
+    sink: &mut dyn ProgressSink,
+    log: &mut dyn FnMut(&str),
+) -> Result<GenReport, CommandError> {
+    command.check()?;
+    // Fail before the run, not after it, when an output cannot be written.
+    let dir = command.out.as_deref().map(ResultsDir::create).transpose()?;
+    let opts = &command.options;
+    let target = opts.target;
+    let (sockets, check) = measure::open_sockets(opts.bind, opts.flows, opts.rcvbuf)
+        .map_err(CommandError::setup(format!("--bind {}", opts.bind)))?;
+    if opts.check {
+        measure::check_target(&check, target, Duration::from_secs(1))?;
+    }
+    let mut xdp = match (command.io, &command.iface) {
+        (Io::Xdp, Some(iface)) => Some(measure::open_xdp(
+            iface,
+            target,
+            opts.bind,
+            command.xdp_frames,
+        )?),
+        _ => None,
+    };
+    let threads = measure::pick_threads(opts.threads, None);
+    let label = format!(
+        "{} to {target}{}",
+        format_rate(opts.rate_pps),
+        if xdp.is_some() { " (xdp)" } else { "" }
+    );
+    let setup = measure::setup(opts, label.clone(), "remote", threads);
+    if let Some(x) = &xdp {
+        let (bind, attach) = x.socket.mode();
+        log(&format!(
+            "latlab gen: AF_XDP on {} ({} mode, {} XDP), from {} to {}",
+            x.socket.ifname(),
+            format!("{bind:?}").to_lowercase(),
+            format!("{attach:?}").to_lowercase(),
+            x.addrs.src,
+            x.addrs.dst
+        ));
+    }
+    sink.start(&label, opts.duration);
+    let mut update = |p: crate::command::Progress| sink.update(&p);
+    let outcome = match &mut xdp {
+        Some(x) => measure::run_xdp(opts, x, threads, setup, stop, &mut update),
+        None => measure::run(opts, &sockets, threads, setup, stop, &mut update),
+    };
+    sink.finish();
+    let (summary, result) = outcome?;
+    if let Some(path) = &command.json {
+        results::write_atomic(path, results::summary_json(&summary).as_bytes())?;
+    }
+    if let Some(path) = &command.hlog {
+        results::write_atomic(path, &results::hlog_bytes(&result, &summary.setup.label)?)?;
+    }
+    let out = match dir {
+        Some(dir) => {
+            results::write_run(&dir, "", &summary, &result)?;
+            dir.write("summary.txt", crate::table::render(&[&summary]).as_bytes())?;
+            Some(dir.commit()?)
+        }
+        None => None,
+    };
+    Ok(GenReport { summary, out })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(edit: impl FnOnce(&mut GenCommand)) -> Result<(), String> {
+        let mut c = GenCommand::new(GenOptions::new("127.0.0.1:9".parse().unwrap()));
+        edit(&mut c);
+        c.check().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_run_that_cannot_succeed_is_refused_before_anything_opens() {
+        assert_eq!(command(|_| {}), Ok(()));
+        assert_eq!(
+            command(|c| c.options.target = "127.0.0.1:0".parse().unwrap()),
+            Err("--target 127.0.0.1:0: port 0 cannot be sent to".into())
+        );
+        assert_eq!(
+            command(|c| c.options.payload_len = 10),
+            Err("--size must be between 56 (the probe header) and 65507 bytes, not 10".into())
+        );
+        assert_eq!(
+            command(|c| c.options.warmup = Duration::from_secs(5)),
+            Err("--warmup (5s) must be shorter than --duration (5s)".into())
+        );
+        assert_eq!(
+            command(|c| c.hlog = Some("/no/such/folder/run.hlog".into())),
+            Err("/no/such/folder/run.hlog: folder /no/such/folder does not exist".into())
+        );
+    }
+}

@@ -1,0 +1,186 @@
+//! `latlab serve`: the model game server on a kernel UDP socket or an AF_XDP socket, from
+//! checked options to a report whose `--json` file is written before it is returned.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use latlab_engine::game::{GameServerConfig, ServerIo, ServerLive};
+use latlab_engine::{PollMode, Stop};
+use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+
+use crate::command::{watched, write_json, CommandError, LiveView};
+use crate::echo::pin;
+
+/// Everything `latlab serve` takes, checked.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// Address and port to serve on.
+    pub listen: SocketAddr,
+    /// Packet I/O.
+    pub io: ServerIo,
+    /// The AF_XDP interface; `Some` exactly when `io` is [`ServerIo::Xdp`].
+    pub iface: Option<String>,
+    /// AF_XDP UMEM frames, a power of two from 64 to 1048576.
+    pub xdp_frames: u32,
+    /// `SO_RCVBUF`, bytes (kernel sockets); the system's default when `None`.
+    pub rcvbuf: Option<usize>,
+    /// Emulated work per game packet, in TSC cycles.
+    pub work_cycles: u64,
+    /// Size of the client table, 1..=65535.
+    pub max_clients: usize,
+    /// Per-client packet-rate limit, packets per second.
+    pub rate_limit: Option<f64>,
+    /// Sleep or spin.
+    pub poll: PollMode,
+    /// Pin the server to this CPU.
+    pub cpu: Option<usize>,
+    /// Stop after this long (else when the stop flag is raised).
+    pub duration: Option<Duration>,
+    /// Write the final counters to this JSON file.
+    pub json: Option<PathBuf>,
+}
+
+impl ServeOptions {
+    /// Checks that the flags go together: AF_XDP needs an interface.
+    pub fn check(&self) -> Result<(), CommandError> {
+        if self.io == ServerIo::Xdp && self.iface.is_none() {
+            return Err(CommandError::Options(
+                "--io xdp needs --iface: the interface whose frames AF_XDP takes".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What a server run did; its JSON file, if asked for, is already written.
+#[derive(Clone, Debug)]
+pub struct ServeReport {
+    /// The final counters, as written to `--json` (and printed).
+    pub json: serde_json::Value,
+}
+
+impl ServeReport {
+    /// The text printed at the end of a run: the JSON, pretty.
+    pub fn text(&self) -> String {
+        format!("{:#}", self.json)
+    }
+}
+
+/// The game server's two kinds of socket.
+enum ServeSocket {
+    Udp(UdpSocket),
+    Xdp(Box<XdpSocket>),
+}
+
+/// Opens the socket `options` name, serves until `stop` is raised or the duration is over,
+/// writes the JSON file and returns the counters.
+pub fn run(
+    options: &ServeOptions,
+    stop: &Stop,
+    view: &mut dyn LiveView,
+) -> Result<ServeReport, CommandError> {
+    options.check()?;
+    let listen = options.listen;
+    let socket = match (&options.iface, options.io) {
+        (Some(iface), ServerIo::Xdp) => {
+            let xdp = XdpOptions {
+                frame_count: options.xdp_frames,
+                ..XdpOptions::new(Redirect::Endpoint {
+                    udp_port: listen.port(),
+                })
+            };
+            let s = XdpSocket::open(iface, &xdp)
+                .map_err(CommandError::setup(format!("--iface {iface}")))?;
+            ServeSocket::Xdp(Box::new(s))
+        }
+        _ => {
+            let opts = UdpOptions {
+                rcvbuf: options.rcvbuf,
+                ..UdpOptions::default()
+            };
+            let s = UdpSocket::bind(listen, &opts)
+                .map_err(CommandError::setup(format!("--listen {listen}")))?;
+            ServeSocket::Udp(s)
+        }
+    };
+    pin(options.cpu)?;
+    let mut secret = [0u8; 16];
+    secret[..8].copy_from_slice(&latlab_io::clock::now_ns().to_le_bytes());
+    secret[8..].copy_from_slice(&latlab_io::tsc::read().to_le_bytes());
+    let config = GameServerConfig {
+        io: options.io,
+        work_cycles: options.work_cycles,
+        batch: 32,
+        poll: options.poll,
+        game: latlab_game::ServerConfig {
+            max_clients: options.max_clients,
+            rate_limit_pps: options.rate_limit,
+            secret,
+            ..latlab_game::ServerConfig::default()
+        },
+    };
+    view.started(&match &socket {
+        ServeSocket::Udp(s) => format!(
+            "latlab serve: listening on {} ({} I/O, SO_RCVBUF {} bytes, {} cycles of work); \
+             Ctrl-C stops",
+            s.local_addr()?,
+            options.io.name(),
+            s.recv_buffer_size()?,
+            options.work_cycles
+        ),
+        ServeSocket::Xdp(s) => format!(
+            "latlab serve: AF_XDP on {}, UDP port {} ({:?}, {} cycles of work); Ctrl-C stops",
+            s.ifname(),
+            listen.port(),
+            s.mode(),
+            options.work_cycles
+        ),
+    });
+    let live = Arc::new(ServerLive::default());
+    let show = || {
+        format!(
+            "clients {}  received {}  copies sent {}  dropped {}",
+            live.clients.load(Relaxed),
+            live.received.load(Relaxed),
+            live.copies.load(Relaxed),
+            live.dropped.load(Relaxed)
+        )
+    };
+    let c = watched(options.duration, stop, view, show, || match socket {
+        ServeSocket::Udp(s) => latlab_engine::game::serve(&s, &config, stop, &live),
+        ServeSocket::Xdp(s) => {
+            latlab_engine::game::serve_xdp(*s, listen.port(), &config, stop, &live)
+        }
+    })
+    .map_err(|source| CommandError::Run {
+        engine: "game server",
+        source,
+    })?;
+    let json = serde_json::json!({
+        "listen": listen.to_string(),
+        "io": options.io.name(),
+        "received": c.received,
+        "game_packets": c.game_packets,
+        "copies": c.copies,
+        "joins": c.joins,
+        "leaves": c.leaves,
+        "dropped": {
+            "malformed": c.malformed,
+            "oversized": c.oversized,
+            "unknown_sender": c.unknown_sender,
+            "bad_cookie": c.bad_cookie,
+            "expired": c.expired,
+            "table_full": c.table_full,
+            "rate_limited": c.rate_limited,
+            "short_join": c.short_join,
+        },
+    });
+    if let Some(path) = &options.json {
+        write_json(path, &json)?;
+    }
+    Ok(ServeReport { json })
+}
