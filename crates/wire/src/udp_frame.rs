@@ -182,10 +182,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
     /// summed). The IPv4 header checksum does not cover the payload and is
     /// left as it is.
     pub fn fill_udp_checksum(&mut self) {
-        let ip = self.ipv4();
+        let buffer = self.buffer.as_mut();
+        let ip = ipv4::Packet::new_unchecked(&buffer[IP_START..IP_START + ipv4::HEADER_LEN]);
         let (src, dst) = (ip.src_addr(), ip.dst_addr());
-        let range = self.udp_start()..self.udp_end();
-        udp::Packet::new_unchecked(&mut self.buffer.as_mut()[range]).fill_checksum(src, dst);
+        let udp_start = IP_START + usize::from(ip.header_len());
+        // The datagram ends at its own length field, which `fill_checksum` reads.
+        udp::Packet::new_unchecked(&mut buffer[udp_start..]).fill_checksum(src, dst);
     }
 }
 
