@@ -1,4 +1,10 @@
 //! The generator: sends probes on an open-loop schedule and meters their responses.
+//!
+//! The engine only moves packets: when the run starts, which probe is due, what a response
+//! means, the interval log, progress and when to stop all come from [`latlab_probe::Run`].
+//! It runs over any transport ([`ProbeTx`], [`ProbeRx`]) with any meter
+//! ([`latlab_probe::Metering`]): kernel UDP sockets or AF_XDP with [`Meter`] here, the game
+//! clients with [`latlab_probe::FanoutMeter`] in [`crate::game`].
 
 use std::io;
 use std::net::SocketAddr;
@@ -9,9 +15,13 @@ use latlab_io::clock::now_ns;
 use latlab_io::cpu;
 use latlab_io::udp::{wait_any_readable, RecvBatch, SendBatch, TimestampSource, UdpSocket};
 use latlab_io::xdp::XdpSocket;
-use latlab_probe::{Meter, MeterReport, ProbeConfig, Sender};
-use latlab_stats::LatencyHistogram;
+use latlab_probe::{
+    Meter, MeterReport, Metering, Outcome, ProbeConfig, Receiving, Run, RunConfig, SendStatus,
+    Sending,
+};
 use latlab_wire::probe;
+
+pub use latlab_probe::{Interval, Progress};
 
 /// Where a generator over AF_XDP sends: the Ethernet, IPv4 and UDP addresses it writes itself.
 pub use crate::blaster::FrameAddrs;
@@ -55,30 +65,6 @@ pub struct GeneratorConfig {
     pub threads: Threads,
 }
 
-/// Where a run is, for progress bars.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Progress {
-    /// Since the first probe was due.
-    pub elapsed_ns: u64,
-    /// The run's sending time.
-    pub total_ns: u64,
-    /// Probes sent so far, warm-up included.
-    pub sent: u64,
-    /// Measured responses so far.
-    pub received: u64,
-}
-
-/// The latencies of one interval of the run.
-#[derive(Clone, Debug)]
-pub struct Interval {
-    /// Start of the interval, from the first probe's due time.
-    pub start_offset_ns: u64,
-    /// Its length.
-    pub duration_ns: u64,
-    /// Latencies of the responses that arrived in it.
-    pub histogram: LatencyHistogram,
-}
-
 /// What a generator run measured.
 #[derive(Clone, Debug)]
 pub struct GeneratorResult {
@@ -114,10 +100,8 @@ impl GeneratorResult {
 
 /// Spin this long before a send deadline instead of sleeping through it (block mode).
 const SPIN_NS: u64 = 50_000;
-/// How often progress is reported.
-const PROGRESS_NS: u64 = 100_000_000;
-/// The first probe is due this long after `run` is called, so setup does not count as lag.
-const START_DELAY_NS: u64 = 5_000_000;
+/// The longest a blocked loop sleeps (so progress and the stop flag are looked at).
+const MAX_WAIT_NS: u64 = latlab_probe::PROGRESS_NS;
 
 /// The sending side of a generator's transport: queues probes and sends them in batches.
 pub trait ProbeTx: Send {
@@ -126,8 +110,6 @@ pub trait ProbeTx: Send {
     fn has_room(&self) -> bool;
     /// Queues `probe`, a whole UDP payload, on `flow`.
     fn push(&mut self, flow: u32, probe: &[u8]);
-    /// Whether nothing is queued.
-    fn is_empty(&self) -> bool;
     /// Stamps the actual send time into every queued probe and sends what the transport
     /// takes; calls `sent(count, send_ns)` for each group that left.
     fn send_queued(&mut self, sent: &mut dyn FnMut(u64, u64)) -> io::Result<()>;
@@ -135,10 +117,11 @@ pub trait ProbeTx: Send {
 
 /// The receiving side of a generator's transport.
 pub trait ProbeRx: Send {
-    /// Hands every response now readable to `f(rx_ns, udp_payload)`; returns how many.
-    /// A frame that is not a UDP datagram of ours is handed with an empty payload, so it is
-    /// counted as not a probe.
-    fn receive(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> io::Result<usize>;
+    /// Hands every response now readable to `f(receiver, rx_ns, udp_payload)`, where
+    /// `receiver` is the index of the socket it came in on; returns how many. A frame that is
+    /// not a UDP datagram of ours is handed with an empty payload, so it is counted as not a
+    /// probe.
+    fn receive<F: FnMut(usize, u64, &[u8])>(&mut self, f: F) -> io::Result<usize>;
     /// Blocks until a response is readable or `timeout` passes.
     fn wait(&mut self, timeout: Duration) -> io::Result<()>;
     /// Where receive stamps come from.
@@ -146,10 +129,26 @@ pub trait ProbeRx: Send {
 }
 
 /// Kernel UDP sockets, one per flow, sent to with `sendmmsg`.
-struct UdpTx<'a> {
+pub(crate) struct UdpTx<'a> {
     sockets: &'a [UdpSocket],
     batches: Vec<SendBatch>,
     target: SocketAddr,
+}
+
+impl<'a> UdpTx<'a> {
+    /// Probes of flow `f` leave from `sockets[f]` for `target`, `batch` at a time.
+    pub(crate) fn new(
+        sockets: &'a [UdpSocket],
+        target: SocketAddr,
+        batch: usize,
+        len: usize,
+    ) -> Self {
+        UdpTx {
+            sockets,
+            batches: sockets.iter().map(|_| SendBatch::new(batch, len)).collect(),
+            target,
+        }
+    }
 }
 
 impl ProbeTx for UdpTx<'_> {
@@ -161,10 +160,6 @@ impl ProbeTx for UdpTx<'_> {
         if let Some(slot) = self.batches[flow as usize].push(probe.len(), Some(self.target)) {
             slot.copy_from_slice(probe);
         }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.batches.iter().all(|b| b.is_empty())
     }
 
     fn send_queued(&mut self, on_sent: &mut dyn FnMut(u64, u64)) -> io::Result<()> {
@@ -187,16 +182,27 @@ impl ProbeTx for UdpTx<'_> {
     }
 }
 
-/// Kernel UDP sockets, one per flow, read with `recvmmsg`.
-struct UdpRx<'a> {
+/// Kernel UDP sockets read with `recvmmsg`; the receiver index is the socket's.
+pub(crate) struct UdpRx<'a> {
     sockets: &'a [UdpSocket],
     batch: RecvBatch,
 }
 
+impl<'a> UdpRx<'a> {
+    /// Reads `sockets`, `batch` datagrams of up to `len` bytes (at least 2048, so foreign
+    /// datagrams longer than ours are read whole and dropped) at a time.
+    pub(crate) fn new(sockets: &'a [UdpSocket], batch: usize, len: usize) -> Self {
+        UdpRx {
+            sockets,
+            batch: RecvBatch::new(batch, len.max(2048)),
+        }
+    }
+}
+
 impl ProbeRx for UdpRx<'_> {
-    fn receive(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> io::Result<usize> {
+    fn receive<F: FnMut(usize, u64, &[u8])>(&mut self, mut f: F) -> io::Result<usize> {
         let mut n = 0;
-        for socket in self.sockets {
+        for (i, socket) in self.sockets.iter().enumerate() {
             loop {
                 let got = socket.recv_batch(&mut self.batch)?;
                 if got == 0 {
@@ -204,7 +210,7 @@ impl ProbeRx for UdpRx<'_> {
                 }
                 n += got;
                 for pkt in self.batch.iter() {
-                    f(pkt.rx_ns, pkt.data);
+                    f(i, pkt.rx_ns, pkt.data);
                 }
                 if got < self.batch.capacity() {
                     break;
@@ -237,19 +243,13 @@ pub fn run(
             "one socket per flow is needed",
         ));
     }
-    let tx = UdpTx {
+    let tx = UdpTx::new(
         sockets,
-        batches: sockets
-            .iter()
-            .map(|_| SendBatch::new(config.batch, config.probe.payload_len))
-            .collect(),
-        target: config.target,
-    };
-    let rx = UdpRx {
-        sockets,
-        // Room for datagrams longer than ours, so foreign ones are read whole and dropped.
-        batch: RecvBatch::new(config.batch, config.probe.payload_len.max(2048)),
-    };
+        config.target,
+        config.batch,
+        config.probe.payload_len,
+    );
+    let rx = UdpRx::new(sockets, config.batch, config.probe.payload_len);
     run_with(tx, rx, config, stop, progress)
 }
 
@@ -261,59 +261,89 @@ pub fn run_with<T: ProbeTx, R: ProbeRx>(
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> io::Result<GeneratorResult> {
-    let mut probe_cfg = config.probe.clone();
-    probe_cfg.start_ns = now_ns() + START_DELAY_NS;
-    let sender =
-        Sender::new(&probe_cfg).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let meter = Meter::new(&probe_cfg);
     let timestamp_source = transport_rx.timestamp_source();
-    let mut tx = TxState::new(sender, transport_tx, config);
-    let mut rx = RxState::new(meter, transport_rx, config, &probe_cfg);
-    let stopped_early = match config.threads {
-        Threads::OneLoop { cpu } => {
-            if let Some(cpu) = cpu {
-                cpu::pin_current_thread(cpu)?;
-            }
-            let _ = cpu::set_timer_slack_ns(1);
-            one_loop(&mut tx, &mut rx, config, stop, progress)?
-        }
-        Threads::Split { tx_cpu, rx_cpu } => {
-            split(&mut tx, &mut rx, config, stop, progress, tx_cpu, rx_cpu)?
-        }
-    };
-    let counts = tx.sender.counts();
-    rx.finish_interval(now_ns());
+    let run = Run::new(&config.run_config(), now_ns(), Meter::new)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let (outcome, stopped_early) = drive(
+        transport_tx,
+        transport_rx,
+        run,
+        config.poll,
+        config.threads,
+        stop,
+        progress,
+    )?;
     Ok(GeneratorResult {
-        loss_bursts: rx.meter.loss_bursts(&counts),
-        report: rx.meter.report(&counts),
-        intervals: rx.intervals,
-        start_ns: probe_cfg.start_ns,
-        first_send_ns: tx.first_send_ns.unwrap_or(probe_cfg.start_ns),
-        last_send_ns: tx.last_send_ns,
+        loss_bursts: outcome.meter.loss_bursts(&outcome.counts),
+        report: outcome.meter.report(&outcome.counts),
+        intervals: outcome.intervals,
+        start_ns: outcome.start_ns,
+        first_send_ns: outcome.first_send_ns,
+        last_send_ns: outcome.last_send_ns,
         timestamp_source,
         stopped_early,
     })
 }
 
-/// The sending side: the sender core and the transport's queue.
+impl GeneratorConfig {
+    /// What the sans-IO run needs of this configuration.
+    fn run_config(&self) -> RunConfig {
+        RunConfig {
+            probe: self.probe.clone(),
+            grace_ns: self.grace_ns,
+            interval_ns: self.interval_ns,
+        }
+    }
+}
+
+/// Drives `run` over a transport until it is done or `stop` is raised, in one loop or in a
+/// send thread and a receive thread; returns what it measured and whether it was stopped.
+pub(crate) fn drive<T: ProbeTx, R: ProbeRx, M: Metering + Send>(
+    transport_tx: T,
+    transport_rx: R,
+    run: Run<M>,
+    poll: PollMode,
+    threads: Threads,
+    stop: &Stop,
+    progress: &mut (dyn FnMut(Progress) + Send),
+) -> io::Result<(Outcome<M>, bool)> {
+    let (sending, receiving) = run.into_parts();
+    let mut tx = TxState::new(sending, transport_tx);
+    let mut rx = RxState {
+        receiving,
+        transport: transport_rx,
+    };
+    let stopped_early = match threads {
+        Threads::OneLoop { cpu } => {
+            if let Some(cpu) = cpu {
+                cpu::pin_current_thread(cpu)?;
+            }
+            let _ = cpu::set_timer_slack_ns(1);
+            one_loop(&mut tx, &mut rx, poll, stop, progress)?
+        }
+        Threads::Split { tx_cpu, rx_cpu } => {
+            split(&mut tx, &mut rx, poll, stop, progress, tx_cpu, rx_cpu)?
+        }
+    };
+    Ok((
+        Run::from_parts(tx.sending, rx.receiving).finish(now_ns()),
+        stopped_early,
+    ))
+}
+
+/// The sending side: the run's send half and the transport's queue.
 struct TxState<T> {
-    sender: Sender,
+    sending: Sending,
     transport: T,
     scratch: Vec<u8>,
-    first_send_ns: Option<u64>,
-    last_send_ns: u64,
-    total: u64,
 }
 
 impl<T: ProbeTx> TxState<T> {
-    fn new(sender: Sender, transport: T, config: &GeneratorConfig) -> Self {
+    fn new(sending: Sending, transport: T) -> Self {
         TxState {
-            sender,
+            scratch: vec![0; sending.config().payload_len],
+            sending,
             transport,
-            scratch: vec![0; config.probe.payload_len],
-            first_send_ns: None,
-            last_send_ns: 0,
-            total: 0,
         }
     }
 
@@ -323,135 +353,68 @@ impl<T: ProbeTx> TxState<T> {
     fn send_due(&mut self, now: u64) -> io::Result<()> {
         // A transport still holding probes it did not take gets no new ones this round.
         while self.transport.has_room() {
-            let Some(t) = self.sender.poll_transmit(now, &mut self.scratch) else {
+            let Some(t) = self.sending.poll_transmit(now, &mut self.scratch) else {
                 break;
             };
             self.transport.push(t.flow, &self.scratch[..t.len]);
         }
-        let (first, last, total) = (
-            &mut self.first_send_ns,
-            &mut self.last_send_ns,
-            &mut self.total,
-        );
-        self.transport.send_queued(&mut |n, t| {
-            first.get_or_insert(t);
-            *last = t;
-            *total += n;
-        })
-    }
-
-    fn is_done(&self) -> bool {
-        self.sender.poll_timeout().is_none() && self.transport.is_empty()
+        let sending = &mut self.sending;
+        self.transport
+            .send_queued(&mut |n, t| sending.handle_sent(t, n))
     }
 }
 
-/// The receiving side: the meter, the interval log and the progress clock.
-struct RxState<R> {
-    meter: Meter,
+/// The receiving side: the run's receive half and the transport.
+struct RxState<M, R> {
+    receiving: Receiving<M>,
     transport: R,
-    intervals: Vec<Interval>,
-    start_ns: u64,
-    total_ns: u64,
-    interval_ns: u64,
-    next_interval_ns: u64,
-    next_progress_ns: u64,
-    expected: u64,
 }
 
-impl<R: ProbeRx> RxState<R> {
-    fn new(meter: Meter, transport: R, config: &GeneratorConfig, probe_cfg: &ProbeConfig) -> Self {
-        let interval_ns = config.interval_ns.max(1_000_000);
-        RxState {
-            meter,
-            transport,
-            intervals: Vec::new(),
-            start_ns: probe_cfg.start_ns,
-            total_ns: probe_cfg.duration_ns,
-            interval_ns,
-            next_interval_ns: probe_cfg.start_ns + interval_ns,
-            next_progress_ns: 0,
-            expected: 0,
-        }
-    }
-
-    /// Reads what the transport holds; returns how many datagrams came.
-    fn receive(&mut self) -> io::Result<usize> {
-        let meter = &mut self.meter;
-        self.transport.receive(&mut |rx_ns, data| {
-            meter.handle_response(rx_ns, data);
+impl<M: Metering, R: ProbeRx> RxState<M, R> {
+    /// Reads what the transport holds at `now`; returns how many datagrams came.
+    fn receive(&mut self, now: u64) -> io::Result<usize> {
+        let receiving = &mut self.receiving;
+        self.transport.receive(|receiver, rx_ns, data| {
+            receiving.handle_datagram(now, receiver, rx_ns, data);
         })
     }
 
-    fn tick(&mut self, now: u64, sent: u64, progress: &mut (dyn FnMut(Progress) + Send)) {
-        while now >= self.next_interval_ns {
-            let start = self.next_interval_ns - self.interval_ns;
-            self.intervals.push(Interval {
-                start_offset_ns: start - self.start_ns,
-                duration_ns: self.interval_ns,
-                histogram: self.meter.take_interval(),
-            });
-            self.next_interval_ns += self.interval_ns;
+    /// Closes the intervals that ended by `now` and reports progress when it is time.
+    fn tick(&mut self, now: u64, progress: &mut (dyn FnMut(Progress) + Send)) {
+        self.receiving.handle_timeout(now);
+        if let Some(p) = self.receiving.poll_progress(now) {
+            progress(p);
         }
-        if now >= self.next_progress_ns {
-            self.next_progress_ns = now + PROGRESS_NS;
-            progress(Progress {
-                elapsed_ns: now.saturating_sub(self.start_ns).min(self.total_ns),
-                total_ns: self.total_ns,
-                sent,
-                received: self.meter.received(),
-            });
-        }
-    }
-
-    fn finish_interval(&mut self, now: u64) {
-        let start = self.next_interval_ns - self.interval_ns;
-        let h = self.meter.take_interval();
-        if !h.is_empty() || self.intervals.is_empty() {
-            self.intervals.push(Interval {
-                start_offset_ns: start.saturating_sub(self.start_ns),
-                duration_ns: now.saturating_sub(start).clamp(1, self.interval_ns),
-                histogram: h,
-            });
-        }
-    }
-
-    fn all_back(&self) -> bool {
-        self.meter.distinct_responses() >= self.expected
     }
 }
 
-fn one_loop<T: ProbeTx, R: ProbeRx>(
+fn one_loop<T: ProbeTx, M: Metering, R: ProbeRx>(
     tx: &mut TxState<T>,
-    rx: &mut RxState<R>,
-    config: &GeneratorConfig,
+    rx: &mut RxState<M, R>,
+    poll: PollMode,
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> io::Result<bool> {
-    let mut done_at: Option<u64> = None;
     loop {
         if stop.is_raised() {
             return Ok(true);
         }
         let now = now_ns();
         tx.send_due(now)?;
-        let got = rx.receive()?;
-        rx.tick(now, tx.total, progress);
-        if done_at.is_none() && tx.is_done() {
-            done_at = Some(now);
-            rx.expected = tx.total;
+        rx.receiving.handle_sending(tx.sending.status());
+        let got = rx.receive(now)?;
+        rx.tick(now, progress);
+        if rx.receiving.is_done(now) {
+            return Ok(false);
         }
-        if let Some(t) = done_at {
-            if rx.all_back() || now >= t + config.grace_ns {
-                return Ok(false);
-            }
-        }
-        if config.poll == PollMode::Block && got == 0 {
-            let wake = match (tx.sender.poll_timeout(), done_at) {
-                (Some(due), _) => due.saturating_sub(SPIN_NS),
-                (None, Some(t)) => t + config.grace_ns,
-                (None, None) => now,
+        if poll == PollMode::Block && got == 0 {
+            let wake = match tx.sending.poll_timeout() {
+                Some(due) => due.saturating_sub(SPIN_NS),
+                None if tx.sending.is_finished() => rx.receiving.poll_timeout(),
+                // Probes handed out and not yet taken by the transport: no sleeping.
+                None => now,
             };
-            let wake = wake.min(now + PROGRESS_NS);
+            let wake = wake.min(now + MAX_WAIT_NS);
             if wake > now {
                 rx.transport.wait(Duration::from_nanos(wake - now))?;
             }
@@ -459,10 +422,10 @@ fn one_loop<T: ProbeTx, R: ProbeRx>(
     }
 }
 
-fn split<T: ProbeTx, R: ProbeRx>(
+fn split<T: ProbeTx, M: Metering + Send, R: ProbeRx>(
     tx: &mut TxState<T>,
-    rx: &mut RxState<R>,
-    config: &GeneratorConfig,
+    rx: &mut RxState<M, R>,
+    poll: PollMode,
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
     tx_cpu: usize,
@@ -476,20 +439,22 @@ fn split<T: ProbeTx, R: ProbeRx>(
             cpu::pin_current_thread(tx_cpu)?;
             let _ = cpu::set_timer_slack_ns(1);
             let result = (|| {
-                while !stop.is_raised() && !tx.is_done() {
+                while !stop.is_raised() && !tx.sending.is_finished() {
                     let now = now_ns();
                     tx.send_due(now)?;
-                    sent.store(tx.total, Ordering::Relaxed);
-                    if let Some(due) = tx.sender.poll_timeout() {
-                        if config.poll == PollMode::Block && due > now + SPIN_NS {
+                    sent.store(tx.sending.status().sent, Ordering::Relaxed);
+                    if let Some(due) = tx.sending.poll_timeout() {
+                        if poll == PollMode::Block && due > now + SPIN_NS {
                             std::thread::sleep(Duration::from_nanos(due - now - SPIN_NS));
                         }
                     }
                 }
                 Ok(())
             })();
-            sent.store(tx.total, Ordering::Relaxed);
-            done_at.store(now_ns(), Ordering::Relaxed);
+            let status = tx.sending.status();
+            sent.store(status.sent, Ordering::Relaxed);
+            // A send thread that ended on an error or the stop flag ends sending now.
+            done_at.store(status.finished_at.unwrap_or_else(now_ns), Ordering::Relaxed);
             tx_done.store(true, Ordering::Release);
             result
         });
@@ -500,16 +465,18 @@ fn split<T: ProbeTx, R: ProbeRx>(
                 if stop.is_raised() {
                     return Ok(true);
                 }
-                let got = rx.receive()?;
                 let now = now_ns();
-                rx.tick(now, sent.load(Ordering::Relaxed), progress);
-                if tx_done.load(Ordering::Acquire) {
-                    rx.expected = sent.load(Ordering::Relaxed);
-                    if rx.all_back() || now >= done_at.load(Ordering::Relaxed) + config.grace_ns {
-                        return Ok(false);
-                    }
+                let got = rx.receive(now)?;
+                let finished = tx_done.load(Ordering::Acquire);
+                rx.receiving.handle_sending(SendStatus {
+                    sent: sent.load(Ordering::Relaxed),
+                    finished_at: finished.then(|| done_at.load(Ordering::Relaxed)),
+                });
+                rx.tick(now, progress);
+                if rx.receiving.is_done(now) {
+                    return Ok(false);
                 }
-                if config.poll == PollMode::Block && got == 0 {
+                if poll == PollMode::Block && got == 0 {
                     rx.transport.wait(Duration::from_millis(10))?;
                 }
             }
@@ -558,10 +525,6 @@ impl ProbeTx for XdpTx<'_, '_> {
         self.queued += 1;
     }
 
-    fn is_empty(&self) -> bool {
-        self.queued == 0
-    }
-
     fn send_queued(&mut self, on_sent: &mut dyn FnMut(u64, u64)) -> io::Result<()> {
         if self.queued == 0 {
             return Ok(());
@@ -600,13 +563,13 @@ struct XdpRx<'s, 'a> {
 }
 
 impl ProbeRx for XdpRx<'_, '_> {
-    fn receive(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> io::Result<usize> {
+    fn receive<F: FnMut(usize, u64, &[u8])>(&mut self, mut f: F) -> io::Result<usize> {
         let port = self.port;
         lock(self.socket).recv_batch_stamped(|frame, stamp| {
             // The XDP program's stamp; a frame without one is stamped as read.
             let rx_ns = stamp.unwrap_or_else(now_ns);
             let payload = frame::parse_udp(frame).filter(|d| d.dst.port() == port);
-            f(rx_ns, payload.map_or(&[], |d| d.payload));
+            f(0, rx_ns, payload.map_or(&[], |d| d.payload));
         })
     }
 
