@@ -21,7 +21,6 @@ use std::time::Duration;
 
 use latlab_io::clock::now_ns;
 use latlab_io::packet::PacketSocket;
-use latlab_io::xdp::XdpSocket;
 use latlab_link::{Fate, Link, LinkConfig, LinkCounters};
 use latlab_stats::LatencyHistogram;
 
@@ -32,74 +31,8 @@ const SPIN_NS: u64 = 100_000;
 /// Delay queue slots per direction when the link sets no frame limit.
 const DEFAULT_SLOTS: usize = 65_536;
 
-/// One bridged interface as the run-to-completion loop uses it: frames in with their arrival
-/// stamps, frames out through a TX queue.
-pub trait Port: Send {
-    /// Hands every frame now ready to `f(frame, arrival_ns)` (`CLOCK_REALTIME` ns, as
-    /// [`now_ns`]); returns how many. Never blocks.
-    fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize>;
-    /// Queues `frame` for sending; `Ok(false)` when the TX queue has no room.
-    fn queue_frame(&mut self, frame: &[u8]) -> io::Result<bool>;
-    /// Sends what was queued.
-    fn flush(&mut self) -> io::Result<()>;
-    /// Frames the kernel dropped before this port could read them.
-    fn kernel_drops(&self) -> u64;
-    /// Blocks until `a` or `b` has a frame or `timeout` passes.
-    fn wait_either(a: &mut Self, b: &mut Self, timeout: Duration) -> io::Result<()>;
-}
-
-impl Port for PacketSocket {
-    fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
-        self.recv_batch(|frame, rx_ns, _truncated| f(frame, rx_ns))
-    }
-
-    fn queue_frame(&mut self, frame: &[u8]) -> io::Result<bool> {
-        self.queue_tx(frame)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.flush_tx().map(drop)
-    }
-
-    fn kernel_drops(&self) -> u64 {
-        self.statistics().map(|s| s.drops).unwrap_or(0)
-    }
-
-    fn wait_either(a: &mut Self, b: &mut Self, timeout: Duration) -> io::Result<()> {
-        latlab_io::packet::wait_any_readable(&[&*a, &*b], Some(timeout)).map(drop)
-    }
-}
-
-impl Port for XdpSocket {
-    fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
-        // The XDP program's stamp; a frame without one is stamped as read.
-        self.recv_batch_stamped(|frame, stamp| f(frame, stamp.unwrap_or_else(now_ns)))
-    }
-
-    fn queue_frame(&mut self, frame: &[u8]) -> io::Result<bool> {
-        if frame.len() > self.max_tx_frame() {
-            // Longer than a UMEM frame: it cannot leave; counted like a full TX queue.
-            return Ok(false);
-        }
-        self.send(frame)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.flush_tx().map(drop)
-    }
-
-    fn kernel_drops(&self) -> u64 {
-        // `rx_dropped` already holds the frames lost to an empty fill ring (the kernel counts
-        // those in `rx_fill_ring_empty` too); a full RX ring is counted apart.
-        self.statistics()
-            .map(|s| s.rx_dropped + s.rx_ring_full)
-            .unwrap_or(0)
-    }
-
-    fn wait_either(a: &mut Self, b: &mut Self, timeout: Duration) -> io::Result<()> {
-        latlab_io::xdp::wait_any_readable(&mut [a, b], Some(timeout)).map(drop)
-    }
-}
+/// One bridged interface as the run-to-completion loop uses it: the frame port of latlab-io.
+pub use latlab_io::port::FramePort as Port;
 
 /// Live counters of one direction, readable while the emulator runs.
 #[derive(Debug, Default)]

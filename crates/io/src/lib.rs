@@ -32,6 +32,7 @@ pub mod neigh;
 pub mod netns;
 pub mod packet;
 mod poll;
+pub mod port;
 mod sockopt;
 pub mod tsc;
 pub mod udp;

@@ -255,6 +255,11 @@ impl UdpSocket {
         Ok((rc as usize, from))
     }
 
+    /// The socket itself, for the ports.
+    pub(crate) fn raw(&self) -> &Socket {
+        &self.socket
+    }
+
     /// Sends one datagram to `addr` (or to the connected peer when `None`).
     pub fn send_one(&self, data: &[u8], addr: Option<SocketAddr>) -> io::Result<usize> {
         match addr {
@@ -522,6 +527,57 @@ pub struct SendBatch {
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
     len: usize,
+}
+
+impl SendBatch {
+    /// The destination of the `i`-th queued datagram (`0.0.0.0:0` for the connected peer).
+    pub(crate) fn destination(&self, i: usize) -> SocketAddr {
+        self.addrs
+            .get(i)
+            .and_then(|a| a.as_ref())
+            .and_then(|a| a.as_socket())
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    /// One `sendmmsg` of everything queued, without blocking: the number of datagrams that
+    /// left (removed from the batch), or the error of the first one when none did.
+    pub(crate) fn send_raw(&mut self, fd: RawFd) -> Result<usize, io::Error> {
+        if self.len == 0 {
+            return Ok(0);
+        }
+        self.prepare();
+        // SAFETY: `prepare` pointed the first `self.len` headers at buffers and addresses
+        // owned by `self`, which outlives the call.
+        let rc = unsafe {
+            libc::sendmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                self.len as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.consume(rc as usize);
+        Ok(rc as usize)
+    }
+
+    /// Removes the first `n` queued datagrams (sent one at a time, or dropped).
+    pub(crate) fn drop_first(&mut self, n: usize) {
+        self.consume(n);
+    }
+
+    /// The `i`-th queued datagram's bytes and destination.
+    pub(crate) fn get(&self, i: usize) -> Option<(&[u8], Option<&SockAddr>)> {
+        (i < self.len).then(|| {
+            let start = i * self.slot_size;
+            (
+                &self.data[start..start + self.lens[i]],
+                self.addrs[i].as_ref(),
+            )
+        })
+    }
 }
 
 // SAFETY: the raw pointers inside `iovs` and `hdrs` only point into this batch's own vectors

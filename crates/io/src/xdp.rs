@@ -391,11 +391,19 @@ impl XdpSocket {
     /// As [`XdpSocket::recv_batch`], with each frame's arrival time: taken by the XDP program
     /// as it started on the frame, in `CLOCK_REALTIME` ns (as [`crate::clock::now_ns`]), or
     /// `None` when the frame came without it (a driver with no room for XDP metadata).
-    pub fn recv_batch_stamped(
+    pub fn recv_batch_stamped(&mut self, f: impl FnMut(&[u8], Option<u64>)) -> io::Result<usize> {
+        self.recv_batch_stamped_max(usize::MAX, f)
+    }
+
+    /// As [`XdpSocket::recv_batch_stamped`], handing at most `max` frames; the rest wait in
+    /// the RX ring for the next call.
+    pub fn recv_batch_stamped_max(
         &mut self,
+        max: usize,
         mut f: impl FnMut(&[u8], Option<u64>),
     ) -> io::Result<usize> {
-        let ready = self.rx.peek(self.rx.size());
+        let want = self.rx.size().min(u32::try_from(max).unwrap_or(u32::MAX));
+        let ready = self.rx.peek(want);
         let start = self.rx.local();
         // The program stamps with CLOCK_MONOTONIC; results are in CLOCK_REALTIME.
         let realtime_minus_monotonic = if ready > 0 {

@@ -38,6 +38,7 @@ with_each_rx_ring!(
     a_frame_longer_than_a_slot_or_the_mtu_is_refused,
     opening_a_missing_interface_names_it,
     statistics_count_what_was_received_and_what_was_dropped,
+    frames_cross_the_frame_port_in_order_with_kernel_stamps,
 );
 
 /// A namespace with a veth pair `a`–`b`, both up, whose sockets use one RX ring; deleted on
@@ -431,4 +432,40 @@ fn statistics_count_what_was_received_and_what_was_dropped(ring: RxRing) {
     }
     assert!(got.len() < 100);
     assert_eq!(stats.packets, all as u64 + stats.drops, "{stats:?}");
+}
+
+fn frames_cross_the_frame_port_in_order_with_kernel_stamps(ring: RxRing) {
+    use latlab_io::port::{FramePort, TimestampSource};
+    let Some(ns) = namespace(9, ring) else { return };
+    let opts = PacketOptions::default();
+    let mut a = open(&ns, "a", &opts);
+    let mut b = open(&ns, "b", &opts);
+    assert_eq!(
+        FramePort::timestamp_source(&b),
+        TimestampSource::KernelSoftware
+    );
+    let frames: Vec<Vec<u8>> = (0..50u32).map(|i| frame(i, 60 + i as usize * 20)).collect();
+    let before = now_ns();
+    for f in &frames {
+        assert!(a.queue_frame(f).unwrap(), "room for 50 frames");
+    }
+    FramePort::flush(&mut a).unwrap();
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while got.len() < frames.len() {
+        assert!(Instant::now() < deadline, "only {} frames came", got.len());
+        PacketSocket::wait_either(&mut a, &mut b, Duration::from_millis(20)).unwrap();
+        b.recv_frames(&mut |f, rx_ns| {
+            if id_of(f).is_some() {
+                got.push((f.to_vec(), rx_ns));
+            }
+        })
+        .unwrap();
+    }
+    let after = now_ns();
+    for ((data, rx_ns), sent) in got.iter().zip(&frames) {
+        assert_eq!(data, sent);
+        assert!((before..=after).contains(rx_ns));
+    }
+    assert_eq!(b.kernel_drops(), 0);
 }

@@ -366,3 +366,66 @@ fn every_frame_carries_the_programs_arrival_stamp() {
         }
     }
 }
+
+#[test]
+fn the_endpoint_port_answers_each_peer_by_its_learnt_route_and_reports_a_peer_it_cannot_reach() {
+    use latlab_io::port::{
+        DatagramPort, DatagramRx, DatagramTx, PortSizes, SendFailure, SendQueue, TimestampSource,
+        Unsent, XdpEndpoint,
+    };
+    let Some(pair) = pair(9) else { return };
+    let xdp = open(&pair, Redirect::Endpoint { udp_port: PORT }).unwrap();
+    let mut port = XdpEndpoint::new(xdp, PORT, PortSizes::new(32, 2048)).unwrap();
+    assert_eq!(port.timestamp_source(), TimestampSource::XdpProgram);
+    let client = udp_in(&pair.peer, &format!("{PEER_ADDR}:0"));
+    let me = client.local_addr().unwrap();
+    let to: SocketAddr = format!("{XDP_ADDR}:{PORT}").parse().unwrap();
+    let nowhere: SocketAddr = "198.18.9.77:9".parse().unwrap();
+    let before = latlab_io::clock::now_ns();
+    for i in 0..5u8 {
+        client.send_to(&[i; 24], to).unwrap();
+    }
+    // Each datagram is answered from inside the receive call; after the second, one goes to a
+    // peer never heard from.
+    let (mut received, mut unsent) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while received.len() < 5 {
+        assert!(Instant::now() < deadline, "only {received:?} came");
+        port.wait_readable(Some(Duration::from_millis(5))).unwrap();
+        port.recv_with_queue(|d, queue| {
+            assert!(!d.unparsed && !d.truncated);
+            received.push((d.from, d.rx_ns));
+            queue
+                .push(d.from, d.data.len())
+                .unwrap()
+                .copy_from_slice(d.data);
+            if received.len() == 2 {
+                queue.push(nowhere, 24).unwrap().fill(0xee);
+            }
+        })
+        .unwrap();
+        let mut stamp =
+            |payload: &mut [u8], t: u64| payload[8..16].copy_from_slice(&t.to_le_bytes());
+        port.flush(&mut stamp, |u| unsent.push(u)).unwrap();
+    }
+    assert!(received.iter().all(|(from, _)| *from == me));
+    assert_eq!(
+        unsent,
+        vec![Unsent {
+            to: nowhere,
+            failure: SendFailure::NoLinkAddress
+        }]
+    );
+    let mut buf = [0u8; 64];
+    for (i, (_, rx_ns)) in received.iter().enumerate() {
+        let (n, from) = client.recv_from(&mut buf).expect("the answer came back");
+        assert_eq!((n, from, buf[0]), (24, to, i as u8));
+        let tx_ns = u64::from_le_bytes(buf[8..16].try_into().unwrap());
+        assert!(
+            before <= rx_ns + 50_000 && *rx_ns <= tx_ns,
+            "sent after {before}, stamped {rx_ns} by the program, answered at {tx_ns}"
+        );
+    }
+    assert_eq!(port.kernel_drops(), Some(0));
+    assert_eq!(port.socket().statistics().unwrap().tx_invalid_descs, 0);
+}

@@ -1,0 +1,105 @@
+//! The frame port: whole Ethernet frames in and out of one interface, for a bridge (the link
+//! emulator) and the raw-frame blaster. Implemented by an AF_PACKET socket (frames stamped by
+//! the kernel as they enter the ring) and by an AF_XDP socket whose program redirects every
+//! frame of the interface (frames stamped by that program as the driver hands them over).
+
+use std::io;
+use std::time::Duration;
+
+use crate::clock::now_ns;
+use crate::packet::PacketSocket;
+use crate::udp::TimestampSource;
+use crate::xdp::XdpSocket;
+
+/// One interface as a bridge uses it: frames in with their arrival stamps, frames out through a
+/// TX queue.
+pub trait FramePort: Send {
+    /// Hands every frame now ready to `f(frame, arrival_ns)` (`CLOCK_REALTIME` ns, as
+    /// [`now_ns`]); returns how many. Never blocks.
+    fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize>;
+    /// Queues `frame` for sending; `Ok(false)` when the TX queue has no room (or the frame is
+    /// longer than a TX slot holds: it cannot leave, and is counted like a full queue).
+    fn queue_frame(&mut self, frame: &[u8]) -> io::Result<bool>;
+    /// Sends what was queued.
+    fn flush(&mut self) -> io::Result<()>;
+    /// Frames the kernel dropped before this port could read them.
+    fn kernel_drops(&self) -> u64;
+    /// Blocks until `a` or `b` has a frame or `timeout` passes.
+    fn wait_either(a: &mut Self, b: &mut Self, timeout: Duration) -> io::Result<()>
+    where
+        Self: Sized;
+    /// Blocks until a frame is ready or `timeout` passes (`None`: no limit); `Ok(true)` when
+    /// one is.
+    fn wait_readable(&mut self, timeout: Option<Duration>) -> io::Result<bool>;
+    /// Where the arrival stamps come from.
+    fn timestamp_source(&self) -> TimestampSource;
+}
+
+impl FramePort for PacketSocket {
+    fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
+        self.recv_batch(|frame, rx_ns, _truncated| f(frame, rx_ns))
+    }
+
+    fn queue_frame(&mut self, frame: &[u8]) -> io::Result<bool> {
+        self.queue_tx(frame)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.flush_tx().map(drop)
+    }
+
+    fn kernel_drops(&self) -> u64 {
+        self.statistics().map(|s| s.drops).unwrap_or(0)
+    }
+
+    fn wait_either(a: &mut Self, b: &mut Self, timeout: Duration) -> io::Result<()> {
+        crate::packet::wait_any_readable(&[&*a, &*b], Some(timeout)).map(drop)
+    }
+
+    fn wait_readable(&mut self, timeout: Option<Duration>) -> io::Result<bool> {
+        PacketSocket::wait_readable(self, timeout)
+    }
+
+    fn timestamp_source(&self) -> TimestampSource {
+        TimestampSource::KernelSoftware
+    }
+}
+
+impl FramePort for XdpSocket {
+    fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
+        // The XDP program's stamp; a frame without one is stamped as read.
+        self.recv_batch_stamped(|frame, stamp| f(frame, stamp.unwrap_or_else(now_ns)))
+    }
+
+    fn queue_frame(&mut self, frame: &[u8]) -> io::Result<bool> {
+        if frame.len() > self.max_tx_frame() {
+            // Longer than a UMEM frame: it cannot leave; counted like a full TX queue.
+            return Ok(false);
+        }
+        self.send(frame)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.flush_tx().map(drop)
+    }
+
+    fn kernel_drops(&self) -> u64 {
+        // `rx_dropped` already holds the frames lost to an empty fill ring (the kernel counts
+        // those in `rx_fill_ring_empty` too); a full RX ring is counted apart.
+        self.statistics()
+            .map(|s| s.rx_dropped + s.rx_ring_full)
+            .unwrap_or(0)
+    }
+
+    fn wait_either(a: &mut Self, b: &mut Self, timeout: Duration) -> io::Result<()> {
+        crate::xdp::wait_any_readable(&mut [a, b], Some(timeout)).map(drop)
+    }
+
+    fn wait_readable(&mut self, timeout: Option<Duration>) -> io::Result<bool> {
+        XdpSocket::wait_readable(self, timeout)
+    }
+
+    fn timestamp_source(&self) -> TimestampSource {
+        TimestampSource::XdpProgram
+    }
+}

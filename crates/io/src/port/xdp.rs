@@ -1,0 +1,472 @@
+//! The datagram port over an AF_XDP socket: IPv4 and UDP in user space.
+//!
+//! The socket's program ([`Redirect::Endpoint`](crate::xdp::Redirect::Endpoint)) takes the
+//! IPv4 UDP datagrams to one port; everything else (ARP above all) stays with the kernel. Each
+//! datagram is handed with the XDP program's arrival stamp. Each peer's link-layer route (its
+//! MAC address, and the MAC and IPv4 address it sent to) is learnt from the frames it sends, so
+//! answers go back the way the question came; a peer never heard from is reached through the
+//! routes given with [`XdpEndpoint::add_route`] or [`XdpEndpoint::set_default_route`], and
+//! a datagram to a peer with no route is reported as [`SendFailure::NoLinkAddress`].
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::framing::{self, HEADERS_LEN};
+use super::{
+    Datagram, DatagramPort, DatagramRx, DatagramTx, Flushed, PortSizes, SendFailure, SendQueue,
+    TxStamp, Unsent,
+};
+use crate::clock::now_ns;
+use crate::udp::TimestampSource;
+use crate::xdp::{XdpSocket, XdpWaiter};
+
+/// How a peer is reached on the link: its MAC address, and which of ours to send from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkRoute {
+    /// The peer's MAC address (or the next hop's).
+    pub peer_mac: [u8; 6],
+    /// Our MAC address on the interface.
+    pub local_mac: [u8; 6],
+    /// Our IPv4 address the peer talks to.
+    pub local_ip: Ipv4Addr,
+}
+
+/// Learnt and given routes, by peer address; bounded.
+#[derive(Debug)]
+struct Routes {
+    table: HashMap<Ipv4Addr, LinkRoute>,
+    /// The last route learnt: most batches come from one peer, whose route then costs no
+    /// hashing.
+    last: Option<(Ipv4Addr, LinkRoute)>,
+    default: Option<LinkRoute>,
+    max_peers: usize,
+}
+
+impl Routes {
+    #[inline]
+    fn learn(&mut self, peer: Ipv4Addr, route: LinkRoute) {
+        if self.last == Some((peer, route)) {
+            return;
+        }
+        if self.table.len() < self.max_peers || self.table.contains_key(&peer) {
+            self.table.insert(peer, route);
+            self.last = Some((peer, route));
+        }
+    }
+
+    #[inline]
+    fn get(&self, peer: Ipv4Addr) -> Option<LinkRoute> {
+        match self.last {
+            Some((ip, route)) if ip == peer => Some(route),
+            _ => self.table.get(&peer).copied().or(self.default),
+        }
+    }
+}
+
+/// The socket and the routes, shared by the halves of a split endpoint.
+#[derive(Debug)]
+struct Core {
+    socket: XdpSocket,
+    routes: Routes,
+}
+
+/// The send queue of an [`XdpEndpoint`]: whole frames, their payloads written by the engine
+/// and their headers by the flush.
+#[derive(Debug)]
+pub struct XdpTxQueue {
+    frames: Vec<Vec<u8>>,
+    lens: Vec<usize>,
+    dests: Vec<SocketAddr>,
+    queued: usize,
+    /// Longest payload of one frame.
+    slot: usize,
+}
+
+impl XdpTxQueue {
+    fn new(capacity: usize, slot: usize) -> XdpTxQueue {
+        let capacity = capacity.max(1);
+        XdpTxQueue {
+            frames: vec![vec![0u8; HEADERS_LEN + slot]; capacity],
+            lens: vec![0; capacity],
+            dests: vec![SocketAddr::from(([0, 0, 0, 0], 0)); capacity],
+            queued: 0,
+            slot,
+        }
+    }
+
+    /// Removes the first `n` queued frames, keeping the order of the rest.
+    fn consume(&mut self, n: usize) {
+        let n = n.min(self.queued);
+        if n == 0 {
+            return;
+        }
+        let q = self.queued;
+        self.frames[..q].rotate_left(n);
+        self.lens[..q].rotate_left(n);
+        self.dests[..q].rotate_left(n);
+        self.queued -= n;
+    }
+}
+
+impl SendQueue for XdpTxQueue {
+    #[inline]
+    fn push(&mut self, to: SocketAddr, len: usize) -> Option<&mut [u8]> {
+        let i = self.queued;
+        let frame = self.frames.get_mut(i)?;
+        let len = len.min(self.slot);
+        self.lens[i] = len;
+        self.dests[i] = to;
+        self.queued += 1;
+        Some(&mut frame[HEADERS_LEN..HEADERS_LEN + len])
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.queued
+    }
+
+    #[inline]
+    fn capacity(&self) -> usize {
+        self.frames.len()
+    }
+
+    fn clear(&mut self) -> usize {
+        std::mem::take(&mut self.queued)
+    }
+}
+
+/// A datagram port over an AF_XDP socket whose program redirects one UDP port to it (see the
+/// module's description).
+#[derive(Debug)]
+pub struct XdpEndpoint {
+    core: Mutex<Core>,
+    queue: XdpTxQueue,
+    waiter: XdpWaiter,
+    udp_port: u16,
+    rx_batch: usize,
+}
+
+impl XdpEndpoint {
+    /// An endpoint on `socket` for UDP port `udp_port` (the port its program redirects), with
+    /// memory for `sizes` (a slot is cut to what one UMEM frame holds). At most 4096 peers'
+    /// routes are learnt unless [`XdpEndpoint::set_max_peers`] says otherwise.
+    pub fn new(socket: XdpSocket, udp_port: u16, sizes: PortSizes) -> io::Result<XdpEndpoint> {
+        let waiter = socket.waiter()?;
+        let slot = sizes
+            .slot
+            .min(socket.max_tx_frame().saturating_sub(HEADERS_LEN));
+        Ok(XdpEndpoint {
+            core: Mutex::new(Core {
+                socket,
+                routes: Routes {
+                    table: HashMap::new(),
+                    last: None,
+                    default: None,
+                    max_peers: 4096,
+                },
+            }),
+            queue: XdpTxQueue::new(sizes.tx_batch, slot),
+            waiter,
+            udp_port,
+            rx_batch: sizes.rx_batch.max(1),
+        })
+    }
+
+    /// Learns the routes of at most `n` peers; a peer beyond them is reached only through the
+    /// default route.
+    pub fn set_max_peers(&mut self, n: usize) {
+        self.core_mut().routes.max_peers = n;
+    }
+
+    /// How to reach `peer` before it is heard from (a frame from it replaces this route).
+    pub fn add_route(&mut self, peer: Ipv4Addr, route: LinkRoute) {
+        self.core_mut().routes.table.insert(peer, route);
+    }
+
+    /// How to reach a peer with no route of its own (the next hop of a gateway).
+    pub fn set_default_route(&mut self, route: LinkRoute) {
+        self.core_mut().routes.default = Some(route);
+    }
+
+    /// The AF_XDP socket, for its mode and counters.
+    pub fn socket(&mut self) -> &mut XdpSocket {
+        &mut self.core_mut().socket
+    }
+
+    /// The AF_XDP socket back.
+    pub fn into_socket(self) -> XdpSocket {
+        lock_owned(self.core).socket
+    }
+
+    /// The longest payload one datagram carries.
+    pub fn max_payload(&self) -> usize {
+        self.queue.slot
+    }
+
+    fn core_mut(&mut self) -> &mut Core {
+        // A panic while the core was held ended the run that held it; the socket and the
+        // routes stay consistent between calls.
+        self.core.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
+    core.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn lock_owned(core: Mutex<Core>) -> Core {
+    core.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Reads at most `max` frames; see [`DatagramRx::recv`].
+#[inline]
+fn recv<F: FnMut(Datagram<'_>)>(
+    core: &mut Core,
+    udp_port: u16,
+    max: usize,
+    mut f: F,
+) -> io::Result<usize> {
+    let Core { socket, routes } = core;
+    let mut read_ns = 0;
+    socket.recv_batch_stamped_max(max, |frame, stamp| {
+        // The XDP program's stamp; a frame without one is stamped as read.
+        let rx_ns = stamp.unwrap_or_else(|| {
+            if read_ns == 0 {
+                read_ns = now_ns();
+            }
+            read_ns
+        });
+        match framing::parse_udp(frame).filter(|d| d.dst.port() == udp_port) {
+            Some(d) => {
+                routes.learn(
+                    *d.src.ip(),
+                    LinkRoute {
+                        peer_mac: d.src_mac,
+                        local_mac: d.dst_mac,
+                        local_ip: *d.dst.ip(),
+                    },
+                );
+                f(Datagram {
+                    data: d.payload,
+                    from: SocketAddr::V4(d.src),
+                    rx_ns,
+                    truncated: false,
+                    unparsed: false,
+                });
+            }
+            None => f(Datagram {
+                data: &[],
+                from: SocketAddr::from(([0, 0, 0, 0], 0)),
+                rx_ns,
+                truncated: false,
+                unparsed: true,
+            }),
+        }
+    })
+}
+
+/// Writes the headers of every queued frame, stamps and checksums it, and puts it on the TX
+/// ring; see [`DatagramTx::flush`].
+fn flush<S: TxStamp, U: FnMut(Unsent)>(
+    core: &mut Core,
+    udp_port: u16,
+    queue: &mut XdpTxQueue,
+    stamp: &mut S,
+    mut unsent: U,
+) -> io::Result<Flushed> {
+    let mut done = Flushed::default();
+    if queue.queued == 0 {
+        return Ok(done);
+    }
+    let Core { socket, routes } = core;
+    let t = if S::USES_TIME { now_ns() } else { 0 };
+    let mut handled = 0;
+    while handled < queue.queued {
+        let i = handled;
+        let to = queue.dests[i];
+        let route = match to {
+            SocketAddr::V4(to4) => routes.get(*to4.ip()).map(|r| (to4, r)),
+            SocketAddr::V6(_) => None,
+        };
+        let Some((to4, route)) = route else {
+            unsent(Unsent {
+                to,
+                failure: SendFailure::NoLinkAddress,
+            });
+            done.failed += 1;
+            handled += 1;
+            continue;
+        };
+        let from = SocketAddrV4::new(route.local_ip, udp_port);
+        let frame = &mut queue.frames[i];
+        let len = framing::write_headers(
+            frame,
+            (route.local_mac, route.peer_mac),
+            from,
+            to4,
+            queue.lens[i],
+        );
+        stamp.stamp(&mut frame[HEADERS_LEN..len], t);
+        framing::fill_udp_checksum(&mut frame[..len], route.local_ip, *to4.ip());
+        if !socket.send(&frame[..len])? {
+            socket.flush_tx()?;
+            if !socket.send(&frame[..len])? {
+                // The TX ring stays full: the rest waits for the next flush.
+                break;
+            }
+        }
+        done.sent += 1;
+        done.sent_ns = t;
+        handled += 1;
+    }
+    socket.flush_tx()?;
+    queue.consume(handled);
+    Ok(done)
+}
+
+fn kernel_drops(socket: &XdpSocket) -> Option<u64> {
+    // `rx_dropped` already holds the frames lost to an empty fill ring; a full RX ring is
+    // counted apart.
+    socket
+        .statistics()
+        .ok()
+        .map(|s| s.rx_dropped + s.rx_ring_full)
+}
+
+impl DatagramRx for XdpEndpoint {
+    #[inline]
+    fn recv<F: FnMut(Datagram<'_>)>(&mut self, f: F) -> io::Result<usize> {
+        let (port, max) = (self.udp_port, self.rx_batch);
+        recv(self.core_mut(), port, max, f)
+    }
+
+    fn wait_readable(&mut self, timeout: Option<Duration>) -> io::Result<bool> {
+        self.core_mut().socket.wait_readable(timeout)
+    }
+
+    fn timestamp_source(&self) -> TimestampSource {
+        TimestampSource::XdpProgram
+    }
+
+    fn kernel_drops(&self) -> Option<u64> {
+        kernel_drops(&lock(&self.core).socket)
+    }
+}
+
+impl DatagramTx for XdpEndpoint {
+    type Queue = XdpTxQueue;
+
+    #[inline]
+    fn queue(&mut self) -> &mut XdpTxQueue {
+        &mut self.queue
+    }
+
+    #[inline]
+    fn flush<S: TxStamp, U: FnMut(Unsent)>(
+        &mut self,
+        stamp: &mut S,
+        unsent: U,
+    ) -> io::Result<Flushed> {
+        let core = self.core.get_mut().unwrap_or_else(|e| e.into_inner());
+        flush(core, self.udp_port, &mut self.queue, stamp, unsent)
+    }
+}
+
+impl DatagramPort for XdpEndpoint {
+    type TxHalf<'a>
+        = XdpTxHalf<'a>
+    where
+        Self: 'a;
+    type RxHalf<'a>
+        = XdpRxHalf<'a>
+    where
+        Self: 'a;
+
+    #[inline]
+    fn recv_with_queue<F: FnMut(Datagram<'_>, &mut XdpTxQueue)>(
+        &mut self,
+        mut f: F,
+    ) -> io::Result<usize> {
+        let core = self.core.get_mut().unwrap_or_else(|e| e.into_inner());
+        let queue = &mut self.queue;
+        recv(core, self.udp_port, self.rx_batch, |d| f(d, queue))
+    }
+
+    fn split(&mut self) -> (XdpTxHalf<'_>, XdpRxHalf<'_>) {
+        (
+            XdpTxHalf {
+                core: &self.core,
+                queue: &mut self.queue,
+                udp_port: self.udp_port,
+            },
+            XdpRxHalf {
+                core: &self.core,
+                waiter: &self.waiter,
+                udp_port: self.udp_port,
+                rx_batch: self.rx_batch,
+            },
+        )
+    }
+}
+
+/// The send half of an [`XdpEndpoint`]: holds the socket only for each flush.
+#[derive(Debug)]
+pub struct XdpTxHalf<'a> {
+    core: &'a Mutex<Core>,
+    queue: &'a mut XdpTxQueue,
+    udp_port: u16,
+}
+
+impl DatagramTx for XdpTxHalf<'_> {
+    type Queue = XdpTxQueue;
+
+    #[inline]
+    fn queue(&mut self) -> &mut XdpTxQueue {
+        self.queue
+    }
+
+    fn flush<S: TxStamp, U: FnMut(Unsent)>(
+        &mut self,
+        stamp: &mut S,
+        unsent: U,
+    ) -> io::Result<Flushed> {
+        flush(
+            &mut lock(self.core),
+            self.udp_port,
+            self.queue,
+            stamp,
+            unsent,
+        )
+    }
+}
+
+/// The receive half of an [`XdpEndpoint`]: holds the socket only for each receive, and waits
+/// without holding it.
+#[derive(Debug)]
+pub struct XdpRxHalf<'a> {
+    core: &'a Mutex<Core>,
+    waiter: &'a XdpWaiter,
+    udp_port: u16,
+    rx_batch: usize,
+}
+
+impl DatagramRx for XdpRxHalf<'_> {
+    fn recv<F: FnMut(Datagram<'_>)>(&mut self, f: F) -> io::Result<usize> {
+        recv(&mut lock(self.core), self.udp_port, self.rx_batch, f)
+    }
+
+    fn wait_readable(&mut self, timeout: Option<Duration>) -> io::Result<bool> {
+        self.waiter.wait_readable(timeout)
+    }
+
+    fn timestamp_source(&self) -> TimestampSource {
+        TimestampSource::XdpProgram
+    }
+
+    fn kernel_drops(&self) -> Option<u64> {
+        kernel_drops(&lock(self.core).socket)
+    }
+}
