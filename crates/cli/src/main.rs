@@ -654,7 +654,7 @@ fn gen(a: GenArgs) -> Result<()> {
     if opts.check {
         measure::check_target(&check, target, Duration::from_secs(1))?;
     }
-    let mut xdp = xdp_iface
+    let xdp = xdp_iface
         .map(|iface| measure::open_xdp(iface, target, opts.bind, a.xdp_frames))
         .transpose()?;
     let threads = measure::pick_threads(opts.threads, None);
@@ -680,7 +680,7 @@ fn gen(a: GenArgs) -> Result<()> {
     let mut update = |p: latlab_engine::generator::Progress| {
         latlab_lab::demo::ProgressSink::update(&mut bar, &p)
     };
-    let outcome = match &mut xdp {
+    let outcome = match xdp {
         Some(x) => measure::run_xdp(&opts, x, threads, setup, &STOP, &mut update),
         None => measure::run(&opts, &sockets, threads, setup, &STOP, &mut update),
     };

@@ -145,13 +145,15 @@ pub struct SendStatus {
 /// Call order: [`poll_timeout`](Sending::poll_timeout) for when the next probe is due;
 /// [`poll_transmit`](Sending::poll_transmit) while it returns `Some` (and the engine has room);
 /// the engine stamps and sends, then reports what left with
-/// [`handle_sent`](Sending::handle_sent). Sending is over once the schedule is exhausted and
-/// every probe handed out was reported sent.
+/// [`handle_sent`](Sending::handle_sent) (or [`handle_send_failed`](Sending::handle_send_failed)
+/// for those its port could not send). Sending is over once the schedule is exhausted and
+/// every probe handed out was reported sent or failed.
 #[derive(Debug)]
 pub struct Sending {
     sender: Sender,
     handed: u64,
     sent: u64,
+    failed: u64,
     first_send_ns: Option<u64>,
     last_send_ns: u64,
     finished_at: Option<u64>,
@@ -164,6 +166,7 @@ impl Sending {
             sender: Sender::new(probe)?,
             handed: 0,
             sent: 0,
+            failed: 0,
             first_send_ns: None,
             last_send_ns: 0,
             finished_at: None,
@@ -205,10 +208,26 @@ impl Sending {
         self.check_finished(tx_ns);
     }
 
+    /// `count` of the probes handed out could not be sent (the port reported them unsent
+    /// and dropped them) at `now`: nothing comes back for them, and they count as lost.
+    pub fn handle_send_failed(&mut self, now: u64, count: u64) {
+        if count == 0 {
+            return;
+        }
+        debug_assert!(self.sent + self.failed + count <= self.handed);
+        self.failed += count;
+        self.check_finished(now);
+    }
+
+    /// Probes handed out that could not be sent.
+    pub fn failed(&self) -> u64 {
+        self.failed
+    }
+
     fn check_finished(&mut self, now: u64) {
         if self.finished_at.is_none()
             && self.sender.poll_timeout().is_none()
-            && self.sent >= self.handed
+            && self.sent + self.failed >= self.handed
         {
             self.finished_at = Some(now);
         }
@@ -471,6 +490,12 @@ impl<M: Metering> Run<M> {
     /// See [`Sending::handle_sent`].
     pub fn handle_sent(&mut self, tx_ns: u64, count: u64) {
         self.sending.handle_sent(tx_ns, count);
+        self.receiving.handle_sending(self.sending.status());
+    }
+
+    /// See [`Sending::handle_send_failed`].
+    pub fn handle_send_failed(&mut self, now: u64, count: u64) {
+        self.sending.handle_send_failed(now, count);
         self.receiving.handle_sending(self.sending.status());
     }
 

@@ -2,8 +2,8 @@
 //!
 //! N joined sockets; the first sends the probes (flow 0) to the server, and every one of them
 //! receives the copies the server makes. The run is [`latlab_probe::Run`] with
-//! [`FanoutMeter`] (start time, stop rule, progress), driven by the generator's loop over the
-//! generator's UDP transport; an optional flooding client rides along in the same loop.
+//! [`FanoutMeter`] (start time, stop rule, progress), driven by the generator's loop over one
+//! kernel UDP port per client; an optional flooding client rides along in the same loop.
 
 use std::io;
 use std::net::SocketAddr;
@@ -11,10 +11,11 @@ use std::time::Duration;
 
 use latlab_game::{JoinEvent, Joiner};
 use latlab_io::clock::now_ns;
-use latlab_io::udp::{wait_any_readable, RecvBatch, SendBatch, TimestampSource, UdpSocket};
+use latlab_io::port::{DatagramRx, DatagramTx, NoStamp, PortSizes, SendQueue, UdpMode, UdpPort};
+use latlab_io::udp::{wait_any_readable, UdpSocket};
 use latlab_probe::{FanoutMeter, FanoutReport, ProbeConfig, Run, RunConfig, Sender};
 
-use crate::generator::{self, ProbeRx, ProbeTx, Progress, Threads, UdpRx, UdpTx};
+use crate::generator::{self, Background, Drive, Progress, Threads, Wait};
 use crate::{PollMode, Stop};
 
 /// The clients' run has no interval log; its intervals are this long.
@@ -162,46 +163,37 @@ pub fn run_clients(
     };
     let clients = sockets.len() as u32;
     let run = Run::new(&run_config, now_ns(), |p| FanoutMeter::new(p, clients)).map_err(invalid)?;
-    let len = run_config.probe.payload_len;
+    let sizes = PortSizes::new(config.batch, run_config.probe.payload_len.max(MIN_RX_SLOT));
     let mut flood_sent = 0u64;
-    let (flood_tx, flood_rx) = match flood {
+    let flood = match flood {
         Some(f) => {
             let mut cfg = f.probe.clone();
             cfg.flows = 1;
             cfg.start_ns = run.start_ns();
-            let tx = FloodTx {
-                socket: f.socket,
+            Some(FloodClient {
+                port: UdpPort::new(f.socket, UdpMode::Batched, sizes),
                 sender: Sender::new(&cfg).map_err(invalid)?,
                 scratch: vec![0u8; cfg.payload_len],
-                batch: SendBatch::new(config.batch, cfg.payload_len),
                 server: config.server,
+                batch: sizes.rx_batch,
                 sent: &mut flood_sent,
-            };
-            let rx = FloodRx {
-                socket: f.socket,
-                batch: RecvBatch::new(config.batch, len.max(2048)),
-            };
-            (Some(tx), Some(rx))
+            })
         }
-        None => (None, None),
+        None => None,
     };
-    let tx = WithFlood {
-        inner: UdpTx::new(&sockets[..1], config.server, config.batch, len),
-        flood: flood_tx,
+    // The probes leave through the first client's port (flow 0); copies are read from all.
+    let mut ports: Vec<UdpPort<'_>> = sockets
+        .iter()
+        .map(|s| UdpPort::new(s, UdpMode::Batched, sizes))
+        .collect();
+    let how = Drive {
+        wait: Wait::Port,
+        target: config.server,
+        batch: sizes.rx_batch,
+        poll: PollMode::Busy,
+        threads: Threads::OneLoop { cpu: config.cpu },
     };
-    let rx = WithFloodRx {
-        inner: UdpRx::new(sockets, config.batch, len),
-        flood: flood_rx,
-    };
-    let (outcome, stopped_early) = generator::drive(
-        tx,
-        rx,
-        run,
-        PollMode::Busy,
-        Threads::OneLoop { cpu: config.cpu },
-        stop,
-        progress,
-    )?;
+    let (outcome, stopped_early) = generator::drive(&mut ports, how, run, flood, stop, progress)?;
     Ok(GameClientResult {
         report: outcome.meter.report(&outcome.counts),
         start_ns: outcome.start_ns,
@@ -211,76 +203,37 @@ pub fn run_clients(
     })
 }
 
-/// The flood's sending part.
-struct FloodTx<'a> {
-    socket: &'a UdpSocket,
+/// Receive slots are at least this long, so foreign datagrams longer than ours are read whole.
+const MIN_RX_SLOT: usize = 2048;
+
+/// The flooding client while it runs: its own sender (its own run id, so its copies never
+/// count as measurements) on its own port.
+struct FloodClient<'a> {
+    port: UdpPort<'a>,
     sender: Sender,
     scratch: Vec<u8>,
-    batch: SendBatch,
     server: SocketAddr,
+    batch: usize,
     sent: &'a mut u64,
 }
 
-/// The flood's receiving part: the copies the flooder gets are read and thrown away.
-struct FloodRx<'a> {
-    socket: &'a UdpSocket,
-    batch: RecvBatch,
-}
-
-/// The probe transport, plus the flood's packets sent each time the probes are.
-struct WithFlood<'a, T> {
-    inner: T,
-    flood: Option<FloodTx<'a>>,
-}
-
-impl<T: ProbeTx> ProbeTx for WithFlood<'_, T> {
-    fn has_room(&self) -> bool {
-        self.inner.has_room()
-    }
-
-    fn push(&mut self, flow: u32, probe: &[u8]) {
-        self.inner.push(flow, probe);
-    }
-
-    fn send_queued(&mut self, sent: &mut dyn FnMut(u64, u64)) -> io::Result<()> {
-        self.inner.send_queued(sent)?;
-        let Some(f) = self.flood.as_mut() else {
+impl Background for Option<FloodClient<'_>> {
+    /// Sends the flood packets due at `now` (unstamped), then reads and throws away the copies
+    /// the flooder receives.
+    fn turn(&mut self, now: u64) -> io::Result<()> {
+        let Some(f) = self.as_mut() else {
             return Ok(());
         };
-        let now = now_ns();
-        while !f.batch.is_full() {
+        while !f.port.queue().is_full() {
             let Some(t) = f.sender.poll_transmit(now, &mut f.scratch) else {
                 break;
             };
-            if let Some(slot) = f.batch.push(t.len, Some(f.server)) {
+            if let Some(slot) = f.port.queue().push(f.server, t.len) {
                 slot.copy_from_slice(&f.scratch[..t.len]);
             }
         }
-        *f.sent += f.socket.send_batch(&mut f.batch)? as u64;
+        *f.sent += f.port.flush(&mut NoStamp, |_| {})?.sent as u64;
+        while f.port.recv(|_| {})? == f.batch {}
         Ok(())
-    }
-}
-
-/// The clients' receive transport, plus the flooder's copies drained after each read.
-struct WithFloodRx<'a, R> {
-    inner: R,
-    flood: Option<FloodRx<'a>>,
-}
-
-impl<R: ProbeRx> ProbeRx for WithFloodRx<'_, R> {
-    fn receive<F: FnMut(usize, u64, &[u8])>(&mut self, f: F) -> io::Result<usize> {
-        let n = self.inner.receive(f)?;
-        if let Some(flood) = self.flood.as_mut() {
-            while flood.socket.recv_batch(&mut flood.batch)? == flood.batch.capacity() {}
-        }
-        Ok(n)
-    }
-
-    fn wait(&mut self, timeout: Duration) -> io::Result<()> {
-        self.inner.wait(timeout)
-    }
-
-    fn timestamp_source(&self) -> TimestampSource {
-        self.inner.timestamp_source()
     }
 }

@@ -292,3 +292,33 @@ fn a_sender_that_never_catches_up_ends_sending_at_its_duration() {
     assert_eq!(d.ended_at, start + 25_000_000);
     assert_eq!(d.outcome.first_send_ns, start);
 }
+
+#[test]
+fn probes_the_port_could_not_send_are_not_waited_for_and_count_as_lost() {
+    let mut run = meter_run(&config(Pattern::Constant));
+    let mut buf = vec![0u8; 64];
+    let mut in_flight = Vec::new();
+    while let Some(now) = run.poll_send_timeout() {
+        let t = run.poll_transmit(now, &mut buf).unwrap();
+        if t.seq == 5 {
+            run.handle_send_failed(now, 1);
+        } else {
+            probe::Packet::new_unchecked(&mut buf[..]).set_actual_send_ns(now);
+            in_flight.push((now + 10_000, buf[..t.len].to_vec()));
+            run.handle_sent(now, 1);
+        }
+    }
+    assert_eq!(run.sending().failed(), 1);
+    for (at, bytes) in &in_flight {
+        run.handle_datagram(*at, 0, *at, bytes);
+    }
+    let end = in_flight.last().unwrap().0;
+    assert!(
+        run.is_done(end),
+        "199 sent, 199 back: done without the grace period"
+    );
+    let outcome = run.finish(end);
+    assert_eq!(outcome.sent, 199);
+    let r = outcome.meter.report(&outcome.counts);
+    assert_eq!((r.sent, r.received, r.lost), (200, 199, 1));
+}
