@@ -5,9 +5,10 @@
 //! - [`reflector`]: the echo responder; reflects every valid probe back to its sender, stamped
 //!   with its own receive and transmit times, and counts and drops everything else.
 //!
-//! Engines own no logic of their own: when to send comes from [`latlab_probe::Sender`], what a
-//! response means from [`latlab_probe::Meter`]. They poll in batches, stop when a shared flag
-//! says so, and report progress through a callback.
+//! Engines own no logic of their own: a generator run's start time, schedule, meter, interval
+//! log, progress and stop rule come from [`latlab_probe::Run`]; the game clients are the same
+//! generator loop with [`latlab_probe::FanoutMeter`]. They poll in batches, stop when a shared
+//! flag says so, and report progress through a callback.
 #![forbid(unsafe_code)]
 
 pub mod blaster;
