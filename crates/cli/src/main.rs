@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use latlab_engine::game::{GameServerConfig, ServerIo, ServerLive};
+use latlab_engine::game::{parse_server_io, GameServerConfig, ServerLive};
 use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_io::Io;
 use latlab_lab::measure::{self, GenOptions, ThreadChoice};
 use latlab_lab::results::{self, ResultsDir, RunSummary};
 use latlab_lab::units::{format_rate, parse_bytes, parse_duration, parse_rate};
@@ -67,10 +68,41 @@ enum EmuMode {
     Pipeline,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum EmuIo {
-    Packet,
-    Xdp,
+/// A `--io` flag that takes `names` of [`Io`] (with their help), refusing others as a clap
+/// value enum does: `invalid value 'dpdk' for '--io <IO>'`, with the possible values.
+fn io_among(
+    names: &[(&'static str, &'static str)],
+) -> impl clap::builder::TypedValueParser<Value = Io> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(names.iter().map(|&(name, help)| {
+        let value = PossibleValue::new(name);
+        if help.is_empty() {
+            value
+        } else {
+            value.help(help)
+        }
+    }))
+    // Only the names listed get here, and each is the name of an `Io`.
+    .map(|name| name.parse::<Io>().expect("a possible value is an Io"))
+}
+
+/// `--io` of emu: packet or xdp.
+fn emu_io() -> impl clap::builder::TypedValueParser<Value = Io> {
+    io_among(&[("packet", ""), ("xdp", "")])
+}
+
+/// `--io` of echo and gen: socket or xdp.
+fn echo_io() -> impl clap::builder::TypedValueParser<Value = Io> {
+    io_among(&[
+        (
+            "socket",
+            "Kernel UDP sockets with recvmmsg/sendmmsg batches",
+        ),
+        (
+            "xdp",
+            "AF_XDP: frames taken before the kernel's stack, IPv4/UDP handled in user space",
+        ),
+    ])
 }
 
 #[derive(Debug, clap::Args)]
@@ -158,8 +190,8 @@ struct EmuArgs {
     rx_ring: RxRingArg,
     /// packet: AF_PACKET rings beside the kernel stack; xdp: AF_XDP, every frame of both
     /// interfaces taken before the kernel stack by an XDP program (root; run to completion).
-    #[arg(long, default_value = "packet", value_name = "IO")]
-    io: EmuIo,
+    #[arg(long, default_value = "packet", value_name = "IO", value_parser = emu_io())]
+    io: Io,
     /// AF_XDP UMEM frames (--io xdp), a power of two from 64 to 1048576: half for receiving,
     /// half for sending; each of the four rings holds half as many entries.
     #[arg(long, default_value_t = 4096, value_parser = parse_xdp_frames, value_name = "N")]
@@ -208,8 +240,8 @@ struct ServeArgs {
     listen: String,
     /// socket: one recvfrom/sendto per packet and copy; batched: recvmmsg/sendmmsg; xdp:
     /// AF_XDP on --iface, IPv4/UDP in user space (root).
-    #[arg(long, default_value = "socket", value_name = "IO")]
-    io: ServerIo,
+    #[arg(long, default_value = "socket", value_name = "IO", value_parser = parse_server_io)]
+    io: Io,
     /// The interface that AF_XDP serves (--io xdp).
     #[arg(long, value_name = "IF")]
     iface: Option<String>,
@@ -256,8 +288,8 @@ struct GameStudyArgs {
     rcvbuf: Vec<String>,
     /// Server I/O modes, comma separated (xdp is left out, with the reason, where AF_XDP
     /// cannot be had).
-    #[arg(long, value_delimiter = ',', default_value = "socket,batched,xdp")]
-    io: Vec<ServerIo>,
+    #[arg(long, value_delimiter = ',', default_value = "socket,batched,xdp", value_parser = parse_server_io)]
+    io: Vec<Io>,
     /// Sending time per point.
     #[arg(long, value_parser = parse_duration, default_value = "2s", value_name = "DUR")]
     duration: Duration,
@@ -278,22 +310,14 @@ struct GameStudyArgs {
     loopback: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum EchoIo {
-    /// Kernel UDP sockets with recvmmsg/sendmmsg batches.
-    Socket,
-    /// AF_XDP: frames taken before the kernel's stack, IPv4/UDP handled in user space.
-    Xdp,
-}
-
 #[derive(Debug, clap::Args)]
 struct EchoArgs {
     /// Address and port to listen on, e.g. 127.0.0.1:7777.
     #[arg(long, value_name = "ADDR")]
     listen: String,
     /// socket, or xdp (needs --iface and root; takes the UDP port's frames before the kernel).
-    #[arg(long, default_value = "socket", value_name = "IO")]
-    io: EchoIo,
+    #[arg(long, default_value = "socket", value_name = "IO", value_parser = echo_io())]
+    io: Io,
     /// The interface that AF_XDP serves (--io xdp).
     #[arg(long, value_name = "IF")]
     iface: Option<String>,
@@ -380,8 +404,8 @@ struct GenArgs {
     /// socket: kernel UDP sockets with recvmmsg/sendmmsg; xdp: AF_XDP on --iface, probes
     /// built as whole frames in user space and responses taken before the kernel's stack
     /// (root; IPv4; every flow from one source port).
-    #[arg(long, default_value = "socket", value_name = "IO")]
-    io: EchoIo,
+    #[arg(long, default_value = "socket", value_name = "IO", value_parser = echo_io())]
+    io: Io,
     /// The interface towards the target that AF_XDP serves (--io xdp).
     #[arg(long, value_name = "IF")]
     iface: Option<String>,
@@ -536,7 +560,7 @@ fn resolve(flag: &str, text: &str) -> Result<SocketAddr> {
 
 fn echo(a: EchoArgs) -> Result<()> {
     let listen = resolve("--listen", &a.listen)?;
-    if a.io == EchoIo::Xdp {
+    if a.io == Io::Xdp {
         return echo_xdp(&a, listen);
     }
     let opts = UdpOptions {
@@ -573,7 +597,7 @@ fn echo(a: EchoArgs) -> Result<()> {
             )
         })
     };
-    let run = reflector::run(&socket, &config, &STOP, &counters);
+    let run = reflector::run_udp(&socket, &config, &STOP, &counters);
     STOP.raise();
     let _ = watcher.join();
     run.context("reflector")?;
@@ -643,11 +667,11 @@ fn gen(a: GenArgs) -> Result<()> {
     opts.rcvbuf = a.rcvbuf;
     opts.check = !a.no_check;
     let xdp_iface = match (a.io, &a.iface) {
-        (EchoIo::Xdp, None) => {
+        (Io::Xdp, None) => {
             bail!("--io xdp needs --iface: the interface towards the target that AF_XDP serves")
         }
-        (EchoIo::Xdp, Some(iface)) => Some(iface.as_str()),
-        (EchoIo::Socket, _) => None,
+        (Io::Xdp, Some(iface)) => Some(iface.as_str()),
+        (_, _) => None,
     };
     let (sockets, check) = measure::open_sockets(opts.bind, opts.flows, opts.rcvbuf)
         .with_context(|| format!("--bind {}", opts.bind))?;
@@ -811,7 +835,7 @@ enum ServeSocket {
 
 fn serve(a: ServeArgs) -> Result<()> {
     let listen = resolve("--listen", &a.listen)?;
-    let mut socket = if a.io == ServerIo::Xdp {
+    let socket = if a.io == Io::Xdp {
         let Some(iface) = a.iface.as_deref() else {
             bail!("--io xdp needs --iface: the interface whose frames AF_XDP takes");
         };
@@ -881,9 +905,11 @@ fn serve(a: ServeArgs) -> Result<()> {
             )
         })
     };
-    let run = match &mut socket {
-        ServeSocket::Udp(s) => latlab_engine::game::serve(s, &config, &STOP, &live),
-        ServeSocket::Xdp(s) => latlab_engine::game::serve_xdp(s, &config, &STOP, &live),
+    let run = match socket {
+        ServeSocket::Udp(s) => latlab_engine::game::serve(&s, &config, &STOP, &live),
+        ServeSocket::Xdp(s) => {
+            latlab_engine::game::serve_xdp(*s, listen.port(), &config, &STOP, &live)
+        }
     };
     STOP.raise();
     let _ = watcher.join();
@@ -1063,7 +1089,7 @@ fn emu_links(a: &EmuArgs) -> Result<(latlab_link::LinkConfig, latlab_link::LinkC
 fn emu(a: EmuArgs) -> Result<()> {
     use latlab_engine::emulator::{self, EmulatorLive};
     let (ab, ba) = emu_links(&a)?;
-    if a.io == EmuIo::Xdp {
+    if a.io == Io::Xdp {
         return emu_xdp(a, ab, ba);
     }
     let options = latlab_io::packet::PacketOptions {
@@ -1272,8 +1298,7 @@ fn echo_xdp(a: &EchoArgs, listen: SocketAddr) -> Result<()> {
             udp_port: listen.port(),
         })
     };
-    let mut socket =
-        XdpSocket::open(iface, &options).with_context(|| format!("--iface {iface}"))?;
+    let socket = XdpSocket::open(iface, &options).with_context(|| format!("--iface {iface}"))?;
     if let Some(cpu) = a.cpu {
         latlab_io::cpu::pin_current_thread(cpu).with_context(|| format!("--cpu {cpu}"))?;
     }
@@ -1300,11 +1325,13 @@ fn echo_xdp(a: &EchoArgs, listen: SocketAddr) -> Result<()> {
             )
         })
     };
-    let run = reflector::run_xdp(&mut socket, &config, &STOP, &counters);
+    let mut port = latlab_io::port::XdpEndpoint::new(socket, listen.port(), config.port_sizes())
+        .with_context(|| format!("--iface {iface}"))?;
+    let run = reflector::run(&mut port, &config, &STOP, &counters);
     STOP.raise();
     let _ = watcher.join();
     run.context("AF_XDP reflector")?;
-    drop(socket);
+    drop(port);
     let r = counters.snapshot();
     println!(
         "received {}  reflected {}  malformed {}  send-dropped {}",

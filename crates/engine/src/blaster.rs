@@ -1,14 +1,13 @@
-//! Raw UDP frames at a fixed size and rate through an AF_PACKET ring, and a sink that counts
-//! them: the RFC 2544-style forwarding-rate measurement, for frame sizes down to 64 bytes (too
-//! small to carry a latency probe).
+//! Raw UDP frames at a fixed size and rate through a frame port (an AF_PACKET or AF_XDP ring),
+//! and a sink that counts them on a datagram port: the RFC 2544-style forwarding-rate
+//! measurement, for frame sizes down to 64 bytes (too small to carry a latency probe).
 
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use latlab_io::clock::now_ns;
-use latlab_io::packet::PacketSocket;
-use latlab_io::udp::{RecvBatch, UdpSocket};
+use latlab_io::port::{DatagramRx, FramePort, PortSizes};
 
 use crate::Stop;
 
@@ -56,10 +55,10 @@ pub struct BlastResult {
     pub elapsed_ns: u64,
 }
 
-/// Sends `frame` through `tx` as fast as the ring takes it (`rate_pps` = None) or at a fixed
-/// rate, for `duration`.
-pub fn blast(
-    tx: &mut PacketSocket,
+/// Sends `frame` through the frame port `tx` (an AF_PACKET or AF_XDP socket) as fast as its
+/// ring takes it (`rate_pps` = None) or at a fixed rate, for `duration`.
+pub fn blast<P: FramePort>(
+    tx: &mut P,
     frame: &[u8],
     rate_pps: Option<f64>,
     duration: Duration,
@@ -79,35 +78,41 @@ pub fn blast(
         };
         let mut queued = 0;
         while sent + queued < allowed && queued < 256 {
-            if !tx.queue_tx(frame)? {
+            if !tx.queue_frame(frame)? {
                 break;
             }
             queued += 1;
         }
         if queued > 0 {
-            tx.flush_tx()?;
+            tx.flush()?;
             sent += queued;
         } else {
             std::hint::spin_loop();
         }
     }
     // What is still queued goes out now.
-    tx.flush_tx()?;
+    tx.flush()?;
     Ok(BlastResult {
         sent,
         elapsed_ns: now_ns() - start,
     })
 }
 
-/// Counts the datagrams arriving on `socket` until `stop` is raised; returns the count.
-pub fn sink(socket: &UdpSocket, stop: &Stop) -> io::Result<u64> {
-    let mut batch = RecvBatch::new(64, 2048);
+/// The batch memory a sink's port needs: 64 datagrams of up to 2048 bytes per call.
+pub const SINK_SIZES: PortSizes = PortSizes {
+    rx_batch: 64,
+    tx_batch: 1,
+    slot: 2048,
+};
+
+/// Counts the datagrams arriving on `port` until `stop` is raised; returns the count.
+pub fn sink<P: DatagramRx>(port: &mut P, stop: &Stop) -> io::Result<u64> {
     let mut count = 0u64;
     while !stop.is_raised() {
-        let n = socket.recv_batch(&mut batch)?;
+        let n = port.recv(|_| {})?;
         count += n as u64;
         if n == 0 {
-            socket.wait_readable(Some(Duration::from_millis(5)))?;
+            port.wait_readable(Some(Duration::from_millis(5)))?;
         }
     }
     Ok(count)

@@ -17,8 +17,12 @@ use std::time::Duration;
 
 use latlab_game::{Server, ServerConfig, ServerCounters, Verdict};
 use latlab_io::clock::now_ns;
+use latlab_io::port::{
+    flush_or_drop, Datagram, DatagramPort, NoStamp, PortSizes, SendFailure, SendQueue, UdpMode,
+    UdpPort, Unsent, XdpEndpoint,
+};
 use latlab_io::tsc;
-use latlab_io::udp::{RecvBatch, SendBatch, UdpSocket};
+use latlab_io::udp::UdpSocket;
 
 use crate::{PollMode, Stop};
 
@@ -26,42 +30,17 @@ mod clients;
 
 pub use clients::{join_all, run_clients, Flood, GameClientConfig, GameClientResult};
 
-/// How the server moves packets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum ServerIo {
-    /// One system call per packet received and per copy sent.
-    #[default]
-    Socket,
-    /// `recvmmsg` and `sendmmsg` batches.
-    Batched,
-    /// AF_XDP: frames taken before the kernel's stack; run with [`serve_xdp`].
-    Xdp,
-}
+/// How the server moves packets: the `--io` choice of latlab (socket, batched or xdp here).
+/// `Socket` is one `recvfrom` and one `sendto` per datagram; `Batched` is `recvmmsg` and
+/// `sendmmsg`; `Xdp` is AF_XDP, run with [`serve_xdp`].
+pub use latlab_io::Io as ServerIo;
 
-impl std::str::FromStr for ServerIo {
-    type Err = String;
+/// The `--io` values the game server runs on.
+pub const SERVER_IOS: [ServerIo; 3] = [ServerIo::Socket, ServerIo::Batched, ServerIo::Xdp];
 
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "socket" => Ok(ServerIo::Socket),
-            "batched" => Ok(ServerIo::Batched),
-            "xdp" => Ok(ServerIo::Xdp),
-            other => Err(format!(
-                "unknown server I/O {other:?}: expected socket, batched or xdp"
-            )),
-        }
-    }
-}
-
-impl ServerIo {
-    /// The name used on the command line and in results.
-    pub fn name(self) -> &'static str {
-        match self {
-            ServerIo::Socket => "socket",
-            ServerIo::Batched => "batched",
-            ServerIo::Xdp => "xdp",
-        }
-    }
+/// Parses a game server's `--io` value: socket, batched or xdp.
+pub fn parse_server_io(text: &str) -> Result<ServerIo, String> {
+    ServerIo::parse_among(text, &SERVER_IOS, "server I/O")
 }
 
 /// How a game server runs.
@@ -104,27 +83,48 @@ pub struct ServerLive {
     pub dropped: AtomicU64,
     /// Copies not sent because no MAC address is known for the recipient (AF_XDP only).
     pub unroutable: AtomicU64,
+    /// Copies and answers the kernel refused for their destination (unreachable, port 0, …):
+    /// dropped, and the server goes on.
+    pub send_failed: AtomicU64,
 }
 
-/// Serves on `socket` until `stop` is raised; returns the core's counters.
+/// Serves on the kernel UDP `socket` (`config.io` socket or batched) until `stop` is raised;
+/// returns the core's counters.
 pub fn serve(
     socket: &UdpSocket,
     config: &GameServerConfig,
     stop: &Stop,
     live: &ServerLive,
 ) -> io::Result<ServerCounters> {
-    let mut server = Server::new(config.game.clone());
-    match config.io {
-        ServerIo::Socket => serve_socket(socket, config, &mut server, stop, live)?,
-        ServerIo::Batched => serve_batched(socket, config, &mut server, stop, live)?,
+    let mode = match config.io {
+        ServerIo::Socket => UdpMode::Single,
+        ServerIo::Batched => UdpMode::Batched,
         ServerIo::Xdp => {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "the AF_XDP server runs on an AF_XDP socket: use serve_xdp",
             ))
         }
+        other => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the game server does not run on --io {other}"),
+            ))
+        }
+    };
+    let mut port = UdpPort::new(socket, mode, port_sizes(config));
+    serve_port(&mut port, config, stop, live)
+}
+
+/// The batch memory of a server's port: `config.batch` datagrams in (one with
+/// [`ServerIo::Socket`]), at least 64 copies out, slots one byte longer than the largest
+/// datagram accepted so longer ones show.
+fn port_sizes(config: &GameServerConfig) -> PortSizes {
+    PortSizes {
+        rx_batch: config.batch.max(1),
+        tx_batch: config.batch.max(64),
+        slot: config.game.max_datagram + 1,
     }
-    Ok(server.counters().clone())
 }
 
 fn publish(server: &Server, live: &ServerLive) {
@@ -144,203 +144,154 @@ fn publish(server: &Server, live: &ServerLive) {
     live.dropped.store(dropped, Ordering::Relaxed);
 }
 
-fn serve_socket(
-    socket: &UdpSocket,
-    config: &GameServerConfig,
-    server: &mut Server,
-    stop: &Stop,
-    live: &ServerLive,
-) -> io::Result<()> {
-    let mut buf = vec![0u8; config.game.max_datagram + 1];
-    let mut answer = [0u8; 128];
-    let mut since_publish = 0u32;
-    while !stop.is_raised() {
-        let (n, from) = match socket.recv_from_one(&mut buf) {
-            Ok(x) => x,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                publish(server, live);
-                if config.poll == PollMode::Block {
-                    socket.wait_readable(Some(Duration::from_millis(50)))?;
-                }
-                continue;
-            }
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
-            Err(e) => return Err(e),
-        };
-        let now = now_ns();
-        if let Verdict::FanOut { recipients } = server.handle_datagram(now, from, &buf[..n]) {
-            tsc::spin_cycles(config.work_cycles);
-            for to in recipients {
-                // A client that went away answers with ICMP; the others still get their copy.
-                let _ = socket.send_one(&buf[..n], Some(*to));
-            }
-        }
-        while let Some((to, len)) = server.poll_transmit(&mut answer) {
-            let _ = socket.send_one(&answer[..len], Some(to));
-        }
-        since_publish += 1;
-        if since_publish >= 1024 {
-            since_publish = 0;
-            publish(server, live);
-        }
-    }
-    publish(server, live);
-    Ok(())
+/// The datagrams of one receive call, copied out of the port so that copies can be sent (and
+/// the port's queue flushed) while they are handled.
+struct Inbox {
+    slot: usize,
+    data: Vec<u8>,
+    lens: Vec<usize>,
+    from: Vec<SocketAddr>,
+    truncated: Vec<bool>,
+    count: usize,
 }
 
-fn serve_batched(
-    socket: &UdpSocket,
-    config: &GameServerConfig,
-    server: &mut Server,
-    stop: &Stop,
-    live: &ServerLive,
-) -> io::Result<()> {
-    let slot = config.game.max_datagram + 1;
-    let mut rx = RecvBatch::new(config.batch, slot);
-    let mut tx = SendBatch::new(config.batch.max(64), slot);
-    let mut answer = [0u8; 128];
-    while !stop.is_raised() {
-        let n = socket.recv_batch(&mut rx)?;
-        if n == 0 {
-            publish(server, live);
-            if config.poll == PollMode::Block {
-                socket.wait_readable(Some(Duration::from_millis(50)))?;
-            }
-            continue;
+impl Inbox {
+    fn new(capacity: usize, slot: usize) -> Inbox {
+        Inbox {
+            slot,
+            data: vec![0; capacity * slot],
+            lens: vec![0; capacity],
+            from: vec![SocketAddr::from(([0, 0, 0, 0], 0)); capacity],
+            truncated: vec![false; capacity],
+            count: 0,
         }
-        let now = now_ns();
-        for pkt in rx.iter() {
-            let data = if pkt.truncated {
-                &pkt.data[..0]
-            } else {
-                pkt.data
-            };
-            let verdict = if pkt.truncated {
-                // Longer than any datagram the core accepts: let it count the cause.
-                server.handle_datagram(now, pkt.from, &vec![0u8; slot])
-            } else {
-                server.handle_datagram(now, pkt.from, data)
-            };
-            if let Verdict::FanOut { recipients } = verdict {
-                tsc::spin_cycles(config.work_cycles);
-                for to in recipients {
-                    if tx.is_full() {
-                        flush_all(socket, &mut tx)?;
-                    }
-                    if let Some(out) = tx.push(data.len(), Some(*to)) {
-                        out.copy_from_slice(data);
-                    }
-                }
-            }
-            while let Some((to, len)) = server.poll_transmit(&mut answer) {
-                if tx.is_full() {
-                    flush_all(socket, &mut tx)?;
-                }
-                if let Some(out) = tx.push(len, Some(to)) {
-                    out.copy_from_slice(&answer[..len]);
-                }
-            }
-        }
-        flush_all(socket, &mut tx)?;
     }
-    publish(server, live);
-    Ok(())
+
+    fn push(&mut self, d: Datagram<'_>) {
+        let i = self.count;
+        if i >= self.lens.len() {
+            return;
+        }
+        let len = d.data.len().min(self.slot);
+        self.data[i * self.slot..i * self.slot + len].copy_from_slice(&d.data[..len]);
+        self.lens[i] = len;
+        self.from[i] = d.from;
+        self.truncated[i] = d.truncated;
+        self.count += 1;
+    }
+
+    fn get(&self, i: usize) -> (&[u8], SocketAddr, bool) {
+        let start = i * self.slot;
+        (
+            &self.data[start..start + self.lens[i]],
+            self.from[i],
+            self.truncated[i],
+        )
+    }
+}
+
+/// Counts a copy or answer the port could not send.
+fn count_unsent(live: &ServerLive, unsent: Unsent) {
+    match unsent.failure {
+        SendFailure::NoLinkAddress => live.unroutable.fetch_add(1, Ordering::Relaxed),
+        _ => live.send_failed.fetch_add(1, Ordering::Relaxed),
+    };
 }
 
 /// Sends everything queued; what a full socket does not take after a few tries is dropped (the
 /// kernel would drop it too), so receiving never stalls behind sending.
-fn flush_all(socket: &UdpSocket, tx: &mut SendBatch) -> io::Result<()> {
-    for _ in 0..64 {
-        socket.send_batch(tx)?;
-        if tx.is_empty() {
-            return Ok(());
-        }
+fn flush_all<P: DatagramPort>(port: &mut P, live: &ServerLive) -> io::Result<()> {
+    flush_or_drop(port, 64, NoStamp, |u| count_unsent(live, u)).map(drop)
+}
+
+/// Queues `data` to `to`, flushing first when the queue is full.
+#[inline]
+fn queue_copy<P: DatagramPort>(
+    port: &mut P,
+    to: SocketAddr,
+    data: &[u8],
+    live: &ServerLive,
+) -> io::Result<()> {
+    if port.queue().is_full() {
+        flush_all(port, live)?;
     }
-    tx.clear();
+    if let Some(out) = port.queue().push(to, data.len()) {
+        out.copy_from_slice(data);
+    }
     Ok(())
 }
 
-/// The model game server on an AF_XDP socket whose program redirects the server's UDP port:
-/// IPv4 and UDP are handled in user space, and each client's MAC address is learnt from the
-/// frames it sends (a client is always heard before it is sent to: it joins first).
-pub fn serve_xdp(
-    socket: &mut latlab_io::xdp::XdpSocket,
+/// The game server over any datagram port until `stop` is raised: per game packet it spins
+/// the emulated work on the TSC, then queues a copy to every client of the sender's game;
+/// answers to handshakes follow; the queue is flushed after each receive call (and whenever
+/// it fills). Returns the core's counters.
+pub fn serve_port<P: DatagramPort>(
+    port: &mut P,
     config: &GameServerConfig,
     stop: &Stop,
     live: &ServerLive,
 ) -> io::Result<ServerCounters> {
-    use crate::frame;
-    use std::collections::HashMap;
     let mut server = Server::new(config.game.clone());
-    // Bounded: entries beyond a few per table slot are not learnt.
-    let max_macs = config.game.max_clients.saturating_mul(4).max(64);
-    let mut macs: HashMap<SocketAddr, [u8; 6]> = HashMap::new();
-    let mut out: Vec<(Vec<u8>, usize)> = Vec::new();
+    let slot = config.game.max_datagram + 1;
+    let mut inbox = Inbox::new(config.batch.max(1), slot);
+    // Stands in for a datagram longer than its slot: the core counts it as oversized.
+    let oversized = vec![0u8; slot];
     let mut answer = [0u8; 128];
+    let mut since_publish = 0usize;
     while !stop.is_raised() {
-        if config.poll == PollMode::Block
-            && !socket.wait_readable(Some(Duration::from_millis(50)))?
-        {
+        inbox.count = 0;
+        port.recv(|d| {
+            // A frame that was no UDP datagram to us (AF_XDP) is not the server's.
+            if !d.unparsed {
+                inbox.push(d);
+            }
+        })?;
+        if inbox.count == 0 {
             publish(&server, live);
+            if config.poll == PollMode::Block {
+                port.wait_readable(Some(Duration::from_millis(50)))?;
+            } else {
+                std::hint::spin_loop();
+            }
             continue;
         }
-        let mut used = 0usize;
-        let push = |out: &mut Vec<(Vec<u8>, usize)>, used: &mut usize| -> usize {
-            if *used == out.len() {
-                out.push((vec![0u8; 2048], 0));
-            }
-            *used += 1;
-            *used - 1
-        };
         let now = now_ns();
-        let n = socket.recv_batch(|frame| {
-            let Some(d) = frame::parse_udp(frame) else {
-                return;
-            };
-            let (from, ours, our_mac, payload) = (d.src, d.dst, d.dst_mac, d.payload);
-            if macs.len() < max_macs || macs.contains_key(&SocketAddr::V4(from)) {
-                macs.insert(SocketAddr::V4(from), d.src_mac);
-            }
-            let verdict = server.handle_datagram(now, SocketAddr::V4(from), payload);
-            if let Verdict::FanOut { recipients } = verdict {
+        for i in 0..inbox.count {
+            let (data, from, truncated) = inbox.get(i);
+            let data = if truncated { &oversized[..] } else { data };
+            if let Verdict::FanOut { recipients } = server.handle_datagram(now, from, data) {
                 tsc::spin_cycles(config.work_cycles);
                 for to in recipients {
-                    let (SocketAddr::V4(to4), Some(mac)) = (to, macs.get(to)) else {
-                        live.unroutable.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    };
-                    let i = push(&mut out, &mut used);
-                    match frame::write_udp(&mut out[i].0, (our_mac, *mac), ours, *to4, payload) {
-                        Some(len) => out[i].1 = len,
-                        None => used -= 1,
-                    }
+                    queue_copy(port, *to, data, live)?;
                 }
             }
             while let Some((to, len)) = server.poll_transmit(&mut answer) {
-                let (SocketAddr::V4(to4), Some(mac)) = (to, macs.get(&to)) else {
-                    live.unroutable.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                };
-                let i = push(&mut out, &mut used);
-                match frame::write_udp(&mut out[i].0, (our_mac, *mac), ours, to4, &answer[..len]) {
-                    Some(l) => out[i].1 = l,
-                    None => used -= 1,
-                }
-            }
-        })?;
-        if n == 0 {
-            std::hint::spin_loop();
-            continue;
-        }
-        for (frame, len) in &out[..used] {
-            if !socket.send(&frame[..*len])? {
-                socket.flush_tx()?;
-                let _ = socket.send(&frame[..*len])?;
+                queue_copy(port, to, &answer[..len], live)?;
             }
         }
-        socket.flush_tx()?;
-        publish(&server, live);
+        flush_all(port, live)?;
+        since_publish += inbox.count;
+        if since_publish >= 1024 {
+            since_publish = 0;
+            publish(&server, live);
+        }
     }
     publish(&server, live);
     Ok(server.counters().clone())
+}
+
+/// The model game server on an AF_XDP socket whose program redirects the server's UDP port
+/// `udp_port`: IPv4 and UDP are handled in user space, and each client's MAC address is learnt
+/// from the frames it sends (a client is always heard before it is sent to: it joins first).
+pub fn serve_xdp(
+    socket: latlab_io::xdp::XdpSocket,
+    udp_port: u16,
+    config: &GameServerConfig,
+    stop: &Stop,
+    live: &ServerLive,
+) -> io::Result<ServerCounters> {
+    let mut port = XdpEndpoint::new(socket, udp_port, port_sizes(config))?;
+    // Bounded: entries beyond a few per table slot are not learnt.
+    port.set_max_peers(config.game.max_clients.saturating_mul(4).max(64));
+    serve_port(&mut port, config, stop, live)
 }

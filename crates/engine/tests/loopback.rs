@@ -42,7 +42,8 @@ impl Echo {
             poll,
             ..ReflectorConfig::default()
         };
-        let thread = std::thread::spawn(move || reflector::run(&socket, &config, &s, &c).unwrap());
+        let thread =
+            std::thread::spawn(move || reflector::run_udp(&socket, &config, &s, &c).unwrap());
         Echo {
             addr,
             stop,

@@ -24,6 +24,7 @@
 //! ```
 #![allow(unsafe_code)]
 
+mod choice;
 pub mod clock;
 pub mod cpu;
 pub mod ethtool;
@@ -37,3 +38,5 @@ mod sockopt;
 pub mod tsc;
 pub mod udp;
 pub mod xdp;
+
+pub use choice::Io;

@@ -188,7 +188,7 @@ pub fn run(
                 if let Some(cpu) = echo_cpu {
                     latlab_io::cpu::pin_current_thread(cpu)?;
                 }
-                reflector::run(
+                reflector::run_udp(
                     &server_sock,
                     &ReflectorConfig::default(),
                     &echo_stop,
@@ -317,7 +317,7 @@ fn emulated_run(
     log(&format!("lab: {}", lab.describe()));
     let ((summary, result), report) = crate::emustudy::with_emulator(
         &lab,
-        crate::emustudy::EmuIo::Packet,
+        latlab_io::Io::Packet,
         emulated_link(1),
         emulated_link(2),
         || measure_through(&lab, options, stop, sink, log),
@@ -347,7 +347,7 @@ fn measure_through(
                     poll: latlab_engine::PollMode::Block,
                     ..ReflectorConfig::default()
                 };
-                reflector::run(&echo_socket, &config, &s, &ReflectorCounters::default())
+                reflector::run_udp(&echo_socket, &config, &s, &ReflectorCounters::default())
             })?
     };
     let measured = (|| -> Result<_, DemoError> {

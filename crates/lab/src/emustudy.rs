@@ -23,7 +23,9 @@ use latlab_engine::emulator::{self, EmulatorLive};
 use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::packet::{PacketOptions, PacketSocket};
+use latlab_io::port::{UdpMode, UdpPort};
 use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_io::Io;
 use latlab_link::{LinkConfig, LossModel};
 use latlab_stats::Summary;
 use serde::{Deserialize, Serialize};
@@ -214,7 +216,10 @@ fn measure_rates(
         let sink_stop = Arc::new(Stop::new());
         let counter = {
             let (sock, s) = (sink_socket.clone(), sink_stop.clone());
-            std::thread::spawn(move || blaster::sink(&sock, &s))
+            std::thread::spawn(move || {
+                let mut port = UdpPort::new(&sock, UdpMode::Batched, blaster::SINK_SIZES);
+                blaster::sink(&mut port, &s)
+            })
         };
         let blast = |tx: &mut PacketSocket| -> Result<blaster::BlastResult, StudyError> {
             let r = blaster::blast(tx, &frame, None, duration, stop)?;
@@ -228,11 +233,7 @@ fn measure_rates(
                 limit_frames: Some(100_000),
                 ..LinkConfig::default()
             };
-            let io = if path == "emu" {
-                EmuIo::Packet
-            } else {
-                EmuIo::Xdp
-            };
+            let io = if path == "emu" { Io::Packet } else { Io::Xdp };
             match with_emulator(lab, io, no_delay.clone(), no_delay, || blast(&mut tx)) {
                 Ok((r, e)) => (Ok(r), Some(e)),
                 Err(e) => (Err(e), None),
@@ -362,7 +363,7 @@ pub fn run(
                 poll: PollMode::Block,
                 ..ReflectorConfig::default()
             };
-            reflector::run(&echo_socket, &config, &s, &ReflectorCounters::default())
+            reflector::run_udp(&echo_socket, &config, &s, &ReflectorCounters::default())
         })
     };
     let result =
@@ -461,7 +462,7 @@ fn measure_all(
                 limit_frames: Some((in_flight * 2).max(1000)),
                 ..LinkConfig::default()
             };
-            let ((run, result), emu) = with_emulator(lab, EmuIo::Packet, ab, ba, || {
+            let ((run, result), emu) = with_emulator(lab, Io::Packet, ab, ba, || {
                 measure_once(lab, bridged, rate, options.duration, stop)
             })?;
             let (configured_loss, expected_mean_burst) = match loss {
@@ -519,21 +520,13 @@ fn measure_once(
         .map_err(|e| StudyError::Io(io::Error::other(e.to_string())))
 }
 
-/// How the emulator of a study point reaches its interfaces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EmuIo {
-    /// AF_PACKET rings beside the kernel stack.
-    Packet,
-    /// AF_XDP sockets fed every frame by an XDP program.
-    Xdp,
-}
-
 /// Runs `f` while `latlab emu` bridges the lab's emulator namespace (run to completion, busy
-/// polling) over `io`, then stops the bridge; returns `f`'s result and the bridge's report as
+/// polling) over `io` (packet: AF_PACKET rings; xdp: AF_XDP sockets fed every frame), then
+/// stops the bridge; returns `f`'s result and the bridge's report as
 /// JSON. An emulator that cannot open its sockets fails before `f` runs.
 pub(crate) fn with_emulator<T, E: From<io::Error>>(
     lab: &ClientEmuServer,
-    io: EmuIo,
+    io: Io,
     a_to_b: LinkConfig,
     b_to_a: LinkConfig,
     f: impl FnOnce() -> Result<T, E>,
@@ -541,14 +534,14 @@ pub(crate) fn with_emulator<T, E: From<io::Error>>(
     let emu_stop = Arc::new(Stop::new());
     let links = (a_to_b, b_to_a);
     let emu = match io {
-        EmuIo::Packet => spawn_bridge(
+        Io::Packet => spawn_bridge(
             lab,
             |name| PacketSocket::open(name, &PacketOptions::default()),
             2048,
             links,
             emu_stop.clone(),
         )?,
-        EmuIo::Xdp => spawn_bridge(
+        Io::Xdp => spawn_bridge(
             lab,
             |name| {
                 use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
@@ -559,6 +552,13 @@ pub(crate) fn with_emulator<T, E: From<io::Error>>(
             links,
             emu_stop.clone(),
         )?,
+        other => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the emulator bridges frames over --io packet or xdp, not {other}"),
+            )
+            .into())
+        }
     };
     let out = f();
     emu_stop.raise();

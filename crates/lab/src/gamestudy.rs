@@ -520,7 +520,7 @@ impl Runner<'_> {
                         latlab_io::cpu::pin_current_thread(cpu)?;
                     }
                     match xdp_socket {
-                        Some(mut x) => game::serve_xdp(&mut x, &config, &s, &l),
+                        Some(x) => game::serve_xdp(x, server_addr.port(), &config, &s, &l),
                         None => game::serve(&server_socket, &config, &s, &l),
                     }
                 })?

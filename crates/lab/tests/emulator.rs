@@ -110,7 +110,7 @@ impl Lab {
                 poll: latlab_engine::PollMode::Block,
                 ..ReflectorConfig::default()
             };
-            reflector::run(&sock, &config, &s, &ReflectorCounters::default()).unwrap()
+            reflector::run_udp(&sock, &config, &s, &ReflectorCounters::default()).unwrap()
         });
         Some(Lab {
             _turn: turn,

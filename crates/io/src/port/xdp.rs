@@ -239,33 +239,70 @@ fn recv<F: FnMut(Datagram<'_>)>(
             }
             read_ns
         });
-        match framing::parse_udp(frame).filter(|d| d.dst.port() == udp_port) {
-            Some(d) => {
-                routes.learn(
-                    *d.src.ip(),
-                    LinkRoute {
-                        peer_mac: d.src_mac,
-                        local_mac: d.dst_mac,
-                        local_ip: *d.dst.ip(),
-                    },
-                );
-                f(Datagram {
-                    data: d.payload,
-                    from: SocketAddr::V4(d.src),
-                    rx_ns,
-                    truncated: false,
-                    unparsed: false,
-                });
-            }
-            None => f(Datagram {
-                data: &[],
-                from: SocketAddr::from(([0, 0, 0, 0], 0)),
+        f(datagram(routes, udp_port, frame, rx_ns));
+    })
+}
+
+/// The datagram in a received `frame`, its sender's route learnt; an unparsed one when the
+/// frame is not an IPv4 UDP datagram to `udp_port` with a valid IPv4 header.
+#[inline]
+fn datagram<'f>(routes: &mut Routes, udp_port: u16, frame: &'f [u8], rx_ns: u64) -> Datagram<'f> {
+    match framing::parse_udp(frame).filter(|d| d.dst.port() == udp_port) {
+        Some(d) => {
+            routes.learn(
+                *d.src.ip(),
+                LinkRoute {
+                    peer_mac: d.src_mac,
+                    local_mac: d.dst_mac,
+                    local_ip: *d.dst.ip(),
+                },
+            );
+            Datagram {
+                data: d.payload,
+                from: SocketAddr::V4(d.src),
                 rx_ns,
                 truncated: false,
-                unparsed: true,
-            }),
+                unparsed: false,
+            }
         }
-    })
+        None => Datagram {
+            data: &[],
+            from: SocketAddr::from(([0, 0, 0, 0], 0)),
+            rx_ns,
+            truncated: false,
+            unparsed: true,
+        },
+    }
+}
+
+/// Writes the whole frame of queued datagram `i`: headers by its destination's route, the
+/// transmit stamp at `t`, then the UDP checksum. Returns the frame's length, or why it cannot
+/// be sent.
+#[inline]
+fn build<S: TxStamp>(
+    routes: &Routes,
+    udp_port: u16,
+    queue: &mut XdpTxQueue,
+    i: usize,
+    stamp: &mut S,
+    t: u64,
+) -> Result<usize, SendFailure> {
+    let SocketAddr::V4(to) = queue.dests[i] else {
+        return Err(SendFailure::NoLinkAddress);
+    };
+    let route = routes.get(*to.ip()).ok_or(SendFailure::NoLinkAddress)?;
+    let from = SocketAddrV4::new(route.local_ip, udp_port);
+    let frame = &mut queue.frames[i];
+    let len = framing::write_headers(
+        frame,
+        (route.local_mac, route.peer_mac),
+        from,
+        to,
+        queue.lens[i],
+    );
+    stamp.stamp(&mut frame[HEADERS_LEN..len], t);
+    framing::fill_udp_checksum(&mut frame[..len], route.local_ip, *to.ip());
+    Ok(len)
 }
 
 /// Writes the headers of every queued frame, stamps and checksums it, and puts it on the TX
@@ -286,34 +323,22 @@ fn flush<S: TxStamp, U: FnMut(Unsent)>(
     let mut handled = 0;
     while handled < queue.queued {
         let i = handled;
-        let to = queue.dests[i];
-        let route = match to {
-            SocketAddr::V4(to4) => routes.get(*to4.ip()).map(|r| (to4, r)),
-            SocketAddr::V6(_) => None,
+        let len = match build(routes, udp_port, queue, i, stamp, t) {
+            Ok(len) => len,
+            Err(failure) => {
+                unsent(Unsent {
+                    to: queue.dests[i],
+                    failure,
+                });
+                done.failed += 1;
+                handled += 1;
+                continue;
+            }
         };
-        let Some((to4, route)) = route else {
-            unsent(Unsent {
-                to,
-                failure: SendFailure::NoLinkAddress,
-            });
-            done.failed += 1;
-            handled += 1;
-            continue;
-        };
-        let from = SocketAddrV4::new(route.local_ip, udp_port);
-        let frame = &mut queue.frames[i];
-        let len = framing::write_headers(
-            frame,
-            (route.local_mac, route.peer_mac),
-            from,
-            to4,
-            queue.lens[i],
-        );
-        stamp.stamp(&mut frame[HEADERS_LEN..len], t);
-        framing::fill_udp_checksum(&mut frame[..len], route.local_ip, *to4.ip());
-        if !socket.send(&frame[..len])? {
+        let frame = &queue.frames[i][..len];
+        if !socket.send(frame)? {
             socket.flush_tx()?;
-            if !socket.send(&frame[..len])? {
+            if !socket.send(frame)? {
                 // The TX ring stays full: the rest waits for the next flush.
                 break;
             }
@@ -468,5 +493,130 @@ impl DatagramRx for XdpRxHalf<'_> {
 
     fn kernel_drops(&self) -> Option<u64> {
         kernel_drops(&lock(self.core).socket)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latlab_wire::{ethernet, ipv4, udp};
+
+    const CLIENT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const OUR_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+    /// A frame from 198.18.0.1:40000 to 198.18.0.2:7777 carrying `payload`, checksums made.
+    fn request(payload: &[u8]) -> Vec<u8> {
+        let mut frame = vec![0u8; HEADERS_LEN + payload.len()];
+        frame[HEADERS_LEN..].copy_from_slice(payload);
+        let (from, to) = (
+            "198.18.0.1:40000".parse().unwrap(),
+            "198.18.0.2:7777".parse().unwrap(),
+        );
+        let len =
+            framing::write_headers(&mut frame, (CLIENT_MAC, OUR_MAC), from, to, payload.len());
+        framing::fill_udp_checksum(&mut frame[..len], *from.ip(), *to.ip());
+        frame
+    }
+
+    fn routes() -> Routes {
+        Routes {
+            table: HashMap::new(),
+            last: None,
+            default: None,
+            max_peers: 2,
+        }
+    }
+
+    /// Receives `frame`, queues `answer` to its sender and builds the frame that leaves,
+    /// stamped with `t` in its first 8 payload bytes.
+    fn answer(frame: &[u8], answer: &[u8], t: u64) -> Result<Vec<u8>, SendFailure> {
+        let mut routes = routes();
+        let mut queue = XdpTxQueue::new(4, 2048 - HEADERS_LEN);
+        let d = datagram(&mut routes, 7777, frame, 5);
+        assert!(!d.unparsed);
+        queue
+            .push(d.from, answer.len())
+            .unwrap()
+            .copy_from_slice(answer);
+        let mut stamp = |p: &mut [u8], t: u64| p[..8].copy_from_slice(&t.to_be_bytes());
+        let len = build(&routes, 7777, &mut queue, 0, &mut stamp, t)?;
+        Ok(queue.frames[0][..len].to_vec())
+    }
+
+    #[test]
+    fn an_answer_goes_back_the_way_its_question_came_stamped_with_valid_checksums() {
+        let req = request(&[7u8; 64]);
+        let out = answer(&req, &[9u8; 64], 0x0102_0304_0506_0708).unwrap();
+        assert_eq!(out.len(), req.len());
+        let eth = ethernet::Frame::new_checked(&out[..]).unwrap();
+        assert_eq!((eth.dst_addr().0, eth.src_addr().0), (CLIENT_MAC, OUR_MAC));
+        let ip = ipv4::Packet::new_checked(eth.payload()).unwrap();
+        let ip_repr = ipv4::Repr::parse(&ip).unwrap();
+        assert_eq!(
+            (ip_repr.src_addr.to_string(), ip_repr.dst_addr.to_string()),
+            ("198.18.0.2".into(), "198.18.0.1".into())
+        );
+        let u = udp::Packet::new_checked(ip.payload()).unwrap();
+        let u_repr = udp::Repr::parse(&u, ip_repr.src_addr, ip_repr.dst_addr).unwrap();
+        assert_eq!((u_repr.src_port, u_repr.dst_port), (7777, 40000));
+        assert!(u.verify_checksum(ip_repr.src_addr, ip_repr.dst_addr));
+        assert_eq!(&u.payload()[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(&u.payload()[8..], &[9u8; 56]);
+    }
+
+    #[test]
+    fn offloaded_checksums_do_not_matter_but_bad_ip_headers_and_other_frames_are_unparsed() {
+        // A checksum left unfinished for an offload (a veth peer's) does not stop the answer,
+        // and the answer's own checksum is complete.
+        let mut partial = request(&[7u8; 64]);
+        partial[40..42].copy_from_slice(&[0x12, 0x34]);
+        let out = answer(&partial, &[7u8; 64], 1).unwrap();
+        let ip = ipv4::Packet::new_checked(&out[14..]).unwrap();
+        let (s, d) = (ip.src_addr(), ip.dst_addr());
+        assert!(udp::Packet::new_checked(ip.payload())
+            .unwrap()
+            .verify_checksum(s, d));
+        let mut routes = routes();
+        let mut bad_ip = request(&[7u8; 64]);
+        bad_ip[24] ^= 0xff;
+        let mut arp = request(&[7u8; 64]);
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let mut other_port = request(&[7u8; 64]);
+        other_port[36..38].copy_from_slice(&7778u16.to_be_bytes());
+        for frame in [&bad_ip[..], &arp[..], &other_port[..], &bad_ip[..20]] {
+            let d = datagram(&mut routes, 7777, frame, 5);
+            assert!(d.unparsed && d.data.is_empty());
+        }
+        assert!(routes.table.is_empty(), "nothing learnt from them");
+    }
+
+    #[test]
+    fn routes_are_learnt_up_to_the_bound_and_the_default_reaches_the_rest() {
+        let mut routes = routes();
+        let route = |n: u8| LinkRoute {
+            peer_mac: [2, 0, 0, 0, 0, n],
+            local_mac: OUR_MAC,
+            local_ip: Ipv4Addr::new(198, 18, 0, 2),
+        };
+        let ip = |n: u8| Ipv4Addr::new(198, 18, 0, n);
+        for n in 1..=3 {
+            routes.learn(ip(n), route(n));
+        }
+        assert_eq!(routes.table.len(), 2, "bounded");
+        assert_eq!(
+            routes.get(ip(3)),
+            None,
+            "a peer beyond the bound is not learnt"
+        );
+        // A peer already known keeps being learnt (its route may change).
+        let moved = LinkRoute {
+            peer_mac: [2, 0, 0, 0, 0, 0x11],
+            ..route(1)
+        };
+        routes.learn(ip(1), moved);
+        assert_eq!(routes.get(ip(1)), Some(moved));
+        routes.default = Some(route(9));
+        assert_eq!(routes.get(ip(3)), Some(route(9)));
+        assert_eq!(routes.get(ip(2)), Some(route(2)));
     }
 }
