@@ -437,6 +437,40 @@ impl<M> Outcome<M> {
 ///
 /// Then [`finish(now)`](Run::finish). A send thread and a receive thread use the two halves
 /// from [`into_parts`](Run::into_parts) instead.
+///
+/// ```
+/// use latlab_probe::{Meter, ProbeConfig, Run, RunConfig, START_DELAY_NS};
+/// let config = RunConfig {
+///     probe: ProbeConfig { rate_pps: 1000.0, duration_ns: 10_000_000, ..ProbeConfig::default() },
+///     grace_ns: 100_000_000,
+///     interval_ns: 1_000_000_000,
+/// };
+/// let mut run = Run::new(&config, 0, Meter::new).unwrap();
+/// assert_eq!(run.start_ns(), START_DELAY_NS);
+/// let mut buf = [0u8; 64];
+/// let mut now = 0;
+/// // The network echoes every probe back 20 µs after it left.
+/// let mut echoes: Vec<(u64, Vec<u8>)> = Vec::new();
+/// loop {
+///     while let Some(probe) = run.poll_transmit(now, &mut buf) {
+///         run.handle_sent(now, 1);
+///         echoes.push((now + 20_000, buf[..probe.len].to_vec()));
+///     }
+///     echoes.retain(|(at, bytes)| *at > now || {
+///         run.handle_datagram(now, 0, *at, bytes);
+///         false
+///     });
+///     run.handle_timeout(now);
+///     if run.is_done(now) {
+///         break;
+///     }
+///     now = echoes.iter().map(|e| e.0).fold(run.poll_timeout(), u64::min);
+/// }
+/// // Every probe came back: the run ends with the last answer, not at the grace period's end.
+/// assert_eq!(now, START_DELAY_NS + 9_000_000 + 20_000);
+/// let outcome = run.finish(now);
+/// assert_eq!(outcome.meter.report(&outcome.counts).received, 10);
+/// ```
 #[derive(Debug)]
 pub struct Run<M> {
     sending: Sending,
