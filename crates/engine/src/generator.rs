@@ -354,7 +354,9 @@ impl<T: DatagramTx, B: Background> TxState<T, B> {
             };
             let port = &mut self.ports[t.flow as usize % n];
             if let Some(slot) = port.queue().push(self.target, t.len) {
-                slot.copy_from_slice(&self.scratch[..t.len]);
+                // The port's slot holds the whole probe (the ports are made for its length).
+                let n = slot.len();
+                slot.copy_from_slice(&self.scratch[..n]);
             }
         }
         for port in &mut self.ports {

@@ -163,7 +163,11 @@ pub fn run_clients(
     };
     let clients = sockets.len() as u32;
     let run = Run::new(&run_config, now_ns(), |p| FanoutMeter::new(p, clients)).map_err(invalid)?;
-    let sizes = PortSizes::new(config.batch, run_config.probe.payload_len.max(MIN_RX_SLOT));
+    let longest = flood
+        .as_ref()
+        .map_or(0, |f| f.probe.payload_len)
+        .max(run_config.probe.payload_len);
+    let sizes = PortSizes::new(config.batch, longest.max(MIN_RX_SLOT));
     let mut flood_sent = 0u64;
     let flood = match flood {
         Some(f) => {
@@ -229,7 +233,8 @@ impl Background for Option<FloodClient<'_>> {
                 break;
             };
             if let Some(slot) = f.port.queue().push(f.server, t.len) {
-                slot.copy_from_slice(&f.scratch[..t.len]);
+                let n = slot.len();
+                slot.copy_from_slice(&f.scratch[..n]);
             }
         }
         *f.sent += f.port.flush(&mut NoStamp, |_| {})?.sent as u64;
