@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use latlab_io::clock::now_ns;
 use latlab_io::port::{DatagramRx, FramePort, PortSizes};
+use latlab_wire::{ethernet, udp_frame};
 
 use crate::Stop;
 
 /// Bytes of Ethernet frame check sequence, counted in frame sizes but not written by software.
 pub const FCS_LEN: usize = 4;
-pub use crate::frame::HEADERS_LEN;
+pub use latlab_wire::udp_frame::HEADERS_LEN;
 
 /// Where a blasted frame goes.
 #[derive(Clone, Copy, Debug)]
@@ -41,8 +42,15 @@ pub fn udp_frame(addrs: &FrameAddrs, frame_size: usize) -> Result<Vec<u8>, Strin
     let len = frame_size - FCS_LEN;
     let mut frame = vec![0u8; len];
     let zeros = vec![0u8; len - HEADERS_LEN];
-    crate::frame::write_udp(&mut frame, (addrs.src_mac, addrs.dst_mac), src, dst, &zeros)
-        .ok_or("the frame does not fit")?;
+    udp_frame::Repr {
+        src_mac: ethernet::Address(addrs.src_mac),
+        dst_mac: ethernet::Address(addrs.dst_mac),
+        src,
+        dst,
+        payload_len: zeros.len(),
+    }
+    .emit_into(&mut frame, &zeros)
+    .map_err(|_| "the frame does not fit")?;
     Ok(frame)
 }
 

@@ -1,9 +1,10 @@
-//! The model game server's loops and the clients that measure it.
+//! The model game server's loop and the clients that measure it.
 //!
-//! The server binds [`latlab_game::Server`] to a socket in one of two ways: one `recvfrom` and
-//! one `sendto` per packet and copy, as a plain kernel-socket game server does (the paper's
-//! Linux rows), or `recvmmsg`/`sendmmsg` batches. Per game packet it spins the emulated work on
-//! the TSC, then sends a copy to every client of the sender's game.
+//! The server binds [`latlab_game::Server`] to any datagram port ([`serve_port`]): one
+//! `recvfrom` and one `sendto` per packet and copy, as a plain kernel-socket game server does
+//! (the paper's Linux rows), `recvmmsg`/`sendmmsg` batches ([`serve`]), or AF_XDP with IPv4
+//! and UDP in user space ([`serve_xdp`]). Per game packet it spins the emulated work on the
+//! TSC, then sends a copy to every client of the sender's game.
 //!
 //! The clients ([`run_clients`], in `game/clients.rs`) are N sockets that join through the
 //! handshake; the first of them sends probes on an open-loop schedule, and all N receive the
@@ -18,8 +19,8 @@ use std::time::Duration;
 use latlab_game::{Server, ServerConfig, ServerCounters, Verdict};
 use latlab_io::clock::now_ns;
 use latlab_io::port::{
-    flush_or_drop, Datagram, DatagramPort, NoStamp, PortSizes, SendFailure, SendQueue, UdpMode,
-    UdpPort, Unsent, XdpEndpoint,
+    flush_or_drop, Datagram, DatagramPort, NoStamp, PortSizes, SendFailure, SendQueue,
+    TimestampSource, UdpMode, UdpPort, Unsent, XdpEndpoint,
 };
 use latlab_io::tsc;
 use latlab_io::udp::UdpSocket;
@@ -153,6 +154,8 @@ struct Inbox {
     from: Vec<SocketAddr>,
     truncated: Vec<bool>,
     count: usize,
+    /// The receive stamp of the first datagram.
+    first_rx_ns: u64,
 }
 
 impl Inbox {
@@ -164,6 +167,7 @@ impl Inbox {
             from: vec![SocketAddr::from(([0, 0, 0, 0], 0)); capacity],
             truncated: vec![false; capacity],
             count: 0,
+            first_rx_ns: 0,
         }
     }
 
@@ -171,6 +175,9 @@ impl Inbox {
         let i = self.count;
         if i >= self.lens.len() {
             return;
+        }
+        if i == 0 {
+            self.first_rx_ns = d.rx_ns;
         }
         let len = d.data.len().min(self.slot);
         self.data[i * self.slot..i * self.slot + len].copy_from_slice(&d.data[..len]);
@@ -238,6 +245,9 @@ pub fn serve_port<P: DatagramPort>(
     let oversized = vec![0u8; slot];
     let mut answer = [0u8; 128];
     let mut since_publish = 0usize;
+    // A port that stamps in user space read the clock right after its receive call: that is
+    // the core's `now`, without reading the clock again.
+    let stamped_on_read = port.timestamp_source() == TimestampSource::UserSpace;
     while !stop.is_raised() {
         inbox.count = 0;
         port.recv(|d| {
@@ -255,7 +265,11 @@ pub fn serve_port<P: DatagramPort>(
             }
             continue;
         }
-        let now = now_ns();
+        let now = if stamped_on_read {
+            inbox.first_rx_ns
+        } else {
+            now_ns()
+        };
         for i in 0..inbox.count {
             let (data, from, truncated) = inbox.get(i);
             let data = if truncated { &oversized[..] } else { data };

@@ -30,8 +30,8 @@ use latlab_wire::probe;
 /// Where a generator over AF_XDP sends: the Ethernet, IPv4 and UDP addresses of its frames.
 pub use crate::blaster::FrameAddrs;
 use crate::blaster::FCS_LEN;
-use crate::frame::HEADERS_LEN;
 use crate::{PollMode, Stop};
+use latlab_wire::udp_frame::HEADERS_LEN;
 
 pub use latlab_probe::{Interval, Progress};
 

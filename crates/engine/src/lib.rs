@@ -4,6 +4,14 @@
 //!   loop on one core or split into a send thread and a receive thread on two pinned cores.
 //! - [`reflector`]: the echo responder; reflects every valid probe back to its sender, stamped
 //!   with its own receive and transmit times, and counts and drops everything else.
+//! - [`game`]: the model game server's loop and the clients that measure it.
+//! - [`emulator`]: the link emulator's bridge; [`blaster`]: raw frames at a fixed rate.
+//!
+//! The reflector and the game server are written once, generic over a
+//! [`latlab_io::port::DatagramPort`] (kernel UDP sockets, one datagram per call or in batches,
+//! or an AF_XDP endpoint); the emulator and the blaster over a
+//! [`latlab_io::port::FramePort`] (AF_PACKET or AF_XDP). Each is monomorphized per port: no
+//! dynamic dispatch per packet.
 //!
 //! Engines own no logic of their own: a generator run's start time, schedule, meter, interval
 //! log, progress and stop rule come from [`latlab_probe::Run`]; the game clients are the same
@@ -13,7 +21,6 @@
 
 pub mod blaster;
 pub mod emulator;
-pub mod frame;
 pub mod game;
 pub mod generator;
 pub mod reflector;

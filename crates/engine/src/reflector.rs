@@ -104,7 +104,7 @@ pub fn run_udp(
 /// Reflects probes arriving on `port` until `stop` is raised: every valid probe goes back to
 /// its sender, stamped (when `config.stamp`) with its receive stamp from the port and its
 /// transmit time, written as it leaves. Over a kernel UDP socket use
-/// [`UdpPort`](latlab_io::port::UdpPort) in batched mode with [`ReflectorConfig::port_sizes`];
+/// [`UdpPort`] in batched mode with [`ReflectorConfig::port_sizes`];
 /// over AF_XDP, an [`XdpEndpoint`](latlab_io::port::XdpEndpoint) (IPv4 and UDP in user space,
 /// each reply to the MAC address its probe came from).
 pub fn run<P: DatagramPort>(

@@ -1,9 +1,15 @@
 //! latlab-io: the only crate of latlab that talks to the operating system.
 //!
 //! Everything that needs a system call lives here: UDP sockets with `recvmmsg`/`sendmmsg`
-//! batches and kernel software timestamps (`SO_TIMESTAMPING`), busy polling, socket buffer
-//! sizes, the clock, CPU pinning, timer slack and network namespaces. Every `unsafe` block of
-//! the project is in this crate, each with a `// SAFETY:` line saying why it holds.
+//! batches and kernel software timestamps (`SO_TIMESTAMPING`), AF_PACKET and AF_XDP sockets,
+//! busy polling, socket buffer sizes, the clock, CPU pinning, timer slack and network
+//! namespaces. Every `unsafe` block of the project is in this crate, each with a `// SAFETY:`
+//! line saying why it holds.
+//!
+//! Engines do not use the sockets directly but the two shapes of [`port`]: a datagram port
+//! (kernel UDP one datagram per call or in batches, or an AF_XDP endpoint with IPv4/UDP in user
+//! space) and a frame port (AF_PACKET, or AF_XDP fed every frame). [`Io`] is the one choice of
+//! path behind every `--io` flag.
 //!
 //! Guarantees:
 //! - batch calls never block unless asked to ([`udp::UdpSocket::wait_readable`]); a full socket is

@@ -429,3 +429,60 @@ fn the_endpoint_port_answers_each_peer_by_its_learnt_route_and_reports_a_peer_it
     assert_eq!(port.kernel_drops(), Some(0));
     assert_eq!(port.socket().statistics().unwrap().tx_invalid_descs, 0);
 }
+
+#[test]
+fn the_endpoint_splits_into_a_send_half_and_a_receive_half_on_two_threads() {
+    use latlab_io::port::{
+        DatagramPort, DatagramRx, DatagramTx, LinkRoute, NoStamp, PortSizes, SendQueue, XdpEndpoint,
+    };
+    let Some(pair) = pair(10) else { return };
+    let xdp = open(&pair, Redirect::Endpoint { udp_port: PORT }).unwrap();
+    let peer_mac = netns::run_in(&pair.peer, || latlab_io::neigh::interface_mac("veth-a"))
+        .unwrap()
+        .unwrap();
+    let our_mac = netns::run_in(&pair.ns, || latlab_io::neigh::interface_mac("veth-b"))
+        .unwrap()
+        .unwrap();
+    let mut port = XdpEndpoint::new(xdp, PORT, PortSizes::new(16, 2048)).unwrap();
+    // The peer is never heard before it is sent to: the default route reaches it.
+    port.set_default_route(LinkRoute {
+        peer_mac,
+        local_mac: our_mac,
+        local_ip: XDP_ADDR.parse().unwrap(),
+    });
+    // The peer echoes what it gets back to us.
+    let echo = udp_in(&pair.peer, &format!("{PEER_ADDR}:0"));
+    echo.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let to = echo.local_addr().unwrap();
+    let (mut tx, mut rx) = port.split();
+    let got = std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..10u8 {
+                tx.queue().push(to, 20).unwrap().fill(i);
+                let f = tx.flush(&mut NoStamp, |u| panic!("{u:?}")).unwrap();
+                assert_eq!(f.sent, 1);
+            }
+        });
+        s.spawn(|| {
+            let mut buf = [0u8; 64];
+            for _ in 0..10 {
+                let (n, from) = echo.recv_from(&mut buf).expect("the datagram came");
+                assert_eq!(from.to_string(), format!("{XDP_ADDR}:{PORT}"));
+                echo.send_to(&buf[..n], from).unwrap();
+            }
+        });
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while got.len() < 10 {
+            assert!(Instant::now() < deadline, "only {got:?} came back");
+            rx.wait_readable(Some(Duration::from_millis(10))).unwrap();
+            rx.recv(|d| {
+                assert_eq!(d.from, to);
+                got.push(d.data[0]);
+            })
+            .unwrap();
+        }
+        got
+    });
+    assert_eq!(got, (0..10).collect::<Vec<u8>>());
+}

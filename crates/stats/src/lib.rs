@@ -50,7 +50,10 @@ pub use error::Error;
 pub use histogram::{
     LatencyHistogram, DEFAULT_SIGFIG, HIGHEST_TRACKABLE_NS, LOWEST_DISCERNIBLE_NS,
 };
-pub use quantile::{min_samples, point_rank, rank_interval, Quantile, STANDARD_PERCENTILES, Z_95};
+pub use quantile::{
+    min_samples, point_rank, rank_interval, Quantile, MAX_KEY_FRACTION_DIGITS,
+    STANDARD_PERCENTILES, Z_95,
+};
 pub use summary::{Estimate, PercentileEstimate, Summary};
 
 /// Re-exported so that users of [`LatencyHistogram::as_hdr`] need not depend on it.

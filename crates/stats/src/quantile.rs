@@ -53,6 +53,77 @@ impl Quantile {
             .copied()
             .find(|q| q.key == key)
     }
+
+    /// The quantile any percentile key names: a standard one (and p95) as
+    /// [`from_key`](Self::from_key) gives it, or else any key of the form `p<whole>` or
+    /// `p<whole>_<fraction>`: the percentage with `_` for its decimal point, `<whole>` 0 to
+    /// 99 without a leading zero, `<fraction>` 1 to [`MAX_KEY_FRACTION_DIGITS`] digits.
+    /// `p75` is 0.75 labelled `"p75"`, `p99_5` is 0.995 labelled `"p99.5"`. `None` for
+    /// anything else and for a quantile of 0.
+    ///
+    /// `q` is the decimal the key spells, rounded once (as the literal `0.995` is), so a
+    /// quantile made with [`new`](Self::new) from the same decimal compares equal.
+    /// `Quantile` holds `'static` strings: the key and label of a quantile that is not
+    /// standard are allocated once per distinct key and kept for the life of the process.
+    ///
+    /// ```
+    /// use latlab_stats::Quantile;
+    ///
+    /// assert_eq!(Quantile::parse_key("p99_9"), Some(Quantile::P99_9));
+    /// assert_eq!(Quantile::parse_key("p99_5"), Some(Quantile::new(0.995, "p99.5", "p99_5")));
+    /// assert_eq!(Quantile::parse_key("p100"), None);
+    /// ```
+    pub fn parse_key(key: &str) -> Option<Quantile> {
+        if let Some(known) = Self::from_key(key) {
+            return Some(known);
+        }
+        let spelled = key.strip_prefix('p')?;
+        let (whole, fraction) = match spelled.split_once('_') {
+            Some((whole, fraction)) => (whole, Some(fraction)),
+            None => (spelled, None),
+        };
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(whole) || whole.len() > 2 || (whole.len() == 2 && whole.starts_with('0')) {
+            return None;
+        }
+        if let Some(f) = fraction {
+            if !digits(f) || f.len() > MAX_KEY_FRACTION_DIGITS {
+                return None;
+            }
+        }
+        // The percentage divided by 100, as a decimal: "0." + two whole digits + fraction.
+        let decimal = format!("0.{whole:0>2}{}", fraction.unwrap_or(""));
+        // Cannot fail: `decimal` is "0." followed by ASCII digits.
+        let q: f64 = decimal.parse().expect("a decimal number");
+        if q <= 0.0 {
+            return None;
+        }
+        let label = match fraction {
+            Some(f) => format!("p{whole}.{f}"),
+            None => format!("p{whole}"),
+        };
+        Some(Quantile::new(q, intern(label), intern(key.to_owned())))
+    }
+}
+
+/// Most digits after the decimal point [`Quantile::parse_key`] reads (p99.9999 has 4).
+pub const MAX_KEY_FRACTION_DIGITS: usize = 9;
+
+/// `s` as a `'static` string: allocated the first time it is seen, the same one afterwards.
+fn intern(s: String) -> &'static str {
+    use std::collections::BTreeSet;
+    use std::sync::{Mutex, OnceLock, PoisonError};
+    static STRINGS: OnceLock<Mutex<BTreeSet<&'static str>>> = OnceLock::new();
+    let mut strings = STRINGS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(&interned) = strings.get(s.as_str()) {
+        return interned;
+    }
+    let interned: &'static str = Box::leak(s.into_boxed_str());
+    strings.insert(interned);
+    interned
 }
 
 /// The standard percentiles latlab reports, in increasing order.
@@ -172,6 +243,70 @@ mod tests {
         assert!(STANDARD_PERCENTILES.windows(2).all(|w| w[0].q < w[1].q));
         assert_eq!(Quantile::from_key("p99_99"), Some(Quantile::P99_99));
         assert_eq!(Quantile::from_key("p42"), None);
+    }
+
+    #[test]
+    fn any_percentile_key_names_its_quantile() {
+        for q in STANDARD_PERCENTILES.iter().chain([&Quantile::P95]) {
+            assert_eq!(Quantile::parse_key(q.key), Some(*q), "{}", q.key);
+        }
+        assert_eq!(
+            Quantile::parse_key("p75"),
+            Some(Quantile::new(0.75, "p75", "p75"))
+        );
+        assert_eq!(
+            Quantile::parse_key("p5"),
+            Some(Quantile::new(0.05, "p5", "p5"))
+        );
+        assert_eq!(
+            Quantile::parse_key("p99_5"),
+            Some(Quantile::new(0.995, "p99.5", "p99_5"))
+        );
+        assert_eq!(
+            Quantile::parse_key("p0_1"),
+            Some(Quantile::new(0.001, "p0.1", "p0_1"))
+        );
+        assert_eq!(
+            Quantile::parse_key("p99_999999999"),
+            Some(Quantile::new(
+                0.99999999999,
+                "p99.999999999",
+                "p99_999999999"
+            ))
+        );
+        // The same key gives the same strings, allocated once.
+        let (a, b) = (
+            Quantile::parse_key("p42").unwrap(),
+            Quantile::parse_key("p42").unwrap(),
+        );
+        assert!(std::ptr::eq(a.key, b.key) && std::ptr::eq(a.label, b.label));
+    }
+
+    #[test]
+    fn other_keys_name_no_quantile() {
+        for key in [
+            "",
+            "p",
+            "p_",
+            "p_5",
+            "p5_",
+            "p100",
+            "p05",
+            "p0",
+            "p0_000",
+            "p-1",
+            "p+1",
+            "p1.5",
+            "p1_5_5",
+            "p99_9999999999",
+            "q50",
+            "P50",
+            "p٣",
+            "count",
+            "ci95",
+        ] {
+            assert_eq!(Quantile::parse_key(key), None, "{key:?}");
+        }
     }
 
     #[test]

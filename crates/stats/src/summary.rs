@@ -87,8 +87,11 @@ pub struct PercentileEstimate {
 /// `{"count","min","mean","stddev","p50",…,"p99_9999","max","ci95":{…},"too_few_samples":{…}}`
 /// where a percentile is `null` when it is too few samples, `ci95` maps every key to
 /// `{"low","high"}` or `null`, and `too_few_samples` lists only the keys that are
-/// too few, as `{"samples","needed"}`. Deserialization understands the keys of
-/// [`STANDARD_PERCENTILES`] and ignores unknown fields.
+/// too few, as `{"samples","needed"}`. Deserialization reads back every percentile
+/// (every key [`Quantile::parse_key`] understands: the standard ones, p95, p75, p99_5, …)
+/// with its confidence interval or its too-few-samples counts, in the order written, and
+/// ignores other unknown fields; so a summary made by [`with_quantiles`](Self::with_quantiles)
+/// comes back equal, whatever its quantiles.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
     /// Number of samples.
@@ -113,8 +116,16 @@ impl Summary {
 
     /// Summarizes `h` at the given quantiles with 95 % confidence intervals.
     ///
-    /// Only standard quantiles survive a JSON round trip.
+    /// Each quantile's key must be the one [`Quantile::parse_key`] reads back as that
+    /// quantile (as every `Quantile` constant's is, and `Quantile::new(0.75, "p75", "p75")`),
+    /// so that every percentile survives a JSON round trip.
     pub fn with_quantiles(h: &LatencyHistogram, quantiles: &[Quantile]) -> Summary {
+        debug_assert!(
+            quantiles
+                .iter()
+                .all(|q| Quantile::parse_key(q.key).is_some_and(|back| back.q == q.q)),
+            "every quantile's key reads back as that quantile"
+        );
         let summary = Summary {
             count: h.len(),
             min_ns: h.min(),
@@ -251,7 +262,7 @@ impl<'de> Visitor<'de> for SummaryVisitor {
                 "max" => set(&mut max, map.next_value()?, "max")?,
                 "ci95" => set(&mut ci95, map.next_value()?, "ci95")?,
                 "too_few_samples" => set(&mut too_few, map.next_value()?, "too_few_samples")?,
-                k => match Quantile::from_key(k) {
+                k => match Quantile::parse_key(k) {
                     Some(q) => {
                         if values.iter().any(|(seen, _)| seen.key == q.key) {
                             return Err(de::Error::duplicate_field(q.key));
@@ -503,5 +514,87 @@ mod tests {
     fn summary_json_requires_the_scalar_fields() {
         let err = serde_json::from_str::<Summary>(r#"{"count":1}"#).unwrap_err();
         assert!(err.to_string().contains("missing field"), "{err}");
+    }
+
+    /// A summary of `n` samples spread over 1 µs ..= 100 ms, at every standard percentile,
+    /// p95 and two that are not predefined, p75 and p99.5.
+    fn every_kind_of_percentile(n: u64) -> Summary {
+        let mut h = LatencyHistogram::new();
+        for i in 1..=n {
+            h.record(1_000 + i * (100_000_000 / n));
+        }
+        let mut quantiles = vec![
+            Quantile::new(0.75, "p75", "p75"),
+            Quantile::P95,
+            Quantile::new(0.995, "p99.5", "p99_5"),
+        ];
+        quantiles.extend(STANDARD_PERCENTILES);
+        Summary::with_quantiles(&h, &quantiles)
+    }
+
+    #[test]
+    fn summary_json_round_trips_every_percentile_with_its_interval() {
+        for n in [0, 10, 1_000, 100_000] {
+            let s = every_kind_of_percentile(n);
+            let json = serde_json::to_string(&s).unwrap();
+            let back: Summary = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.percentiles.len(), s.percentiles.len(), "{json}");
+            for (sent, read) in s.percentiles.iter().zip(&back.percentiles) {
+                assert_eq!(read.quantile, sent.quantile, "{n} samples");
+                assert_eq!(
+                    read.estimate, sent.estimate,
+                    "{n} samples, {}",
+                    sent.quantile.key
+                );
+            }
+            assert_eq!(back, s, "{json}");
+        }
+        // With 100 000 samples p95 has a value and an interval, p99.9999 is too few.
+        let s = every_kind_of_percentile(100_000);
+        let back: Summary = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert!(matches!(
+            back.percentile("p95").unwrap().estimate,
+            Estimate::Value { ci_low_ns, value_ns, ci_high_ns }
+                if ci_low_ns < value_ns && value_ns < ci_high_ns
+        ));
+        assert!(matches!(
+            back.percentile("p99_9999").unwrap().estimate,
+            Estimate::TooFewSamples {
+                samples: 100_000,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn summary_json_written_before_every_percentile_was_kept_still_loads() {
+        // What the game study wrote: p50, p95, p99 and p99.9 of 10 samples.
+        let json = concat!(
+            r#"{"count":10,"min":1,"mean":5.5,"stddev":2.8722813232690143,"#,
+            r#""p50":5,"p95":null,"p99":null,"p99_9":null,"max":10,"#,
+            r#""ci95":{"p50":{"low":1,"high":9},"p95":null,"p99":null,"p99_9":null},"#,
+            r#""too_few_samples":{"p95":{"samples":10,"needed":73},"p99":{"samples":10,"needed":381},"#,
+            r#""p99_9":{"samples":10,"needed":3838}}}"#
+        );
+        let written = Summary::with_quantiles(
+            &uniform(10),
+            &[Quantile::P50, Quantile::P95, Quantile::P99, Quantile::P99_9],
+        );
+        assert_eq!(serde_json::to_string(&written).unwrap(), json);
+        let s: Summary = serde_json::from_str(json).unwrap();
+        let keys: Vec<_> = s.percentiles.iter().map(|p| p.quantile.key).collect();
+        assert_eq!(keys, ["p50", "p95", "p99", "p99_9"]);
+        assert_eq!(
+            s.percentile("p95").unwrap().estimate,
+            Estimate::TooFewSamples {
+                samples: 10,
+                needed: 73
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            json,
+            "written back unchanged"
+        );
     }
 }

@@ -1,5 +1,5 @@
-//! Wire formats spoken by latlab: Ethernet II, IPv4, UDP and the latlab probe
-//! header that travels as UDP payload.
+//! Wire formats spoken by latlab: Ethernet II, IPv4, UDP, the three composed
+//! ([`udp_frame`]), and the latlab probe header that travels as UDP payload.
 //!
 //! Every format follows the same shape (borrowed from smoltcp's `wire`
 //! module):
@@ -73,6 +73,7 @@ pub mod game;
 pub mod ipv4;
 pub mod probe;
 pub mod udp;
+pub mod udp_frame;
 
 /// Why a buffer could not be parsed.
 ///
@@ -98,6 +99,9 @@ pub enum Error {
     /// The header is well-formed but describes something this crate does not
     /// handle (an IPv4 fragment).
     Malformed,
+    /// The frame carries another protocol than the one asked for (an
+    /// EtherType other than IPv4, an IPv4 protocol other than UDP).
+    OtherProtocol,
 }
 
 impl fmt::Display for Error {
@@ -109,6 +113,7 @@ impl fmt::Display for Error {
             Error::BadChecksum => "bad checksum",
             Error::BadLength => "bad length field",
             Error::Malformed => "malformed packet",
+            Error::OtherProtocol => "another protocol",
         };
         f.write_str(msg)
     }

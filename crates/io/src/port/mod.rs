@@ -41,7 +41,6 @@
 //! ```
 
 mod frame;
-mod framing;
 mod udp;
 mod xdp;
 
@@ -151,7 +150,8 @@ pub struct Flushed {
     pub sent: usize,
     /// Datagrams reported to the `unsent` callback and dropped.
     pub failed: usize,
-    /// The send time handed to the [`TxStamp`] of the last group that left (0 when none did).
+    /// The send time handed to the [`TxStamp`] of the last group that left (0 when none did,
+    /// or when the stamp reads no time: [`NoStamp`]).
     pub sent_ns: u64,
 }
 

@@ -56,7 +56,8 @@ impl<'s> UdpPort<'s> {
         }
     }
 
-    /// The socket under the port.
+    /// The socket under the port (to wait on several at once:
+    /// [`crate::udp::wait_any_readable`]).
     pub fn socket(&self) -> &'s UdpSocket {
         self.socket
     }
@@ -376,6 +377,21 @@ pub struct UdpRxHalf<'a> {
     mode: UdpMode,
     rx: &'a mut RecvBatch,
     one: &'a mut Vec<u8>,
+}
+
+impl<'a> UdpRxHalf<'a> {
+    /// The socket under the half, to wait on several at once
+    /// ([`crate::udp::wait_any_readable`]).
+    pub fn socket(&self) -> &'a UdpSocket {
+        self.socket
+    }
+}
+
+impl<'a> UdpTxHalf<'a> {
+    /// The socket under the half.
+    pub fn socket(&self) -> &'a UdpSocket {
+        self.socket
+    }
 }
 
 impl DatagramRx for UdpRxHalf<'_> {

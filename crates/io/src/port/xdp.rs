@@ -14,7 +14,9 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::framing::{self, HEADERS_LEN};
+use latlab_wire::ethernet::Address;
+use latlab_wire::udp_frame::{self, HEADERS_LEN};
+
 use super::{
     Datagram, DatagramPort, DatagramRx, DatagramTx, Flushed, PortSizes, SendFailure, SendQueue,
     TxStamp, Unsent,
@@ -247,25 +249,26 @@ fn recv<F: FnMut(Datagram<'_>)>(
 /// frame is not an IPv4 UDP datagram to `udp_port` with a valid IPv4 header.
 #[inline]
 fn datagram<'f>(routes: &mut Routes, udp_port: u16, frame: &'f [u8], rx_ns: u64) -> Datagram<'f> {
-    match framing::parse_udp(frame).filter(|d| d.dst.port() == udp_port) {
-        Some(d) => {
+    let view = udp_frame::Frame::new_unchecked(frame);
+    match udp_frame::Repr::parse(&view) {
+        Ok(d) if d.dst.port() == udp_port => {
             routes.learn(
                 *d.src.ip(),
                 LinkRoute {
-                    peer_mac: d.src_mac,
-                    local_mac: d.dst_mac,
+                    peer_mac: d.src_mac.0,
+                    local_mac: d.dst_mac.0,
                     local_ip: *d.dst.ip(),
                 },
             );
             Datagram {
-                data: d.payload,
+                data: view.payload(),
                 from: SocketAddr::V4(d.src),
                 rx_ns,
                 truncated: false,
                 unparsed: false,
             }
         }
-        None => Datagram {
+        _ => Datagram {
             data: &[],
             from: SocketAddr::from(([0, 0, 0, 0], 0)),
             rx_ns,
@@ -291,17 +294,20 @@ fn build<S: TxStamp>(
         return Err(SendFailure::NoLinkAddress);
     };
     let route = routes.get(*to.ip()).ok_or(SendFailure::NoLinkAddress)?;
-    let from = SocketAddrV4::new(route.local_ip, udp_port);
-    let frame = &mut queue.frames[i];
-    let len = framing::write_headers(
-        frame,
-        (route.local_mac, route.peer_mac),
-        from,
-        to,
-        queue.lens[i],
+    let repr = udp_frame::Repr {
+        src_mac: Address(route.local_mac),
+        dst_mac: Address(route.peer_mac),
+        src: SocketAddrV4::new(route.local_ip, udp_port),
+        dst: to,
+        payload_len: queue.lens[i],
+    };
+    let len = repr.buffer_len();
+    // The payload is in place at HEADERS_LEN (no IPv4 options are written): the stamp goes
+    // into it, then the UDP checksum is made over it, once.
+    repr.emit(
+        &mut udp_frame::Frame::new_unchecked(&mut queue.frames[i][..len]),
+        |payload| stamp.stamp(payload, t),
     );
-    stamp.stamp(&mut frame[HEADERS_LEN..len], t);
-    framing::fill_udp_checksum(&mut frame[..len], route.local_ip, *to.ip());
     Ok(len)
 }
 
@@ -506,15 +512,15 @@ mod tests {
 
     /// A frame from 198.18.0.1:40000 to 198.18.0.2:7777 carrying `payload`, checksums made.
     fn request(payload: &[u8]) -> Vec<u8> {
-        let mut frame = vec![0u8; HEADERS_LEN + payload.len()];
-        frame[HEADERS_LEN..].copy_from_slice(payload);
-        let (from, to) = (
-            "198.18.0.1:40000".parse().unwrap(),
-            "198.18.0.2:7777".parse().unwrap(),
-        );
-        let len =
-            framing::write_headers(&mut frame, (CLIENT_MAC, OUR_MAC), from, to, payload.len());
-        framing::fill_udp_checksum(&mut frame[..len], *from.ip(), *to.ip());
+        let repr = udp_frame::Repr {
+            src_mac: Address(CLIENT_MAC),
+            dst_mac: Address(OUR_MAC),
+            src: "198.18.0.1:40000".parse().unwrap(),
+            dst: "198.18.0.2:7777".parse().unwrap(),
+            payload_len: payload.len(),
+        };
+        let mut frame = vec![0u8; repr.buffer_len()];
+        repr.emit_into(&mut frame, payload).unwrap();
         frame
     }
 
