@@ -6,28 +6,30 @@
 //! and UDP in user space ([`serve_xdp`]). Per game packet it spins the emulated work on the
 //! TSC, then sends a copy to every client of the sender's game.
 //!
-//! The clients are N sockets that join through the handshake; the first of them sends probes
-//! on an open-loop schedule, and all N receive the copies, metered by
-//! [`latlab_probe::FanoutMeter`] until the first and until the last client has its copy.
+//! The clients ([`run_clients`], in `game/clients.rs`) are N sockets that join through the
+//! handshake; the first of them sends probes on an open-loop schedule, and all N receive the
+//! copies: the generator run with [`latlab_probe::FanoutMeter`], until the first and until the
+//! last client has its copy.
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use latlab_game::{JoinEvent, Joiner, Server, ServerConfig, ServerCounters, Verdict};
+use latlab_game::{Server, ServerConfig, ServerCounters, Verdict};
 use latlab_io::clock::now_ns;
 use latlab_io::port::{
     flush_or_drop, Datagram, DatagramPort, NoStamp, PortSizes, SendFailure, SendQueue,
     TimestampSource, UdpMode, UdpPort, Unsent, XdpEndpoint,
 };
-use latlab_io::udp::{wait_any_readable, RecvBatch, SendBatch, UdpSocket};
-use latlab_io::{cpu, tsc};
-use latlab_probe::{FanoutMeter, FanoutReport, ProbeConfig, Sender};
-use latlab_wire::probe;
+use latlab_io::tsc;
+use latlab_io::udp::UdpSocket;
 
-use crate::generator::Progress;
 use crate::{PollMode, Stop};
+
+mod clients;
+
+pub use clients::{join_all, run_clients, Flood, GameClientConfig, GameClientResult};
 
 /// How the server moves packets: the `--io` choice of latlab (socket, batched or xdp here).
 /// `Socket` is one `recvfrom` and one `sendto` per datagram; `Batched` is `recvmmsg` and
@@ -290,253 +292,6 @@ pub fn serve_port<P: DatagramPort>(
     }
     publish(&server, live);
     Ok(server.counters().clone())
-}
-
-/// Joins every socket to the game server at `server`, all in game `game`.
-pub fn join_all(
-    sockets: &[UdpSocket],
-    server: SocketAddr,
-    game: u32,
-    timeout: Duration,
-) -> io::Result<()> {
-    let deadline = now_ns() + timeout.as_nanos() as u64;
-    let seed = now_ns();
-    let mut joiners: Vec<Joiner> = (0..sockets.len())
-        .map(|i| {
-            Joiner::new(
-                seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                    .wrapping_add(i as u64),
-                game,
-            )
-        })
-        .collect();
-    let mut buf = [0u8; 2048];
-    loop {
-        let now = now_ns();
-        let mut pending = 0;
-        for (socket, joiner) in sockets.iter().zip(joiners.iter_mut()) {
-            if joiner.is_joined() {
-                continue;
-            }
-            pending += 1;
-            if joiner.poll_timeout().is_some_and(|t| t <= now) {
-                joiner.handle_timeout(now);
-            }
-            while let Some(n) = joiner.poll_transmit(now, &mut buf) {
-                socket.send_one(&buf[..n], Some(server))?;
-            }
-            loop {
-                match socket.recv_one(&mut buf) {
-                    Ok(n) => {
-                        if let JoinEvent::Rejected(reason) = joiner.handle_datagram(now, &buf[..n])
-                        {
-                            return Err(io::Error::other(format!(
-                                "the game server at {server} refused a client (reason {reason}: {})",
-                                match reason {
-                                    1 => "its client table is full; raise --max-clients",
-                                    2 => "bad cookie",
-                                    3 => "expired cookie",
-                                    _ => "unknown",
-                                }
-                            )));
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                        return Err(io::Error::new(
-                            e.kind(),
-                            format!("--server {server}: port unreachable: no game server there"),
-                        ))
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        if pending == 0 {
-            return Ok(());
-        }
-        if now >= deadline {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "--server {server}: {pending} of {} clients could not join within {timeout:?}: \
-                     no game server answered (is `latlab serve` running there?)",
-                    sockets.len()
-                ),
-            ));
-        }
-        let socks: Vec<&UdpSocket> = sockets.iter().collect();
-        wait_any_readable(&socks, Some(Duration::from_millis(10)))?;
-    }
-}
-
-/// A flooding client: a joined socket that sends game packets far above a fair rate.
-#[derive(Debug)]
-pub struct Flood<'a> {
-    /// Its socket (joined).
-    pub socket: &'a UdpSocket,
-    /// Its schedule (a run of its own, so its copies never count as measurements).
-    pub probe: ProbeConfig,
-}
-
-/// How the measuring clients run.
-#[derive(Clone, Debug)]
-pub struct GameClientConfig {
-    /// The probes: sent by the first client, flow 0 only.
-    pub probe: ProbeConfig,
-    /// The game server.
-    pub server: SocketAddr,
-    /// Datagrams per batch call.
-    pub batch: usize,
-    /// How long to wait for copies after the last probe.
-    pub grace_ns: u64,
-    /// CPU to pin the client loop to.
-    pub cpu: Option<usize>,
-}
-
-/// What the clients measured.
-#[derive(Clone, Debug)]
-pub struct GameClientResult {
-    /// Copies, completeness and latencies.
-    pub report: FanoutReport,
-    /// When the first probe was due.
-    pub start_ns: u64,
-    /// Probes per second that actually left.
-    pub achieved_pps: f64,
-    /// Flood packets sent, when there was a flood.
-    pub flood_sent: u64,
-    /// Cut short by the stop flag.
-    pub stopped_early: bool,
-}
-
-/// Runs the measuring clients on `sockets` (all joined; the first one sends the probes) and,
-/// optionally, a flooding client in the same loop.
-pub fn run_clients(
-    sockets: &[UdpSocket],
-    config: &GameClientConfig,
-    flood: Option<Flood<'_>>,
-    stop: &Stop,
-    progress: &mut dyn FnMut(Progress),
-) -> io::Result<GameClientResult> {
-    if let Some(cpu) = config.cpu {
-        cpu::pin_current_thread(cpu)?;
-    }
-    let _ = cpu::set_timer_slack_ns(1);
-    let mut probe_cfg = config.probe.clone();
-    probe_cfg.flows = 1;
-    probe_cfg.start_ns = now_ns() + 5_000_000;
-    let invalid = |e| io::Error::new(io::ErrorKind::InvalidInput, e);
-    let mut sender = Sender::new(&probe_cfg).map_err(invalid)?;
-    let mut meter = FanoutMeter::new(&probe_cfg, sockets.len() as u32);
-    let mut flood = match flood {
-        Some(f) => {
-            let mut cfg = f.probe.clone();
-            cfg.flows = 1;
-            cfg.start_ns = probe_cfg.start_ns;
-            Some((
-                f.socket,
-                Sender::new(&cfg).map_err(invalid)?,
-                vec![0u8; cfg.payload_len],
-                SendBatch::new(config.batch, cfg.payload_len),
-            ))
-        }
-        None => None,
-    };
-    let mut flood_sent = 0u64;
-    let len = probe_cfg.payload_len;
-    let mut scratch = vec![0u8; len];
-    let mut tx = SendBatch::new(config.batch, len);
-    let mut rx = RecvBatch::new(config.batch, len.max(2048));
-    let (mut first_send, mut last_send, mut sent_total) = (None::<u64>, 0u64, 0u64);
-    let mut done_at: Option<u64> = None;
-    let mut next_progress = 0u64;
-    let stopped_early = loop {
-        if stop.is_raised() {
-            break true;
-        }
-        let now = now_ns();
-        while !tx.is_full() {
-            let Some(t) = sender.poll_transmit(now, &mut scratch) else {
-                break;
-            };
-            if let Some(slot) = tx.push(t.len, Some(config.server)) {
-                slot.copy_from_slice(&scratch[..t.len]);
-            }
-        }
-        if !tx.is_empty() {
-            let t = now_ns();
-            for i in 0..tx.len() {
-                if let Some(slot) = tx.slot_mut(i) {
-                    probe::Packet::new_unchecked(slot).set_actual_send_ns(t);
-                }
-            }
-            let n = sockets[0].send_batch(&mut tx)?;
-            if n > 0 {
-                first_send.get_or_insert(t);
-                last_send = t;
-                sent_total += n as u64;
-            }
-        }
-        if let Some((socket, fsender, fscratch, ftx)) = flood.as_mut() {
-            while !ftx.is_full() {
-                let Some(t) = fsender.poll_transmit(now, fscratch) else {
-                    break;
-                };
-                if let Some(slot) = ftx.push(t.len, Some(config.server)) {
-                    slot.copy_from_slice(&fscratch[..t.len]);
-                }
-            }
-            flood_sent += socket.send_batch(ftx)? as u64;
-        }
-        for (i, socket) in sockets.iter().enumerate() {
-            loop {
-                let got = socket.recv_batch(&mut rx)?;
-                for pkt in rx.iter() {
-                    meter.handle_response(i, pkt.rx_ns, pkt.data);
-                }
-                if got < rx.capacity() {
-                    break;
-                }
-            }
-        }
-        if let Some((socket, ..)) = flood.as_ref() {
-            // The flooder receives copies too; they are read and thrown away.
-            while socket.recv_batch(&mut rx)? == rx.capacity() {}
-        }
-        if now >= next_progress {
-            next_progress = now + 100_000_000;
-            progress(Progress {
-                elapsed_ns: now
-                    .saturating_sub(probe_cfg.start_ns)
-                    .min(probe_cfg.duration_ns),
-                total_ns: probe_cfg.duration_ns,
-                sent: sent_total,
-                received: meter.copies_received(),
-            });
-        }
-        let sending = sender.poll_timeout().is_some() || !tx.is_empty();
-        if done_at.is_none() && !sending {
-            done_at = Some(now);
-        }
-        if let Some(t) = done_at {
-            let expected = sent_total * sockets.len() as u64;
-            if now >= t + config.grace_ns || meter.distinct_copies() >= expected {
-                break false;
-            }
-        }
-    };
-    let span = last_send.saturating_sub(first_send.unwrap_or(last_send));
-    Ok(GameClientResult {
-        report: meter.report(&sender.counts()),
-        start_ns: probe_cfg.start_ns,
-        achieved_pps: if sent_total < 2 || span == 0 {
-            0.0
-        } else {
-            (sent_total - 1) as f64 * 1e9 / span as f64
-        },
-        flood_sent,
-        stopped_early,
-    })
 }
 
 /// The model game server on an AF_XDP socket whose program redirects the server's UDP port

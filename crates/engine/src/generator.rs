@@ -1,23 +1,39 @@
 //! The generator: sends probes on an open-loop schedule and meters their responses.
+//!
+//! The engine only moves packets: when the run starts, which probe is due, what a response
+//! means, the interval log, progress and when to stop all come from [`latlab_probe::Run`].
+//! It is written once, generic over its datagram ports ([`latlab_io::port::DatagramPort`]):
+//! kernel UDP sockets, one per flow ([`run`]), or one AF_XDP endpoint for every flow
+//! ([`run_xdp`]), with any meter ([`latlab_probe::Metering`]): [`Meter`] here, the fan-out
+//! meter for the game clients in [`crate::game`]. It runs in one loop, or in a send thread and
+//! a receive thread pinned to their cores, each with its half of the run and of every port.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use latlab_io::clock::now_ns;
 use latlab_io::cpu;
-use latlab_io::udp::{wait_any_readable, RecvBatch, SendBatch, TimestampSource, UdpSocket};
+use latlab_io::port::{
+    DatagramPort, DatagramRx, DatagramTx, LinkRoute, PortSizes, SendQueue, TimestampSource,
+    UdpMode, UdpPort, XdpEndpoint,
+};
+use latlab_io::udp::{wait_any_readable, UdpSocket};
 use latlab_io::xdp::XdpSocket;
-use latlab_probe::{Meter, MeterReport, ProbeConfig, Sender};
-use latlab_stats::LatencyHistogram;
+use latlab_probe::{
+    Meter, MeterReport, Metering, Outcome, ProbeConfig, Receiving, Run, RunConfig, SendStatus,
+    Sending,
+};
 use latlab_wire::probe;
-use latlab_wire::udp_frame::{self, HEADERS_LEN};
 
-/// Where a generator over AF_XDP sends: the Ethernet, IPv4 and UDP addresses it writes itself.
+/// Where a generator over AF_XDP sends: the Ethernet, IPv4 and UDP addresses of its frames.
 pub use crate::blaster::FrameAddrs;
 use crate::blaster::FCS_LEN;
 use crate::{PollMode, Stop};
+use latlab_wire::udp_frame::HEADERS_LEN;
+
+pub use latlab_probe::{Interval, Progress};
 
 /// How the generator uses the machine's cores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,30 +71,6 @@ pub struct GeneratorConfig {
     pub threads: Threads,
 }
 
-/// Where a run is, for progress bars.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Progress {
-    /// Since the first probe was due.
-    pub elapsed_ns: u64,
-    /// The run's sending time.
-    pub total_ns: u64,
-    /// Probes sent so far, warm-up included.
-    pub sent: u64,
-    /// Measured responses so far.
-    pub received: u64,
-}
-
-/// The latencies of one interval of the run.
-#[derive(Clone, Debug)]
-pub struct Interval {
-    /// Start of the interval, from the first probe's due time.
-    pub start_offset_ns: u64,
-    /// Its length.
-    pub duration_ns: u64,
-    /// Latencies of the responses that arrived in it.
-    pub histogram: LatencyHistogram,
-}
-
 /// What a generator run measured.
 #[derive(Clone, Debug)]
 pub struct GeneratorResult {
@@ -114,117 +106,14 @@ impl GeneratorResult {
 
 /// Spin this long before a send deadline instead of sleeping through it (block mode).
 const SPIN_NS: u64 = 50_000;
-/// How often progress is reported.
-const PROGRESS_NS: u64 = 100_000_000;
-/// The first probe is due this long after `run` is called, so setup does not count as lag.
-const START_DELAY_NS: u64 = 5_000_000;
+/// The longest a blocked loop sleeps (so progress and the stop flag are looked at).
+const MAX_WAIT_NS: u64 = latlab_probe::PROGRESS_NS;
+/// Receive slots are at least this long, so foreign datagrams longer than ours are read whole
+/// and dropped.
+const MIN_RX_SLOT: usize = 2048;
 
-/// The sending side of a generator's transport: queues probes and sends them in batches.
-pub trait ProbeTx: Send {
-    /// Whether another probe may be queued now (a transport still holding probes it could
-    /// not send says no, so a late sender catches up in steps).
-    fn has_room(&self) -> bool;
-    /// Queues `probe`, a whole UDP payload, on `flow`.
-    fn push(&mut self, flow: u32, probe: &[u8]);
-    /// Whether nothing is queued.
-    fn is_empty(&self) -> bool;
-    /// Stamps the actual send time into every queued probe and sends what the transport
-    /// takes; calls `sent(count, send_ns)` for each group that left.
-    fn send_queued(&mut self, sent: &mut dyn FnMut(u64, u64)) -> io::Result<()>;
-}
-
-/// The receiving side of a generator's transport.
-pub trait ProbeRx: Send {
-    /// Hands every response now readable to `f(rx_ns, udp_payload)`; returns how many.
-    /// A frame that is not a UDP datagram of ours is handed with an empty payload, so it is
-    /// counted as not a probe.
-    fn receive(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> io::Result<usize>;
-    /// Blocks until a response is readable or `timeout` passes.
-    fn wait(&mut self, timeout: Duration) -> io::Result<()>;
-    /// Where receive stamps come from.
-    fn timestamp_source(&self) -> TimestampSource;
-}
-
-/// Kernel UDP sockets, one per flow, sent to with `sendmmsg`.
-struct UdpTx<'a> {
-    sockets: &'a [UdpSocket],
-    batches: Vec<SendBatch>,
-    target: SocketAddr,
-}
-
-impl ProbeTx for UdpTx<'_> {
-    fn has_room(&self) -> bool {
-        self.batches.iter().all(|b| !b.is_full())
-    }
-
-    fn push(&mut self, flow: u32, probe: &[u8]) {
-        if let Some(slot) = self.batches[flow as usize].push(probe.len(), Some(self.target)) {
-            slot.copy_from_slice(probe);
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.batches.iter().all(|b| b.is_empty())
-    }
-
-    fn send_queued(&mut self, on_sent: &mut dyn FnMut(u64, u64)) -> io::Result<()> {
-        for (socket, batch) in self.sockets.iter().zip(self.batches.iter_mut()) {
-            if batch.is_empty() {
-                continue;
-            }
-            let t = now_ns();
-            for i in 0..batch.len() {
-                if let Some(slot) = batch.slot_mut(i) {
-                    probe::Packet::new_unchecked(slot).set_actual_send_ns(t);
-                }
-            }
-            let sent = socket.send_batch(batch)?;
-            if sent > 0 {
-                on_sent(sent as u64, t);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Kernel UDP sockets, one per flow, read with `recvmmsg`.
-struct UdpRx<'a> {
-    sockets: &'a [UdpSocket],
-    batch: RecvBatch,
-}
-
-impl ProbeRx for UdpRx<'_> {
-    fn receive(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> io::Result<usize> {
-        let mut n = 0;
-        for socket in self.sockets {
-            loop {
-                let got = socket.recv_batch(&mut self.batch)?;
-                if got == 0 {
-                    break;
-                }
-                n += got;
-                for pkt in self.batch.iter() {
-                    f(pkt.rx_ns, pkt.data);
-                }
-                if got < self.batch.capacity() {
-                    break;
-                }
-            }
-        }
-        Ok(n)
-    }
-
-    fn wait(&mut self, timeout: Duration) -> io::Result<()> {
-        let socks: Vec<&UdpSocket> = self.sockets.iter().collect();
-        wait_any_readable(&socks, Some(timeout)).map(drop)
-    }
-
-    fn timestamp_source(&self) -> TimestampSource {
-        self.sockets[0].rx_timestamp_source()
-    }
-}
-
-/// Runs one generator: one socket per flow (`sockets.len()` must equal the flow count).
+/// Runs one generator: one socket per flow (`sockets.len()` must equal the flow count), each
+/// a batched kernel UDP port.
 pub fn run(
     sockets: &[UdpSocket],
     config: &GeneratorConfig,
@@ -237,232 +126,338 @@ pub fn run(
             "one socket per flow is needed",
         ));
     }
-    let tx = UdpTx {
-        sockets,
-        batches: sockets
-            .iter()
-            .map(|_| SendBatch::new(config.batch, config.probe.payload_len))
-            .collect(),
-        target: config.target,
-    };
-    let rx = UdpRx {
-        sockets,
-        // Room for datagrams longer than ours, so foreign ones are read whole and dropped.
-        batch: RecvBatch::new(config.batch, config.probe.payload_len.max(2048)),
-    };
-    run_with(tx, rx, config, stop, progress)
+    let sizes = PortSizes::new(config.batch, config.probe.payload_len.max(MIN_RX_SLOT));
+    let mut ports: Vec<UdpPort<'_>> = sockets
+        .iter()
+        .map(|s| UdpPort::new(s, UdpMode::Batched, sizes))
+        .collect();
+    let all: Vec<&UdpSocket> = sockets.iter().collect();
+    let wait = |timeout: Duration| wait_any_readable(&all, Some(timeout)).map(drop);
+    run_ports(&mut ports, Wait::Any(&wait), config, stop, progress)
 }
 
-/// Runs one generator over any transport.
-pub fn run_with<T: ProbeTx, R: ProbeRx>(
-    transport_tx: T,
-    transport_rx: R,
+/// Runs one generator over an AF_XDP socket whose program redirects UDP to `addrs.src`'s
+/// port: the endpoint builds every frame (IPv4 and UDP checksums made in user space) from
+/// `addrs` and reads the responses with the program's arrival stamps. Every flow leaves from
+/// that one source port; the probe header tells the flows apart.
+pub fn run_xdp(
+    socket: XdpSocket,
+    addrs: &FrameAddrs,
     config: &GeneratorConfig,
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> io::Result<GeneratorResult> {
-    let mut probe_cfg = config.probe.clone();
-    probe_cfg.start_ns = now_ns() + START_DELAY_NS;
-    let sender =
-        Sender::new(&probe_cfg).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let meter = Meter::new(&probe_cfg);
-    let timestamp_source = transport_rx.timestamp_source();
-    let mut tx = TxState::new(sender, transport_tx, config);
-    let mut rx = RxState::new(meter, transport_rx, config, &probe_cfg);
-    let stopped_early = match config.threads {
-        Threads::OneLoop { cpu } => {
-            if let Some(cpu) = cpu {
-                cpu::pin_current_thread(cpu)?;
-            }
-            let _ = cpu::set_timer_slack_ns(1);
-            one_loop(&mut tx, &mut rx, config, stop, progress)?
-        }
-        Threads::Split { tx_cpu, rx_cpu } => {
-            split(&mut tx, &mut rx, config, stop, progress, tx_cpu, rx_cpu)?
-        }
+    let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
+    let (SocketAddr::V4(src), IpAddr::V4(dst_ip)) = (addrs.src, addrs.dst.ip()) else {
+        return Err(invalid("--io xdp sends IPv4 only".into()));
     };
-    let counts = tx.sender.counts();
-    rx.finish_interval(now_ns());
+    let frame_len = HEADERS_LEN + config.probe.payload_len;
+    if frame_len > socket.max_tx_frame() || frame_len + FCS_LEN > 1518 {
+        return Err(invalid(format!(
+            "a probe of {} bytes does not fit an Ethernet frame (at most {} over --io xdp)",
+            config.probe.payload_len,
+            1518 - FCS_LEN - HEADERS_LEN
+        )));
+    }
+    let sizes = PortSizes::new(config.batch, config.probe.payload_len);
+    let mut endpoint = XdpEndpoint::new(socket, src.port(), sizes)?;
+    endpoint.add_route(
+        dst_ip,
+        LinkRoute {
+            peer_mac: addrs.dst_mac,
+            local_mac: addrs.src_mac,
+            local_ip: *src.ip(),
+        },
+    );
+    run_ports(
+        std::slice::from_mut(&mut endpoint),
+        Wait::Port,
+        config,
+        stop,
+        progress,
+    )
+}
+
+/// How a blocked loop waits for responses.
+#[derive(Clone, Copy)]
+pub enum Wait<'a> {
+    /// On the one port's own readable-wait (a run over a single port).
+    Port,
+    /// With this call, which returns when any of the ports is readable or the time passed.
+    Any(&'a (dyn Fn(Duration) -> io::Result<()> + Sync)),
+}
+
+impl std::fmt::Debug for Wait<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Wait::Port => "Wait::Port",
+            Wait::Any(_) => "Wait::Any",
+        })
+    }
+}
+
+/// Runs one generator over `ports`: probes of flow `f` leave through `ports[f % ports.len()]`
+/// for `config.target`, and responses are read from every port.
+pub fn run_ports<P: DatagramPort>(
+    ports: &mut [P],
+    wait: Wait<'_>,
+    config: &GeneratorConfig,
+    stop: &Stop,
+    progress: &mut (dyn FnMut(Progress) + Send),
+) -> io::Result<GeneratorResult> {
+    let Some(first) = ports.first() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a generator needs at least one port",
+        ));
+    };
+    let timestamp_source = first.timestamp_source();
+    let run = Run::new(&config.run_config(), now_ns(), Meter::new)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let (outcome, stopped_early) = drive(
+        ports,
+        Drive {
+            wait,
+            target: config.target,
+            batch: config.batch,
+            poll: config.poll,
+            threads: config.threads,
+        },
+        run,
+        NoBackground,
+        stop,
+        progress,
+    )?;
     Ok(GeneratorResult {
-        loss_bursts: rx.meter.loss_bursts(&counts),
-        report: rx.meter.report(&counts),
-        intervals: rx.intervals,
-        start_ns: probe_cfg.start_ns,
-        first_send_ns: tx.first_send_ns.unwrap_or(probe_cfg.start_ns),
-        last_send_ns: tx.last_send_ns,
+        loss_bursts: outcome.meter.loss_bursts(&outcome.counts),
+        report: outcome.meter.report(&outcome.counts),
+        intervals: outcome.intervals,
+        start_ns: outcome.start_ns,
+        first_send_ns: outcome.first_send_ns,
+        last_send_ns: outcome.last_send_ns,
         timestamp_source,
         stopped_early,
     })
 }
 
-/// The sending side: the sender core and the transport's queue.
-struct TxState<T> {
-    sender: Sender,
-    transport: T,
-    scratch: Vec<u8>,
-    first_send_ns: Option<u64>,
-    last_send_ns: u64,
-    total: u64,
-}
-
-impl<T: ProbeTx> TxState<T> {
-    fn new(sender: Sender, transport: T, config: &GeneratorConfig) -> Self {
-        TxState {
-            sender,
-            transport,
-            scratch: vec![0; config.probe.payload_len],
-            first_send_ns: None,
-            last_send_ns: 0,
-            total: 0,
+impl GeneratorConfig {
+    /// What the sans-IO run needs of this configuration.
+    fn run_config(&self) -> RunConfig {
+        RunConfig {
+            probe: self.probe.clone(),
+            grace_ns: self.grace_ns,
+            interval_ns: self.interval_ns,
         }
     }
+}
 
-    /// Queues the probes due at `now`, at most one batch per flow, and sends them. A sender
+/// Other traffic that rides along in the send loop (the game study's flooding client): it is
+/// given a turn after every round of probes.
+pub(crate) trait Background: Send {
+    /// Sends (and reads) what is due at `now`.
+    fn turn(&mut self, now: u64) -> io::Result<()>;
+}
+
+/// No other traffic.
+pub(crate) struct NoBackground;
+
+impl Background for NoBackground {
+    #[inline]
+    fn turn(&mut self, _now: u64) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// How [`drive`] moves packets.
+#[derive(Clone, Copy)]
+pub(crate) struct Drive<'a> {
+    /// How a blocked loop waits.
+    pub wait: Wait<'a>,
+    /// Where every probe goes.
+    pub target: SocketAddr,
+    /// Datagrams per receive call (a port that fills it is read again at once).
+    pub batch: usize,
+    /// Busy polling or blocking.
+    pub poll: PollMode,
+    /// Cores.
+    pub threads: Threads,
+}
+
+/// Drives `run` over `ports` until it is done or `stop` is raised, in one loop or in a send
+/// thread and a receive thread; returns what it measured and whether it was stopped.
+pub(crate) fn drive<P: DatagramPort, M: Metering + Send, B: Background>(
+    ports: &mut [P],
+    how: Drive<'_>,
+    run: Run<M>,
+    background: B,
+    stop: &Stop,
+    progress: &mut (dyn FnMut(Progress) + Send),
+) -> io::Result<(Outcome<M>, bool)> {
+    let (sending, receiving) = run.into_parts();
+    let (txs, rxs): (Vec<P::TxHalf<'_>>, Vec<P::RxHalf<'_>>) =
+        ports.iter_mut().map(|p| p.split()).unzip();
+    let mut tx = TxState {
+        scratch: vec![0; sending.config().payload_len],
+        sending,
+        ports: txs,
+        target: how.target,
+        background,
+    };
+    let mut rx = RxState {
+        receiving,
+        ports: rxs,
+        batch: how.batch.max(1),
+        wait: how.wait,
+    };
+    let stopped_early = match how.threads {
+        Threads::OneLoop { cpu } => {
+            if let Some(cpu) = cpu {
+                cpu::pin_current_thread(cpu)?;
+            }
+            let _ = cpu::set_timer_slack_ns(1);
+            one_loop(&mut tx, &mut rx, how.poll, stop, progress)?
+        }
+        Threads::Split { tx_cpu, rx_cpu } => {
+            split(&mut tx, &mut rx, how.poll, stop, progress, tx_cpu, rx_cpu)?
+        }
+    };
+    Ok((
+        Run::from_parts(tx.sending, rx.receiving).finish(now_ns()),
+        stopped_early,
+    ))
+}
+
+/// Writes the actual send time into a probe right before it leaves.
+#[inline]
+fn stamp_send_time(payload: &mut [u8], now_ns: u64) {
+    probe::Packet::new_unchecked(payload).set_actual_send_ns(now_ns);
+}
+
+/// The sending side: the run's send half and the ports' send halves.
+struct TxState<T, B> {
+    sending: Sending,
+    ports: Vec<T>,
+    target: SocketAddr,
+    scratch: Vec<u8>,
+    background: B,
+}
+
+impl<T: DatagramTx, B: Background> TxState<T, B> {
+    /// Queues the probes due at `now`, at most one batch per port, and sends them. A sender
     /// that is behind its schedule catches up over several calls, with the receive side served
-    /// in between.
+    /// in between; a port still holding probes it did not take gets no new ones this round.
     fn send_due(&mut self, now: u64) -> io::Result<()> {
-        // A transport still holding probes it did not take gets no new ones this round.
-        while self.transport.has_room() {
-            let Some(t) = self.sender.poll_transmit(now, &mut self.scratch) else {
+        let n = self.ports.len();
+        while self.ports.iter_mut().all(|p| !p.queue().is_full()) {
+            let Some(t) = self.sending.poll_transmit(now, &mut self.scratch) else {
                 break;
             };
-            self.transport.push(t.flow, &self.scratch[..t.len]);
+            let port = &mut self.ports[t.flow as usize % n];
+            if let Some(slot) = port.queue().push(self.target, t.len) {
+                // The port's slot holds the whole probe (the ports are made for its length).
+                let n = slot.len();
+                slot.copy_from_slice(&self.scratch[..n]);
+            }
         }
-        let (first, last, total) = (
-            &mut self.first_send_ns,
-            &mut self.last_send_ns,
-            &mut self.total,
-        );
-        self.transport.send_queued(&mut |n, t| {
-            first.get_or_insert(t);
-            *last = t;
-            *total += n;
-        })
-    }
-
-    fn is_done(&self) -> bool {
-        self.sender.poll_timeout().is_none() && self.transport.is_empty()
+        for port in &mut self.ports {
+            if port.queue().is_empty() {
+                continue;
+            }
+            let flushed = port.flush(&mut stamp_send_time, |_| {})?;
+            self.sending
+                .handle_sent(flushed.sent_ns, flushed.sent as u64);
+            self.sending.handle_send_failed(now, flushed.failed as u64);
+        }
+        self.background.turn(now)
     }
 }
 
-/// The receiving side: the meter, the interval log and the progress clock.
-struct RxState<R> {
-    meter: Meter,
-    transport: R,
-    intervals: Vec<Interval>,
-    start_ns: u64,
-    total_ns: u64,
-    interval_ns: u64,
-    next_interval_ns: u64,
-    next_progress_ns: u64,
-    expected: u64,
+/// The receiving side: the run's receive half and the ports' receive halves.
+struct RxState<'w, M, R> {
+    receiving: Receiving<M>,
+    ports: Vec<R>,
+    batch: usize,
+    wait: Wait<'w>,
 }
 
-impl<R: ProbeRx> RxState<R> {
-    fn new(meter: Meter, transport: R, config: &GeneratorConfig, probe_cfg: &ProbeConfig) -> Self {
-        let interval_ns = config.interval_ns.max(1_000_000);
-        RxState {
-            meter,
-            transport,
-            intervals: Vec::new(),
-            start_ns: probe_cfg.start_ns,
-            total_ns: probe_cfg.duration_ns,
-            interval_ns,
-            next_interval_ns: probe_cfg.start_ns + interval_ns,
-            next_progress_ns: 0,
-            expected: 0,
+impl<M: Metering, R: DatagramRx> RxState<'_, M, R> {
+    /// Reads what the ports hold at `now`; returns how many datagrams came. A datagram the
+    /// port could not read as UDP comes with an empty payload and is counted as not a probe.
+    fn receive(&mut self, now: u64) -> io::Result<usize> {
+        let mut n = 0;
+        for (i, port) in self.ports.iter_mut().enumerate() {
+            loop {
+                let receiving = &mut self.receiving;
+                let got = port.recv(|d| {
+                    receiving.handle_datagram(now, i, d.rx_ns, d.data);
+                })?;
+                n += got;
+                if got < self.batch {
+                    break;
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Blocks until a response is readable or `timeout` passes.
+    fn wait(&mut self, timeout: Duration) -> io::Result<()> {
+        match self.wait {
+            Wait::Any(wait) => wait(timeout),
+            Wait::Port => match self.ports.first_mut() {
+                Some(port) => port.wait_readable(Some(timeout)).map(drop),
+                None => Ok(()),
+            },
         }
     }
 
-    /// Reads what the transport holds; returns how many datagrams came.
-    fn receive(&mut self) -> io::Result<usize> {
-        let meter = &mut self.meter;
-        self.transport.receive(&mut |rx_ns, data| {
-            meter.handle_response(rx_ns, data);
-        })
-    }
-
-    fn tick(&mut self, now: u64, sent: u64, progress: &mut (dyn FnMut(Progress) + Send)) {
-        while now >= self.next_interval_ns {
-            let start = self.next_interval_ns - self.interval_ns;
-            self.intervals.push(Interval {
-                start_offset_ns: start - self.start_ns,
-                duration_ns: self.interval_ns,
-                histogram: self.meter.take_interval(),
-            });
-            self.next_interval_ns += self.interval_ns;
+    /// Closes the intervals that ended by `now` and reports progress when it is time.
+    fn tick(&mut self, now: u64, progress: &mut (dyn FnMut(Progress) + Send)) {
+        self.receiving.handle_timeout(now);
+        if let Some(p) = self.receiving.poll_progress(now) {
+            progress(p);
         }
-        if now >= self.next_progress_ns {
-            self.next_progress_ns = now + PROGRESS_NS;
-            progress(Progress {
-                elapsed_ns: now.saturating_sub(self.start_ns).min(self.total_ns),
-                total_ns: self.total_ns,
-                sent,
-                received: self.meter.received(),
-            });
-        }
-    }
-
-    fn finish_interval(&mut self, now: u64) {
-        let start = self.next_interval_ns - self.interval_ns;
-        let h = self.meter.take_interval();
-        if !h.is_empty() || self.intervals.is_empty() {
-            self.intervals.push(Interval {
-                start_offset_ns: start.saturating_sub(self.start_ns),
-                duration_ns: now.saturating_sub(start).clamp(1, self.interval_ns),
-                histogram: h,
-            });
-        }
-    }
-
-    fn all_back(&self) -> bool {
-        self.meter.distinct_responses() >= self.expected
     }
 }
 
-fn one_loop<T: ProbeTx, R: ProbeRx>(
-    tx: &mut TxState<T>,
-    rx: &mut RxState<R>,
-    config: &GeneratorConfig,
+fn one_loop<T: DatagramTx, B: Background, M: Metering, R: DatagramRx>(
+    tx: &mut TxState<T, B>,
+    rx: &mut RxState<'_, M, R>,
+    poll: PollMode,
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> io::Result<bool> {
-    let mut done_at: Option<u64> = None;
     loop {
         if stop.is_raised() {
             return Ok(true);
         }
         let now = now_ns();
         tx.send_due(now)?;
-        let got = rx.receive()?;
-        rx.tick(now, tx.total, progress);
-        if done_at.is_none() && tx.is_done() {
-            done_at = Some(now);
-            rx.expected = tx.total;
+        rx.receiving.handle_sending(tx.sending.status());
+        let got = rx.receive(now)?;
+        rx.tick(now, progress);
+        if rx.receiving.is_done(now) {
+            return Ok(false);
         }
-        if let Some(t) = done_at {
-            if rx.all_back() || now >= t + config.grace_ns {
-                return Ok(false);
-            }
-        }
-        if config.poll == PollMode::Block && got == 0 {
-            let wake = match (tx.sender.poll_timeout(), done_at) {
-                (Some(due), _) => due.saturating_sub(SPIN_NS),
-                (None, Some(t)) => t + config.grace_ns,
-                (None, None) => now,
+        if poll == PollMode::Block && got == 0 {
+            let wake = match tx.sending.poll_timeout() {
+                Some(due) => due.saturating_sub(SPIN_NS),
+                None if tx.sending.is_finished() => rx.receiving.poll_timeout(),
+                // Probes handed out and not yet taken by a port: no sleeping.
+                None => now,
             };
-            let wake = wake.min(now + PROGRESS_NS);
+            let wake = wake.min(now + MAX_WAIT_NS);
             if wake > now {
-                rx.transport.wait(Duration::from_nanos(wake - now))?;
+                rx.wait(Duration::from_nanos(wake - now))?;
             }
         }
     }
 }
 
-fn split<T: ProbeTx, R: ProbeRx>(
-    tx: &mut TxState<T>,
-    rx: &mut RxState<R>,
-    config: &GeneratorConfig,
+fn split<T: DatagramTx, B: Background, M: Metering + Send, R: DatagramRx>(
+    tx: &mut TxState<T, B>,
+    rx: &mut RxState<'_, M, R>,
+    poll: PollMode,
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
     tx_cpu: usize,
@@ -476,20 +471,22 @@ fn split<T: ProbeTx, R: ProbeRx>(
             cpu::pin_current_thread(tx_cpu)?;
             let _ = cpu::set_timer_slack_ns(1);
             let result = (|| {
-                while !stop.is_raised() && !tx.is_done() {
+                while !stop.is_raised() && !tx.sending.is_finished() {
                     let now = now_ns();
                     tx.send_due(now)?;
-                    sent.store(tx.total, Ordering::Relaxed);
-                    if let Some(due) = tx.sender.poll_timeout() {
-                        if config.poll == PollMode::Block && due > now + SPIN_NS {
+                    sent.store(tx.sending.status().sent, Ordering::Relaxed);
+                    if let Some(due) = tx.sending.poll_timeout() {
+                        if poll == PollMode::Block && due > now + SPIN_NS {
                             std::thread::sleep(Duration::from_nanos(due - now - SPIN_NS));
                         }
                     }
                 }
                 Ok(())
             })();
-            sent.store(tx.total, Ordering::Relaxed);
-            done_at.store(now_ns(), Ordering::Relaxed);
+            let status = tx.sending.status();
+            sent.store(status.sent, Ordering::Relaxed);
+            // A send thread that ended on an error or the stop flag ends sending now.
+            done_at.store(status.finished_at.unwrap_or_else(now_ns), Ordering::Relaxed);
             tx_done.store(true, Ordering::Release);
             result
         });
@@ -500,17 +497,19 @@ fn split<T: ProbeTx, R: ProbeRx>(
                 if stop.is_raised() {
                     return Ok(true);
                 }
-                let got = rx.receive()?;
                 let now = now_ns();
-                rx.tick(now, sent.load(Ordering::Relaxed), progress);
-                if tx_done.load(Ordering::Acquire) {
-                    rx.expected = sent.load(Ordering::Relaxed);
-                    if rx.all_back() || now >= done_at.load(Ordering::Relaxed) + config.grace_ns {
-                        return Ok(false);
-                    }
+                let got = rx.receive(now)?;
+                let finished = tx_done.load(Ordering::Acquire);
+                rx.receiving.handle_sending(SendStatus {
+                    sent: sent.load(Ordering::Relaxed),
+                    finished_at: finished.then(|| done_at.load(Ordering::Relaxed)),
+                });
+                rx.tick(now, progress);
+                if rx.receiving.is_done(now) {
+                    return Ok(false);
                 }
-                if config.poll == PollMode::Block && got == 0 {
-                    rx.transport.wait(Duration::from_millis(10))?;
+                if poll == PollMode::Block && got == 0 {
+                    rx.wait(Duration::from_millis(10))?;
                 }
             }
         });
@@ -523,141 +522,4 @@ fn split<T: ProbeTx, R: ProbeRx>(
         tx_result?;
         rx_result
     })
-}
-
-/// An AF_XDP socket shared by the send and the receive side (each holds it only for one
-/// batch call).
-type SharedXdp<'a> = std::sync::Mutex<&'a mut XdpSocket>;
-
-fn lock<'s, 'a>(socket: &'s SharedXdp<'a>) -> std::sync::MutexGuard<'s, &'a mut XdpSocket> {
-    // A panic on the other side ends the run anyway; the socket itself stays consistent.
-    socket.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Whole frames (Ethernet, IPv4, UDP, probe) written into the socket's UMEM.
-struct XdpTx<'s, 'a> {
-    socket: &'s SharedXdp<'a>,
-    /// Headers and a zero payload of the probe's length, checksums made for that length.
-    template: Vec<u8>,
-    frames: Vec<Vec<u8>>,
-    queued: usize,
-}
-
-impl ProbeTx for XdpTx<'_, '_> {
-    fn has_room(&self) -> bool {
-        self.queued < self.frames.len()
-    }
-
-    fn push(&mut self, _flow: u32, probe: &[u8]) {
-        let Some(frame) = self.frames.get_mut(self.queued) else {
-            return;
-        };
-        frame.copy_from_slice(&self.template);
-        let n = probe.len().min(frame.len() - HEADERS_LEN);
-        frame[HEADERS_LEN..HEADERS_LEN + n].copy_from_slice(&probe[..n]);
-        self.queued += 1;
-    }
-
-    fn is_empty(&self) -> bool {
-        self.queued == 0
-    }
-
-    fn send_queued(&mut self, on_sent: &mut dyn FnMut(u64, u64)) -> io::Result<()> {
-        if self.queued == 0 {
-            return Ok(());
-        }
-        let mut socket = lock(self.socket);
-        let t = now_ns();
-        let mut sent = 0;
-        for frame in &mut self.frames[..self.queued] {
-            // Copies of the template `run_xdp` wrote, so the headers are in bounds.
-            let mut written = udp_frame::Frame::new_unchecked(&mut frame[..]);
-            probe::Packet::new_unchecked(written.payload_mut()).set_actual_send_ns(t);
-            written.fill_udp_checksum();
-            if !socket.send(frame)? {
-                socket.flush_tx()?;
-                if !socket.send(frame)? {
-                    break;
-                }
-            }
-            sent += 1;
-        }
-        socket.flush_tx()?;
-        drop(socket);
-        // What the TX ring had no room for waits for the next call, in order.
-        self.frames[..self.queued].rotate_left(sent);
-        self.queued -= sent;
-        if sent > 0 {
-            on_sent(sent as u64, t);
-        }
-        Ok(())
-    }
-}
-
-/// Frames the XDP program redirected: IPv4 UDP to our port; the UDP payload goes to the meter.
-struct XdpRx<'s, 'a> {
-    socket: &'s SharedXdp<'a>,
-    waiter: latlab_io::xdp::XdpWaiter,
-    port: u16,
-}
-
-impl ProbeRx for XdpRx<'_, '_> {
-    fn receive(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> io::Result<usize> {
-        let port = self.port;
-        lock(self.socket).recv_batch_stamped(|frame, stamp| {
-            // The XDP program's stamp; a frame without one is stamped as read.
-            let rx_ns = stamp.unwrap_or_else(now_ns);
-            let received = udp_frame::Frame::new_unchecked(frame);
-            let ours = udp_frame::Repr::parse(&received).is_ok_and(|d| d.dst.port() == port);
-            f(rx_ns, if ours { received.payload() } else { &[] });
-        })
-    }
-
-    fn wait(&mut self, timeout: Duration) -> io::Result<()> {
-        self.waiter.wait_readable(Some(timeout)).map(drop)
-    }
-
-    fn timestamp_source(&self) -> TimestampSource {
-        TimestampSource::XdpProgram
-    }
-}
-
-/// Runs one generator over an AF_XDP socket whose program redirects UDP to `addrs.src`'s
-/// port: probes leave as whole frames built here (IPv4 and UDP checksums made in user space)
-/// from `addrs`, responses are read from the RX ring with the program's arrival stamps. Every flow leaves
-/// from that one source port; the probe header tells the flows apart.
-pub fn run_xdp(
-    socket: &mut XdpSocket,
-    addrs: &FrameAddrs,
-    config: &GeneratorConfig,
-    stop: &Stop,
-    progress: &mut (dyn FnMut(Progress) + Send),
-) -> io::Result<GeneratorResult> {
-    let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
-    if !(addrs.src.is_ipv4() && addrs.dst.is_ipv4()) {
-        return Err(invalid("--io xdp sends IPv4 only".into()));
-    }
-    let frame_len = HEADERS_LEN + config.probe.payload_len;
-    if frame_len > socket.max_tx_frame() || frame_len + FCS_LEN > 1518 {
-        return Err(invalid(format!(
-            "a probe of {} bytes does not fit an Ethernet frame (at most {} over --io xdp)",
-            config.probe.payload_len,
-            1518 - FCS_LEN - HEADERS_LEN
-        )));
-    }
-    let template = crate::blaster::udp_frame(addrs, frame_len + FCS_LEN).map_err(invalid)?;
-    let waiter = socket.waiter()?;
-    let shared = std::sync::Mutex::new(socket);
-    let tx = XdpTx {
-        socket: &shared,
-        frames: vec![template.clone(); config.batch.max(1)],
-        template,
-        queued: 0,
-    };
-    let rx = XdpRx {
-        socket: &shared,
-        waiter,
-        port: addrs.src.port(),
-    };
-    run_with(tx, rx, config, stop, progress)
 }

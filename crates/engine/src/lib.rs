@@ -7,15 +7,16 @@
 //! - [`game`]: the model game server's loop and the clients that measure it.
 //! - [`emulator`]: the link emulator's bridge; [`blaster`]: raw frames at a fixed rate.
 //!
-//! The reflector and the game server are written once, generic over a
+//! The generator, the reflector and the game server are written once, generic over a
 //! [`latlab_io::port::DatagramPort`] (kernel UDP sockets, one datagram per call or in batches,
 //! or an AF_XDP endpoint); the emulator and the blaster over a
 //! [`latlab_io::port::FramePort`] (AF_PACKET or AF_XDP). Each is monomorphized per port: no
 //! dynamic dispatch per packet.
 //!
-//! Engines own no logic of their own: when to send comes from [`latlab_probe::Sender`], what a
-//! response means from [`latlab_probe::Meter`]. They poll in batches, stop when a shared flag
-//! says so, and report progress through a callback.
+//! Engines own no logic of their own: a generator run's start time, schedule, meter, interval
+//! log, progress and stop rule come from [`latlab_probe::Run`]; the game clients are the same
+//! generator loop with [`latlab_probe::FanoutMeter`]. They poll in batches, stop when a shared
+//! flag says so, and report progress through a callback.
 #![forbid(unsafe_code)]
 
 pub mod blaster;

@@ -116,7 +116,7 @@ pub fn run(
     if opts.check {
         measure::check_target(&check, target, Duration::from_secs(1))?;
     }
-    let mut xdp = match (command.io, &command.iface) {
+    let xdp = match (command.io, &command.iface) {
         (Io::Xdp, Some(iface)) => Some(measure::open_xdp(
             iface,
             target,
@@ -145,7 +145,7 @@ pub fn run(
     }
     sink.start(&label, opts.duration);
     let mut update = |p: crate::command::Progress| sink.update(&p);
-    let outcome = match &mut xdp {
+    let outcome = match xdp {
         Some(x) => measure::run_xdp(opts, x, threads, setup, stop, &mut update),
         None => measure::run(opts, &sockets, threads, setup, stop, &mut update),
     };

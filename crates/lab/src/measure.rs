@@ -433,23 +433,23 @@ pub fn open_xdp(
     })
 }
 
-/// Runs the generator over AF_XDP and summarizes the run.
+/// Runs the generator over AF_XDP and summarizes the run (the endpoint's socket becomes the
+/// generator's port; its source port stays reserved until the run is over).
 pub fn run_xdp(
     options: &GenOptions,
-    endpoint: &mut XdpEndpoint,
+    endpoint: XdpEndpoint,
     threads: Threads,
     setup: RunSetup,
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> Result<(RunSummary, GeneratorResult), MeasureError> {
+    let XdpEndpoint {
+        socket,
+        addrs,
+        _port,
+    } = endpoint;
     summarized(options, threads, setup, |config| {
-        generator::run_xdp(
-            &mut endpoint.socket,
-            &endpoint.addrs,
-            config,
-            stop,
-            progress,
-        )
+        generator::run_xdp(socket, &addrs, config, stop, progress)
     })
 }
 

@@ -11,11 +11,18 @@
 //!   *intended* send time, so a stalled sender cannot hide its own delay (no coordinated
 //!   omission). It counts duplicated, reordered and malformed responses and keeps warm-up
 //!   samples out of the result.
+//! - [`FanoutMeter`]: the same for a game server's fan-out, where every probe one client sends
+//!   comes back at every client of its game; latency until the first and the last copy.
+//! - [`Run`]: one whole generator run over a sender and a [`Metering`] meter: the start time
+//!   ([`START_DELAY_NS`] after the run is made), which probe is due, the per-interval
+//!   histograms, progress, and the stop rule (every probe back, or the grace period after the
+//!   last send over). Engines only move packets; [`Run`]'s doc has the call order, and its
+//!   [`Sending`] and [`Receiving`] halves serve a send thread and a receive thread.
 //!
-//! Order of calls for one run: `Sender::poll_timeout` → `Sender::poll_transmit(now, buf)` while
-//! it returns `Some` → the engine stamps the actual send time and sends → `Meter::handle_response`
-//! for every datagram received → after the last send and a grace period, `Meter::report` with
-//! the sender's counts.
+//! Order of calls for the bare parts: `Sender::poll_timeout` → `Sender::poll_transmit(now,
+//! buf)` while it returns `Some` → the engine stamps the actual send time and sends →
+//! `Meter::handle_response` for every datagram received → after the last send and a grace
+//! period, `Meter::report` with the sender's counts.
 //!
 //! ```
 //! use latlab_probe::{Meter, Pattern, ProbeConfig, Sender, Response};
@@ -39,12 +46,17 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod fanout;
 mod meter;
+mod run;
 mod schedule;
 mod sender;
 
-pub use meter::{
-    FanoutMeter, FanoutReport, FanoutResponse, Malformed, Meter, MeterReport, Response, TRACE_CAP,
+pub use fanout::{FanoutMeter, FanoutReport, FanoutResponse};
+pub use meter::{Malformed, Meter, MeterReport, Response, TRACE_CAP};
+pub use run::{
+    Interval, Metering, Outcome, Progress, Receiving, Run, RunConfig, SendStatus, Sending,
+    MIN_INTERVAL_NS, PROGRESS_NS, START_DELAY_NS,
 };
 pub use schedule::{Pattern, Schedule};
 pub use sender::{SendCounts, Sender, Transmit};
