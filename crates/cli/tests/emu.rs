@@ -232,18 +232,7 @@ fn report_draws_an_emulator_study_again_as_the_study_wrote_it() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let artefacts = || -> std::collections::BTreeMap<String, Vec<u8>> {
-        std::fs::read_dir(&out)
-            .unwrap()
-            .map(|e| e.unwrap())
-            .filter(|e| e.file_type().unwrap().is_file())
-            .map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                (name, std::fs::read(e.path()).unwrap())
-            })
-            .collect()
-    };
-    let written = artefacts();
+    let written = common::artefacts(&out);
     for f in ["study.json", "report.md", "accuracy.svg", "per-packet.svg"] {
         assert!(written.contains_key(f), "{f} missing: {:?}", written.keys());
     }
@@ -251,18 +240,5 @@ fn report_draws_an_emulator_study_again_as_the_study_wrote_it() {
         common::read_json(&out.join("study.json"))["kind"],
         "emulator"
     );
-    for name in written.keys().filter(|n| *n != "study.json") {
-        std::fs::remove_file(out.join(name)).unwrap();
-    }
-    let report = assert_cmd::Command::new(cargo_bin("latlab"))
-        .arg("report")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        report.status.success(),
-        "{}",
-        String::from_utf8_lossy(&report.stderr)
-    );
-    assert_eq!(artefacts(), written, "the redrawn files differ");
+    common::report_redraws_as_written(&out);
 }

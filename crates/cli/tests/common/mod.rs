@@ -62,3 +62,38 @@ pub(crate) fn in_ns(ns: &str) -> Command {
     c.args(["netns", "exec", ns]).arg(cargo_bin("latlab"));
     c
 }
+
+/// Every file of `dir` (not its folders), by name, with its bytes.
+pub(crate) fn artefacts(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+/// Deletes every file of the study folder `out` but its `study.json`, runs `latlab report` on
+/// it, and checks that it succeeds and that the same files come back, byte for byte; returns
+/// what the report printed.
+pub(crate) fn report_redraws_as_written(out: &std::path::Path) -> String {
+    let written = artefacts(out);
+    for name in written.keys().filter(|n| *n != "study.json") {
+        std::fs::remove_file(out.join(name)).unwrap();
+    }
+    let report = assert_cmd::Command::new(cargo_bin("latlab"))
+        .arg("report")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    assert_eq!(artefacts(out), written, "the redrawn files differ");
+    String::from_utf8_lossy(&report.stdout).into_owned()
+}

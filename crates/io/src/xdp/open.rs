@@ -12,6 +12,9 @@ use super::{BindMode, Umem, XdpOptions, XdpProgram, XdpSocket};
 use crate::iface::{at, interface_index};
 use crate::sockopt;
 
+/// How long a bind waits for a queue still held by a socket closed a moment ago.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 impl XdpSocket {
     /// Attaches the program of `options` to `ifname` (of the calling thread's namespace),
     /// opens an AF_XDP socket on queue [`XdpOptions::queue_id`] with its UMEM and rings, binds
@@ -173,15 +176,32 @@ impl XdpSocket {
                 err
             }
         };
+        // The kernel frees the buffer pool of a closed AF_XDP socket from a work queue, so a
+        // queue whose socket was closed a moment ago (the point before, in a study) can still
+        // be busy: wait for it a little before saying another socket has it.
+        let retry_busy = |flags: u16| {
+            let deadline = std::time::Instant::now() + BUSY_WAIT;
+            loop {
+                match try_bind(flags) {
+                    Err(err)
+                        if err.raw_os_error() == Some(libc::EBUSY)
+                            && std::time::Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                    other => return other,
+                }
+            }
+        };
         if !force_copy {
-            match try_bind(libc::XDP_ZEROCOPY) {
+            match retry_busy(libc::XDP_ZEROCOPY) {
                 Ok(()) => return Ok(BindMode::ZeroCopy),
                 Err(err) if err.raw_os_error() == Some(libc::EBUSY) => return Err(busy(err)),
                 // No zero-copy in this driver (EOPNOTSUPP), or not on this queue: copy.
                 Err(_) => {}
             }
         }
-        try_bind(libc::XDP_COPY)
+        retry_busy(libc::XDP_COPY)
             .map_err(busy)
             .map_err(|e| match e.kind() {
                 io::ErrorKind::AlreadyExists => e,
