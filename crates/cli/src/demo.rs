@@ -40,20 +40,23 @@ pub(crate) fn run(a: DemoArgs) -> Result<()> {
     let mut bar = progress::Bar::new();
     let outcome =
         latlab_lab::demo::run(&options, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
-    println!("latlab demo: {}", outcome.topology);
-    print!(
+    outln!("latlab demo: {}", outcome.topology);
+    out!(
         "{}",
         latlab_lab::table::render(&outcome.runs.iter().collect::<Vec<_>>())
     );
     let r = outcome.reflector;
-    println!(
+    outln!(
         "reflector: received {}, reflected {}, malformed {}, dropped on a full socket {}",
-        r.received, r.reflected, r.malformed, r.send_dropped
+        r.received,
+        r.reflected,
+        r.malformed,
+        r.send_dropped
     );
     if let Some(e) = &outcome.emulated {
-        println!("{}", e.describe());
+        outln!("{}", e.describe());
     }
-    println!(
+    outln!(
         "results: {} (summary.json, per-rate latency.hlog and ccdf.csv, ccdf.svg)",
         outcome.out.display()
     );

@@ -75,6 +75,6 @@ impl EchoArgs {
 pub(crate) fn run(a: EchoArgs) -> Result<()> {
     let options = a.options()?;
     let report = latlab_lab::echo::run(&options, &STOP, &mut Counters::new())?;
-    println!("{}", report.text());
+    outln!("{}", report.text());
     Ok(())
 }

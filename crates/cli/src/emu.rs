@@ -175,6 +175,6 @@ impl EmuArgs {
 pub(crate) fn run(a: EmuArgs) -> Result<()> {
     let options = a.options()?;
     let report = latlab_lab::emu::run(&options, &STOP, &mut Counters::new())?;
-    println!("{}", report.text());
+    outln!("{}", report.text());
     Ok(())
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use latlab_lab::command::{resolve, Io, Pattern, PollMode};
+use latlab_lab::command::{resolve, Io, Pattern, PollMode, MAX_RATE_PPS};
 use latlab_lab::gen::GenCommand;
 use latlab_lab::measure::{GenOptions, ThreadChoice};
 use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
@@ -16,8 +16,8 @@ pub(crate) struct GenArgs {
     /// The responder: ADDR:PORT (latlab echo, or anything that echoes UDP datagrams).
     #[arg(long, value_name = "ADDR")]
     target: String,
-    /// Offered load in packets per second over all flows (1000, 10k, 1M).
-    #[arg(long, value_parser = parse_rate, value_name = "PPS", allow_hyphen_values = true)]
+    /// Offered load in packets per second over all flows (1000, 10k, 1M), at most 1G.
+    #[arg(long, value_parser = parse_probe_rate, value_name = "PPS", allow_hyphen_values = true)]
     rate: f64,
     /// How long to send, warm-up included (10s, 500ms).
     #[arg(long, value_parser = parse_duration, default_value = "5s", value_name = "DUR", allow_hyphen_values = true)]
@@ -86,6 +86,19 @@ pub(crate) struct GenArgs {
     out: Option<PathBuf>,
 }
 
+/// Parses `--rate`: a rate of [`parse_rate`] no higher than [`MAX_RATE_PPS`], the most a send
+/// schedule keeps.
+fn parse_probe_rate(text: &str) -> Result<f64, String> {
+    let rate = parse_rate(text)?;
+    if rate > MAX_RATE_PPS {
+        return Err(format!(
+            "{text} is above 1G (10^9) packets per second, the most a send schedule keeps: \
+             its due times are whole nanoseconds"
+        ));
+    }
+    Ok(rate)
+}
+
 impl GenArgs {
     /// The checked command these flags make.
     fn command(self) -> Result<GenCommand> {
@@ -123,9 +136,9 @@ pub(crate) fn run(a: GenArgs) -> Result<()> {
     let command = a.command()?;
     let mut bar = progress::Bar::new();
     let report = latlab_lab::gen::run(&command, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
-    print!("{}", report.text());
+    out!("{}", report.text());
     if let Some(path) = &report.out {
-        println!("results: {}", path.display());
+        outln!("results: {}", path.display());
     }
     if report.summary.stopped_early {
         eprintln!("stopped early by Ctrl-C: the figures cover the part that ran");

@@ -2,11 +2,27 @@
 //!
 //! The command line is flags → latlab-lab → exit code: each command's module parses its flags
 //! into lab's checked options, calls lab, and prints the report lab returns (whose files are
-//! already written). A bad flag ends with one line naming it and exit code 2; a failure at run
-//! time prints the whole chain of causes on one line and exits with 1. Ctrl-C raises the stop
+//! already written). A bad flag, configuration or schedule ends with one line naming it and
+//! exit code 2; a failure at run time prints the whole chain of causes on one line and exits
+//! with 1. A closed stdout (`latlab … | head`) ends the command quietly. Ctrl-C raises the stop
 //! flag every command watches, and everything the command made (namespaces, temporary files)
 //! is removed on the way out.
 #![forbid(unsafe_code)]
+
+/// Prints to stdout like `print!`, in a function that returns `anyhow::Result`: a closed
+/// stdout (`latlab … | head`) ends the command quietly instead of panicking ([`write_out`]).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::write_out(format_args!($($arg)*))?
+    };
+}
+
+/// [`out!`] with a newline, like `println!`.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::write_out(format_args!("{}\n", format_args!($($arg)*)))?
+    };
+}
 
 mod demo;
 mod echo;
@@ -19,7 +35,8 @@ mod study;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use latlab_lab::command::{Io, Stop};
+use latlab_lab::command::{CommandError, Io, Stop};
+use latlab_lab::study::StudyError;
 
 /// latlab: a latency lab for game servers and network functions.
 #[derive(Debug, Parser)]
@@ -95,8 +112,56 @@ fn main() {
         Command::Emu(a) => emu::run(*a),
     };
     if let Err(e) = result {
+        if e.chain().any(|c| c.is::<StdoutClosed>()) {
+            // Whoever read our output has all they wanted (`| head`): end quietly, as
+            // ripgrep does. Every file the command writes is written before it prints.
+            std::process::exit(0);
+        }
         eprintln!("error: {}", chain(&e));
-        std::process::exit(1);
+        std::process::exit(exit_code(&e));
+    }
+}
+
+/// The exit code of a failed command: 2 when what it was given cannot be used (a
+/// configuration or schedule file, a value in one, flags that contradict each other, a
+/// `--resume` that does not fit its folder), 1 for a failure at run time.
+fn exit_code(e: &anyhow::Error) -> i32 {
+    let usage = e.chain().any(|cause| {
+        cause
+            .downcast_ref::<CommandError>()
+            .is_some_and(CommandError::is_usage)
+            || cause
+                .downcast_ref::<StudyError>()
+                .is_some_and(StudyError::is_usage)
+    });
+    if usage {
+        2
+    } else {
+        1
+    }
+}
+
+/// Stdout was closed by its reader: the command's output has nowhere to go.
+#[derive(Debug)]
+struct StdoutClosed;
+
+impl std::fmt::Display for StdoutClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stdout was closed")
+    }
+}
+
+impl std::error::Error for StdoutClosed {}
+
+/// Writes `text` to stdout at once. A closed pipe (`EPIPE`) is [`StdoutClosed`], which `main`
+/// ends on quietly; `print!` would panic on it.
+fn write_out(text: std::fmt::Arguments<'_>) -> Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_fmt(text).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
+        Err(e) => Err(anyhow::Error::new(e).context("writing to stdout")),
     }
 }
 

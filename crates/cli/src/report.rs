@@ -23,12 +23,12 @@ pub(crate) fn run(a: ReportArgs) -> Result<()> {
     };
     match report::run(&options)? {
         Redrawn::Runs { runs, plot } => {
-            print!("{}", runs.table());
+            out!("{}", runs.table());
             if let Some(plot) = plot {
-                println!("plot: {}", plot.display());
+                outln!("plot: {}", plot.display());
             }
         }
-        Redrawn::Study { report, .. } => println!("report: {}", report.display()),
+        Redrawn::Study { report, .. } => outln!("report: {}", report.display()),
     }
     Ok(())
 }

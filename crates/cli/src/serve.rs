@@ -78,6 +78,6 @@ impl ServeArgs {
 pub(crate) fn run(a: ServeArgs) -> Result<()> {
     let options = a.options()?;
     let report = latlab_lab::serve::run(&options, &STOP, &mut Counters::new())?;
-    println!("{}", report.text());
+    outln!("{}", report.text());
     Ok(())
 }

@@ -143,7 +143,7 @@ fn game_study(a: GameStudyArgs) -> Result<()> {
     options.namespaces = !a.loopback;
     let mut bar = progress::StudyBar::new();
     let report = latlab_lab::study::game_server::run(&options, &STOP, &mut bar)?;
-    println!("report: {}", report.report.display());
+    outln!("report: {}", report.report.display());
     if STOP.is_raised() {
         eprintln!("stopped by Ctrl-C: the finished points are in the folder; rerun with --resume to go on");
     }
@@ -163,6 +163,6 @@ fn emu_study(a: EmuStudyArgs) -> Result<()> {
     options.rate_duration = a.rate_duration;
     let mut bar = progress::StudyBar::new();
     let report = emulator::run(&options, &STOP, &mut bar)?;
-    println!("report: {}", report.report.display());
+    outln!("report: {}", report.report.display());
     Ok(())
 }

@@ -333,7 +333,17 @@ fn without_privileges_xdp_says_why_and_which_io_works_instead() {
             "--iface lo",
         ),
         (
-            vec!["emu", "--io", "xdp", "--iface-a", "lo", "--iface-b", "lo"],
+            // --iface-a fails first; --iface-b only has to differ (the same interface twice
+            // is refused before anything opens).
+            vec![
+                "emu",
+                "--io",
+                "xdp",
+                "--iface-a",
+                "lo",
+                "--iface-b",
+                "latlab-none0",
+            ],
             "--iface-a lo",
         ),
     ] {

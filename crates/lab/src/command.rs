@@ -16,7 +16,7 @@ pub use latlab_engine::game::{parse_server_io, ServerIo};
 pub use latlab_engine::generator::Progress;
 pub use latlab_engine::{PollMode, Stop};
 pub use latlab_io::Io;
-pub use latlab_probe::Pattern;
+pub use latlab_probe::{Pattern, MAX_RATE_PPS};
 pub use latlab_stats::read_ccdf_csv;
 
 /// Errors of a command, each naming the flag or file at fault.
@@ -25,6 +25,13 @@ pub enum CommandError {
     /// A flag's value is out of range, or flags do not go together.
     #[error("{0}")]
     Options(String),
+    /// What the command was given cannot be used at all: a configuration or schedule file or
+    /// a value in one, or flags that contradict each other (the same interface twice). The
+    /// command line exits with 2 for it, as for a flag it cannot parse ([`is_usage`]).
+    ///
+    /// [`is_usage`]: CommandError::is_usage
+    #[error("{0}")]
+    Usage(String),
     /// A socket, interface or CPU named by a flag could not be had.
     #[error("{context}")]
     Setup {
@@ -52,6 +59,12 @@ pub enum CommandError {
 }
 
 impl CommandError {
+    /// Whether the fault is in what the command was given, not in what happened while it ran:
+    /// the command line's exit code 2.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, CommandError::Usage(_))
+    }
+
     /// A [`CommandError::Setup`] maker for `map_err`: `context` names the flag and its value.
     pub fn setup(context: impl Into<String>) -> impl FnOnce(io::Error) -> CommandError {
         let context = context.into();
@@ -126,8 +139,9 @@ pub fn resolve(flag: &str, text: &str) -> Result<SocketAddr, CommandError> {
         .ok_or_else(|| CommandError::Options(format!("{flag} {text:?} resolves to no address")))
 }
 
-/// Fails when the folder `path` would be written into does not exist, so a run does not end
-/// with nowhere to put its result.
+/// Fails when a file cannot be written at `path`, so a run does not end with nowhere to put
+/// its result: the folder must exist, and a file must be creatable in it (a temporary one,
+/// removed at once; `path` itself is left as it is).
 pub fn check_writable(path: &Path) -> Result<(), CommandError> {
     let parent = path
         .parent()
@@ -140,7 +154,33 @@ pub fn check_writable(path: &Path) -> Result<(), CommandError> {
             parent.display()
         )));
     }
-    Ok(())
+    if path.is_dir() {
+        return Err(CommandError::Options(format!(
+            "{}: is a folder, not a file",
+            path.display()
+        )));
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let probe = parent.join(format!(".{name}.check-{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(file) => {
+            drop(file);
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(CommandError::Options(format!(
+            "{}: cannot write in folder {}: {e}",
+            path.display(),
+            parent.display()
+        ))),
+    }
 }
 
 /// The results folder a command writes when not told where: `latlab-results/<kind>-<secs>`.
@@ -214,5 +254,22 @@ mod tests {
             "/no/such/folder/out.json: folder /no/such/folder does not exist"
         );
         assert!(check_writable(Path::new("out.json")).is_ok());
+    }
+
+    #[test]
+    fn an_output_where_no_file_can_be_made_is_refused_before_the_run() {
+        // /proc takes no new files, even from root.
+        let e = check_writable(Path::new("/proc/latlab-out.json")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("/proc/latlab-out.json: cannot write in folder /proc: "),
+            "{e}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let e = check_writable(dir.path()).unwrap_err();
+        assert!(e.to_string().ends_with("is a folder, not a file"), "{e}");
+        // The check leaves nothing behind.
+        assert!(check_writable(&dir.path().join("out.json")).is_ok());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

@@ -43,8 +43,12 @@ pub struct EchoOptions {
 }
 
 impl EchoOptions {
-    /// Checks that the flags go together: a kernel socket or AF_XDP, which needs an interface.
+    /// Checks that the flags go together (a kernel socket or AF_XDP, which needs an
+    /// interface) and that the `--json` file can be written, before anything runs.
     pub fn check(&self) -> Result<(), CommandError> {
+        if let Some(path) = &self.json {
+            crate::command::check_writable(path)?;
+        }
         match (self.io, &self.iface) {
             (Io::Socket, _) | (Io::Xdp, Some(_)) => Ok(()),
             (Io::Xdp, None) => Err(CommandError::Options(

@@ -68,7 +68,7 @@ impl EmuOptions {
         iface_b: String,
         sources: &LinkSources,
     ) -> Result<EmuOptions, CommandError> {
-        let (a_to_b, b_to_a) = emuconfig::links(sources).map_err(CommandError::Options)?;
+        let (a_to_b, b_to_a) = emuconfig::links(sources).map_err(CommandError::Usage)?;
         Ok(EmuOptions {
             iface_a,
             iface_b,
@@ -85,8 +85,9 @@ impl EmuOptions {
         })
     }
 
-    /// Checks that the flags go together: AF_XDP runs to completion, on frames of at most
-    /// 3840 bytes.
+    /// Checks that the flags go together (two different interfaces; AF_XDP runs to
+    /// completion, on frames of at most 3840 bytes) and that the `--json` file can be
+    /// written, before anything runs.
     pub fn check(&self) -> Result<(), CommandError> {
         if !matches!(self.io, Io::Packet | Io::Xdp) {
             return Err(CommandError::Options(format!(
@@ -109,6 +110,15 @@ impl EmuOptions {
                     self.frame_size
                 )));
             }
+        }
+        if self.iface_a == self.iface_b {
+            return Err(CommandError::Usage(format!(
+                "--iface-a and --iface-b are both {}: the bridge joins two different interfaces",
+                self.iface_a
+            )));
+        }
+        if let Some(path) = &self.json {
+            crate::command::check_writable(path)?;
         }
         Ok(())
     }

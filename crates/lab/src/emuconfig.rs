@@ -121,9 +121,8 @@ pub type FileSettings = (
 pub fn load_file(path: &Path) -> Result<FileSettings, String> {
     let name = path.display();
     let text = std::fs::read_to_string(path).map_err(|err| format!("--config {name}: {err}"))?;
-    let table: toml::Table = text
-        .parse()
-        .map_err(|err| format!("--config {name}: {err}"))?;
+    let table: toml::Table = toml::from_str(&text)
+        .map_err(|err| format!("--config {name}: {}", toml_error(&text, &err)))?;
     let mut settings: FileSettings = (Vec::new(), Vec::new(), Vec::new());
     for (key, value) in &table {
         match (key.as_str(), value) {
@@ -146,6 +145,21 @@ pub fn load_file(path: &Path) -> Result<FileSettings, String> {
         apply(&mut probe, k, v).map_err(|err| format!("--config {name}: {err}"))?;
     }
     Ok(settings)
+}
+
+/// A TOML error on one line: `line L, column C: what` (toml's own text spans several lines
+/// with a picture of the line).
+fn toml_error(text: &str, err: &toml::de::Error) -> String {
+    let what = err.message().trim().replace('\n', " ");
+    match err.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("line {line}, column {column}: {what}")
+        }
+        None => what,
+    }
 }
 
 fn scalar(path: &Path, key: &str, value: &toml::Value) -> Result<String, String> {
@@ -417,5 +431,18 @@ mod tests {
         std::fs::write(&path, "[a_to_b]\nlos = \"1%\"\n").unwrap();
         let err = load_file(&path).unwrap_err();
         assert!(err.contains("bad.toml") && err.contains("los"), "{err}");
+    }
+
+    #[test]
+    fn a_config_file_that_is_not_toml_is_named_with_its_line_in_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "delay = \"1ms\"\nloss = = 3\n").unwrap();
+        let err = load_file(&path).unwrap_err();
+        assert!(
+            err.starts_with(&format!("--config {}: line 2, column ", path.display())),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
     }
 }

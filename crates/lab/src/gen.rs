@@ -47,7 +47,7 @@ impl GenCommand {
     }
 
     /// Checks what can be checked before anything runs: the target's port, the probe size,
-    /// the warm-up against the duration, and that the output files have a folder to go to.
+    /// the warm-up against the duration, the rate, and that the output files can be written.
     pub fn check(&self) -> Result<(), CommandError> {
         let o = &self.options;
         let bad = |text: String| Err(CommandError::Options(text));
@@ -68,6 +68,10 @@ impl GenCommand {
                 o.warmup, o.duration
             ));
         }
+        // The rate's bounds (above 0, at most one probe per nanosecond), named as --rate.
+        o.probe_config()
+            .validate()
+            .map_err(|e| CommandError::Measure(e.into()))?;
         for p in [&self.json, &self.hlog].into_iter().flatten() {
             check_writable(p)?;
         }
@@ -192,6 +196,14 @@ mod tests {
         assert_eq!(
             command(|c| c.options.warmup = Duration::from_secs(5)),
             Err("--warmup (5s) must be shorter than --duration (5s)".into())
+        );
+        assert_eq!(
+            command(|c| c.options.rate_pps = 1e30),
+            Err(
+                "--rate must be at most 1e9 packets per second (one probe per nanosecond, \
+                 the resolution of the send schedule), not 1e30"
+                    .into()
+            )
         );
         assert_eq!(
             command(|c| c.hlog = Some("/no/such/folder/run.hlog".into())),

@@ -179,7 +179,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    result.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+    result.map_err(|e| naming(path, e))
+}
+
+/// `error` with `path` in front of its message, of the same kind.
+fn naming(path: &Path, error: io::Error) -> io::Error {
+    io::Error::new(error.kind(), format!("{}: {error}", path.display()))
 }
 
 fn temp_name(path: &Path) -> PathBuf {
@@ -270,15 +275,19 @@ impl ResultsDir {
         self.tmp.join(name)
     }
 
-    /// Writes one file of the folder.
+    /// Writes one file of the folder; an error names the file (as it will be named once the
+    /// folder is in place).
     pub fn write(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
         let path = self.path(name);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent)?;
-        }
-        let mut f = BufWriter::new(fs::File::create(&path)?);
-        f.write_all(bytes)?;
-        f.into_inner().map_err(|e| e.into_error())?.sync_all()
+        let result = (|| {
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            let mut f = BufWriter::new(fs::File::create(&path)?);
+            f.write_all(bytes)?;
+            f.into_inner().map_err(|e| e.into_error())?.sync_all()
+        })();
+        result.map_err(|e| naming(&self.dest.join(name), e))
     }
 
     /// Moves the finished folder into place and returns its path.
@@ -345,6 +354,38 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("missing"));
+    }
+
+    /// Points `link` at `/dev/full`, where every write fails with `ENOSPC`: a full disk.
+    fn full_disk_at(link: &Path) {
+        std::os::unix::fs::symlink("/dev/full", link).unwrap();
+    }
+
+    #[test]
+    fn a_full_disk_names_the_file_it_could_not_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("summary.json");
+        full_disk_at(&temp_name(&path));
+        let e = write_atomic(&path, b"{}").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::StorageFull);
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{}: No space left on device", path.display())),
+            "{e}"
+        );
+        assert!(!path.exists());
+
+        let dest = dir.path().join("run");
+        let results = ResultsDir::create(&dest).unwrap();
+        full_disk_at(&results.path("ccdf.csv"));
+        let e = results.write("ccdf.csv", b"1,2\n").unwrap_err();
+        assert!(
+            e.to_string().starts_with(&format!(
+                "{}: No space left on device",
+                dest.join("ccdf.csv").display()
+            )),
+            "{e}"
+        );
     }
 
     #[test]

@@ -45,8 +45,12 @@ pub struct ServeOptions {
 }
 
 impl ServeOptions {
-    /// Checks that the flags go together: AF_XDP needs an interface.
+    /// Checks that the flags go together (AF_XDP needs an interface) and that the `--json`
+    /// file can be written, before anything runs.
     pub fn check(&self) -> Result<(), CommandError> {
+        if let Some(path) = &self.json {
+            crate::command::check_writable(path)?;
+        }
         if self.io == ServerIo::Xdp && self.iface.is_none() {
             return Err(CommandError::Options(
                 "--io xdp needs --iface: the interface whose frames AF_XDP takes".into(),

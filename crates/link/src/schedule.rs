@@ -38,7 +38,8 @@ pub struct ScheduleEntry {
 
 impl Schedule {
     /// Reads a schedule file; an error names the line number and the field at fault, e.g.
-    /// `schedule line 3: RATE: cannot read "10mbt" as a rate ...`.
+    /// `schedule line 3: RATE: cannot read "10mbt" as a rate ...`. A file without a line
+    /// (empty, or only comments and blank lines) is refused: a schedule is at least one change.
     pub fn parse(text: &str) -> Result<Schedule, ConfigError> {
         let mut entries = Vec::new();
         for (index, line) in text.lines().enumerate() {
@@ -53,12 +54,18 @@ impl Schedule {
             }
             entries.push(entry);
         }
+        if entries.is_empty() {
+            return Err(no_lines());
+        }
         Ok(Schedule { entries })
     }
 
     /// A schedule from entries built in code; checked like a file, the "line" being the
     /// entry's position from 1.
     pub fn from_entries(entries: Vec<ScheduleEntry>) -> Result<Schedule, ConfigError> {
+        if entries.is_empty() {
+            return Err(no_lines());
+        }
         let schedule = Schedule { entries };
         schedule.validate()?;
         Ok(schedule)
@@ -150,6 +157,14 @@ fn check_order(previous: &ScheduleEntry, entry: &ScheduleEntry) -> Result<(), Co
     })
 }
 
+/// The error of a schedule without a single line.
+fn no_lines() -> ConfigError {
+    ConfigError::Invalid {
+        option: "schedule".into(),
+        reason: "no lines: a schedule needs at least one `TIME DELAY LOSS RATE` line".into(),
+    }
+}
+
 /// Wraps an error about one field into one about the line it is on.
 fn at_line(line: usize, cause: ConfigError) -> ConfigError {
     ConfigError::Line {
@@ -220,6 +235,18 @@ mod tests {
             error("5s 5ms 1% 1mbit\n2s 5ms 1% 1mbit"),
             "schedule line 2: TIME: 2s is not after the previous line's 5s"
         );
+    }
+
+    #[test]
+    fn an_empty_schedule_is_refused() {
+        for text in ["", "\n\n", "# TIME DELAY LOSS RATE\n   # nothing yet\n"] {
+            assert_eq!(
+                Schedule::parse(text).unwrap_err().to_string(),
+                "schedule: no lines: a schedule needs at least one `TIME DELAY LOSS RATE` line",
+                "{text:?}"
+            );
+        }
+        assert!(Schedule::from_entries(Vec::new()).is_err());
     }
 
     #[test]

@@ -68,6 +68,13 @@ pub enum Error {
     /// The rate is not a finite number above zero.
     #[error("rate_pps must be a number of packets per second above 0, not {0}")]
     BadRate(f64),
+    /// The rate is above [`MAX_RATE_PPS`]: due times closer than a nanosecond, which the
+    /// schedule cannot tell apart.
+    #[error(
+        "rate_pps must be at most 1e9 packets per second (one probe per nanosecond, the \
+         resolution of the send schedule), not {0:e}"
+    )]
+    RateTooHigh(f64),
     /// The payload is too short to carry a probe header.
     #[error("payload_len must be at least {min} bytes (the probe header), not {got}")]
     SizeTooSmall {
@@ -93,12 +100,18 @@ impl Error {
     /// The [`ProbeConfig`] field at fault: `rate_pps`, `payload_len` or `flows`.
     pub fn field(&self) -> &'static str {
         match self {
-            Error::BadRate(_) => "rate_pps",
+            Error::BadRate(_) | Error::RateTooHigh(_) => "rate_pps",
             Error::SizeTooSmall { .. } | Error::SizeTooLarge { .. } => "payload_len",
             Error::NoFlows => "flows",
         }
     }
 }
+
+/// The highest rate a schedule keeps: one probe per nanosecond. Due times are whole
+/// nanoseconds, so above it probes would be due at the same instant (at `1e30` every probe
+/// of the run is due at its start); no sender comes near it (a 100 GbE link carries at most
+/// 148.8 million of the smallest frames a second).
+pub const MAX_RATE_PPS: f64 = 1e9;
 
 /// Largest UDP payload over IPv4.
 pub const MAX_PAYLOAD: usize = 65_507;
@@ -114,7 +127,7 @@ pub struct ProbeConfig {
     pub payload_len: usize,
     /// Send pattern.
     pub pattern: Pattern,
-    /// Offered load over all flows, packets per second, above 0.
+    /// Offered load over all flows, packets per second, above 0 and at most [`MAX_RATE_PPS`].
     pub rate_pps: f64,
     /// When the first probe is due (ns, the engine's clock).
     pub start_ns: u64,
@@ -147,6 +160,9 @@ impl ProbeConfig {
     pub fn validate(&self) -> Result<(), Error> {
         if !(self.rate_pps.is_finite() && self.rate_pps > 0.0) {
             return Err(Error::BadRate(self.rate_pps));
+        }
+        if self.rate_pps > MAX_RATE_PPS {
+            return Err(Error::RateTooHigh(self.rate_pps));
         }
         if self.payload_len < latlab_wire::probe::HEADER_LEN {
             return Err(Error::SizeTooSmall {

@@ -2,9 +2,9 @@
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use rand_distr::{Distribution, Exp};
+use rand_distr::{Distribution, Exp, Poisson};
 
-use crate::Error;
+use crate::{Error, MAX_RATE_PPS};
 
 /// How send times are spaced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,10 +54,14 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// A schedule whose first probe is due at `start_ns`.
+    /// A schedule whose first probe is due at `start_ns`; the rate is above 0 and at most
+    /// [`MAX_RATE_PPS`].
     pub fn new(pattern: Pattern, rate_pps: f64, start_ns: u64, seed: u64) -> Result<Self, Error> {
         if !(rate_pps.is_finite() && rate_pps > 0.0) {
             return Err(Error::BadRate(rate_pps));
+        }
+        if rate_pps > MAX_RATE_PPS {
+            return Err(Error::RateTooHigh(rate_pps));
         }
         let poisson = match pattern {
             Pattern::Constant => None,
@@ -95,6 +99,56 @@ impl Schedule {
             Some((rng, exp)) => self.offset_ns + exp.sample(rng),
         };
         due
+    }
+
+    /// Consumes every due time before `end_ns` at once and returns how many there were, in
+    /// constant time however many are owed; afterwards [`next_due`](Schedule::next_due) is
+    /// at or after `end_ns`.
+    ///
+    /// A constant schedule counts exactly the due times `advance` would have given. A Poisson
+    /// schedule draws the count from the Poisson distribution of the arrivals in the rest of
+    /// the interval (the process is memoryless, so this is the law `advance` follows), from
+    /// the same seeded generator; the due times themselves are never drawn.
+    pub fn skip_until(&mut self, end_ns: u64) -> u64 {
+        let due = self.next_due();
+        if due >= end_ns {
+            return 0;
+        }
+        // Due times before `end_ns` are those whose offset rounds to less than `span`.
+        let span = end_ns - self.start_ns;
+        match &mut self.poisson {
+            None => {
+                // The first k with round(k × period) ≥ span: an estimate, then corrected by a
+                // step or two against the very expression `advance` uses.
+                let period = self.period_ns;
+                let before = |k: u64| ((k as f64 * period).round() as u64) < span;
+                let mut k = ((span as f64 - 0.5) / period).ceil().max(0.0) as u64;
+                k = k.max(self.count);
+                while k > self.count && !before(k - 1) {
+                    k -= 1;
+                }
+                while before(k) {
+                    k += 1;
+                }
+                let skipped = k - self.count;
+                self.count = k;
+                self.offset_ns = k as f64 * period;
+                skipped
+            }
+            Some((rng, _)) => {
+                // The next due time is known; after it, arrivals in the rest of the interval.
+                let lambda =
+                    ((end_ns - due) as f64 / self.period_ns).min(Poisson::<f64>::MAX_LAMBDA);
+                let more = match Poisson::new(lambda) {
+                    Ok(poisson) => poisson.sample(rng) as u64,
+                    // Only a λ of 0 (the next due time is the last nanosecond) gets here.
+                    Err(_) => 0,
+                };
+                self.count += 1 + more;
+                self.offset_ns = span as f64;
+                1 + more
+            }
+        }
     }
 }
 
@@ -151,6 +205,59 @@ mod tests {
     fn bad_rates_are_refused() {
         for rate in [0.0, -5.0, f64::NAN, f64::INFINITY] {
             assert!(Schedule::new(Pattern::Constant, rate, 0, 0).is_err());
+        }
+    }
+
+    #[test]
+    fn skipping_counts_exactly_the_due_times_advance_would_give() {
+        for (rate, start, end) in [
+            (3.0, 100, 1_000_000_100),
+            (3.0, 100, 1_000_000_101),
+            (7.0, 0, 5_000_000_000),
+            (1e6 / 3.0, 17, 20_000_017),
+            (1e9, 5, 1_000_005),
+            (1000.0, 0, 1),
+        ] {
+            let mut stepped = Schedule::new(Pattern::Constant, rate, start, 0).unwrap();
+            let mut skipped = stepped.clone();
+            stepped.advance();
+            skipped.advance();
+            let mut n = 0;
+            while stepped.next_due() < end {
+                stepped.advance();
+                n += 1;
+            }
+            assert_eq!(skipped.skip_until(end), n, "rate {rate} until {end}");
+            assert_eq!(skipped.next_due(), stepped.next_due());
+            assert_eq!(skipped.skip_until(end), 0, "nothing is owed twice");
+        }
+    }
+
+    #[test]
+    fn skipping_a_poisson_schedule_draws_a_count_with_the_right_mean() {
+        // 1000 pps over the 1 s after the first due time: 1 + Poisson(1000) each.
+        let counts: Vec<f64> = (0..200)
+            .map(|seed| {
+                let mut s = Schedule::new(Pattern::Poisson, 1000.0, 0, seed).unwrap();
+                let first = s.next_due();
+                let n = s.skip_until(first + 1_000_000_000) as f64;
+                assert!(s.next_due() >= first + 1_000_000_000);
+                n
+            })
+            .collect();
+        let mean = counts.iter().sum::<f64>() / counts.len() as f64;
+        // The mean of 200 draws of sd √1000 ≈ 32 is within 10 of 1001.
+        assert!((mean - 1001.0).abs() < 10.0, "mean {mean}");
+    }
+
+    #[test]
+    fn a_rate_above_one_probe_per_nanosecond_is_refused() {
+        assert!(Schedule::new(Pattern::Constant, 1e9, 0, 0).is_ok());
+        for rate in [1.5e9, 1e12, 1e30] {
+            assert_eq!(
+                Schedule::new(Pattern::Poisson, rate, 0, 0).unwrap_err(),
+                Error::RateTooHigh(rate)
+            );
         }
     }
 

@@ -130,17 +130,15 @@ impl Sender {
     }
 
     /// Ends sending: every probe still due before the end of the sending time is counted as
-    /// unsent.
+    /// unsent, arithmetically (constant time however many are owed).
     fn close(&mut self) {
-        while !self.closed {
-            match self.poll_timeout() {
-                Some(_) => {
-                    self.schedule.advance();
-                    self.counts.unsent += 1;
-                }
-                None => self.closed = true,
-            }
+        if self.closed {
+            return;
         }
+        if self.poll_timeout().is_some() {
+            self.counts.unsent += self.schedule.skip_until(self.config.end_ns());
+        }
+        self.closed = true;
     }
 
     /// What was sent so far.
@@ -236,6 +234,31 @@ mod tests {
     }
 
     #[test]
+    fn a_stalled_sender_counts_what_it_owed_without_drawing_each_probe() {
+        // 10^12 probes owed at the highest rate: counted exactly, in one step.
+        let cfg = ProbeConfig {
+            rate_pps: crate::MAX_RATE_PPS,
+            duration_ns: 1_000_000_000_000,
+            ..config()
+        };
+        let mut s = Sender::new(&cfg).unwrap();
+        let mut buf = [0u8; 64];
+        s.poll_transmit(cfg.start_ns, &mut buf).unwrap();
+        assert!(s.poll_transmit(cfg.end_ns(), &mut buf).is_none());
+        assert_eq!(s.poll_timeout(), None);
+        assert_eq!(s.counts().unsent, 1_000_000_000_000 - 1);
+        // A Poisson schedule owes a random number of them, near rate × time left.
+        let poisson = ProbeConfig {
+            pattern: Pattern::Poisson,
+            ..cfg
+        };
+        let mut s = Sender::new(&poisson).unwrap();
+        assert!(s.poll_transmit(poisson.end_ns(), &mut buf).is_none());
+        let unsent = s.counts().unsent as f64;
+        assert!((unsent - 1e12).abs() < 10.0 * 1e6, "{unsent}");
+    }
+
+    #[test]
     fn padding_is_left_untouched() {
         let mut s = Sender::new(&config()).unwrap();
         let mut buf = [0xAAu8; 64];
@@ -261,6 +284,14 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("rate_pps must be"));
+        let bad = ProbeConfig {
+            rate_pps: 1e30,
+            ..config()
+        };
+        assert!(Sender::new(&bad)
+            .unwrap_err()
+            .to_string()
+            .starts_with("rate_pps must be at most 1e9"));
         let bad = ProbeConfig {
             pattern: Pattern::Poisson,
             flows: 0,

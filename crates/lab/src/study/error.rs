@@ -57,6 +57,10 @@ pub enum StudyError {
         .0.display()
     )]
     Exists(PathBuf),
+    /// `--resume` was given a folder whose points were measured with other parameters, or
+    /// by another study: the message names the difference.
+    #[error("--resume: {0}")]
+    Resume(String),
     /// The results folder exists (a study that cannot resume).
     #[error("results folder {} exists already: pick another --out", .0.display())]
     Taken(PathBuf),
@@ -77,6 +81,12 @@ pub enum StudyError {
 }
 
 impl StudyError {
+    /// Whether the fault is in what the study was given (a `--resume` that does not fit its
+    /// folder), not in what happened while it ran: the command line's exit code 2.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, StudyError::Resume(_))
+    }
+
     /// A file error naming `path`.
     pub fn file(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> StudyError {
         let path = path.into();

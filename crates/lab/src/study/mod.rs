@@ -10,7 +10,8 @@
 //!   latency histogram when it has one), written whole or not at all, read back by `--resume`
 //!   and by the report;
 //! - one marker, [`StudyFile`] (`study.json`), that says which study wrote a folder, so
-//!   `latlab report DIR` ([`crate::report::redraw`]) can draw it again.
+//!   `latlab report DIR` ([`crate::report::redraw`]) can draw it again, and with which
+//!   parameters, so `--resume` never mixes points measured with different ones.
 //!
 //! Each study lives in a folder of its own: `run` (the lab and the measurements; writes the
 //! points), `analysis` (reads them back), `tables`, `figures` and `report` (draw from the
@@ -26,6 +27,7 @@
 //! # Ok::<(), latlab_lab::study::StudyError>(())
 //! ```
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -71,8 +73,8 @@ impl StudyKind {
     }
 }
 
-/// `study.json`: which study wrote the folder and in which lab, written when the lab is
-/// built (again on `--resume`).
+/// `study.json`: which study wrote the folder, in which lab and with which parameters,
+/// written when the lab is built (again on `--resume`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StudyFile {
     /// The study.
@@ -81,6 +83,12 @@ pub struct StudyFile {
     pub topology: String,
     /// The latlab version that wrote it.
     pub latlab_version: String,
+    /// The options that shape every point but are not part of a point's key, by the name
+    /// the command line gives them (`--duration` → `2s`): `--resume` refuses a folder
+    /// measured with other values ([`StudyFile::check_resume`]). Empty in folders written
+    /// before latlab stored them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, String>,
 }
 
 impl StudyFile {
@@ -93,7 +101,47 @@ impl StudyFile {
             kind,
             topology: topology.to_string(),
             latlab_version: env!("CARGO_PKG_VERSION").to_string(),
+            parameters: BTreeMap::new(),
         }
+    }
+
+    /// The marker with the parameters that shape its points (see
+    /// [`parameters`](StudyFile::parameters)).
+    pub fn with_parameters(mut self, parameters: BTreeMap<String, String>) -> StudyFile {
+        self.parameters = parameters;
+        self
+    }
+
+    /// Before `--resume` continues `out`: refuses it when its `study.json` says it holds
+    /// another study, or was measured with another value of one of `parameters` (its points
+    /// would not compare with the new ones), naming the first difference. A folder without a
+    /// `study.json`, or without parameters in it, is continued.
+    pub fn check_resume(
+        out: &Path,
+        kind: StudyKind,
+        parameters: &BTreeMap<String, String>,
+    ) -> Result<(), StudyError> {
+        let Some(before) = StudyFile::read(out)? else {
+            return Ok(());
+        };
+        if before.kind != kind {
+            return Err(StudyError::Resume(format!(
+                "the folder holds a study of `latlab study {}`, not of `study {}`",
+                before.kind.name(),
+                kind.name()
+            )));
+        }
+        for (name, was) in &before.parameters {
+            match parameters.get(name) {
+                Some(now) if now != was => {
+                    return Err(StudyError::Resume(format!(
+                        "the folder was measured with {name} {was}, not {now}"
+                    )))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Writes `<out>/study.json`, whole or not at all.
@@ -119,5 +167,60 @@ impl StudyFile {
         serde_json::from_str(&text)
             .map(Some)
             .map_err(|source| StudyError::Json { path, source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parameters(duration: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("--duration".to_string(), duration.to_string()),
+            ("--work-cycles".to_string(), "150".to_string()),
+        ])
+    }
+
+    #[test]
+    fn resume_refuses_a_folder_measured_with_other_parameters() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path();
+        StudyFile::new(StudyKind::GameServer, "loopback")
+            .with_parameters(parameters("2s"))
+            .write(out)
+            .unwrap();
+        let read = StudyFile::read(out).unwrap().unwrap();
+        assert_eq!(read.parameters, parameters("2s"));
+        assert!(StudyFile::check_resume(out, StudyKind::GameServer, &parameters("2s")).is_ok());
+        let err =
+            StudyFile::check_resume(out, StudyKind::GameServer, &parameters("1s")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--resume: the folder was measured with --duration 2s, not 1s"
+        );
+        assert!(err.is_usage());
+        let err = StudyFile::check_resume(out, StudyKind::Emulator, &parameters("2s")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--resume: the folder holds a study of `latlab study game-server`, not of `study emulator`"
+        );
+    }
+
+    #[test]
+    fn resume_continues_a_folder_that_stored_no_parameters() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(
+            StudyFile::check_resume(tmp.path(), StudyKind::GameServer, &parameters("1s")).is_ok(),
+            "no study.json"
+        );
+        // A study.json of a latlab that did not store parameters.
+        fs::write(
+            tmp.path().join(StudyFile::NAME),
+            r#"{"kind": "game-server", "topology": "loopback", "latlab_version": "0.1.0"}"#,
+        )
+        .unwrap();
+        assert!(
+            StudyFile::check_resume(tmp.path(), StudyKind::GameServer, &parameters("1s")).is_ok()
+        );
     }
 }

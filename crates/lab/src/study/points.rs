@@ -239,6 +239,30 @@ mod tests {
     }
 
     #[test]
+    fn a_full_disk_names_the_point_file_it_could_not_write() {
+        let tmp = tempfile::tempdir().unwrap();
+        let points = PointsDir::create(&tmp.path().join("study"), Existing::Refuse).unwrap();
+        // The JSON's temporary name points at /dev/full, where every write fails with ENOSPC.
+        let json = points.path().join("a.json");
+        let partial = points
+            .path()
+            .join(format!(".a.json.partial-{}", std::process::id()));
+        std::os::unix::fs::symlink("/dev/full", &partial).unwrap();
+        let e = points
+            .write("a", &P { load: 1.0 }, Some((&histogram(), "test")))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{}: No space left on device", json.display())),
+            "{e}"
+        );
+        assert!(
+            !json.exists(),
+            "a point that could not be written is not there"
+        );
+    }
+
+    #[test]
     fn an_hlog_reads_back_to_the_histogram() {
         let h = histogram();
         let bytes = hlog_bytes(&h, "k").unwrap();

@@ -322,3 +322,40 @@ fn probes_the_port_could_not_send_are_not_waited_for_and_count_as_lost() {
     let r = outcome.meter.report(&outcome.counts);
     assert_eq!((r.sent, r.received, r.lost), (200, 199, 1));
 }
+
+#[test]
+fn a_run_owing_a_trillion_unsent_probes_ends_at_once() {
+    // At the highest rate a schedule keeps, a sender stalled past the end of a 1000 s run owes
+    // 10^12 probes: they are counted in one step, not one by one, and the run ends at once.
+    let start = MADE_AT + START_DELAY_NS;
+    let duration_ns = 1_000_000_000_000;
+    let mut config = config(Pattern::Constant);
+    config.probe.rate_pps = crate::MAX_RATE_PPS;
+    config.probe.duration_ns = duration_ns;
+    config.interval_ns = duration_ns;
+    let net = Net {
+        fate: Box::new(|_| vec![(0, 20_000)]),
+        stall_until: start + duration_ns,
+    };
+    let began = std::time::Instant::now();
+    let d = drive(meter_run(&config), &net);
+    let report = d.outcome.meter.report(&d.outcome.counts);
+    assert_eq!((report.sent, report.unsent), (0, 1_000_000_000_000));
+    assert_eq!(d.ended_at, start + duration_ns);
+    assert!(began.elapsed() < std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn a_rate_no_schedule_can_keep_is_refused_by_the_run() {
+    for rate in [1.000_001e9, 1e12, 1e30] {
+        let mut config = config(Pattern::Constant);
+        config.probe.rate_pps = rate;
+        let err = Run::new(&config, MADE_AT, Meter::new).unwrap_err();
+        assert_eq!(err, crate::Error::RateTooHigh(rate));
+        assert_eq!(err.field(), "rate_pps");
+        assert!(
+            err.to_string().contains("one probe per nanosecond"),
+            "{err}"
+        );
+    }
+}

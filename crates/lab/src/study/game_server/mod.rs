@@ -101,6 +101,16 @@ impl StudyOptions {
             flood: true,
         }
     }
+
+    /// The options that shape every point and are not part of a point's key, as
+    /// `study.json` stores them: `--resume` refuses a folder measured with other values.
+    pub fn parameters(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("--duration".to_string(), format!("{:?}", self.duration)),
+            ("--work-cycles".to_string(), self.work_cycles.to_string()),
+            ("payload bytes".to_string(), self.payload_len.to_string()),
+        ])
+    }
 }
 
 /// One measured point, as written to `points/<key>.json`.

@@ -123,6 +123,7 @@ pub(super) fn measure_all(
     progress: &mut dyn StudyProgress,
 ) -> Result<String, StudyError> {
     let existing = if options.resume {
+        StudyFile::check_resume(&options.out, StudyKind::GameServer, &options.parameters())?;
         Existing::Continue
     } else {
         Existing::RefuseResumable
@@ -131,7 +132,9 @@ pub(super) fn measure_all(
     let lab = Lab::build(options.namespaces)?;
     let topology = lab.topology.describe();
     progress.note(&format!("lab: {topology}"));
-    StudyFile::new(StudyKind::GameServer, &topology).write(&options.out)?;
+    StudyFile::new(StudyKind::GameServer, &topology)
+        .with_parameters(options.parameters())
+        .write(&options.out)?;
     let mut options = options.clone();
     if matches!(lab.topology, ClientServer::Loopback { .. }) && options.ios.contains(&ServerIo::Xdp)
     {
