@@ -8,9 +8,12 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
+/// The folder of the named namespaces, as `ip netns` makes them.
+pub const DIR: &str = "/run/netns";
+
 /// The path of a named namespace as `ip netns` makes it.
 pub fn path(name: &str) -> PathBuf {
-    PathBuf::from("/run/netns").join(name)
+    PathBuf::from(DIR).join(name)
 }
 
 /// Runs `f` on a new thread that has entered the network namespace `name`, and returns its
