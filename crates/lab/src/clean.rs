@@ -69,7 +69,7 @@ pub fn remove_stale_namespaces() -> Removed {
         match owner(&name) {
             Owner::Alive => {}
             Owner::Gone(lock) => {
-                let deleted = topology::ip(&["netns", "del", &name]);
+                let deleted = latlab_io::netns::delete(&name);
                 match deleted {
                     Ok(_) => {
                         if let Some(lock) = lock {
@@ -79,7 +79,7 @@ pub fn remove_stale_namespaces() -> Removed {
                     }
                     // Deleted meanwhile by its owner's own clean-up, or by another run's.
                     Err(_) if !topology::namespace_exists(&name) => {}
-                    Err(e) => removed.failed.push(format!("namespace {name}: {e}")),
+                    Err(e) => removed.failed.push(e.to_string()),
                 }
             }
             Owner::Unknown(e) => removed.failed.push(format!("namespace {name}: {e}")),

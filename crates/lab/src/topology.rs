@@ -9,8 +9,9 @@
 //! by a run that ended (`kill -9`): [`crate::clean`] removes those, and never one whose lock is
 //! held.
 //!
-//! The `ip` commands run in a process group of their own, so a Ctrl-C at the terminal reaches
-//! latlab only, never an `ip netns del` of its cleanup.
+//! A namespace is deleted without a child process ([`latlab_io::netns::delete`]), and the `ip`
+//! commands that build one run in a process group of their own: a Ctrl-C at the terminal
+//! reaches latlab only, and never cuts its clean-up short.
 //!
 //! Addresses come from 198.18.0.0/15, the range RFC 2544 sets aside for benchmarking, and exist
 //! only inside the namespaces.
@@ -100,7 +101,7 @@ impl Namespace {
 impl Drop for Namespace {
     fn drop(&mut self) {
         // Deleting a namespace destroys the veth ends inside it, and with them their peers.
-        let deleted = ip(&["netns", "del", &self.name]).is_ok();
+        let deleted = latlab_io::netns::delete(&self.name).is_ok();
         if let Some(lock) = self.lock.take() {
             if deleted {
                 let _ = lock.remove();
