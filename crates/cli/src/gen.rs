@@ -128,7 +128,10 @@ pub(crate) fn run(a: GenArgs) -> Result<()> {
         println!("results: {}", path.display());
     }
     if report.summary.stopped_early {
-        eprintln!("stopped early by Ctrl-C: the figures cover the part that ran");
+        eprintln!(
+            "stopped early by {}: the figures cover the part that ran",
+            crate::signals::received().map_or("a signal", |s| s.name())
+        );
     }
     Ok(())
 }
