@@ -8,7 +8,7 @@ use latlab_lab::command::default_out;
 use latlab_lab::demo::DemoOptions;
 use latlab_lab::units::{parse_duration, parse_rate};
 
-use crate::{progress, STOP};
+use crate::{progress, signals, STOP};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct DemoArgs {
@@ -37,6 +37,9 @@ pub(crate) fn run(a: DemoArgs) -> Result<()> {
         namespaces: !a.loopback,
         emulated_link: !a.no_emulated_link,
     };
+    if options.namespaces {
+        crate::clean::at_start();
+    }
     let mut bar = progress::Bar::new();
     let outcome =
         latlab_lab::demo::run(&options, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
@@ -60,8 +63,11 @@ pub(crate) fn run(a: DemoArgs) -> Result<()> {
         "results: {} (summary.json, per-rate latency.hlog and ccdf.csv, ccdf.svg)",
         outcome.out.display()
     );
-    if STOP.is_raised() {
-        eprintln!("stopped early by Ctrl-C: the results hold the rates that ran");
+    if let Some(signal) = signals::received() {
+        eprintln!(
+            "stopped early by {}: the results hold the rates that ran",
+            signal.name()
+        );
     }
     Ok(())
 }

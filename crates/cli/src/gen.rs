@@ -141,7 +141,10 @@ pub(crate) fn run(a: GenArgs) -> Result<()> {
         outln!("results: {}", path.display());
     }
     if report.summary.stopped_early {
-        eprintln!("stopped early by Ctrl-C: the figures cover the part that ran");
+        eprintln!(
+            "stopped early by {}: the figures cover the part that ran",
+            crate::signals::received().map_or("a signal", |s| s.name())
+        );
     }
     Ok(())
 }

@@ -4,9 +4,10 @@
 //! into lab's checked options, calls lab, and prints the report lab returns (whose files are
 //! already written). A bad flag, configuration or schedule ends with one line naming it and
 //! exit code 2; a failure at run time prints the whole chain of causes on one line and exits
-//! with 1. A closed stdout (`latlab … | head`) ends the command quietly. Ctrl-C raises the stop
-//! flag every command watches, and everything the command made (namespaces, temporary files)
-//! is removed on the way out.
+//! with 1. A closed stdout (`latlab … | head`) ends the command quietly. SIGINT (Ctrl-C),
+//! SIGTERM and SIGHUP raise the stop flag every command watches ([`signals`]): the command
+//! writes what it measured, everything it made (namespaces, partial files) is dropped on the
+//! way out, and only then does latlab exit, with 130, 143 or 129.
 #![forbid(unsafe_code)]
 
 /// Prints to stdout like `print!`, in a function that returns `anyhow::Result`: a closed
@@ -24,6 +25,7 @@ macro_rules! outln {
     };
 }
 
+mod clean;
 mod demo;
 mod echo;
 mod emu;
@@ -31,6 +33,7 @@ mod gen;
 mod progress;
 mod report;
 mod serve;
+mod signals;
 mod study;
 
 use anyhow::Result;
@@ -66,9 +69,12 @@ enum Command {
     /// Run a study.
     #[command(subcommand)]
     Study(study::StudyCommand),
+    /// Remove what runs that ended without cleaning up (kill -9) left behind: network
+    /// namespaces whose owner is gone, and partial results in the folders given.
+    Clean(clean::CleanArgs),
 }
 
-/// Raised by Ctrl-C (or a command's duration); every command stops when it is.
+/// Raised by a stopping signal (or a command's duration); every command stops when it is.
 static STOP: Stop = Stop::new();
 
 fn main() {
@@ -95,13 +101,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let _ = ctrlc::set_handler(|| {
-        if STOP.is_raised() {
-            eprintln!("latlab: second Ctrl-C, exiting now");
-            std::process::exit(130);
-        }
-        STOP.raise();
-    });
+    if let Err(e) = signals::watch(&STOP) {
+        eprintln!("error: cannot handle SIGINT, SIGTERM and SIGHUP: {e}");
+        std::process::exit(1);
+    }
     let result = match cli.command {
         Command::Echo(a) => echo::run(a),
         Command::Gen(a) => gen::run(a),
@@ -110,15 +113,23 @@ fn main() {
         Command::Serve(a) => serve::run(a),
         Command::Study(s) => study::run(s),
         Command::Emu(a) => emu::run(*a),
+        Command::Clean(a) => clean::run(a),
     };
-    if let Err(e) = result {
-        if e.chain().any(|c| c.is::<StdoutClosed>()) {
-            // Whoever read our output has all they wanted (`| head`): end quietly, as
-            // ripgrep does. Every file the command writes is written before it prints.
-            std::process::exit(0);
+    // The command has returned: everything it made is dropped, so exiting cannot leak.
+    let mut code = 0;
+    if let Err(e) = &result {
+        // A closed stdout means whoever read our output has all they wanted (`| head`): end
+        // quietly, as ripgrep does. Every file the command writes is written before it prints.
+        if !e.chain().any(|c| c.is::<StdoutClosed>()) {
+            eprintln!("error: {}", chain(e));
+            code = exit_code(e);
         }
-        eprintln!("error: {}", chain(&e));
-        std::process::exit(exit_code(&e));
+    }
+    if let Some(signal) = signals::received() {
+        code = signal.exit_code();
+    }
+    if code != 0 {
+        std::process::exit(code);
     }
 }
 

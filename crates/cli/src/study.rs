@@ -141,11 +141,17 @@ fn game_study(a: GameStudyArgs) -> Result<()> {
     options.work_cycles = a.work_cycles;
     options.flood = !a.no_flood;
     options.namespaces = !a.loopback;
+    if options.namespaces {
+        crate::clean::at_start();
+    }
     let mut bar = progress::StudyBar::new();
     let report = latlab_lab::study::game_server::run(&options, &STOP, &mut bar)?;
     outln!("report: {}", report.report.display());
-    if STOP.is_raised() {
-        eprintln!("stopped by Ctrl-C: the finished points are in the folder; rerun with --resume to go on");
+    if let Some(signal) = crate::signals::received() {
+        eprintln!(
+            "stopped by {}: the finished points are in the folder; rerun with --resume to go on",
+            signal.name()
+        );
     }
     Ok(())
 }
@@ -161,8 +167,15 @@ fn emu_study(a: EmuStudyArgs) -> Result<()> {
     options.rates = a.rates;
     options.delays_ns = a.delays.iter().map(|d| d.as_nanos() as u64).collect();
     options.rate_duration = a.rate_duration;
+    crate::clean::at_start();
     let mut bar = progress::StudyBar::new();
     let report = emulator::run(&options, &STOP, &mut bar)?;
     outln!("report: {}", report.report.display());
+    if let Some(signal) = crate::signals::received() {
+        eprintln!(
+            "stopped by {}: the finished points are in the folder",
+            signal.name()
+        );
+    }
     Ok(())
 }

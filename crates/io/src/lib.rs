@@ -2,9 +2,10 @@
 //!
 //! Everything that needs a system call lives here: UDP sockets with `recvmmsg`/`sendmmsg`
 //! batches and kernel software timestamps (`SO_TIMESTAMPING`), AF_PACKET and AF_XDP sockets,
-//! busy polling, socket buffer sizes, the clock, CPU pinning, timer slack and network
-//! namespaces. Every `unsafe` block of the project is in this crate, each with a `// SAFETY:`
-//! line saying why it holds.
+//! busy polling, socket buffer sizes, the clock, CPU pinning, timer slack, network namespaces,
+//! the ownership locks ([`lock`]) that mark what a live run holds, and inherited signal
+//! dispositions ([`signal`]). Every `unsafe` block of the project is in this crate, each with a
+//! `// SAFETY:` line saying why it holds.
 //!
 //! Engines do not use the sockets directly but the two shapes of [`port`]: a datagram port
 //! (kernel UDP one datagram per call or in batches, or an AF_XDP endpoint with IPv4/UDP in user
@@ -35,11 +36,13 @@ pub mod clock;
 pub mod cpu;
 pub mod ethtool;
 mod iface;
+pub mod lock;
 pub mod neigh;
 pub mod netns;
 pub mod packet;
 mod poll;
 pub mod port;
+pub mod signal;
 mod sockopt;
 pub mod tsc;
 pub mod udp;

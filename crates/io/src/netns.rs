@@ -1,16 +1,47 @@
-//! Network namespaces: run a closure inside a named namespace (`/run/netns/NAME`).
+//! Network namespaces: run a closure inside a named namespace (`/run/netns/NAME`), and delete
+//! one.
 //!
 //! Sockets belong to the namespace they were created in, whichever thread uses them later, so
 //! the usual pattern is to create sockets with [`run_in`] and drive them from anywhere.
 
+use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
+
+/// The folder of the named namespaces, as `ip netns` makes them.
+pub const DIR: &str = "/run/netns";
 
 /// The path of a named namespace as `ip netns` makes it.
 pub fn path(name: &str) -> PathBuf {
-    PathBuf::from("/run/netns").join(name)
+    PathBuf::from(DIR).join(name)
+}
+
+/// Deletes the named namespace as `ip netns del` does: detaches its bind mount and removes its
+/// file (the namespace itself lives on while a process or socket still uses it). No child
+/// process is started, so no signal meant for this process can cut the deletion short.
+pub fn delete(name: &str) -> io::Result<()> {
+    let path = path(name);
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in a namespace name"))?;
+    // SAFETY: umount2 takes a NUL-terminated path that `c_path` keeps alive for the call, and
+    // flags.
+    let rc = unsafe { libc::umount2(c_path.as_ptr(), libc::MNT_DETACH) };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        // EINVAL: not a mount point (a namespace file whose mount never happened); the file
+        // still goes.
+        if e.raw_os_error() != Some(libc::EINVAL) {
+            return Err(io::Error::new(
+                e.kind(),
+                format!("network namespace {name:?}: {e}"),
+            ));
+        }
+    }
+    std::fs::remove_file(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("network namespace {name:?}: {e}")))
 }
 
 /// Runs `f` on a new thread that has entered the network namespace `name`, and returns its
@@ -46,6 +77,26 @@ pub fn enter(file: &File) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deleted_namespace_is_gone_and_a_missing_one_is_an_error_naming_it() {
+        let name = format!("latlab-io-delete-{}", std::process::id());
+        let added = std::process::Command::new("ip")
+            .args(["netns", "add", &name])
+            .status();
+        if !added.is_ok_and(|s| s.success()) {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "under CI=true `ip netns add` must work"
+            );
+            eprintln!("skipped: `ip netns add` does not work here");
+            return;
+        }
+        delete(&name).unwrap();
+        assert!(!path(&name).exists());
+        let e = delete(&name).unwrap_err();
+        assert!(e.to_string().contains(&name), "{e}");
+    }
 
     #[test]
     fn a_missing_namespace_is_an_error_naming_it() {

@@ -1,6 +1,7 @@
 //! What the long-running commands (`echo`, `serve`, `emu`) share: the error type, the live
 //! view the command line implements, the watcher that stops a run after its duration, and the
-//! few engine types a command line needs to name.
+//! few engine and system types a command line needs to name (the stop flag, and
+//! [`signal::is_ignored`] for the signals that raise it).
 //!
 //! A command opens its sockets, says on what it runs through [`LiveView::started`], shows its
 //! counters through [`LiveView::counters`] about once a second while the engine runs, writes
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 pub use latlab_engine::game::{parse_server_io, ServerIo};
 pub use latlab_engine::generator::Progress;
 pub use latlab_engine::{PollMode, Stop};
+pub use latlab_io::signal;
 pub use latlab_io::Io;
 pub use latlab_probe::{Pattern, MAX_RATE_PPS};
 pub use latlab_stats::read_ccdf_csv;

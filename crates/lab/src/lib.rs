@@ -11,6 +11,8 @@
 //! options to summaries, results folders written whole or not at all, tables and plots drawn
 //! from the results data, the demo, and the studies ([`study`]: one error type, one progress
 //! trait and one points folder for all of them, each study in a module folder of its own).
+//! What a run makes outside its results (namespaces, partial results) is marked with an owner
+//! lock that dies with the run, and [`clean`] removes what runs that ended left behind.
 //!
 //! Results are data first: a run's `summary.json`, `.hlog` and `ccdf.csv` are written before
 //! anything is drawn, and [`table::render`] and [`plot::ccdf_svg`] take only that data, so any
@@ -24,6 +26,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod clean;
 pub mod command;
 pub mod demo;
 pub mod echo;

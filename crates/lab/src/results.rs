@@ -2,13 +2,16 @@
 //!
 //! Files are written whole or not at all: each is written to a temporary name in the same
 //! folder and renamed into place, and a results folder is filled under a temporary name and
-//! renamed when every file in it is complete.
+//! renamed when every file in it is complete. The temporary name is `.NAME.partial-PID`, and its
+//! writer holds an exclusive lock on it ([`latlab_io::lock`]) until it is renamed or removed, so
+//! [`crate::clean`] can tell one left by a run that ended from one being written.
 
 use std::fs;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use latlab_engine::generator::GeneratorResult;
+use latlab_io::lock::OwnerLock;
 use latlab_stats::{hlog::HlogWriter, LatencyHistogram, Summary};
 use serde::{Deserialize, Serialize};
 
@@ -172,6 +175,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = temp_name(path);
     let result = (|| {
         let mut f = fs::File::create(&tmp)?;
+        // Held until the file is closed, renamed into place; a file system without flock only
+        // loses the protection from `latlab clean`.
+        let _ = latlab_io::lock::try_lock(&f);
         f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, path)
@@ -235,12 +241,16 @@ pub fn ccdf_csv(h: &LatencyHistogram) -> io::Result<Vec<u8>> {
 }
 
 /// A results folder being filled under a temporary name; [`commit`](ResultsDir::commit)
-/// renames it into place. Dropped without a commit, it is removed.
+/// renames it into place. Dropped without a commit, it is removed. The folder is locked while
+/// the `ResultsDir` lives.
 #[derive(Debug)]
 pub struct ResultsDir {
     tmp: PathBuf,
     dest: PathBuf,
     committed: bool,
+    /// The lock on the folder (`None` on a file system without flock); let go of after the
+    /// drop has removed an uncommitted folder.
+    _lock: Option<OwnerLock>,
 }
 
 impl ResultsDir {
@@ -260,10 +270,24 @@ impl ResultsDir {
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", parent.display())))?;
         }
         let tmp = temp_name(dest);
-        let _ = fs::remove_dir_all(&tmp);
+        if tmp.exists() {
+            // Left by a run of the same PID (in another PID namespace, or long ago): removed
+            // unless its writer is alive.
+            if let Ok(None) = OwnerLock::open(&tmp) {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} is being written by another latlab run: pick another --out",
+                        tmp.display()
+                    ),
+                ));
+            }
+            let _ = fs::remove_dir_all(&tmp);
+        }
         fs::create_dir_all(&tmp)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", tmp.display())))?;
         Ok(ResultsDir {
+            _lock: OwnerLock::open(&tmp).ok().flatten(),
             tmp,
             dest: dest.to_path_buf(),
             committed: false,
@@ -406,5 +430,17 @@ mod tests {
             ResultsDir::create(&dest).is_err(),
             "an existing folder is never overwritten"
         );
+    }
+
+    #[test]
+    fn a_results_folder_being_filled_is_not_taken_for_a_leftover() {
+        let dir = tempfile::tempdir().unwrap();
+        let filling = ResultsDir::create(&dir.path().join("run")).unwrap();
+        filling.write("summary.json", b"{}").unwrap();
+        let removed = crate::clean::remove_partials(dir.path()).unwrap();
+        assert!(removed.partials.is_empty(), "{:?}", removed.partials);
+        assert!(filling.path("summary.json").exists());
+        drop(filling);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

@@ -1,16 +1,29 @@
 //! Lab topologies: hosts as network namespaces joined by veth pairs, or loopback.
 //!
-//! Every namespace the lab makes is named `latlab-<pid>-<n>-<role>` and deleted when its
-//! [`Namespace`] is dropped: on success, on error, on panic, and after Ctrl-C (the engines stop
-//! on the flag, and the drop runs on the way out). Namespaces left by a latlab process that
-//! was killed outright are removed the next time a topology is built.
+//! Every namespace the lab makes is named `latlab-<pid>-<token>-<n>-<role>` (`<token>` is random
+//! per process, so names are unique also across PID namespaces) and deleted when its
+//! [`Namespace`] is dropped: on success, on error, on panic, and after a stopping signal (the
+//! engines stop on the flag, and the drop runs on the way out). Its owner holds an exclusive lock
+//! on `/run/latlab/<name>.lock` for the namespace's whole life; the kernel lets go of the lock
+//! when the owner's process ends, however it ends. A namespace whose lock can be taken was left
+//! by a run that ended (`kill -9`): [`crate::clean`] removes those, and never one whose lock is
+//! held.
+//!
+//! A namespace is deleted without a child process ([`latlab_io::netns::delete`]), and the `ip`
+//! commands that build one run in a process group of their own: a Ctrl-C at the terminal
+//! reaches latlab only, and never cuts its clean-up short.
 //!
 //! Addresses come from 198.18.0.0/15, the range RFC 2544 sets aside for benchmarking, and exist
 //! only inside the namespaces.
 
 use std::net::Ipv4Addr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+use latlab_io::lock::OwnerLock;
 
 /// Errors building a topology.
 #[derive(Debug, thiserror::Error)]
@@ -26,20 +39,54 @@ pub enum TopologyError {
     /// `ip` could not be started.
     #[error("cannot run `ip` (iproute2): {0}")]
     NoIp(std::io::Error),
+    /// The owner lock of a namespace could not be had.
+    #[error("owner lock of namespace {name}: {source}")]
+    Lock {
+        /// The namespace.
+        name: String,
+        /// The system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another live process holds the owner lock of a namespace of that name.
+    #[error("namespace {0} belongs to another live process")]
+    Taken(String),
 }
 
-/// A network namespace made by the lab, deleted on drop.
+/// The folder of the namespaces' owner locks.
+pub const LOCK_DIR: &str = "/run/latlab";
+
+/// The owner lock file of the namespace `name`: `/run/latlab/<name>.lock`.
+pub fn lock_path(name: &str) -> PathBuf {
+    Path::new(LOCK_DIR).join(format!("{name}.lock"))
+}
+
+/// A network namespace made by the lab, deleted on drop. Its owner lock is held as long as it
+/// lives.
 #[derive(Debug)]
 pub struct Namespace {
     name: String,
+    /// Taken before the namespace is added; `None` only after the drop has let go of it.
+    lock: Option<OwnerLock>,
 }
 
 impl Namespace {
-    /// Creates a namespace called `name` with its loopback up.
+    /// Takes the owner lock of `name`, then creates the namespace with its loopback up.
     pub fn create(name: &str) -> Result<Namespace, TopologyError> {
-        ip(&["netns", "add", name])?;
+        let lock = OwnerLock::create(&lock_path(name))
+            .map_err(|source| TopologyError::Lock {
+                name: name.to_string(),
+                source,
+            })?
+            .ok_or_else(|| TopologyError::Taken(name.to_string()))?;
+        if let Err(e) = ip(&["netns", "add", name]) {
+            // Nothing was made: the lock file goes too.
+            let _ = lock.remove();
+            return Err(e);
+        }
         let ns = Namespace {
             name: name.to_string(),
+            lock: Some(lock),
         };
         ip(&["-n", name, "link", "set", "lo", "up"])?;
         Ok(ns)
@@ -54,7 +101,14 @@ impl Namespace {
 impl Drop for Namespace {
     fn drop(&mut self) {
         // Deleting a namespace destroys the veth ends inside it, and with them their peers.
-        let _ = ip(&["netns", "del", &self.name]);
+        let deleted = latlab_io::netns::delete(&self.name).is_ok();
+        if let Some(lock) = self.lock.take() {
+            if deleted {
+                let _ = lock.remove();
+            }
+            // Not deleted: the lock file stays (its lock is let go of here), so that the next
+            // clean-up knows the namespace as one left by a run that ended.
+        }
     }
 }
 
@@ -96,7 +150,6 @@ impl ClientServer {
 
     /// Builds the namespace pair, or fails.
     pub fn namespaces() -> Result<ClientServer, TopologyError> {
-        remove_stale();
         let prefix = unique_prefix();
         let client = Namespace::create(&format!("{prefix}-client"))?;
         let server = Namespace::create(&format!("{prefix}-server"))?;
@@ -193,7 +246,6 @@ impl ClientEmuServer {
 
     /// Builds the three namespaces (root only).
     pub fn build() -> Result<ClientEmuServer, TopologyError> {
-        remove_stale();
         let prefix = unique_prefix();
         let client = Namespace::create(&format!("{prefix}-client"))?;
         let emu = Namespace::create(&format!("{prefix}-emu"))?;
@@ -324,32 +376,28 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// `latlab-<pid>-<token>-<n>`: the pid says which process made it, the token (random per process)
+/// keeps names apart across PID namespaces, `n` counts this process's topologies.
 fn unique_prefix() -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     format!(
-        "latlab-{}-{}",
+        "latlab-{}-{}-{}",
         std::process::id(),
+        process_token(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
 }
 
-/// Deletes `latlab-<pid>-…` namespaces whose process no longer exists.
-fn remove_stale() {
-    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
-        return;
-    };
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let name = line.split_whitespace().next().unwrap_or("");
-        let Some(rest) = name.strip_prefix("latlab-") else {
-            continue;
-        };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = ip(&["netns", "del", name]);
-        }
-    }
+/// Eight hex digits drawn once per process from the standard library's randomly keyed hasher
+/// (seeded by the operating system's random source).
+fn process_token() -> &'static str {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    TOKEN.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(latlab_io::clock::now_ns());
+        format!("{:08x}", hasher.finish() as u32)
+    })
 }
 
 /// The MAC address of `dev` in namespace `ns`, as `aa:bb:cc:dd:ee:ff`.
@@ -365,10 +413,12 @@ pub fn mac_of(ns: &str, dev: &str) -> Result<String, TopologyError> {
         })
 }
 
-/// Runs `ip ARGS` and returns its stdout.
-fn ip(args: &[&str]) -> Result<String, TopologyError> {
+/// Runs `ip ARGS` in a process group of its own (a Ctrl-C at the terminal does not reach it)
+/// and returns its stdout.
+pub(crate) fn ip(args: &[&str]) -> Result<String, TopologyError> {
     let out = Command::new("ip")
         .args(args)
+        .process_group(0)
         .output()
         .map_err(TopologyError::NoIp)?;
     if !out.status.success() {
@@ -410,6 +460,43 @@ mod tests {
         assert!(topo.describe().contains("veth"));
         drop(topo);
         assert!(!namespace_exists(&names.0) && !namespace_exists(&names.1));
+    }
+
+    #[test]
+    fn a_live_namespace_holds_its_owner_lock_and_its_removal_takes_the_lock_file() {
+        if let Some(reason) = why_no_namespaces() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "namespaces must work under CI=true: {reason}"
+            );
+            eprintln!("skipped: {reason}");
+            return;
+        }
+        let ns = Namespace::create(&format!("{}-lock", unique_prefix())).unwrap();
+        let name = ns.name().to_string();
+        assert!(
+            name.starts_with(&format!(
+                "latlab-{}-{}-",
+                std::process::id(),
+                process_token()
+            )),
+            "{name}"
+        );
+        assert!(
+            OwnerLock::open(&lock_path(&name)).unwrap().is_none(),
+            "the lock of a live namespace is held"
+        );
+        assert!(matches!(
+            Namespace::create(&name),
+            Err(TopologyError::Taken(_))
+        ));
+        assert!(
+            namespace_exists(&name),
+            "a refused create leaves the owner's namespace"
+        );
+        drop(ns);
+        assert!(!namespace_exists(&name));
+        assert!(!lock_path(&name).exists(), "the lock file goes with it");
     }
 
     #[test]

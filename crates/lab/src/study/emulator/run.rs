@@ -19,7 +19,7 @@ use crate::measure::{self, GenOptions, ThreadChoice};
 use crate::results::RunSummary;
 use crate::study::points::{Existing, PointsDir};
 use crate::study::{StudyError, StudyFile, StudyKind, StudyProgress};
-use crate::topology::{ClientEmuServer, TopologyError};
+use crate::topology::ClientEmuServer;
 use crate::units::format_us;
 
 fn relative_trace(trace: &[(u64, u64)]) -> Vec<(u64, u64)> {
@@ -33,16 +33,7 @@ fn relative_trace(trace: &[(u64, u64)]) -> Vec<(u64, u64)> {
 /// are. Returns (client address, server address) of the routed path.
 fn route_through_kernel(lab: &ClientEmuServer) -> Result<(Ipv4Addr, Ipv4Addr), StudyError> {
     let run = |args: &[&str]| -> Result<(), StudyError> {
-        let out = std::process::Command::new("ip")
-            .args(args)
-            .output()
-            .map_err(TopologyError::NoIp)?;
-        if !out.status.success() {
-            return Err(StudyError::Topology(TopologyError::Command {
-                command: format!("ip {}", args.join(" ")),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            }));
-        }
+        crate::topology::ip(args)?;
         Ok(())
     };
     let (c, e, s) = (lab.client.name(), lab.emu.name(), lab.server.name());

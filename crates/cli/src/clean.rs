@@ -1,0 +1,67 @@
+//! `latlab clean`: removes what runs that ended without cleaning up left behind
+//! ([`latlab_lab::clean`]), and the start-up clean-up of the commands that make namespaces.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use latlab_lab::clean::{self, Removed};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct CleanArgs {
+    /// Folders to search for partial results (`.NAME.partial-PID`) whose run ended
+    /// (default: latlab-results, when it exists).
+    #[arg(value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+}
+
+pub(crate) fn run(a: CleanArgs) -> Result<()> {
+    let mut failed = Vec::new();
+    let namespaces = clean::remove_stale_namespaces();
+    match namespaces.namespaces_line() {
+        Some(line) => outln!("{line}"),
+        None => outln!("no namespace left by a run that ended"),
+    }
+    clean::remove_orphan_lock_files();
+    failed.extend(namespaces.failed);
+    let dirs = if a.dirs.is_empty() {
+        let default = PathBuf::from("latlab-results");
+        if default.is_dir() {
+            vec![default]
+        } else {
+            Vec::new()
+        }
+    } else {
+        a.dirs
+    };
+    for dir in &dirs {
+        let removed = clean::remove_partials(dir)?;
+        match removed.partials_line() {
+            Some(line) => outln!("{line}"),
+            None => outln!(
+                "no partial result left by a run that ended in {}",
+                dir.display()
+            ),
+        }
+        failed.extend(removed.failed);
+    }
+    if !failed.is_empty() {
+        bail!("could not remove {}", failed.join("; "));
+    }
+    Ok(())
+}
+
+/// The start-up clean-up of a command about to make namespaces: removes those left by runs that
+/// ended, saying so in one line. Only root can; for others it does nothing (their command falls
+/// back to loopback or fails on its own).
+pub(crate) fn at_start() {
+    if !latlab_lab::topology::is_root() {
+        return;
+    }
+    let removed: Removed = clean::remove_stale_namespaces();
+    if let Some(line) = removed.namespaces_line() {
+        eprintln!("{line}");
+    }
+    for failure in &removed.failed {
+        eprintln!("warning: left by a run that ended, but not removed: {failure}");
+    }
+}

@@ -1,0 +1,482 @@
+//! Regressions: a stopping signal (SIGINT, SIGTERM, SIGHUP) to any command writes what was
+//! measured, removes every namespace and partial file, and exits 128 + its number; a second one
+//! never cuts the clean-up short; leftovers of a killed run are known by their owner lock, never
+//! by a PID. Each test looks only at the namespaces its own run made: other test binaries run at
+//! the same time.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::cargo_bin;
+use latlab_io::lock::OwnerLock;
+use latlab_lab::topology::{lock_path, namespace_exists, ClientEmuServer, Namespace};
+
+/// The namespaces that the latlab process `pid` made (they are named `latlab-<pid>-…`).
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/run/netns") else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("latlab-{pid}-")))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Every partial result (`.NAME.partial-PID`) under `dir`.
+fn partials_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_name().to_string_lossy().contains(".partial-") {
+            found.push(path.clone());
+        }
+        if path.is_dir() {
+            found.extend(partials_under(&path));
+        }
+    }
+    found
+}
+
+/// Sends `signal` (`TERM`, `INT`, `KILL`) to the process `pid`, or to the process group
+/// `-pgid` when `target` starts with a minus.
+fn send(signal: &str, target: &str) {
+    let sent = Command::new("kill")
+        .args(["-s", signal, "--", target])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -s {signal} {target}");
+}
+
+/// Waits until `ready` holds (checked every 50 ms, for at most 10 s).
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{what}: not after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits for `child` to exit, within 15 s, and returns its exit code.
+fn exit_code(child: &mut Child) -> Option<i32> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if start.elapsed() > Duration::from_secs(15) {
+            let _ = child.kill();
+            panic!("latlab did not stop within 15 s of the signal");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Reads `child`'s stderr up to its first line (the "started" line of echo, serve and emu),
+/// and keeps reading the rest on a thread so the pipe never fills.
+fn first_stderr_line(child: &mut Child) -> String {
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    line
+}
+
+fn demo(out: &Path) -> Command {
+    let mut cmd = Command::new(cargo_bin("latlab"));
+    cmd.args([
+        "demo",
+        "--duration",
+        "30s",
+        "--rates",
+        "1k",
+        "--no-emulated-link",
+    ])
+    .arg("--out")
+    .arg(out)
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    cmd
+}
+
+#[test]
+fn sigterm_to_demo_leaves_no_namespace_and_no_partial_folder_and_exits_143() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("demo");
+    let mut child = demo(&out).spawn().unwrap();
+    let pid = child.id();
+    wait_for("the demo's two namespaces", || {
+        namespaces_of(pid).len() == 2
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    send("TERM", &pid.to_string());
+    assert_eq!(exit_code(&mut child), Some(143));
+    assert_eq!(namespaces_of(pid), Vec::<String>::new());
+    assert_eq!(partials_under(dir.path()), Vec::<PathBuf>::new());
+    // What was measured is written, flagged as stopped early.
+    let run = common::read_json(&out.join("rate-1000pps/summary.json"));
+    assert_eq!(run["stopped_early"], true);
+}
+
+#[test]
+fn a_second_ctrl_c_during_cleanup_still_removes_the_namespaces() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("demo");
+    // Its own process group, signalled as a terminal signals one: every process in it.
+    let mut child = demo(&out).process_group(0).spawn().unwrap();
+    let pid = child.id();
+    wait_for("the demo's two namespaces", || {
+        namespaces_of(pid).len() == 2
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    // A first Ctrl-C, then more while latlab stops and removes its namespaces.
+    let group = format!("-{pid}");
+    send("INT", &group);
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(10));
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        send("INT", &group);
+    }
+    assert_eq!(exit_code(&mut child), Some(130));
+    assert_eq!(namespaces_of(pid), Vec::<String>::new());
+    assert_eq!(partials_under(dir.path()), Vec::<PathBuf>::new());
+}
+
+/// `latlab study game-server` with short points, `--loopback` or in namespaces.
+fn game_study(out: &Path, loopback: bool) -> Command {
+    let mut cmd = Command::new(cargo_bin("latlab"));
+    cmd.args([
+        "study",
+        "game-server",
+        "--clients",
+        "4",
+        "--loads",
+        "1k,2k,3k,4k,5k,6k",
+        "--rcvbuf",
+        "default",
+        "--io",
+        "socket",
+        "--duration",
+        "400ms",
+        "--no-flood",
+    ])
+    .arg("--out")
+    .arg(out)
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    if loopback {
+        cmd.arg("--loopback");
+    }
+    cmd
+}
+
+/// The point files the study in `out` has written.
+fn points(out: &Path) -> usize {
+    std::fs::read_dir(out.join("points"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn sigterm_to_a_game_study_on_loopback_keeps_its_points_leaves_no_partial_file_and_exits_143() {
+    let _turn = common::engines();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let mut child = game_study(&out, true).spawn().unwrap();
+    wait_for("a first point", || points(&out) >= 1);
+    send("TERM", &child.id().to_string());
+    assert_eq!(exit_code(&mut child), Some(143));
+    assert!(points(&out) >= 1, "the finished points stay");
+    assert_eq!(partials_under(dir.path()), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn sigterm_to_a_game_study_in_namespaces_leaves_no_namespace_and_exits_143() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let mut child = game_study(&out, false).spawn().unwrap();
+    let pid = child.id();
+    wait_for("the study's namespaces", || namespaces_of(pid).len() >= 2);
+    std::thread::sleep(Duration::from_millis(300));
+    send("TERM", &pid.to_string());
+    assert_eq!(exit_code(&mut child), Some(143));
+    assert_eq!(namespaces_of(pid), Vec::<String>::new());
+    assert_eq!(partials_under(dir.path()), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn sigterm_to_serve_writes_its_json_and_exits_143() {
+    let _turn = common::engines();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("serve.json");
+    let mut child = Command::new(cargo_bin("latlab"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--io", "batched"])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = first_stderr_line(&mut child);
+    assert!(started.contains("latlab serve"), "{started}");
+    send("TERM", &child.id().to_string());
+    assert_eq!(exit_code(&mut child), Some(143));
+    let counters = common::read_json(&json);
+    assert_eq!(counters["io"], "batched");
+    assert_eq!(counters["received"], 0);
+}
+
+#[test]
+fn sighup_stops_serve_with_129_unless_it_was_started_under_nohup() {
+    let _turn = common::engines();
+    let dir = tempfile::tempdir().unwrap();
+    for nohup in [false, true] {
+        let json = dir.path().join(format!("serve-{nohup}.json"));
+        let mut cmd = if nohup {
+            let mut c = Command::new("nohup");
+            c.arg(cargo_bin("latlab"));
+            c
+        } else {
+            Command::new(cargo_bin("latlab"))
+        };
+        // `nohup` execs latlab, so the child's id is latlab's own.
+        let mut child = cmd
+            .args(["serve", "--listen", "127.0.0.1:0", "--duration", "1500ms"])
+            .arg("--json")
+            .arg(&json)
+            // With no terminal anywhere, nohup says nothing of its own.
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = first_stderr_line(&mut child);
+        assert!(started.contains("latlab serve"), "{started}");
+        send("HUP", &child.id().to_string());
+        let code = exit_code(&mut child);
+        assert_eq!(code, Some(if nohup { 0 } else { 129 }), "nohup: {nohup}");
+        assert!(json.is_file(), "nohup: {nohup}");
+    }
+}
+
+#[test]
+fn sigterm_to_emu_writes_its_json_and_exits_143() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("emu.json");
+    let mut child = common::in_ns(lab.emu.name())
+        .args([
+            "emu",
+            "--iface-a",
+            ClientEmuServer::EMU_A,
+            "--iface-b",
+            ClientEmuServer::EMU_B,
+            "--delay",
+            "1ms",
+            "--poll",
+            "block",
+            "--mode",
+            "run-to-completion",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = first_stderr_line(&mut child);
+    assert!(started.contains("latlab emu"), "{started}");
+    // `ip netns exec` execs latlab, so the child's id is latlab's own.
+    send("TERM", &child.id().to_string());
+    assert_eq!(exit_code(&mut child), Some(143));
+    let report = common::read_json(&json);
+    assert!(report["a_to_b"].is_object(), "{report}");
+}
+
+/// A namespace named as latlab names them, with a lock file whose lock nobody holds: what a
+/// run killed with `kill -9` leaves. Deleted on drop if still there.
+struct LeftBehind(String);
+
+impl LeftBehind {
+    fn new(name: String) -> LeftBehind {
+        let lock = OwnerLock::create(&lock_path(&name)).unwrap().unwrap();
+        let added = Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .unwrap();
+        assert!(added.success());
+        // The owner is gone: its lock goes with it, its lock file stays.
+        drop(lock);
+        LeftBehind(name)
+    }
+}
+
+impl Drop for LeftBehind {
+    fn drop(&mut self) {
+        if namespace_exists(&self.0) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+        let _ = std::fs::remove_file(lock_path(&self.0));
+    }
+}
+
+/// A PID no process has now.
+fn dead_pid() -> u32 {
+    (3_000_000..)
+        .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        .unwrap()
+}
+
+#[test]
+fn latlab_clean_removes_namespaces_by_their_free_lock_not_by_their_pid() {
+    // Not while another test of this file has leftovers of its own on purpose.
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let me = std::process::id();
+    // A live run whose PID means nothing here (it runs in another PID namespace): it holds
+    // its lock, so it stays.
+    let live = Namespace::create(&format!("latlab-{}-t{me}-0-live", dead_pid())).unwrap();
+    // A run that was PID 1 of its container and was killed: PID 1 exists here, but the lock is
+    // free, so it goes.
+    let left = LeftBehind::new(format!("latlab-1-t{me}-0-left"));
+    let out = Command::new(cargo_bin("latlab"))
+        .arg("clean")
+        .current_dir(tempfile::tempdir().unwrap().path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!namespace_exists(&left.0), "{stdout}");
+    assert!(!lock_path(&left.0).exists());
+    assert!(
+        stdout.contains("left by a run that ended") && stdout.contains(&left.0),
+        "{stdout}"
+    );
+    assert!(
+        namespace_exists(live.name()),
+        "a live run's namespace was removed"
+    );
+    assert!(!stdout.contains(live.name()), "{stdout}");
+}
+
+#[test]
+fn a_run_killed_outright_is_cleaned_up_by_the_next_run_and_by_latlab_clean() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    // A live run's namespace (the test's own; the test above shows the PID in it plays no part).
+    let live = Namespace::create(&format!("latlab-{}-t-1-live", std::process::id())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let killed_run = |name: &str| -> Vec<String> {
+        let mut child = demo(&dir.path().join(name)).spawn().unwrap();
+        let pid = child.id();
+        wait_for("the demo's two namespaces", || {
+            namespaces_of(pid).len() == 2
+        });
+        // Killed while measuring, not while it starts `ip` children: a child between its fork
+        // and its exec holds copies of the locks, and rightly keeps the namespaces alive.
+        std::thread::sleep(Duration::from_millis(500));
+        send("KILL", &pid.to_string());
+        child.wait().unwrap();
+        let left = namespaces_of(pid);
+        assert_eq!(left.len(), 2, "kill -9 leaves the namespaces");
+        wait_for("the killed run's locks to be free", || {
+            left.iter()
+                .all(|n| matches!(OwnerLock::open(&lock_path(n)), Ok(Some(_))))
+        });
+        left
+    };
+    // The next run that makes namespaces removes them at its start, in one line.
+    let left = killed_run("killed-1");
+    let next = Command::new(cargo_bin("latlab"))
+        .args([
+            "demo",
+            "--duration",
+            "100ms",
+            "--rates",
+            "1k",
+            "--no-emulated-link",
+        ])
+        .arg("--out")
+        .arg(dir.path().join("next"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&next.stderr);
+    assert!(next.status.success(), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("left by a run that ended"))
+        .unwrap_or_else(|| panic!("no line about the leftovers in {stderr}"));
+    assert!(line.starts_with("removed "), "{line}");
+    for name in &left {
+        assert!(line.contains(name.as_str()), "{line}");
+        assert!(!namespace_exists(name));
+    }
+    // `latlab clean DIR` removes them too, and the partial folders of both killed runs.
+    let left = killed_run("killed-2");
+    let partials = partials_under(dir.path());
+    assert_eq!(partials.len(), 2, "{partials:?}");
+    let clean = Command::new(cargo_bin("latlab"))
+        .arg("clean")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&clean.stdout);
+    assert!(clean.status.success(), "{stdout}");
+    for name in &left {
+        assert!(stdout.contains(name.as_str()), "{stdout}");
+        assert!(!namespace_exists(name));
+    }
+    assert!(
+        stdout.contains("removed 2 partial results left by a run that ended"),
+        "{stdout}"
+    );
+    assert_eq!(partials_under(dir.path()), Vec::<PathBuf>::new());
+    assert!(
+        namespace_exists(live.name()),
+        "a live run's namespace was removed"
+    );
+}

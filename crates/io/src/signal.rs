@@ -1,0 +1,31 @@
+//! What a process inherited about signals: whether one is ignored, as `nohup` ignores SIGHUP and
+//! a non-interactive shell ignores SIGINT for a background job. A program that handles its
+//! stopping signals leaves such a signal ignored, as it was asked to.
+
+use std::io;
+
+/// Whether `signal` is ignored (its disposition is `SIG_IGN`) now.
+pub fn is_ignored(signal: i32) -> io::Result<bool> {
+    // SAFETY: sigaction with a null new action only reads the current one into `old`, a
+    // zeroed `sigaction` we own (all-zero bytes are a valid value of that C struct).
+    let old = unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        old
+    };
+    Ok(old.sa_sigaction == libc::SIG_IGN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_with_its_default_action_is_not_ignored_and_a_bad_number_is_an_error() {
+        // The test harness leaves SIGTERM to its default action.
+        assert!(!is_ignored(libc::SIGTERM).unwrap());
+        assert!(is_ignored(-1).is_err());
+    }
+}
