@@ -39,6 +39,13 @@ pub(crate) struct ServeArgs {
     /// Per-client packet-rate limit (packets per second); off when absent.
     #[arg(long, value_parser = parse_rate, value_name = "PPS", allow_hyphen_values = true)]
     rate_limit: Option<f64>,
+    /// Remove a client not heard from (no game packet, no join) for this long; 0: never.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DUR")]
+    idle_timeout: Duration,
+    /// Most clients one host (an IPv4 address, an IPv6 /64) may hold in the table; no cap
+    /// below --max-clients when absent.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65535), value_name = "N")]
+    max_clients_per_host: Option<u32>,
     /// block: sleep until packets arrive (as a plain game server); busy: spin.
     #[arg(long, default_value = "block", value_name = "MODE")]
     poll: PollMode,
@@ -65,6 +72,8 @@ impl ServeArgs {
             work_cycles: self.work_cycles,
             max_clients: self.max_clients as usize,
             rate_limit: self.rate_limit,
+            idle_timeout: (!self.idle_timeout.is_zero()).then_some(self.idle_timeout),
+            max_clients_per_host: self.max_clients_per_host.map(|n| n as usize),
             poll: self.poll,
             cpu: self.cpu,
             duration: self.duration,

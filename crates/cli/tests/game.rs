@@ -30,6 +30,24 @@ fn bad_serve_and_study_flags_name_themselves() {
 }
 
 #[test]
+fn a_bad_idle_timeout_or_host_cap_names_its_flag() {
+    common::one_line_error(
+        &["serve", "--listen", "127.0.0.1:0", "--idle-timeout", "soon"],
+        "--idle-timeout",
+    );
+    common::one_line_error(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--max-clients-per-host",
+            "0",
+        ],
+        "--max-clients-per-host",
+    );
+}
+
+#[test]
 fn serve_stops_after_its_duration_and_reports_its_counters() {
     let _turn = common::engines();
     let dir = tempfile::tempdir().unwrap();

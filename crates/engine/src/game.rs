@@ -141,7 +141,8 @@ fn publish(server: &Server, live: &ServerLive) {
         + c.expired
         + c.table_full
         + c.rate_limited
-        + c.short_join;
+        + c.short_join
+        + c.host_full;
     live.dropped.store(dropped, Ordering::Relaxed);
 }
 
@@ -228,10 +229,25 @@ fn queue_copy<P: DatagramPort>(
     Ok(())
 }
 
+/// Longest sleep of a blocking server between looks at its stop flag.
+const IDLE_WAIT: Duration = Duration::from_millis(50);
+
+/// Meets the core's timer at `now` (it removes the clients that fell idle) and returns how
+/// long until it is due again, if it is set.
+fn expire_idle(server: &mut Server, now: u64) -> Option<Duration> {
+    let at = server.poll_timeout()?;
+    if at <= now {
+        server.handle_timeout(now);
+    }
+    let at = server.poll_timeout()?;
+    Some(Duration::from_nanos(at.saturating_sub(now)))
+}
+
 /// The game server over any datagram port until `stop` is raised: per game packet it spins
 /// the emulated work on the TSC, then queues a copy to every client of the sender's game;
 /// answers to handshakes follow; the queue is flushed after each receive call (and whenever
-/// it fills). Returns the core's counters.
+/// it fills). The core's idle timer is met before each batch and while no packet comes.
+/// Returns the core's counters.
 pub fn serve_port<P: DatagramPort>(
     port: &mut P,
     config: &GameServerConfig,
@@ -257,9 +273,15 @@ pub fn serve_port<P: DatagramPort>(
             }
         })?;
         if inbox.count == 0 {
+            // The clock is read only when the core has a timer set.
+            let until_timeout = match server.poll_timeout() {
+                Some(_) => expire_idle(&mut server, now_ns()),
+                None => None,
+            };
             publish(&server, live);
             if config.poll == PollMode::Block {
-                port.wait_readable(Some(Duration::from_millis(50)))?;
+                let wait = until_timeout.map_or(IDLE_WAIT, |ns| IDLE_WAIT.min(ns));
+                port.wait_readable(Some(wait))?;
             } else {
                 std::hint::spin_loop();
             }
@@ -270,6 +292,7 @@ pub fn serve_port<P: DatagramPort>(
         } else {
             now_ns()
         };
+        expire_idle(&mut server, now);
         for i in 0..inbox.count {
             let (data, from, truncated) = inbox.get(i);
             let data = if truncated { &oversized[..] } else { data };

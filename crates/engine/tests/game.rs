@@ -18,6 +18,19 @@ struct RunningServer {
 
 impl RunningServer {
     fn start(io: ServerIo, rate_limit_pps: Option<f64>) -> RunningServer {
+        RunningServer::start_with(
+            io,
+            latlab_game::ServerConfig {
+                max_clients: 8,
+                rate_limit_pps,
+                rate_burst: 8,
+                secret: [7; 16],
+                ..latlab_game::ServerConfig::default()
+            },
+        )
+    }
+
+    fn start_with(io: ServerIo, game: latlab_game::ServerConfig) -> RunningServer {
         let socket =
             UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &UdpOptions::default()).unwrap();
         let addr = socket.local_addr().unwrap();
@@ -25,13 +38,7 @@ impl RunningServer {
         let config = GameServerConfig {
             io,
             poll: PollMode::Block,
-            game: latlab_game::ServerConfig {
-                max_clients: 8,
-                rate_limit_pps,
-                rate_burst: 8,
-                secret: [7; 16],
-                ..latlab_game::ServerConfig::default()
-            },
+            game,
             ..GameServerConfig::default()
         };
         let s = stop.clone();
@@ -189,4 +196,48 @@ fn joining_a_missing_server_fails_with_the_reason() {
     drop(free);
     let err = game::join_all(&clients(2), addr, 0, Duration::from_millis(500)).unwrap_err();
     assert!(err.to_string().contains("no game server"), "{err}");
+}
+
+#[test]
+fn silent_clients_holding_the_table_expire_and_a_new_client_joins() {
+    let server = RunningServer::start_with(
+        ServerIo::Batched,
+        latlab_game::ServerConfig {
+            max_clients: 2,
+            idle_timeout_ns: Some(300_000_000),
+            secret: [7; 16],
+            ..latlab_game::ServerConfig::default()
+        },
+    );
+    let holders = clients(2);
+    game::join_all(&holders, server.addr, 0, Duration::from_secs(2)).unwrap();
+    let newcomer = clients(1);
+    let refused = game::join_all(&newcomer, server.addr, 0, Duration::from_secs(2)).unwrap_err();
+    assert!(refused.to_string().contains("full"), "{refused}");
+    // The holders say nothing more; the blocking server wakes for their deadline.
+    std::thread::sleep(Duration::from_millis(700));
+    let newcomer = clients(1);
+    game::join_all(&newcomer, server.addr, 0, Duration::from_secs(2)).unwrap();
+    let counters = server.finish();
+    assert_eq!((counters.joins, counters.idle_expired), (3, 2));
+    assert_eq!(counters.table_full, 1);
+}
+
+#[test]
+fn one_host_cannot_take_more_clients_than_its_cap() {
+    let server = RunningServer::start_with(
+        ServerIo::Socket,
+        latlab_game::ServerConfig {
+            max_clients: 8,
+            max_clients_per_host: Some(2),
+            secret: [7; 16],
+            ..latlab_game::ServerConfig::default()
+        },
+    );
+    // Every loopback socket is the same host, 127.0.0.1.
+    game::join_all(&clients(2), server.addr, 0, Duration::from_secs(2)).unwrap();
+    let refused = game::join_all(&clients(1), server.addr, 0, Duration::from_secs(2)).unwrap_err();
+    assert!(refused.to_string().contains("refused"), "{refused}");
+    let counters = server.finish();
+    assert_eq!((counters.joins, counters.host_full), (2, 1));
 }

@@ -14,7 +14,9 @@
 //! - [`Joiner`]: the client side of the join handshake, one per client socket.
 //!
 //! This crate never touches a socket, a thread or the clock: every call takes
-//! `now` in nanoseconds, and the only secret (the cookie key) comes in through
+//! `now` in nanoseconds (the idle timeout is a deadline from
+//! [`Server::poll_timeout`] that the caller meets with
+//! [`Server::handle_timeout`]), and the only secret (the cookie key) comes in through
 //! [`ServerConfig::secret`].
 //!
 //! # Guarantees
@@ -34,6 +36,12 @@
 //!   [`ServerConfig::max_clients`] clients, the answer queue at most
 //!   [`ServerConfig::max_queued_answers`] answers (drop-oldest), and a
 //!   `JoinRequest` never creates state.
+//! * **No host can lock the others out.** A client not heard from for
+//!   [`ServerConfig::idle_timeout_ns`] is removed by
+//!   [`Server::handle_timeout`] (counted in [`ServerCounters::idle_expired`])
+//!   and its slot reused; one host (an IPv4 address or an IPv6 /64) holds at
+//!   most [`ServerConfig::max_clients_per_host`] clients, and its next join is
+//!   refused (counted as [`DropCause::HostFull`]).
 //! * **Bytes from the network never panic.** Every datagram yields a
 //!   [`Verdict`]; every drop is counted by cause in [`ServerCounters`].
 //! * **No allocation per game packet:** [`Verdict::FanOut`] borrows the
@@ -78,6 +86,7 @@
 #![warn(missing_docs)]
 
 mod cookie;
+mod idle;
 mod joiner;
 mod server;
 

@@ -2,12 +2,13 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use latlab_wire::game::{self as msg, MessageType, RejectReason, JOIN_REQUEST_LEN};
 use latlab_wire::probe;
 
 use crate::cookie::{CookieKey, KeyedState};
+use crate::idle::IdleList;
 
 /// What a [`Server`] is built from.
 #[derive(Clone, PartialEq)]
@@ -38,6 +39,17 @@ pub struct ServerConfig {
     /// full, the oldest is dropped and counted in
     /// [`ServerCounters::answers_dropped`]. Default 256.
     pub max_queued_answers: usize,
+    /// A client not heard from for this long (ns) is removed from the table by
+    /// [`Server::handle_timeout`] and counted in [`ServerCounters::idle_expired`]; its slot
+    /// goes to the next client. What counts as hearing from a client: a game packet from its
+    /// address (rate-limited or not) or a valid `JoinConfirm` from it. `None` (the default):
+    /// clients stay until they leave. `latlab serve` sets 10 s.
+    pub idle_timeout_ns: Option<u64>,
+    /// Most clients one host may hold in the table; its next join is refused with
+    /// `Reject(TableFull)` and counted as [`DropCause::HostFull`]. A host is an IPv4 address
+    /// (an IPv4-mapped IPv6 address counts as its IPv4 address) or an IPv6 /64 (the block one
+    /// host is usually given). `None` (the default): no cap below `max_clients`.
+    pub max_clients_per_host: Option<usize>,
 }
 
 impl Default for ServerConfig {
@@ -50,6 +62,8 @@ impl Default for ServerConfig {
             secret: [0; 16],
             max_datagram: 1472,
             max_queued_answers: 256,
+            idle_timeout_ns: None,
+            max_clients_per_host: None,
         }
     }
 }
@@ -64,6 +78,8 @@ impl std::fmt::Debug for ServerConfig {
             .field("secret", &"<redacted>")
             .field("max_datagram", &self.max_datagram)
             .field("max_queued_answers", &self.max_queued_answers)
+            .field("idle_timeout_ns", &self.idle_timeout_ns)
+            .field("max_clients_per_host", &self.max_clients_per_host)
             .finish()
     }
 }
@@ -94,6 +110,10 @@ pub enum DropCause {
     RateLimited,
     /// A `JoinRequest` shorter than [`JOIN_REQUEST_LEN`]. Not answered.
     ShortJoin,
+    /// A valid `JoinConfirm` from a new address of a host that already holds
+    /// [`ServerConfig::max_clients_per_host`] clients. Answered with `Reject(TableFull)`:
+    /// for that host, the table is full.
+    HostFull,
 }
 
 /// What to do with one datagram, as decided by [`Server::handle_datagram`].
@@ -128,6 +148,9 @@ pub struct ServerCounters {
     pub joins: u64,
     /// Clients removed from the table by a `Leave`.
     pub leaves: u64,
+    /// Clients removed from the table because they were not heard from for
+    /// [`ServerConfig::idle_timeout_ns`].
+    pub idle_expired: u64,
     /// Drops by [`DropCause::Malformed`].
     pub malformed: u64,
     /// Drops by [`DropCause::Oversized`].
@@ -144,6 +167,8 @@ pub struct ServerCounters {
     pub rate_limited: u64,
     /// Drops by [`DropCause::ShortJoin`].
     pub short_join: u64,
+    /// Drops by [`DropCause::HostFull`].
+    pub host_full: u64,
     /// Handshake answers dropped unsent because the answer queue was full.
     pub answers_dropped: u64,
 }
@@ -198,11 +223,16 @@ impl RateLimit {
 /// Call order: [`handle_datagram`](Self::handle_datagram) for each datagram
 /// received (sending the datagram to every recipient of a
 /// [`Verdict::FanOut`]), then [`poll_transmit`](Self::poll_transmit) until it
-/// returns `None` and send what it wrote. The server has no timers.
+/// returns `None` and send what it wrote; whenever `now` reaches
+/// [`poll_timeout`](Self::poll_timeout), call
+/// [`handle_timeout`](Self::handle_timeout) (it removes the clients that fell
+/// idle). Without [`ServerConfig::idle_timeout_ns`] the server has no timers.
 ///
-/// Invariants: at most `max_clients` clients; every client is in exactly one
+/// Invariants: at most `max_clients` clients, and at most
+/// `max_clients_per_host` of one host; every client is in exactly one
 /// game's recipient list, once, and each list holds only clients of the
-/// table; the answer queue holds at most `max_queued_answers` entries.
+/// table; every client is in the idle list, once; the answer queue holds at
+/// most `max_queued_answers` entries.
 #[derive(Debug)]
 pub struct Server {
     config: ServerConfig,
@@ -215,6 +245,10 @@ pub struct Server {
     free_slots: BinaryHeap<Reverse<u32>>,
     /// Lowest slot never handed out.
     next_slot: u32,
+    /// The clients, least recently heard from first.
+    idle: IdleList,
+    /// Clients in the table per host (see [`host_of`]); hosts with none are not listed.
+    hosts: HashMap<IpAddr, usize, KeyedState>,
     answers: VecDeque<(SocketAddr, msg::Repr)>,
     counters: ServerCounters,
 }
@@ -230,9 +264,11 @@ impl Server {
                 .rate_limit_pps
                 .map(|pps| RateLimit::new(pps, config.rate_burst)),
             clients: HashMap::with_capacity_and_hasher(capacity, table_hasher.clone()),
-            games: HashMap::with_hasher(table_hasher),
+            games: HashMap::with_hasher(table_hasher.clone()),
             free_slots: BinaryHeap::new(),
             next_slot: 0,
+            idle: IdleList::new(),
+            hosts: HashMap::with_hasher(table_hasher),
             answers: VecDeque::with_capacity(config.max_queued_answers.min(1024)),
             counters: ServerCounters::default(),
             cookie,
@@ -291,6 +327,31 @@ impl Server {
         Some((to, answer.emit_bytes(buf)))
     }
 
+    /// When [`handle_timeout`](Self::handle_timeout) is next due: when the
+    /// least recently heard client falls idle. `None` without an idle timeout
+    /// or with an empty table.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let timeout = self.config.idle_timeout_ns?;
+        let (_, heard_ns) = self.idle.oldest()?;
+        Some(heard_ns.saturating_add(timeout))
+    }
+
+    /// Removes every client not heard from since `now - idle_timeout_ns` (or
+    /// earlier), counting each in [`ServerCounters::idle_expired`]. Their slots
+    /// are free for the next joins. A no-op before [`poll_timeout`](Self::poll_timeout).
+    pub fn handle_timeout(&mut self, now: u64) {
+        let Some(timeout) = self.config.idle_timeout_ns else {
+            return;
+        };
+        while let Some((addr, heard_ns)) = self.idle.oldest() {
+            if heard_ns.saturating_add(timeout) > now {
+                break;
+            }
+            self.remove_client(addr);
+            self.counters.idle_expired += 1;
+        }
+    }
+
     /// Running totals.
     pub fn counters(&self) -> &ServerCounters {
         &self.counters
@@ -311,6 +372,11 @@ impl Server {
         self.clients.contains_key(&addr)
     }
 
+    /// Clients in the table from the host of `addr` (its IPv4 address, or its IPv6 /64).
+    pub fn clients_of_host(&self, addr: SocketAddr) -> usize {
+        self.hosts.get(&host_of(addr)).copied().unwrap_or(0)
+    }
+
     /// The configuration the server was built with.
     pub fn config(&self) -> &ServerConfig {
         &self.config
@@ -327,6 +393,8 @@ impl Server {
         let Some(client) = self.clients.get_mut(&from) else {
             return self.drop(DropCause::UnknownSender);
         };
+        // Heard from, even when rate-limited: a flooding client is not idle.
+        self.idle.heard(client.slot, now);
         if let Some(limit) = &self.rate_limit {
             if !limit.admit(&mut client.next_conforming_ns, now) {
                 return self.drop(DropCause::RateLimited);
@@ -385,7 +453,23 @@ impl Server {
             );
             return self.drop(DropCause::Expired);
         }
-        if !self.clients.contains_key(&from) && self.clients.len() >= self.config.max_clients {
+        let new_client = !self.clients.contains_key(&from);
+        if new_client
+            && self
+                .config
+                .max_clients_per_host
+                .is_some_and(|cap| self.clients_of_host(from) >= cap)
+        {
+            self.queue_answer(
+                from,
+                msg::Repr::Reject {
+                    client_nonce,
+                    reason: RejectReason::TableFull,
+                },
+            );
+            return self.drop(DropCause::HostFull);
+        }
+        if new_client && self.clients.len() >= self.config.max_clients {
             self.queue_answer(
                 from,
                 msg::Repr::Reject {
@@ -406,6 +490,7 @@ impl Server {
                     self.remove_recipient(old_game, from);
                     self.games.entry(game).or_default().push(from);
                 }
+                self.idle.heard(slot, now);
                 slot
             }
             None => {
@@ -420,6 +505,8 @@ impl Server {
                     },
                 );
                 self.games.entry(game).or_default().push(from);
+                self.idle.insert(slot, from, now);
+                *self.hosts.entry(host_of(from)).or_default() += 1;
                 self.counters.joins += 1;
                 slot
             }
@@ -439,14 +526,29 @@ impl Server {
     fn handle_leave(&mut self, from: SocketAddr, client_nonce: u64, game: u32) -> Verdict<'static> {
         match self.clients.get(&from) {
             Some(client) if client.client_nonce == client_nonce && client.game == game => {
-                let slot = client.slot;
-                self.clients.remove(&from);
-                self.remove_recipient(game, from);
-                self.free_slots.push(Reverse(slot));
+                self.remove_client(from);
                 self.counters.leaves += 1;
                 Verdict::Handshake
             }
             _ => self.drop(DropCause::UnknownSender),
+        }
+    }
+
+    /// Takes `addr` out of the table, its game, the idle list and its host's count, and
+    /// frees its slot.
+    fn remove_client(&mut self, addr: SocketAddr) {
+        let Some(client) = self.clients.remove(&addr) else {
+            return;
+        };
+        self.remove_recipient(client.game, addr);
+        self.idle.remove(client.slot);
+        self.free_slots.push(Reverse(client.slot));
+        let host = host_of(addr);
+        if let Some(count) = self.hosts.get_mut(&host) {
+            *count -= 1;
+            if *count == 0 {
+                self.hosts.remove(&host);
+            }
         }
     }
 
@@ -497,7 +599,23 @@ impl Server {
             DropCause::TableFull => c.table_full += 1,
             DropCause::RateLimited => c.rate_limited += 1,
             DropCause::ShortJoin => c.short_join += 1,
+            DropCause::HostFull => c.host_full += 1,
         }
         Verdict::Dropped(cause)
+    }
+}
+
+/// The host an address belongs to, for [`ServerConfig::max_clients_per_host`]: the IPv4
+/// address (also of an IPv4-mapped IPv6 address), or the /64 of an IPv6 address.
+fn host_of(addr: SocketAddr) -> IpAddr {
+    match addr.ip() {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(Ipv6Addr::from(prefix))
+            }
+        },
     }
 }

@@ -171,17 +171,21 @@ impl Lab {
                 .iter()
                 .filter_map(|(_, j)| j.poll_timeout())
                 .min();
-            let next = match (next_arrival, next_timeout) {
-                (Some(a), Some(t)) => a.min(t),
-                (a, t) => match a.or(t) {
-                    Some(next) => next,
-                    None => break,
-                },
+            let next_server_timeout = self.server.poll_timeout();
+            let Some(next) = [next_arrival, next_timeout, next_server_timeout]
+                .into_iter()
+                .flatten()
+                .min()
+            else {
+                break;
             };
             if next > until {
                 break;
             }
             self.now = self.now.max(next);
+            if self.server.poll_timeout().is_some_and(|t| t <= self.now) {
+                self.server.handle_timeout(self.now);
+            }
             self.network.advance_to(self.now);
             while let Some(delivery) = self.network.poll_delivery() {
                 let datagram = delivery.datagram;
@@ -264,6 +268,8 @@ impl Lab {
         self.server_receives(from, &confirm)
     }
 }
+
+mod lockout;
 
 /// xorshift64*, for the random-bytes test.
 struct XorShift(u64);

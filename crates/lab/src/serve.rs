@@ -34,6 +34,11 @@ pub struct ServeOptions {
     pub max_clients: usize,
     /// Per-client packet-rate limit, packets per second.
     pub rate_limit: Option<f64>,
+    /// A client not heard from for this long is removed from the table; `None`: never.
+    pub idle_timeout: Option<Duration>,
+    /// Most clients one host (an IPv4 address, an IPv6 /64) may hold; `None`: no cap below
+    /// `max_clients`.
+    pub max_clients_per_host: Option<usize>,
     /// Sleep or spin.
     pub poll: PollMode,
     /// Pin the server to this CPU.
@@ -123,6 +128,10 @@ pub fn run(
         game: latlab_game::ServerConfig {
             max_clients: options.max_clients,
             rate_limit_pps: options.rate_limit,
+            idle_timeout_ns: options
+                .idle_timeout
+                .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+            max_clients_per_host: options.max_clients_per_host,
             secret,
             ..latlab_game::ServerConfig::default()
         },
@@ -172,6 +181,7 @@ pub fn run(
         "copies": c.copies,
         "joins": c.joins,
         "leaves": c.leaves,
+        "idle_expired": c.idle_expired,
         "dropped": {
             "malformed": c.malformed,
             "oversized": c.oversized,
@@ -181,6 +191,7 @@ pub fn run(
             "table_full": c.table_full,
             "rate_limited": c.rate_limited,
             "short_join": c.short_join,
+            "host_full": c.host_full,
         },
     });
     if let Some(path) = &options.json {

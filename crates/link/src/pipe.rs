@@ -5,14 +5,14 @@ use std::collections::BinaryHeap;
 
 use crate::{Conditions, ConfigError, Fate, Link, LinkConfig, LinkCounters};
 
+mod pool;
+
+use pool::{IdleLists, Pool};
+
 /// Most frames a pipe holds when its configuration sets no [`LinkConfig::limit_frames`]; a
 /// delivered frame (or copy) that finds this many held is dropped and counted in
 /// [`Pipe::dropped_no_buffer`].
 pub const MAX_HELD_WITHOUT_LIMIT: usize = 65_536;
-
-/// Bytes a new buffer is made with (it grows for a longer frame): a standard Ethernet frame
-/// fits without growing.
-const BUFFER_BYTES: usize = 2048;
 
 /// Idle buffers a pipe keeps for reuse once its queue has drained; the rest are freed, so a
 /// burst does not keep its peak memory forever.
@@ -20,8 +20,9 @@ pub const RETAINED_BUFFERS: usize = 256;
 
 /// One direction of an emulated link with its frames: the [`Link`] model decides each
 /// frame's fate and departure time, the pipe holds a copy of the frame (in a buffer of its
-/// own, reused from a pool) and hands it out when due. Sans-IO: it reads no clock; the same
-/// configuration, seed and calls give the same departures, live or in virtual time.
+/// own sized to the frame: the next power of two from 64 bytes, reused from a pool) and hands
+/// it out when due. Sans-IO: it reads no clock; the same configuration, seed and calls give
+/// the same departures, live or in virtual time.
 ///
 /// Call order, for an engine or a simulation:
 ///
@@ -45,7 +46,9 @@ pub const RETAINED_BUFFERS: usize = 256;
 /// Guarantees: the link's (every frame counted once by its fate; order kept unless reordering
 /// is asked for), and memory bounded by the limits: the pipe holds exactly the frames the link
 /// counts as queued, at most [`LinkConfig::limit_frames`] (or [`MAX_HELD_WITHOUT_LIMIT`]) of
-/// them and at most [`LinkConfig::limit_bytes`] bytes. Once the queue drains, at most
+/// them and at most [`LinkConfig::limit_bytes`] bytes. Memory follows the bytes held, not
+/// the limit: a frame's buffer is less than twice its length (at least 64 bytes), plus 48
+/// bytes of queue entry and index ([`Pipe::held_bytes`] tells the total). Once the queue drains, at most
 /// [`RETAINED_BUFFERS`] idle buffers are kept.
 ///
 /// ```
@@ -67,10 +70,9 @@ pub struct Pipe {
     /// The frames held as `(departure, arrival order, buffer)`, earliest departure first (then
     /// earliest arrival); `len() == link.queued_frames()`.
     queue: BinaryHeap<Reverse<(u64, u64, usize)>>,
-    /// Every buffer made, held or idle; a buffer's length is its frame's.
-    buffers: Vec<Vec<u8>>,
-    /// Indices of the idle buffers in `buffers`.
-    idle: Vec<usize>,
+    /// Every buffer made, held or idle, each sized to the frames of its class; a buffer's
+    /// length is its frame's.
+    pool: Pool,
     /// Arrival order of held frames, to keep it among equal departure times.
     seq: u64,
     /// Delivered frames (or copies) dropped because [`MAX_HELD_WITHOUT_LIMIT`] were held.
@@ -84,7 +86,8 @@ pub struct Departure<'a> {
     frame: &'a [u8],
     departure_ns: u64,
     buffer: usize,
-    idle: &'a mut Vec<usize>,
+    capacity: usize,
+    idle: &'a mut IdleLists,
 }
 
 impl Departure<'_> {
@@ -104,7 +107,7 @@ impl Departure<'_> {
 impl Drop for Departure<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.idle.push(self.buffer);
+        self.idle.give_back(self.buffer, self.capacity);
     }
 }
 
@@ -115,8 +118,7 @@ impl Pipe {
         Ok(Pipe {
             link: Link::new(config, start_ns)?,
             queue: BinaryHeap::new(),
-            buffers: Vec::new(),
-            idle: Vec::new(),
+            pool: Pool::default(),
             seq: 0,
             dropped_no_buffer: 0,
         })
@@ -149,7 +151,8 @@ impl Pipe {
     #[inline]
     pub fn poll_departure(&mut self, now: u64) -> Option<Departure<'_>> {
         let Some(&Reverse((departure_ns, _, buffer))) = self.queue.peek() else {
-            if self.buffers.len() > RETAINED_BUFFERS {
+            // A drained queue: the moment to give back what a past burst left idle.
+            if self.pool.idle_buffers() > RETAINED_BUFFERS {
                 self.trim();
             }
             return None;
@@ -158,13 +161,15 @@ impl Pipe {
             return None;
         }
         self.queue.pop();
-        let frame = &self.buffers[buffer][..];
+        let bytes = &self.pool.buffers[buffer];
+        let frame = &bytes[..];
         self.link.handle_departure(now, frame.len());
         Some(Departure {
             frame,
             departure_ns,
             buffer,
-            idle: &mut self.idle,
+            capacity: bytes.capacity(),
+            idle: &mut self.pool.idle,
         })
     }
 
@@ -207,7 +212,14 @@ impl Pipe {
 
     /// Idle buffers kept for reuse.
     pub fn idle_buffers(&self) -> usize {
-        self.idle.len()
+        self.pool.idle_buffers()
+    }
+
+    /// Bytes of memory the pipe holds for frames: the buffers of the frames queued and of the
+    /// idle ones, and the slots of its queue and pool (the allocator's own overhead aside).
+    /// It follows the bytes queued, never [`LinkConfig::limit_frames`] times a frame size.
+    pub fn held_bytes(&self) -> usize {
+        self.pool.held_bytes() + self.queue.capacity() * std::mem::size_of::<(u64, u64, usize)>()
     }
 
     /// The conditions in force at the last arrival.
@@ -229,17 +241,10 @@ impl Pipe {
             self.link.handle_departure(now, frame.len());
             return;
         }
-        let buffer = self.idle.pop().unwrap_or_else(|| {
-            self.buffers
-                .push(Vec::with_capacity(frame.len().max(BUFFER_BYTES)));
-            self.buffers.len() - 1
-        });
-        let bytes = &mut self.buffers[buffer];
-        bytes.clear();
-        bytes.extend_from_slice(frame);
+        let buffer = self.pool.hold(frame);
         if let Some(bit) = corrupt_bit {
             // The link draws the bit below len · 8.
-            if let Some(byte) = bytes.get_mut(bit / 8) {
+            if let Some(byte) = self.pool.buffers[buffer].get_mut(bit / 8) {
                 *byte ^= 1 << (bit % 8);
             }
         }
@@ -247,15 +252,11 @@ impl Pipe {
         self.queue.push(Reverse((departure_ns, self.seq, buffer)));
     }
 
-    /// Frees what a drained queue no longer needs beyond [`RETAINED_BUFFERS`]: with nothing
-    /// held, every buffer is idle, and the first ones are kept.
+    /// Frees what a drained queue no longer needs: with nothing held, every buffer is idle;
+    /// [`RETAINED_BUFFERS`] of them are kept (the smallest), and the queue's room for as many.
     fn trim(&mut self) {
-        if self.buffers.len() > RETAINED_BUFFERS && self.idle.len() == self.buffers.len() {
-            self.buffers.truncate(RETAINED_BUFFERS);
-            self.buffers.shrink_to(RETAINED_BUFFERS);
-            self.idle.clear();
-            self.idle.extend((0..RETAINED_BUFFERS).rev());
-            self.idle.shrink_to(RETAINED_BUFFERS);
+        if self.queue.is_empty() {
+            self.pool.trim_idle(RETAINED_BUFFERS);
             self.queue.shrink_to(RETAINED_BUFFERS);
         }
     }

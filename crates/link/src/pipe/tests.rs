@@ -385,3 +385,58 @@ fn the_same_seed_gives_the_same_departures_bit_for_bit() {
     };
     assert_eq!(run(config.clone()), run(config));
 }
+
+/// Issue 10, item 8: with `--limit 200000` the emulator held a full-size buffer per queued
+/// frame (436 MB of RSS) and kept it after the queue drained.
+#[test]
+fn memory_follows_the_bytes_queued_not_the_limit_and_is_given_back_after_the_drain() {
+    const FRAMES: u32 = 200_000;
+    let mut pipe = pipe(LinkConfig {
+        delay_ns: MS,
+        limit_frames: Some(FRAMES as usize),
+        ..LinkConfig::default()
+    });
+    for i in 0..FRAMES {
+        pipe.handle_arrival(0, &frame(i));
+    }
+    assert_eq!(pipe.queued_frames(), FRAMES as usize);
+    assert_eq!(pipe.queued_bytes(), FRAMES as usize * 64);
+    // A 64-byte buffer, its 24-byte handle and a 24-byte queue entry per frame, the vectors
+    // rounded up to a power of two: under 160 bytes a frame (32 MB), where a 2 KiB buffer a
+    // frame took 400 MB.
+    let peak = pipe.held_bytes();
+    assert!(
+        peak < FRAMES as usize * 160,
+        "{peak} bytes for 12.8 MB of frames"
+    );
+
+    let departures = drain(&mut pipe);
+    assert_eq!(ids(&departures), (0..FRAMES).collect::<Vec<_>>());
+    assert!(pipe.poll_departure(2 * MS).is_none());
+    assert_eq!(pipe.idle_buffers(), RETAINED_BUFFERS);
+    // The retained buffers, their list and a queue of as many entries: about 32 KiB.
+    let after = pipe.held_bytes();
+    assert!(after < 64 * 1024, "{after} bytes held after the drain");
+}
+
+#[test]
+fn a_buffer_is_sized_to_its_frame_not_to_the_largest_frame() {
+    let mut pipe = pipe(LinkConfig {
+        delay_ns: MS,
+        ..LinkConfig::default()
+    });
+    let empty = pipe.held_bytes();
+    pipe.handle_arrival(0, &[1; 1500]);
+    let one_large = pipe.held_bytes() - empty;
+    for i in 0..100 {
+        pipe.handle_arrival(0, &frame(i));
+    }
+    let per_small = (pipe.held_bytes() - empty - one_large) / 100;
+    assert!(
+        per_small <= 64 + 2 * 48,
+        "{per_small} bytes per 64-byte frame"
+    );
+    let departures = drain(&mut pipe);
+    assert_eq!(departures[0].1, vec![1; 1500]);
+    assert_eq!(ids(&departures[1..]), (0..100).collect::<Vec<_>>());
+}

@@ -187,6 +187,7 @@ impl<'a> Study<'a> {
             let (a, b) = (&a.point, &b.point);
             let rank = |p: &Point| {
                 (
+                    p.io.clone(),
                     p.rate_limit_pps.is_some(),
                     p.rcvbuf != DEFAULT_RCVBUF,
                     p.rcvbuf,

@@ -177,7 +177,11 @@ pub(super) fn measure_all(
     let series = options.ios.len() * options.clients.len() * options.rcvbufs.len();
     let total = series * options.loads.len()
         + options.ios.len() * options.rcvbufs.len() * 3
-        + if options.flood { 3 } else { 0 };
+        + if options.flood {
+            3 * options.ios.len()
+        } else {
+            0
+        };
     let mut done = 0usize;
     // 1. The sweep: loads rise until the first drop, plus two loads past it.
     let mut first_drop: BTreeMap<(String, u32, usize), f64> = BTreeMap::new();
@@ -261,10 +265,10 @@ pub(super) fn measure_all(
             }
         }
     }
-    // 3. The flood: one client floods at three times the default server's first-drop load while
-    // the measuring client plays at 1 kpps.
-    if options.flood && !stop.is_raised() {
-        let io_mode = options.ios.first().copied().unwrap_or_default();
+    // 3. The flood, in every I/O mode: one client floods at three times that server's
+    // first-drop load (default buffer) while the measuring client plays at 1 kpps.
+    let flood_ios = if options.flood { &options.ios[..] } else { &[] };
+    for &io_mode in flood_ios {
         let capacity = first_drop
             .get(&(io_mode.name().into(), table_clients, DEFAULT_RCVBUF))
             .copied()

@@ -307,3 +307,39 @@ fn an_empty_folder_still_reports() {
     let report = fs::read_to_string(write_artefacts(tmp2.path(), "nowhere").unwrap()).unwrap();
     assert!(report.contains("No points were measured"));
 }
+
+#[test]
+fn the_flood_table_has_a_row_per_io_mode_grouped_by_mode() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path();
+    fs::create_dir_all(out.join("points")).unwrap();
+    for io_mode in ["xdp", "socket", "batched"] {
+        for limit in [Some(2000.0), None] {
+            write_point(
+                &out.join("points"),
+                "flood",
+                io_mode,
+                4,
+                DEFAULT_RCVBUF,
+                1000.0,
+                0.0,
+                60.0,
+                4000,
+                None,
+                Some((120_000.0, limit, 0)),
+            );
+        }
+    }
+    write_artefacts(out, "loopback (test)").unwrap();
+    let flood = fs::read_to_string(out.join("flood.md")).unwrap();
+    let modes: Vec<&str> = flood
+        .lines()
+        .filter(|l| l.starts_with("| default"))
+        .map(|l| l.split('|').nth(2).unwrap().trim())
+        .collect();
+    assert_eq!(
+        modes,
+        ["batched", "batched", "socket", "socket", "xdp", "xdp"],
+        "{flood}"
+    );
+}
