@@ -13,7 +13,7 @@ use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
 
 use crate::command::{watched, write_json, CommandError, LiveView};
-use crate::echo::pin;
+use crate::echo::{failures_json, pin};
 
 /// Everything `latlab serve` takes, checked.
 #[derive(Clone, Debug)]
@@ -178,6 +178,7 @@ pub fn run(
             "rate_limited": c.rate_limited,
             "short_join": c.short_join,
         },
+        "send_failed": failures_json(&live.send_failures.snapshot()),
     });
     if let Some(path) = &options.json {
         write_json(path, &json)?;
