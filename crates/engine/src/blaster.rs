@@ -163,4 +163,64 @@ mod tests {
         assert!(udp_frame(&addrs, 63).is_err());
         assert!(udp_frame(&addrs, 1519).is_err());
     }
+
+    /// A frame port whose interface takes frames of at most `mtu_limit` bytes.
+    struct NarrowPort {
+        mtu_limit: usize,
+        queued: u64,
+    }
+
+    impl FramePort for NarrowPort {
+        fn recv_frames(&mut self, _: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
+            Ok(0)
+        }
+
+        fn try_queue_frame(&mut self, frame: &[u8]) -> io::Result<FrameQueued> {
+            if frame.len() > self.mtu_limit {
+                return Ok(FrameQueued::TooLong);
+            }
+            self.queued += 1;
+            Ok(FrameQueued::Queued)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+
+        fn kernel_drops(&self) -> u64 {
+            0
+        }
+
+        fn wait_either(_: &mut Self, _: &mut Self, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+
+        fn wait_readable(&mut self, _: Option<Duration>) -> io::Result<bool> {
+            Ok(false)
+        }
+
+        fn timestamp_source(&self) -> latlab_io::port::TimestampSource {
+            latlab_io::port::TimestampSource::UserSpace
+        }
+    }
+
+    #[test]
+    fn a_frame_longer_than_the_interface_takes_is_counted_and_the_blast_runs_to_its_end() {
+        let mut narrow = NarrowPort {
+            mtu_limit: 1514,
+            queued: 0,
+        };
+        let long = vec![0u8; 1600];
+        let r = blast(
+            &mut narrow,
+            &long,
+            Some(10_000.0),
+            Duration::from_millis(50),
+            &Stop::new(),
+        )
+        .unwrap();
+        assert_eq!((r.sent, narrow.queued), (0, 0));
+        assert!(r.refused >= 100, "{r:?}");
+        assert!(r.elapsed_ns >= 50_000_000);
+    }
 }
