@@ -7,8 +7,10 @@
 //! departure time comes, the engine writes the frame the pipe lends it straight to the other
 //! interface's TX queue (no copy, no allocation), spinning on the clock for the last stretch
 //! instead of sleeping (sleeps are tens of microseconds late). The release error of every frame
-//! (actual − intended departure) goes into a histogram; TX queue overflows and kernel drops,
-//! which only the ports see, are counted here.
+//! (actual − intended departure) goes into a histogram; TX queue overflows, frames the far
+//! interface cannot send (longer than its MTU) and kernel drops, which only the ports see, are
+//! counted here: one frame never stops the emulator, and every frame read is accounted for
+//! ([`DirectionReport`]), those still held at exit included.
 //!
 //! [`run`] is the run-to-completion shape: one loop serves both directions, for machines
 //! without two spare cores per direction. It runs over any [`Port`]: an AF_PACKET socket
