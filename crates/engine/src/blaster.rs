@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use latlab_io::clock::now_ns;
-use latlab_io::port::{DatagramRx, FramePort, PortSizes};
+use latlab_io::port::{DatagramRx, FramePort, FrameQueued, PortSizes};
 use latlab_wire::{ethernet, udp_frame};
 
 use crate::Stop;
@@ -59,6 +59,9 @@ pub fn udp_frame(addrs: &FrameAddrs, frame_size: usize) -> Result<Vec<u8>, Strin
 pub struct BlastResult {
     /// Frames handed to the kernel.
     pub sent: u64,
+    /// Frames the port refused as longer (or shorter) than it can ever send, e.g. over the
+    /// interface's MTU: counted, and the blast goes on to its end.
+    pub refused: u64,
     /// How long it took, ns.
     pub elapsed_ns: u64,
 }
@@ -74,7 +77,7 @@ pub fn blast<P: FramePort>(
 ) -> io::Result<BlastResult> {
     let start = now_ns();
     let end = start + duration.as_nanos() as u64;
-    let mut sent = 0u64;
+    let (mut sent, mut refused) = (0u64, 0u64);
     loop {
         let now = now_ns();
         if now >= end || stop.is_raised() {
@@ -85,11 +88,15 @@ pub fn blast<P: FramePort>(
             Some(r) => ((now - start) as f64 * r / 1e9) as u64 + 1,
         };
         let mut queued = 0;
-        while sent + queued < allowed && queued < 256 {
-            if !tx.queue_frame(frame)? {
-                break;
+        while sent + refused + queued < allowed && queued < 256 {
+            match tx.try_queue_frame(frame)? {
+                FrameQueued::Queued => queued += 1,
+                FrameQueued::Full => break,
+                FrameQueued::TooLong | FrameQueued::TooShort => {
+                    refused += 1;
+                    break;
+                }
             }
-            queued += 1;
         }
         if queued > 0 {
             tx.flush()?;
@@ -102,6 +109,7 @@ pub fn blast<P: FramePort>(
     tx.flush()?;
     Ok(BlastResult {
         sent,
+        refused,
         elapsed_ns: now_ns() - start,
     })
 }
@@ -154,5 +162,65 @@ mod tests {
         }
         assert!(udp_frame(&addrs, 63).is_err());
         assert!(udp_frame(&addrs, 1519).is_err());
+    }
+
+    /// A frame port whose interface takes frames of at most `mtu_limit` bytes.
+    struct NarrowPort {
+        mtu_limit: usize,
+        queued: u64,
+    }
+
+    impl FramePort for NarrowPort {
+        fn recv_frames(&mut self, _: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
+            Ok(0)
+        }
+
+        fn try_queue_frame(&mut self, frame: &[u8]) -> io::Result<FrameQueued> {
+            if frame.len() > self.mtu_limit {
+                return Ok(FrameQueued::TooLong);
+            }
+            self.queued += 1;
+            Ok(FrameQueued::Queued)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+
+        fn kernel_drops(&self) -> u64 {
+            0
+        }
+
+        fn wait_either(_: &mut Self, _: &mut Self, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+
+        fn wait_readable(&mut self, _: Option<Duration>) -> io::Result<bool> {
+            Ok(false)
+        }
+
+        fn timestamp_source(&self) -> latlab_io::port::TimestampSource {
+            latlab_io::port::TimestampSource::UserSpace
+        }
+    }
+
+    #[test]
+    fn a_frame_longer_than_the_interface_takes_is_counted_and_the_blast_runs_to_its_end() {
+        let mut narrow = NarrowPort {
+            mtu_limit: 1514,
+            queued: 0,
+        };
+        let long = vec![0u8; 1600];
+        let r = blast(
+            &mut narrow,
+            &long,
+            Some(10_000.0),
+            Duration::from_millis(50),
+            &Stop::new(),
+        )
+        .unwrap();
+        assert_eq!((r.sent, narrow.queued), (0, 0));
+        assert!(r.refused >= 100, "{r:?}");
+        assert!(r.elapsed_ns >= 50_000_000);
     }
 }

@@ -7,8 +7,10 @@
 //! departure time comes, the engine writes the frame the pipe lends it straight to the other
 //! interface's TX queue (no copy, no allocation), spinning on the clock for the last stretch
 //! instead of sleeping (sleeps are tens of microseconds late). The release error of every frame
-//! (actual − intended departure) goes into a histogram; TX queue overflows and kernel drops,
-//! which only the ports see, are counted here.
+//! (actual − intended departure) goes into a histogram; TX queue overflows, frames the far
+//! interface cannot send (longer than its MTU) and kernel drops, which only the ports see, are
+//! counted here: one frame never stops the emulator, and every frame read is accounted for
+//! ([`DirectionReport`]), those still held at exit included.
 //!
 //! [`run`] is the run-to-completion shape: one loop serves both directions, for machines
 //! without two spare cores per direction. It runs over any [`Port`]: an AF_PACKET socket
@@ -22,8 +24,10 @@ use std::time::Duration;
 
 use latlab_io::clock::now_ns;
 use latlab_io::packet::PacketSocket;
+use latlab_io::port::FrameQueued;
 use latlab_link::{Fate, LinkConfig, LinkCounters, Pipe};
 use latlab_stats::LatencyHistogram;
+use rtrb::Consumer;
 
 use crate::{PollMode, Stop};
 
@@ -44,15 +48,28 @@ pub struct DirectionLive {
     pub dropped: AtomicU64,
 }
 
-/// What one direction did.
+/// What one direction did. Every frame read is accounted for:
+/// `arrived + link.duplicated = sent + link.dropped() + tx_ring_full + tx_too_long +
+/// tx_too_short + queue_slots_full + queued_at_exit` ([`DirectionReport::unaccounted`] is 0).
 #[derive(Clone, Debug)]
 pub struct DirectionReport {
+    /// Frames read from the receiving interface (the pipeline's full ring included, which
+    /// the link model never saw).
+    pub arrived: u64,
     /// The link model's counters by cause.
     pub link: LinkCounters,
     /// Frames written to the TX ring.
     pub sent: u64,
     /// Frames the TX ring had no room for (dropped by the emulator itself).
     pub tx_ring_full: u64,
+    /// Frames longer than the far interface can send (its MTU, or a TX slot or UMEM frame):
+    /// dropped by the emulator, which goes on.
+    pub tx_too_long: u64,
+    /// Frames shorter than an Ethernet header, which no interface sends: dropped.
+    pub tx_too_short: u64,
+    /// Frames (duplicates included) still held by the link, or on their way to it, when the
+    /// emulator stopped: never sent.
+    pub queued_at_exit: u64,
     /// Frames dropped by the engine before their departure: a pipe without a frame limit
     /// already held [`latlab_link::MAX_HELD_WITHOUT_LIMIT`] frames, or (pipeline) the ring to
     /// the TX stage was full.
@@ -92,6 +109,7 @@ impl Direction {
 
     /// A frame arrived at `rx_ns`: into the pipe, which holds or drops it.
     fn arrive(&mut self, rx_ns: u64, frame: &[u8]) {
+        self.report.arrived += 1;
         self.live.arrived.fetch_add(1, Ordering::Relaxed);
         arrive(&mut self.pipe, &self.live, rx_ns, frame);
     }
@@ -101,10 +119,10 @@ impl Direction {
         let max_frame = self.max_frame;
         release(&mut self.pipe, now, &mut self.report, &self.live, |frame| {
             let frame = &frame[..frame.len().min(max_frame)];
-            let mut queued = tx.queue_frame(frame)?;
-            if !queued {
+            let mut queued = tx.try_queue_frame(frame)?;
+            if queued == FrameQueued::Full {
                 tx.flush()?;
-                queued = tx.queue_frame(frame)?;
+                queued = tx.try_queue_frame(frame)?;
             }
             Ok(queued)
         })
@@ -122,9 +140,13 @@ impl Direction {
 impl DirectionReport {
     fn new() -> DirectionReport {
         DirectionReport {
+            arrived: 0,
             link: LinkCounters::default(),
             sent: 0,
             tx_ring_full: 0,
+            tx_too_long: 0,
+            tx_too_short: 0,
+            queued_at_exit: 0,
             queue_slots_full: 0,
             kernel_drops: 0,
             release_error: LatencyHistogram::new(),
@@ -133,10 +155,30 @@ impl DirectionReport {
     }
 }
 
-/// `report` with the counters of `pipe`: its link's, and the frames it had no buffer for.
+impl DirectionReport {
+    /// Frames (and copies) in minus frames accounted for: 0 unless a frame was lost without
+    /// being counted (see the type's description).
+    pub fn unaccounted(&self) -> i128 {
+        let copies_in = i128::from(self.arrived) + i128::from(self.link.duplicated);
+        let out = [
+            self.sent,
+            self.link.dropped(),
+            self.tx_ring_full,
+            self.tx_too_long,
+            self.tx_too_short,
+            self.queue_slots_full,
+            self.queued_at_exit,
+        ];
+        copies_in - out.iter().map(|&n| i128::from(n)).sum::<i128>()
+    }
+}
+
+/// `report` with the counters of `pipe`: its link's, the frames it had no buffer for, and
+/// those it still holds.
 fn finish(mut report: DirectionReport, pipe: &Pipe) -> DirectionReport {
     report.link = *pipe.counters();
     report.queue_slots_full += pipe.dropped_no_buffer();
+    report.queued_at_exit += pipe.queued_frames() as u64;
     report
 }
 
@@ -150,33 +192,39 @@ fn arrive(pipe: &mut Pipe, live: &DirectionLive, rx_ns: u64, frame: &[u8]) {
     }
 }
 
-/// Hands every frame of `pipe` due at `now` to `send` (which returns whether the TX queue took
-/// it), stamping its release error; returns how many were taken.
+/// Hands every frame of `pipe` due at `now` to `send` (which says what the TX queue did with
+/// it), stamping its release error; returns how many were taken. A frame the TX queue has no
+/// room for, or that the far interface can never send, is counted by cause and dropped.
 fn release(
     pipe: &mut Pipe,
     now: u64,
     report: &mut DirectionReport,
     live: &DirectionLive,
-    mut send: impl FnMut(&[u8]) -> io::Result<bool>,
+    mut send: impl FnMut(&[u8]) -> io::Result<FrameQueued>,
 ) -> io::Result<usize> {
     let mut n = 0;
     while let Some(departure) = pipe.poll_departure(now) {
         let queued = send(departure.frame())?;
         let t = now_ns();
         let intended = departure.departure_ns();
-        if queued {
-            report.sent += 1;
-            live.sent.fetch_add(1, Ordering::Relaxed);
-            if t >= intended {
-                report.release_error.record(t - intended);
-            } else {
-                report.released_early += 1;
+        let dropped = match queued {
+            FrameQueued::Queued => {
+                report.sent += 1;
+                live.sent.fetch_add(1, Ordering::Relaxed);
+                if t >= intended {
+                    report.release_error.record(t - intended);
+                } else {
+                    report.released_early += 1;
+                }
+                n += 1;
+                continue;
             }
-            n += 1;
-        } else {
-            report.tx_ring_full += 1;
-            live.dropped.fetch_add(1, Ordering::Relaxed);
-        }
+            FrameQueued::Full => &mut report.tx_ring_full,
+            FrameQueued::TooLong => &mut report.tx_too_long,
+            FrameQueued::TooShort => &mut report.tx_too_short,
+        };
+        *dropped += 1;
+        live.dropped.fetch_add(1, Ordering::Relaxed);
     }
     Ok(n)
 }
@@ -269,6 +317,10 @@ struct Slot {
     data: [u8; PIPE_FRAME],
 }
 
+/// What the pipeline's TX stage hands back: its reports, and the rings from the RX stage
+/// (whose frames are still on their way at exit).
+type TxStageEnd = ([DirectionReport; 2], [Consumer<Slot>; 2]);
+
 /// The sockets of a pipelined bridge: each interface has a socket read by the RX stage and
 /// another written by the TX stage, so the two stages never share one.
 #[derive(Debug)]
@@ -315,7 +367,7 @@ pub fn run_pipeline(
     let lives = [live.a_to_b.clone(), live.b_to_a.clone()];
     let tx_lives = lives.clone();
     std::thread::scope(|s| {
-        let tx_stage = s.spawn(move || -> io::Result<[DirectionReport; 2]> {
+        let tx_stage = s.spawn(move || -> io::Result<TxStageEnd> {
             if let Some(cpu) = tx_cpu {
                 latlab_io::cpu::pin_current_thread(cpu)?;
             }
@@ -340,10 +392,10 @@ pub fn run_pipeline(
                 let now = now_ns();
                 for (d, tx) in [&mut tx_b, &mut tx_a].into_iter().enumerate() {
                     let sent = release(&mut pipes[d], now, &mut reports[d], &tx_lives[d], |f| {
-                        let mut queued = tx.queue_tx(f)?;
-                        if !queued {
+                        let mut queued = tx.try_queue_tx(f)?;
+                        if queued == FrameQueued::Full {
                             tx.flush_tx()?;
-                            queued = tx.queue_tx(f)?;
+                            queued = tx.try_queue_tx(f)?;
                         }
                         Ok(queued)
                     })?;
@@ -354,19 +406,24 @@ pub fn run_pipeline(
                 std::hint::spin_loop();
             }
             let [ab, ba] = reports;
-            Ok([finish(ab, &pipes[0]), finish(ba, &pipes[1])])
+            // The rings go back with the reports: what the RX stage still hands them until it
+            // stops is counted as queued at exit.
+            Ok(([finish(ab, &pipes[0]), finish(ba, &pipes[1])], from_rx))
         });
         let rx_stage = s.spawn(
-            move || -> io::Result<([u64; 2], PacketSocket, PacketSocket)> {
+            move || -> io::Result<([u64; 2], [u64; 2], PacketSocket, PacketSocket)> {
                 if let Some(cpu) = rx_cpu {
                     latlab_io::cpu::pin_current_thread(cpu)?;
                 }
                 let mut full = [0u64; 2];
+                let mut arrived = [0u64; 2];
                 let mut to_tx = [to_tx_ab, to_tx_ba];
                 while !stop.is_raised() {
                     for (d, rx) in [&mut rx_a, &mut rx_b].into_iter().enumerate() {
                         let (ring, live, full) = (&mut to_tx[d], &lives[d], &mut full[d]);
+                        let arrived = &mut arrived[d];
                         rx.recv_batch(|frame, rx_ns, _| {
+                            *arrived += 1;
                             live.arrived.fetch_add(1, Ordering::Relaxed);
                             let len = frame.len().min(PIPE_FRAME);
                             let mut slot = Slot {
@@ -382,23 +439,158 @@ pub fn run_pipeline(
                         })?;
                     }
                 }
-                Ok((full, rx_a, rx_b))
+                Ok((arrived, full, rx_a, rx_b))
             },
         );
-        let [ab, ba] = tx_stage
+        let ([ab, ba], rings) = tx_stage
             .join()
             .map_err(|_| io::Error::other("the TX stage panicked"))??;
-        let (full, rx_a, rx_b) = rx_stage
+        let (arrived, full, rx_a, rx_b) = rx_stage
             .join()
             .map_err(|_| io::Error::other("the RX stage panicked"))??;
-        let report = |mut d: DirectionReport, full: u64, rx: &PacketSocket| {
-            d.queue_slots_full += full;
+        let report = |mut d: DirectionReport, i: usize, rx: &PacketSocket| {
+            d.arrived = arrived[i];
+            d.queue_slots_full += full[i];
+            d.queued_at_exit += rings[i].slots() as u64;
             d.kernel_drops = rx.statistics().map(|s| s.drops).unwrap_or(0);
             d
         };
         Ok(EmulatorReport {
-            a_to_b: report(ab, full[0], &rx_a),
-            b_to_a: report(ba, full[1], &rx_b),
+            a_to_b: report(ab, 0, &rx_a),
+            b_to_a: report(ba, 1, &rx_b),
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latlab_io::port::TimestampSource;
+
+    /// A frame port in memory: frames handed to the emulator once, frames it sends kept, and
+    /// an MTU (with the Ethernet header) that longer frames cannot pass.
+    struct MemoryPort {
+        incoming: Vec<Vec<u8>>,
+        sent: Vec<Vec<u8>>,
+        mtu_limit: usize,
+    }
+
+    impl MemoryPort {
+        fn new(incoming: &[usize], mtu_limit: usize) -> MemoryPort {
+            MemoryPort {
+                incoming: incoming.iter().map(|&len| vec![0xab; len]).collect(),
+                sent: Vec::new(),
+                mtu_limit,
+            }
+        }
+    }
+
+    impl Port for MemoryPort {
+        fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
+            let n = self.incoming.len();
+            for frame in self.incoming.drain(..) {
+                f(&frame, now_ns());
+            }
+            Ok(n)
+        }
+
+        fn try_queue_frame(&mut self, frame: &[u8]) -> io::Result<FrameQueued> {
+            Ok(if frame.len() > self.mtu_limit {
+                FrameQueued::TooLong
+            } else if frame.len() < 14 {
+                FrameQueued::TooShort
+            } else {
+                self.sent.push(frame.to_vec());
+                FrameQueued::Queued
+            })
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+
+        fn kernel_drops(&self) -> u64 {
+            0
+        }
+
+        fn wait_either(_: &mut Self, _: &mut Self, timeout: Duration) -> io::Result<()> {
+            std::thread::sleep(timeout.min(Duration::from_millis(1)));
+            Ok(())
+        }
+
+        fn wait_readable(&mut self, _: Option<Duration>) -> io::Result<bool> {
+            Ok(false)
+        }
+
+        fn timestamp_source(&self) -> TimestampSource {
+            TimestampSource::UserSpace
+        }
+    }
+
+    /// Bridges `a` and `b` with `a_to_b` (and no impairment back) for `ms` milliseconds.
+    fn bridge(
+        a: &mut MemoryPort,
+        b: &mut MemoryPort,
+        a_to_b: LinkConfig,
+        ms: u64,
+    ) -> EmulatorReport {
+        let stop = Stop::new();
+        let live = EmulatorLive::default();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(ms));
+                stop.raise();
+            });
+            let no_impairment = LinkConfig::default();
+            run(
+                a,
+                b,
+                a_to_b,
+                no_impairment,
+                9000,
+                PollMode::Block,
+                &stop,
+                &live,
+            )
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_frame_longer_than_the_far_sides_mtu_is_counted_and_the_emulator_goes_on() {
+        let mut a = MemoryPort::new(&[100, 1600, 100, 8], 1514);
+        let mut b = MemoryPort::new(&[], 1514);
+        // A runt goes through the link (which keeps runts here) to a port that cannot send it.
+        let keep_runts = LinkConfig {
+            drop_runts: false,
+            ..LinkConfig::default()
+        };
+        let report = bridge(&mut a, &mut b, keep_runts, 100);
+        let lens: Vec<usize> = b.sent.iter().map(Vec::len).collect();
+        assert_eq!(lens, [100, 100]);
+        let d = &report.a_to_b;
+        assert_eq!(
+            (d.arrived, d.sent, d.tx_too_long, d.tx_too_short),
+            (4, 2, 1, 1)
+        );
+        assert_eq!(d.unaccounted(), 0);
+    }
+
+    #[test]
+    fn frames_still_held_at_exit_are_reported_so_every_frame_is_accounted_for() {
+        let mut a = MemoryPort::new(&[100; 5], 1514);
+        let mut b = MemoryPort::new(&[], 1514);
+        let held = LinkConfig {
+            delay_ns: 10_000_000_000,
+            duplicate: 1.0,
+            ..LinkConfig::default()
+        };
+        let report = bridge(&mut a, &mut b, held, 50);
+        let d = &report.a_to_b;
+        assert!(b.sent.is_empty());
+        assert_eq!((d.arrived, d.link.duplicated, d.sent), (5, 5, 0));
+        assert_eq!(d.queued_at_exit, 10, "every frame and its copy still held");
+        assert_eq!(d.unaccounted(), 0);
+        assert_eq!(report.b_to_a.unaccounted(), 0);
+    }
 }

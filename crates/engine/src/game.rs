@@ -25,7 +25,7 @@ use latlab_io::port::{
 use latlab_io::tsc;
 use latlab_io::udp::UdpSocket;
 
-use crate::{PollMode, Stop};
+use crate::{LiveSendFailures, PollMode, Stop};
 
 mod clients;
 
@@ -87,6 +87,9 @@ pub struct ServerLive {
     /// Copies and answers the kernel refused for their destination (unreachable, port 0, …):
     /// dropped, and the server goes on.
     pub send_failed: AtomicU64,
+    /// Every copy and answer not sent for its destination, by cause (`unroutable` and
+    /// `send_failed` together).
+    pub send_failures: LiveSendFailures,
 }
 
 /// Serves on the kernel UDP `socket` (`config.io` socket or batched) until `stop` is raised;
@@ -200,6 +203,7 @@ impl Inbox {
 
 /// Counts a copy or answer the port could not send.
 fn count_unsent(live: &ServerLive, unsent: Unsent) {
+    live.send_failures.count(unsent.failure);
     match unsent.failure {
         SendFailure::NoLinkAddress => live.unroutable.fetch_add(1, Ordering::Relaxed),
         _ => live.send_failed.fetch_add(1, Ordering::Relaxed),

@@ -16,8 +16,8 @@ use std::time::Duration;
 use latlab_io::clock::now_ns;
 use latlab_io::cpu;
 use latlab_io::port::{
-    DatagramPort, DatagramRx, DatagramTx, LinkRoute, PortSizes, SendQueue, TimestampSource,
-    UdpMode, UdpPort, XdpEndpoint,
+    DatagramPort, DatagramRx, DatagramTx, LinkRoute, PortSizes, SendFailures, SendQueue,
+    TimestampSource, UdpMode, UdpPort, XdpEndpoint,
 };
 use latlab_io::udp::{wait_any_readable, UdpSocket};
 use latlab_io::xdp::XdpSocket;
@@ -90,6 +90,8 @@ pub struct GeneratorResult {
     pub stopped_early: bool,
     /// Lengths of the runs of consecutive lost probes, in send order.
     pub loss_bursts: Vec<u64>,
+    /// Probes the ports could not send to the target (counted as lost), by cause.
+    pub send_failed: SendFailures,
 }
 
 impl GeneratorResult {
@@ -214,7 +216,8 @@ pub fn run_ports<P: DatagramPort>(
     let timestamp_source = first.timestamp_source();
     let run = Run::new(&config.run_config(), now_ns(), Meter::new)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let (outcome, stopped_early) = drive(
+    let mut send_failed = SendFailures::default();
+    let (outcome, stopped_early) = drive_counting(
         ports,
         Drive {
             wait,
@@ -227,6 +230,7 @@ pub fn run_ports<P: DatagramPort>(
         NoBackground,
         stop,
         progress,
+        &mut send_failed,
     )?;
     Ok(GeneratorResult {
         loss_bursts: outcome.meter.loss_bursts(&outcome.counts),
@@ -237,6 +241,7 @@ pub fn run_ports<P: DatagramPort>(
         last_send_ns: outcome.last_send_ns,
         timestamp_source,
         stopped_early,
+        send_failed,
     })
 }
 
@@ -293,6 +298,28 @@ pub(crate) fn drive<P: DatagramPort, M: Metering + Send, B: Background>(
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> io::Result<(Outcome<M>, bool)> {
+    let mut send_failed = SendFailures::default();
+    drive_counting(
+        ports,
+        how,
+        run,
+        background,
+        stop,
+        progress,
+        &mut send_failed,
+    )
+}
+
+/// As [`drive`], adding the probes the ports could not send to `send_failed`, by cause.
+pub(crate) fn drive_counting<P: DatagramPort, M: Metering + Send, B: Background>(
+    ports: &mut [P],
+    how: Drive<'_>,
+    run: Run<M>,
+    background: B,
+    stop: &Stop,
+    progress: &mut (dyn FnMut(Progress) + Send),
+    send_failed: &mut SendFailures,
+) -> io::Result<(Outcome<M>, bool)> {
     let (sending, receiving) = run.into_parts();
     let (txs, rxs): (Vec<P::TxHalf<'_>>, Vec<P::RxHalf<'_>>) =
         ports.iter_mut().map(|p| p.split()).unzip();
@@ -302,6 +329,7 @@ pub(crate) fn drive<P: DatagramPort, M: Metering + Send, B: Background>(
         ports: txs,
         target: how.target,
         background,
+        send_failed: SendFailures::default(),
     };
     let mut rx = RxState {
         receiving,
@@ -321,6 +349,7 @@ pub(crate) fn drive<P: DatagramPort, M: Metering + Send, B: Background>(
             split(&mut tx, &mut rx, how.poll, stop, progress, tx_cpu, rx_cpu)?
         }
     };
+    *send_failed = tx.send_failed;
     Ok((
         Run::from_parts(tx.sending, rx.receiving).finish(now_ns()),
         stopped_early,
@@ -340,6 +369,8 @@ struct TxState<T, B> {
     target: SocketAddr,
     scratch: Vec<u8>,
     background: B,
+    /// Probes a port could not send to the target, by cause.
+    send_failed: SendFailures,
 }
 
 impl<T: DatagramTx, B: Background> TxState<T, B> {
@@ -363,7 +394,10 @@ impl<T: DatagramTx, B: Background> TxState<T, B> {
             if port.queue().is_empty() {
                 continue;
             }
-            let flushed = port.flush(&mut stamp_send_time, |_| {})?;
+            // A probe the target's address cannot take is counted (as lost, and by cause) and
+            // the run goes on.
+            let failed = &mut self.send_failed;
+            let flushed = port.flush(&mut stamp_send_time, |u| failed.count(u.failure))?;
             self.sending
                 .handle_sent(flushed.sent_ns, flushed.sent as u64);
             self.sending.handle_send_failed(now, flushed.failed as u64);

@@ -25,7 +25,9 @@ pub mod game;
 pub mod generator;
 pub mod reflector;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use latlab_io::port::{SendFailure, SendFailures};
 
 /// How an engine waits for packets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -80,5 +82,33 @@ impl Stop {
     /// Whether the flag was raised.
     pub fn is_raised(&self) -> bool {
         self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Datagrams an engine could not send, by cause ([`SendFailure`]), counted while it runs and
+/// readable from other threads: a datagram its port reported unsent is counted here and
+/// dropped, and the engine goes on.
+#[derive(Debug, Default)]
+pub struct LiveSendFailures {
+    counts: [AtomicU64; SendFailure::ALL.len()],
+}
+
+impl LiveSendFailures {
+    /// Counts one datagram not sent for `failure`.
+    #[inline]
+    pub fn count(&self, failure: SendFailure) {
+        self.counts[failure.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts now.
+    pub fn snapshot(&self) -> SendFailures {
+        let mut out = SendFailures::default();
+        for failure in SendFailure::ALL {
+            out.add(
+                failure,
+                self.counts[failure.index()].load(Ordering::Relaxed),
+            );
+        }
+        out
     }
 }

@@ -5,12 +5,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use latlab_io::port::{
-    flush_or_drop, DatagramPort, NoStamp, PortSizes, SendQueue, UdpMode, UdpPort,
+    flush_or_drop, DatagramPort, NoStamp, PortSizes, SendFailures, SendQueue, UdpMode, UdpPort,
+    Unsent,
 };
 use latlab_io::udp::UdpSocket;
 use latlab_wire::probe;
 
-use crate::{PollMode, Stop};
+use crate::{LiveSendFailures, PollMode, Stop};
 
 /// How the reflector runs.
 #[derive(Clone, Debug)]
@@ -50,6 +51,13 @@ pub struct ReflectorCounters {
     /// Probes that could not be sent back, because the socket stayed full or the kernel
     /// refused their sender's address: dropped.
     pub send_dropped: AtomicU64,
+    /// Of `send_dropped`, the probes whose sender's address the port could not send to
+    /// (port 0, unreachable, a broadcast, …), by cause.
+    pub send_failed: LiveSendFailures,
+    /// Datagrams the kernel dropped for the reflector's socket before it could read them
+    /// (a full receive buffer; AF_XDP: no free frame or a full RX ring), as last read from
+    /// the port, plus one; 0 until read, or when the port does not count them.
+    kernel_drops_plus_one: AtomicU64,
 }
 
 /// A snapshot of [`ReflectorCounters`].
@@ -65,6 +73,11 @@ pub struct ReflectorReport {
     pub oversized: u64,
     /// Dropped on a full socket, or refused for their destination.
     pub send_dropped: u64,
+    /// Of `send_dropped`, refused for their destination, by cause.
+    pub send_failed: SendFailures,
+    /// Dropped by the kernel before the reflector could read them; `None` when the port does
+    /// not count them.
+    pub kernel_drops: Option<u64>,
 }
 
 impl ReflectorCounters {
@@ -76,6 +89,19 @@ impl ReflectorCounters {
             malformed: self.malformed.load(Ordering::Relaxed),
             oversized: self.oversized.load(Ordering::Relaxed),
             send_dropped: self.send_dropped.load(Ordering::Relaxed),
+            send_failed: self.send_failed.snapshot(),
+            kernel_drops: self
+                .kernel_drops_plus_one
+                .load(Ordering::Relaxed)
+                .checked_sub(1),
+        }
+    }
+
+    /// Reads the kernel's drop counter of `port` into the counters.
+    fn read_kernel_drops<P: DatagramPort>(&self, port: &P) {
+        if let Some(n) = port.kernel_drops() {
+            self.kernel_drops_plus_one
+                .store(n.saturating_add(1), Ordering::Relaxed);
         }
     }
 }
@@ -115,8 +141,17 @@ pub fn run<P: DatagramPort>(
 ) -> io::Result<()> {
     let max = config.max_datagram;
     let stamp = config.stamp;
+    // The kernel's drop counter costs a system call: it is read every few thousand turns of
+    // the loop, whenever a blocking wait finds nothing, and at the end.
+    let mut turns = 0u32;
+    counters.read_kernel_drops(port);
     while !stop.is_raised() {
+        turns = turns.wrapping_add(1);
+        if turns % 4096 == 0 {
+            counters.read_kernel_drops(port);
+        }
         if config.poll == PollMode::Block && !port.wait_readable(Some(Duration::from_millis(50)))? {
+            counters.read_kernel_drops(port);
             continue;
         }
         let (mut malformed, mut oversized, mut no_room) = (0u64, 0u64, 0u64);
@@ -148,16 +183,18 @@ pub fn run<P: DatagramPort>(
         }
         // A full socket gets a few tries, then the rest is dropped and counted: the reflector
         // never stalls its receive side behind its send side. A probe whose sender cannot be
-        // sent to is dropped and counted the same way.
+        // sent to (port 0, an unreachable or broadcast address) is dropped and counted by
+        // cause the same way, and the reflector goes on.
+        let failed = |u: Unsent| counters.send_failed.count(u.failure);
         let (sent, dropped) = if stamp {
             let stamp_tx = |payload: &mut [u8], tx_ns: u64| {
                 let mut p = probe::Packet::new_unchecked(payload);
                 let rx_ns = p.responder_rx_ns();
                 p.set_responder_stamps(rx_ns, tx_ns);
             };
-            flush_or_drop(port, 64, stamp_tx, |_| {})?
+            flush_or_drop(port, 64, stamp_tx, failed)?
         } else {
-            flush_or_drop(port, 64, NoStamp, |_| {})?
+            flush_or_drop(port, 64, NoStamp, failed)?
         };
         counters.received.fetch_add(n as u64, Ordering::Relaxed);
         counters.reflected.fetch_add(sent, Ordering::Relaxed);
@@ -167,5 +204,6 @@ pub fn run<P: DatagramPort>(
         counters.malformed.fetch_add(malformed, Ordering::Relaxed);
         counters.oversized.fetch_add(oversized, Ordering::Relaxed);
     }
+    counters.read_kernel_drops(port);
     Ok(())
 }

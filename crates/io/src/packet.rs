@@ -59,6 +59,7 @@ mod ring;
 use ring::{read_slot, rx_unit_is_ours, tx_slot_status, walk_block};
 
 use crate::iface::{at, interface_index, page_size};
+use crate::port::FrameQueued;
 use crate::sockopt;
 use std::io;
 use std::mem::{offset_of, size_of, zeroed};
@@ -93,6 +94,18 @@ const ETH_HLEN: usize = 14;
 /// An 802.1Q tag, which the kernel allows on top of MTU + header.
 const VLAN_HLEN: usize = 4;
 const ETH_P_8021Q: u16 = 0x8100;
+
+/// Whether a frame can leave through a socket's TX ring.
+enum TxLength {
+    /// It fits a slot and the MTU.
+    Fits,
+    /// Shorter than an Ethernet header.
+    Short,
+    /// Longer than a TX slot.
+    LongerThanSlot,
+    /// Longer than the MTU allows: this many bytes.
+    LongerThanMtu(usize),
+}
 
 /// Which `TPACKET` ring receives, and so which version the socket (and its TX ring) uses.
 ///
@@ -400,20 +413,19 @@ impl PacketSocket {
     /// A frame shorter than an Ethernet header, or longer than a slot ([`PacketSocket::max_tx_frame`]) or than the interface's MTU
     /// plus the Ethernet header (4 bytes more with an 802.1Q tag) is refused with
     /// `InvalidInput`: the kernel would drop it. The MTU is read again before refusing, so a
-    /// raised MTU takes effect.
+    /// raised MTU takes effect. ([`PacketSocket::try_queue_tx`] says so without an error.)
     pub fn queue_tx(&mut self, frame: &[u8]) -> io::Result<bool> {
-        if frame.len() < ETH_HLEN {
-            return Err(io::Error::new(
+        match self.tx_length(frame)? {
+            TxLength::Fits => self.queue_fitting(frame),
+            TxLength::Short => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
                     "{}: frame of {} bytes is shorter than an Ethernet header",
                     self.ifname,
                     frame.len()
                 ),
-            ));
-        }
-        if frame.len() > self.max_tx_frame() {
-            return Err(io::Error::new(
+            )),
+            TxLength::LongerThanSlot => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
                     "{}: frame of {} bytes does not fit a TX slot of {} bytes (frame_size {})",
@@ -422,7 +434,41 @@ impl PacketSocket {
                     self.max_tx_frame(),
                     self.tx_frame_size
                 ),
-            ));
+            )),
+            TxLength::LongerThanMtu(limit) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: frame of {} bytes is longer than the MTU allows ({limit} bytes)",
+                    self.ifname,
+                    frame.len()
+                ),
+            )),
+        }
+    }
+
+    /// As [`PacketSocket::queue_tx`], but a frame that can never leave through this socket
+    /// (shorter than an Ethernet header, longer than a slot or than the MTU allows) is not an
+    /// error: it is refused as [`FrameQueued::TooShort`] or [`FrameQueued::TooLong`], for the
+    /// caller to count and drop.
+    pub fn try_queue_tx(&mut self, frame: &[u8]) -> io::Result<FrameQueued> {
+        Ok(match self.tx_length(frame)? {
+            TxLength::Fits => match self.queue_fitting(frame)? {
+                true => FrameQueued::Queued,
+                false => FrameQueued::Full,
+            },
+            TxLength::Short => FrameQueued::TooShort,
+            TxLength::LongerThanSlot | TxLength::LongerThanMtu(_) => FrameQueued::TooLong,
+        })
+    }
+
+    /// Whether `frame` can leave through this socket; the MTU is read again before a frame is
+    /// found too long for it.
+    fn tx_length(&mut self, frame: &[u8]) -> io::Result<TxLength> {
+        if frame.len() < ETH_HLEN {
+            return Ok(TxLength::Short);
+        }
+        if frame.len() > self.max_tx_frame() {
+            return Ok(TxLength::LongerThanSlot);
         }
         let tagged = frame[12..14] == ETH_P_8021Q.to_be_bytes();
         let extra = if tagged { VLAN_HLEN } else { 0 };
@@ -430,16 +476,14 @@ impl PacketSocket {
             self.tx_mtu_limit = self.read_mtu_limit()?;
             let limit = self.tx_mtu_limit + extra;
             if frame.len() > limit {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "{}: frame of {} bytes is longer than the MTU allows ({limit} bytes)",
-                        self.ifname,
-                        frame.len()
-                    ),
-                ));
+                return Ok(TxLength::LongerThanMtu(limit));
             }
         }
+        Ok(TxLength::Fits)
+    }
+
+    /// Queues a frame [`PacketSocket::tx_length`] found fitting.
+    fn queue_fitting(&mut self, frame: &[u8]) -> io::Result<bool> {
         let slot = self.tx_slot(self.tx_head);
         let fields = self.ring.tx_fields();
         if tx_slot_status(slot, fields) & (libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_SENDING)
@@ -452,7 +496,8 @@ impl PacketSocket {
         let len = frame.len() as u32;
         let data_at = self.ring.tx_data_offset();
         // SAFETY: the slot is ours (neither requested nor being sent) and spans `frame_size`
-        // bytes inside the mapping; the frame fits after the header (checked above), and the
+        // bytes inside the mapping; the frame fits after the header (`tx_length`, which both
+        // callers run first, checked it against `max_tx_frame`), and the
         // header fields written are u32s at their aligned offsets.
         unsafe {
             ptr::copy_nonoverlapping(frame.as_ptr(), slot.add(data_at), frame.len());

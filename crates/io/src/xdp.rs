@@ -170,6 +170,11 @@ pub struct XdpSocket {
     /// TX frames free to fill.
     tx_free: Vec<u64>,
     corrupt_descs: u64,
+    /// The interface's MTU plus the Ethernet header, as last read (0 until a frame needed it).
+    tx_mtu_limit: usize,
+    /// A UDP socket in the interface's namespace, to read its MTU with (AF_XDP sockets take
+    /// no interface ioctls).
+    ioctl_fd: OwnedFd,
     // Drop order: rings (above), then the socket, then the program, then the UMEM.
     fd: OwnedFd,
     program: XdpProgram,
@@ -202,6 +207,21 @@ impl XdpSocket {
     /// The longest frame [`XdpSocket::send`] takes: a whole UMEM frame.
     pub fn max_tx_frame(&self) -> usize {
         self.frame_size as usize
+    }
+
+    /// Whether `frame` is within the interface's MTU plus the Ethernet header (4 bytes more
+    /// with an 802.1Q tag). A longer frame would be put on the TX ring and dropped by the
+    /// device without a count (veth drops it as its peer receives it), so a bridge checks
+    /// first. The MTU is read again before a frame is found too long, so a raised MTU takes
+    /// effect.
+    pub fn fits_mtu(&mut self, frame: &[u8]) -> io::Result<bool> {
+        let tagged = frame.get(12..14) == Some(&[0x81, 0x00][..]);
+        let extra = if tagged { 4 } else { 0 };
+        if frame.len() > self.tx_mtu_limit + extra {
+            self.tx_mtu_limit =
+                crate::iface::mtu(self.ioctl_fd.as_raw_fd(), &self.ifname)? + ETH_HLEN;
+        }
+        Ok(frame.len() <= self.tx_mtu_limit + extra)
     }
 
     /// Hands every frame now in the RX ring to `f` (whole Ethernet frames, in arrival order)

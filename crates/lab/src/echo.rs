@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters, ReflectorReport};
 use latlab_engine::{PollMode, Stop};
-use latlab_io::port::XdpEndpoint;
+use latlab_io::port::{SendFailures, XdpEndpoint};
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
 
@@ -76,7 +76,7 @@ impl EchoReport {
     /// The line printed at the end of a run.
     pub fn text(&self) -> String {
         let r = &self.counters;
-        match self.xdp_iface {
+        let mut line = match self.xdp_iface {
             None => format!(
                 "received {}  reflected {}  malformed {}  oversized {}  send-dropped {}",
                 r.received, r.reflected, r.malformed, r.oversized, r.send_dropped
@@ -85,7 +85,15 @@ impl EchoReport {
                 "received {}  reflected {}  malformed {}  send-dropped {}",
                 r.received, r.reflected, r.malformed, r.send_dropped
             ),
+        };
+        if r.send_failed.total() > 0 {
+            line.push_str(&format!("  ({})", failures_text(&r.send_failed)));
         }
+        // Shown only when there is something to show: the line of a quiet run stays short.
+        if let Some(n) = r.kernel_drops.filter(|&n| n > 0) {
+            line.push_str(&format!("  kernel-dropped {n}"));
+        }
+        line
     }
 }
 
@@ -149,6 +157,8 @@ pub fn run(
                 "reflected": r.reflected,
                 "malformed": r.malformed,
                 "send_dropped": r.send_dropped,
+                "send_failed": failures_json(&r.send_failed),
+                "kernel_drops": r.kernel_drops,
             });
             (r, json)
         }
@@ -190,6 +200,8 @@ pub fn run(
                 "malformed": r.malformed,
                 "oversized": r.oversized,
                 "send_dropped": r.send_dropped,
+                "send_failed": failures_json(&r.send_failed),
+                "kernel_drops": r.kernel_drops,
                 "timestamp_source": source,
             });
             (r, json)
@@ -206,6 +218,26 @@ pub fn run(
         },
         json,
     })
+}
+
+/// Datagrams not sent, by cause, as written to `--json`: every cause by its name
+/// (`invalid_destination`, `unreachable`, `not_permitted`, …), zeros included.
+pub(crate) fn failures_json(failed: &SendFailures) -> serde_json::Value {
+    failed
+        .iter()
+        .map(|(failure, n)| (failure.name().to_string(), serde_json::Value::from(n)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// The causes with a count, for a terminal: `unreachable 2, not_permitted 1`.
+pub(crate) fn failures_text(failed: &SendFailures) -> String {
+    failed
+        .iter()
+        .filter(|&(_, n)| n > 0)
+        .map(|(failure, n)| format!("{} {n}", failure.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Pins this thread to `cpu` when one is given.

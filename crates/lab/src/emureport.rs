@@ -8,13 +8,17 @@ use crate::units::format_us;
 
 fn direction_json(d: &DirectionReport) -> serde_json::Value {
     serde_json::json!({
+        "arrived": d.arrived,
         "link": d.link,
         "sent": d.sent,
         "dropped_by_emulator": {
             "tx_ring_full": d.tx_ring_full,
+            "tx_too_long": d.tx_too_long,
+            "tx_too_short": d.tx_too_short,
             "queue_slots_full": d.queue_slots_full,
             "kernel_rx_ring": d.kernel_drops,
         },
+        "queued_at_exit": d.queued_at_exit,
         "released_early": d.released_early,
         "release_error_ns": Summary::from_histogram(&d.release_error),
     })
@@ -41,8 +45,8 @@ pub fn summary_text(report: &EmulatorReport) -> String {
             .map_or("-".to_string(), |v| format_us(v as f64));
         out.push_str(&format!(
             "{name}: arrived {}, sent {}, dropped: loss model {}, queue {} frames / {} bytes, \
-             runt {}, oversized {}, tx ring full {}; duplicated {}, corrupted {}, reordered {}; \
-             release error p50 {}, p99 {}, max {}\n",
+             runt {}, oversized {}, tx ring full {}, too long to send {}; duplicated {}, \
+             corrupted {}, reordered {}; queued at exit {}; release error p50 {}, p99 {}, max {}\n",
             l.arrived,
             d.sent,
             l.dropped_loss,
@@ -51,9 +55,11 @@ pub fn summary_text(report: &EmulatorReport) -> String {
             l.dropped_runt,
             l.dropped_oversized,
             d.tx_ring_full,
+            d.tx_too_long,
             l.duplicated,
             l.corrupted,
             l.reordered,
+            d.queued_at_exit,
             err.percentile("p50")
                 .and_then(|p| p.estimate.value_ns())
                 .map_or("-".to_string(), |v| format_us(v as f64)),

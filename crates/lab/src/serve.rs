@@ -13,7 +13,7 @@ use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
 
 use crate::command::{watched, write_json, CommandError, LiveView};
-use crate::echo::pin;
+use crate::echo::{failures_json, pin};
 
 /// Everything `latlab serve` takes, checked.
 #[derive(Clone, Debug)]
@@ -193,6 +193,7 @@ pub fn run(
             "short_join": c.short_join,
             "host_full": c.host_full,
         },
+        "send_failed": failures_json(&live.send_failures.snapshot()),
     });
     if let Some(path) = &options.json {
         write_json(path, &json)?;

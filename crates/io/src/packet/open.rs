@@ -167,23 +167,7 @@ impl PacketSocket {
 
     /// MTU + Ethernet header of the interface, read through the socket (so in its namespace).
     pub(super) fn read_mtu_limit(&self) -> io::Result<usize> {
-        // SAFETY: ifreq is plain data; all zeroes is valid.
-        let mut req: libc::ifreq = unsafe { zeroed() };
-        // `interface_index` checked the name fits with its terminating zero.
-        for (dst, src) in req.ifr_name.iter_mut().zip(self.ifname.bytes()) {
-            *dst = src as libc::c_char;
-        }
-        // SAFETY: SIOCGIFMTU reads the name from `req` and writes an int into it; `req`
-        // outlives the call.
-        let rc = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SIOCGIFMTU as _, &mut req) };
-        if rc != 0 {
-            return Err(at(&self.ifname, "ioctl SIOCGIFMTU")(
-                io::Error::last_os_error(),
-            ));
-        }
-        // SAFETY: SIOCGIFMTU succeeded, so it wrote the `ifru_mtu` member of the union.
-        let mtu = unsafe { req.ifr_ifru.ifru_mtu };
-        Ok(usize::try_from(mtu).unwrap_or(0) + ETH_HLEN)
+        Ok(crate::iface::mtu(self.fd.as_raw_fd(), &self.ifname)? + ETH_HLEN)
     }
 }
 

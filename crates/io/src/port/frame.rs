@@ -11,15 +11,39 @@ use crate::packet::PacketSocket;
 use crate::udp::TimestampSource;
 use crate::xdp::XdpSocket;
 
+/// Bytes of an Ethernet header: the shortest frame a port sends.
+const ETH_HLEN: usize = 14;
+
+/// What [`FramePort::try_queue_frame`] did with a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameQueued {
+    /// On the TX queue: it leaves with the next flush.
+    Queued,
+    /// The TX queue has no room now: flush and retry, or drop the frame.
+    Full,
+    /// Longer than the port can ever send (the interface's MTU, or a TX slot or UMEM frame):
+    /// drop it and count it; the port goes on.
+    TooLong,
+    /// Shorter than an Ethernet header: drop it and count it; the port goes on.
+    TooShort,
+}
+
 /// One interface as a bridge uses it: frames in with their arrival stamps, frames out through a
 /// TX queue.
 pub trait FramePort: Send {
     /// Hands every frame now ready to `f(frame, arrival_ns)` (`CLOCK_REALTIME` ns, as
     /// [`now_ns`]); returns how many. Never blocks.
     fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize>;
-    /// Queues `frame` for sending; `Ok(false)` when the TX queue has no room (or the frame is
-    /// longer than a TX slot holds: it cannot leave, and is counted like a full queue).
-    fn queue_frame(&mut self, frame: &[u8]) -> io::Result<bool>;
+    /// Queues `frame` for sending, or says why not: no room now ([`FrameQueued::Full`]), or
+    /// a frame this port can never send ([`FrameQueued::TooLong`], [`FrameQueued::TooShort`]),
+    /// which is not an error: one frame never stops a port. `Err` only when the socket
+    /// itself failed.
+    fn try_queue_frame(&mut self, frame: &[u8]) -> io::Result<FrameQueued>;
+    /// Queues `frame` for sending; `Ok(false)` when it was not queued: no room now, or a frame
+    /// the port can never send ([`FramePort::try_queue_frame`] says which).
+    fn queue_frame(&mut self, frame: &[u8]) -> io::Result<bool> {
+        Ok(self.try_queue_frame(frame)? == FrameQueued::Queued)
+    }
     /// Sends what was queued.
     fn flush(&mut self) -> io::Result<()>;
     /// Frames the kernel dropped before this port could read them.
@@ -40,8 +64,8 @@ impl FramePort for PacketSocket {
         self.recv_batch(|frame, rx_ns, _truncated| f(frame, rx_ns))
     }
 
-    fn queue_frame(&mut self, frame: &[u8]) -> io::Result<bool> {
-        self.queue_tx(frame)
+    fn try_queue_frame(&mut self, frame: &[u8]) -> io::Result<FrameQueued> {
+        self.try_queue_tx(frame)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -71,12 +95,17 @@ impl FramePort for XdpSocket {
         self.recv_batch_stamped(|frame, stamp| f(frame, stamp.unwrap_or_else(now_ns)))
     }
 
-    fn queue_frame(&mut self, frame: &[u8]) -> io::Result<bool> {
-        if frame.len() > self.max_tx_frame() {
-            // Longer than a UMEM frame: it cannot leave; counted like a full TX queue.
-            return Ok(false);
+    fn try_queue_frame(&mut self, frame: &[u8]) -> io::Result<FrameQueued> {
+        if frame.len() < ETH_HLEN {
+            return Ok(FrameQueued::TooShort);
         }
-        self.send(frame)
+        if frame.len() > self.max_tx_frame() || !self.fits_mtu(frame)? {
+            return Ok(FrameQueued::TooLong);
+        }
+        Ok(match self.send(frame)? {
+            true => FrameQueued::Queued,
+            false => FrameQueued::Full,
+        })
     }
 
     fn flush(&mut self) -> io::Result<()> {

@@ -49,7 +49,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use crate::udp::TimestampSource;
-pub use frame::FramePort;
+pub use frame::{FramePort, FrameQueued};
 pub use udp::{UdpMode, UdpPort, UdpQueue, UdpRxHalf, UdpTxHalf};
 pub use xdp::{LinkRoute, XdpEndpoint, XdpRxHalf, XdpTxHalf, XdpTxQueue};
 
@@ -94,7 +94,7 @@ impl PortSizes {
 }
 
 /// Why one queued datagram was not sent. Each names the errors it stands for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SendFailure {
     /// The destination cannot be addressed: port 0, a wrong address family (`EINVAL`,
     /// `EDESTADDRREQ`, `EAFNOSUPPORT`).
@@ -108,7 +108,8 @@ pub enum SendFailure {
     NotPermitted,
     /// The source address cannot be used for that destination (`EADDRNOTAVAIL`).
     AddressNotAvailable,
-    /// Longer than the path allows (`EMSGSIZE`), or than an AF_XDP frame holds.
+    /// Longer than the path allows (`EMSGSIZE`), or (AF_XDP) than a UMEM frame holds or the
+    /// interface's MTU allows.
     TooLong,
     /// AF_XDP: no link-layer (MAC) address is known for the destination, or it is not IPv4.
     NoLinkAddress,
@@ -131,6 +132,85 @@ impl SendFailure {
             libc::EMSGSIZE => SendFailure::TooLong,
             _ => return None,
         })
+    }
+
+    /// Every failure, in the order [`SendFailures`] keeps them.
+    pub const ALL: [SendFailure; 7] = [
+        SendFailure::InvalidDestination,
+        SendFailure::Unreachable,
+        SendFailure::Refused,
+        SendFailure::NotPermitted,
+        SendFailure::AddressNotAvailable,
+        SendFailure::TooLong,
+        SendFailure::NoLinkAddress,
+    ];
+
+    /// The name written into results files and `--json`: `invalid_destination`,
+    /// `unreachable`, `refused`, `not_permitted`, `address_not_available`, `too_long`,
+    /// `no_link_address`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SendFailure::InvalidDestination => "invalid_destination",
+            SendFailure::Unreachable => "unreachable",
+            SendFailure::Refused => "refused",
+            SendFailure::NotPermitted => "not_permitted",
+            SendFailure::AddressNotAvailable => "address_not_available",
+            SendFailure::TooLong => "too_long",
+            SendFailure::NoLinkAddress => "no_link_address",
+        }
+    }
+
+    /// Its place in [`SendFailure::ALL`] (for counters kept in an array).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Datagrams not sent, counted by cause: what an engine keeps of the [`Unsent`] reports of
+/// its flushes.
+///
+/// ```
+/// use latlab_io::port::{SendFailure, SendFailures};
+/// let mut failed = SendFailures::default();
+/// failed.count(SendFailure::Unreachable);
+/// failed.count(SendFailure::Unreachable);
+/// failed.count(SendFailure::InvalidDestination);
+/// assert_eq!((failed.get(SendFailure::Unreachable), failed.total()), (2, 3));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendFailures {
+    /// Counts in the order of [`SendFailure::ALL`].
+    counts: [u64; SendFailure::ALL.len()],
+}
+
+impl SendFailures {
+    /// Counts one datagram not sent for `failure`.
+    #[inline]
+    pub fn count(&mut self, failure: SendFailure) {
+        self.counts[failure.index()] += 1;
+    }
+
+    /// Adds `n` datagrams not sent for `failure`.
+    #[inline]
+    pub fn add(&mut self, failure: SendFailure, n: u64) {
+        self.counts[failure.index()] += n;
+    }
+
+    /// Datagrams not sent for `failure`.
+    pub fn get(&self, failure: SendFailure) -> u64 {
+        self.counts[failure.index()]
+    }
+
+    /// Datagrams not sent, whatever the cause.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Every cause with its count, in the order of [`SendFailure::ALL`] (zeros included).
+    pub fn iter(&self) -> impl Iterator<Item = (SendFailure, u64)> + '_ {
+        SendFailure::ALL
+            .into_iter()
+            .zip(self.counts.iter().copied())
     }
 }
 
@@ -278,4 +358,51 @@ pub fn flush_or_drop<T: DatagramTx, S: TxStamp, U: FnMut(Unsent)>(
     }
     dropped += tx.queue().clear() as u64;
     Ok((sent, dropped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_failure_has_its_own_counter_and_name() {
+        let mut failed = SendFailures::default();
+        for (i, failure) in SendFailure::ALL.into_iter().enumerate() {
+            assert_eq!(failure.index(), i);
+            failed.add(failure, i as u64 + 1);
+        }
+        let names: Vec<(&str, u64)> = failed.iter().map(|(f, n)| (f.name(), n)).collect();
+        assert_eq!(
+            names,
+            [
+                ("invalid_destination", 1),
+                ("unreachable", 2),
+                ("refused", 3),
+                ("not_permitted", 4),
+                ("address_not_available", 5),
+                ("too_long", 6),
+                ("no_link_address", 7),
+            ]
+        );
+        assert_eq!(failed.total(), 28);
+    }
+
+    #[test]
+    fn the_errors_of_one_destination_are_failures_and_the_sockets_are_not() {
+        assert_eq!(
+            SendFailure::from_errno(libc::EINVAL),
+            Some(SendFailure::InvalidDestination)
+        );
+        assert_eq!(
+            SendFailure::from_errno(libc::ENETUNREACH),
+            Some(SendFailure::Unreachable)
+        );
+        assert_eq!(
+            SendFailure::from_errno(libc::EACCES),
+            Some(SendFailure::NotPermitted)
+        );
+        for socket_error in [libc::EBADF, libc::ENOTSOCK, libc::EFAULT] {
+            assert_eq!(SendFailure::from_errno(socket_error), None);
+        }
+    }
 }

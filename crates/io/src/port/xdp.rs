@@ -342,6 +342,16 @@ fn flush<S: TxStamp, U: FnMut(Unsent)>(
             }
         };
         let frame = &queue.frames[i][..len];
+        if !socket.fits_mtu(frame)? {
+            // The device would drop it without a count.
+            unsent(Unsent {
+                to: queue.dests[i],
+                failure: SendFailure::TooLong,
+            });
+            done.failed += 1;
+            handled += 1;
+            continue;
+        }
         if !socket.send(frame)? {
             socket.flush_tx()?;
             if !socket.send(frame)? {

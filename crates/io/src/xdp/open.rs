@@ -32,6 +32,12 @@ impl XdpSocket {
         let program = XdpProgram::attach(ifname, options.program)?;
         let fd = xdp_socket(ifname)?;
         let raw = fd.as_raw_fd();
+        // AF_XDP sockets take no interface ioctls: the MTU is asked through a UDP socket made
+        // here, so in the interface's namespace whatever thread asks later.
+        let ioctl_fd = OwnedFd::from(
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)
+                .map_err(at(ifname, "socket for interface ioctls"))?,
+        );
 
         let frame_size = options.frame_size;
         let ring_size = options.frame_count / 2;
@@ -118,6 +124,8 @@ impl XdpSocket {
             bind_mode: BindMode::Copy,
             frame_size,
             tx_base,
+            tx_mtu_limit: 0,
+            ioctl_fd,
             fill,
             completion,
             rx,
