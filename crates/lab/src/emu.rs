@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 use std::time::Duration;
 
 use latlab_engine::emulator::{self, EmulatorLive, EmulatorReport};
@@ -198,44 +197,24 @@ fn run_packet(
             "run to completion: one loop"
         }
     ));
-    let live = Arc::new(EmulatorLive::default());
-    let (ab, ba) = (options.a_to_b.clone(), options.b_to_a.clone());
-    let run = watched(
-        options.duration,
-        stop,
-        view,
-        || counters(&live),
-        || match tx_sockets {
-            Some((tx_a, tx_b)) => {
-                let n = cpus.len();
-                let stage_cpus = if n >= 2 {
-                    (Some(cpus[n - 2]), Some(cpus[n - 1]))
-                } else {
-                    (None, None)
-                };
-                let sockets = emulator::PipelineSockets {
-                    rx_a: sock_a,
-                    rx_b: sock_b,
-                    tx_a,
-                    tx_b,
-                };
-                emulator::run_pipeline(sockets, ab, ba, 4096, stage_cpus, stop, &live)
-            }
-            None => emulator::run(
-                &mut sock_a,
-                &mut sock_b,
-                ab,
-                ba,
-                options.frame_size,
-                options.poll,
-                stop,
-                &live,
-            ),
-        },
-    );
-    run.map_err(|source| CommandError::Run {
-        engine: "emulator",
-        source,
+    watched_bridge(options, stop, view, |live| match tx_sockets {
+        Some((tx_a, tx_b)) => {
+            let n = cpus.len();
+            let stage_cpus = if n >= 2 {
+                (Some(cpus[n - 2]), Some(cpus[n - 1]))
+            } else {
+                (None, None)
+            };
+            let sockets = emulator::PipelineSockets {
+                rx_a: sock_a,
+                rx_b: sock_b,
+                tx_a,
+                tx_b,
+            };
+            let (ab, ba) = (options.a_to_b.clone(), options.b_to_a.clone());
+            emulator::run_pipeline(sockets, ab, ba, 4096, stage_cpus, stop, live)
+        }
+        None => one_loop(options, &mut sock_a, &mut sock_b, stop, live),
     })
 }
 
@@ -277,30 +256,43 @@ fn run_xdp(
         describe(&sock_a),
         describe(&sock_b)
     ));
-    let live = Arc::new(EmulatorLive::default());
-    let (ab, ba) = (options.a_to_b.clone(), options.b_to_a.clone());
-    let run = watched(
+    watched_bridge(options, stop, view, |live| {
+        one_loop(options, &mut sock_a, &mut sock_b, stop, live)
+    })
+}
+
+/// Runs `bridge` with fresh live counters, which `view` shows while it runs, until `stop` is
+/// raised or the duration is over.
+fn watched_bridge(
+    options: &EmuOptions,
+    stop: &Stop,
+    view: &mut dyn LiveView,
+    bridge: impl FnOnce(&EmulatorLive) -> std::io::Result<EmulatorReport>,
+) -> Result<EmulatorReport, CommandError> {
+    let live = EmulatorLive::default();
+    watched(
         options.duration,
         stop,
         view,
         || counters(&live),
-        || {
-            emulator::run(
-                &mut sock_a,
-                &mut sock_b,
-                ab,
-                ba,
-                options.frame_size,
-                options.poll,
-                stop,
-                &live,
-            )
-        },
-    );
-    run.map_err(|source| CommandError::Run {
+        || bridge(&live),
+    )
+    .map_err(|source| CommandError::Run {
         engine: "emulator",
         source,
     })
+}
+
+/// The run-to-completion loop over the two ports, with the links of `options`.
+fn one_loop<P: emulator::Port>(
+    options: &EmuOptions,
+    a: &mut P,
+    b: &mut P,
+    stop: &Stop,
+    live: &EmulatorLive,
+) -> std::io::Result<EmulatorReport> {
+    let (ab, ba) = (options.a_to_b.clone(), options.b_to_a.clone());
+    emulator::run(a, b, ab, ba, options.frame_size, options.poll, stop, live)
 }
 
 /// The live counters line of a running bridge.

@@ -439,14 +439,23 @@ pub fn namespace_exists(name: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// Whether namespaces work here; when they do not, says why and the test is skipped, but
+    /// never under `CI=true`, where namespaces must work.
+    fn namespaces_or_skip() -> bool {
+        let Some(reason) = why_no_namespaces() else {
+            return true;
+        };
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "namespaces must work under CI=true: {reason}"
+        );
+        eprintln!("skipped: {reason}");
+        false
+    }
+
     #[test]
     fn namespaces_are_built_and_removed_on_drop() {
-        if let Some(reason) = why_no_namespaces() {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "namespaces must work under CI=true: {reason}"
-            );
-            eprintln!("skipped: {reason}");
+        if !namespaces_or_skip() {
             return;
         }
         let topo = ClientServer::namespaces().unwrap();
@@ -464,12 +473,7 @@ mod tests {
 
     #[test]
     fn a_live_namespace_holds_its_owner_lock_and_its_removal_takes_the_lock_file() {
-        if let Some(reason) = why_no_namespaces() {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "namespaces must work under CI=true: {reason}"
-            );
-            eprintln!("skipped: {reason}");
+        if !namespaces_or_skip() {
             return;
         }
         let ns = Namespace::create(&format!("{}-lock", unique_prefix())).unwrap();
@@ -501,12 +505,7 @@ mod tests {
 
     #[test]
     fn client_emu_server_is_built_with_offloads_off_and_removed_on_drop() {
-        if let Some(reason) = why_no_namespaces() {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "namespaces must work under CI=true: {reason}"
-            );
-            eprintln!("skipped: {reason}");
+        if !namespaces_or_skip() {
             return;
         }
         let topo = ClientEmuServer::build().unwrap();
