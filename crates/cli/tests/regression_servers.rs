@@ -474,3 +474,55 @@ fn emu_reports_the_frames_still_queued_at_exit_so_its_counters_add_up() {
     assert_eq!(a_to_b["sent"], 0, "{report}");
     assert_frames_add_up(&report);
 }
+
+#[test]
+fn gen_reports_the_probes_it_could_not_send_by_cause() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientServer::namespaces().unwrap();
+    let (client, server, _, server_addr) = lab_parts(&lab);
+    let dir = tempfile::tempdir().unwrap();
+    let gen_json = dir.path().join("gen.json");
+    let target = SocketAddrV4::new(server_addr, 7777);
+    let mut echo = common::in_ns(server)
+        .args(["echo", "--listen", &target.to_string(), "--poll", "block"])
+        .args(["--duration", "6s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut gen = common::in_ns(client)
+        .args(["gen", "--target", &target.to_string(), "--rate", "1k"])
+        .args(["--duration", "2s", "--poll", "block", "--json"])
+        .arg(&gen_json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Half-way through the run the server's address becomes unreachable from the client:
+    // every probe after that fails to leave with EHOSTUNREACH.
+    std::thread::sleep(Duration::from_millis(1200));
+    let route = Command::new("ip")
+        .args(["-n", client, "route", "add", "unreachable"])
+        .arg(format!("{server_addr}/32"))
+        .status()
+        .unwrap();
+    assert!(route.success(), "ip route add unreachable failed");
+    let status = wait_exit(&mut gen, Duration::from_secs(15));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(gen.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "gen: {stderr}");
+    let summary = common::read_json(&gen_json);
+    let unreachable = summary["send_failed"]["unreachable"].as_u64().unwrap_or(0);
+    // About a second of probes at 1 kpps could not leave, and each one counts as lost.
+    assert!(unreachable >= 300, "{summary}");
+    assert!(
+        summary["lost"].as_u64().unwrap() >= unreachable,
+        "{summary}"
+    );
+    let _ = echo.kill();
+    let _ = echo.wait();
+}

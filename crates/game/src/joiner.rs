@@ -15,7 +15,7 @@ pub enum JoinEvent {
         slot: u32,
     },
     /// The server refused us, with a [`RejectReason`](crate::RejectReason)
-    /// byte (1 TableFull, 2 BadCookie, 3 Expired). Final: to try again, make
+    /// byte (1 TableFull, 2 BadCookie, 3 Expired, 4 HostFull). Final: to try again, make
     /// a new `Joiner` (with a new nonce).
     Rejected(u8),
     /// A `Challenge` for us: a `JoinConfirm` now waits in

@@ -46,7 +46,7 @@ pub struct ServerConfig {
     /// clients stay until they leave. `latlab serve` sets 10 s.
     pub idle_timeout_ns: Option<u64>,
     /// Most clients one host may hold in the table; its next join is refused with
-    /// `Reject(TableFull)` and counted as [`DropCause::HostFull`]. A host is an IPv4 address
+    /// `Reject(HostFull)` and counted as [`DropCause::HostFull`]. A host is an IPv4 address
     /// (an IPv4-mapped IPv6 address counts as its IPv4 address) or an IPv6 /64 (the block one
     /// host is usually given). `None` (the default): no cap below `max_clients`.
     pub max_clients_per_host: Option<usize>,
@@ -111,8 +111,7 @@ pub enum DropCause {
     /// A `JoinRequest` shorter than [`JOIN_REQUEST_LEN`]. Not answered.
     ShortJoin,
     /// A valid `JoinConfirm` from a new address of a host that already holds
-    /// [`ServerConfig::max_clients_per_host`] clients. Answered with `Reject(TableFull)`:
-    /// for that host, the table is full.
+    /// [`ServerConfig::max_clients_per_host`] clients. Answered with `Reject(HostFull)`.
     HostFull,
 }
 
@@ -464,7 +463,7 @@ impl Server {
                 from,
                 msg::Repr::Reject {
                     client_nonce,
-                    reason: RejectReason::TableFull,
+                    reason: RejectReason::HostFull,
                 },
             );
             return self.drop(DropCause::HostFull);

@@ -6,6 +6,7 @@
 //! writer holds an exclusive lock on it ([`latlab_io::lock`]) until it is renamed or removed, so
 //! [`crate::clean`] can tell one left by a run that ended from one being written.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -82,6 +83,10 @@ pub struct RunSummary {
     /// offered rate (not counted as sent or lost).
     #[serde(default)]
     pub unsent: u64,
+    /// Probes the port could not send to the target (counted as lost), by cause (the names
+    /// `echo --json` uses: `port_zero`, `unreachable`, …); empty when every probe left.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub send_failed: BTreeMap<String, u64>,
     /// `lost / sent`.
     pub loss_ratio: f64,
     /// Responses that came after one sent later on the same flow.
@@ -125,6 +130,12 @@ impl RunSummary {
             received: r.received,
             lost: r.lost,
             unsent: r.unsent,
+            send_failed: result
+                .send_failed
+                .iter()
+                .filter(|&(_, n)| n > 0)
+                .map(|(failure, n)| (failure.name().to_string(), n))
+                .collect(),
             loss_ratio: if r.sent == 0 {
                 0.0
             } else {

@@ -22,6 +22,20 @@ pub fn render(runs: &[&RunSummary]) -> String {
     row("lost", &|r| {
         format!("{} ({:.3}%)", r.lost, 100.0 * r.loss_ratio)
     });
+    if runs.iter().any(|r| !r.send_failed.is_empty()) {
+        row("of which not sendable", &|r| {
+            let causes: Vec<String> = r
+                .send_failed
+                .iter()
+                .map(|(cause, n)| format!("{cause} {n}"))
+                .collect();
+            if causes.is_empty() {
+                "0".into()
+            } else {
+                causes.join(", ")
+            }
+        });
+    }
     row("reordered", &|r| r.reordered.to_string());
     row("duplicated", &|r| r.duplicated.to_string());
     row("malformed", &|r| {

@@ -149,6 +149,9 @@ pub enum RejectReason {
     BadCookie = 2,
     /// The cookie verified but its epoch is too old; ask for a new one.
     Expired = 3,
+    /// The client's host (its IPv4 address, or IPv6 /64) already holds as many clients as
+    /// the server allows one host; the table itself may have room.
+    HostFull = 4,
 }
 
 impl RejectReason {
@@ -158,6 +161,7 @@ impl RejectReason {
             1 => Some(RejectReason::TableFull),
             2 => Some(RejectReason::BadCookie),
             3 => Some(RejectReason::Expired),
+            4 => Some(RejectReason::HostFull),
             _ => None,
         }
     }
@@ -763,7 +767,7 @@ mod tests {
         check(&WELCOME, 6, 1, Error::Malformed);
         check(&WELCOME, 7, 1, Error::Malformed);
         check(&REJECT, 16, 0, Error::Malformed);
-        check(&REJECT, 16, 4, Error::Malformed);
+        check(&REJECT, 16, 5, Error::Malformed);
         check(&REJECT, 23, 1, Error::Malformed);
         check(&JOIN_REQUEST, 20, 1, Error::Malformed);
         check(&JOIN_REQUEST, 63, 1, Error::Malformed);
@@ -786,6 +790,7 @@ mod tests {
             RejectReason::TableFull,
             RejectReason::BadCookie,
             RejectReason::Expired,
+            RejectReason::HostFull,
         ];
         for _ in 0..6000 {
             let (nonce, a, b, c) = (
@@ -818,7 +823,7 @@ mod tests {
                 },
                 4 => Repr::Reject {
                     client_nonce: nonce,
-                    reason: reasons[(c % 3) as usize],
+                    reason: reasons[(c % reasons.len() as u64) as usize],
                 },
                 _ => Repr::Leave {
                     client_nonce: nonce,

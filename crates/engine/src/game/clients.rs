@@ -65,6 +65,7 @@ pub fn join_all(
                                     1 => "its client table is full; raise --max-clients",
                                     2 => "bad cookie",
                                     3 => "expired cookie",
+                                    4 => "this host already holds as many clients as it allows; raise --max-clients-per-host",
                                     _ => "unknown",
                                 }
                             )));

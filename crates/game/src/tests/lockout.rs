@@ -20,10 +20,11 @@ impl Lab {
         self.clients.len() - 1
     }
 
-    fn rejected_clients(&self) -> Vec<SocketAddr> {
+    /// The clients the server refused for `reason`.
+    fn rejected_clients(&self, reason: RejectReason) -> Vec<SocketAddr> {
         self.clients
             .iter()
-            .filter(|(_, j)| j.rejected() == Some(RejectReason::TableFull as u8))
+            .filter(|(_, j)| j.rejected() == Some(reason as u8))
             .map(|(a, _)| *a)
             .collect()
     }
@@ -55,7 +56,7 @@ fn one_host_holding_every_slot_does_not_lock_the_server_for_ever() {
     let newcomer = lab.add_client(client_addr(1));
     lab.join_all();
     assert_eq!(
-        lab.rejected_clients(),
+        lab.rejected_clients(RejectReason::TableFull),
         [client_addr(1)],
         "the table is full"
     );
@@ -107,12 +108,13 @@ fn one_host_fills_its_cap_and_other_hosts_still_join() {
 
     assert_eq!(lab.server.clients_of_host(greedy(1)), 2);
     assert_eq!(
-        lab.rejected_clients().len(),
+        lab.rejected_clients(RejectReason::HostFull).len(),
         3,
-        "the greedy host's other three"
+        "the greedy host's other three, told that their host is full"
     );
+    assert!(lab.rejected_clients(RejectReason::TableFull).is_empty());
     assert!(lab
-        .rejected_clients()
+        .rejected_clients(RejectReason::HostFull)
         .iter()
         .all(|a| a.ip() == greedy(0).ip()));
     assert!(lab.server.is_client(client_addr(1)) && lab.server.is_client(client_addr(2)));

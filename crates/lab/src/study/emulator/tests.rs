@@ -38,6 +38,7 @@ pub(crate) fn run(mean_us: f64, n: u64, lost: u64, rate: f64) -> RunSummary {
         received: n,
         lost,
         unsent: 0,
+        send_failed: Default::default(),
         loss_ratio: lost as f64 / (n + lost) as f64,
         reordered: 0,
         duplicated: 0,
