@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Result;
 use latlab_lab::command::{resolve, Io, Pattern, PollMode, MAX_RATE_PPS};
 use latlab_lab::gen::GenCommand;
-use latlab_lab::measure::{GenOptions, ThreadChoice};
+use latlab_lab::measure::{ClockChoice, GenOptions, ThreadChoice};
 use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
 
 use crate::{echo_io, parse_xdp_frames, progress, STOP};
@@ -75,13 +75,19 @@ pub(crate) struct GenArgs {
     /// half for sending; each of the four rings holds half as many entries.
     #[arg(long, default_value_t = 4096, value_parser = parse_xdp_frames, value_name = "N")]
     xdp_frames: u32,
+    /// Whether this host and the responder read one clock, which one-way delays need.
+    /// auto: shared when the target is an address of this host; shared: the user says so
+    /// (one host, or clocks kept together by PTP); separate: report round trips only.
+    #[arg(long, default_value = "auto", value_name = "CLOCK", value_parser = ClockChoice::parse)]
+    clock: ClockChoice,
     /// Write the summary to this JSON file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Write the per-second latency histograms to this HdrHistogram interval log.
     #[arg(long, value_name = "FILE")]
     hlog: Option<PathBuf>,
-    /// Write a whole results folder (summary.json, latency.hlog, ccdf.csv, ccdf.svg).
+    /// Write a whole results folder (summary.json, latency.hlog, ccdf.csv, ccdf.svg; with a
+    /// shared clock also forward.hlog, return.hlog and their CCDFs).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
 }
@@ -120,6 +126,7 @@ impl GenArgs {
         opts.threads = self.threads;
         opts.rcvbuf = self.rcvbuf;
         opts.check = !self.no_check;
+        opts.clock = self.clock;
         let mut command = GenCommand::new(opts);
         command.json = self.json;
         command.hlog = self.hlog;

@@ -242,3 +242,73 @@ fn report_draws_an_emulator_study_again_as_the_study_wrote_it() {
     );
     common::report_redraws_as_written(&out);
 }
+
+#[test]
+fn a_delay_on_one_direction_shows_in_that_one_way_delay_only() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    // emu-a faces the client: a→b is the way out, b→a the way back.
+    let mut emu = common::in_ns(lab.emu.name())
+        .args(["emu", "--iface-a", "emu-a", "--iface-b", "emu-b"])
+        .args(["--duration", "4s", "--a-to-b", "delay=2ms"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let target = format!("{}:7777", lab.server_addr);
+    let mut echo = common::in_ns(lab.server.name())
+        .args(["echo", "--listen", &target, "--poll", "block"])
+        .args(["--duration", "4s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let run = |clock: &str, out: &std::path::Path| {
+        let gen = common::in_ns(lab.client.name())
+            .args(["gen", "--target", &target, "--rate", "1k"])
+            .args(["--duration", "700ms", "--poll", "block", "--clock", clock])
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(
+            gen.status.success(),
+            "{}",
+            String::from_utf8_lossy(&gen.stderr)
+        );
+        String::from_utf8_lossy(&gen.stdout).into_owned()
+    };
+    let table = run("shared", &out);
+    let separate = dir.path().join("separate");
+    run("separate", &separate);
+    assert!(emu.wait().unwrap().success());
+    assert!(echo.wait().unwrap().success());
+
+    let summary = common::read_json(&out.join("summary.json"));
+    assert_eq!(summary["clock"], "shared", "{summary}");
+    let p50 = |key: &str| summary[key]["p50"].as_f64().unwrap();
+    let (forward, back, rtt) = (p50("forward_ns"), p50("return_ns"), p50("latency_ns"));
+    assert!((2.0e6..2.8e6).contains(&forward), "out {forward} ns");
+    assert!(back < 0.5e6, "back {back} ns");
+    assert!(forward + back <= rtt * 1.01, "{forward} + {back} > {rtt}");
+    for file in [
+        "forward.hlog",
+        "return.hlog",
+        "forward_ccdf.csv",
+        "return_ccdf.csv",
+    ] {
+        assert!(out.join(file).is_file(), "{file} missing");
+    }
+    assert!(table.contains("one way out"), "{table}");
+
+    // With separate clocks there is no one-way figure at all.
+    let summary = common::read_json(&separate.join("summary.json"));
+    assert_eq!(summary["clock"], "separate");
+    assert!(summary.get("forward_ns").is_none(), "{summary}");
+    assert!(!separate.join("forward.hlog").exists());
+}

@@ -124,6 +124,51 @@ pub struct GenOptions {
     pub rcvbuf: Option<usize>,
     /// Check that the target answers before the run.
     pub check: bool,
+    /// Whether the generator and the responder read one clock (one-way delays are reported
+    /// only then).
+    pub clock: ClockChoice,
+}
+
+/// Whether the generator's and the responder's stamps come from one clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClockChoice {
+    /// Shared when the lab made the topology on this host (namespaces share
+    /// `CLOCK_REALTIME`) or the target is an address of this host; separate otherwise.
+    Auto,
+    /// The user says one clock serves both (one host, or clocks kept together by PTP).
+    Shared,
+    /// Separate clocks: no one-way figure.
+    Separate,
+}
+
+impl ClockChoice {
+    /// `auto`, `shared` or `separate`.
+    pub fn parse(text: &str) -> Result<ClockChoice, String> {
+        match text {
+            "auto" => Ok(ClockChoice::Auto),
+            "shared" => Ok(ClockChoice::Shared),
+            "separate" => Ok(ClockChoice::Separate),
+            _ => Err(format!("{text:?} is not a clock: auto, shared or separate")),
+        }
+    }
+
+    /// Whether the clocks are shared on a run of `topology` (as [`RunSetup::topology`] names
+    /// it) towards `target`.
+    ///
+    /// [`RunSetup::topology`]: crate::results::RunSetup::topology
+    pub fn is_shared(self, topology: &str, target: SocketAddr) -> bool {
+        match self {
+            ClockChoice::Shared => true,
+            ClockChoice::Separate => false,
+            ClockChoice::Auto => topology != "remote" || is_local_address(target.ip()),
+        }
+    }
+}
+
+/// Whether `ip` is an address of this host (of this network namespace): a loopback address,
+/// or one a socket can bind to.
+fn is_local_address(ip: IpAddr) -> bool {
+    ip.is_loopback() || std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
 impl GenOptions {
@@ -149,6 +194,7 @@ impl GenOptions {
             threads: ThreadChoice::Auto,
             rcvbuf: None,
             check: true,
+            clock: ClockChoice::Auto,
         }
     }
 
@@ -322,7 +368,8 @@ fn summarized(
         threads,
     };
     let result = generate(&config).map_err(io_err("generator"))?;
-    let summary = RunSummary::new(setup, options.rate_pps, &result);
+    let shared = options.clock.is_shared(&setup.topology, options.target);
+    let summary = RunSummary::new(setup, options.rate_pps, &result).with_clock(shared, &result);
     Ok((summary, result))
 }
 

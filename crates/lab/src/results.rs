@@ -117,6 +117,27 @@ pub struct RunSummary {
     pub latency_from_actual_send_ns: Summary,
     /// Time inside the responder, when it stamped its receive and transmit times.
     pub responder_dwell_ns: Summary,
+    /// `shared` when the generator and the responder read one clock (the namespaces of one
+    /// host, or `--clock shared`), `separate` otherwise; one-way delays are given only for
+    /// `shared`. Absent in results written before latlab reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
+    /// One-way delay out, from the intended send time to the responder's receive stamp
+    /// (shared clock, stamping responder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_ns: Option<Summary>,
+    /// One-way delay back, from the responder's transmit stamp to arrival.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_ns: Option<Summary>,
+    /// Stamped responses whose stamps cannot come from one clock (the responder received
+    /// before the probe was due, or sent after it arrived back): with a shared clock, a sign
+    /// that it is not.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub one_way_impossible: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl RunSummary {
@@ -162,7 +183,24 @@ impl RunSummary {
             send_lag_ns: Summary::from_histogram(&r.send_lag),
             latency_from_actual_send_ns: Summary::from_histogram(&r.latency_from_actual),
             responder_dwell_ns: Summary::from_histogram(&r.responder_dwell),
+            clock: None,
+            forward_ns: None,
+            return_ns: None,
+            one_way_impossible: 0,
         }
+    }
+
+    /// The summary with its clock said, and the one-way delays of `result` when the clock is
+    /// `shared` and the responder stamped.
+    pub fn with_clock(mut self, shared: bool, result: &GeneratorResult) -> RunSummary {
+        let r = &result.report;
+        self.clock = Some(if shared { "shared" } else { "separate" }.to_string());
+        if shared && !r.forward.is_empty() {
+            self.forward_ns = Some(Summary::from_histogram(&r.forward));
+            self.return_ns = Some(Summary::from_histogram(&r.reverse));
+        }
+        self.one_way_impossible = r.one_way_impossible;
+        self
     }
 
     /// Reads a `summary.json`.
@@ -222,13 +260,58 @@ pub fn summary_json(summary: &RunSummary) -> String {
 /// The `.hlog` text of a run: one interval per line, readable by HdrHistogram's own tools
 /// (`HistogramLogProcessor`); values are nanoseconds, the max column in milliseconds.
 pub fn hlog_bytes(result: &GeneratorResult, label: &str) -> io::Result<Vec<u8>> {
+    hlog_of(result, label, Delay::RoundTrip)
+}
+
+/// Which delay of a run an `.hlog` or CCDF holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delay {
+    /// From the intended send time back to the generator.
+    RoundTrip,
+    /// One way out: from the intended send time to the responder's receive stamp.
+    Forward,
+    /// One way back: from the responder's transmit stamp to the generator.
+    Return,
+}
+
+impl Delay {
+    /// How the `.hlog` header and plot titles name it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Delay::RoundTrip => "round-trip latency",
+            Delay::Forward => "one-way delay out",
+            Delay::Return => "one-way delay back",
+        }
+    }
+
+    /// The run's histogram of this delay.
+    pub fn of(self, result: &GeneratorResult) -> &LatencyHistogram {
+        match self {
+            Delay::RoundTrip => &result.report.latency,
+            Delay::Forward => &result.report.forward,
+            Delay::Return => &result.report.reverse,
+        }
+    }
+
+    fn of_interval(self, interval: &latlab_probe::Interval) -> &LatencyHistogram {
+        match self {
+            Delay::RoundTrip => &interval.histogram,
+            Delay::Forward => &interval.forward,
+            Delay::Return => &interval.reverse,
+        }
+    }
+}
+
+/// The `.hlog` text of one delay of a run (see [`hlog_bytes`]).
+pub fn hlog_of(result: &GeneratorResult, label: &str, delay: Delay) -> io::Result<Vec<u8>> {
     let start_s = result.start_ns as f64 / 1e9;
     let mut w = HlogWriter::new(
         Vec::new(),
         start_s,
         &format!(
-            "latlab {} {label}: round-trip latency in ns",
-            env!("CARGO_PKG_VERSION")
+            "latlab {} {label}: {} in ns",
+            env!("CARGO_PKG_VERSION"),
+            delay.title()
         ),
     )
     .map_err(io::Error::other)?;
@@ -236,7 +319,7 @@ pub fn hlog_bytes(result: &GeneratorResult, label: &str) -> io::Result<Vec<u8>> 
         w.write_interval(
             iv.start_offset_ns as f64 / 1e9,
             iv.duration_ns as f64 / 1e9,
-            &iv.histogram,
+            delay.of_interval(iv),
             None,
         )
         .map_err(io::Error::other)?;
@@ -363,11 +446,26 @@ pub fn write_run(
         &ccdf_csv(&result.report.latency)?,
     )?;
     let points = latlab_stats::ccdf(&result.report.latency);
-    let svg = crate::plot::ccdf_svg(
-        &format!("Latency CCDF, {}", summary.setup.label),
-        &[(summary.setup.label.clone(), points)],
-    )
-    .map_err(io::Error::other)?;
+    let mut curves = vec![(summary.setup.label.clone(), points)];
+    if summary.forward_ns.is_some() {
+        for (delay, name) in [(Delay::Forward, "forward"), (Delay::Return, "return")] {
+            let label = &summary.setup.label;
+            dir.write(
+                &format!("{prefix}{name}.hlog"),
+                &hlog_of(result, label, delay)?,
+            )?;
+            dir.write(
+                &format!("{prefix}{name}_ccdf.csv"),
+                &ccdf_csv(delay.of(result))?,
+            )?;
+            curves.push((
+                format!("{} ({label})", delay.title()),
+                latlab_stats::ccdf(delay.of(result)),
+            ));
+        }
+    }
+    let svg = crate::plot::ccdf_svg(&format!("Latency CCDF, {}", summary.setup.label), &curves)
+        .map_err(io::Error::other)?;
     dir.write(&format!("{prefix}ccdf.svg"), svg.as_bytes())
 }
 

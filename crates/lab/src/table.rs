@@ -74,6 +74,28 @@ pub fn render(runs: &[&RunSummary]) -> String {
             _ => format!("max {}", format_us(r.send_lag_ns.max_ns as f64)),
         },
     );
+    if runs.iter().any(|r| r.forward_ns.is_some()) {
+        let one_way = |s: &Option<latlab_stats::Summary>| match s {
+            Some(s) => {
+                let at = |key: &str| match s.percentile(key).map(|p| &p.estimate) {
+                    Some(Estimate::Value { value_ns, .. }) => format_us(*value_ns as f64),
+                    _ => "-".into(),
+                };
+                format!(
+                    "{} / {} / {}",
+                    trim_unit(&at("p50")),
+                    trim_unit(&at("p99_9")),
+                    format_us(s.max_ns as f64)
+                )
+            }
+            None => "-".into(),
+        };
+        row("one way out p50/p99.9/max", &|r| one_way(&r.forward_ns));
+        row("one way back p50/p99.9/max", &|r| one_way(&r.return_ns));
+    }
+    if runs.iter().any(|r| r.clock.is_some()) {
+        row("clock", &|r| r.clock.clone().unwrap_or_else(|| "-".into()));
+    }
     row("timestamps", &|r| r.timestamp_source.clone());
 
     let headers: Vec<String> = runs.iter().map(|r| r.setup.label.clone()).collect();

@@ -53,7 +53,7 @@ mod schedule;
 mod sender;
 
 pub use fanout::{FanoutMeter, FanoutReport, FanoutResponse};
-pub use meter::{Malformed, Meter, MeterReport, Response, TRACE_CAP};
+pub use meter::{Malformed, Meter, MeterReport, OneWay, Response, TRACE_CAP};
 pub use run::{
     Interval, Metering, Outcome, Progress, Receiving, Run, RunConfig, SendStatus, Sending,
     MIN_INTERVAL_NS, PROGRESS_NS, START_DELAY_NS,

@@ -40,6 +40,15 @@ pub enum Response {
     Malformed(Malformed),
 }
 
+/// The two one-way delays of one response, from the responder's stamps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OneWay {
+    /// The responder's receive stamp − the intended send time.
+    pub forward_ns: u64,
+    /// Arrival − the responder's transmit stamp.
+    pub reverse_ns: u64,
+}
+
 /// Counts and histograms of one run, from [`Meter::report`].
 #[derive(Clone, Debug)]
 pub struct MeterReport {
@@ -76,6 +85,17 @@ pub struct MeterReport {
     pub latency_from_actual: LatencyHistogram,
     /// Time inside the responder (its transmit − its receive stamp), when it stamped.
     pub responder_dwell: LatencyHistogram,
+    /// One-way delay out: the responder's receive stamp − the intended send time, when it
+    /// stamped. A figure only where the generator and the responder read one clock (the
+    /// namespaces of one host); across separate clocks it holds their offset too.
+    pub forward: LatencyHistogram,
+    /// One-way delay back: arrival − the responder's transmit stamp, when it stamped (same
+    /// caveat as `forward`).
+    pub reverse: LatencyHistogram,
+    /// Stamped responses whose stamps put the responder's receive before the intended send or
+    /// its transmit after the arrival: impossible on one clock, so proof that the clocks are
+    /// separate (left out of `forward` and `reverse`).
+    pub one_way_impossible: u64,
     /// The first [`TRACE_CAP`] measured responses as (intended send time, latency), in the
     /// order they arrived: per-packet latency over time.
     pub trace: Vec<(u64, u64)>,
@@ -160,12 +180,15 @@ pub struct Meter {
     window: RunWindow,
     flows: Vec<FlowState>,
     report: MeterReport,
+    /// The one-way delays of the last recorded response, for the interval log.
+    last_one_way: Option<OneWay>,
 }
 
 impl Meter {
     /// A meter for the run `config` describes.
     pub fn new(config: &ProbeConfig) -> Meter {
         Meter {
+            last_one_way: None,
             window: RunWindow::new(config),
             flows: vec![FlowState::default(); config.flows as usize],
             report: MeterReport {
@@ -185,6 +208,9 @@ impl Meter {
                 send_lag: LatencyHistogram::new(),
                 latency_from_actual: LatencyHistogram::new(),
                 responder_dwell: LatencyHistogram::new(),
+                forward: LatencyHistogram::new(),
+                reverse: LatencyHistogram::new(),
+                one_way_impossible: 0,
                 trace: Vec::new(),
             },
         }
@@ -210,6 +236,7 @@ impl Meter {
     }
 
     fn classify(&mut self, rx_ns: u64, payload: &[u8]) -> Response {
+        self.last_one_way = None;
         let repr = match self.window.check(rx_ns, payload) {
             Ok(repr) => repr,
             Err(cause) => return Response::Malformed(cause),
@@ -241,6 +268,17 @@ impl Meter {
             if tx >= rx {
                 self.report.responder_dwell.record(tx - rx);
             }
+            if rx >= intended && rx_ns >= tx {
+                let one_way = OneWay {
+                    forward_ns: rx - intended,
+                    reverse_ns: rx_ns - tx,
+                };
+                self.report.forward.record(one_way.forward_ns);
+                self.report.reverse.record(one_way.reverse_ns);
+                self.last_one_way = Some(one_way);
+            } else {
+                self.report.one_way_impossible += 1;
+            }
         }
         Response::Recorded {
             latency_ns,
@@ -252,6 +290,12 @@ impl Meter {
     /// every probe is back.
     pub fn distinct_responses(&self) -> u64 {
         self.report.received + self.report.warmup_received
+    }
+
+    /// The one-way delays of the response just handled, if it was recorded and stamped by
+    /// its responder.
+    pub fn last_one_way(&self) -> Option<OneWay> {
+        self.last_one_way
     }
 
     /// Distinct measured responses so far.
@@ -483,5 +527,41 @@ mod tests {
         let mut m = Meter::new(&cfg);
         m.handle_response(2_000_000, &ps[0]);
         assert_eq!(m.report.responder_dwell.max(), 250);
+    }
+
+    #[test]
+    fn responder_stamps_split_the_round_trip_into_its_two_one_way_delays() {
+        let cfg = ProbeConfig {
+            warmup_ns: 0,
+            ..config()
+        };
+        let (_, mut ps) = probes(&cfg);
+        // Probe 0 is due at 1 ms: 300 µs out, 250 µs inside the responder, 2 ms back.
+        probe::Packet::new_unchecked(&mut ps[0][..]).set_responder_stamps(1_300_000, 1_550_000);
+        // Probe 1's stamps put the responder's receive before its send: another clock.
+        probe::Packet::new_unchecked(&mut ps[1][..]).set_responder_stamps(900_000, 950_000);
+        let mut m = Meter::new(&cfg);
+        m.handle_response(3_550_000, &ps[0]);
+        assert_eq!(
+            m.last_one_way(),
+            Some(OneWay {
+                forward_ns: 300_000,
+                reverse_ns: 2_000_000
+            })
+        );
+        m.handle_response(3_600_000, &ps[1]);
+        assert_eq!(m.last_one_way(), None);
+        m.handle_response(3_700_000, &ps[0]);
+        assert_eq!(m.last_one_way(), None, "a duplicate adds nothing");
+        let r = &m.report;
+        assert_eq!((r.forward.len(), r.reverse.len()), (1, 1));
+        // The histograms keep three significant digits.
+        let near = |got: u64, want: u64| got.abs_diff(want) * 1000 <= want;
+        assert!(near(r.forward.max(), 300_000), "{}", r.forward.max());
+        assert!(near(r.reverse.max(), 2_000_000), "{}", r.reverse.max());
+        assert_eq!(r.one_way_impossible, 1);
+        // Forward + dwell + back is the round trip.
+        let sum = r.forward.max() + r.responder_dwell.max() + r.reverse.max();
+        assert!(near(sum, 2_550_000) && near(r.latency.max(), 2_550_000));
     }
 }

@@ -10,7 +10,7 @@
 use latlab_stats::LatencyHistogram;
 
 use crate::fanout::{FanoutMeter, FanoutResponse};
-use crate::meter::{Meter, Response};
+use crate::meter::{Meter, OneWay, Response};
 use crate::sender::{SendCounts, Sender, Transmit};
 use crate::{Error, ProbeConfig};
 
@@ -34,6 +34,11 @@ pub trait Metering {
     fn handle_datagram(&mut self, receiver: usize, rx_ns: u64, payload: &[u8]) -> Self::Response;
     /// The latency a response adds to the interval log, if any.
     fn interval_latency(response: &Self::Response) -> Option<u64>;
+    /// The one-way delays of the response just handled, for the interval log's one-way
+    /// histograms; `None` where the meter does not measure them.
+    fn last_one_way(&self) -> Option<OneWay> {
+        None
+    }
     /// How many distinct responses each probe sent should bring (1, or the clients of a game).
     fn responses_per_probe(&self) -> u64;
     /// Distinct responses so far, warm-up included.
@@ -54,6 +59,10 @@ impl Metering for Meter {
             Response::Recorded { latency_ns, .. } => Some(*latency_ns),
             _ => None,
         }
+    }
+
+    fn last_one_way(&self) -> Option<OneWay> {
+        Meter::last_one_way(self)
     }
 
     fn responses_per_probe(&self) -> u64 {
@@ -129,6 +138,10 @@ pub struct Interval {
     pub duration_ns: u64,
     /// Latencies of the responses handled in it.
     pub histogram: LatencyHistogram,
+    /// Their one-way delays out and back (empty where the responder did not stamp).
+    pub forward: LatencyHistogram,
+    /// See `forward`.
+    pub reverse: LatencyHistogram,
 }
 
 /// How far the send half is: what the receive half needs for progress and the stop rule.
@@ -274,6 +287,8 @@ pub struct Receiving<M> {
     /// End of the interval being filled; `start_ns + k × interval_ns`.
     next_interval_ns: u64,
     interval: LatencyHistogram,
+    interval_forward: LatencyHistogram,
+    interval_reverse: LatencyHistogram,
     intervals: Vec<Interval>,
     next_progress_ns: u64,
     sending: SendStatus,
@@ -290,6 +305,8 @@ impl<M: Metering> Receiving<M> {
             interval_ns,
             next_interval_ns: start_ns + interval_ns,
             interval: LatencyHistogram::new(),
+            interval_forward: LatencyHistogram::new(),
+            interval_reverse: LatencyHistogram::new(),
             intervals: Vec::new(),
             next_progress_ns: 0,
             sending: SendStatus {
@@ -312,6 +329,10 @@ impl<M: Metering> Receiving<M> {
         let response = self.meter.handle_datagram(receiver, rx_ns, payload);
         if let Some(latency) = M::interval_latency(&response) {
             self.interval.record(latency);
+            if let Some(one_way) = self.meter.last_one_way() {
+                self.interval_forward.record(one_way.forward_ns);
+                self.interval_reverse.record(one_way.reverse_ns);
+            }
         }
         response
     }
@@ -329,6 +350,8 @@ impl<M: Metering> Receiving<M> {
                 start_offset_ns: start - self.start_ns,
                 duration_ns: self.interval_ns,
                 histogram: std::mem::replace(&mut self.interval, LatencyHistogram::new()),
+                forward: std::mem::replace(&mut self.interval_forward, LatencyHistogram::new()),
+                reverse: std::mem::replace(&mut self.interval_reverse, LatencyHistogram::new()),
             });
             self.next_interval_ns += self.interval_ns;
         }
@@ -388,6 +411,8 @@ impl<M: Metering> Receiving<M> {
                 start_offset_ns: start.saturating_sub(self.start_ns),
                 duration_ns: now.saturating_sub(start).clamp(1, self.interval_ns),
                 histogram: std::mem::replace(&mut self.interval, LatencyHistogram::new()),
+                forward: std::mem::replace(&mut self.interval_forward, LatencyHistogram::new()),
+                reverse: std::mem::replace(&mut self.interval_reverse, LatencyHistogram::new()),
             });
         }
     }
