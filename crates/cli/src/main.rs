@@ -30,6 +30,7 @@ mod demo;
 mod echo;
 mod emu;
 mod gen;
+mod merge;
 mod progress;
 mod report;
 mod serve;
@@ -61,6 +62,9 @@ enum Command {
     /// Draw a results folder again from its data: a gen or demo folder's table (and CCDF
     /// plot), a study's tables, figures and report.md.
     Report(report::ReportArgs),
+    /// Merge the runs of several generator hosts (gen --out folders) into one, exactly:
+    /// histograms merged, counts added, the runs listed.
+    Merge(merge::MergeArgs),
     /// Run the model game server: every game packet is sent to every client of its game.
     Serve(serve::ServeArgs),
     /// Emulate a link between two interfaces: delay, jitter, loss, duplication, corruption,
@@ -110,6 +114,7 @@ fn main() {
         Command::Gen(a) => gen::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Report(a) => report::run(a),
+        Command::Merge(a) => merge::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Study(s) => study::run(s),
         Command::Emu(a) => emu::run(*a),
@@ -144,6 +149,9 @@ fn exit_code(e: &anyhow::Error) -> i32 {
             || cause
                 .downcast_ref::<StudyError>()
                 .is_some_and(StudyError::is_usage)
+            || cause
+                .downcast_ref::<latlab_lab::merge::MergeError>()
+                .is_some_and(latlab_lab::merge::MergeError::is_usage)
     });
     if usage {
         2

@@ -35,6 +35,7 @@ pub mod emuconfig;
 pub mod emureport;
 pub mod gen;
 pub mod measure;
+pub mod merge;
 pub mod plot;
 pub mod report;
 pub mod results;

@@ -369,7 +369,8 @@ fn summarized(
     };
     let result = generate(&config).map_err(io_err("generator"))?;
     let shared = options.clock.is_shared(&setup.topology, options.target);
-    let summary = RunSummary::new(setup, options.rate_pps, &result).with_clock(shared, &result);
+    let mut summary = RunSummary::new(setup, options.rate_pps, &result).with_clock(shared, &result);
+    summary.run_id = Some(config.probe.run_id);
     Ok((summary, result))
 }
 

@@ -134,6 +134,38 @@ pub struct RunSummary {
     /// that it is not.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub one_way_impossible: u64,
+    /// The host that ran the generator (its hostname), when recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The run id its probes carried, when recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<u32>,
+    /// For a result of `latlab merge`: the runs it was merged from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<MergedRun>,
+}
+
+/// One run a merged result was made of.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergedRun {
+    /// The folder it was read from, as given to `latlab merge`.
+    pub dir: String,
+    /// Its host, when recorded.
+    pub host: Option<String>,
+    /// Its run id, when recorded.
+    pub run_id: Option<u32>,
+    /// When its first probe was due, ns since the Unix epoch.
+    pub start_time_unix_ns: u64,
+    /// Probes it sent after the warm-up.
+    pub sent: u64,
+}
+
+/// This host's name, as the kernel has it.
+pub fn hostname() -> Option<String> {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -187,6 +219,9 @@ impl RunSummary {
             forward_ns: None,
             return_ns: None,
             one_way_impossible: 0,
+            host: hostname(),
+            run_id: None,
+            merged_from: Vec::new(),
         }
     }
 
@@ -425,8 +460,98 @@ impl Drop for ResultsDir {
     }
 }
 
+/// The file of a run folder that holds each of its whole-run histograms exactly, one tagged
+/// interval each ([`RunHistograms`]): what `latlab merge` adds up.
+pub const HISTOGRAMS: &str = "histograms.hlog";
+
+/// Every whole-run histogram of a run, as [`HISTOGRAMS`] holds them.
+#[derive(Clone, Debug, Default)]
+pub struct RunHistograms {
+    /// Round trip from the intended send time.
+    pub latency: LatencyHistogram,
+    /// Actual − intended send time.
+    pub send_lag: LatencyHistogram,
+    /// Round trip from the actual send time.
+    pub latency_from_actual: LatencyHistogram,
+    /// The reflector's transmit − receive stamps.
+    pub responder_dwell: LatencyHistogram,
+    /// One way out (empty unless the responder stamped).
+    pub forward: LatencyHistogram,
+    /// One way back.
+    pub reverse: LatencyHistogram,
+}
+
+impl RunHistograms {
+    /// The tags of [`HISTOGRAMS`], in the order they are written.
+    pub const TAGS: [&'static str; 6] = [
+        "latency",
+        "send_lag",
+        "latency_from_actual",
+        "responder_dwell",
+        "forward",
+        "return",
+    ];
+
+    /// The histograms of a generator run.
+    pub fn of(result: &GeneratorResult) -> RunHistograms {
+        let r = &result.report;
+        RunHistograms {
+            latency: r.latency.clone(),
+            send_lag: r.send_lag.clone(),
+            latency_from_actual: r.latency_from_actual.clone(),
+            responder_dwell: r.responder_dwell.clone(),
+            forward: r.forward.clone(),
+            reverse: r.reverse.clone(),
+        }
+    }
+
+    /// The histogram tagged `tag` (one of [`RunHistograms::TAGS`]).
+    pub fn get_mut(&mut self, tag: &str) -> Option<&mut LatencyHistogram> {
+        Some(match tag {
+            "latency" => &mut self.latency,
+            "send_lag" => &mut self.send_lag,
+            "latency_from_actual" => &mut self.latency_from_actual,
+            "responder_dwell" => &mut self.responder_dwell,
+            "forward" => &mut self.forward,
+            "return" => &mut self.reverse,
+            _ => return None,
+        })
+    }
+
+    /// Each tag with its histogram.
+    pub fn iter(&self) -> [(&'static str, &LatencyHistogram); 6] {
+        [
+            ("latency", &self.latency),
+            ("send_lag", &self.send_lag),
+            ("latency_from_actual", &self.latency_from_actual),
+            ("responder_dwell", &self.responder_dwell),
+            ("forward", &self.forward),
+            ("return", &self.reverse),
+        ]
+    }
+}
+
+/// The text of [`HISTOGRAMS`]: one interval per histogram, tagged with its name, covering the
+/// run from `start_ns`.
+pub fn histograms_bytes(h: &RunHistograms, start_ns: u64, label: &str) -> io::Result<Vec<u8>> {
+    let mut w = HlogWriter::new(
+        Vec::new(),
+        start_ns as f64 / 1e9,
+        &format!(
+            "latlab {} {label}: whole-run histograms in ns, one per tag",
+            env!("CARGO_PKG_VERSION")
+        ),
+    )
+    .map_err(io::Error::other)?;
+    for (tag, histogram) in h.iter() {
+        w.write_interval(0.0, 0.0, histogram, Some(tag))
+            .map_err(io::Error::other)?;
+    }
+    Ok(w.into_inner())
+}
+
 /// Writes one run's files into `dir` under `prefix` (`""` or `"rate-1000pps/"`):
-/// `summary.json`, `latency.hlog`, `ccdf.csv` and `ccdf.svg`.
+/// `summary.json`, `latency.hlog`, `ccdf.csv`, [`HISTOGRAMS`] and `ccdf.svg`.
 pub fn write_run(
     dir: &ResultsDir,
     prefix: &str,
@@ -444,6 +569,14 @@ pub fn write_run(
     dir.write(
         &format!("{prefix}ccdf.csv"),
         &ccdf_csv(&result.report.latency)?,
+    )?;
+    dir.write(
+        &format!("{prefix}{HISTOGRAMS}"),
+        &histograms_bytes(
+            &RunHistograms::of(result),
+            result.start_ns,
+            &summary.setup.label,
+        )?,
     )?;
     let points = latlab_stats::ccdf(&result.report.latency);
     let mut curves = vec![(summary.setup.label.clone(), points)];
