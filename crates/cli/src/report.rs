@@ -28,7 +28,18 @@ pub(crate) fn run(a: ReportArgs) -> Result<()> {
                 outln!("plot: {}", plot.display());
             }
         }
-        Redrawn::Study { report, .. } => outln!("report: {}", report.display()),
+        Redrawn::Study {
+            report, missing, ..
+        } => {
+            outln!("report: {}", report.display());
+            if !missing.is_empty() {
+                let missing: Vec<String> = missing.iter().map(|s| s.to_string()).collect();
+                outln!(
+                    "missing: shards {} have not finished; their points are not in the report",
+                    missing.join(", ")
+                );
+            }
+        }
     }
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use clap::Subcommand;
 use latlab_lab::command::{default_out, parse_server_io, ServerIo};
+use latlab_lab::study::Shard;
 use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
 
 use crate::{progress, STOP};
@@ -37,6 +38,10 @@ pub(crate) struct EmuStudyArgs {
     /// Results folder (default latlab-results/emulator-<time>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Measure only share I of N of the points into --out, so that N jobs started with the
+    /// same options fill one folder (the last to finish draws the report).
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse, default_value = "1/1", requires = "out")]
+    shard: Shard,
 }
 
 #[derive(Debug, clap::Args)]
@@ -146,7 +151,7 @@ fn game_study(a: GameStudyArgs) -> Result<()> {
     }
     let mut bar = progress::StudyBar::new();
     let report = latlab_lab::study::game_server::run(&options, &STOP, &mut bar)?;
-    outln!("report: {}", report.report.display());
+    print_report(&report)?;
     if let Some(signal) = crate::signals::received() {
         eprintln!(
             "stopped by {}: the finished points are in the folder; rerun with --resume to go on",
@@ -167,14 +172,31 @@ fn emu_study(a: EmuStudyArgs) -> Result<()> {
     options.rates = a.rates;
     options.delays_ns = a.delays.iter().map(|d| d.as_nanos() as u64).collect();
     options.rate_duration = a.rate_duration;
+    options.shard = a.shard;
     crate::clean::at_start();
     let mut bar = progress::StudyBar::new();
     let report = emulator::run(&options, &STOP, &mut bar)?;
-    outln!("report: {}", report.report.display());
+    print_report(&report)?;
     if let Some(signal) = crate::signals::received() {
         eprintln!(
             "stopped by {}: the finished points are in the folder",
             signal.name()
+        );
+    }
+    Ok(())
+}
+
+/// Where the report is, or, for a shard that did not finish last, which shards it waits for.
+fn print_report(report: &latlab_lab::study::StudyReport) -> Result<()> {
+    if report.pending.is_empty() {
+        outln!("report: {}", report.report.display());
+    } else {
+        let pending: Vec<String> = report.pending.iter().map(|s| s.to_string()).collect();
+        outln!(
+            "points written to {}; the report is drawn when shards {} are done (latlab report {} draws what is there now)",
+            report.out.display(),
+            pending.join(", "),
+            report.out.display()
         );
     }
     Ok(())

@@ -312,3 +312,83 @@ fn a_delay_on_one_direction_shows_in_that_one_way_delay_only() {
     assert!(summary.get("forward_ns").is_none(), "{summary}");
     assert!(!separate.join("forward.hlog").exists());
 }
+
+#[test]
+fn an_emulator_study_run_as_three_shards_writes_what_one_process_writes() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let study = |out: &std::path::Path, shard: &str| {
+        std::process::Command::new(cargo_bin("latlab"))
+            .args(["study", "emulator", "--duration", "300ms", "--rates", "1k"])
+            .args(["--delays", "100us", "--rate-duration", "100ms"])
+            .args(["--shard", shard, "--out"])
+            .arg(out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let finished = |child: std::process::Child| {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let whole = dir.path().join("whole");
+    finished(study(&whole, "1/1"));
+
+    let sharded = dir.path().join("sharded");
+    let first = finished(study(&sharded, "1/3"));
+    assert!(first.contains("shards 2/3, 3/3"), "{first}");
+    assert!(
+        !sharded.join("report.md").exists(),
+        "drawn before every shard was done"
+    );
+    // latlab report draws what is there, and says what is missing.
+    let report = assert_cmd::Command::new(cargo_bin("latlab"))
+        .arg("report")
+        .arg(&sharded)
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    let said = String::from_utf8_lossy(&report.stdout);
+    assert!(said.contains("missing: shards 2/3, 3/3"), "{said}");
+    // The other two in parallel: whichever ends last draws the report.
+    let (second, third) = (study(&sharded, "2/3"), study(&sharded, "3/3"));
+    let said = finished(second) + &finished(third);
+    assert!(said.contains("report: "), "{said}");
+
+    let files = |out: &std::path::Path| -> Vec<String> {
+        common::artefacts(out)
+            .into_keys()
+            .filter(|name| !name.starts_with("shards/"))
+            .collect()
+    };
+    assert_eq!(files(&sharded), files(&whole));
+    let points = |out: &std::path::Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(out.join("points"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(points(&sharded), points(&whole));
+
+    // A shard started with other options is refused, naming the difference.
+    let other = assert_cmd::Command::new(cargo_bin("latlab"))
+        .args(["study", "emulator", "--duration", "1s", "--rates", "1k"])
+        .args(["--delays", "100us", "--rate-duration", "100ms"])
+        .args(["--shard", "2/3", "--out"])
+        .arg(&sharded)
+        .output()
+        .unwrap();
+    assert_eq!(other.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&other.stderr).contains("--duration"));
+}

@@ -61,6 +61,8 @@ pub enum Redrawn {
         kind: StudyKind,
         /// Its `report.md`.
         report: PathBuf,
+        /// The shards (`--shard I/N`) that have not finished: their points are not in it.
+        missing: Vec<crate::study::Shard>,
     },
 }
 
@@ -138,7 +140,11 @@ impl Folder {
                     StudyKind::GameServer => game_server::report::write(dir, &topology)?,
                     StudyKind::Emulator => emulator::report::write(dir, &topology)?,
                 };
-                Ok(Redrawn::Study { kind, report })
+                Ok(Redrawn::Study {
+                    kind,
+                    report,
+                    missing: crate::study::shard::missing(dir)?,
+                })
             }
         }
     }
@@ -277,7 +283,10 @@ mod tests {
         for name in written.keys().filter(|n| *n != StudyFile::NAME) {
             fs::remove_file(out.join(name)).unwrap();
         }
-        let Redrawn::Study { kind: seen, report } = redraw(out).unwrap() else {
+        let Redrawn::Study {
+            kind: seen, report, ..
+        } = redraw(out).unwrap()
+        else {
             panic!("{} is a study folder", out.display());
         };
         assert_eq!((seen, report), (kind, out.join("report.md")));

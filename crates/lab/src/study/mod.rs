@@ -40,17 +40,52 @@ pub mod error;
 pub mod game_server;
 pub mod points;
 pub mod progress;
+pub mod shard;
 
 pub use error::StudyError;
 pub use progress::StudyProgress;
+pub use shard::Shard;
 
 /// What a finished study wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StudyReport {
     /// The results folder.
     pub out: PathBuf,
-    /// Its `report.md`.
+    /// Its `report.md` (not drawn yet while `pending` is not empty).
     pub report: PathBuf,
+    /// With `--shard`: the shards that have not finished their share yet. The shard that
+    /// finishes last draws the report; until then `latlab report` draws what is there.
+    pub pending: Vec<Shard>,
+}
+
+impl StudyReport {
+    /// After the points of `shard` are measured: marks its share done (unless the run was
+    /// `stopped` before it finished) and, once no shard is missing, draws the report with
+    /// `draw`. A whole study always draws what it measured.
+    pub fn finish(
+        out: &Path,
+        shard: Shard,
+        stopped: bool,
+        draw: impl FnOnce() -> Result<PathBuf, StudyError>,
+    ) -> Result<StudyReport, StudyError> {
+        if !stopped {
+            shard::mark_done(out, shard)?;
+        }
+        let mut pending = shard::missing(out)?;
+        if stopped && !shard.is_whole() && !pending.contains(&shard) {
+            pending.push(shard);
+        }
+        let report = if pending.is_empty() {
+            draw()?
+        } else {
+            out.join("report.md")
+        };
+        Ok(StudyReport {
+            out: out.to_path_buf(),
+            report,
+            pending,
+        })
+    }
 }
 
 /// Which study wrote a results folder.

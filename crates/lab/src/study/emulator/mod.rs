@@ -17,13 +17,14 @@
 //! beside them; `analysis` reads the points back; `tables`, `figures` and [`report::write`]
 //! draw from it. The run side and the report side share only [`EmuPoint`] and [`RatePoint`].
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use latlab_engine::Stop;
 use serde::{Deserialize, Serialize};
 
-use super::{StudyError, StudyProgress, StudyReport};
+use super::{Shard, StudyError, StudyProgress, StudyReport};
 use crate::results::RunSummary;
 
 mod analysis;
@@ -43,10 +44,8 @@ pub fn run(
     progress: &mut dyn StudyProgress,
 ) -> Result<StudyReport, StudyError> {
     let topology = run::measure_all(options, stop, progress)?;
-    let report = report::write(&options.out, &topology)?;
-    Ok(StudyReport {
-        out: options.out.clone(),
-        report,
+    StudyReport::finish(&options.out, options.shard, stop.is_raised(), || {
+        report::write(&options.out, &topology)
     })
 }
 
@@ -63,6 +62,8 @@ pub struct EmuStudyOptions {
     pub delays_ns: Vec<u64>,
     /// Sending time of each forwarding-rate point.
     pub rate_duration: Duration,
+    /// This job's share of the points (`--shard I/N`; the whole study by default).
+    pub shard: Shard,
 }
 
 impl EmuStudyOptions {
@@ -74,7 +75,29 @@ impl EmuStudyOptions {
             rates: vec![1_000.0, 50_000.0],
             delays_ns: vec![10_000, 100_000, 1_000_000, 100_000_000],
             rate_duration: Duration::from_secs(2),
+            shard: Shard::WHOLE,
         }
+    }
+
+    /// The options that shape the points, as `study.json` keeps them: shards of one study
+    /// must agree on them.
+    pub fn parameters(&self) -> BTreeMap<String, String> {
+        let list = |v: Vec<String>| v.join(",");
+        BTreeMap::from([
+            ("--duration".to_string(), format!("{:?}", self.duration)),
+            (
+                "--rates".to_string(),
+                list(self.rates.iter().map(|r| format!("{r}")).collect()),
+            ),
+            (
+                "--delays".to_string(),
+                list(self.delays_ns.iter().map(|d| format!("{d}ns")).collect()),
+            ),
+            (
+                "--rate-duration".to_string(),
+                format!("{:?}", self.rate_duration),
+            ),
+        ])
     }
 }
 

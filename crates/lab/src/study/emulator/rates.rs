@@ -40,6 +40,7 @@ fn parse_mac(text: &str) -> Result<[u8; 6], StudyError> {
 pub(super) fn measure_rates(
     lab: &ClientEmuServer,
     duration: Duration,
+    share: super::run::Share,
     stop: &Stop,
     progress: &mut dyn StudyProgress,
     points: &PointsDir,
@@ -61,17 +62,22 @@ pub(super) fn measure_rates(
         )
     })??);
     let paths = ["kernel", "emu", "emu-xdp"];
-    let total = FRAME_SIZES.len() * paths.len();
-    let mut xdp_refused = false;
-    for (i, (path, size)) in paths
+    let plan: Vec<(&str, usize)> = paths
         .iter()
         .flat_map(|p| FRAME_SIZES.iter().map(move |s| (*p, *s)))
         .enumerate()
-    {
+        .filter(|&(i, _)| share.owns(i))
+        .map(|(_, point)| point)
+        .collect();
+    let total = plan.len();
+    let mut xdp_checked = false;
+    let mut xdp_refused = false;
+    for (i, (path, size)) in plan.into_iter().enumerate() {
         if stop.is_raised() {
             break;
         }
-        if path == "emu-xdp" && size == FRAME_SIZES[0] {
+        if path == "emu-xdp" && !xdp_checked {
+            xdp_checked = true;
             if let Err(why) = xdp_bridge_opens(lab) {
                 // No AF_XDP here (privileges, kernel): the row is left out, not the study.
                 progress.note(&format!("the AF_XDP forwarding row is skipped: {why}"));

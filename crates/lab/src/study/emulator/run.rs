@@ -18,7 +18,7 @@ use super::{EmuPoint, EmuStudyOptions, TRACE_DELAY_NS};
 use crate::measure::{self, GenOptions, ThreadChoice};
 use crate::results::RunSummary;
 use crate::study::points::{Existing, PointsDir};
-use crate::study::{StudyError, StudyFile, StudyKind, StudyProgress};
+use crate::study::{Shard, StudyError, StudyFile, StudyKind, StudyProgress};
 use crate::topology::ClientEmuServer;
 use crate::units::format_us;
 
@@ -91,11 +91,20 @@ pub(super) fn measure_all(
     stop: &Stop,
     progress: &mut dyn StudyProgress,
 ) -> Result<String, StudyError> {
-    let points = PointsDir::create(&options.out, Existing::Refuse)?;
+    // The shards of one study fill one folder: each continues it, if its options agree.
+    let existing = if options.shard.is_whole() {
+        Existing::Refuse
+    } else {
+        StudyFile::check_resume(&options.out, StudyKind::Emulator, &options.parameters())?;
+        Existing::Continue
+    };
+    let points = PointsDir::create(&options.out, existing)?;
     let lab = ClientEmuServer::build()?;
     let topology = lab.describe();
     progress.note(&format!("lab: {topology}"));
-    StudyFile::new(StudyKind::Emulator, &topology).write(&options.out)?;
+    StudyFile::new(StudyKind::Emulator, &topology)
+        .with_parameters(options.parameters())
+        .write(&options.out)?;
     let routed = route_through_kernel(&lab)?;
     let echo_socket = latlab_io::netns::run_in(lab.server.name(), || {
         UdpSocket::bind(
@@ -118,8 +127,15 @@ pub(super) fn measure_all(
             reflector::run_udp(&echo_socket, &config, &s, &ReflectorCounters::default())
         })
     };
-    let result = measure_latencies(options, &lab, routed, stop, progress, &points)
-        .and_then(|()| measure_rates(&lab, options.rate_duration, stop, progress, &points));
+    let result = measure_latencies(options, &lab, routed, stop, progress, &points).and_then(
+        |latency_points| {
+            let rates = Share {
+                shard: options.shard,
+                first_unit: latency_points,
+            };
+            measure_rates(&lab, options.rate_duration, rates, stop, progress, &points)
+        },
+    );
     echo_stop.raise();
     let _ = echo.join();
     result?;
@@ -127,8 +143,24 @@ pub(super) fn measure_all(
     Ok(topology)
 }
 
+/// Which units of the study a part of it may measure: those of `shard`, numbering the part's
+/// points from `first_unit`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Share {
+    pub(super) shard: Shard,
+    pub(super) first_unit: usize,
+}
+
+impl Share {
+    /// Whether the part's point `i` is this job's.
+    pub(super) fn owns(self, i: usize) -> bool {
+        self.shard.owns(self.first_unit + i)
+    }
+}
+
 /// The latency points: kernel and emulator at delay 0, the emulator at each delay, both at
-/// every rate; then the two loss models.
+/// every rate; then the two loss models. Returns how many points the whole study has here
+/// (each one a unit of `--shard`).
 fn measure_latencies(
     options: &EmuStudyOptions,
     lab: &ClientEmuServer,
@@ -136,7 +168,7 @@ fn measure_latencies(
     stop: &Stop,
     progress: &mut dyn StudyProgress,
     points: &PointsDir,
-) -> Result<(), StudyError> {
+) -> Result<usize, StudyError> {
     let bridged = (lab.client_addr, SocketAddr::from((lab.server_addr, 7777)));
     let routed = (routed.0, SocketAddr::from((routed.1, 7777)));
     let mut plan: Vec<(String, u64, f64, Option<LossModel>)> = Vec::new();
@@ -165,8 +197,14 @@ fn measure_latencies(
             one_minus_k: 0.0,
         }),
     ));
-    let total = plan.len();
-    for (i, (path, delay_ns, rate, loss)) in plan.into_iter().enumerate() {
+    let units = plan.len();
+    let share = Share {
+        shard: options.shard,
+        first_unit: 0,
+    };
+    let total = options.shard.share_of(units);
+    let mine = plan.into_iter().enumerate().filter(|&(i, _)| share.owns(i));
+    for (i, (_, (path, delay_ns, rate, loss))) in mine.enumerate() {
         if stop.is_raised() {
             break;
         }
@@ -228,7 +266,7 @@ fn measure_latencies(
         };
         points.write(&key, &point, None)?;
     }
-    Ok(())
+    Ok(units)
 }
 
 fn measure_once(

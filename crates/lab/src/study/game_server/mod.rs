@@ -23,7 +23,7 @@ use latlab_engine::Stop;
 use latlab_stats::{Quantile, Summary};
 use serde::{Deserialize, Serialize};
 
-use super::{StudyError, StudyProgress, StudyReport};
+use super::{Shard, StudyError, StudyProgress, StudyReport};
 
 mod analysis;
 mod conclusions;
@@ -40,10 +40,8 @@ pub fn run(
     progress: &mut dyn StudyProgress,
 ) -> Result<StudyReport, StudyError> {
     let topology = run::measure_all(options, stop, progress)?;
-    let report = report::write(&options.out, &topology)?;
-    Ok(StudyReport {
-        out: options.out.clone(),
-        report,
+    StudyReport::finish(&options.out, Shard::WHOLE, stop.is_raised(), || {
+        report::write(&options.out, &topology)
     })
 }
 
