@@ -147,6 +147,7 @@ pub fn run(
             secret,
             ..latlab_game::ServerConfig::default()
         },
+        count_from: None,
     };
     view.started(&match &socket {
         ServeSocket::Udp(s) => format!(
