@@ -160,7 +160,7 @@ pub(super) fn flood_md(study: &Study<'_>) -> String {
             counter("received"),
         );
     }
-    s.push_str("\nFlood: packets per second offered; Flood sent: packets the flooder sent; From flooder: what the server's loop received of them; Dropped in XDP: the flooder's packets the XDP program's per-source limit dropped before user space (xdp with the rate limit only); Loss: the normal clients' copies lost.\n");
+    s.push_str("\nFlood: packets per second offered; Flood sent: packets the flooder sent; From flooder: what the server's loop received from the flooder (its join handshake included); Dropped in XDP: the flooder's packets the XDP program's per-source limit dropped before user space (xdp with the rate limit only); Loss: the normal clients' copies lost.\n");
     let limited: Vec<String> = study
         .flood
         .iter()
