@@ -494,7 +494,7 @@ fn the_endpoint_splits_into_a_send_half_and_a_receive_half_on_two_threads() {
 #[test]
 fn one_flooding_source_cannot_crowd_out_the_others_over_xdp() {
     use latlab_io::xdp::{SourceLimit, SOURCE_BURST};
-    let Some(pair) = pair(10) else { return };
+    let Some(pair) = pair(11) else { return };
     const RATE: f64 = 2000.0;
     let options = XdpOptions {
         source_limit: SourceLimit::new(RATE),
