@@ -33,9 +33,8 @@ pub struct ServeOptions {
     /// Size of the client table, 1..=65535.
     pub max_clients: usize,
     /// Per-client packet-rate limit, packets per second: kept by the game core's token
-    /// buckets and, over AF_XDP, by a per-source bucket in the XDP program too (burst
-    /// [`latlab_io::xdp::SOURCE_BURST`]), which drops a flooding source's excess before it
-    /// reaches user space.
+    /// buckets and, over AF_XDP, by a per-source bucket in the XDP program too (as deep as
+    /// the core's), which drops a flooding source's excess before it reaches user space.
     pub rate_limit: Option<f64>,
     /// A client not heard from for this long is removed from the table; `None`: never.
     pub idle_timeout: Option<Duration>,
@@ -101,7 +100,10 @@ pub fn run(
         (Some(iface), ServerIo::Xdp) => {
             let xdp = XdpOptions {
                 frame_count: options.xdp_frames,
-                source_limit: options.rate_limit.and_then(SourceLimit::new),
+                // As deep as the game core's buckets: the program drops nothing the core would pass.
+                source_limit: options.rate_limit.and_then(|pps| {
+                    SourceLimit::with_burst(pps, latlab_game::ServerConfig::default().rate_burst)
+                }),
                 ..XdpOptions::new(Redirect::Endpoint {
                     udp_port: listen.port(),
                 })

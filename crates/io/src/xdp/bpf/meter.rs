@@ -42,10 +42,12 @@ const XDP_DROP: i32 = 1;
 const R10: u8 = 10;
 /// Sources the program keeps a bucket for at once.
 pub const SOURCES: u32 = 65_536;
-/// Depth of the program's buckets: packets a source may send at one instant.
-/// Small, so a flood is cut down from its first packets; a game client sending at or below
-/// the rate never comes near it.
-pub const SOURCE_BURST: u32 = 8;
+/// Depth of the program's buckets by default: packets a source may send at one instant. The
+/// same as latlab-game's `rate_burst` default, so the program never drops what the game
+/// core's own bucket would let through: a client within the rate that catches up after a
+/// stall (a burst of a few dozen packets at once) is not cut, while a flood still loses
+/// everything above the rate after its first 32 packets.
+pub const SOURCE_BURST: u32 = 32;
 /// The longest refill interval kept (about 18 minutes): lower rates are taken as this one,
 /// so that `now + tolerance` cannot overflow.
 const MAX_INTERVAL_NS: u64 = 1 << 40;
@@ -318,7 +320,7 @@ mod tests {
             sources: 6,
             dropped: 7,
             // 2000 pps: one token every 500 µs, 8 deep.
-            limit: SourceLimit::new(2000.0).unwrap(),
+            limit: SourceLimit::with_burst(2000.0, 8).unwrap(),
         }
     }
 
@@ -326,6 +328,9 @@ mod tests {
     fn a_limit_is_a_whole_interval_and_the_named_burst() {
         let l = SourceLimit::new(2000.0).unwrap();
         assert_eq!((l.interval_ns(), l.burst()), (500_000, SOURCE_BURST));
+        assert_eq!(SOURCE_BURST, 32);
+        assert_eq!(l.tolerance_ns(), 31 * 500_000);
+        let l = SourceLimit::with_burst(2000.0, 8).unwrap();
         assert_eq!(l.tolerance_ns(), 7 * 500_000);
         // Rates no program can keep set no limit.
         for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {

@@ -353,9 +353,12 @@ impl Runner<'_> {
         let xdp_socket = match spec.io {
             ServerIo::Xdp => {
                 let port = server_addr.port();
+                // As deep as the game core's buckets: the program drops nothing the core
+                // would pass.
+                let burst = latlab_game::ServerConfig::default().rate_burst;
                 let source_limit = spec
                     .rate_limit_pps
-                    .and_then(latlab_io::xdp::SourceLimit::new);
+                    .and_then(|pps| latlab_io::xdp::SourceLimit::with_burst(pps, burst));
                 Some(self.lab.in_server(move || {
                     let options = latlab_io::xdp::XdpOptions {
                         source_limit,
