@@ -36,7 +36,9 @@ pub(crate) struct ServeArgs {
     /// Size of the client table.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65535), value_name = "N")]
     max_clients: u32,
-    /// Per-client packet-rate limit (packets per second); off when absent.
+    /// Per-client packet-rate limit (packets per second); off when absent. Over --io xdp the
+    /// XDP program keeps it too, per source socket (burst 32, as the server's), dropping a flood before user
+    /// space; its drops are xdp_rate_limited in --json.
     #[arg(long, value_parser = parse_rate, value_name = "PPS", allow_hyphen_values = true)]
     rate_limit: Option<f64>,
     /// Remove a client not heard from (no game packet, no join) for this long; 0: never.

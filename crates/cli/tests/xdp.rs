@@ -370,3 +370,74 @@ fn without_privileges_xdp_says_why_and_which_io_works_instead() {
         }
     }
 }
+
+/// Issue 10, item 5: over xdp a flooding source reached user space whatever `--rate-limit`
+/// said. Now the program drops its excess and `serve --json` counts it: what the server
+/// received and what the program dropped add up to what was sent.
+#[test]
+fn serve_over_xdp_drops_a_flood_above_the_rate_limit_in_the_program_and_counts_it() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientServer::namespaces().unwrap();
+    let ClientServer::Namespaces {
+        client,
+        server,
+        server_addr,
+        client_addr,
+        ..
+    } = &lab
+    else {
+        unreachable!("namespaces() builds namespaces")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("serve.json");
+    let listen = format!("{server_addr}:7000");
+    let mut serve = common::in_ns(server.name())
+        .args([
+            "serve",
+            "--io",
+            "xdp",
+            "--iface",
+            "veth0",
+            "--listen",
+            &listen,
+            "--rate-limit",
+            "1k",
+            "--duration",
+            "2500ms",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    // About 20 kpps of 64-byte datagrams for a second from one socket, paced by 1 ms sleeps.
+    let to: std::net::SocketAddr = listen.parse().unwrap();
+    let from = std::net::SocketAddr::new((*client_addr).into(), 0);
+    let sent = latlab_io::netns::run_in(client.name(), move || {
+        let socket = std::net::UdpSocket::bind(from).unwrap();
+        let start = std::time::Instant::now();
+        let mut sent = 0u64;
+        while start.elapsed() < Duration::from_secs(1) {
+            for _ in 0..20 {
+                if socket.send_to(&[0u8; 64], to).is_ok() {
+                    sent += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        sent
+    })
+    .unwrap();
+    assert!(serve.wait().unwrap().success());
+    let counters = common::read_json(&json);
+    let received = counters["received"].as_u64().unwrap();
+    let in_xdp = counters["xdp_rate_limited"].as_u64().unwrap();
+    assert!(received <= 1_300, "{received} of {sent} reached user space");
+    assert!(in_xdp >= sent / 2, "{counters:#}");
+    // Nothing else on the link sends to the port: every datagram is one or the other.
+    assert_eq!(received + in_xdp, sent, "{counters:#}");
+}

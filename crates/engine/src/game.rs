@@ -57,6 +57,9 @@ pub struct GameServerConfig {
     pub poll: PollMode,
     /// The game core's configuration.
     pub game: ServerConfig,
+    /// Datagrams from this address are counted in [`ServerLive::from_counted`] (the game
+    /// study's flooding client: what of its flood the server received). Default none.
+    pub count_from: Option<SocketAddr>,
 }
 
 impl Default for GameServerConfig {
@@ -67,6 +70,7 @@ impl Default for GameServerConfig {
             batch: 32,
             poll: PollMode::Block,
             game: ServerConfig::default(),
+            count_from: None,
         }
     }
 }
@@ -90,6 +94,8 @@ pub struct ServerLive {
     /// Every copy and answer not sent for its destination, by cause (`unroutable` and
     /// `send_failed` together).
     pub send_failures: LiveSendFailures,
+    /// Datagrams received from [`GameServerConfig::count_from`].
+    pub from_counted: AtomicU64,
 }
 
 /// Serves on the kernel UDP `socket` (`config.io` socket or batched) until `stop` is raised;
@@ -299,6 +305,9 @@ pub fn serve_port<P: DatagramPort>(
         expire_idle(&mut server, now);
         for i in 0..inbox.count {
             let (data, from, truncated) = inbox.get(i);
+            if config.count_from == Some(from) {
+                live.from_counted.fetch_add(1, Ordering::Relaxed);
+            }
             let data = if truncated { &oversized[..] } else { data };
             if let Verdict::FanOut { recipients } = server.handle_datagram(now, from, data) {
                 tsc::spin_cycles(config.work_cycles);

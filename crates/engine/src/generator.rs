@@ -273,7 +273,7 @@ impl Background for NoBackground {
     }
 }
 
-/// How [`drive`] moves packets.
+/// How [`drive_counting`] moves packets.
 #[derive(Clone, Copy)]
 pub(crate) struct Drive<'a> {
     /// How a blocked loop waits.
@@ -289,28 +289,8 @@ pub(crate) struct Drive<'a> {
 }
 
 /// Drives `run` over `ports` until it is done or `stop` is raised, in one loop or in a send
-/// thread and a receive thread; returns what it measured and whether it was stopped.
-pub(crate) fn drive<P: DatagramPort, M: Metering + Send, B: Background>(
-    ports: &mut [P],
-    how: Drive<'_>,
-    run: Run<M>,
-    background: B,
-    stop: &Stop,
-    progress: &mut (dyn FnMut(Progress) + Send),
-) -> io::Result<(Outcome<M>, bool)> {
-    let mut send_failed = SendFailures::default();
-    drive_counting(
-        ports,
-        how,
-        run,
-        background,
-        stop,
-        progress,
-        &mut send_failed,
-    )
-}
-
-/// As [`drive`], adding the probes the ports could not send to `send_failed`, by cause.
+/// thread and a receive thread; returns what it measured and whether it was stopped, and adds
+/// the probes the ports could not send to `send_failed`, by cause.
 pub(crate) fn drive_counting<P: DatagramPort, M: Metering + Send, B: Background>(
     ports: &mut [P],
     how: Drive<'_>,

@@ -241,3 +241,51 @@ fn one_host_cannot_take_more_clients_than_its_cap() {
     let counters = server.finish();
     assert_eq!((counters.joins, counters.host_full), (2, 1));
 }
+
+/// Issue 10, item 1, for the study's clients: a probe or flood packet the server's address
+/// cannot take (here port 0) is counted by cause, and the clients run to their end.
+#[test]
+fn game_clients_count_what_cannot_be_sent_and_run_to_the_end() {
+    use latlab_io::port::SendFailure;
+    let mut sockets = clients(2);
+    let flooder = sockets.pop().unwrap();
+    let nowhere: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let p = ProbeConfig {
+        duration_ns: 200_000_000,
+        warmup_ns: 0,
+        ..probe(500.0)
+    };
+    let flood = Flood {
+        socket: &flooder,
+        probe: ProbeConfig {
+            run_id: 5,
+            rate_pps: 2_000.0,
+            ..p.clone()
+        },
+    };
+    let config = GameClientConfig {
+        probe: p,
+        server: nowhere,
+        batch: 16,
+        grace_ns: 50_000_000,
+        cpu: None,
+    };
+    let result =
+        game::run_clients(&sockets, &config, Some(flood), &Stop::new(), &mut |_| {}).unwrap();
+    assert!(!result.stopped_early);
+    // 100 probes and 400 flood packets were due; a loaded machine sends fewer in time.
+    let probes = result.send_failed.get(SendFailure::InvalidDestination);
+    assert!((20..=101).contains(&probes), "{:?}", result.send_failed);
+    assert_eq!(probes, result.send_failed.total());
+    assert_eq!(result.report.copies_received, 0);
+    let flood = result
+        .flood_send_failed
+        .get(SendFailure::InvalidDestination);
+    assert!(
+        (80..=401).contains(&flood),
+        "{:?}",
+        result.flood_send_failed
+    );
+    assert_eq!(flood, result.flood_send_failed.total());
+    assert_eq!(result.flood_sent, 0);
+}

@@ -53,7 +53,7 @@ use std::time::Duration;
 
 use crate::iface::at;
 use crate::sockopt;
-pub use bpf::{AttachMode, Redirect, XdpProgram};
+pub use bpf::{AttachMode, Redirect, SourceDrops, SourceLimit, XdpProgram, SOURCES, SOURCE_BURST};
 use ring::Ring;
 
 /// Whether the kernel copies frames between the driver and the UMEM.
@@ -80,6 +80,10 @@ pub struct XdpOptions {
     pub queue_id: u32,
     /// Bind in copy mode without trying zero-copy first. Default false.
     pub force_copy: bool,
+    /// A per-source token bucket in the program ([`Redirect::Endpoint`] only): frames of a
+    /// source above it are dropped before they reach the socket, and counted
+    /// ([`XdpSocket::source_drops`]). Default none.
+    pub source_limit: Option<SourceLimit>,
 }
 
 impl XdpOptions {
@@ -91,6 +95,7 @@ impl XdpOptions {
             frame_count: 4096,
             queue_id: 0,
             force_copy: false,
+            source_limit: None,
         }
     }
 
@@ -192,6 +197,17 @@ impl XdpSocket {
     /// The interface name the socket was opened on.
     pub fn ifname(&self) -> &str {
         &self.ifname
+    }
+
+    /// The per-source limit its program keeps ([`XdpOptions::source_limit`]), if any.
+    pub fn source_limit(&self) -> Option<SourceLimit> {
+        self.program.source_limit()
+    }
+
+    /// A handle on the count of frames the program dropped for a source above its limit,
+    /// readable from any thread while the socket runs; `None` without a limit.
+    pub fn source_drops(&self) -> io::Result<Option<SourceDrops>> {
+        self.program.drops()
     }
 
     /// How the socket is bound, and how its program is attached.

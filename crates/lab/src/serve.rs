@@ -10,7 +10,7 @@ use std::time::Duration;
 use latlab_engine::game::{GameServerConfig, ServerIo, ServerLive};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
-use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+use latlab_io::xdp::{Redirect, SourceDrops, SourceLimit, XdpOptions, XdpSocket};
 
 use crate::command::{watched, write_json, CommandError, LiveView};
 use crate::echo::{failures_json, pin};
@@ -32,7 +32,9 @@ pub struct ServeOptions {
     pub work_cycles: u64,
     /// Size of the client table, 1..=65535.
     pub max_clients: usize,
-    /// Per-client packet-rate limit, packets per second.
+    /// Per-client packet-rate limit, packets per second: kept by the game core's token
+    /// buckets and, over AF_XDP, by a per-source bucket in the XDP program too (as deep as
+    /// the core's), which drops a flooding source's excess before it reaches user space.
     pub rate_limit: Option<f64>,
     /// A client not heard from for this long is removed from the table; `None`: never.
     pub idle_timeout: Option<Duration>,
@@ -98,6 +100,10 @@ pub fn run(
         (Some(iface), ServerIo::Xdp) => {
             let xdp = XdpOptions {
                 frame_count: options.xdp_frames,
+                // As deep as the game core's buckets: the program drops nothing the core would pass.
+                source_limit: options.rate_limit.and_then(|pps| {
+                    SourceLimit::with_burst(pps, latlab_game::ServerConfig::default().rate_burst)
+                }),
                 ..XdpOptions::new(Redirect::Endpoint {
                     udp_port: listen.port(),
                 })
@@ -116,6 +122,14 @@ pub fn run(
             ServeSocket::Udp(s)
         }
     };
+    // The XDP program's drops, read while it runs and at the end.
+    let xdp_drops: Option<SourceDrops> = match &socket {
+        ServeSocket::Xdp(s) => s.source_drops().map_err(CommandError::setup(
+            "--rate-limit over --io xdp".to_string(),
+        ))?,
+        ServeSocket::Udp(_) => None,
+    };
+    let read_xdp_drops = || xdp_drops.as_ref().and_then(|d| d.read().ok());
     pin(options.cpu)?;
     let mut secret = [0u8; 16];
     secret[..8].copy_from_slice(&latlab_io::clock::now_ns().to_le_bytes());
@@ -135,6 +149,7 @@ pub fn run(
             secret,
             ..latlab_game::ServerConfig::default()
         },
+        count_from: None,
     };
     view.started(&match &socket {
         ServeSocket::Udp(s) => format!(
@@ -155,13 +170,17 @@ pub fn run(
     });
     let live = Arc::new(ServerLive::default());
     let show = || {
-        format!(
+        let mut line = format!(
             "clients {}  received {}  copies sent {}  dropped {}",
             live.clients.load(Relaxed),
             live.received.load(Relaxed),
             live.copies.load(Relaxed),
             live.dropped.load(Relaxed)
-        )
+        );
+        if let Some(n) = read_xdp_drops() {
+            line.push_str(&format!("  rate-limited in XDP {n}"));
+        }
+        line
     };
     let c = watched(options.duration, stop, view, show, || match socket {
         ServeSocket::Udp(s) => latlab_engine::game::serve(&s, &config, stop, &live),
@@ -194,6 +213,9 @@ pub fn run(
             "host_full": c.host_full,
         },
         "send_failed": failures_json(&live.send_failures.snapshot()),
+        // Datagrams the XDP program dropped for a source above --rate-limit, before user
+        // space saw them (not in `received`); null without the program's limit.
+        "xdp_rate_limited": read_xdp_drops(),
     });
     if let Some(path) = &options.json {
         write_json(path, &json)?;

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use latlab_game::{JoinEvent, Joiner};
 use latlab_io::clock::now_ns;
-use latlab_io::port::{DatagramRx, DatagramTx, NoStamp, PortSizes, SendQueue, UdpMode, UdpPort};
+use latlab_io::port::{
+    DatagramRx, DatagramTx, NoStamp, PortSizes, SendFailures, SendQueue, UdpMode, UdpPort,
+};
 use latlab_io::udp::{wait_any_readable, UdpSocket};
 use latlab_probe::{FanoutMeter, FanoutReport, ProbeConfig, Run, RunConfig, Sender};
 
@@ -135,6 +137,11 @@ pub struct GameClientResult {
     pub achieved_pps: f64,
     /// Flood packets sent, when there was a flood.
     pub flood_sent: u64,
+    /// Probes the ports could not send to the server (counted as lost), by cause.
+    pub send_failed: SendFailures,
+    /// Flood packets the flooder's port could not send to the server, by cause (dropped; the
+    /// flood goes on).
+    pub flood_send_failed: SendFailures,
     /// Cut short by the stop flag.
     pub stopped_early: bool,
 }
@@ -170,6 +177,7 @@ pub fn run_clients(
         .max(run_config.probe.payload_len);
     let sizes = PortSizes::new(config.batch, longest.max(MIN_RX_SLOT));
     let mut flood_sent = 0u64;
+    let mut flood_send_failed = SendFailures::default();
     let flood = match flood {
         Some(f) => {
             let mut cfg = f.probe.clone();
@@ -182,6 +190,7 @@ pub fn run_clients(
                 server: config.server,
                 batch: sizes.rx_batch,
                 sent: &mut flood_sent,
+                send_failed: &mut flood_send_failed,
             })
         }
         None => None,
@@ -198,12 +207,23 @@ pub fn run_clients(
         poll: PollMode::Busy,
         threads: Threads::OneLoop { cpu: config.cpu },
     };
-    let (outcome, stopped_early) = generator::drive(&mut ports, how, run, flood, stop, progress)?;
+    let mut send_failed = SendFailures::default();
+    let (outcome, stopped_early) = generator::drive_counting(
+        &mut ports,
+        how,
+        run,
+        flood,
+        stop,
+        progress,
+        &mut send_failed,
+    )?;
     Ok(GameClientResult {
         report: outcome.meter.report(&outcome.counts),
         start_ns: outcome.start_ns,
         achieved_pps: outcome.achieved_pps(),
         flood_sent,
+        send_failed,
+        flood_send_failed,
         stopped_early,
     })
 }
@@ -220,11 +240,13 @@ struct FloodClient<'a> {
     server: SocketAddr,
     batch: usize,
     sent: &'a mut u64,
+    send_failed: &'a mut SendFailures,
 }
 
 impl Background for Option<FloodClient<'_>> {
-    /// Sends the flood packets due at `now` (unstamped), then reads and throws away the copies
-    /// the flooder receives.
+    /// Sends the flood packets due at `now` (unstamped; one the server's address cannot take
+    /// is counted by cause and dropped), then reads and throws away the copies the flooder
+    /// receives.
     fn turn(&mut self, now: u64) -> io::Result<()> {
         let Some(f) = self.as_mut() else {
             return Ok(());
@@ -238,7 +260,11 @@ impl Background for Option<FloodClient<'_>> {
                 slot.copy_from_slice(&f.scratch[..n]);
             }
         }
-        *f.sent += f.port.flush(&mut NoStamp, |_| {})?.sent as u64;
+        let failed = &mut *f.send_failed;
+        *f.sent += f
+            .port
+            .flush(&mut NoStamp, |u| failed.count(u.failure))?
+            .sent as u64;
         while f.port.recv(|_| {})? == f.batch {}
         Ok(())
     }

@@ -11,6 +11,11 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::iface::{at, interface_index};
 
+mod meter;
+
+use meter::{MeterFds, SourceMeter};
+pub use meter::{SourceDrops, SourceLimit, SOURCES, SOURCE_BURST};
+
 // `enum bpf_cmd`.
 const BPF_MAP_CREATE: u32 = 0;
 const BPF_MAP_UPDATE_ELEM: u32 = 2;
@@ -92,6 +97,8 @@ pub struct XdpProgram {
     _link: OwnedFd,
     prog: OwnedFd,
     map: OwnedFd,
+    /// The per-source token bucket's maps, when the program has one.
+    meter: Option<SourceMeter>,
 }
 
 impl XdpProgram {
@@ -103,9 +110,29 @@ impl XdpProgram {
     /// `veth-a: BPF_PROG_LOAD: …` with the verifier's log, or `PermissionDenied` /
     /// `Unsupported` with a hint to use the kernel path (`--io socket`, `--io packet` for emu).
     pub fn attach(ifname: &str, redirect: Redirect) -> io::Result<XdpProgram> {
+        XdpProgram::attach_limited(ifname, redirect, None)
+    }
+
+    /// As [`XdpProgram::attach`], with a per-source token bucket when `limit` is given: an
+    /// endpoint program then drops the frames of a source (IPv4 address and UDP source port)
+    /// above `limit` before they reach the socket, and counts them ([`XdpProgram::drops`]).
+    /// Only the endpoint's datagrams are metered; a limit on [`Redirect::Everything`] is an
+    /// `InvalidInput` error.
+    pub fn attach_limited(
+        ifname: &str,
+        redirect: Redirect,
+        limit: Option<SourceLimit>,
+    ) -> io::Result<XdpProgram> {
+        if limit.is_some() && redirect == Redirect::Everything {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{ifname}: a per-source limit needs the endpoint program"),
+            ));
+        }
         let ifindex = interface_index(ifname)?;
         let map = create_xskmap(ifname)?;
-        let insns = program(redirect, map.as_raw_fd());
+        let meter = limit.map(|l| SourceMeter::create(ifname, l)).transpose()?;
+        let insns = assemble(redirect, map.as_raw_fd(), meter.as_ref().map(|m| m.fds()));
         let prog = load(ifname, &insns)?;
         let (link, mode) = link(ifname, ifindex, &prog)?;
         Ok(XdpProgram {
@@ -116,7 +143,19 @@ impl XdpProgram {
             _link: link,
             prog,
             map,
+            meter,
         })
+    }
+
+    /// The per-source limit the program keeps, if it has one.
+    pub fn source_limit(&self) -> Option<SourceLimit> {
+        self.meter.as_ref().map(|m| m.limit())
+    }
+
+    /// A handle on the count of frames the per-source limit dropped (`None` without a
+    /// limit), readable from any thread.
+    pub fn drops(&self) -> io::Result<Option<SourceDrops>> {
+        self.meter.as_ref().map(|m| m.drops()).transpose()
     }
 
     /// Which frames the program takes.
@@ -498,8 +537,16 @@ fn wire16(value: u16) -> i32 {
 /// driver has no room for metadata the frame goes on without it. Both programs end in
 /// `return bpf_redirect_map(map, ctx->rx_queue_index, XDP_PASS)`: a queue whose map slot is
 /// empty (no socket yet, or the socket closed) passes its frames to the stack.
+#[cfg(test)]
 pub(crate) fn program(redirect: Redirect, map_fd: RawFd) -> Vec<Insn> {
-    let mut p = Vec::with_capacity(40);
+    assemble(redirect, map_fd, None)
+}
+
+/// [`program`], with the per-source meter of `meter` (endpoint programs only) between the
+/// header checks and the stamp: a frame over its source's limit is counted and dropped
+/// (`XDP_DROP`) in a block after the pass exit.
+fn assemble(redirect: Redirect, map_fd: RawFd, meter: Option<MeterFds>) -> Vec<Insn> {
+    let mut p = Vec::with_capacity(96);
     // The context survives the helper calls in r6; the stamp waits in r7.
     p.push(Insn::mov64_reg(R6, R1));
     p.push(Insn::call(BPF_FUNC_KTIME_GET_NS));
@@ -538,6 +585,10 @@ pub(crate) fn program(redirect: Redirect, map_fd: RawFd) -> Vec<Insn> {
             p.push(Insn::jne_imm(R5, value, 0));
         }
     }
+    let meter = match (redirect, meter) {
+        (Redirect::Endpoint { .. }, Some(fds)) => Some((fds, meter::meter(&mut p, fds))),
+        _ => None,
+    };
     // The stamp: room for the metadata in front of the frame, then (after the bounds check
     // the verifier asks for) the time and the magic. Jumps to the redirect when there is none.
     let mut to_redirect = Vec::new();
@@ -571,6 +622,9 @@ pub(crate) fn program(redirect: Redirect, map_fd: RawFd) -> Vec<Insn> {
             // Jump offsets count from the next instruction; the program is a few dozen long.
             p[i].off = (pass - i - 1) as i16;
         }
+    }
+    if let Some((fds, to_drop)) = meter {
+        meter::drop_block(&mut p, fds, to_drop);
     }
     p
 }

@@ -29,7 +29,7 @@ impl XdpSocket {
             io::Error::new(io::ErrorKind::InvalidInput, format!("{ifname}: {msg}"))
         })?;
         let ifindex = interface_index(ifname)?;
-        let program = XdpProgram::attach(ifname, options.program)?;
+        let program = XdpProgram::attach_limited(ifname, options.program, options.source_limit)?;
         let fd = xdp_socket(ifname)?;
         let raw = fd.as_raw_fd();
         // AF_XDP sockets take no interface ioctls: the MTU is asked through a UDP socket made

@@ -150,8 +150,21 @@ pub struct Point {
     pub latency_last_ns: Summary,
     /// Latency until the first client has its copy.
     pub latency_first_ns: Summary,
-    /// The server's counters.
+    /// The server's counters. Flood points add `from_flooder` (datagrams the server's loop
+    /// received from the flooding client) and, over xdp with the rate limit on,
+    /// `xdp_rate_limited` (the flooder's datagrams the XDP program dropped).
     pub server: BTreeMap<String, u64>,
+    /// Flood packets the flooding client sent (flood points; absent in older points).
+    #[serde(default)]
+    pub flood_sent: Option<u64>,
+    /// Probes the measuring client could not send to the server, by cause (the names of
+    /// `send_failed` in `--json`; empty in older points).
+    #[serde(default)]
+    pub send_failed: BTreeMap<String, u64>,
+    /// Flood packets the flooding client could not send to the server, by cause (flood
+    /// points).
+    #[serde(default)]
+    pub flood_send_failed: BTreeMap<String, u64>,
 }
 
 fn key(phase: &str, io: &str, clients: u32, rcvbuf: usize, load: f64) -> String {

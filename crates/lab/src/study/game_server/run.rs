@@ -349,18 +349,38 @@ impl Runner<'_> {
         })??;
         // The AF_XDP server takes the port's frames on the server's veth end before the
         // kernel does; the UDP socket stays bound, so nothing else takes the port.
+        // With the per-client rate limit on, its program keeps the limit per source too.
         let xdp_socket = match spec.io {
             ServerIo::Xdp => {
                 let port = server_addr.port();
+                // As deep as the game core's buckets: the program drops nothing the core
+                // would pass.
+                let burst = latlab_game::ServerConfig::default().rate_burst;
+                let source_limit = spec
+                    .rate_limit_pps
+                    .and_then(|pps| latlab_io::xdp::SourceLimit::with_burst(pps, burst));
                 Some(self.lab.in_server(move || {
-                    let options =
-                        latlab_io::xdp::XdpOptions::new(latlab_io::xdp::Redirect::Endpoint {
+                    let options = latlab_io::xdp::XdpOptions {
+                        source_limit,
+                        ..latlab_io::xdp::XdpOptions::new(latlab_io::xdp::Redirect::Endpoint {
                             udp_port: port,
-                        });
+                        })
+                    };
                     latlab_io::xdp::XdpSocket::open("veth0", &options)
                 })??)
             }
             _ => None,
+        };
+        let xdp_drops = match &xdp_socket {
+            Some(x) => x.source_drops()?,
+            None => None,
+        };
+        // The clients' sockets exist before the server starts, so that it can count what it
+        // receives from the flooder.
+        let sockets = self.client_sockets(spec)?;
+        let flooder_addr = match spec.flood_pps {
+            Some(_) => sockets.last().map(|s| s.local_addr()).transpose()?,
+            None => None,
         };
         let granted = server_socket.recv_buffer_size()?;
         let mut secret = [0u8; 16];
@@ -377,6 +397,7 @@ impl Runner<'_> {
                 secret,
                 ..latlab_game::ServerConfig::default()
             },
+            count_from: flooder_addr,
         };
         let server_stop = Arc::new(Stop::new());
         let live = Arc::new(ServerLive::default());
@@ -395,7 +416,7 @@ impl Runner<'_> {
                     }
                 })?
         };
-        let outcome = self.run_clients(spec, server_addr);
+        let outcome = self.run_clients(spec, server_addr, sockets);
         server_stop.raise();
         let counters = thread
             .join()
@@ -419,6 +440,15 @@ impl Runner<'_> {
         ] {
             server.insert(k.to_string(), v);
         }
+        if flooder_addr.is_some() {
+            server.insert(
+                "from_flooder".to_string(),
+                live.from_counted.load(std::sync::atomic::Ordering::Relaxed),
+            );
+        }
+        if let Some(drops) = &xdp_drops {
+            server.insert("xdp_rate_limited".to_string(), drops.read()?);
+        }
         let point = Point {
             phase: spec.phase.clone(),
             io: spec.io.name().into(),
@@ -439,18 +469,21 @@ impl Runner<'_> {
             latency_last_ns: Summary::with_quantiles(&r.latency_last, &QUANTILES),
             latency_first_ns: Summary::with_quantiles(&r.latency_first, &QUANTILES),
             server,
+            flood_sent: spec.flood_pps.map(|_| result.flood_sent),
+            send_failed: failures_map(&result.send_failed),
+            flood_send_failed: match spec.flood_pps {
+                Some(_) => failures_map(&result.flood_send_failed),
+                None => BTreeMap::new(),
+            },
         };
         Ok((point, result.report.latency_last))
     }
 
-    fn run_clients(
-        &mut self,
-        spec: &PointSpec,
-        server_addr: SocketAddr,
-    ) -> Result<GameClientResult, StudyError> {
+    /// The clients' sockets in the client's namespace: one per client, then the flooder's.
+    fn client_sockets(&self, spec: &PointSpec) -> Result<Vec<UdpSocket>, StudyError> {
         let client_ip = self.lab.client_ip;
         let n = spec.clients as usize + usize::from(spec.flood_pps.is_some());
-        let mut sockets = self.lab.in_client(move || -> io::Result<Vec<UdpSocket>> {
+        let sockets = self.lab.in_client(move || -> io::Result<Vec<UdpSocket>> {
             let opts = UdpOptions {
                 rx_timestamps: true,
                 rcvbuf: Some(4 << 20),
@@ -460,6 +493,15 @@ impl Runner<'_> {
                 .map(|_| UdpSocket::bind(SocketAddr::new(client_ip, 0), &opts))
                 .collect()
         })??;
+        Ok(sockets)
+    }
+
+    fn run_clients(
+        &mut self,
+        spec: &PointSpec,
+        server_addr: SocketAddr,
+        mut sockets: Vec<UdpSocket>,
+    ) -> Result<GameClientResult, StudyError> {
         game::join_all(&sockets, server_addr, 0, Duration::from_secs(3))?;
         let flooder = if spec.flood_pps.is_some() {
             sockets.pop()
@@ -499,6 +541,15 @@ impl Runner<'_> {
         let result = game::run_clients(&sockets, &config, flood, self.stop, &mut |_| {})?;
         Ok(result)
     }
+}
+
+/// Datagrams not sent, by cause, as a point stores them: every cause by its `--json` name,
+/// zeros included.
+fn failures_map(failed: &latlab_io::port::SendFailures) -> BTreeMap<String, u64> {
+    failed
+        .iter()
+        .map(|(failure, n)| (failure.name().to_string(), n))
+        .collect()
 }
 
 fn point_is_whole(point: &Point, stop: &Stop) -> bool {

@@ -68,6 +68,9 @@ fn write_point(
         latency_last_ns: Summary::with_quantiles(&h, &QUANTILES),
         latency_first_ns: Summary::with_quantiles(&h, &QUANTILES),
         server,
+        flood_sent: None,
+        send_failed: BTreeMap::new(),
+        flood_send_failed: BTreeMap::new(),
     };
     let mut key = format!(
         "{phase}-{io_mode}-c{clients}-b{}k-{}pps",
@@ -340,6 +343,53 @@ fn the_flood_table_has_a_row_per_io_mode_grouped_by_mode() {
     assert_eq!(
         modes,
         ["batched", "batched", "socket", "socket", "xdp", "xdp"],
+        "{flood}"
+    );
+}
+
+#[test]
+fn the_flood_table_says_what_the_flooder_sent_what_reached_the_server_and_what_xdp_dropped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path();
+    let dir = out.join("points");
+    fs::create_dir_all(&dir).unwrap();
+    for (io_mode, loss) in [("socket", 0.3), ("xdp", 0.004)] {
+        write_point(
+            &dir,
+            "flood",
+            io_mode,
+            4,
+            DEFAULT_RCVBUF,
+            1000.0,
+            loss,
+            60.0,
+            4000,
+            None,
+            Some((120_000.0, Some(2000.0), 0)),
+        );
+    }
+    // The counters a measured flood point has and the synthetic ones lack.
+    let path = dir.join("flood-xdp-c4-b208k-1000pps-limited.json");
+    let mut p: Point = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    p.flood_sent = Some(360_123);
+    p.server.insert("from_flooder".into(), 4_567);
+    p.server.insert("xdp_rate_limited".into(), 355_556);
+    write_atomic(&path, serde_json::to_string(&p).unwrap().as_bytes()).unwrap();
+    write_artefacts(out, "loopback (test)").unwrap();
+    let flood = fs::read_to_string(out.join("flood.md")).unwrap();
+    let row = |io: &str| -> Vec<String> {
+        let line = flood
+            .lines()
+            .find(|l| l.starts_with("| default") && l.split('|').nth(2).unwrap().trim() == io)
+            .unwrap_or_else(|| panic!("no {io} row: {flood}"));
+        line.split('|').map(|c| c.trim().to_string()).collect()
+    };
+    // Columns: scenario, I/O, clients, flood, flood sent, from flooder, dropped in XDP.
+    assert_eq!(row("xdp")[5..8], ["360123", "4567", "355556"], "{flood}");
+    // An older point without them, and a kernel server (no program to drop in).
+    assert_eq!(row("socket")[5..8], ["n/a", "n/a", "–"], "{flood}");
+    assert!(
+        flood.contains("rate limit on (default buffer): socket 30.00%, xdp 0.40%. Target over xdp: under 1% (met)."),
         "{flood}"
     );
 }
