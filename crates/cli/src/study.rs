@@ -68,6 +68,10 @@ pub(crate) struct GameStudyArgs {
     /// Continue an interrupted study in --out, skipping the points it finished.
     #[arg(long)]
     resume: bool,
+    /// Measure only share I of N of the points into --out, so that N jobs started with the
+    /// same options fill one folder (the last to finish draws the report).
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse, default_value = "1/1", requires = "out")]
+    shard: Shard,
     /// Emulated work per game packet, in TSC cycles.
     #[arg(long, default_value_t = 150, value_name = "N")]
     work_cycles: u64,
@@ -143,6 +147,7 @@ fn game_study(a: GameStudyArgs) -> Result<()> {
     options.ios = a.io;
     options.duration = a.duration;
     options.resume = a.resume;
+    options.shard = a.shard;
     options.work_cycles = a.work_cycles;
     options.flood = !a.no_flood;
     options.namespaces = !a.loopback;

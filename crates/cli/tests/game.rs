@@ -195,3 +195,62 @@ fn report_draws_a_study_folder_again_as_the_study_wrote_it() {
     assert!(stderr.contains("--plot"), "{stderr}");
     assert!(!plot.exists());
 }
+
+#[test]
+fn a_game_server_study_in_two_shards_measures_each_point_once() {
+    let _turn = common::engines();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    // Two receive buffers, one I/O mode: two units, one per shard.
+    let shard = |which: &str| {
+        assert_cmd::Command::new(cargo_bin("latlab"))
+            .args(["study", "game-server", "--loopback", "--clients", "4"])
+            .args(["--loads", "1k", "--rcvbuf", "default,64k", "--io", "socket"])
+            .args([
+                "--duration",
+                "300ms",
+                "--no-flood",
+                "--shard",
+                which,
+                "--out",
+            ])
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let points = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(out.join("points"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".json"))
+            .collect();
+        names.sort();
+        names
+    };
+    let first = shard("2/2");
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let after_first = points();
+    assert!(!after_first.is_empty());
+    assert!(
+        after_first
+            .iter()
+            .all(|p| p.contains("64k") || p.contains("65536")),
+        "{after_first:?}"
+    );
+    assert!(!out.join("report.md").exists());
+    let second = shard("1/2");
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let all = points();
+    // The second shard measured the other buffer's points and drew the report.
+    assert_eq!(all.len(), 2 * after_first.len(), "{all:?}");
+    assert!(out.join("report.md").is_file());
+    assert!(String::from_utf8_lossy(&second.stdout).contains("report: "));
+}

@@ -40,7 +40,7 @@ pub fn run(
     progress: &mut dyn StudyProgress,
 ) -> Result<StudyReport, StudyError> {
     let topology = run::measure_all(options, stop, progress)?;
-    StudyReport::finish(&options.out, Shard::WHOLE, stop.is_raised(), || {
+    StudyReport::finish(&options.out, options.shard, stop.is_raised(), || {
         report::write(&options.out, &topology)
     })
 }
@@ -72,6 +72,8 @@ pub struct StudyOptions {
     pub out: PathBuf,
     /// Continue a folder, skipping finished points.
     pub resume: bool,
+    /// This job's share of the points (`--shard I/N`; the whole study by default).
+    pub shard: Shard,
     /// Use namespaces when possible.
     pub namespaces: bool,
     /// Emulated work per packet, TSC cycles.
@@ -93,6 +95,7 @@ impl StudyOptions {
             duration: Duration::from_secs(2),
             out,
             resume: false,
+            shard: Shard::WHOLE,
             namespaces: true,
             work_cycles: 150,
             payload_len: 128,

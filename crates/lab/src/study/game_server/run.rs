@@ -122,7 +122,8 @@ pub(super) fn measure_all(
     stop: &Stop,
     progress: &mut dyn StudyProgress,
 ) -> Result<String, StudyError> {
-    let existing = if options.resume {
+    // The shards of one study fill one folder: each continues it, if its options agree.
+    let existing = if options.resume || !options.shard.is_whole() {
         StudyFile::check_resume(&options.out, StudyKind::GameServer, &options.parameters())?;
         Existing::Continue
     } else {
@@ -135,6 +136,25 @@ pub(super) fn measure_all(
     StudyFile::new(StudyKind::GameServer, &topology)
         .with_parameters(options.parameters())
         .write(&options.out)?;
+    // The units of --shard: each (I/O mode, receive buffer) pair as the user listed them, with
+    // its sweep series (every client count), its Table I points (taken from its first drop)
+    // and, for the pair whose first drop sets the flood, that mode's flood points. Numbered
+    // before any mode is left out here, so every shard numbers them alike.
+    let unit_of = {
+        let (ios, rcvbufs) = (options.ios.clone(), options.rcvbufs.clone());
+        move |io: ServerIo, rcvbuf: usize| {
+            let i = ios.iter().position(|m| *m == io).unwrap_or(0);
+            let r = rcvbufs.iter().position(|b| *b == rcvbuf).unwrap_or(0);
+            i * rcvbufs.len() + r
+        }
+    };
+    let flood_rcvbuf = if options.rcvbufs.contains(&DEFAULT_RCVBUF) {
+        DEFAULT_RCVBUF
+    } else {
+        options.rcvbufs.first().copied().unwrap_or(DEFAULT_RCVBUF)
+    };
+    let shard = options.shard;
+    let mine = |io: ServerIo, rcvbuf: usize| shard.owns(unit_of(io, rcvbuf));
     let mut options = options.clone();
     if matches!(lab.topology, ClientServer::Loopback { .. }) && options.ios.contains(&ServerIo::Xdp)
     {
@@ -174,19 +194,23 @@ pub(super) fn measure_all(
         stop,
         progress,
     };
-    let series = options.ios.len() * options.clients.len() * options.rcvbufs.len();
-    let total = series * options.loads.len()
-        + options.ios.len() * options.rcvbufs.len() * 3
-        + if options.flood {
-            3 * options.ios.len()
-        } else {
-            0
-        };
+    let pairs = options
+        .ios
+        .iter()
+        .flat_map(|&io| options.rcvbufs.iter().map(move |&b| (io, b)))
+        .filter(|&(io, b)| mine(io, b))
+        .count();
+    let floods = options
+        .ios
+        .iter()
+        .filter(|&&io| options.flood && mine(io, flood_rcvbuf))
+        .count();
+    let total = pairs * options.clients.len() * options.loads.len() + pairs * 3 + floods * 3;
     let mut done = 0usize;
     // 1. The sweep: loads rise until the first drop, plus two loads past it.
     let mut first_drop: BTreeMap<(String, u32, usize), f64> = BTreeMap::new();
     for &io_mode in &options.ios {
-        for &rcvbuf in &options.rcvbufs {
+        for &rcvbuf in options.rcvbufs.iter().filter(|&&b| mine(io_mode, b)) {
             for &clients in &options.clients {
                 let series = (io_mode.name().to_string(), clients, rcvbuf);
                 let mut loads = options.loads.clone();
@@ -240,7 +264,7 @@ pub(super) fn measure_all(
     let table_clients = options.clients.iter().copied().min().unwrap_or(4);
     let max_load = options.loads.iter().copied().fold(0.0, f64::max);
     for &io_mode in &options.ios {
-        for &rcvbuf in &options.rcvbufs {
+        for &rcvbuf in options.rcvbufs.iter().filter(|&&b| mine(io_mode, b)) {
             let base = first_drop
                 .get(&(io_mode.name().into(), table_clients, rcvbuf))
                 .copied()
@@ -268,7 +292,7 @@ pub(super) fn measure_all(
     // 3. The flood, in every I/O mode: one client floods at three times that server's
     // first-drop load (default buffer) while the measuring client plays at 1 kpps.
     let flood_ios = if options.flood { &options.ios[..] } else { &[] };
-    for &io_mode in flood_ios {
+    for &io_mode in flood_ios.iter().filter(|&&io| mine(io, flood_rcvbuf)) {
         let capacity = first_drop
             .get(&(io_mode.name().into(), table_clients, DEFAULT_RCVBUF))
             .copied()
