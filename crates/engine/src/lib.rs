@@ -21,6 +21,7 @@
 
 pub mod blaster;
 pub mod emulator;
+pub mod forwarder;
 pub mod game;
 pub mod generator;
 pub mod reflector;
