@@ -29,6 +29,7 @@ mod clean;
 mod demo;
 mod echo;
 mod emu;
+mod fwd;
 mod gen;
 mod progress;
 mod report;
@@ -66,6 +67,9 @@ enum Command {
     /// Emulate a link between two interfaces: delay, jitter, loss, duplication, corruption,
     /// reordering, rate and queue limits, per direction (a transparent layer-2 bridge).
     Emu(Box<emu::EmuArgs>),
+    /// Forward frames between two interfaces, both ways, no lookup (an L2 forwarder on one
+    /// pinned core), and report where each packet's cycles go.
+    Fwd(fwd::FwdArgs),
     /// Run a study.
     #[command(subcommand)]
     Study(study::StudyCommand),
@@ -113,6 +117,7 @@ fn main() {
         Command::Serve(a) => serve::run(a),
         Command::Study(s) => study::run(s),
         Command::Emu(a) => emu::run(*a),
+        Command::Fwd(a) => fwd::run(a),
         Command::Clean(a) => clean::run(a),
     };
     // The command has returned: everything it made is dropped, so exiting cannot leak.
@@ -223,7 +228,7 @@ fn io_among(
     .map(|name| name.parse::<Io>().expect("a possible value is an Io"))
 }
 
-/// `--io` of emu: packet or xdp.
+/// `--io` of emu and fwd: packet or xdp.
 fn emu_io() -> impl clap::builder::TypedValueParser<Value = Io> {
     io_among(&[("packet", ""), ("xdp", "")])
 }

@@ -177,19 +177,14 @@ pub fn run<P: FramePort>(
     };
     let mut next_round = Instant::now();
     let start = tsc::read();
+    // The last counter read: every interval starts where the one before ended, so together
+    // they cover the run.
+    let mut mark = start;
     while !stop.is_raised() {
-        let got = forward_batch(a, b, batch, &mut ab, &live.a_to_b, &mut account)?
-            + forward_batch(b, a, batch, &mut ba, &live.b_to_a, &mut account)?;
-        match (config.poll, period) {
-            (FwdPoll::Block, _) if got == 0 => {
-                let w0 = tsc::read();
-                P::wait_either(a, b, Duration::from_millis(10))?;
-                let w1 = tsc::read();
-                account.add_waiting(Interval {
-                    cycles: w1.wrapping_sub(w0),
-                    reads: 1,
-                });
-            }
+        let got = forward_batch(a, b, batch, &mut ab, &live.a_to_b, &mut account, &mut mark)?
+            + forward_batch(b, a, batch, &mut ba, &live.b_to_a, &mut account, &mut mark)?;
+        let wait = match (config.poll, period) {
+            (FwdPoll::Block, _) if got == 0 => Some(None),
             (FwdPoll::Rate(_), Some(period)) => {
                 next_round += period;
                 let now = Instant::now();
@@ -197,18 +192,26 @@ pub fn run<P: FramePort>(
                     // Too far behind to catch up (a long preemption): the next round is now.
                     next_round = now;
                 }
-                let w0 = tsc::read();
-                sleep_until(next_round, stop);
-                let w1 = tsc::read();
-                account.add_waiting(Interval {
-                    cycles: w1.wrapping_sub(w0),
-                    reads: 1,
-                });
+                Some(Some(next_round))
             }
-            _ => {}
+            _ => None,
+        };
+        if let Some(until) = wait {
+            let w0 = lap(&mut mark, &mut account);
+            match until {
+                None => P::wait_either(a, b, Duration::from_millis(10))?,
+                Some(deadline) => sleep_until(deadline, stop),
+            }
+            let w1 = tsc::read();
+            account.add_waiting(Interval {
+                cycles: w1.wrapping_sub(w0),
+                reads: 1,
+            });
+            mark = w1;
         }
     }
-    let elapsed = tsc::read().wrapping_sub(start);
+    let end = lap(&mut mark, &mut account);
+    let elapsed = end.wrapping_sub(start);
     ab.kernel_drops = a.kernel_drops();
     ba.kernel_drops = b.kernel_drops();
     Ok(ForwarderReport {
@@ -216,6 +219,18 @@ pub fn run<P: FramePort>(
         b_to_a: ba,
         cycles: account.report(&calibration, elapsed, hz),
     })
+}
+
+/// Reads the counter, adds the time since `mark` to the loop's overhead, and moves `mark`
+/// to the read; returns it.
+fn lap(mark: &mut u64, account: &mut CycleAccount) -> u64 {
+    let now = tsc::read();
+    account.add_overhead(Interval {
+        cycles: now.wrapping_sub(*mark),
+        reads: 1,
+    });
+    *mark = now;
+    now
 }
 
 /// Sleeps until `deadline` (the last 50 µs spun, as sleeps wake late), or until `stop`.
@@ -236,7 +251,9 @@ fn sleep_until(deadline: Instant, stop: &Stop) {
 }
 
 /// Receives at most `batch` frames from `rx`, queues each on `tx`, flushes `tx`; counts into
-/// `dir` and `live`, and the cycles of each step into `account`. Returns the frames received.
+/// `dir` and `live`, and the cycles of each step into `account` (the time since `mark`, the
+/// last counter read, as the loop's overhead; `mark` moves to the last read here). Returns the
+/// frames received.
 fn forward_batch<P: FramePort>(
     rx: &mut P,
     tx: &mut P,
@@ -244,11 +261,12 @@ fn forward_batch<P: FramePort>(
     dir: &mut FwdDirection,
     live: &FwdLive,
     account: &mut CycleAccount,
+    mark: &mut u64,
 ) -> io::Result<usize> {
     let mut step = StepSums::default();
     let mut tx_error = None;
     let before = *dir;
-    let c0 = tsc::read();
+    let c0 = lap(mark, account);
     let got = rx.recv_frames_max(batch, &mut |frame, _rx_ns| {
         let e = tsc::read();
         let whole = frame.len() >= ETH_HLEN;
@@ -276,6 +294,7 @@ fn forward_batch<P: FramePort>(
         step.frames += 1;
     })?;
     let c1 = tsc::read();
+    *mark = c1;
     if let Some(err) = tx_error {
         return Err(err);
     }
@@ -322,7 +341,8 @@ fn forward_batch<P: FramePort>(
     let mut tx_reads = n;
     if forwarded > 0 {
         tx.flush()?;
-        tx_cycles += tsc::read().wrapping_sub(c1);
+        *mark = tsc::read();
+        tx_cycles += mark.wrapping_sub(c1);
         tx_reads += 1;
     }
     account.add(

@@ -33,6 +33,7 @@ pub mod echo;
 pub mod emu;
 pub mod emuconfig;
 pub mod emureport;
+pub mod fwd;
 pub mod gen;
 pub mod measure;
 pub mod plot;

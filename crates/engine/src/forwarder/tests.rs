@@ -196,9 +196,9 @@ fn the_cycle_report_splits_every_forwarded_frame_into_steps() {
         "{s:?}"
     );
     assert!((c.steps_total - s.total()).abs() < 1e-9);
-    // The steps and the idle polls never add up to more than the run.
-    assert!(c.accounted_with_idle <= 1.05, "{c:?}");
-    assert!(c.accounted_with_idle > 0.3, "{c:?}");
+    // The intervals cover the whole run: with the timer's calibrated cost taken out of each,
+    // they add up to the run less the timer's cost.
+    assert!((0.9..=1.1).contains(&c.accounted_with_idle), "{c:?}");
 }
 
 #[test]

@@ -1,0 +1,148 @@
+//! `latlab fwd` as a user runs it: between the namespaces of a `client — fwd — server` lab
+//! (the emulator's topology), carrying UDP both ways and a kernel TCP connection, counting the
+//! frames too long for the far side (root; must run under CI=true).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use latlab_io::netns::run_in;
+use latlab_lab::topology::ClientEmuServer;
+
+#[test]
+fn bad_forwarder_flags_name_themselves() {
+    let base = ["fwd", "--iface-a", "lo", "--iface-b", "latlab-none0"];
+    common::one_line_error(&[&base[..], &["--batch", "0"]].concat(), "--batch");
+    common::one_line_error(&[&base[..], &["--batch", "5000"]].concat(), "--batch");
+    common::one_line_error(&[&base[..], &["--poll", "fast"]].concat(), "--poll");
+    common::one_line_error(&[&base[..], &["--poll", "rate:0"]].concat(), "--poll");
+    common::one_line_error(&[&base[..], &["--io", "socket"]].concat(), "--io");
+    common::one_line_error(&[&base[..], &["--cpu", "9999"]].concat(), "--cpu 9999");
+    common::one_line_error(&[&base[..], &["--duration", "soon"]].concat(), "--duration");
+    common::one_line_error(&["fwd", "--iface-a", "lo", "--iface-b", "lo"], "--iface-a");
+    common::one_line_error(
+        &["fwd", "--iface-a", "latlab-none0", "--iface-b", "lo"],
+        "--iface-a latlab-none0",
+    );
+    let out = Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+        .args(["fwd", "--iface-a", "lo", "--iface-b", "lo"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn fwd_over_af_packet_carries_udp_both_ways_and_a_tcp_connection() {
+    fwd_between_namespaces(&["--io", "packet"]);
+}
+
+#[test]
+fn fwd_over_af_xdp_carries_udp_both_ways_and_a_tcp_connection() {
+    fwd_between_namespaces(&["--io", "xdp"]);
+}
+
+/// Runs `latlab fwd` with `extra` flags between client and server, whose far side (the
+/// server's link) has an MTU of 1000: small UDP datagrams cross both ways, a 1 MB TCP transfer
+/// crosses intact, and 1400-byte datagrams from the client are counted as too long for the
+/// far side.
+fn fwd_between_namespaces(extra: &[&str]) {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    for (ns, dev) in [(lab.server.name(), "veth0"), (lab.emu.name(), "emu-b")] {
+        let ok = Command::new("ip")
+            .args(["-n", ns, "link", "set", dev, "mtu", "1000"])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("fwd.json");
+    let mut fwd = common::in_ns(lab.emu.name())
+        .args(["fwd", "--iface-a", "emu-a", "--iface-b", "emu-b"])
+        .args(["--duration", "5s", "--batch", "16"])
+        .args(extra)
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+
+    let client_addr = SocketAddr::from((lab.client_addr, 7001));
+    let server_addr = SocketAddr::from((lab.server_addr, 7002));
+    let bind =
+        |ns: &str, addr: SocketAddr| run_in(ns, move || UdpSocket::bind(addr)).unwrap().unwrap();
+    let client = bind(lab.client.name(), client_addr);
+    let server = bind(lab.server.name(), server_addr);
+    for s in [&client, &server] {
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+    }
+    // 100 datagrams each way, one at a time.
+    let mut buf = [0u8; 2048];
+    for i in 0..100u32 {
+        client.send_to(&i.to_be_bytes(), server_addr).unwrap();
+        let (n, from) = server.recv_from(&mut buf).expect("client → server");
+        assert_eq!((&buf[..n], from), (&i.to_be_bytes()[..], client_addr));
+        server.send_to(&buf[..n], client_addr).unwrap();
+        let (n, from) = client.recv_from(&mut buf).expect("server → client");
+        assert_eq!((&buf[..n], from), (&i.to_be_bytes()[..], server_addr));
+    }
+    // Too long for the server's link: the forwarder drops and counts them.
+    for _ in 0..5 {
+        client.send_to(&[7u8; 1400], server_addr).unwrap();
+    }
+    assert!(
+        server.recv_from(&mut buf).is_err(),
+        "an oversized frame crossed"
+    );
+
+    // A kernel TCP connection through the forwarder: 1 MB, echoed byte for byte.
+    let tcp_addr = SocketAddr::from((lab.server_addr, 7003));
+    let listener = run_in(lab.server.name(), move || TcpListener::bind(tcp_addr))
+        .unwrap()
+        .unwrap();
+    let server_side = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut got = Vec::new();
+        conn.read_to_end(&mut got).unwrap();
+        got
+    });
+    let mut conn = run_in(lab.client.name(), move || {
+        TcpStream::connect_timeout(&tcp_addr, Duration::from_secs(2))
+    })
+    .unwrap()
+    .unwrap();
+    let data: Vec<u8> = (0..1_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    conn.write_all(&data).unwrap();
+    drop(conn);
+    assert!(server_side.join().unwrap() == data, "the transfer differs");
+
+    assert!(fwd.wait().unwrap().success());
+    let report = common::read_json(&json);
+    let (ab, ba) = (&report["a_to_b"], &report["b_to_a"]);
+    assert!(
+        ab["forwarded"].as_u64().unwrap() >= 100 + 1_000_000 / 1500,
+        "{ab}"
+    );
+    assert!(ba["forwarded"].as_u64().unwrap() >= 100, "{ba}");
+    assert_eq!(ab["dropped"]["too_long"], 5, "{ab}");
+    assert_eq!(ab["dropped"]["runts"], 0);
+    let cycles = &report["cycles"];
+    assert!(cycles["forwarded"].as_u64().unwrap() >= 800, "{cycles}");
+    assert!(
+        cycles["per_packet"]["rx"].as_f64().unwrap() > 0.0,
+        "{cycles}"
+    );
+    assert!(
+        cycles["per_packet"]["tx"].as_f64().unwrap() > 0.0,
+        "{cycles}"
+    );
+    assert_eq!(report["batch"], 16);
+}
