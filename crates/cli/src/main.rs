@@ -33,6 +33,7 @@ mod fwd;
 mod gen;
 mod progress;
 mod report;
+mod rfc2544;
 mod serve;
 mod signals;
 mod study;
@@ -70,6 +71,9 @@ enum Command {
     /// Forward frames between two interfaces, both ways, no lookup (an L2 forwarder on one
     /// pinned core), and report where each packet's cycles go.
     Fwd(fwd::FwdArgs),
+    /// Measure a forwarder as RFC 2544 asks (NDR and PDR by binary search, frame loss rate)
+    /// in client — dut — server namespaces, per frame size.
+    Rfc2544(rfc2544::Rfc2544Args),
     /// Run a study.
     #[command(subcommand)]
     Study(study::StudyCommand),
@@ -118,6 +122,7 @@ fn main() {
         Command::Study(s) => study::run(s),
         Command::Emu(a) => emu::run(*a),
         Command::Fwd(a) => fwd::run(a),
+        Command::Rfc2544(a) => rfc2544::run(a),
         Command::Clean(a) => clean::run(a),
     };
     // The command has returned: everything it made is dropped, so exiting cannot leak.

@@ -146,3 +146,55 @@ fn fwd_between_namespaces(extra: &[&str]) {
     );
     assert_eq!(report["batch"], 16);
 }
+
+#[test]
+fn rfc2544_through_the_kernel_finds_a_non_zero_ndr_with_short_trials() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rfc2544");
+    let run = Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+        .args(["rfc2544", "--dut", "kernel", "--sizes", "64,512"])
+        .args(["--trial", "150ms", "--max-trials", "6", "--no-loss-sweep"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let results = common::read_json(&out.join("rfc2544.json"));
+    assert_eq!(results["dut"], "kernel");
+    assert!(results["receive_work"].as_str().unwrap().starts_with("RPS"));
+    let sizes = results["sizes"].as_array().unwrap();
+    assert_eq!(sizes.len(), 2);
+    for s in sizes {
+        let ndr = s["ndr_pps"].as_u64().unwrap();
+        let pdr = s["pdr_pps"].as_u64().unwrap();
+        assert!(ndr > 0 && pdr >= ndr, "{s}");
+        assert!(
+            ndr as f64 <= s["source_max_pps"].as_f64().unwrap() + 1.0,
+            "{s}"
+        );
+        assert!(s["trials"].as_array().unwrap().len() >= 2, "{s}");
+    }
+    let csv = std::fs::read_to_string(out.join("rfc2544.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(csv.starts_with("frame_size,source_max_pps,"));
+}
+
+#[test]
+fn bad_rfc2544_flags_name_themselves() {
+    common::one_line_error(&["rfc2544", "--dut", "testpmd"], "--dut");
+    common::one_line_error(&["rfc2544", "--dut", "kernel", "--sizes", "63"], "--sizes");
+    common::one_line_error(
+        &["rfc2544", "--dut", "kernel", "--resolution", "0"],
+        "--resolution",
+    );
+    common::one_line_error(&["rfc2544", "--dut", "kernel", "--trial", "1ms"], "--trial");
+    common::one_line_error(&["rfc2544", "--dut", "kernel", "--out", "/"], "--out");
+}

@@ -39,6 +39,7 @@ pub mod measure;
 pub mod plot;
 pub mod report;
 pub mod results;
+pub mod rfc2544;
 pub mod serve;
 pub mod study;
 pub mod table;

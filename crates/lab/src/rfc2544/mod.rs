@@ -1,0 +1,453 @@
+//! `latlab rfc2544`: RFC 2544's throughput (NDR and PDR by binary search) and frame loss rate
+//! of a forwarder in a `client — dut — server` lab of network namespaces, per frame size.
+//!
+//! The DUT namespace forwards with the kernel, a Linux bridge, `latlab fwd` (AF_PACKET or
+//! AF_XDP) or `latlab emu` (no impairment), on the last CPU, its veths' receive work steered
+//! there by RPS ([`dut`]). The source is the blaster (raw UDP frames from the client's
+//! AF_PACKET ring) on the first CPU; the sink counts in the server. Each frame size starts with
+//! a trial as fast as the source goes: that rate is the search's maximum (the source must
+//! outrun the DUT; when the DUT keeps up with it, the NDR is the source's rate and the results
+//! say `dut_kept_up`). The searches themselves are `latlab_bench`'s. `rfc2544.json` and
+//! `rfc2544.csv` are written into the results folder whole, also when a search ends early
+//! (Ctrl-C, a DUT that stopped answering): the points measured so far stay.
+
+mod dut;
+mod trial;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use latlab_bench::sweep::LossSweep;
+use latlab_bench::throughput::{Throughput, ThroughputConfig, PDR_LOSS};
+use latlab_engine::blaster::{self, FrameAddrs};
+use latlab_engine::Stop;
+use latlab_io::packet::{PacketOptions, PacketSocket};
+use latlab_io::udp::{UdpOptions, UdpSocket};
+
+pub use dut::Dut;
+
+use crate::command::{CommandError, LiveView};
+use crate::topology::ClientEmuServer;
+use crate::units::format_rate;
+
+/// RFC 2544's frame sizes for Ethernet.
+pub const FRAME_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
+
+/// Everything `latlab rfc2544` takes, checked.
+#[derive(Clone, Debug)]
+pub struct Rfc2544Options {
+    /// The forwarder measured.
+    pub dut: Dut,
+    /// Frame sizes, bytes on the wire (FCS included), each in 64..=1518.
+    pub sizes: Vec<usize>,
+    /// Length of one trial.
+    pub trial: Duration,
+    /// The search's resolution as a fraction of the source's maximum rate, in (0, 0.5].
+    pub resolution: f64,
+    /// Trials per search at most.
+    pub max_trials: usize,
+    /// Run the frame loss rate sweep after the throughput search.
+    pub loss_sweep: bool,
+    /// The results folder (must not exist).
+    pub out: PathBuf,
+}
+
+impl Rfc2544Options {
+    /// Options for measuring `dut` at RFC 2544's sizes with 2-second trials.
+    pub fn new(dut: Dut) -> Rfc2544Options {
+        Rfc2544Options {
+            dut,
+            sizes: FRAME_SIZES.to_vec(),
+            trial: Duration::from_secs(2),
+            resolution: 0.01,
+            max_trials: 16,
+            loss_sweep: true,
+            out: crate::command::default_out("rfc2544"),
+        }
+    }
+
+    /// Checks every value before anything runs; errors name the flag.
+    pub fn check(&self) -> Result<(), CommandError> {
+        let usage = |m: String| Err(CommandError::Usage(m));
+        if self.sizes.is_empty() {
+            return usage("--sizes: at least one frame size".into());
+        }
+        if let Some(s) = self.sizes.iter().find(|s| !(64..=1518).contains(*s)) {
+            return usage(format!("--sizes {s}: frame sizes are 64 to 1518 bytes"));
+        }
+        if self.trial < Duration::from_millis(10) {
+            return usage(format!("--trial {:?}: at least 10ms", self.trial));
+        }
+        if !(self.resolution > 0.0 && self.resolution <= 0.5) {
+            return usage(format!(
+                "--resolution {}: must be in (0, 0.5]",
+                self.resolution
+            ));
+        }
+        if self.max_trials == 0 {
+            return usage("--max-trials 0: at least 1".into());
+        }
+        if self.out.exists() {
+            return usage(format!(
+                "--out {}: exists already; pick another folder",
+                self.out.display()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One trial as run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TrialRecord {
+    /// `source_max`, `ndr`, `pdr` or `loss` (`throughput`: the trial a search ended on).
+    pub search: &'static str,
+    /// The rate asked for, frames per second (`None`: as fast as the source goes).
+    pub rate_pps: Option<u64>,
+    /// Frames sent.
+    pub sent: u64,
+    /// Frames received.
+    pub received: u64,
+    /// The rate the source reached.
+    pub achieved_pps: f64,
+    /// The source fell more than 2% short of the rate asked for.
+    pub source_short: bool,
+}
+
+/// The results of one frame size.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SizeResult {
+    /// Bytes on the wire.
+    pub frame_size: usize,
+    /// The source's own maximum (the first trial), frames per second.
+    pub source_max_pps: f64,
+    /// The DUT lost nothing at the source's maximum: the throughput is at least that, and the
+    /// source, not the DUT, was the limit.
+    pub dut_kept_up: bool,
+    /// No drop rate, frames per second.
+    pub ndr_pps: Option<u64>,
+    /// Partial drop rate (≤ 0.5% lost), frames per second.
+    pub pdr_pps: Option<u64>,
+    /// Whether both searches narrowed to the resolution.
+    pub converged: bool,
+    /// The frame loss rate sweep: (percent of the maximum, loss percent).
+    pub loss: Vec<(u32, f64)>,
+    /// Every trial.
+    pub trials: Vec<TrialRecord>,
+    /// Why this size ended early, if it did.
+    pub error: Option<String>,
+}
+
+/// What a run measured; its files are written.
+#[derive(Clone, Debug)]
+pub struct Rfc2544Report {
+    /// The results folder.
+    pub out: PathBuf,
+    /// The DUT.
+    pub dut: Dut,
+    /// How the DUT's receive work was placed.
+    pub rps: String,
+    /// Per frame size.
+    pub sizes: Vec<SizeResult>,
+}
+
+impl Rfc2544Report {
+    /// The table printed at the end.
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "RFC 2544 throughput of {} ({})\n",
+            self.dut.name(),
+            self.rps
+        );
+        out.push_str("size   source max   NDR          PDR          loss at 100%\n");
+        for s in &self.sizes {
+            let rate = |r: Option<u64>| r.map_or("-".into(), |r| format_rate(r as f64));
+            let _ = writeln!(
+                out,
+                "{:<6} {:<12} {:<12} {:<12} {}{}",
+                s.frame_size,
+                format_rate(s.source_max_pps),
+                rate(s.ndr_pps),
+                rate(s.pdr_pps),
+                s.loss
+                    .first()
+                    .map_or("-".into(), |l| format!("{:.2}%", l.1)),
+                if s.dut_kept_up {
+                    "  (the DUT kept up with the source)"
+                } else {
+                    ""
+                }
+            );
+            if let Some(e) = &s.error {
+                let _ = writeln!(out, "       ended early: {e}");
+            }
+        }
+        let _ = writeln!(out, "results in {}", self.out.display());
+        out
+    }
+}
+
+/// Builds the lab and the DUT, measures every size, writes the results folder and returns
+/// the report (also when a search ended early: then after the files, with the error).
+pub fn run(
+    options: &Rfc2544Options,
+    stop: &Stop,
+    view: &mut dyn LiveView,
+) -> Result<Rfc2544Report, CommandError> {
+    options.check()?;
+    let setup = |what: &str| {
+        let what = what.to_string();
+        move |e: String| CommandError::Setup {
+            context: what,
+            source: std::io::Error::other(e),
+        }
+    };
+    if let Some(why) = crate::topology::why_no_namespaces() {
+        return Err(setup("the client — dut — server namespaces")(why));
+    }
+    let _ = crate::clean::remove_stale_namespaces();
+    let lab = ClientEmuServer::build().map_err(|e| setup("building the lab")(e.to_string()))?;
+    let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
+    let dut_cpu = cpus.last().copied().unwrap_or(0);
+    let source_cpu = cpus.first().copied().filter(|&c| c != dut_cpu);
+    let (running, path, rps) = dut::start(&lab, options.dut, dut_cpu)
+        .map_err(|e| setup(&format!("--dut {}", options.dut.name()))(e.to_string()))?;
+    view.started(&format!(
+        "latlab rfc2544: {} in {}; {rps}; source on CPU {}",
+        options.dut.name(),
+        lab.describe(),
+        source_cpu.map_or("any".into(), |c| c.to_string())
+    ));
+    let sink = latlab_io::netns::run_in(lab.server.name(), move || {
+        let options = UdpOptions {
+            rcvbuf: Some(4 << 20),
+            ..UdpOptions::default()
+        };
+        UdpSocket::bind(
+            std::net::SocketAddr::from(([0, 0, 0, 0], dut::SINK_PORT)),
+            &options,
+        )
+    })
+    .and_then(|r| r)
+    .map_err(CommandError::setup("the sink in the server"))?;
+    let mut tx = latlab_io::netns::run_in(lab.client.name(), || {
+        PacketSocket::open("veth0", &PacketOptions::default())
+    })
+    .and_then(|r| r)
+    .map_err(CommandError::setup(
+        "the source's AF_PACKET socket in the client",
+    ))?;
+    let addrs = FrameAddrs {
+        src_mac: path.client_mac,
+        dst_mac: path.next_hop,
+        src: path.src,
+        dst: path.dst,
+    };
+    let mut sizes = Vec::new();
+    let mut failure = None;
+    for &size in &options.sizes {
+        if stop.is_raised() {
+            break;
+        }
+        let frame = blaster::udp_frame(&addrs, size).map_err(CommandError::Options)?;
+        let mut one = |rate: Option<u64>| {
+            trial::run(
+                &mut tx,
+                &sink,
+                &frame,
+                rate.map(|r| r as f64),
+                options.trial,
+                source_cpu,
+                stop,
+            )
+        };
+        let result =
+            measure_size(options, size, &mut one, stop, view).map_err(|e| CommandError::Run {
+                engine: "rfc2544 trial",
+                source: e,
+            })?;
+        let ended = result.error.clone();
+        sizes.push(result);
+        if let Some(e) = ended {
+            failure = Some(e);
+            break;
+        }
+    }
+    let dut_report = running.stop().ok().flatten();
+    let report = Rfc2544Report {
+        out: options.out.clone(),
+        dut: options.dut,
+        rps,
+        sizes,
+    };
+    write_results(options, &report, dut_report, &lab.describe())?;
+    match failure {
+        Some(e) => Err(CommandError::Run {
+            engine: "rfc2544 search",
+            source: std::io::Error::other(format!(
+                "{e} (results so far in {})",
+                options.out.display()
+            )),
+        }),
+        None => Ok(report),
+    }
+}
+
+/// Every search at one frame size, each trial run by `one`; a search that ends with an error
+/// ends the size, with its points and the error kept in the result.
+fn measure_size(
+    options: &Rfc2544Options,
+    size: usize,
+    one: &mut dyn FnMut(Option<u64>) -> std::io::Result<trial::TrialRun>,
+    stop: &Stop,
+    view: &mut dyn LiveView,
+) -> std::io::Result<SizeResult> {
+    let mut r = SizeResult {
+        frame_size: size,
+        ..SizeResult::default()
+    };
+    let mut record = |r: &mut SizeResult, search, rate: Option<u64>, t: trial::TrialRun| {
+        let achieved = t.achieved_pps();
+        r.trials.push(TrialRecord {
+            search,
+            rate_pps: rate,
+            sent: t.counts.sent,
+            received: t.counts.received,
+            achieved_pps: achieved,
+            source_short: rate.is_some_and(|want| achieved < 0.98 * want as f64),
+        });
+        view.counters(&format!(
+            "{size} B {search} trial at {}: sent {}, received {}, lost {:.3}%",
+            rate.map_or("the source's maximum".into(), |r| format_rate(r as f64)),
+            t.counts.sent,
+            t.counts.received,
+            100.0 * t.counts.loss_ratio()
+        ));
+    };
+    let first = one(None)?;
+    record(&mut r, "source_max", None, first);
+    r.source_max_pps = first.achieved_pps();
+    let max = r.source_max_pps.floor() as u64;
+    if first.counts.received == 0 || max < 10 {
+        r.error = Some(format!(
+            "the DUT forwarded none of {} frames at the source's maximum",
+            first.counts.sent
+        ));
+        return Ok(r);
+    }
+    r.dut_kept_up = first.counts.received >= first.counts.sent;
+    let config = ThroughputConfig {
+        min_rate_pps: (max / 1000).max(1),
+        max_rate_pps: max,
+        resolution_pps: ((max as f64 * options.resolution) as u64).max(1),
+        pdr_loss: PDR_LOSS,
+        max_trials: options.max_trials,
+    };
+    let mut search = Throughput::new(config).map_err(std::io::Error::other)?;
+    while let Some(rate) = search.poll_trial() {
+        if stop.is_raised() {
+            r.error = Some("stopped by a signal".into());
+            break;
+        }
+        let t = one(Some(rate))?;
+        // Named `ndr` or `pdr` below, from the search's own record.
+        record(&mut r, "throughput", Some(rate), t);
+        if let Err(e) = search.handle_trial(rate, t.counts) {
+            r.error = Some(e.to_string());
+            break;
+        }
+    }
+    // The search's own record says which trial belonged to which search.
+    for (rec, point) in r.trials.iter_mut().skip(1).zip(search.points()) {
+        rec.search = point.search;
+    }
+    if let Some(out) = search.outcome() {
+        r.ndr_pps = out.ndr.rate_pps;
+        r.pdr_pps = out.pdr.rate_pps;
+        r.converged = out.ndr.converged && out.pdr.converged;
+    }
+    if options.loss_sweep && r.error.is_none() {
+        sweep_loss(&mut r, max, one, stop, &mut record)?;
+    }
+    Ok(r)
+}
+
+/// Records one trial of a search (named) at a rate into a size's result.
+type Recorder<'a> = dyn FnMut(&mut SizeResult, &'static str, Option<u64>, trial::TrialRun) + 'a;
+
+/// RFC 2544 26.3 at this size, from the source's maximum down.
+fn sweep_loss(
+    r: &mut SizeResult,
+    max: u64,
+    one: &mut dyn FnMut(Option<u64>) -> std::io::Result<trial::TrialRun>,
+    stop: &Stop,
+    record: &mut Recorder<'_>,
+) -> std::io::Result<()> {
+    let mut sweep = LossSweep::new(max).map_err(std::io::Error::other)?;
+    while let Some(rate) = sweep.poll_trial() {
+        if stop.is_raised() {
+            r.error = Some("stopped by a signal".into());
+            break;
+        }
+        let t = one(Some(rate))?;
+        record(r, "loss", Some(rate), t);
+        if let Err(e) = sweep.handle_trial(rate, t.counts) {
+            r.error = Some(e.to_string());
+            break;
+        }
+    }
+    r.loss = sweep
+        .outcome()
+        .iter()
+        .map(|p| (p.percent, p.loss_percent))
+        .collect();
+    Ok(())
+}
+
+/// `rfc2544.json` and `rfc2544.csv`, into the results folder, whole.
+fn write_results(
+    options: &Rfc2544Options,
+    report: &Rfc2544Report,
+    dut_report: Option<serde_json::Value>,
+    topology: &str,
+) -> Result<(), CommandError> {
+    let dir = crate::results::ResultsDir::create(&options.out)?;
+    let json = serde_json::json!({
+        "latlab_version": env!("CARGO_PKG_VERSION"),
+        "dut": options.dut.name(),
+        "topology": topology,
+        "receive_work": report.rps,
+        "trial_s": options.trial.as_secs_f64(),
+        "resolution": options.resolution,
+        "max_trials": options.max_trials,
+        "pdr_loss": PDR_LOSS,
+        "sizes": report.sizes,
+        "dut_report": dut_report,
+    });
+    dir.write("rfc2544.json", format!("{json:#}\n").as_bytes())?;
+    let mut csv = String::from(
+        "frame_size,source_max_pps,dut_kept_up,ndr_pps,pdr_pps,converged,loss_at_100_percent,trials,error\n",
+    );
+    for s in &report.sizes {
+        let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+        let _ = writeln!(
+            csv,
+            "{},{:.0},{},{},{},{},{},{},{}",
+            s.frame_size,
+            s.source_max_pps,
+            s.dut_kept_up,
+            opt(s.ndr_pps),
+            opt(s.pdr_pps),
+            s.converged,
+            s.loss
+                .first()
+                .map_or(String::new(), |l| format!("{:.4}", l.1)),
+            s.trials.len(),
+            s.error.as_deref().unwrap_or("").replace(',', ";"),
+        );
+    }
+    dir.write("rfc2544.csv", csv.as_bytes())?;
+    dir.commit()?;
+    Ok(())
+}
