@@ -198,3 +198,115 @@ fn bad_rfc2544_flags_name_themselves() {
     common::one_line_error(&["rfc2544", "--dut", "kernel", "--trial", "1ms"], "--trial");
     common::one_line_error(&["rfc2544", "--dut", "kernel", "--out", "/"], "--out");
 }
+
+/// Reads `child`'s stderr up to its first line (the "started" line), then drains the rest on
+/// a thread so the pipe never fills.
+fn first_stderr_line(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    line
+}
+
+/// Waits for `child` to exit, within 20 s, and returns its exit code.
+fn exit_code(child: &mut std::process::Child) -> Option<i32> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("latlab did not stop within 20 s of the signal");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn sigterm(pid: u32) {
+    let sent = Command::new("kill")
+        .args(["-s", "TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+#[test]
+fn sigterm_to_fwd_writes_its_json_and_exits_143() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("fwd.json");
+    let mut child = common::in_ns(lab.emu.name())
+        .args([
+            "fwd",
+            "--iface-a",
+            "emu-a",
+            "--iface-b",
+            "emu-b",
+            "--poll",
+            "block",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = first_stderr_line(&mut child);
+    assert!(started.contains("latlab fwd"), "{started}");
+    // `ip netns exec` execs latlab, so the child's id is latlab's own.
+    sigterm(child.id());
+    assert_eq!(exit_code(&mut child), Some(143));
+    let report = common::read_json(&json);
+    assert!(report["a_to_b"]["received"].is_u64(), "{report}");
+    assert!(
+        report["cycles"]["tsc_hz"].as_f64().unwrap() > 1e8,
+        "{report}"
+    );
+}
+
+#[test]
+fn sigterm_to_rfc2544_keeps_the_trials_measured_removes_its_namespaces_and_exits_143() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rfc2544");
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+        .args([
+            "rfc2544", "--dut", "bridge", "--sizes", "64", "--trial", "300ms",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = first_stderr_line(&mut child);
+    assert!(started.contains("latlab rfc2544: bridge"), "{started}");
+    // A few trials in: the source's maximum and at least one of the search.
+    std::thread::sleep(Duration::from_millis(1500));
+    sigterm(child.id());
+    assert_eq!(exit_code(&mut child), Some(143));
+    let results = common::read_json(&out.join("rfc2544.json"));
+    let size = &results["sizes"][0];
+    assert!(size["trials"].as_array().unwrap().len() >= 2, "{size}");
+    assert_eq!(size["error"], "stopped by a signal", "{size}");
+    let prefix = format!("latlab-{}-", child.id());
+    let left: Vec<_> = std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}

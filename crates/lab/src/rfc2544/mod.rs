@@ -328,6 +328,10 @@ fn measure_size(
     let first = one(None)?;
     record(&mut r, "source_max", None, first);
     r.source_max_pps = first.achieved_pps();
+    if stop.is_raised() {
+        r.error = Some("stopped by a signal".into());
+        return Ok(r);
+    }
     let max = r.source_max_pps.floor() as u64;
     if first.counts.received == 0 || max < 10 {
         r.error = Some(format!(
