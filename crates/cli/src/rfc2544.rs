@@ -33,6 +33,9 @@ pub(crate) struct Rfc2544Args {
     /// Leave out the frame loss rate sweep (100% down in 10% steps).
     #[arg(long)]
     no_loss_sweep: bool,
+    /// Back-to-back searches per size, averaged (0: none; RFC 2544 asks for 50).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    b2b_repeats: u32,
     /// The results folder (must not exist; default latlab-results/rfc2544-<time>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -73,6 +76,7 @@ impl Rfc2544Args {
         options.resolution = self.resolution;
         options.max_trials = self.max_trials;
         options.loss_sweep = !self.no_loss_sweep;
+        options.b2b_repeats = self.b2b_repeats;
         if let Some(out) = self.out {
             options.out = out;
         }

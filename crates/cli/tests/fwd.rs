@@ -181,6 +181,14 @@ fn rfc2544_through_the_kernel_finds_a_non_zero_ndr_with_short_trials() {
             "{s}"
         );
         assert!(s["trials"].as_array().unwrap().len() >= 2, "{s}");
+        // One back-to-back search, found within the bursts tried.
+        let bursts = s["back_to_back"].as_array().unwrap();
+        assert_eq!(bursts.len(), 1, "{s}");
+        // No trial counts frames of the one before: each ends when the sink is quiet and the
+        // source's ring has sent everything.
+        for t in s["trials"].as_array().unwrap() {
+            assert!(t["received"].as_u64() <= t["sent"].as_u64(), "{t}");
+        }
     }
     let csv = std::fs::read_to_string(out.join("rfc2544.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3, "{csv}");

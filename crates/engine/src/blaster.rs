@@ -114,6 +114,32 @@ pub fn blast<P: FramePort>(
     })
 }
 
+/// Sends `frames` copies of `frame` through `tx` back to back (as fast as its ring takes
+/// them: a full ring is flushed and tried again), then flushes: RFC 2544's back-to-back burst.
+/// Stops early when `stop` is raised or a frame is refused as one the port can never send.
+pub fn burst<P: FramePort>(
+    tx: &mut P,
+    frame: &[u8],
+    frames: u64,
+    stop: &Stop,
+) -> io::Result<BlastResult> {
+    let start = now_ns();
+    let (mut sent, mut refused) = (0u64, 0u64);
+    while sent < frames && refused == 0 && !stop.is_raised() {
+        match tx.try_queue_frame(frame)? {
+            FrameQueued::Queued => sent += 1,
+            FrameQueued::Full => tx.flush()?,
+            FrameQueued::TooLong | FrameQueued::TooShort => refused += 1,
+        }
+    }
+    tx.flush()?;
+    Ok(BlastResult {
+        sent,
+        refused,
+        elapsed_ns: now_ns() - start,
+    })
+}
+
 /// The batch memory a sink's port needs: 64 datagrams of up to 2048 bytes per call.
 pub const SINK_SIZES: PortSizes = PortSizes {
     rx_batch: 64,
@@ -202,6 +228,18 @@ mod tests {
         fn timestamp_source(&self) -> latlab_io::port::TimestampSource {
             latlab_io::port::TimestampSource::UserSpace
         }
+    }
+
+    #[test]
+    fn a_burst_sends_exactly_its_frames_and_stops_at_a_frame_the_port_refuses() {
+        let mut port = NarrowPort {
+            mtu_limit: 1514,
+            queued: 0,
+        };
+        let r = burst(&mut port, &[0u8; 100], 1000, &Stop::new()).unwrap();
+        assert_eq!((r.sent, r.refused, port.queued), (1000, 0, 1000));
+        let r = burst(&mut port, &[0u8; 1600], 1000, &Stop::new()).unwrap();
+        assert_eq!((r.sent, r.refused), (0, 1));
     }
 
     #[test]

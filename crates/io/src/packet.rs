@@ -347,10 +347,8 @@ impl PacketSocket {
         Ok(frames)
     }
 
-    /// As [`PacketSocket::recv_batch`], handing at most `max` frames (V3: the blocks that hold
-    /// them, so up to a block more), and giving their slots or blocks back to the kernel only
-    /// after the last is handed, all at once; the TSC cycles that took ([`crate::tsc`]) are in
-    /// the result, for a forwarder's cycle accounting.
+    /// As [`PacketSocket::recv_batch`], handing at most `max` frames (V3: whole blocks), and
+    /// giving their slots or blocks back to the kernel at once after the last, timed.
     pub fn recv_batch_max(
         &mut self,
         max: usize,
@@ -375,9 +373,8 @@ impl PacketSocket {
         })
     }
 
-    /// Hands the frames of RX unit `i` to `f` and returns how many, or `None` when the kernel
-    /// has not handed the unit over. A unit whose contents are out of bounds is counted in
-    /// `corrupt_blocks` (the frames before the bad one are handed).
+    /// Hands the frames of RX unit `i` to `f` and returns how many; `None` when the kernel has
+    /// not handed it over. A unit out of bounds is counted in `corrupt_blocks`.
     fn read_unit(&self, i: usize, f: &mut impl FnMut(&[u8], u64, bool)) -> Option<usize> {
         let unit = self.rx_unit(i);
         if !rx_unit_is_ours(unit, self.ring.rx_status_offset()) {
@@ -597,6 +594,11 @@ impl PacketSocket {
             }
         }
         Ok(std::mem::take(&mut self.tx_pending))
+    }
+
+    /// Frames queued for sending that the kernel has not taken yet (a flush left them queued).
+    pub fn tx_unsent(&self) -> usize {
+        self.tx_untaken
     }
 
     /// Moves `tx_tail` past the slots the kernel has taken (they no longer request sending).

@@ -1,5 +1,6 @@
-//! `latlab rfc2544`: RFC 2544's throughput (NDR and PDR by binary search) and frame loss rate
-//! of a forwarder in a `client — dut — server` lab of network namespaces, per frame size.
+//! `latlab rfc2544`: RFC 2544's throughput (NDR and PDR by binary search), frame loss rate and
+//! back-to-back bursts of a forwarder in a `client — dut — server` lab of network namespaces,
+//! per frame size.
 //!
 //! The DUT namespace forwards with the kernel, a Linux bridge, `latlab fwd` (AF_PACKET or
 //! AF_XDP) or `latlab emu` (no impairment), on the last CPU, its veths' receive work steered
@@ -18,7 +19,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use latlab_bench::sweep::LossSweep;
+use latlab_bench::sweep::{BackToBack, BurstConfig, LossSweep};
 use latlab_bench::throughput::{Throughput, ThroughputConfig, PDR_LOSS};
 use latlab_engine::blaster::{self, FrameAddrs};
 use latlab_engine::Stop;
@@ -49,6 +50,8 @@ pub struct Rfc2544Options {
     pub max_trials: usize,
     /// Run the frame loss rate sweep after the throughput search.
     pub loss_sweep: bool,
+    /// Back-to-back searches per size, averaged (0: none; RFC 2544 asks for 50).
+    pub b2b_repeats: u32,
     /// The results folder (must not exist).
     pub out: PathBuf,
 }
@@ -63,6 +66,7 @@ impl Rfc2544Options {
             resolution: 0.01,
             max_trials: 16,
             loss_sweep: true,
+            b2b_repeats: 1,
             out: crate::command::default_out("rfc2544"),
         }
     }
@@ -103,8 +107,10 @@ impl Rfc2544Options {
 pub struct TrialRecord {
     /// `source_max`, `ndr`, `pdr` or `loss` (`throughput`: the trial a search ended on).
     pub search: &'static str,
-    /// The rate asked for, frames per second (`None`: as fast as the source goes).
+    /// The rate asked for, frames per second (`None`: as fast as the source goes, or a burst).
     pub rate_pps: Option<u64>,
+    /// The burst's length, frames (back-to-back trials only).
+    pub burst_frames: Option<u64>,
     /// Frames sent.
     pub sent: u64,
     /// Frames received.
@@ -133,6 +139,11 @@ pub struct SizeResult {
     pub converged: bool,
     /// The frame loss rate sweep: (percent of the maximum, loss percent).
     pub loss: Vec<(u32, f64)>,
+    /// Each back-to-back search's longest burst without loss, frames (`None`: even one frame
+    /// was lost).
+    pub back_to_back: Vec<Option<u64>>,
+    /// Their mean.
+    pub back_to_back_mean: Option<f64>,
     /// Every trial.
     pub trials: Vec<TrialRecord>,
     /// Why this size ended early, if it did.
@@ -160,7 +171,7 @@ impl Rfc2544Report {
             self.dut.name(),
             self.rps
         );
-        out.push_str("size   source max   NDR          PDR          loss at 100%\n");
+        out.push_str("size   source max   NDR          PDR          loss at 100%  back-to-back\n");
         for s in &self.sizes {
             let rate = |r: Option<u64>| r.map_or("-".into(), |r| format_rate(r as f64));
             let _ = writeln!(
@@ -251,12 +262,12 @@ pub fn run(
             break;
         }
         let frame = blaster::udp_frame(&addrs, size).map_err(CommandError::Options)?;
-        let mut one = |rate: Option<u64>| {
+        let mut one = |load: trial::Load| {
             trial::run(
                 &mut tx,
                 &sink,
                 &frame,
-                rate.map(|r| r as f64),
+                load,
                 options.trial,
                 source_cpu,
                 stop,
@@ -299,7 +310,7 @@ pub fn run(
 fn measure_size(
     options: &Rfc2544Options,
     size: usize,
-    one: &mut dyn FnMut(Option<u64>) -> std::io::Result<trial::TrialRun>,
+    one: &mut OneTrial<'_>,
     stop: &Stop,
     view: &mut dyn LiveView,
 ) -> std::io::Result<SizeResult> {
@@ -307,11 +318,16 @@ fn measure_size(
         frame_size: size,
         ..SizeResult::default()
     };
-    let mut record = |r: &mut SizeResult, search, rate: Option<u64>, t: trial::TrialRun| {
+    let mut record = |r: &mut SizeResult, search, load: trial::Load, t: trial::TrialRun| {
         let achieved = t.achieved_pps();
+        let (rate, burst) = match load {
+            trial::Load::Rate(rate) => (rate.map(|r| r as u64), None),
+            trial::Load::Burst(frames) => (None, Some(frames)),
+        };
         r.trials.push(TrialRecord {
             search,
             rate_pps: rate,
+            burst_frames: burst,
             sent: t.counts.sent,
             received: t.counts.received,
             achieved_pps: achieved,
@@ -319,14 +335,18 @@ fn measure_size(
         });
         view.counters(&format!(
             "{size} B {search} trial at {}: sent {}, received {}, lost {:.3}%",
-            rate.map_or("the source's maximum".into(), |r| format_rate(r as f64)),
+            match (rate, burst) {
+                (_, Some(frames)) => format!("a burst of {frames} frames"),
+                (Some(r), None) => format_rate(r as f64),
+                (None, None) => "the source's maximum".into(),
+            },
             t.counts.sent,
             t.counts.received,
             100.0 * t.counts.loss_ratio()
         ));
     };
-    let first = one(None)?;
-    record(&mut r, "source_max", None, first);
+    let first = one(trial::Load::Rate(None))?;
+    record(&mut r, "source_max", trial::Load::Rate(None), first);
     r.source_max_pps = first.achieved_pps();
     if stop.is_raised() {
         r.error = Some("stopped by a signal".into());
@@ -354,9 +374,10 @@ fn measure_size(
             r.error = Some("stopped by a signal".into());
             break;
         }
-        let t = one(Some(rate))?;
+        let load = trial::Load::Rate(Some(rate as f64));
+        let t = one(load)?;
         // Named `ndr` or `pdr` below, from the search's own record.
-        record(&mut r, "throughput", Some(rate), t);
+        record(&mut r, "throughput", load, t);
         if let Err(e) = search.handle_trial(rate, t.counts) {
             r.error = Some(e.to_string());
             break;
@@ -374,17 +395,60 @@ fn measure_size(
     if options.loss_sweep && r.error.is_none() {
         sweep_loss(&mut r, max, one, stop, &mut record)?;
     }
+    if options.b2b_repeats > 0 && r.error.is_none() {
+        // The longest burst tried: a trial's worth of frames at the source's maximum.
+        let longest = ((max as f64 * options.trial.as_secs_f64()) as u64).max(1);
+        let config = BurstConfig {
+            min_frames: 1,
+            max_frames: longest,
+            resolution_frames: ((longest as f64 * options.resolution) as u64).max(1),
+            repeats: options.b2b_repeats,
+        };
+        back_to_back(&mut r, config, one, stop, &mut record)?;
+    }
     Ok(r)
 }
 
-/// Records one trial of a search (named) at a rate into a size's result.
-type Recorder<'a> = dyn FnMut(&mut SizeResult, &'static str, Option<u64>, trial::TrialRun) + 'a;
+/// Records one trial of a search (named) with its load into a size's result.
+type Recorder<'a> = dyn FnMut(&mut SizeResult, &'static str, trial::Load, trial::TrialRun) + 'a;
+
+/// Runs one trial with a load.
+type OneTrial<'a> = dyn FnMut(trial::Load) -> std::io::Result<trial::TrialRun> + 'a;
+
+/// RFC 2544 26.4 at this size: the longest burst without loss, `config.repeats` times.
+fn back_to_back(
+    r: &mut SizeResult,
+    config: BurstConfig,
+    one: &mut OneTrial<'_>,
+    stop: &Stop,
+    record: &mut Recorder<'_>,
+) -> std::io::Result<()> {
+    let mut search = BackToBack::new(config).map_err(std::io::Error::other)?;
+    while let Some(frames) = search.poll_trial() {
+        if stop.is_raised() {
+            r.error = Some("stopped by a signal".into());
+            break;
+        }
+        let load = trial::Load::Burst(frames);
+        let t = one(load)?;
+        record(r, "back_to_back", load, t);
+        if let Err(e) = search.handle_trial(frames, t.counts) {
+            r.error = Some(e.to_string());
+            break;
+        }
+    }
+    if let Some(out) = search.outcome() {
+        r.back_to_back = out.bursts;
+        r.back_to_back_mean = out.mean_frames;
+    }
+    Ok(())
+}
 
 /// RFC 2544 26.3 at this size, from the source's maximum down.
 fn sweep_loss(
     r: &mut SizeResult,
     max: u64,
-    one: &mut dyn FnMut(Option<u64>) -> std::io::Result<trial::TrialRun>,
+    one: &mut OneTrial<'_>,
     stop: &Stop,
     record: &mut Recorder<'_>,
 ) -> std::io::Result<()> {
@@ -394,8 +458,9 @@ fn sweep_loss(
             r.error = Some("stopped by a signal".into());
             break;
         }
-        let t = one(Some(rate))?;
-        record(r, "loss", Some(rate), t);
+        let load = trial::Load::Rate(Some(rate as f64));
+        let t = one(load)?;
+        record(r, "loss", load, t);
         if let Err(e) = sweep.handle_trial(rate, t.counts) {
             r.error = Some(e.to_string());
             break;
@@ -425,19 +490,21 @@ fn write_results(
         "trial_s": options.trial.as_secs_f64(),
         "resolution": options.resolution,
         "max_trials": options.max_trials,
+        "back_to_back_repeats": options.b2b_repeats,
         "pdr_loss": PDR_LOSS,
         "sizes": report.sizes,
         "dut_report": dut_report,
     });
     dir.write("rfc2544.json", format!("{json:#}\n").as_bytes())?;
     let mut csv = String::from(
-        "frame_size,source_max_pps,dut_kept_up,ndr_pps,pdr_pps,converged,loss_at_100_percent,trials,error\n",
+        "frame_size,source_max_pps,dut_kept_up,ndr_pps,pdr_pps,converged,loss_at_100_percent,\
+         back_to_back_frames,trials,error\n",
     );
     for s in &report.sizes {
         let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
         let _ = writeln!(
             csv,
-            "{},{:.0},{},{},{},{},{},{},{}",
+            "{},{:.0},{},{},{},{},{},{},{},{}",
             s.frame_size,
             s.source_max_pps,
             s.dut_kept_up,
@@ -447,6 +514,8 @@ fn write_results(
             s.loss
                 .first()
                 .map_or(String::new(), |l| format!("{:.4}", l.1)),
+            s.back_to_back_mean
+                .map_or(String::new(), |m| format!("{m:.1}")),
             s.trials.len(),
             s.error.as_deref().unwrap_or("").replace(',', ";"),
         );

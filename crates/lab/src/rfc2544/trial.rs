@@ -2,17 +2,21 @@
 //! source's own core, counted by a UDP socket in the server.
 
 use std::io;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use latlab_bench::TrialCounts;
 use latlab_engine::blaster;
 use latlab_engine::Stop;
 use latlab_io::packet::PacketSocket;
-use latlab_io::port::{UdpMode, UdpPort};
+use latlab_io::port::{DatagramRx, UdpMode, UdpPort};
 use latlab_io::udp::UdpSocket;
 
-/// How long the sink keeps counting after the source stopped: frames still in the DUT.
-const DRAIN: Duration = Duration::from_millis(200);
+/// The sink counts until no frame came for this long after the source stopped (frames still
+/// in the DUT, or in the sink's socket buffer)…
+const QUIET: Duration = Duration::from_millis(150);
+/// …or at most this long after the source stopped.
+const MAX_DRAIN: Duration = Duration::from_secs(3);
 
 /// What one trial measured.
 #[derive(Clone, Copy, Debug)]
@@ -34,34 +38,50 @@ impl TrialRun {
     }
 }
 
-/// Sends `frame` through `tx` at `rate_pps` (`None`: as fast as the ring takes it) for
-/// `duration` from a thread pinned to `source_cpu`, while `sink` counts what arrives.
+/// What a trial sends.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Load {
+    /// At this rate (`None`: as fast as the ring takes frames) for the trial's duration.
+    Rate(Option<f64>),
+    /// This many frames back to back.
+    Burst(u64),
+}
+
+/// Sends `frame` through `tx` as `load` says (for `duration` when it is a rate) from a thread
+/// pinned to `source_cpu`, while `sink` counts what arrives until it has gone quiet.
 pub(super) fn run(
     tx: &mut PacketSocket,
     sink: &UdpSocket,
     frame: &[u8],
-    rate_pps: Option<f64>,
+    load: Load,
     duration: Duration,
     source_cpu: Option<usize>,
     stop: &Stop,
 ) -> io::Result<TrialRun> {
-    let sink_stop = Stop::new();
+    let source_done = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let counter = s.spawn(|| {
-            let mut port = UdpPort::new(sink, UdpMode::Batched, blaster::SINK_SIZES);
-            blaster::sink(&mut port, &sink_stop)
-        });
+        let counter = s.spawn(|| count_until_quiet(sink, &source_done));
         let source = s.spawn(|| {
             if let Some(cpu) = source_cpu {
                 latlab_io::cpu::pin_current_thread(cpu)?;
             }
-            blaster::blast(tx, frame, rate_pps, duration, stop)
+            let sent = match load {
+                Load::Rate(rate_pps) => blaster::blast(tx, frame, rate_pps, duration, stop),
+                Load::Burst(frames) => blaster::burst(tx, frame, frames, stop),
+            };
+            // Frames the kernel did not take at the last flush belong to this trial: they
+            // leave now, not with the next trial's first flush.
+            let deadline = Instant::now() + MAX_DRAIN;
+            while tx.tx_unsent() > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_micros(200));
+                tx.flush_tx()?;
+            }
+            sent
         });
         let sent = source
             .join()
             .map_err(|_| io::Error::other("the source thread panicked"));
-        std::thread::sleep(DRAIN);
-        sink_stop.raise();
+        source_done.store(true, Ordering::Relaxed);
         let received = counter
             .join()
             .map_err(|_| io::Error::other("the sink thread panicked"))??;
@@ -74,4 +94,34 @@ pub(super) fn run(
             elapsed_ns: sent.elapsed_ns,
         })
     })
+}
+
+/// Counts the datagrams arriving on `sink` until the source is done and the sink has been
+/// quiet for [`QUIET`] (or [`MAX_DRAIN`] passed), so no frame of this trial is left to be
+/// counted in the next one.
+fn count_until_quiet(sink: &UdpSocket, source_done: &AtomicBool) -> io::Result<u64> {
+    let mut port = UdpPort::new(sink, UdpMode::Batched, blaster::SINK_SIZES);
+    let mut count = 0u64;
+    let mut last = Instant::now();
+    let mut done_at = None;
+    loop {
+        let n = port.recv(|_| {})?;
+        count += n as u64;
+        let now = Instant::now();
+        if n > 0 {
+            last = now;
+        }
+        if done_at.is_none() && source_done.load(Ordering::Relaxed) {
+            done_at = Some(now);
+        }
+        if let Some(done) = done_at {
+            let quiet = now.duration_since(last.max(done)) >= QUIET;
+            if quiet || now.duration_since(done) >= MAX_DRAIN {
+                return Ok(count);
+            }
+        }
+        if n == 0 {
+            port.wait_readable(Some(Duration::from_millis(5)))?;
+        }
+    }
 }
