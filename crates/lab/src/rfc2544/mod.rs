@@ -273,11 +273,13 @@ pub fn run(
                 stop,
             )
         };
-        let result =
-            measure_size(options, size, &mut one, stop, view).map_err(|e| CommandError::Run {
-                engine: "rfc2544 trial",
-                source: e,
-            })?;
+        let mut result = SizeResult {
+            frame_size: size,
+            ..SizeResult::default()
+        };
+        if let Err(e) = measure_size(options, size, &mut one, stop, view, &mut result) {
+            result.error = Some(format!("a trial could not run: {e}"));
+        }
         let ended = result.error.clone();
         sizes.push(result);
         if let Some(e) = ended {
@@ -305,19 +307,17 @@ pub fn run(
     }
 }
 
-/// Every search at one frame size, each trial run by `one`; a search that ends with an error
-/// ends the size, with its points and the error kept in the result.
+/// Every search at one frame size into `r`, each trial run by `one`; a search that ends with
+/// an error ends the size, with its points and the error kept in `r`. `Err` when a trial could
+/// not run at all (the points before it are in `r`).
 fn measure_size(
     options: &Rfc2544Options,
     size: usize,
     one: &mut OneTrial<'_>,
     stop: &Stop,
     view: &mut dyn LiveView,
-) -> std::io::Result<SizeResult> {
-    let mut r = SizeResult {
-        frame_size: size,
-        ..SizeResult::default()
-    };
+    r: &mut SizeResult,
+) -> std::io::Result<()> {
     let mut record = |r: &mut SizeResult, search, load: trial::Load, t: trial::TrialRun| {
         let achieved = t.achieved_pps();
         let (rate, burst) = match load {
@@ -346,11 +346,11 @@ fn measure_size(
         ));
     };
     let first = one(trial::Load::Rate(None))?;
-    record(&mut r, "source_max", trial::Load::Rate(None), first);
+    record(r, "source_max", trial::Load::Rate(None), first);
     r.source_max_pps = first.achieved_pps();
     if stop.is_raised() {
         r.error = Some("stopped by a signal".into());
-        return Ok(r);
+        return Ok(());
     }
     let max = r.source_max_pps.floor() as u64;
     if first.counts.received == 0 || max < 10 {
@@ -358,7 +358,7 @@ fn measure_size(
             "the DUT forwarded none of {} frames at the source's maximum",
             first.counts.sent
         ));
-        return Ok(r);
+        return Ok(());
     }
     r.dut_kept_up = first.counts.received >= first.counts.sent;
     let config = ThroughputConfig {
@@ -377,7 +377,7 @@ fn measure_size(
         let load = trial::Load::Rate(Some(rate as f64));
         let t = one(load)?;
         // Named `ndr` or `pdr` below, from the search's own record.
-        record(&mut r, "throughput", load, t);
+        record(r, "throughput", load, t);
         if let Err(e) = search.handle_trial(rate, t.counts) {
             r.error = Some(e.to_string());
             break;
@@ -393,7 +393,7 @@ fn measure_size(
         r.converged = out.ndr.converged && out.pdr.converged;
     }
     if options.loss_sweep && r.error.is_none() {
-        sweep_loss(&mut r, max, one, stop, &mut record)?;
+        sweep_loss(r, max, one, stop, &mut record)?;
     }
     if options.b2b_repeats > 0 && r.error.is_none() {
         // The longest burst tried: a trial's worth of frames at the source's maximum.
@@ -404,9 +404,9 @@ fn measure_size(
             resolution_frames: ((longest as f64 * options.resolution) as u64).max(1),
             repeats: options.b2b_repeats,
         };
-        back_to_back(&mut r, config, one, stop, &mut record)?;
+        back_to_back(r, config, one, stop, &mut record)?;
     }
-    Ok(r)
+    Ok(())
 }
 
 /// Records one trial of a search (named) with its load into a size's result.
