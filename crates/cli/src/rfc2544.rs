@@ -36,6 +36,10 @@ pub(crate) struct Rfc2544Args {
     /// Back-to-back searches per size, averaged (0: none; RFC 2544 asks for 50).
     #[arg(long, default_value_t = 1, value_name = "N")]
     b2b_repeats: u32,
+    /// Latency trials at each of 10, 50, 90 and 100% of the NDR (0: none; RFC 8219 asks
+    /// for 20).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    latency_trials: u32,
     /// The results folder (must not exist; default latlab-results/rfc2544-<time>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -77,6 +81,7 @@ impl Rfc2544Args {
         options.max_trials = self.max_trials;
         options.loss_sweep = !self.no_loss_sweep;
         options.b2b_repeats = self.b2b_repeats;
+        options.latency_trials = self.latency_trials;
         if let Some(out) = self.out {
             options.out = out;
         }

@@ -184,6 +184,22 @@ fn rfc2544_through_the_kernel_finds_a_non_zero_ndr_with_short_trials() {
         // One back-to-back search, found within the bursts tried.
         let bursts = s["back_to_back"].as_array().unwrap();
         assert_eq!(bursts.len(), 1, "{s}");
+        // RFC 8219 latency at 10, 50, 90 and 100% of the NDR, one way, from every frame.
+        let latency = s["latency"].as_array().unwrap();
+        let percents: Vec<u64> = latency
+            .iter()
+            .map(|l| l["percent_of_ndr"].as_u64().unwrap())
+            .collect();
+        assert_eq!(percents, [10, 50, 90, 100], "{s}");
+        for l in latency {
+            let f = &l["trials"][0];
+            assert!(f["frames"].as_u64().unwrap() > 0, "{l}");
+            let (min, median) = (f["min_ns"].as_u64().unwrap(), &f["median"]["Value"]);
+            assert!(
+                min > 0 && median["value_ns"].as_u64().unwrap() >= min,
+                "{l}"
+            );
+        }
         // No trial counts frames of the one before: each ends when the sink is quiet and the
         // source's ring has sent everything.
         for t in s["trials"].as_array().unwrap() {

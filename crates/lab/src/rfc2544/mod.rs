@@ -1,6 +1,7 @@
 //! `latlab rfc2544`: RFC 2544's throughput (NDR and PDR by binary search), frame loss rate and
 //! back-to-back bursts of a forwarder in a `client — dut — server` lab of network namespaces,
-//! per frame size.
+//! per frame size, and RFC 8219's latency at 10, 50, 90 and 100% of the NDR from every frame
+//! (each frame stamped by the source as it is queued, read against the sink's kernel stamp).
 //!
 //! The DUT namespace forwards with the kernel, a Linux bridge, `latlab fwd` (AF_PACKET or
 //! AF_XDP) or `latlab emu` (no impairment), on the last CPU, its veths' receive work steered
@@ -19,18 +20,20 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use latlab_bench::latency::{LatencyFigures, TrialsSummary};
 use latlab_bench::sweep::{BackToBack, BurstConfig, LossSweep};
 use latlab_bench::throughput::{Throughput, ThroughputConfig, PDR_LOSS};
 use latlab_engine::blaster::{self, FrameAddrs};
 use latlab_engine::Stop;
 use latlab_io::packet::{PacketOptions, PacketSocket};
 use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_stats::LatencyHistogram;
 
 pub use dut::Dut;
 
 use crate::command::{CommandError, LiveView};
 use crate::topology::ClientEmuServer;
-use crate::units::format_rate;
+use crate::units::{format_rate, format_us};
 
 /// RFC 2544's frame sizes for Ethernet.
 pub const FRAME_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
@@ -52,6 +55,9 @@ pub struct Rfc2544Options {
     pub loss_sweep: bool,
     /// Back-to-back searches per size, averaged (0: none; RFC 2544 asks for 50).
     pub b2b_repeats: u32,
+    /// Latency trials at each of 10, 50, 90 and 100% of the NDR (0: none; RFC 8219 asks for
+    /// 20).
+    pub latency_trials: u32,
     /// The results folder (must not exist).
     pub out: PathBuf,
 }
@@ -67,6 +73,7 @@ impl Rfc2544Options {
             max_trials: 16,
             loss_sweep: true,
             b2b_repeats: 1,
+            latency_trials: 1,
             out: crate::command::default_out("rfc2544"),
         }
     }
@@ -133,6 +140,9 @@ pub struct SizeResult {
     pub dut_kept_up: bool,
     /// No drop rate, frames per second.
     pub ndr_pps: Option<u64>,
+    /// The rate the source really reached in the trial at the NDR (below the NDR when the
+    /// source fell short: then that, not the NDR, is what the DUT was shown to forward).
+    pub ndr_offered_pps: Option<f64>,
     /// Partial drop rate (≤ 0.5% lost), frames per second.
     pub pdr_pps: Option<u64>,
     /// Whether both searches narrowed to the resolution.
@@ -144,10 +154,25 @@ pub struct SizeResult {
     pub back_to_back: Vec<Option<u64>>,
     /// Their mean.
     pub back_to_back_mean: Option<f64>,
+    /// RFC 8219 latency at 10, 50, 90 and 100% of the NDR, from every frame.
+    pub latency: Vec<LatencyPoint>,
     /// Every trial.
     pub trials: Vec<TrialRecord>,
     /// Why this size ended early, if it did.
     pub error: Option<String>,
+}
+
+/// RFC 8219's latency figures at one load.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LatencyPoint {
+    /// Percent of the NDR.
+    pub percent_of_ndr: u32,
+    /// The offered rate, frames per second.
+    pub rate_pps: u64,
+    /// Each trial's figures (one-way, every frame: send stamp to the sink's kernel stamp).
+    pub trials: Vec<LatencyFigures>,
+    /// The medians over the trials.
+    pub summary: TrialsSummary,
 }
 
 /// What a run measured; its files are written.
@@ -190,6 +215,26 @@ impl Rfc2544Report {
                     ""
                 }
             );
+            if let (Some(ndr), Some(offered)) = (s.ndr_pps, s.ndr_offered_pps) {
+                if offered < 0.98 * ndr as f64 {
+                    let _ = writeln!(
+                        out,
+                        "       the source reached only {} in the trial at the NDR",
+                        format_rate(offered)
+                    );
+                }
+            }
+            if let Some(l) = s.latency.iter().find(|l| l.percent_of_ndr == 100) {
+                let us = |v: Option<u64>| v.map_or("-".into(), |v| format_us(v as f64));
+                let _ = writeln!(
+                    out,
+                    "       latency at the NDR (RFC 8219, one way, every frame): typical {}, \
+                     worst case (p99.9) {}, PDV {}",
+                    us(l.summary.typical_ns),
+                    us(l.summary.worst_case_ns),
+                    us(l.summary.pdv_ns)
+                );
+            }
             if let Some(e) = &s.error {
                 let _ = writeln!(out, "       ended early: {e}");
             }
@@ -233,6 +278,7 @@ pub fn run(
     let sink = latlab_io::netns::run_in(lab.server.name(), move || {
         let options = UdpOptions {
             rcvbuf: Some(4 << 20),
+            rx_timestamps: true,
             ..UdpOptions::default()
         };
         UdpSocket::bind(
@@ -261,16 +307,18 @@ pub fn run(
         if stop.is_raised() {
             break;
         }
-        let frame = blaster::udp_frame(&addrs, size).map_err(CommandError::Options)?;
-        let mut one = |load: trial::Load| {
+        let frame = blaster::stampable_udp_frame(&addrs, size).map_err(CommandError::Options)?;
+        let mut one = |load: trial::Load, latency: Option<&mut LatencyHistogram>| {
+            let (tx, sink, frame) = (&mut tx, &sink, &frame);
             trial::run(
-                &mut tx,
-                &sink,
-                &frame,
+                tx,
+                sink,
+                frame,
                 load,
                 options.trial,
                 source_cpu,
                 stop,
+                latency,
             )
         };
         let mut result = SizeResult {
@@ -323,6 +371,7 @@ fn measure_size(
         let (rate, burst) = match load {
             trial::Load::Rate(rate) => (rate.map(|r| r as u64), None),
             trial::Load::Burst(frames) => (None, Some(frames)),
+            trial::Load::Stamped(rate) => (Some(rate as u64), None),
         };
         r.trials.push(TrialRecord {
             search,
@@ -345,7 +394,7 @@ fn measure_size(
             100.0 * t.counts.loss_ratio()
         ));
     };
-    let first = one(trial::Load::Rate(None))?;
+    let first = one(trial::Load::Rate(None), None)?;
     record(r, "source_max", trial::Load::Rate(None), first);
     r.source_max_pps = first.achieved_pps();
     if stop.is_raised() {
@@ -375,7 +424,7 @@ fn measure_size(
             break;
         }
         let load = trial::Load::Rate(Some(rate as f64));
-        let t = one(load)?;
+        let t = one(load, None)?;
         // Named `ndr` or `pdr` below, from the search's own record.
         record(r, "throughput", load, t);
         if let Err(e) = search.handle_trial(rate, t.counts) {
@@ -389,8 +438,17 @@ fn measure_size(
     }
     if let Some(out) = search.outcome() {
         r.ndr_pps = out.ndr.rate_pps;
+        r.ndr_offered_pps = r
+            .trials
+            .iter()
+            .filter(|t| t.search == "ndr" && t.rate_pps == out.ndr.rate_pps)
+            .map(|t| t.achieved_pps)
+            .reduce(f64::max);
         r.pdr_pps = out.pdr.rate_pps;
         r.converged = out.ndr.converged && out.pdr.converged;
+    }
+    if let (Some(ndr), true, None) = (r.ndr_pps, options.latency_trials > 0, &r.error) {
+        measure_latency(r, ndr, options.latency_trials, one, stop, &mut record)?;
     }
     if options.loss_sweep && r.error.is_none() {
         sweep_loss(r, max, one, stop, &mut record)?;
@@ -412,8 +470,43 @@ fn measure_size(
 /// Records one trial of a search (named) with its load into a size's result.
 type Recorder<'a> = dyn FnMut(&mut SizeResult, &'static str, trial::Load, trial::TrialRun) + 'a;
 
-/// Runs one trial with a load.
-type OneTrial<'a> = dyn FnMut(trial::Load) -> std::io::Result<trial::TrialRun> + 'a;
+/// Runs one trial with a load, recording each frame's latency if given a histogram.
+type OneTrial<'a> =
+    dyn FnMut(trial::Load, Option<&mut LatencyHistogram>) -> std::io::Result<trial::TrialRun> + 'a;
+
+/// RFC 8219 latency at 10, 50, 90 and 100% of the NDR, `trials` trials each, every frame
+/// stamped.
+fn measure_latency(
+    r: &mut SizeResult,
+    ndr: u64,
+    trials: u32,
+    one: &mut OneTrial<'_>,
+    stop: &Stop,
+    record: &mut Recorder<'_>,
+) -> std::io::Result<()> {
+    for percent in [10u32, 50, 90, 100] {
+        let rate = (ndr * u64::from(percent) / 100).max(1);
+        let mut figures = Vec::new();
+        for _ in 0..trials {
+            if stop.is_raised() {
+                r.error = Some("stopped by a signal".into());
+                return Ok(());
+            }
+            let mut h = LatencyHistogram::new();
+            let load = trial::Load::Stamped(rate as f64);
+            let t = one(load, Some(&mut h))?;
+            record(r, "latency", load, t);
+            figures.extend(LatencyFigures::of(&h));
+        }
+        r.latency.push(LatencyPoint {
+            percent_of_ndr: percent,
+            rate_pps: rate,
+            summary: TrialsSummary::of(&figures),
+            trials: figures,
+        });
+    }
+    Ok(())
+}
 
 /// RFC 2544 26.4 at this size: the longest burst without loss, `config.repeats` times.
 fn back_to_back(
@@ -430,7 +523,7 @@ fn back_to_back(
             break;
         }
         let load = trial::Load::Burst(frames);
-        let t = one(load)?;
+        let t = one(load, None)?;
         record(r, "back_to_back", load, t);
         if let Err(e) = search.handle_trial(frames, t.counts) {
             r.error = Some(e.to_string());
@@ -459,7 +552,7 @@ fn sweep_loss(
             break;
         }
         let load = trial::Load::Rate(Some(rate as f64));
-        let t = one(load)?;
+        let t = one(load, None)?;
         record(r, "loss", load, t);
         if let Err(e) = sweep.handle_trial(rate, t.counts) {
             r.error = Some(e.to_string());
@@ -491,6 +584,7 @@ fn write_results(
         "resolution": options.resolution,
         "max_trials": options.max_trials,
         "back_to_back_repeats": options.b2b_repeats,
+        "latency_trials": options.latency_trials,
         "pdr_loss": PDR_LOSS,
         "sizes": report.sizes,
         "dut_report": dut_report,
@@ -498,13 +592,15 @@ fn write_results(
     dir.write("rfc2544.json", format!("{json:#}\n").as_bytes())?;
     let mut csv = String::from(
         "frame_size,source_max_pps,dut_kept_up,ndr_pps,pdr_pps,converged,loss_at_100_percent,\
-         back_to_back_frames,trials,error\n",
+         back_to_back_frames,typical_latency_ns_at_ndr,worst_case_latency_ns_at_ndr,\
+         pdv_ns_at_ndr,trials,error\n",
     );
     for s in &report.sizes {
         let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+        let at_ndr = s.latency.iter().find(|l| l.percent_of_ndr == 100);
         let _ = writeln!(
             csv,
-            "{},{:.0},{},{},{},{},{},{},{},{}",
+            "{},{:.0},{},{},{},{},{},{},{},{},{},{},{}",
             s.frame_size,
             s.source_max_pps,
             s.dut_kept_up,
@@ -516,6 +612,9 @@ fn write_results(
                 .map_or(String::new(), |l| format!("{:.4}", l.1)),
             s.back_to_back_mean
                 .map_or(String::new(), |m| format!("{m:.1}")),
+            opt(at_ndr.and_then(|l| l.summary.typical_ns)),
+            opt(at_ndr.and_then(|l| l.summary.worst_case_ns)),
+            opt(at_ndr.and_then(|l| l.summary.pdv_ns)),
             s.trials.len(),
             s.error.as_deref().unwrap_or("").replace(',', ";"),
         );

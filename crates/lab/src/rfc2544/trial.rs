@@ -11,6 +11,7 @@ use latlab_engine::Stop;
 use latlab_io::packet::PacketSocket;
 use latlab_io::port::{DatagramRx, UdpMode, UdpPort};
 use latlab_io::udp::UdpSocket;
+use latlab_stats::LatencyHistogram;
 
 /// The sink counts until no frame came for this long after the source stopped (frames still
 /// in the DUT, or in the sink's socket buffer)…
@@ -45,10 +46,16 @@ pub(super) enum Load {
     Rate(Option<f64>),
     /// This many frames back to back.
     Burst(u64),
+    /// At this rate for the trial's duration, each frame stamped with its send time (the
+    /// frame must be a [`blaster::stampable_udp_frame`]), for the latency of every frame.
+    Stamped(f64),
 }
 
 /// Sends `frame` through `tx` as `load` says (for `duration` when it is a rate) from a thread
-/// pinned to `source_cpu`, while `sink` counts what arrives until it has gone quiet.
+/// pinned to `source_cpu`, while `sink` counts what arrives until it has gone quiet (and, with
+/// [`Load::Stamped`], records each frame's one-way latency into `latency`: the sink's kernel
+/// receive stamp less the frame's send stamp; both hosts share `CLOCK_REALTIME`).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     tx: &mut PacketSocket,
     sink: &UdpSocket,
@@ -57,10 +64,11 @@ pub(super) fn run(
     duration: Duration,
     source_cpu: Option<usize>,
     stop: &Stop,
+    latency: Option<&mut LatencyHistogram>,
 ) -> io::Result<TrialRun> {
     let source_done = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let counter = s.spawn(|| count_until_quiet(sink, &source_done));
+        let counter = s.spawn(|| count_until_quiet(sink, &source_done, latency));
         let source = s.spawn(|| {
             if let Some(cpu) = source_cpu {
                 latlab_io::cpu::pin_current_thread(cpu)?;
@@ -68,6 +76,10 @@ pub(super) fn run(
             let sent = match load {
                 Load::Rate(rate_pps) => blaster::blast(tx, frame, rate_pps, duration, stop),
                 Load::Burst(frames) => blaster::burst(tx, frame, frames, stop),
+                Load::Stamped(rate) => {
+                    let at = blaster::HEADERS_LEN;
+                    blaster::blast_stamped(tx, frame, at, Some(rate), duration, stop)
+                }
             };
             // Frames the kernel did not take at the last flush belong to this trial: they
             // leave now, not with the next trial's first flush.
@@ -99,13 +111,30 @@ pub(super) fn run(
 /// Counts the datagrams arriving on `sink` until the source is done and the sink has been
 /// quiet for [`QUIET`] (or [`MAX_DRAIN`] passed), so no frame of this trial is left to be
 /// counted in the next one.
-fn count_until_quiet(sink: &UdpSocket, source_done: &AtomicBool) -> io::Result<u64> {
+fn count_until_quiet(
+    sink: &UdpSocket,
+    source_done: &AtomicBool,
+    mut latency: Option<&mut LatencyHistogram>,
+) -> io::Result<u64> {
     let mut port = UdpPort::new(sink, UdpMode::Batched, blaster::SINK_SIZES);
     let mut count = 0u64;
     let mut last = Instant::now();
     let mut done_at = None;
     loop {
-        let n = port.recv(|_| {})?;
+        let n = port.recv(|d| {
+            let Some(h) = latency.as_deref_mut() else {
+                return;
+            };
+            // A datagram too short for a stamp, or stamped after it arrived, is not timed.
+            let stamp = d.data.get(..8).map(|b| {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(b);
+                u64::from_le_bytes(bytes)
+            });
+            if let Some(sent) = stamp.filter(|&s| s > 0 && s <= d.rx_ns) {
+                h.record(d.rx_ns - sent);
+            }
+        })?;
         count += n as u64;
         let now = Instant::now();
         if n > 0 {
