@@ -29,10 +29,12 @@ mod clean;
 mod demo;
 mod echo;
 mod emu;
+mod fwd;
 mod gen;
 mod merge;
 mod progress;
 mod report;
+mod rfc2544;
 mod serve;
 mod signals;
 mod study;
@@ -70,6 +72,12 @@ enum Command {
     /// Emulate a link between two interfaces: delay, jitter, loss, duplication, corruption,
     /// reordering, rate and queue limits, per direction (a transparent layer-2 bridge).
     Emu(Box<emu::EmuArgs>),
+    /// Forward frames between two interfaces, both ways, no lookup (an L2 forwarder on one
+    /// pinned core), and report where each packet's cycles go.
+    Fwd(fwd::FwdArgs),
+    /// Measure a forwarder as RFC 2544 asks (NDR and PDR by binary search, frame loss rate)
+    /// in client — dut — server namespaces, per frame size.
+    Rfc2544(rfc2544::Rfc2544Args),
     /// Run a study.
     #[command(subcommand)]
     Study(study::StudyCommand),
@@ -118,6 +126,8 @@ fn main() {
         Command::Serve(a) => serve::run(a),
         Command::Study(s) => study::run(s),
         Command::Emu(a) => emu::run(*a),
+        Command::Fwd(a) => fwd::run(a),
+        Command::Rfc2544(a) => rfc2544::run(a),
         Command::Clean(a) => clean::run(a),
     };
     // The command has returned: everything it made is dropped, so exiting cannot leak.
@@ -231,7 +241,7 @@ fn io_among(
     .map(|name| name.parse::<Io>().expect("a possible value is an Io"))
 }
 
-/// `--io` of emu: packet or xdp.
+/// `--io` of emu and fwd: packet or xdp.
 fn emu_io() -> impl clap::builder::TypedValueParser<Value = Io> {
     io_among(&[("packet", ""), ("xdp", "")])
 }

@@ -75,6 +75,58 @@ pub fn blast<P: FramePort>(
     duration: Duration,
     stop: &Stop,
 ) -> io::Result<BlastResult> {
+    blast_inner(tx, &mut frame.to_vec(), None, rate_pps, duration, stop)
+}
+
+/// As [`blast`], writing into every frame, at byte `stamp_at`, the time it is queued on the
+/// TX ring (`CLOCK_REALTIME` ns, little-endian u64; the frames of one loop turn are flushed
+/// together right after): a receiver with the same clock takes each frame's one-way latency.
+/// The frame's UDP checksum must be 0 (none), as [`stampable_udp_frame`] makes it, since the
+/// stamp changes the payload. `stamp_at + 8` must be within the frame.
+pub fn blast_stamped<P: FramePort>(
+    tx: &mut P,
+    frame: &[u8],
+    stamp_at: usize,
+    rate_pps: Option<f64>,
+    duration: Duration,
+    stop: &Stop,
+) -> io::Result<BlastResult> {
+    if stamp_at + 8 > frame.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a stamp at byte {stamp_at} does not fit a {}-byte frame",
+                frame.len()
+            ),
+        ));
+    }
+    blast_inner(
+        tx,
+        &mut frame.to_vec(),
+        Some(stamp_at),
+        rate_pps,
+        duration,
+        stop,
+    )
+}
+
+/// [`udp_frame`] with no UDP checksum (0: none, which IPv4 allows), so a stamp can be written
+/// into its payload ([`blast_stamped`] at [`HEADERS_LEN`]).
+pub fn stampable_udp_frame(addrs: &FrameAddrs, frame_size: usize) -> Result<Vec<u8>, String> {
+    let mut frame = udp_frame(addrs, frame_size)?;
+    // Ethernet 14 + IPv4 20 (no options) + the checksum's offset in the UDP header, 6.
+    frame[40..42].copy_from_slice(&[0, 0]);
+    Ok(frame)
+}
+
+fn blast_inner<P: FramePort>(
+    tx: &mut P,
+    frame: &mut [u8],
+    stamp_at: Option<usize>,
+    rate_pps: Option<f64>,
+    duration: Duration,
+    stop: &Stop,
+) -> io::Result<BlastResult> {
     let start = now_ns();
     let end = start + duration.as_nanos() as u64;
     let (mut sent, mut refused) = (0u64, 0u64);
@@ -89,6 +141,9 @@ pub fn blast<P: FramePort>(
         };
         let mut queued = 0;
         while sent + refused + queued < allowed && queued < 256 {
+            if let Some(at) = stamp_at {
+                frame[at..at + 8].copy_from_slice(&now_ns().to_le_bytes());
+            }
             match tx.try_queue_frame(frame)? {
                 FrameQueued::Queued => queued += 1,
                 FrameQueued::Full => break,
@@ -106,6 +161,32 @@ pub fn blast<P: FramePort>(
         }
     }
     // What is still queued goes out now.
+    tx.flush()?;
+    Ok(BlastResult {
+        sent,
+        refused,
+        elapsed_ns: now_ns() - start,
+    })
+}
+
+/// Sends `frames` copies of `frame` through `tx` back to back (as fast as its ring takes
+/// them: a full ring is flushed and tried again), then flushes: RFC 2544's back-to-back burst.
+/// Stops early when `stop` is raised or a frame is refused as one the port can never send.
+pub fn burst<P: FramePort>(
+    tx: &mut P,
+    frame: &[u8],
+    frames: u64,
+    stop: &Stop,
+) -> io::Result<BlastResult> {
+    let start = now_ns();
+    let (mut sent, mut refused) = (0u64, 0u64);
+    while sent < frames && refused == 0 && !stop.is_raised() {
+        match tx.try_queue_frame(frame)? {
+            FrameQueued::Queued => sent += 1,
+            FrameQueued::Full => tx.flush()?,
+            FrameQueued::TooLong | FrameQueued::TooShort => refused += 1,
+        }
+    }
     tx.flush()?;
     Ok(BlastResult {
         sent,
@@ -202,6 +283,92 @@ mod tests {
         fn timestamp_source(&self) -> latlab_io::port::TimestampSource {
             latlab_io::port::TimestampSource::UserSpace
         }
+    }
+
+    /// A port that keeps what it is given.
+    struct KeepingPort(Vec<Vec<u8>>);
+
+    impl FramePort for KeepingPort {
+        fn recv_frames(&mut self, _: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
+            Ok(0)
+        }
+        fn try_queue_frame(&mut self, frame: &[u8]) -> io::Result<FrameQueued> {
+            self.0.push(frame.to_vec());
+            Ok(FrameQueued::Queued)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn kernel_drops(&self) -> u64 {
+            0
+        }
+        fn wait_either(_: &mut Self, _: &mut Self, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+        fn wait_readable(&mut self, _: Option<Duration>) -> io::Result<bool> {
+            Ok(false)
+        }
+        fn timestamp_source(&self) -> latlab_io::port::TimestampSource {
+            latlab_io::port::TimestampSource::UserSpace
+        }
+    }
+
+    #[test]
+    fn stamped_frames_carry_the_time_they_were_queued_and_still_parse() {
+        let addrs = FrameAddrs {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src: "198.18.0.1:4000".parse().unwrap(),
+            dst: "198.18.0.2:9".parse().unwrap(),
+        };
+        let frame = stampable_udp_frame(&addrs, 64).unwrap();
+        let mut port = KeepingPort(Vec::new());
+        let before = now_ns();
+        let r = blast_stamped(
+            &mut port,
+            &frame,
+            HEADERS_LEN,
+            Some(10_000.0),
+            Duration::from_millis(20),
+            &Stop::new(),
+        )
+        .unwrap();
+        let after = now_ns();
+        assert_eq!(r.sent as usize, port.0.len());
+        assert!(r.sent >= 150, "{r:?}");
+        let mut last = 0;
+        for f in &port.0 {
+            let stamp = u64::from_le_bytes(f[HEADERS_LEN..HEADERS_LEN + 8].try_into().unwrap());
+            assert!((before..=after).contains(&stamp) && stamp >= last);
+            last = stamp;
+            // Still a valid UDP datagram: a zero checksum means none.
+            let eth = ethernet::Frame::new_checked(&f[..]).unwrap();
+            let ip = ipv4::Packet::new_checked(eth.payload()).unwrap();
+            let ipr = ipv4::Repr::parse(&ip).unwrap();
+            let u = udp::Packet::new_checked(ip.payload()).unwrap();
+            assert!(udp::Repr::parse(&u, ipr.src_addr, ipr.dst_addr).is_ok());
+        }
+        let short = blast_stamped(
+            &mut port,
+            &frame[..40],
+            36,
+            None,
+            Duration::ZERO,
+            &Stop::new(),
+        );
+        assert!(short.is_err());
+    }
+
+    #[test]
+    fn a_burst_sends_exactly_its_frames_and_stops_at_a_frame_the_port_refuses() {
+        let mut port = NarrowPort {
+            mtu_limit: 1514,
+            queued: 0,
+        };
+        let r = burst(&mut port, &[0u8; 100], 1000, &Stop::new()).unwrap();
+        assert_eq!((r.sent, r.refused, port.queued), (1000, 0, 1000));
+        let r = burst(&mut port, &[0u8; 1600], 1000, &Stop::new()).unwrap();
+        assert_eq!((r.sent, r.refused), (0, 1));
     }
 
     #[test]

@@ -6,10 +6,12 @@
 //!   with its own receive and transmit times, and counts and drops everything else.
 //! - [`game`]: the model game server's loop and the clients that measure it.
 //! - [`emulator`]: the link emulator's bridge; [`blaster`]: raw frames at a fixed rate.
+//! - [`forwarder`]: the L2 forwarder (both directions, no lookup) with its TSC cycle
+//!   accounting per step.
 //!
 //! The generator, the reflector and the game server are written once, generic over a
 //! [`latlab_io::port::DatagramPort`] (kernel UDP sockets, one datagram per call or in batches,
-//! or an AF_XDP endpoint); the emulator and the blaster over a
+//! or an AF_XDP endpoint); the emulator, the forwarder and the blaster over a
 //! [`latlab_io::port::FramePort`] (AF_PACKET or AF_XDP). Each is monomorphized per port: no
 //! dynamic dispatch per packet.
 //!
@@ -21,6 +23,7 @@
 
 pub mod blaster;
 pub mod emulator;
+pub mod forwarder;
 pub mod game;
 pub mod generator;
 pub mod reflector;

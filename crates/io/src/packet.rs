@@ -59,7 +59,7 @@ mod ring;
 use ring::{read_slot, rx_unit_is_ours, tx_slot_status, walk_block};
 
 use crate::iface::{at, interface_index, page_size};
-use crate::port::FrameQueued;
+use crate::port::{FrameQueued, RecvBatch};
 use crate::sockopt;
 use std::io;
 use std::mem::{offset_of, size_of, zeroed};
@@ -336,50 +336,87 @@ impl PacketSocket {
     /// the kernel received them. At most one pass over the ring is made per call, so a sender
     /// that keeps the ring full cannot keep the call going forever.
     pub fn recv_batch(&mut self, mut f: impl FnMut(&[u8], u64, bool)) -> io::Result<usize> {
-        let status_at = self.ring.rx_status_offset();
         let mut frames = 0;
         for _ in 0..self.rx_unit_count {
-            let unit = self.rx_unit(self.rx_next);
-            if !rx_unit_is_ours(unit, status_at) {
+            let Some(n) = self.read_unit(self.rx_next, &mut f) else {
                 break;
-            }
-            // SAFETY: the unit lies inside the mapping (`rx_unit`), and its status says the
-            // kernel handed it to user space: it does not write to it until we hand it back
-            // below, so reading it as a shared slice is sound for the slice's lifetime.
-            let bytes = unsafe { std::slice::from_raw_parts(unit, self.rx_unit_size) };
-            let intact = match self.ring {
-                RxRing::V2 => match read_slot(bytes) {
-                    Some(frame) => {
-                        f(frame.data, frame.rx_ns, frame.truncated);
-                        frames += 1;
-                        true
-                    }
-                    None => false,
-                },
-                RxRing::V3 => match walk_block(bytes, &mut f) {
-                    Ok(n) => {
-                        frames += n;
-                        true
-                    }
-                    Err(n) => {
-                        frames += n;
-                        false
-                    }
-                },
             };
-            if !intact {
-                self.corrupt_blocks.set(self.corrupt_blocks.get() + 1);
-            }
-            // Every read of the unit happens before the kernel may write it again.
-            fence(Ordering::Release);
-            // SAFETY: the status word lies inside the unit, 4-byte aligned (units are aligned to
-            // at least 128 bytes); a volatile write because the kernel reads it concurrently.
-            unsafe {
-                ptr::write_volatile(unit.add(status_at).cast::<u32>(), libc::TP_STATUS_KERNEL)
-            };
-            self.rx_next = (self.rx_next + 1) % self.rx_unit_count;
+            frames += n;
+            self.release_next_unit();
         }
         Ok(frames)
+    }
+
+    /// As [`PacketSocket::recv_batch`], handing at most `max` frames (V3: whole blocks), and
+    /// giving their slots or blocks back to the kernel at once after the last, timed.
+    pub fn recv_batch_max(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(&[u8], u64, bool),
+    ) -> io::Result<RecvBatch> {
+        let (mut frames, mut units) = (0, 0);
+        while units < self.rx_unit_count && frames < max {
+            let i = (self.rx_next + units) % self.rx_unit_count;
+            let Some(n) = self.read_unit(i, &mut f) else {
+                break;
+            };
+            frames += n;
+            units += 1;
+        }
+        let start = crate::tsc::read();
+        for _ in 0..units {
+            self.release_next_unit();
+        }
+        Ok(RecvBatch {
+            frames,
+            release_cycles: crate::tsc::read().wrapping_sub(start),
+        })
+    }
+
+    /// Hands the frames of RX unit `i` to `f` and returns how many; `None` when the kernel has
+    /// not handed it over. A unit out of bounds is counted in `corrupt_blocks`.
+    fn read_unit(&self, i: usize, f: &mut impl FnMut(&[u8], u64, bool)) -> Option<usize> {
+        let unit = self.rx_unit(i);
+        if !rx_unit_is_ours(unit, self.ring.rx_status_offset()) {
+            return None;
+        }
+        // SAFETY: the unit lies inside the mapping (`rx_unit`), and its status says the
+        // kernel handed it to user space: it does not write to it until
+        // `release_next_unit` hands it back, after this slice is gone.
+        let bytes = unsafe { std::slice::from_raw_parts(unit, self.rx_unit_size) };
+        let (frames, intact) = match self.ring {
+            RxRing::V2 => match read_slot(bytes) {
+                Some(frame) => {
+                    f(frame.data, frame.rx_ns, frame.truncated);
+                    (1, true)
+                }
+                None => (0, false),
+            },
+            RxRing::V3 => match walk_block(bytes, f) {
+                Ok(n) => (n, true),
+                Err(n) => (n, false),
+            },
+        };
+        if !intact {
+            self.corrupt_blocks.set(self.corrupt_blocks.get() + 1);
+        }
+        Some(frames)
+    }
+
+    /// Gives the next RX unit back to the kernel.
+    fn release_next_unit(&mut self) {
+        let unit = self.rx_unit(self.rx_next);
+        // Every read of the unit happens before the kernel may write it again.
+        fence(Ordering::Release);
+        // SAFETY: the status word lies inside the unit, 4-byte aligned (units are aligned to
+        // at least 128 bytes); a volatile write because the kernel reads it concurrently.
+        unsafe {
+            ptr::write_volatile(
+                unit.add(self.ring.rx_status_offset()).cast::<u32>(),
+                libc::TP_STATUS_KERNEL,
+            )
+        };
+        self.rx_next = (self.rx_next + 1) % self.rx_unit_count;
     }
 
     /// Whether the next RX unit holds frames for [`PacketSocket::recv_batch`].
@@ -557,6 +594,11 @@ impl PacketSocket {
             }
         }
         Ok(std::mem::take(&mut self.tx_pending))
+    }
+
+    /// Frames queued for sending that the kernel has not taken yet (a flush left them queued).
+    pub fn tx_unsent(&self) -> usize {
+        self.tx_untaken
     }
 
     /// Moves `tx_tail` past the slots the kernel has taken (they no longer request sending).

@@ -469,3 +469,30 @@ fn frames_cross_the_frame_port_in_order_with_kernel_stamps(ring: RxRing) {
     }
     assert_eq!(b.kernel_drops(), 0);
 }
+
+#[test]
+fn a_capped_receive_hands_at_most_its_batch_and_the_rest_waits_in_order() {
+    use latlab_io::port::FramePort;
+    let Some(ns) = namespace(10, RxRing::V2) else {
+        return;
+    };
+    let opts = PacketOptions::default();
+    let mut a = open(&ns, "a", &opts);
+    let mut b = open(&ns, "b", &opts);
+    let frames: Vec<Vec<u8>> = (0..40u32).map(|i| frame(i, 100)).collect();
+    send_all(&mut a, &frames);
+    let mut ids = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while ids.len() < frames.len() {
+        assert!(Instant::now() < deadline, "only {} frames came", ids.len());
+        b.wait_readable(Some(Duration::from_millis(20))).unwrap();
+        let batch = b
+            .recv_frames_max(8, &mut |f, _| ids.extend(id_of(f)))
+            .unwrap();
+        assert!(batch.frames <= 8, "{batch:?}");
+        if batch.frames > 0 {
+            assert!(batch.release_cycles > 0, "{batch:?}");
+        }
+    }
+    assert_eq!(ids, (0..40u32).collect::<Vec<_>>());
+}

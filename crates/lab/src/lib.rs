@@ -2,7 +2,7 @@
 //!
 //! Every command of the `latlab` binary is a function here that takes checked options and
 //! returns a report whose files are already written: [`echo::run`], [`gen::run`],
-//! [`serve::run`], [`emu::run`], [`demo::run`], the studies ([`study::game_server::run`],
+//! [`serve::run`], [`emu::run`], [`fwd::run`], [`rfc2544::run`], [`demo::run`], the studies ([`study::game_server::run`],
 //! [`study::emulator::run`]) and [`report::run`]. Live counters and progress go through [`command::LiveView`] and
 //! [`demo::ProgressSink`], which the command line implements; the stop flag is a
 //! [`command::Stop`] the caller raises.
@@ -33,12 +33,14 @@ pub mod echo;
 pub mod emu;
 pub mod emuconfig;
 pub mod emureport;
+pub mod fwd;
 pub mod gen;
 pub mod measure;
 pub mod merge;
 pub mod plot;
 pub mod report;
 pub mod results;
+pub mod rfc2544;
 pub mod serve;
 pub mod study;
 pub mod table;

@@ -28,12 +28,39 @@ pub enum FrameQueued {
     TooShort,
 }
 
+/// What one capped receive ([`FramePort::recv_frames_max`]) did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecvBatch {
+    /// Frames handed over.
+    pub frames: usize,
+    /// TSC cycles ([`crate::tsc`]) the port spent giving the frames' buffers back to the
+    /// kernel after handing them (ring slots returned, fill ring refilled); 0 for a port
+    /// whose buffers are not the kernel's.
+    pub release_cycles: u64,
+}
+
 /// One interface as a bridge uses it: frames in with their arrival stamps, frames out through a
 /// TX queue.
 pub trait FramePort: Send {
     /// Hands every frame now ready to `f(frame, arrival_ns)` (`CLOCK_REALTIME` ns, as
     /// [`now_ns`]); returns how many. Never blocks.
     fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize>;
+    /// As [`FramePort::recv_frames`], handing at most `max` frames (the rest wait for the next
+    /// call), and timing the return of their buffers to the kernel: a forwarder's batch size
+    /// and its buffer-management step. AF_PACKET (V2 exactly; V3 by whole blocks) and AF_XDP
+    /// cap and time; the default, for ports whose buffers are not the kernel's, hands every
+    /// ready frame and reports no release cycles.
+    fn recv_frames_max(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&[u8], u64),
+    ) -> io::Result<RecvBatch> {
+        let _ = max;
+        Ok(RecvBatch {
+            frames: self.recv_frames(f)?,
+            release_cycles: 0,
+        })
+    }
     /// Queues `frame` for sending, or says why not: no room now ([`FrameQueued::Full`]), or
     /// a frame this port can never send ([`FrameQueued::TooLong`], [`FrameQueued::TooShort`]),
     /// which is not an error: one frame never stops a port. `Err` only when the socket
@@ -62,6 +89,14 @@ pub trait FramePort: Send {
 impl FramePort for PacketSocket {
     fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
         self.recv_batch(|frame, rx_ns, _truncated| f(frame, rx_ns))
+    }
+
+    fn recv_frames_max(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&[u8], u64),
+    ) -> io::Result<RecvBatch> {
+        self.recv_batch_max(max, |frame, rx_ns, _truncated| f(frame, rx_ns))
     }
 
     fn try_queue_frame(&mut self, frame: &[u8]) -> io::Result<FrameQueued> {
@@ -93,6 +128,14 @@ impl FramePort for XdpSocket {
     fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
         // The XDP program's stamp; a frame without one is stamped as read.
         self.recv_batch_stamped(|frame, stamp| f(frame, stamp.unwrap_or_else(now_ns)))
+    }
+
+    fn recv_frames_max(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&[u8], u64),
+    ) -> io::Result<RecvBatch> {
+        self.recv_batch_timed(max, |frame, stamp| f(frame, stamp.unwrap_or_else(now_ns)))
     }
 
     fn try_queue_frame(&mut self, frame: &[u8]) -> io::Result<FrameQueued> {

@@ -1,0 +1,98 @@
+//! `latlab rfc2544`: flags → [`latlab_lab::rfc2544`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use latlab_lab::rfc2544::{Dut, Rfc2544Options};
+use latlab_lab::units::parse_duration;
+
+use crate::progress::Counters;
+use crate::STOP;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Rfc2544Args {
+    /// The forwarder in the middle namespace: kernel (IP forwarding), bridge (a Linux bridge),
+    /// fwd (latlab fwd over AF_PACKET), fwd-xdp (over AF_XDP), emu (latlab emu, no impairment).
+    #[arg(long, value_name = "DUT")]
+    dut: Dut,
+    /// Frame sizes in bytes on the wire, 64 to 1518 (default: RFC 2544's 64,128,256,512,1024,
+    /// 1280,1518).
+    #[arg(long, value_delimiter = ',', value_parser = parse_size, value_name = "BYTES,...")]
+    sizes: Vec<usize>,
+    /// Length of each trial.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DUR")]
+    trial: Duration,
+    /// The search stops when the interval left is this fraction of the source's maximum rate
+    /// or less: 0.01 or 1%.
+    #[arg(long, default_value = "1%", value_parser = parse_fraction, value_name = "F")]
+    resolution: f64,
+    /// Trials per search at most (NDR and PDR each).
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    max_trials: usize,
+    /// Leave out the frame loss rate sweep (100% down in 10% steps).
+    #[arg(long)]
+    no_loss_sweep: bool,
+    /// Back-to-back searches per size, averaged (0: none; RFC 2544 asks for 50).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    b2b_repeats: u32,
+    /// Latency trials at each of 10, 50, 90 and 100% of the NDR (0: none; RFC 8219 asks
+    /// for 20).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    latency_trials: u32,
+    /// The results folder (must not exist; default latlab-results/rfc2544-<time>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+/// Parses one `--sizes` value.
+fn parse_size(text: &str) -> Result<usize, String> {
+    let n: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number of bytes"))?;
+    if !(64..=1518).contains(&n) {
+        return Err(format!("{n} is not from 64 to 1518"));
+    }
+    Ok(n)
+}
+
+/// Parses `--resolution`: a fraction in (0, 0.5], or a percentage.
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    let value = match text.strip_suffix('%') {
+        Some(p) => p.parse::<f64>().map(|p| p / 100.0),
+        None => text.parse::<f64>(),
+    }
+    .map_err(|_| format!("{text:?} is not a fraction or a percentage"))?;
+    if !(value > 0.0 && value <= 0.5) {
+        return Err(format!("{text} is not above 0 and at most 50%"));
+    }
+    Ok(value)
+}
+
+impl Rfc2544Args {
+    fn options(self) -> Result<Rfc2544Options> {
+        let mut options = Rfc2544Options::new(self.dut);
+        if !self.sizes.is_empty() {
+            options.sizes = self.sizes;
+        }
+        options.trial = self.trial;
+        options.resolution = self.resolution;
+        options.max_trials = self.max_trials;
+        options.loss_sweep = !self.no_loss_sweep;
+        options.b2b_repeats = self.b2b_repeats;
+        options.latency_trials = self.latency_trials;
+        if let Some(out) = self.out {
+            options.out = out;
+        }
+        options.check()?;
+        Ok(options)
+    }
+}
+
+pub(crate) fn run(a: Rfc2544Args) -> Result<()> {
+    let options = a.options()?;
+    let report = latlab_lab::rfc2544::run(&options, &STOP, &mut Counters::new())?;
+    outln!("{}", report.text());
+    Ok(())
+}

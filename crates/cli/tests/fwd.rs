@@ -1,0 +1,336 @@
+//! `latlab fwd` as a user runs it: between the namespaces of a `client — fwd — server` lab
+//! (the emulator's topology), carrying UDP both ways and a kernel TCP connection, counting the
+//! frames too long for the far side (root; must run under CI=true).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use latlab_io::netns::run_in;
+use latlab_lab::topology::ClientEmuServer;
+
+#[test]
+fn bad_forwarder_flags_name_themselves() {
+    let base = ["fwd", "--iface-a", "lo", "--iface-b", "latlab-none0"];
+    common::one_line_error(&[&base[..], &["--batch", "0"]].concat(), "--batch");
+    common::one_line_error(&[&base[..], &["--batch", "5000"]].concat(), "--batch");
+    common::one_line_error(&[&base[..], &["--poll", "fast"]].concat(), "--poll");
+    common::one_line_error(&[&base[..], &["--poll", "rate:0"]].concat(), "--poll");
+    common::one_line_error(&[&base[..], &["--io", "socket"]].concat(), "--io");
+    common::one_line_error(&[&base[..], &["--cpu", "9999"]].concat(), "--cpu 9999");
+    common::one_line_error(&[&base[..], &["--duration", "soon"]].concat(), "--duration");
+    common::one_line_error(&["fwd", "--iface-a", "lo", "--iface-b", "lo"], "--iface-a");
+    common::one_line_error(
+        &["fwd", "--iface-a", "latlab-none0", "--iface-b", "lo"],
+        "--iface-a latlab-none0",
+    );
+    let out = Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+        .args(["fwd", "--iface-a", "lo", "--iface-b", "lo"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn fwd_over_af_packet_carries_udp_both_ways_and_a_tcp_connection() {
+    fwd_between_namespaces(&["--io", "packet"]);
+}
+
+#[test]
+fn fwd_over_af_xdp_carries_udp_both_ways_and_a_tcp_connection() {
+    fwd_between_namespaces(&["--io", "xdp"]);
+}
+
+/// Runs `latlab fwd` with `extra` flags between client and server, whose far side (the
+/// server's link) has an MTU of 1000: small UDP datagrams cross both ways, a 1 MB TCP transfer
+/// crosses intact, and 1400-byte datagrams from the client are counted as too long for the
+/// far side.
+fn fwd_between_namespaces(extra: &[&str]) {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    for (ns, dev) in [(lab.server.name(), "veth0"), (lab.emu.name(), "emu-b")] {
+        let ok = Command::new("ip")
+            .args(["-n", ns, "link", "set", dev, "mtu", "1000"])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("fwd.json");
+    let mut fwd = common::in_ns(lab.emu.name())
+        .args(["fwd", "--iface-a", "emu-a", "--iface-b", "emu-b"])
+        .args(["--duration", "5s", "--batch", "16"])
+        .args(extra)
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+
+    let client_addr = SocketAddr::from((lab.client_addr, 7001));
+    let server_addr = SocketAddr::from((lab.server_addr, 7002));
+    let bind =
+        |ns: &str, addr: SocketAddr| run_in(ns, move || UdpSocket::bind(addr)).unwrap().unwrap();
+    let client = bind(lab.client.name(), client_addr);
+    let server = bind(lab.server.name(), server_addr);
+    for s in [&client, &server] {
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+    }
+    // 100 datagrams each way, one at a time.
+    let mut buf = [0u8; 2048];
+    for i in 0..100u32 {
+        client.send_to(&i.to_be_bytes(), server_addr).unwrap();
+        let (n, from) = server.recv_from(&mut buf).expect("client → server");
+        assert_eq!((&buf[..n], from), (&i.to_be_bytes()[..], client_addr));
+        server.send_to(&buf[..n], client_addr).unwrap();
+        let (n, from) = client.recv_from(&mut buf).expect("server → client");
+        assert_eq!((&buf[..n], from), (&i.to_be_bytes()[..], server_addr));
+    }
+    // Too long for the server's link: the forwarder drops and counts them.
+    for _ in 0..5 {
+        client.send_to(&[7u8; 1400], server_addr).unwrap();
+    }
+    assert!(
+        server.recv_from(&mut buf).is_err(),
+        "an oversized frame crossed"
+    );
+
+    // A kernel TCP connection through the forwarder: 1 MB, echoed byte for byte.
+    let tcp_addr = SocketAddr::from((lab.server_addr, 7003));
+    let listener = run_in(lab.server.name(), move || TcpListener::bind(tcp_addr))
+        .unwrap()
+        .unwrap();
+    let server_side = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut got = Vec::new();
+        conn.read_to_end(&mut got).unwrap();
+        got
+    });
+    let mut conn = run_in(lab.client.name(), move || {
+        TcpStream::connect_timeout(&tcp_addr, Duration::from_secs(2))
+    })
+    .unwrap()
+    .unwrap();
+    let data: Vec<u8> = (0..1_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    conn.write_all(&data).unwrap();
+    drop(conn);
+    assert!(server_side.join().unwrap() == data, "the transfer differs");
+
+    assert!(fwd.wait().unwrap().success());
+    let report = common::read_json(&json);
+    let (ab, ba) = (&report["a_to_b"], &report["b_to_a"]);
+    assert!(
+        ab["forwarded"].as_u64().unwrap() >= 100 + 1_000_000 / 1500,
+        "{ab}"
+    );
+    assert!(ba["forwarded"].as_u64().unwrap() >= 100, "{ba}");
+    assert_eq!(ab["dropped"]["too_long"], 5, "{ab}");
+    assert_eq!(ab["dropped"]["runts"], 0);
+    let cycles = &report["cycles"];
+    assert!(cycles["forwarded"].as_u64().unwrap() >= 800, "{cycles}");
+    assert!(
+        cycles["per_packet"]["rx"].as_f64().unwrap() > 0.0,
+        "{cycles}"
+    );
+    assert!(
+        cycles["per_packet"]["tx"].as_f64().unwrap() > 0.0,
+        "{cycles}"
+    );
+    assert_eq!(report["batch"], 16);
+}
+
+#[test]
+fn rfc2544_through_the_kernel_finds_a_non_zero_ndr_with_short_trials() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rfc2544");
+    let run = Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+        .args(["rfc2544", "--dut", "kernel", "--sizes", "64,512"])
+        .args(["--trial", "150ms", "--max-trials", "6", "--no-loss-sweep"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let results = common::read_json(&out.join("rfc2544.json"));
+    assert_eq!(results["dut"], "kernel");
+    assert!(results["receive_work"].as_str().unwrap().starts_with("RPS"));
+    let sizes = results["sizes"].as_array().unwrap();
+    assert_eq!(sizes.len(), 2);
+    for s in sizes {
+        let ndr = s["ndr_pps"].as_u64().unwrap();
+        let pdr = s["pdr_pps"].as_u64().unwrap();
+        assert!(ndr > 0 && pdr >= ndr, "{s}");
+        assert!(
+            ndr as f64 <= s["source_max_pps"].as_f64().unwrap() + 1.0,
+            "{s}"
+        );
+        assert!(s["trials"].as_array().unwrap().len() >= 2, "{s}");
+        // One back-to-back search, found within the bursts tried.
+        let bursts = s["back_to_back"].as_array().unwrap();
+        assert_eq!(bursts.len(), 1, "{s}");
+        // RFC 8219 latency at 10, 50, 90 and 100% of the NDR, one way, from every frame.
+        let latency = s["latency"].as_array().unwrap();
+        let percents: Vec<u64> = latency
+            .iter()
+            .map(|l| l["percent_of_ndr"].as_u64().unwrap())
+            .collect();
+        assert_eq!(percents, [10, 50, 90, 100], "{s}");
+        for l in latency {
+            let f = &l["trials"][0];
+            assert!(f["frames"].as_u64().unwrap() > 0, "{l}");
+            let (min, median) = (f["min_ns"].as_u64().unwrap(), &f["median"]["Value"]);
+            assert!(
+                min > 0 && median["value_ns"].as_u64().unwrap() >= min,
+                "{l}"
+            );
+        }
+        // No trial counts frames of the one before: each ends when the sink is quiet and the
+        // source's ring has sent everything.
+        for t in s["trials"].as_array().unwrap() {
+            assert!(t["received"].as_u64() <= t["sent"].as_u64(), "{t}");
+        }
+    }
+    let csv = std::fs::read_to_string(out.join("rfc2544.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(csv.starts_with("frame_size,source_max_pps,"));
+}
+
+#[test]
+fn bad_rfc2544_flags_name_themselves() {
+    common::one_line_error(&["rfc2544", "--dut", "testpmd"], "--dut");
+    common::one_line_error(&["rfc2544", "--dut", "kernel", "--sizes", "63"], "--sizes");
+    common::one_line_error(
+        &["rfc2544", "--dut", "kernel", "--resolution", "0"],
+        "--resolution",
+    );
+    common::one_line_error(&["rfc2544", "--dut", "kernel", "--trial", "1ms"], "--trial");
+    common::one_line_error(&["rfc2544", "--dut", "kernel", "--out", "/"], "--out");
+}
+
+/// Reads `child`'s stderr up to its first line (the "started" line), then drains the rest on
+/// a thread so the pipe never fills.
+fn first_stderr_line(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    line
+}
+
+/// Waits for `child` to exit, within 20 s, and returns its exit code.
+fn exit_code(child: &mut std::process::Child) -> Option<i32> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("latlab did not stop within 20 s of the signal");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn sigterm(pid: u32) {
+    let sent = Command::new("kill")
+        .args(["-s", "TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+#[test]
+fn sigterm_to_fwd_writes_its_json_and_exits_143() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("fwd.json");
+    let mut child = common::in_ns(lab.emu.name())
+        .args([
+            "fwd",
+            "--iface-a",
+            "emu-a",
+            "--iface-b",
+            "emu-b",
+            "--poll",
+            "block",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = first_stderr_line(&mut child);
+    assert!(started.contains("latlab fwd"), "{started}");
+    // `ip netns exec` execs latlab, so the child's id is latlab's own.
+    sigterm(child.id());
+    assert_eq!(exit_code(&mut child), Some(143));
+    let report = common::read_json(&json);
+    assert!(report["a_to_b"]["received"].is_u64(), "{report}");
+    assert!(
+        report["cycles"]["tsc_hz"].as_f64().unwrap() > 1e8,
+        "{report}"
+    );
+}
+
+#[test]
+fn sigterm_to_rfc2544_keeps_the_trials_measured_removes_its_namespaces_and_exits_143() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rfc2544");
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+        .args([
+            "rfc2544", "--dut", "bridge", "--sizes", "64", "--trial", "300ms",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = first_stderr_line(&mut child);
+    assert!(started.contains("latlab rfc2544: bridge"), "{started}");
+    // A few trials in: the source's maximum and at least one of the search.
+    std::thread::sleep(Duration::from_millis(1500));
+    sigterm(child.id());
+    assert_eq!(exit_code(&mut child), Some(143));
+    let results = common::read_json(&out.join("rfc2544.json"));
+    let size = &results["sizes"][0];
+    assert!(size["trials"].as_array().unwrap().len() >= 2, "{size}");
+    assert_eq!(size["error"], "stopped by a signal", "{size}");
+    let prefix = format!("latlab-{}-", child.id());
+    let left: Vec<_> = std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -1,0 +1,214 @@
+//! The forwarder over in-memory ports: what it forwards, what it counts, and how it polls.
+
+use std::sync::atomic::AtomicUsize;
+
+use latlab_io::port::{RecvBatch, TimestampSource};
+
+use super::*;
+
+/// A port that hands `incoming` frames (at most `max` per call), takes frames up to the far
+/// side's MTU into `sent`, and holds at most `tx_room` unflushed frames (`stuck`: a flush
+/// frees nothing).
+struct MemoryPort {
+    incoming: Vec<Vec<u8>>,
+    sent: Vec<Vec<u8>>,
+    mtu_limit: usize,
+    tx_room: usize,
+    unflushed: usize,
+    stuck: bool,
+    receive_calls: Arc<AtomicUsize>,
+    largest_batch: usize,
+}
+
+impl MemoryPort {
+    fn new(incoming: &[usize]) -> MemoryPort {
+        MemoryPort {
+            incoming: incoming.iter().map(|&len| vec![0xab; len]).collect(),
+            sent: Vec::new(),
+            mtu_limit: 1514,
+            tx_room: 1024,
+            unflushed: 0,
+            stuck: false,
+            receive_calls: Arc::default(),
+            largest_batch: 0,
+        }
+    }
+}
+
+impl FramePort for MemoryPort {
+    fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
+        self.recv_frames_max(usize::MAX, f).map(|b| b.frames)
+    }
+
+    fn recv_frames_max(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&[u8], u64),
+    ) -> io::Result<RecvBatch> {
+        self.receive_calls.fetch_add(1, Ordering::Relaxed);
+        let n = self.incoming.len().min(max);
+        for frame in self.incoming.drain(..n) {
+            f(&frame, 0);
+        }
+        self.largest_batch = self.largest_batch.max(n);
+        let start = tsc::read();
+        std::hint::black_box(&self.incoming);
+        Ok(RecvBatch {
+            frames: n,
+            release_cycles: tsc::read().wrapping_sub(start).max(1),
+        })
+    }
+
+    fn try_queue_frame(&mut self, frame: &[u8]) -> io::Result<FrameQueued> {
+        Ok(if frame.len() > self.mtu_limit {
+            FrameQueued::TooLong
+        } else if frame.len() < 14 {
+            FrameQueued::TooShort
+        } else if self.unflushed >= self.tx_room {
+            FrameQueued::Full
+        } else {
+            self.unflushed += 1;
+            self.sent.push(frame.to_vec());
+            FrameQueued::Queued
+        })
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.stuck {
+            self.unflushed = 0;
+        }
+        Ok(())
+    }
+
+    fn kernel_drops(&self) -> u64 {
+        0
+    }
+
+    fn wait_either(_: &mut Self, _: &mut Self, timeout: Duration) -> io::Result<()> {
+        std::thread::sleep(timeout.min(Duration::from_millis(1)));
+        Ok(())
+    }
+
+    fn wait_readable(&mut self, _: Option<Duration>) -> io::Result<bool> {
+        Ok(false)
+    }
+
+    fn timestamp_source(&self) -> TimestampSource {
+        TimestampSource::UserSpace
+    }
+}
+
+/// Forwards between `a` and `b` with `config` for `ms` milliseconds.
+fn forward(
+    a: &mut MemoryPort,
+    b: &mut MemoryPort,
+    config: ForwarderConfig,
+    ms: u64,
+) -> ForwarderReport {
+    let stop = Stop::new();
+    let live = ForwarderLive::default();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(ms));
+            stop.raise();
+        });
+        run(a, b, config, &stop, &live)
+    })
+    .unwrap()
+}
+
+fn config(batch: usize, poll: FwdPoll) -> ForwarderConfig {
+    ForwarderConfig { batch, poll }
+}
+
+#[test]
+fn frames_cross_both_ways_and_runts_and_oversized_frames_are_counted_not_forwarded() {
+    let mut a = MemoryPort::new(&[60, 8, 1600, 1514, 0, 100]);
+    let mut b = MemoryPort::new(&[64, 13, 64]);
+    let report = forward(&mut a, &mut b, config(32, FwdPoll::Block), 50);
+    let lens = |p: &MemoryPort| p.sent.iter().map(Vec::len).collect::<Vec<_>>();
+    assert_eq!(lens(&b), [60, 1514, 100]);
+    assert_eq!(lens(&a), [64, 64]);
+    let ab = report.a_to_b;
+    assert_eq!(
+        (ab.received, ab.forwarded, ab.runts, ab.too_long, ab.tx_full),
+        (6, 3, 2, 1, 0)
+    );
+    assert_eq!((report.b_to_a.forwarded, report.b_to_a.runts), (2, 1));
+    assert_eq!((ab.unaccounted(), report.b_to_a.unaccounted()), (0, 0));
+    assert_eq!(report.cycles.forwarded, 5);
+    assert_eq!(report.cycles.received, 9);
+}
+
+#[test]
+fn a_tx_ring_that_stays_full_after_a_flush_drops_and_counts_the_rest() {
+    let mut a = MemoryPort::new(&[100; 10]);
+    let mut b = MemoryPort::new(&[]);
+    b.tx_room = 4;
+    b.stuck = true;
+    let report = forward(&mut a, &mut b, config(32, FwdPoll::Block), 30);
+    assert_eq!(b.sent.len(), 4);
+    assert_eq!((report.a_to_b.forwarded, report.a_to_b.tx_full), (4, 6));
+    assert_eq!(report.a_to_b.unaccounted(), 0);
+}
+
+#[test]
+fn no_receive_call_hands_more_than_the_batch() {
+    let mut a = MemoryPort::new(&[100; 50]);
+    let mut b = MemoryPort::new(&[]);
+    let report = forward(&mut a, &mut b, config(8, FwdPoll::Block), 30);
+    assert_eq!(b.sent.len(), 50);
+    assert_eq!(a.largest_batch, 8);
+    // 50 frames in batches of 8: 6 full ones and one of 2.
+    assert_eq!(report.cycles.batches, 7);
+    assert!((report.cycles.mean_batch - 50.0 / 7.0).abs() < 1e-9);
+}
+
+#[test]
+fn a_poll_rate_sets_how_often_the_ports_are_read() {
+    let mut a = MemoryPort::new(&[100; 1000]);
+    let mut b = MemoryPort::new(&[]);
+    let calls = a.receive_calls.clone();
+    // 100 rounds per second of at most 10 frames for 300 ms (after ~15 ms of calibration):
+    // about 28 rounds, so about 280 frames of the 1000.
+    let report = forward(&mut a, &mut b, config(10, FwdPoll::Rate(100)), 300);
+    let rounds = calls.load(Ordering::Relaxed);
+    assert!((20..=36).contains(&rounds), "{rounds} rounds");
+    assert_eq!(report.a_to_b.forwarded, 10 * rounds as u64);
+    assert!(
+        report.cycles.waiting > report.cycles.steps_total,
+        "{:?}",
+        report.cycles
+    );
+}
+
+#[test]
+fn the_cycle_report_splits_every_forwarded_frame_into_steps() {
+    let mut a = MemoryPort::new(&[100; 2000]);
+    let mut b = MemoryPort::new(&[100; 2000]);
+    let report = forward(&mut a, &mut b, config(32, FwdPoll::Busy), 50);
+    let c = &report.cycles;
+    assert_eq!(c.forwarded, 4000);
+    assert!(c.read_cycles >= 0.0 && c.tsc_hz > 1e8, "{c:?}");
+    let s = c.per_packet;
+    assert!(
+        s.rx > 0.0 && s.tx > 0.0 && s.buffers >= 0.0 && s.processing >= 0.0,
+        "{s:?}"
+    );
+    assert!((c.steps_total - s.total()).abs() < 1e-9);
+    // The intervals cover the whole run: with the timer's calibrated cost taken out of each,
+    // they add up to the run less the timer's cost.
+    assert!((0.9..=1.1).contains(&c.accounted_with_idle), "{c:?}");
+}
+
+#[test]
+fn poll_modes_parse_and_a_bad_one_says_what_is_expected() {
+    assert_eq!("busy".parse(), Ok(FwdPoll::Busy));
+    assert_eq!("block".parse(), Ok(FwdPoll::Block));
+    assert_eq!("rate:1000".parse(), Ok(FwdPoll::Rate(1000)));
+    assert_eq!(FwdPoll::Rate(1000).to_string(), "rate:1000");
+    for bad in ["rate:0", "rate:", "rate:fast", "spin"] {
+        let e = bad.parse::<FwdPoll>().unwrap_err();
+        assert!(e.contains("busy, block or rate:N"), "{e}");
+    }
+}

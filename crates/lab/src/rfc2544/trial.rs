@@ -1,0 +1,156 @@
+//! One trial: raw UDP frames from the client's AF_PACKET ring at a rate for a duration, on the
+//! source's own core, counted by a UDP socket in the server.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use latlab_bench::TrialCounts;
+use latlab_engine::blaster;
+use latlab_engine::Stop;
+use latlab_io::packet::PacketSocket;
+use latlab_io::port::{DatagramRx, UdpMode, UdpPort};
+use latlab_io::udp::UdpSocket;
+use latlab_stats::LatencyHistogram;
+
+/// The sink counts until no frame came for this long after the source stopped (frames still
+/// in the DUT, or in the sink's socket buffer)…
+const QUIET: Duration = Duration::from_millis(150);
+/// …or at most this long after the source stopped.
+const MAX_DRAIN: Duration = Duration::from_secs(3);
+
+/// What one trial measured.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct TrialRun {
+    /// Frames sent and received.
+    pub(super) counts: TrialCounts,
+    /// How long the source sent, ns.
+    pub(super) elapsed_ns: u64,
+}
+
+impl TrialRun {
+    /// The rate the source reached, frames per second.
+    pub(super) fn achieved_pps(&self) -> f64 {
+        if self.elapsed_ns == 0 {
+            0.0
+        } else {
+            self.counts.sent as f64 * 1e9 / self.elapsed_ns as f64
+        }
+    }
+}
+
+/// What a trial sends.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Load {
+    /// At this rate (`None`: as fast as the ring takes frames) for the trial's duration.
+    Rate(Option<f64>),
+    /// This many frames back to back.
+    Burst(u64),
+    /// At this rate for the trial's duration, each frame stamped with its send time (the
+    /// frame must be a [`blaster::stampable_udp_frame`]), for the latency of every frame.
+    Stamped(f64),
+}
+
+/// Sends `frame` through `tx` as `load` says (for `duration` when it is a rate) from a thread
+/// pinned to `source_cpu`, while `sink` counts what arrives until it has gone quiet (and, with
+/// [`Load::Stamped`], records each frame's one-way latency into `latency`: the sink's kernel
+/// receive stamp less the frame's send stamp; both hosts share `CLOCK_REALTIME`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run(
+    tx: &mut PacketSocket,
+    sink: &UdpSocket,
+    frame: &[u8],
+    load: Load,
+    duration: Duration,
+    source_cpu: Option<usize>,
+    stop: &Stop,
+    latency: Option<&mut LatencyHistogram>,
+) -> io::Result<TrialRun> {
+    let source_done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let counter = s.spawn(|| count_until_quiet(sink, &source_done, latency));
+        let source = s.spawn(|| {
+            if let Some(cpu) = source_cpu {
+                latlab_io::cpu::pin_current_thread(cpu)?;
+            }
+            let sent = match load {
+                Load::Rate(rate_pps) => blaster::blast(tx, frame, rate_pps, duration, stop),
+                Load::Burst(frames) => blaster::burst(tx, frame, frames, stop),
+                Load::Stamped(rate) => {
+                    let at = blaster::HEADERS_LEN;
+                    blaster::blast_stamped(tx, frame, at, Some(rate), duration, stop)
+                }
+            };
+            // Frames the kernel did not take at the last flush belong to this trial: they
+            // leave now, not with the next trial's first flush.
+            let deadline = Instant::now() + MAX_DRAIN;
+            while tx.tx_unsent() > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_micros(200));
+                tx.flush_tx()?;
+            }
+            sent
+        });
+        let sent = source
+            .join()
+            .map_err(|_| io::Error::other("the source thread panicked"));
+        source_done.store(true, Ordering::Relaxed);
+        let received = counter
+            .join()
+            .map_err(|_| io::Error::other("the sink thread panicked"))??;
+        let sent = sent??;
+        Ok(TrialRun {
+            counts: TrialCounts {
+                sent: sent.sent,
+                received,
+            },
+            elapsed_ns: sent.elapsed_ns,
+        })
+    })
+}
+
+/// Counts the datagrams arriving on `sink` until the source is done and the sink has been
+/// quiet for [`QUIET`] (or [`MAX_DRAIN`] passed), so no frame of this trial is left to be
+/// counted in the next one.
+fn count_until_quiet(
+    sink: &UdpSocket,
+    source_done: &AtomicBool,
+    mut latency: Option<&mut LatencyHistogram>,
+) -> io::Result<u64> {
+    let mut port = UdpPort::new(sink, UdpMode::Batched, blaster::SINK_SIZES);
+    let mut count = 0u64;
+    let mut last = Instant::now();
+    let mut done_at = None;
+    loop {
+        let n = port.recv(|d| {
+            let Some(h) = latency.as_deref_mut() else {
+                return;
+            };
+            // A datagram too short for a stamp, or stamped after it arrived, is not timed.
+            let stamp = d.data.get(..8).map(|b| {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(b);
+                u64::from_le_bytes(bytes)
+            });
+            if let Some(sent) = stamp.filter(|&s| s > 0 && s <= d.rx_ns) {
+                h.record(d.rx_ns - sent);
+            }
+        })?;
+        count += n as u64;
+        let now = Instant::now();
+        if n > 0 {
+            last = now;
+        }
+        if done_at.is_none() && source_done.load(Ordering::Relaxed) {
+            done_at = Some(now);
+        }
+        if let Some(done) = done_at {
+            let quiet = now.duration_since(last.max(done)) >= QUIET;
+            if quiet || now.duration_since(done) >= MAX_DRAIN {
+                return Ok(count);
+            }
+        }
+        if n == 0 {
+            port.wait_readable(Some(Duration::from_millis(5)))?;
+        }
+    }
+}
