@@ -559,9 +559,9 @@ impl Connection {
     fn on_rto(&mut self, now: u64, config: &Config) {
         let in_flight = self.sent.len();
         self.stats.timeouts += 1;
-        let pns: Vec<u64> = self.sent.keys().copied().collect();
-        for pn in pns {
-            self.declare_lost(now, pn);
+        // RFC 6298 5.4: the earliest packet not acknowledged goes again; the timer restarts.
+        if let Some((&oldest, _)) = self.sent.first_key_value() {
+            self.declare_lost(now, oldest);
         }
         let linear =
             config.recovery.rule == LossRule::Thin && in_flight < config.recovery.thin_packets;
@@ -572,6 +572,11 @@ impl Connection {
         if self.timeouts_in_a_row >= 2 {
             self.cc.collapse(now);
         }
+    }
+
+    /// Keep-alive counts from the last packet heard or the last ack-eliciting one sent.
+    fn last_activity(&self) -> u64 {
+        self.last_received.max(self.last_eliciting_sent)
     }
 
     // ---- timers -----------------------------------------------------------------------
@@ -600,7 +605,7 @@ impl Connection {
         consider(self.duplicates.first().map(|&(t, _, _)| t));
         consider(Some(self.last_received + config.idle_timeout_ns));
         if !self.ping_due {
-            consider(Some(self.last_eliciting_sent + config.keep_alive_ns));
+            consider(Some(self.last_activity() + config.keep_alive_ns));
         }
         at
     }
@@ -662,7 +667,7 @@ impl Connection {
             }
             self.stats.duplicated_messages += 1;
         }
-        if now >= self.last_eliciting_sent + config.keep_alive_ns {
+        if now >= self.last_activity() + config.keep_alive_ns {
             self.ping_due = true;
         }
     }
