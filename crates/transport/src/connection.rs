@@ -52,13 +52,23 @@ struct OutMessage {
     acked: Vec<bool>,
     queued: Vec<bool>,
     sends: Vec<u32>,
+    /// Copies of each fragment in packets neither acknowledged nor declared lost.
+    in_flight: Vec<u32>,
     unacked: u16,
+    /// The deadline passed while a copy was in flight: never sent again, and reported
+    /// expired once no copy can arrive any more.
+    expired: bool,
     expires: Option<u64>,
     urgent: bool,
     duplicated: bool,
 }
 
 impl OutMessage {
+    /// Whether some fragment can no longer arrive: not acknowledged and no copy in flight.
+    fn cannot_arrive(&self) -> bool {
+        (0..self.acked.len()).any(|i| !self.acked[i] && self.in_flight[i] == 0)
+    }
+
     fn fragment(&self, fragment: u16) -> &[u8] {
         let start = usize::from(fragment) * self.fragment_len;
         &self.data[start..(start + self.fragment_len).min(self.data.len())]
@@ -234,7 +244,9 @@ impl Connection {
                 acked: vec![false; n],
                 queued: vec![true; n],
                 sends: vec![0; n],
+                in_flight: vec![0; n],
                 unacked: fragments,
+                expired: false,
                 expires,
                 urgent,
                 duplicated: false,
@@ -426,6 +438,7 @@ impl Connection {
                 .on_ack(packet.sent, packet.size, config.mtu, limited);
             for item in packet.items {
                 if let Item::Fragment(key) | Item::Bundled(key) = item {
+                    self.copy_landed(key);
                     self.ack_fragment(key);
                 }
             }
@@ -449,6 +462,14 @@ impl Connection {
                 }
                 self.ack_fragment(key);
             }
+        }
+    }
+
+    /// A packet carrying a copy of `key` was acknowledged or declared lost.
+    fn copy_landed(&mut self, key: FragKey) {
+        if let Some(message) = self.outgoing.get_mut(&(key.channel, key.message)) {
+            let copies = &mut message.in_flight[usize::from(key.fragment)];
+            *copies = copies.saturating_sub(1);
         }
     }
 
@@ -522,9 +543,17 @@ impl Connection {
         self.cc.on_loss(packet.sent, now);
         for &item in &packet.items {
             match item {
-                Item::Fragment(key) => self.requeue(key),
+                Item::Fragment(key) => {
+                    self.copy_landed(key);
+                    self.requeue(key);
+                    self.expire_if_lost(key.channel, key.message);
+                }
+                Item::Bundled(key) => {
+                    self.copy_landed(key);
+                    self.expire_if_lost(key.channel, key.message);
+                }
                 Item::Expired { .. } => self.controls.push_back(item),
-                Item::Bundled(_) | Item::Ping => {}
+                Item::Ping => {}
             }
         }
         self.lost.insert(
@@ -544,11 +573,36 @@ impl Connection {
             return;
         };
         let index = usize::from(key.fragment);
-        if message.acked[index] || message.queued[index] || !message.kind.is_reliable() {
+        if message.acked[index]
+            || message.queued[index]
+            || message.expired
+            || !message.kind.is_reliable()
+        {
             return;
         }
         message.queued[index] = true;
         self.retransmit.push_back(key);
+    }
+
+    /// Drops a message past its deadline once a fragment of it can no longer arrive, and
+    /// reports it here and to the peer.
+    fn expire_if_lost(&mut self, channel: u8, number: u32) {
+        let Some(message) = self.outgoing.get(&(channel, number)) else {
+            return;
+        };
+        if !message.expired || !message.cannot_arrive() {
+            return;
+        }
+        self.forget(channel, number);
+        self.stats.expired += 1;
+        self.events.push_back(ConnEvent::Expired {
+            channel,
+            message: number,
+        });
+        self.controls.push_back(Item::Expired {
+            channel,
+            message: number,
+        });
     }
 
     fn rto_deadline(&self, config: &Config) -> Option<u64> {
@@ -636,17 +690,9 @@ impl Connection {
                 break;
             }
             self.expiries.pop_first();
-            if self.outgoing.contains_key(&(channel, number)) {
-                self.forget(channel, number);
-                self.stats.expired += 1;
-                self.events.push_back(ConnEvent::Expired {
-                    channel,
-                    message: number,
-                });
-                self.controls.push_back(Item::Expired {
-                    channel,
-                    message: number,
-                });
+            if let Some(message) = self.outgoing.get_mut(&(channel, number)) {
+                message.expired = true;
+                self.expire_if_lost(channel, number);
             }
         }
         while let Some(&(at, channel, number)) = self.duplicates.first() {

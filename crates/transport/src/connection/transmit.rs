@@ -230,6 +230,9 @@ impl Connection {
             };
             written += len;
             self.stats.redundant_bytes += len as u64;
+            if let Some(m) = self.outgoing.get_mut(&(key.channel, key.message)) {
+                m.in_flight[usize::from(key.fragment)] += 1;
+            }
             items.push(Item::Bundled(key));
         }
         written
@@ -261,6 +264,7 @@ impl Connection {
         let index = usize::from(key.fragment);
         message.queued[index] = false;
         message.sends[index] += 1;
+        message.in_flight[index] += 1;
         if message.sends[index] > 1 {
             self.stats.retransmissions += 1;
         }

@@ -203,6 +203,18 @@ impl Lab {
         &self.pair.b
     }
 
+    /// The server's handle of the connection.
+    pub fn connection_on_server(&self) -> ConnectionHandle {
+        self.server()
+            .events
+            .iter()
+            .find_map(|(_, e)| match e {
+                Event::Accepted { connection, .. } => Some(*connection),
+                _ => None,
+            })
+            .expect("accepted")
+    }
+
     pub fn now(&self) -> u64 {
         self.pair.network.now()
     }
