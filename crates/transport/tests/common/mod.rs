@@ -8,37 +8,37 @@ use latlab_link::LinkConfig;
 use latlab_transport::{Config, ConnectionHandle, Endpoint, Event, MessageId};
 use latlab_wire::transport::{parse_packet, Frame};
 
-pub const MS: u64 = 1_000_000;
+pub(crate) const MS: u64 = 1_000_000;
 
-pub fn client_addr() -> SocketAddr {
+pub(crate) fn client_addr() -> SocketAddr {
     "10.0.0.1:5000".parse().unwrap()
 }
 
-pub fn server_addr() -> SocketAddr {
+pub(crate) fn server_addr() -> SocketAddr {
     "10.0.0.2:7000".parse().unwrap()
 }
 
 /// An endpoint at one address that records every event with the time it came out, and that
 /// may also send a flood of junk datagrams from another address.
-pub struct Node {
-    pub endpoint: Endpoint,
-    pub addr: SocketAddr,
-    pub events: Vec<(u64, Event)>,
+pub(crate) struct Node {
+    pub(crate) endpoint: Endpoint,
+    pub(crate) addr: SocketAddr,
+    pub(crate) events: Vec<(u64, Event)>,
     buf: Vec<u8>,
     /// Junk sent every `flood_every` ns from `flood_from` until `flood_until`.
-    pub flood: Option<Flood>,
+    pub(crate) flood: Option<Flood>,
 }
 
-pub struct Flood {
-    pub from: SocketAddr,
-    pub every_ns: u64,
-    pub until_ns: u64,
-    pub next_ns: u64,
-    pub sent: u64,
+pub(crate) struct Flood {
+    pub(crate) from: SocketAddr,
+    pub(crate) every_ns: u64,
+    pub(crate) until_ns: u64,
+    pub(crate) next_ns: u64,
+    pub(crate) sent: u64,
 }
 
 impl Node {
-    pub fn new(config: Config, seed: u64, addr: SocketAddr) -> Node {
+    pub(crate) fn new(config: Config, seed: u64, addr: SocketAddr) -> Node {
         Node {
             endpoint: Endpoint::new(config, seed),
             addr,
@@ -55,7 +55,7 @@ impl Node {
     }
 
     /// Time each message of `channel` was delivered, with its number and bytes.
-    pub fn messages(&self, channel: u8) -> Vec<(u64, u32, Vec<u8>)> {
+    pub(crate) fn messages(&self, channel: u8) -> Vec<(u64, u32, Vec<u8>)> {
         self.events
             .iter()
             .filter_map(|(at, e)| match e {
@@ -71,14 +71,14 @@ impl Node {
     }
 
     /// When message `number` of `channel` was delivered.
-    pub fn delivered_at(&self, channel: u8, number: u32) -> Option<u64> {
+    pub(crate) fn delivered_at(&self, channel: u8, number: u32) -> Option<u64> {
         self.messages(channel)
             .into_iter()
             .find(|m| m.1 == number)
             .map(|m| m.0)
     }
 
-    pub fn expired(&self) -> Vec<(u64, u8, u32)> {
+    pub(crate) fn expired(&self) -> Vec<(u64, u8, u32)> {
         self.events
             .iter()
             .filter_map(|(at, e)| match e {
@@ -158,12 +158,12 @@ impl sim::Endpoint for Node {
 }
 
 /// A client (side A) and a server (side B), joined by links of the given one-way delays.
-pub struct Lab {
-    pub pair: Pair<Node, Node>,
-    pub connection: ConnectionHandle,
+pub(crate) struct Lab {
+    pub(crate) pair: Pair<Node, Node>,
+    pub(crate) connection: ConnectionHandle,
 }
 
-pub fn one_way(delay_ms: u64) -> LinkConfig {
+pub(crate) fn one_way(delay_ms: u64) -> LinkConfig {
     LinkConfig {
         delay_ns: delay_ms * MS,
         ..LinkConfig::default()
@@ -172,7 +172,12 @@ pub fn one_way(delay_ms: u64) -> LinkConfig {
 
 impl Lab {
     /// Connects at time 0 and runs until the client is connected.
-    pub fn connect(client: Config, server: Config, a_to_b: LinkConfig, b_to_a: LinkConfig) -> Lab {
+    pub(crate) fn connect(
+        client: Config,
+        server: Config,
+        a_to_b: LinkConfig,
+        b_to_a: LinkConfig,
+    ) -> Lab {
         let mut a = Node::new(client, 1, client_addr());
         let b = Node::new(server, 2, server_addr());
         let connection = a.endpoint.connect(0, server_addr());
@@ -195,16 +200,16 @@ impl Lab {
         panic!("not connected after 1 s");
     }
 
-    pub fn client(&self) -> &Node {
+    pub(crate) fn client(&self) -> &Node {
         &self.pair.a
     }
 
-    pub fn server(&self) -> &Node {
+    pub(crate) fn server(&self) -> &Node {
         &self.pair.b
     }
 
     /// The server's handle of the connection.
-    pub fn connection_on_server(&self) -> ConnectionHandle {
+    pub(crate) fn connection_on_server(&self) -> ConnectionHandle {
         self.server()
             .events
             .iter()
@@ -215,12 +220,12 @@ impl Lab {
             .expect("accepted")
     }
 
-    pub fn now(&self) -> u64 {
+    pub(crate) fn now(&self) -> u64 {
         self.pair.network.now()
     }
 
     /// Runs until `at`, then the client sends `data` on `channel` at `at`.
-    pub fn send_at(&mut self, at: u64, channel: u8, data: &[u8]) -> MessageId {
+    pub(crate) fn send_at(&mut self, at: u64, channel: u8, data: &[u8]) -> MessageId {
         self.pair.drive_until(at);
         self.pair
             .a
@@ -229,13 +234,19 @@ impl Lab {
             .unwrap()
     }
 
-    pub fn run_until(&mut self, at: u64) {
+    pub(crate) fn run_until(&mut self, at: u64) {
         self.pair.drive_until(at);
     }
 
     /// Loses the first `copies` datagrams from the client that carry message `number` of
     /// `channel` (whole or any fragment `fragment`, if given).
-    pub fn lose_copies(&mut self, channel: u8, number: u32, fragment: Option<u16>, copies: u32) {
+    pub(crate) fn lose_copies(
+        &mut self,
+        channel: u8,
+        number: u32,
+        fragment: Option<u16>,
+        copies: u32,
+    ) {
         let mut seen = 0;
         let client = client_addr();
         self.pair.network.set_drop_filter(move |d: &Datagram| {
