@@ -38,8 +38,11 @@ impl Received {
         if self.ranges.get(at).is_some_and(|&(lo, _)| lo <= pn) {
             return None;
         }
-        let joins_prev = at > 0 && self.ranges[at - 1].1 + 1 == pn;
-        let joins_next = self.ranges.get(at).is_some_and(|&(lo, _)| lo == pn + 1);
+        let joins_prev = at > 0 && self.ranges[at - 1].1.checked_add(1) == Some(pn);
+        let joins_next = self
+            .ranges
+            .get(at)
+            .is_some_and(|&(lo, _)| pn.checked_add(1) == Some(lo));
         match (joins_prev, joins_next) {
             (true, true) => {
                 self.ranges[at - 1].1 = self.ranges[at].1;
@@ -56,7 +59,7 @@ impl Received {
             None => false,
             Some(largest) if pn > largest => {
                 self.largest_at = now;
-                pn > largest + 1
+                pn - largest > 1
             }
             Some(_) => true,
         };
@@ -86,14 +89,28 @@ impl Received {
 
     /// The ACK frame's ranges (the newest [`MAX_ACK_RANGES`]) and delay (µs) at `now`.
     pub(crate) fn ack(&self, now: u64) -> Option<(AckRanges, u32)> {
+        // Range lengths and gaps travel as 32-bit numbers: a longer range is cut at its low
+        // end, and the ranges stop at a gap that does not fit.
+        let max = u64::from(u32::MAX);
         let mut ranges = AckRanges::new();
+        let mut prev_lo: Option<u64> = None;
         for &(lo, hi) in self.ranges.iter().rev().take(MAX_ACK_RANGES) {
+            if prev_lo.is_some_and(|p| p - hi - 1 > max) {
+                break;
+            }
+            let lo = lo.max(hi.saturating_sub(max));
             ranges.push(lo, hi);
+            prev_lo = Some(lo);
         }
         let delay = u32::try_from(now.saturating_sub(self.largest_at) / 1_000).unwrap_or(u32::MAX);
         (!ranges.is_empty()).then_some((ranges, delay))
     }
 }
+
+/// How far past the oldest message not yet delivered a message may be and still be taken:
+/// this bounds what a channel holds for a peer that skips numbers. Later ones are refused
+/// (not acknowledged), and come again.
+const MAX_AHEAD: u32 = 4096;
 
 /// Message numbers seen on an unordered channel: all below `floor`, and those in `above`.
 #[derive(Debug, Default)]
@@ -109,7 +126,7 @@ impl Seen {
 
     fn insert(&mut self, message: u32) {
         self.above.insert(message);
-        while self.above.remove(&self.floor) {
+        while self.floor < u32::MAX && self.above.remove(&self.floor) {
             self.floor += 1;
         }
     }
@@ -234,6 +251,14 @@ impl Receiver {
             }
             return Ok(());
         }
+        let base = match &self.channels[usize::from(channel)].1 {
+            Channel::Ordered { next, .. } => Some(*next),
+            Channel::Unordered(seen) => Some(seen.floor),
+            Channel::Unreliable | Channel::Sequenced { .. } => None,
+        };
+        if base.is_some_and(|base| message.wrapping_sub(base) >= MAX_AHEAD) {
+            return Err(Refused::NoRoom);
+        }
         if fragments == 1 {
             self.complete(channel, message, payload.to_vec(), stats);
             return Ok(());
@@ -303,7 +328,7 @@ impl Receiver {
                         message: *next,
                         data,
                     });
-                    *next += 1;
+                    *next = next.wrapping_add(1);
                 }
             }
             Channel::Unordered(seen) => {

@@ -189,3 +189,71 @@ fn keep_alives_hold_an_idle_connection_and_silence_closes_it() {
         assert!((21_000 * MS..=22_000 * MS).contains(&at), "{at}");
     }
 }
+
+/// xorshift64*: deterministic noise for the test below.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+#[test]
+fn mutated_packets_from_the_peer_address_never_panic_an_endpoint() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    let mut lab = Lab::connect(
+        Config::default(),
+        Config::server(),
+        one_way(10),
+        one_way(10),
+    );
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let record = Rc::clone(&seen);
+    lab.pair.network.set_drop_filter(move |d| {
+        record.borrow_mut().push((d.from, d.payload.clone()));
+        false
+    });
+    for i in 0..50u64 {
+        lab.send_at(
+            1000 * MS + i * 10 * MS,
+            (i % 5) as u8,
+            &vec![i as u8; 300 * (i as usize % 7)],
+        );
+    }
+    lab.run_until(3000 * MS);
+    let packets = seen.borrow().clone();
+    assert!(packets.len() > 50);
+    let mut rng = 0x5eed_u64;
+    let mut now = 3000 * MS;
+    for round in 0..100_000u64 {
+        let (from, original) = &packets[(next(&mut rng) % packets.len() as u64) as usize];
+        let mut bytes = original.clone();
+        for _ in 0..1 + next(&mut rng) % 4 {
+            if bytes.is_empty() {
+                break;
+            }
+            let at = (next(&mut rng) % bytes.len() as u64) as usize;
+            match next(&mut rng) % 3 {
+                0 => bytes[at] = next(&mut rng) as u8,
+                1 => bytes.truncate(at),
+                _ => bytes[at] ^= 1 << (next(&mut rng) % 8),
+            }
+        }
+        now += 10_000;
+        let endpoint = if *from == client_addr() {
+            &mut lab.pair.b.endpoint
+        } else {
+            &mut lab.pair.a.endpoint
+        };
+        endpoint.handle_datagram(now, *from, &bytes);
+        if round % 64 == 0 {
+            endpoint.handle_timeout(now);
+            drain(endpoint, now);
+            while endpoint.poll_event().is_some() {}
+        }
+    }
+    let stats = lab.pair.b.endpoint.stats();
+    assert!(stats.garbage > 0);
+}
