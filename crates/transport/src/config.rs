@@ -264,3 +264,64 @@ impl Config {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_parse_by_name_with_their_defaults() {
+        let tcp: Recovery = "tcp-like".parse().unwrap();
+        assert_eq!(
+            (tcp.rule, tcp.min_rto_ns, tcp.dupacks),
+            (LossRule::TcpLike, 200_000_000, 3)
+        );
+        let thin: Recovery = "thin".parse().unwrap();
+        assert_eq!((thin.dupacks, thin.rdb_bytes, thin.thin_packets), (1, 0, 4));
+        let rack: Recovery = "rack:reo-wnd=5ms,rdb=1200,dup-urgent=off".parse().unwrap();
+        assert_eq!(rack.reo_wnd_ns, 5_000_000);
+        assert_eq!(rack.rdb_bytes, 1200);
+        assert!(!rack.duplicate_urgent);
+        let tuned: Recovery = "tcp-like:dupacks=2,min-rto=1s,thin-packets=2"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            (tuned.dupacks, tuned.min_rto_ns, tuned.thin_packets),
+            (2, 1_000_000_000, 2)
+        );
+    }
+
+    #[test]
+    fn parse_errors_name_the_part_at_fault() {
+        let error = |text: &str| text.parse::<Recovery>().unwrap_err().to_string();
+        assert_eq!(
+            error("quic"),
+            "recovery policy: unknown policy `quic` (tcp-like, thin, rack)"
+        );
+        assert_eq!(error("thin:rbd=600"), "recovery policy: unknown key `rbd`");
+        assert_eq!(
+            error("thin:min-rto=50"),
+            "recovery policy: bad value `50` for `min-rto`"
+        );
+        assert_eq!(
+            error("tcp-like:dupacks=0"),
+            "recovery policy: bad value `0` for `dupacks`"
+        );
+        assert_eq!(error("thin:rdb"), "recovery policy: bad value `` for `rdb`");
+        assert_eq!(
+            error("thin:dup-urgent=yes"),
+            "recovery policy: bad value `yes` for `dup-urgent`"
+        );
+    }
+
+    #[test]
+    fn display_parses_back() {
+        for text in ["tcp-like", "thin:min-rto=50ms,rdb=600", "rack:rdb=300"] {
+            let recovery: Recovery = text.parse().unwrap();
+            let again: Recovery = recovery.to_string().parse().unwrap();
+            assert_eq!(again.rule, recovery.rule);
+            assert_eq!(again.min_rto_ns, recovery.min_rto_ns);
+            assert_eq!(again.rdb_bytes, recovery.rdb_bytes);
+        }
+    }
+}

@@ -124,3 +124,56 @@ impl Congestion {
         self.window = self.min_window;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn rfc_6298_by_hand() {
+        let mut rtt = RttEstimator::new();
+        assert_eq!(rtt.rto(200 * MS), INITIAL_RTO_NS);
+        rtt.update(100 * MS);
+        // SRTT = R, RTTVAR = R/2, RTO = SRTT + 4·RTTVAR.
+        assert_eq!((rtt.srtt(), rtt.rttvar()), (Some(100 * MS), 50 * MS));
+        assert_eq!(rtt.rto(200 * MS), 300 * MS);
+        rtt.update(180 * MS);
+        // RTTVAR = 3/4·50 + 1/4·|100 − 180| = 57.5; SRTT = 7/8·100 + 1/8·180 = 110.
+        assert_eq!((rtt.srtt(), rtt.rttvar()), (Some(110 * MS), 57_500_000));
+        assert_eq!(rtt.rto(200 * MS), 340 * MS);
+        // The minimum RTO wins once the variation has settled.
+        for _ in 0..40 {
+            rtt.update(110 * MS);
+        }
+        assert_eq!(rtt.rto(200 * MS), 200 * MS);
+        assert_eq!(
+            rtt.rto(50 * MS),
+            111 * MS,
+            "SRTT + G (1 ms) when 4·RTTVAR < G"
+        );
+    }
+
+    #[test]
+    fn the_window_halves_once_per_round_trip_and_never_holds_a_thin_stream() {
+        let mut cc = Congestion::new(1200);
+        assert_eq!(cc.window, 12_000);
+        cc.on_loss(10, 100);
+        assert_eq!(cc.window, 6_000);
+        cc.on_loss(50, 120); // sent before the recovery began: same congestion event
+        assert_eq!(cc.window, 6_000);
+        cc.on_loss(150, 300);
+        assert_eq!(cc.window, 3_000);
+        cc.collapse(400);
+        assert_eq!(cc.window, 2_400);
+        assert!(
+            !cc.can_send(2_400, 10, 1_200, 4),
+            "window-limited bulk sender waits"
+        );
+        assert!(
+            cc.can_send(1_000_000, 3, 1_200, 4),
+            "a thin stream never waits"
+        );
+    }
+}

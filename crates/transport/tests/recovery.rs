@@ -154,3 +154,47 @@ fn thin_timeouts_stay_linear_after_two_losses() {
         T_SPARSE + 240 * MS + 50 * MS
     );
 }
+
+#[test]
+fn a_lost_ack_makes_a_spurious_retransmission_and_it_is_counted() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    // Message 10 (sent at T = 6 s) arrives at T+50, but the server's ACK is lost. The RTO
+    // (120 ms) resends it at T+120; the copy arrives at T+170 and is a duplicate; the ACK
+    // that follows reaches the client at T+220 and names the first copy too: spurious.
+    let mut lab = lab("thin:min-rto=120ms");
+    let armed = Rc::new(Cell::new(false));
+    let trigger = Rc::clone(&armed);
+    let server = common::server_addr();
+    lab.pair.network.set_drop_filter(move |d| {
+        let hit = trigger.get() && d.from == server;
+        if hit {
+            trigger.set(false);
+        }
+        hit
+    });
+    for i in 0..16u64 {
+        let at = 1000 * MS + i * 500 * MS;
+        lab.send_at(at, 0, &[i as u8; 100]);
+        if i == 10 {
+            lab.run_until(at + 40 * MS);
+            armed.set(true);
+        }
+    }
+    lab.run_until(10_000 * MS);
+    assert_eq!(lab.server().delivered_at(0, 10), Some(T_SPARSE + 50 * MS));
+    let client = lab
+        .pair
+        .a
+        .endpoint
+        .connection_stats(lab.connection)
+        .unwrap();
+    assert_eq!(
+        (client.retransmissions, client.spurious_retransmissions),
+        (1, 1)
+    );
+    let on_server = lab.connection_on_server();
+    let server = lab.pair.b.endpoint.connection_stats(on_server).unwrap();
+    assert_eq!(server.duplicate_messages, 1);
+}
