@@ -257,3 +257,26 @@ fn mutated_packets_from_the_peer_address_never_panic_an_endpoint() {
     let stats = lab.pair.b.endpoint.stats();
     assert!(stats.garbage > 0);
 }
+
+#[test]
+fn a_lost_hello_is_sent_again_after_the_initial_rto() {
+    // Built by hand so that the first datagram can be lost before the handshake starts.
+    use latlab_link::sim::{Network, Pair};
+    let client = common::Node::new(Config::default(), 1, client_addr());
+    let server = common::Node::new(Config::server(), 2, server_addr());
+    let network = Network::new(0, one_way(50), one_way(50)).unwrap();
+    let mut pair = Pair::new(client, server, network);
+    let mut first = true;
+    pair.network
+        .set_drop_filter(move |_| std::mem::take(&mut first));
+    pair.a.endpoint.connect(0, server_addr());
+    pair.drive_until(3000 * MS);
+    // Hello again at 1 s (RFC 6298's initial RTO), then four 50 ms trips.
+    let connected = pair
+        .a
+        .events
+        .iter()
+        .find_map(|(at, e)| matches!(e, Event::Connected { .. }).then_some(*at));
+    assert_eq!(connected, Some(1200 * MS));
+    assert_eq!(pair.network.filtered(), 1);
+}

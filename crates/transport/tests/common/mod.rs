@@ -186,7 +186,7 @@ impl Lab {
             pair: Pair::new(a, b, network),
             connection,
         };
-        for step in 1..=100 {
+        for step in 1..=500 {
             lab.pair.drive_until(step * 10 * MS);
             if lab
                 .client()
@@ -197,7 +197,7 @@ impl Lab {
                 return lab;
             }
         }
-        panic!("not connected after 1 s");
+        panic!("not connected after 5 s");
     }
 
     pub(crate) fn client(&self) -> &Node {
