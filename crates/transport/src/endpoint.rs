@@ -30,6 +30,18 @@ impl SplitMix {
     }
 }
 
+/// The server's cookie key; its `Debug` does not show it.
+struct CookieKey(SipHasher24);
+
+impl std::fmt::Debug for CookieKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CookieKey(..)")
+    }
+}
+
+/// Shortest buffer [`Endpoint::poll_transmit`] takes.
+pub const MIN_TRANSMIT_BUF: usize = 200;
+
 /// A latlab transport endpoint: any number of connections over one UDP socket, sans-IO.
 ///
 /// Call order, as quinn-proto's `Endpoint`/`Connection`: hand every datagram that arrives to
@@ -41,7 +53,7 @@ impl SplitMix {
 pub struct Endpoint {
     config: Config,
     rng: SplitMix,
-    cookie_key: SipHasher24,
+    cookie_key: CookieKey,
     connections: BTreeMap<ConnectionHandle, Connection>,
     by_id: HashMap<u64, ConnectionHandle>,
     next_handle: u64,
@@ -59,7 +71,11 @@ impl Endpoint {
     ///
     /// If `config.mtu` is below 200 or there are more than 256 channels.
     pub fn new(config: Config, seed: u64) -> Endpoint {
-        assert!(config.mtu >= 200, "mtu {} is below 200", config.mtu);
+        assert!(
+            config.mtu >= MIN_TRANSMIT_BUF,
+            "mtu {} is below {MIN_TRANSMIT_BUF}",
+            config.mtu
+        );
         assert!(config.channels.len() <= 256, "at most 256 channels");
         let mut rng = SplitMix(seed);
         let mut key = [0u8; 16];
@@ -68,7 +84,7 @@ impl Endpoint {
         Endpoint {
             config,
             rng,
-            cookie_key: SipHasher24::new_with_key(&key),
+            cookie_key: CookieKey(SipHasher24::new_with_key(&key)),
             connections: BTreeMap::new(),
             by_id: HashMap::new(),
             next_handle: 0,
@@ -236,7 +252,7 @@ impl Endpoint {
         input[at..at + 2].copy_from_slice(&from.port().to_be_bytes());
         input[at + 2..at + 10].copy_from_slice(&id.to_be_bytes());
         input[at + 10..at + 14].copy_from_slice(&epoch.to_be_bytes());
-        self.cookie_key.hash(&input[..at + 14])
+        self.cookie_key.0.hash(&input[..at + 14])
     }
 
     fn epoch(&self, now: u64) -> u32 {
@@ -353,7 +369,15 @@ impl Endpoint {
     /// Writes the next packet due into `buf` (which should hold [`Config::mtu`] bytes; a
     /// shorter one limits the packet): where it goes and how long it is, or `None` if
     /// nothing is due at `now`.
+    ///
+    /// # Panics
+    ///
+    /// If `buf` is shorter than [`MIN_TRANSMIT_BUF`] bytes.
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        assert!(
+            buf.len() >= MIN_TRANSMIT_BUF,
+            "poll_transmit needs a buffer of at least {MIN_TRANSMIT_BUF} bytes"
+        );
         if let Some((to, bytes)) = self.answers.pop_front() {
             buf[..bytes.len()].copy_from_slice(&bytes);
             self.stats.packets_sent += 1;

@@ -89,7 +89,7 @@ mod recv;
 mod rtt;
 
 pub use config::{ChannelConfig, ChannelKind, Config, LossRule, ParseRecoveryError, Recovery};
-pub use endpoint::Endpoint;
+pub use endpoint::{Endpoint, MIN_TRANSMIT_BUF};
 
 /// Names a connection of an [`Endpoint`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
