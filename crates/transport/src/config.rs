@@ -225,7 +225,10 @@ pub struct Config {
     pub cookie_epoch_ns: u64,
     /// Longest message `send` accepts (bytes).
     pub max_message_len: usize,
-    /// Bytes of incomplete messages a connection holds for reassembly.
+    /// Bytes of incomplete messages a connection holds for reassembly (room for a whole
+    /// message is set aside at its first fragment; a message that finds no room waits for
+    /// its fragments to come again). One message larger than this is still taken when no
+    /// other is being reassembled.
     pub max_reassembly_bytes: usize,
     /// Bytes of unacknowledged messages a connection holds before `send` refuses more.
     pub max_send_buffer_bytes: usize,

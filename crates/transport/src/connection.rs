@@ -177,6 +177,7 @@ impl Connection {
             receiver: Receiver::new(
                 config.channels.iter().map(|c| c.kind),
                 config.max_reassembly_bytes,
+                Self::fragment_len(config.mtu),
             ),
             last_received: now,
             last_eliciting_sent: now,

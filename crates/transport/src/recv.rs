@@ -151,6 +151,8 @@ struct Partial {
     parts: Vec<Option<Vec<u8>>>,
     missing: usize,
     bytes: usize,
+    /// Bytes set aside for the whole message when its first fragment arrived (≥ `bytes`).
+    reserved: usize,
     reliable: bool,
 }
 
@@ -182,8 +184,13 @@ pub(crate) enum Refused {
 pub(crate) struct Receiver {
     channels: Vec<(ChannelKind, Channel)>,
     partials: HashMap<(u8, u32), Partial>,
+    /// Sum of the partials' reservations, ≤ `max_partial_bytes` unless one message alone
+    /// is larger.
     partial_bytes: usize,
     max_partial_bytes: usize,
+    /// Length of a fragment that is not the last one, as this side would cut it; reserves
+    /// room for a message whose last fragment arrives first.
+    fragment_len: usize,
     pub(crate) delivered: VecDeque<Delivery>,
 }
 
@@ -191,6 +198,7 @@ impl Receiver {
     pub(crate) fn new(
         kinds: impl Iterator<Item = ChannelKind>,
         max_partial_bytes: usize,
+        fragment_len: usize,
     ) -> Receiver {
         let channels = kinds
             .map(|kind| {
@@ -213,6 +221,7 @@ impl Receiver {
             partials: HashMap::new(),
             partial_bytes: 0,
             max_partial_bytes,
+            fragment_len,
             delivered: VecDeque::new(),
         }
     }
@@ -265,18 +274,29 @@ impl Receiver {
         }
         let key = (channel, message);
         if !self.partials.contains_key(&key) {
-            if self.partial_bytes + payload.len() > self.max_partial_bytes {
+            // Room for the whole message is set aside at its first fragment, so that the
+            // messages being reassembled can always complete: a new one waits (its packet is
+            // refused and comes again) rather than starving them.
+            let per_fragment = if fragment + 1 < fragments {
+                payload.len()
+            } else {
+                self.fragment_len.max(payload.len())
+            };
+            let reserve = usize::from(fragments) * per_fragment;
+            if self.partial_bytes + reserve > self.max_partial_bytes {
                 self.evict_unreliable();
             }
-            if self.partial_bytes + payload.len() > self.max_partial_bytes {
+            if self.partial_bytes + reserve > self.max_partial_bytes && !self.partials.is_empty() {
                 return Err(Refused::NoRoom);
             }
             let partial = Partial {
                 parts: vec![None; usize::from(fragments)],
                 missing: usize::from(fragments),
                 bytes: 0,
+                reserved: reserve,
                 reliable: kind.is_reliable(),
             };
+            self.partial_bytes += reserve;
             self.partials.insert(key, partial);
         }
         let room = self.max_partial_bytes.saturating_sub(self.partial_bytes);
@@ -291,17 +311,20 @@ impl Receiver {
             stats.duplicate_messages += 1;
             return Ok(());
         }
-        if payload.len() > room {
+        // Fragments longer than the reservation (a peer that cuts differently) need room.
+        let extra = (partial.bytes + payload.len()).saturating_sub(partial.reserved);
+        if extra > room {
             return Err(Refused::NoRoom);
         }
         *slot = Some(payload.to_vec());
         partial.missing -= 1;
         partial.bytes += payload.len();
-        self.partial_bytes += payload.len();
+        partial.reserved += extra;
+        self.partial_bytes += extra;
         if partial.missing == 0 {
             // The key was present a moment ago.
             let partial = self.partials.remove(&key).expect("partial present");
-            self.partial_bytes -= partial.bytes;
+            self.partial_bytes -= partial.reserved;
             let data = partial.parts.into_iter().flatten().flatten().collect();
             self.complete(channel, message, data, stats);
         }
@@ -313,7 +336,7 @@ impl Receiver {
         let before = self.partials.len();
         self.partials.retain(|_, p| p.reliable);
         if self.partials.len() != before {
-            self.partial_bytes = self.partials.values().map(|p| p.bytes).sum();
+            self.partial_bytes = self.partials.values().map(|p| p.reserved).sum();
         }
     }
 
@@ -371,7 +394,7 @@ impl Receiver {
         }
         seen.insert(message);
         if let Some(partial) = self.partials.remove(&(channel, message)) {
-            self.partial_bytes -= partial.bytes;
+            self.partial_bytes -= partial.reserved;
         }
         self.delivered
             .push_back(Delivery::Expired { channel, message });

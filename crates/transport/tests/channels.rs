@@ -230,3 +230,29 @@ fn closing_tells_the_peer() {
         }
     ));
 }
+
+#[test]
+fn reassembly_stays_within_its_memory_bound_and_refused_fragments_come_again() {
+    // The server holds at most 4 000 bytes of incomplete messages. Message 0 (3 000 bytes, 3
+    // fragments) loses its middle fragment once, so it sits incomplete while message 1's
+    // fragments arrive: the second of those would pass the bound, so its packet is refused and
+    // not acknowledged. Both messages arrive whole in the end.
+    let server = Config {
+        max_reassembly_bytes: 4_000,
+        ..Config::server()
+    };
+    let mut lab = Lab::connect(Config::default(), server, one_way(50), one_way(50));
+    lab.lose_copies(1, 0, Some(1), 1);
+    let first: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+    let second: Vec<u8> = (0..3000u32).map(|i| (i / 3) as u8).collect();
+    lab.send_at(1000 * MS, 1, &first);
+    lab.send_at(1000 * MS, 1, &second);
+    lab.run_until(5000 * MS);
+    let mut got = lab.server().messages(1);
+    got.sort_by_key(|m| m.1);
+    assert_eq!(got.len(), 2);
+    assert_eq!((&got[0].2, &got[1].2), (&first, &second));
+    let on_server = lab.connection_on_server();
+    let stats = lab.pair.b.endpoint.connection_stats(on_server).unwrap();
+    assert!(stats.reassembly_refused > 0, "the bound was reached");
+}
