@@ -17,7 +17,7 @@
 //!
 //! [`Packet`] is the view of the header, [`Repr`] its representation, and [`Frames`] walks
 //! the frames of a payload, each parsed into a [`Frame`]. Parsing never panics: any bytes give
-//! `Ok` or an [`Error`](crate::Error). The format is canonical: reserved bits, padding and
+//! `Ok` or an [`Error`]. The format is canonical: reserved bits, padding and
 //! unused values are refused, so a parsed frame re-emits to the bytes it came from.
 
 use crate::{be, Error, Result};
