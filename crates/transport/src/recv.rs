@@ -11,6 +11,10 @@ use crate::ConnectionStats;
 /// them counts as a duplicate).
 const KEPT_RANGES: usize = 64;
 
+/// Ranges ending more than this many packet numbers below the largest received are no longer
+/// reported: the peer has long had them acknowledged, or declared them lost.
+const ACK_HISTORY: u64 = 64;
+
 /// Received packet numbers and the ACK owed for them.
 #[derive(Debug, Default)]
 pub(crate) struct Received {
@@ -94,7 +98,13 @@ impl Received {
         let max = u64::from(u32::MAX);
         let mut ranges = AckRanges::new();
         let mut prev_lo: Option<u64> = None;
-        for &(lo, hi) in self.ranges.iter().rev().take(MAX_ACK_RANGES) {
+        let largest = self.ranges.back().map_or(0, |&(_, hi)| hi);
+        let recent = self
+            .ranges
+            .iter()
+            .rev()
+            .take_while(|&&(_, hi)| hi + ACK_HISTORY >= largest);
+        for &(lo, hi) in recent.take(MAX_ACK_RANGES) {
             if prev_lo.is_some_and(|p| p - hi - 1 > max) {
                 break;
             }

@@ -106,7 +106,13 @@ impl Connection {
             packet_number: self.next_pn,
         };
         let mut at = HEADER_LEN;
-        if let Some((ranges, delay_us)) = self.received.ack(now) {
+        // An ACK rides along only when one is owed (an ack-eliciting packet arrived since the
+        // last): ACK-only packets from the peer are never acknowledged.
+        let ack = self
+            .received
+            .ack_deadline
+            .and_then(|_| self.received.ack(now));
+        if let Some((ranges, delay_us)) = ack {
             at += Frame::Ack { delay_us, ranges }.emit(&mut buf[at..]);
             self.received.ack_deadline = None;
             self.received.unacked_eliciting = 0;
