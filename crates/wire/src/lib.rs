@@ -72,6 +72,7 @@ pub mod ethernet;
 pub mod game;
 pub mod ipv4;
 pub mod probe;
+pub mod transport;
 pub mod udp;
 pub mod udp_frame;
 

@@ -1,0 +1,473 @@
+//! The endpoint: demultiplexes datagrams by connection id, answers handshakes statelessly,
+//! and hands out packets, timers and events in quinn's verb set.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+
+use latlab_wire::transport::{self as wire, Frame, HEADER_LEN, HELLO_MIN_LEN};
+use siphasher::sip::SipHasher24;
+
+use crate::connection::{ConnEvent, Connection, State};
+use crate::recv::Delivery;
+use crate::{
+    Config, ConnectionHandle, ConnectionStats, EndpointStats, Event, MessageId, SendError, Transmit,
+};
+
+/// Handshake answers waiting to be sent; more are dropped (counted).
+const MAX_QUEUED_ANSWERS: usize = 256;
+
+/// splitmix64: the endpoint's deterministic randomness.
+#[derive(Debug)]
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// The server's cookie key; its `Debug` does not show it.
+struct CookieKey(SipHasher24);
+
+impl std::fmt::Debug for CookieKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CookieKey(..)")
+    }
+}
+
+/// Shortest buffer [`Endpoint::poll_transmit`] takes.
+pub const MIN_TRANSMIT_BUF: usize = 200;
+
+/// A latlab transport endpoint: any number of connections over one UDP socket, sans-IO.
+///
+/// Call order, as quinn-proto's `Endpoint`/`Connection`: hand every datagram that arrives to
+/// [`Endpoint::handle_datagram`]; after any call, drain [`Endpoint::poll_transmit`] (send
+/// each packet) and [`Endpoint::poll_event`]; sleep until [`Endpoint::poll_timeout`] and then
+/// call [`Endpoint::handle_timeout`]. Time is `now` in ns from any fixed origin, never going
+/// back; the endpoint reads no clock and draws its randomness from the seed.
+#[derive(Debug)]
+pub struct Endpoint {
+    config: Config,
+    rng: SplitMix,
+    cookie_key: CookieKey,
+    connections: BTreeMap<ConnectionHandle, Connection>,
+    by_id: HashMap<u64, ConnectionHandle>,
+    next_handle: u64,
+    answers: VecDeque<(SocketAddr, Vec<u8>)>,
+    events: VecDeque<Event>,
+    stats: EndpointStats,
+    /// Round robin: the connection polled first by the next `poll_transmit`.
+    turn: u64,
+}
+
+impl Endpoint {
+    /// An endpoint with `config`; `seed` draws connection ids and the cookie key.
+    ///
+    /// # Panics
+    ///
+    /// If `config.mtu` is below 200 or there are more than 256 channels.
+    pub fn new(config: Config, seed: u64) -> Endpoint {
+        assert!(
+            config.mtu >= MIN_TRANSMIT_BUF,
+            "mtu {} is below {MIN_TRANSMIT_BUF}",
+            config.mtu
+        );
+        assert!(config.channels.len() <= 256, "at most 256 channels");
+        let mut rng = SplitMix(seed);
+        let mut key = [0u8; 16];
+        key[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
+        key[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
+        Endpoint {
+            config,
+            rng,
+            cookie_key: CookieKey(SipHasher24::new_with_key(&key)),
+            connections: BTreeMap::new(),
+            by_id: HashMap::new(),
+            next_handle: 0,
+            answers: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: EndpointStats::default(),
+            turn: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Opens a connection to `remote`; [`Event::Connected`] follows once the server accepted.
+    /// Messages may be sent at once; they leave after the handshake.
+    pub fn connect(&mut self, now: u64, remote: SocketAddr) -> ConnectionHandle {
+        let id = loop {
+            let id = self.rng.next_u64();
+            if id != 0 && !self.by_id.contains_key(&id) {
+                break id;
+            }
+        };
+        self.insert(Connection::new(now, id, remote, State::Hello, &self.config))
+    }
+
+    fn insert(&mut self, connection: Connection) -> ConnectionHandle {
+        let handle = ConnectionHandle(self.next_handle);
+        self.next_handle += 1;
+        self.by_id.insert(connection.id, handle);
+        self.connections.insert(handle, connection);
+        handle
+    }
+
+    /// Sends `data` on `channel` of `connection`.
+    pub fn send(
+        &mut self,
+        now: u64,
+        connection: ConnectionHandle,
+        channel: u8,
+        data: &[u8],
+    ) -> Result<MessageId, SendError> {
+        self.send_inner(now, connection, channel, data, false)
+    }
+
+    /// Like [`Endpoint::send`], but the message is urgent: it goes out twice, the second copy
+    /// [`Recovery::duplicate_spacing_ns`](crate::Recovery::duplicate_spacing_ns) after the
+    /// first unless acknowledged by then (when the policy's `duplicate_urgent` is on).
+    pub fn send_urgent(
+        &mut self,
+        now: u64,
+        connection: ConnectionHandle,
+        channel: u8,
+        data: &[u8],
+    ) -> Result<MessageId, SendError> {
+        self.send_inner(now, connection, channel, data, true)
+    }
+
+    fn send_inner(
+        &mut self,
+        now: u64,
+        handle: ConnectionHandle,
+        channel: u8,
+        data: &[u8],
+        urgent: bool,
+    ) -> Result<MessageId, SendError> {
+        let config = &self.config;
+        let connection = self
+            .connections
+            .get_mut(&handle)
+            .ok_or(SendError::UnknownConnection)?;
+        if !connection.is_open() {
+            return Err(SendError::Closed);
+        }
+        if usize::from(channel) >= config.channels.len() {
+            return Err(SendError::UnknownChannel(channel));
+        }
+        let max = config
+            .max_message_len
+            .min(Connection::fragment_len(config.mtu) * usize::from(u16::MAX));
+        if data.len() > max {
+            return Err(SendError::TooLong {
+                len: data.len(),
+                max,
+            });
+        }
+        if connection.outgoing_bytes() + data.len() > config.max_send_buffer_bytes {
+            return Err(SendError::BufferFull);
+        }
+        connection.stats.messages_sent += 1;
+        let number = connection.send(now, channel, data, urgent, config);
+        Ok(MessageId(number))
+    }
+
+    /// Closes `connection` with the application's `code`: a CLOSE frame goes out once (if it
+    /// is lost, the peer's idle timeout closes its side) and [`Event::Closed`] follows.
+    pub fn close(&mut self, _now: u64, connection: ConnectionHandle, code: u16) {
+        if let Some(c) = self.connections.get_mut(&connection) {
+            c.close(code);
+        }
+        self.collect_events();
+    }
+
+    /// The remote address of `connection`.
+    pub fn remote(&self, connection: ConnectionHandle) -> Option<SocketAddr> {
+        self.connections.get(&connection).map(|c| c.remote)
+    }
+
+    /// Counters of the endpoint.
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+
+    /// Counters and estimates of `connection`, `None` once it is gone.
+    pub fn connection_stats(&self, connection: ConnectionHandle) -> Option<ConnectionStats> {
+        self.connections
+            .get(&connection)
+            .map(|c| c.stats_now(&self.config))
+    }
+
+    /// Hands over a datagram that arrived at `now` from `from`. Garbage, foreign connection
+    /// ids and bad handshakes are counted ([`EndpointStats`]) and dropped; nothing here
+    /// panics or creates state for an unproven address.
+    pub fn handle_datagram(&mut self, now: u64, from: SocketAddr, bytes: &[u8]) {
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += bytes.len() as u64;
+        let mut frames = Vec::new();
+        let Ok(header) = wire::parse_packet(bytes, |f| frames.push(f)) else {
+            self.stats.garbage += 1;
+            return;
+        };
+        if header.connection_id == 0 || frames.is_empty() {
+            self.stats.garbage += 1;
+            return;
+        }
+        if header.packet_number == 0 {
+            self.handle_handshake(now, from, bytes.len(), header.connection_id, &frames);
+        } else {
+            match self.by_id.get(&header.connection_id) {
+                Some(&handle) if self.connections[&handle].remote == from => {
+                    let connection = self.connections.get_mut(&handle).expect("indexed");
+                    connection.stats.packets_received += 1;
+                    connection.stats.bytes_received += bytes.len() as u64;
+                    connection.handle_packet(now, header, &frames, &self.config);
+                }
+                _ => self.stats.foreign += 1,
+            }
+        }
+        self.collect_events();
+    }
+
+    fn cookie_mac(&self, from: SocketAddr, id: u64, epoch: u32) -> u64 {
+        let mut input = [0u8; 16 + 2 + 8 + 4];
+        let at = match from.ip() {
+            IpAddr::V4(ip) => {
+                input[..4].copy_from_slice(&ip.octets());
+                4
+            }
+            IpAddr::V6(ip) => {
+                input[..16].copy_from_slice(&ip.octets());
+                16
+            }
+        };
+        input[at..at + 2].copy_from_slice(&from.port().to_be_bytes());
+        input[at + 2..at + 10].copy_from_slice(&id.to_be_bytes());
+        input[at + 10..at + 14].copy_from_slice(&epoch.to_be_bytes());
+        self.cookie_key.0.hash(&input[..at + 14])
+    }
+
+    fn epoch(&self, now: u64) -> u32 {
+        (now / self.config.cookie_epoch_ns.max(1)) as u32
+    }
+
+    fn handle_handshake(
+        &mut self,
+        now: u64,
+        from: SocketAddr,
+        len: usize,
+        id: u64,
+        frames: &[Frame<'_>],
+    ) {
+        let drops = &mut self.stats.handshake_drops;
+        if frames.len() != 1 {
+            drops.malformed += 1;
+            return;
+        }
+        let answer = match frames[0] {
+            Frame::Hello { .. } => {
+                if !self.config.accept_connections {
+                    drops.not_a_server += 1;
+                    return;
+                }
+                if len < HELLO_MIN_LEN {
+                    drops.hello_too_short += 1;
+                    return;
+                }
+                let epoch = self.epoch(now);
+                let mac = self.cookie_mac(from, id, epoch);
+                Frame::Challenge { epoch, mac }
+            }
+            Frame::HelloCookie { epoch, mac } => {
+                if !self.config.accept_connections {
+                    drops.not_a_server += 1;
+                    return;
+                }
+                if mac != self.cookie_mac(from, id, epoch) {
+                    self.stats.handshake_drops.bad_cookie += 1;
+                    return;
+                }
+                let current = self.epoch(now);
+                if epoch != current && epoch.wrapping_add(1) != current {
+                    self.stats.handshake_drops.expired_cookie += 1;
+                    return;
+                }
+                match self.by_id.get(&id) {
+                    // Our Accept was lost: say it again.
+                    Some(&h) if self.connections[&h].remote == from => {}
+                    Some(_) => {
+                        self.stats.handshake_drops.id_in_use += 1;
+                        return;
+                    }
+                    None => {
+                        let connection =
+                            Connection::new(now, id, from, State::Established, &self.config);
+                        let handle = self.insert(connection);
+                        self.stats.accepted += 1;
+                        self.events.push_back(Event::Accepted {
+                            connection: handle,
+                            remote: from,
+                        });
+                    }
+                }
+                Frame::Accept
+            }
+            Frame::Challenge { epoch, mac } => {
+                match self.client_in_handshake(id, from) {
+                    Some(c) => c.handle_challenge(now, epoch, mac),
+                    None => self.stats.handshake_drops.unexpected += 1,
+                }
+                return;
+            }
+            Frame::Accept => {
+                match self.client_in_handshake(id, from) {
+                    Some(c) => c.handle_accept(now),
+                    None => self.stats.handshake_drops.unexpected += 1,
+                }
+                return;
+            }
+            _ => {
+                drops.malformed += 1;
+                return;
+            }
+        };
+        if self.answers.len() >= MAX_QUEUED_ANSWERS {
+            self.stats.handshake_drops.answer_queue_full += 1;
+            return;
+        }
+        let header = wire::Repr {
+            ack_immediately: false,
+            connection_id: id,
+            packet_number: 0,
+        };
+        let mut bytes = vec![0u8; HEADER_LEN + answer.buffer_len()];
+        header.emit(&mut wire::Packet::new_unchecked(&mut bytes[..]));
+        answer.emit(&mut bytes[HEADER_LEN..]);
+        debug_assert!(
+            bytes.len() <= len,
+            "an answer is never larger than its request"
+        );
+        self.answers.push_back((from, bytes));
+    }
+
+    fn client_in_handshake(&mut self, id: u64, from: SocketAddr) -> Option<&mut Connection> {
+        let handle = *self.by_id.get(&id)?;
+        let connection = self.connections.get_mut(&handle)?;
+        (connection.remote == from
+            && matches!(connection.state, State::Hello | State::Cookie { .. }))
+        .then_some(connection)
+    }
+
+    /// Writes the next packet due into `buf` (which should hold [`Config::mtu`] bytes; a
+    /// shorter one limits the packet): where it goes and how long it is, or `None` if
+    /// nothing is due at `now`.
+    ///
+    /// # Panics
+    ///
+    /// If `buf` is shorter than [`MIN_TRANSMIT_BUF`] bytes.
+    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        assert!(
+            buf.len() >= MIN_TRANSMIT_BUF,
+            "poll_transmit needs a buffer of at least {MIN_TRANSMIT_BUF} bytes"
+        );
+        if let Some((to, bytes)) = self.answers.pop_front() {
+            buf[..bytes.len()].copy_from_slice(&bytes);
+            self.stats.packets_sent += 1;
+            self.stats.bytes_sent += bytes.len() as u64;
+            return Some(Transmit {
+                to,
+                len: bytes.len(),
+            });
+        }
+        let limit = buf.len().min(self.config.mtu);
+        let handles: Vec<ConnectionHandle> = self
+            .connections
+            .range(ConnectionHandle(self.turn)..)
+            .chain(self.connections.range(..ConnectionHandle(self.turn)))
+            .map(|(&h, _)| h)
+            .collect();
+        for handle in handles {
+            let connection = self.connections.get_mut(&handle).expect("listed");
+            if let Some(len) = connection.poll_transmit(now, &mut buf[..limit], &self.config) {
+                self.turn = handle.0 + 1;
+                self.stats.packets_sent += 1;
+                self.stats.bytes_sent += len as u64;
+                let to = connection.remote;
+                self.collect_events();
+                return Some(Transmit { to, len });
+            }
+        }
+        self.collect_events();
+        None
+    }
+
+    /// The earliest time [`Endpoint::handle_timeout`] is wanted, if ever.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.connections
+            .values()
+            .filter_map(|c| c.poll_timeout(&self.config))
+            .min()
+    }
+
+    /// Serves every timer due at `now`: retransmission timeouts, loss timers, delayed ACKs,
+    /// deadlines, duplicates, keep-alives and idle timeouts.
+    pub fn handle_timeout(&mut self, now: u64) {
+        for connection in self.connections.values_mut() {
+            connection.handle_timeout(now, &self.config);
+        }
+        self.collect_events();
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Moves the connections' events to the endpoint's queue and forgets drained connections.
+    fn collect_events(&mut self) {
+        let mut gone = Vec::new();
+        for (&handle, connection) in &mut self.connections {
+            while let Some(event) = connection.events.pop_front() {
+                self.events.push_back(match event {
+                    ConnEvent::Connected => Event::Connected { connection: handle },
+                    ConnEvent::Delivered(Delivery::Message {
+                        channel,
+                        message,
+                        data,
+                    }) => Event::Message {
+                        connection: handle,
+                        channel,
+                        message: MessageId(message),
+                        data,
+                    },
+                    ConnEvent::Delivered(Delivery::Expired { channel, message })
+                    | ConnEvent::Expired { channel, message } => Event::Expired {
+                        connection: handle,
+                        channel,
+                        message: MessageId(message),
+                    },
+                    ConnEvent::Closed(reason) => Event::Closed {
+                        connection: handle,
+                        reason,
+                    },
+                });
+            }
+            if connection.state == State::Drained {
+                gone.push(handle);
+            }
+        }
+        for handle in gone {
+            if let Some(connection) = self.connections.remove(&handle) {
+                self.by_id.remove(&connection.id);
+            }
+        }
+    }
+}
