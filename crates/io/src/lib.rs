@@ -43,6 +43,7 @@ pub mod packet;
 mod poll;
 pub mod port;
 pub mod signal;
+pub mod tcp;
 mod sockopt;
 pub mod tsc;
 pub mod udp;
