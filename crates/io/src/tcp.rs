@@ -32,6 +32,10 @@ pub struct TcpInfo {
     pub rtt_us: u32,
     /// The current retransmission timeout, microseconds (`tcpi_rto`).
     pub rto_us: u32,
+    /// Segments sent and not yet acknowledged (`tcpi_unacked`).
+    pub unacked: u32,
+    /// Bytes written by the application and not yet sent (`tcpi_notsent_bytes`).
+    pub notsent_bytes: u32,
 }
 
 /// `TCPI_OPT_TIMESTAMPS` of `tcpi_options`.
@@ -41,7 +45,12 @@ const TCPI_OPT_TIMESTAMPS: u8 = 1;
 pub fn tcp_info(socket: &impl AsRawFd) -> io::Result<TcpInfo> {
     // SAFETY: `tcp_info` is plain integers, for which all zero bytes are a valid value.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    sockopt::get(socket.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, &mut info)?;
+    sockopt::get(
+        socket.as_raw_fd(),
+        libc::IPPROTO_TCP,
+        libc::TCP_INFO,
+        &mut info,
+    )?;
     Ok(TcpInfo {
         segs_out: u64::from(info.tcpi_segs_out),
         segs_in: u64::from(info.tcpi_segs_in),
@@ -52,6 +61,8 @@ pub fn tcp_info(socket: &impl AsRawFd) -> io::Result<TcpInfo> {
         timestamps: info.tcpi_options & TCPI_OPT_TIMESTAMPS != 0,
         rtt_us: info.tcpi_rtt,
         rto_us: info.tcpi_rto,
+        unacked: info.tcpi_unacked,
+        notsent_bytes: info.tcpi_notsent_bytes,
     })
 }
 

@@ -39,6 +39,7 @@ pub mod plot;
 pub mod report;
 pub mod results;
 pub mod serve;
+pub mod stream;
 pub mod study;
 pub mod table;
 pub mod topology;
