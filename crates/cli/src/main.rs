@@ -34,6 +34,7 @@ mod progress;
 mod report;
 mod serve;
 mod signals;
+mod stream;
 mod study;
 
 use anyhow::Result;
@@ -69,6 +70,10 @@ enum Command {
     /// Run a study.
     #[command(subcommand)]
     Study(study::StudyCommand),
+    /// One thin stream of messages over a real transport (udp, tcp, enet, kcp, quic): a
+    /// receiver, and a sender that measures one-way application latency and bytes on the wire.
+    #[command(subcommand)]
+    Stream(stream::StreamCommand),
     /// Remove what runs that ended without cleaning up (kill -9) left behind: network
     /// namespaces whose owner is gone, and partial results in the folders given.
     Clean(clean::CleanArgs),
@@ -112,6 +117,7 @@ fn main() {
         Command::Report(a) => report::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Study(s) => study::run(s),
+        Command::Stream(s) => stream::run(s),
         Command::Emu(a) => emu::run(*a),
         Command::Clean(a) => clean::run(a),
     };

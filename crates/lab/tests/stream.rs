@@ -107,3 +107,64 @@ fn every_transport_delivers_every_message_on_loopback() {
         assert_eq!(report.runs[0].outcome, "ok", "{transport}");
     }
 }
+
+#[test]
+fn garbage_datagrams_and_connections_do_not_stop_the_receiver() {
+    for transport in ["udp", "tcp", "enet", "kcp", "quic", "quic:datagrams"] {
+        let receiver =
+            Receiver::bind(&recv_command("127.0.0.1:0".parse().unwrap(), transport)).unwrap();
+        let serving = Serving::start(receiver);
+        let addr = serving.addr;
+        let spray = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        // Between runs: datagrams of every length, and connections that are not a sender's.
+        for len in [0usize, 1, 4, 23, 24, 25, 48, 100, 1200, 1500] {
+            let junk: Vec<u8> = (0..len).map(|i| (i * 131 + len) as u8).collect();
+            spray.send_to(&junk, addr).unwrap();
+        }
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        std::io::Write::write_all(&mut c, b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        drop(c);
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        std::io::Write::write_all(&mut c, b"LLSTCTRL\xff\xff\xff\xff").unwrap();
+        drop(c);
+        // During a run: garbage at the run's own port every millisecond.
+        let done = Arc::new(Stop::new());
+        let d = done.clone();
+        let sprayer = std::thread::spawn(move || {
+            let mut n = 0u32;
+            while !d.is_raised() {
+                let junk: Vec<u8> = (0..(n % 200) as usize)
+                    .map(|i| (i as u32 ^ n) as u8)
+                    .collect();
+                let _ = spray.send_to(&junk, addr);
+                n += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let command = send_command(addr, transport, 300, Duration::from_millis(2));
+        let summary = send::run(&command, &Stop::new(), &mut |l| eprintln!("{l}"));
+        done.raise();
+        sprayer.join().unwrap();
+        let summary = summary.unwrap();
+        assert_delivered(&summary, 300);
+        assert_eq!(summary.delivered, 300, "{transport}");
+        // And the receiver still serves the next run.
+        let again = send::run(
+            &send_command(addr, transport, 50, Duration::from_millis(2)),
+            &Stop::new(),
+            &mut |l| eprintln!("{l}"),
+        )
+        .unwrap();
+        assert_eq!(again.delivered, 50, "{transport}");
+        let report = serving.finish();
+        assert_eq!(report.runs.len(), 2, "{transport}");
+        assert!(report.bad_connections >= 2, "{transport}: {report:?}");
+        assert!(report.stray_datagrams >= 1, "{transport}: {report:?}");
+        if transport == "udp" {
+            assert!(
+                summary.malformed > 0,
+                "udp hands garbage to the tally, which counts it"
+            );
+        }
+    }
+}

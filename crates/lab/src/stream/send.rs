@@ -15,7 +15,7 @@ use super::control::{self, ControlReader, Start, ToReceiver, ToSender};
 use super::message::{Message, HEADER_LEN, MAX_LEN};
 use super::summary::{StreamSummary, WireReport};
 use super::tcp::{configure, RtoMinGuard};
-use super::transport::{SenderSetup, TransportSpec};
+use super::transport::{SenderSetup, TcpOptions, TransportSpec};
 use super::wire::udp_overhead;
 use crate::command::{check_writable, CommandError};
 use crate::results::write_atomic;
@@ -126,6 +126,22 @@ pub fn run(
     command.check()?;
     let target = command.target;
     let spec = &command.transport;
+    // Modified TCP's minimum RTO is per namespace: set it (only in a lab namespace) before
+    // anything opens, and put it back when the run is over.
+    let mut settings = Vec::new();
+    let _rto_min = match spec {
+        TransportSpec::Tcp(TcpOptions {
+            rto_min: Some(rto), ..
+        }) => {
+            let guard = RtoMinGuard::set(*rto).map_err(CommandError::Options)?;
+            settings.push(format!(
+                "net.ipv4.tcp_rto_min_us={} in the sender's network namespace",
+                rto.as_micros()
+            ));
+            Some(guard)
+        }
+        _ => None,
+    };
     let no_receiver = |what: &str| CommandError::setup(format!("--target {target}: {what}"));
     let mut ctl = TcpStream::connect_timeout(&target, Duration::from_secs(3))
         .map_err(no_receiver("no latlab stream recv answers there"))?;
@@ -161,7 +177,7 @@ pub fn run(
             })
             .transpose()?,
         ToSender::Refused { reason } => {
-            return Err(CommandError::Usage(format!(
+            return Err(CommandError::Options(format!(
                 "--transport {spec}: the receiver at {target} refused the run: {reason}"
             )))
         }
@@ -171,20 +187,11 @@ pub fn run(
             )))
         }
     };
-    let mut settings = Vec::new();
-    let mut _rto_min = None;
     let mut setup = SenderSetup {
         certificate,
         tcp: None,
     };
     if let TransportSpec::Tcp(options) = spec {
-        if let Some(rto) = options.rto_min {
-            _rto_min = Some(RtoMinGuard::set(rto).map_err(CommandError::Usage)?);
-            settings.push(format!(
-                "net.ipv4.tcp_rto_min_us={} in the sender's network namespace",
-                rto.as_micros()
-            ));
-        }
         let socket = socket2::Socket::new(
             socket2::Domain::for_address(target),
             socket2::Type::STREAM,

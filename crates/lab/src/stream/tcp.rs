@@ -185,18 +185,13 @@ impl Drop for RtoMinGuard {
 }
 
 /// Whether this thread's network namespace is one of the lab's: named in `/run/netns` and
-/// marked with the lab's owner lock (`/run/latlab/<name>.lock`).
+/// marked with the lab's owner lock (`/run/latlab/<name>.lock`). The host's namespace never
+/// is: the lab only names namespaces it made.
 fn in_lab_namespace() -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(own) = fs::metadata("/proc/thread-self/ns/net") else {
         return false;
     };
-    let Ok(host) = fs::metadata("/proc/1/ns/net") else {
-        return false;
-    };
-    if own.ino() == host.ino() && own.dev() == host.dev() {
-        return false;
-    }
     let Ok(names) = fs::read_dir("/run/netns") else {
         return false;
     };
