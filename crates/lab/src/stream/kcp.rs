@@ -89,6 +89,8 @@ impl KcpEndpoint {
         } else {
             kcp.set_nodelay(false, 40, 0, false);
         }
+        // KCP's clock starts at 0 with a first update, before anything is sent.
+        kcp.update(0).map_err(kcp_error)?;
         Ok(KcpEndpoint {
             kcp,
             shared,
@@ -118,12 +120,8 @@ fn kcp_error(e: kcp::Error) -> io::Error {
 
 impl Endpoint for KcpEndpoint {
     fn send(&mut self, message: &[u8]) -> io::Result<()> {
-        self.kcp.send(message).map_err(kcp_error)?;
-        // KCP sends at its next update; make sure one has run so that it is scheduled.
-        if self.start.elapsed() < Duration::from_millis(1) {
-            self.update()?;
-        }
-        Ok(())
+        // Queued: KCP sends it at its next update (`poll`), as it is meant to run.
+        self.kcp.send(message).map(|_| ()).map_err(kcp_error)
     }
 
     fn poll(&mut self, wait: Duration, deliver: &mut dyn FnMut(&[u8])) -> io::Result<()> {

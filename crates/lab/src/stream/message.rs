@@ -204,4 +204,36 @@ mod tests {
         d.push(&[8]);
         assert_eq!(d.next_frame(), Ok(Some(&[9u8, 8][..])));
     }
+
+    #[test]
+    fn any_bytes_in_any_pieces_give_frames_or_an_error_never_a_panic() {
+        // A small linear congruential generator: the same bytes on every run.
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (x >> 33) as u32
+        };
+        for _ in 0..2_000 {
+            let len = (next() % 300) as usize;
+            let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            // Small length prefixes now and then, so whole frames come out too.
+            if len >= 4 && next() % 2 == 0 {
+                bytes[..4].copy_from_slice(&(next() % 64).to_be_bytes());
+            }
+            let _ = Message::parse(&bytes);
+            let mut d = Deframer::new();
+            for piece in bytes.chunks(1 + (next() % 17) as usize) {
+                d.push(piece);
+                loop {
+                    match d.next_frame() {
+                        Ok(Some(m)) => {
+                            assert!(m.len() <= MAX_LEN);
+                            let _ = Message::parse(m);
+                        }
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+            }
+        }
+    }
 }
