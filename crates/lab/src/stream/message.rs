@@ -224,14 +224,9 @@ mod tests {
             let mut d = Deframer::new();
             for piece in bytes.chunks(1 + (next() % 17) as usize) {
                 d.push(piece);
-                loop {
-                    match d.next_frame() {
-                        Ok(Some(m)) => {
-                            assert!(m.len() <= MAX_LEN);
-                            let _ = Message::parse(m);
-                        }
-                        Ok(None) | Err(_) => break,
-                    }
+                while let Ok(Some(m)) = d.next_frame() {
+                    assert!(m.len() <= MAX_LEN);
+                    let _ = Message::parse(m);
                 }
             }
         }
