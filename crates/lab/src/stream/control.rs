@@ -18,7 +18,7 @@ use latlab_stats::hdrhistogram::serialization::{Deserializer, Serializer, V2Seri
 use latlab_stats::LatencyHistogram;
 use serde::{Deserialize, Serialize};
 
-use super::message::Message;
+use super::message;
 use super::wire::WireCounts;
 
 /// The hello of a control connection.
@@ -291,7 +291,7 @@ impl Tally {
 
     /// Counts one delivery at `now_ns` (`CLOCK_REALTIME`).
     pub fn deliver(&mut self, bytes: &[u8], now_ns: u64) {
-        let m = match Message::parse(bytes) {
+        let m = match message::parse(bytes) {
             Ok(m) if m.run == self.run && m.seq < self.messages => m,
             _ => {
                 self.counts.malformed += 1;
@@ -333,7 +333,7 @@ mod tests {
 
     fn message(run: u32, seq: u64, sent_ns: u64) -> Vec<u8> {
         let mut b = vec![0u8; 40];
-        Message { run, seq, sent_ns }.emit(&mut b);
+        message::emit(&message::Message { run, seq, sent_ns }, &mut b);
         b
     }
 

@@ -1,89 +1,46 @@
 //! The messages `latlab stream` sends, and their framing on byte streams.
 //!
-//! A message is a 24-byte header — magic `LLSM`, the run's id, the sequence number and the
-//! *application send time* (ns of `CLOCK_REALTIME`, the intended time of the schedule) — padded
-//! with zeros to the message size. On a byte stream (TCP, a QUIC stream) each message goes in a
-//! frame: a 4-byte big-endian length, then the message. Parsing never panics: bytes that are
-//! not a message are an error the receiver counts.
+//! The format is [`latlab_wire::stream`]: a 24-byte header — magic `LLSM`, the run's id, the
+//! sequence number and the *application send time* (ns of `CLOCK_REALTIME`, the intended time
+//! of the schedule) — padded with zeros to the message size; on a byte stream (TCP, a QUIC
+//! stream) each message goes in a frame, a 4-byte big-endian length and then the message.
+//! This module adds what a sender and a receiver do with it: [`emit`] a message into a buffer,
+//! [`parse`] any bytes (never panics), [`frame`] a message onto a stream, and cut a stream back
+//! into messages ([`Deframer`]), whatever pieces it arrives in.
 
-/// Bytes of the message header; the smallest message size.
-pub const HEADER_LEN: usize = 24;
-/// The largest message: what one UDP datagram carries.
-pub const MAX_LEN: usize = 65_507;
-/// Bytes of a frame's length prefix on a byte stream.
-pub const FRAME_PREFIX: usize = 4;
+use latlab_wire::stream::{self as wire, Packet};
 
-const MAGIC: [u8; 4] = *b"LLSM";
+pub use latlab_wire::stream::{
+    Repr as Message, FRAME_PREFIX_LEN as FRAME_PREFIX, HEADER_LEN, MAX_MESSAGE_LEN as MAX_LEN,
+};
 
-/// One message's header.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Message {
-    /// The run it belongs to (the receiver ignores other runs' messages).
-    pub run: u32,
-    /// Its place in the schedule, from 0.
-    pub seq: u64,
-    /// When the application meant to send it, ns since the Unix epoch (`CLOCK_REALTIME`).
-    pub sent_ns: u64,
+/// Why bytes are not a message: shorter than the header, or not starting with `LLSM`.
+pub type MessageError = latlab_wire::Error;
+
+/// Writes `message`'s header into the start of `buf` (the padding after it is left as it is).
+///
+/// # Panics
+/// When `buf` is shorter than [`HEADER_LEN`]: message sizes are checked before a run.
+pub fn emit(message: &Message, buf: &mut [u8]) {
+    message.emit(&mut Packet::new_unchecked(buf));
 }
 
-/// Why bytes are not a message of this run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum MessageError {
-    /// Shorter than the header.
-    #[error("shorter than the {HEADER_LEN}-byte header")]
-    Short,
-    /// The first four bytes are not `LLSM`.
-    #[error("not a latlab stream message")]
-    NotAMessage,
-}
-
-impl Message {
-    /// Writes the header into the start of `buf` and zeros the rest (the padding).
-    ///
-    /// # Panics
-    /// When `buf` is shorter than [`HEADER_LEN`]: message sizes are checked before a run.
-    pub fn emit(&self, buf: &mut [u8]) {
-        buf[..4].copy_from_slice(&MAGIC);
-        buf[4..8].copy_from_slice(&self.run.to_be_bytes());
-        buf[8..16].copy_from_slice(&self.seq.to_be_bytes());
-        buf[16..24].copy_from_slice(&self.sent_ns.to_be_bytes());
-        buf[HEADER_LEN..].fill(0);
-    }
-
-    /// Reads the header of `bytes` (any bytes: never panics).
-    pub fn parse(bytes: &[u8]) -> Result<Message, MessageError> {
-        let header: &[u8; HEADER_LEN] = bytes
-            .get(..HEADER_LEN)
-            .and_then(|h| h.try_into().ok())
-            .ok_or(MessageError::Short)?;
-        if header[..4] != MAGIC {
-            return Err(MessageError::NotAMessage);
-        }
-        let word = |range: std::ops::Range<usize>| {
-            let mut b = [0u8; 8];
-            b[8 - range.len()..].copy_from_slice(&header[range]);
-            u64::from_be_bytes(b)
-        };
-        Ok(Message {
-            run: word(4..8) as u32,
-            seq: word(8..16),
-            sent_ns: word(16..24),
-        })
-    }
+/// Reads the header of `bytes` (any bytes: never panics).
+pub fn parse(bytes: &[u8]) -> Result<Message, MessageError> {
+    Message::parse(&Packet::new_unchecked(bytes))
 }
 
 /// Appends `message` to `out` as one frame: its length (4 bytes, big-endian), then its bytes.
 pub fn frame(message: &[u8], out: &mut Vec<u8>) {
-    debug_assert!(message.len() <= MAX_LEN);
-    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    out.extend_from_slice(&wire::frame_prefix(message.len()));
     out.extend_from_slice(message);
 }
 
 /// A frame whose length prefix is out of range: the byte stream is not latlab's, and nothing
 /// after it can be trusted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("a frame of {0} bytes (at most {MAX_LEN})")]
-pub struct FrameError(pub u32);
+#[error("a frame longer than {MAX_LEN} bytes")]
+pub struct FrameError;
 
 /// Cuts a byte stream back into the frames [`frame`] made, whatever pieces it arrives in.
 #[derive(Debug, Default)]
@@ -115,20 +72,16 @@ impl Deframer {
             self.start = 0;
         }
         let rest = &self.buf[self.start..];
-        let Some(prefix) = rest.get(..FRAME_PREFIX) else {
+        let Some(len) = wire::parse_frame_prefix(rest).map_err(|_| FrameError)? else {
             return Ok(None);
         };
-        let len = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
-        if len as usize > MAX_LEN {
-            return Err(FrameError(len));
-        }
-        let end = FRAME_PREFIX + len as usize;
+        let end = FRAME_PREFIX + len;
         if rest.len() < end {
             return Ok(None);
         }
         let at = self.start + FRAME_PREFIX;
         self.start += end;
-        Ok(Some(&self.buf[at..at + len as usize]))
+        Ok(Some(&self.buf[at..at + len]))
     }
 
     /// Bytes held that do not yet make a whole frame.
@@ -143,13 +96,13 @@ mod tests {
 
     #[test]
     fn a_message_is_its_header_padded_to_its_size() {
-        let mut buf = [0xffu8; 32];
+        let mut buf = [0u8; 32];
         let m = Message {
             run: 0x0102_0304,
             seq: 5,
             sent_ns: 0x1122_3344_5566_7788,
         };
-        m.emit(&mut buf);
+        emit(&m, &mut buf);
         assert_eq!(
             buf,
             [
@@ -157,18 +110,18 @@ mod tests {
                 0x55, 0x66, 0x77, 0x88, 0, 0, 0, 0, 0, 0, 0, 0
             ]
         );
-        assert_eq!(Message::parse(&buf), Ok(m));
-        assert_eq!(Message::parse(&buf[..HEADER_LEN]), Ok(m));
+        assert_eq!(parse(&buf), Ok(m));
+        assert_eq!(parse(&buf[..HEADER_LEN]), Ok(m));
     }
 
     #[test]
     fn bytes_that_are_not_a_message_are_refused_not_panicked_on() {
-        assert_eq!(Message::parse(&[]), Err(MessageError::Short));
-        assert_eq!(Message::parse(b"LLSM"), Err(MessageError::Short));
-        assert_eq!(Message::parse(&[0u8; 64]), Err(MessageError::NotAMessage));
+        assert_eq!(parse(&[]), Err(MessageError::Truncated));
+        assert_eq!(parse(b"LLSM"), Err(MessageError::Truncated));
+        assert_eq!(parse(&[0u8; 64]), Err(MessageError::BadMagic));
         for len in 0..40 {
             let junk: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
-            let _ = Message::parse(&junk);
+            let _ = parse(&junk);
         }
     }
 
@@ -197,7 +150,7 @@ mod tests {
     fn a_length_prefix_beyond_the_largest_message_ends_the_stream() {
         let mut d = Deframer::new();
         d.push(&[0, 1, 0, 0, 9, 9]);
-        assert_eq!(d.next_frame(), Err(FrameError(65_536)));
+        assert_eq!(d.next_frame(), Err(FrameError));
         let mut d = Deframer::new();
         d.push(&[0, 0, 0, 2, 9]);
         assert_eq!(d.next_frame(), Ok(None));
@@ -220,13 +173,13 @@ mod tests {
             if len >= 4 && next() % 2 == 0 {
                 bytes[..4].copy_from_slice(&(next() % 64).to_be_bytes());
             }
-            let _ = Message::parse(&bytes);
+            let _ = parse(&bytes);
             let mut d = Deframer::new();
             for piece in bytes.chunks(1 + (next() % 17) as usize) {
                 d.push(piece);
                 while let Ok(Some(m)) = d.next_frame() {
                     assert!(m.len() <= MAX_LEN);
-                    let _ = Message::parse(m);
+                    let _ = parse(m);
                 }
             }
         }

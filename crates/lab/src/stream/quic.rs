@@ -22,7 +22,7 @@ use quinn_proto::{
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-use super::message::{frame, Deframer, Message};
+use super::message::{self, frame, Deframer};
 use super::transport::Endpoint;
 use super::wire::{CountingSocket, WireCounts};
 
@@ -321,7 +321,7 @@ impl QuicEndpoint {
                     self.unacked.remove(&u64::from_be_bytes(seq));
                 }
             } else {
-                if let Ok(m) = Message::parse(&datagram) {
+                if let Ok(m) = message::parse(&datagram) {
                     let _ = conn
                         .datagrams()
                         .send(Bytes::copy_from_slice(&m.seq.to_be_bytes()), true);
@@ -372,7 +372,7 @@ impl Endpoint for QuicEndpoint {
             ));
         };
         if self.datagrams {
-            let seq = Message::parse(message)
+            let seq = message::parse(message)
                 .map_err(|e| io::Error::other(format!("quic:datagrams: {e}")))?
                 .seq;
             let max = conn.datagrams().max_size().unwrap_or(0);

@@ -12,7 +12,7 @@ use latlab_stats::hlog::HlogWriter;
 use latlab_stats::{ccdf, Summary};
 
 use super::control::{self, ControlReader, Start, ToReceiver, ToSender};
-use super::message::{Message, HEADER_LEN, MAX_LEN};
+use super::message::{self, Message, HEADER_LEN, MAX_LEN};
 use super::summary::{StreamSummary, WireReport};
 use super::tcp::{configure, RtoMinGuard};
 use super::transport::{SenderSetup, TcpOptions, TransportSpec};
@@ -231,12 +231,12 @@ pub fn run(
         let now = now_ns();
         let due = start_ns + next * interval_ns;
         if now >= due {
-            Message {
+            let header = Message {
                 run,
                 seq: next,
                 sent_ns: due,
-            }
-            .emit(&mut buf);
+            };
+            message::emit(&header, &mut buf);
             endpoint.send(&buf).map_err(failed)?;
             next += 1;
             continue;
