@@ -49,7 +49,7 @@ impl Identity {
             .map_err(|e| io::Error::other(format!("quic: making a certificate: {e}")))?;
         Ok(Identity {
             certificate: made.cert.der().to_vec(),
-            key: made.signing_key.serialize_der(),
+            key: made.key_pair.serialize_der(),
         })
     }
 

@@ -4,7 +4,7 @@
 //! Nothing from the network stops it: a connection that is not a sender's, a run that breaks
 //! off, a garbage datagram, are counted (and logged), and the receiver goes on with the next.
 
-use std::io::{self, Write};
+use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -308,8 +308,7 @@ impl Receiver {
                             Err(e) => e.to_string(),
                         }
                     ));
-                    // A sender waiting behind this run is told to come back later.
-                    let _ = data.write_all(&[]);
+                    // Dropped here: closing it is all the answer it gets.
                 }
             }
         }

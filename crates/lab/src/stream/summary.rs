@@ -67,6 +67,10 @@ pub struct WireReport {
     pub udp_baseline_bytes: u64,
     /// (forward + reverse bytes) / `udp_baseline_bytes`.
     pub bytes_ratio: f64,
+    /// The messages' own bytes: `sent × size` (the UDP payload of plain UDP).
+    pub payload_bytes: u64,
+    /// (forward + reverse bytes) / `payload_bytes`: wire bytes per byte of message.
+    pub payload_ratio: f64,
     /// (forward + reverse packets) / messages sent.
     pub packets_per_message: f64,
 }
@@ -89,11 +93,14 @@ impl WireReport {
                 num as f64 / den as f64
             }
         };
+        let payload_bytes = sent * size as u64;
         WireReport {
             forward,
             reverse,
             udp_baseline_bytes,
             bytes_ratio: ratio(forward.bytes + reverse.bytes, udp_baseline_bytes),
+            payload_bytes,
+            payload_ratio: ratio(forward.bytes + reverse.bytes, payload_bytes),
             packets_per_message: ratio(forward.packets + reverse.packets, sent),
         }
     }
@@ -164,8 +171,8 @@ impl StreamSummary {
         row(
             "wire vs plain UDP",
             format!(
-                "{:.2}× the bytes, {:.2} packets per message",
-                w.bytes_ratio, w.packets_per_message
+                "{:.2}× the bytes ({:.2}× the messages' own), {:.2} packets per message",
+                w.bytes_ratio, w.payload_ratio, w.packets_per_message
             ),
         );
         for s in &self.settings {
@@ -211,6 +218,8 @@ mod tests {
         assert_eq!(r.udp_baseline_bytes, 12_800);
         assert!((r.bytes_ratio - (14_080.0 + 5_200.0) / 12_800.0).abs() < 1e-12);
         assert!((r.packets_per_message - 2.1).abs() < 1e-12);
+        assert_eq!(r.payload_bytes, 10_000);
+        assert!((r.payload_ratio - 1.928).abs() < 1e-12);
         let empty = WireReport::new(WireCounts::default(), WireCounts::default(), 0, 100, 28);
         assert_eq!(empty.bytes_ratio, 0.0);
     }
