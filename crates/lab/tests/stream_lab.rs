@@ -177,12 +177,11 @@ fn every_transport_delivers_1000_messages_through_a_10ms_1_percent_loss_link() {
         if s.reliable {
             assert_eq!(s.lost, 0, "{t} is reliable");
             assert_eq!(s.failure, None, "{t}");
-            // 1% loss each way: the transport had to send something again.
-            assert!(
-                s.wire.forward.packets > MESSAGES / 10,
-                "{t}: {:?}",
-                s.wire.forward
-            );
+            // 1% loss each way over 1000 messages: a transport that counts its retransmissions
+            // made some (all but KCP count them).
+            if let Some(r) = s.wire.forward.retransmissions {
+                assert!(r > 0, "{t}: {:?}", s.wire.forward);
+            }
         } else {
             // About 1% lost (10 expected of 1000; fewer than 1 or more than 40 would say the
             // link or the count is wrong).
@@ -194,14 +193,11 @@ fn every_transport_delivers_1000_messages_through_a_10ms_1_percent_loss_link() {
     // Plain UDP puts exactly its datagrams on the wire, one per message.
     assert_eq!(by("udp").wire.forward.packets, MESSAGES);
     assert_eq!(by("udp").wire.reverse.packets, 0);
-    // TCP tells its retransmissions: 1% loss over 1000 segments makes some.
-    for tcp in ["tcp:cc=cubic", "tcp:cc=reno,thin", "tcp:cc=bbr"] {
-        assert!(
-            by(tcp).wire.forward.retransmissions.unwrap() > 0,
-            "{tcp}: {:?}",
-            by(tcp).wire.forward
-        );
+    // TCP, ENet and QUIC tell their retransmissions; KCP does not.
+    for told in ["tcp:cc=cubic", "enet", "quic", "quic:datagrams"] {
+        assert!(by(told).wire.forward.retransmissions.is_some(), "{told}");
     }
+    assert_eq!(by("kcp:mode=fast").wire.forward.retransmissions, None);
 }
 
 #[test]
