@@ -64,7 +64,8 @@ pub(crate) struct SendArgs {
     #[arg(long, value_name = "ADDR")]
     target: String,
     /// udp | tcp[:cc=reno|cubic|bbr][,thin][,rto_min=DUR] | enet[:unreliable] |
-    /// kcp[:mode=fast|normal] | quic[:datagrams]. The receiver must run the same.
+    /// kcp[:mode=fast|normal] | quic[:datagrams]. The receiver must run the same. (udt and
+    /// sctp are refused: no maintained UDT crate, no SCTP in this kernel.)
     #[arg(long, value_name = "T", value_parser = parse_transport)]
     transport: TransportSpec,
     /// Bytes per message (the paper's thin streams: 100), 24 to 65507.
