@@ -220,3 +220,41 @@ fn a_sender_and_a_receiver_on_loopback_write_their_results() {
     assert_eq!(r["runs"].as_array().unwrap().len(), 1, "{r}");
     assert_eq!(r["bad_connections"], 1, "{r}");
 }
+
+#[test]
+fn ctrl_c_ends_a_send_early_with_what_it_measured_and_exit_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let recv = RecvProcess::start(&["--transport", "tcp", "--runs", "1"]);
+    let json = dir.path().join("send.json");
+    let mut send = Command::new(cargo_bin("latlab"))
+        .args(["stream", "send", "--target", &recv.addr.to_string()])
+        .args([
+            "--transport",
+            "tcp",
+            "--interval",
+            "5ms",
+            "--duration",
+            "30s",
+        ])
+        .args(["--json", json.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let sent = Command::new("kill")
+        .args(["-s", "INT", &send.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = send.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("stopped early by Ctrl-C"), "{stderr}");
+    let s = common::read_json(&json);
+    assert_eq!(s["stopped_early"], true);
+    let sent = s["sent"].as_u64().unwrap();
+    assert!((1..6000).contains(&sent), "{sent}");
+    assert_eq!(s["delivered"].as_u64().unwrap(), sent, "{s}");
+    assert_eq!(s["failure"], serde_json::Value::Null);
+}

@@ -110,6 +110,15 @@ impl SendCommand {
     }
 }
 
+/// Why the run failed, if it did: a reliable transport that did not deliver every message
+/// sent. (An unreliable one only loses them: that is measured, not a failure.)
+pub fn failure(spec: &TransportSpec, sent: u64, delivered: u64) -> Option<String> {
+    let lost = sent.saturating_sub(delivered);
+    (spec.is_reliable() && lost > 0).then(|| {
+        format!("{spec} is reliable but {lost} of {sent} messages never reached the application")
+    })
+}
+
 /// A run's id: different for every run a receiver serves (time and process mixed).
 fn run_id() -> u32 {
     let t = now_ns();
@@ -288,9 +297,7 @@ pub fn run(
     let latency = control::histogram_from_hex(&results.histogram_hex)
         .map_err(no_receiver("the receiver's results"))?;
     let lost = sent.saturating_sub(results.delivered);
-    let failure = (spec.is_reliable() && lost > 0).then(|| {
-        format!("{spec} is reliable but {lost} of {sent} messages never reached the application")
-    });
+    let failure = failure(spec, sent, results.delivered);
     if let Some(f) = &failure {
         log(&format!("latlab stream: {f}"));
     }
@@ -343,4 +350,66 @@ pub fn run(
         write_atomic(path, &w.into_inner())?;
     }
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(edit: impl FnOnce(&mut SendCommand)) -> Result<(), String> {
+        let mut c = SendCommand::new("127.0.0.1:9".parse().unwrap(), TransportSpec::Udp);
+        edit(&mut c);
+        c.check().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_run_that_cannot_succeed_is_refused_before_anything_opens() {
+        assert_eq!(check(|_| {}), Ok(()));
+        assert_eq!(
+            check(|c| c.target = "127.0.0.1:0".parse().unwrap()),
+            Err("--target 127.0.0.1:0: port 0 cannot be sent to".into())
+        );
+        assert_eq!(
+            check(|c| c.size = 23),
+            Err("--size must be between 24 (the message header) and 65507 bytes, not 23".into())
+        );
+        assert_eq!(
+            check(|c| c.duration = Duration::from_millis(10)),
+            Err("--duration (10ms) must be at least one --interval (50ms)".into())
+        );
+        assert_eq!(
+            check(|c| {
+                c.interval = Duration::from_micros(10);
+                c.duration = Duration::from_secs(1000);
+            }),
+            Err(
+                "--duration / --interval makes 100000000 messages, more than the 10000000 a \
+                 run sends"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn the_schedule_holds_one_message_per_interval() {
+        let mut c = SendCommand::new("127.0.0.1:9".parse().unwrap(), TransportSpec::Udp);
+        c.interval = Duration::from_millis(5);
+        c.duration = Duration::from_secs(5);
+        assert_eq!(c.messages(), 1000);
+        c.duration = Duration::from_millis(5001);
+        assert_eq!(c.messages(), 1001);
+    }
+
+    #[test]
+    fn only_a_reliable_transport_that_loses_a_message_fails() {
+        let tcp: TransportSpec = "tcp".parse().unwrap();
+        assert_eq!(failure(&tcp, 1000, 1000), None);
+        assert_eq!(
+            failure(&tcp, 1000, 998).as_deref(),
+            Some("tcp is reliable but 2 of 1000 messages never reached the application")
+        );
+        assert_eq!(failure(&TransportSpec::Udp, 1000, 990), None);
+        let unreliable: TransportSpec = "enet:unreliable".parse().unwrap();
+        assert_eq!(failure(&unreliable, 1000, 990), None);
+    }
 }
