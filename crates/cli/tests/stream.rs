@@ -226,7 +226,7 @@ fn ctrl_c_ends_a_send_early_with_what_it_measured_and_exit_130() {
     let dir = tempfile::tempdir().unwrap();
     let recv = RecvProcess::start(&["--transport", "tcp", "--runs", "1"]);
     let json = dir.path().join("send.json");
-    let mut send = Command::new(cargo_bin("latlab"))
+    let send = Command::new(cargo_bin("latlab"))
         .args(["stream", "send", "--target", &recv.addr.to_string()])
         .args([
             "--transport",
