@@ -198,3 +198,65 @@ impl Endpoint for EnetEndpoint {
         self.host.flush();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_datagrams_never_panic_enet_and_a_sender_still_connects() {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = socket.local_addr().unwrap();
+        let mut receiver = EnetEndpoint::receiver(socket, 9, true).unwrap();
+        let spray = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut buf = [0u8; 300];
+        for round in 0..200 {
+            for _ in 0..100 {
+                let len = (next() % 300) as usize;
+                for b in &mut buf[..len] {
+                    *b = next() as u8;
+                }
+                if len >= 4 && next() % 2 == 0 {
+                    // "No peer yet" (peer id 0xfff, with or without the sent-time flag), then a
+                    // command number ENet knows (1..=12), so parsing goes past the header.
+                    buf[0] = if round % 2 == 0 { 0x0f } else { 0x8f };
+                    buf[1] = 0xff;
+                    let at = if round % 2 == 0 { 2 } else { 4 };
+                    if len > at {
+                        buf[at] = (1 + (next() % 12) as u8) | (next() as u8 & 0xc0);
+                    }
+                }
+                spray.send_to(&buf[..len], addr).unwrap();
+            }
+            receiver
+                .poll(Duration::from_millis(1), &mut |_| {})
+                .unwrap();
+        }
+        // The receiver still takes its run's connection and its messages.
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let d = done.clone();
+        let poller = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            while !d.load(std::sync::atomic::Ordering::Relaxed) || got.is_empty() {
+                receiver
+                    .poll(Duration::from_millis(2), &mut |m| got.push(m.to_vec()))
+                    .unwrap();
+            }
+            got
+        });
+        let mut sender = EnetEndpoint::sender(addr, 9, true, Duration::from_secs(5)).unwrap();
+        sender.send(b"still here").unwrap();
+        for _ in 0..50 {
+            sender.poll(Duration::from_millis(2), &mut |_| {}).unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(poller.join().unwrap(), vec![b"still here".to_vec()]);
+    }
+}
