@@ -43,7 +43,7 @@ impl std::fmt::Debug for Identity {
 }
 
 impl Identity {
-    /// A new self-signed certificate for [`SERVER_NAME`].
+    /// A new self-signed certificate for the name the sender asks for (`latlab-stream`).
     pub fn generate() -> io::Result<Identity> {
         let made = rcgen::generate_simple_self_signed(vec![SERVER_NAME.to_string()])
             .map_err(|e| io::Error::other(format!("quic: making a certificate: {e}")))?;
