@@ -137,7 +137,11 @@ fn command(target: SocketAddr, transport: &str) -> SendCommand {
     let mut c = SendCommand::new(target, transport.parse().unwrap());
     c.interval = EVERY;
     c.duration = EVERY * MESSAGES as u32;
-    c.grace = Duration::from_secs(3);
+    // The receiver ends a run as soon as every message is in; the grace only bounds a transport
+    // that falls behind the schedule while it catches up: KCP's normal mode, whose congestion
+    // window falls to one segment at every timeout, carries fewer than the 200 messages a second
+    // sent here through 1% loss, and delivers its backlog seconds after the last one was due.
+    c.grace = Duration::from_secs(20);
     c
 }
 
