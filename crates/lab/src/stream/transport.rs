@@ -114,17 +114,6 @@ impl TransportSpec {
         matches!(self, TransportSpec::Tcp(_))
     }
 
-    /// The transport's name without options.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            TransportSpec::Udp => "udp",
-            TransportSpec::Tcp(_) => "tcp",
-            TransportSpec::Enet { .. } => "enet",
-            TransportSpec::Kcp { .. } => "kcp",
-            TransportSpec::Quic { .. } => "quic",
-        }
-    }
-
     /// The sending side, connected to the receiver at `target` (`setup` from the receiver's
     /// answer to the start of the run; `run` the run's id). `tcp` takes the data connection the
     /// command made.
