@@ -37,6 +37,7 @@ mod report;
 mod rfc2544;
 mod serve;
 mod signals;
+mod stream;
 mod study;
 
 use anyhow::Result;
@@ -81,6 +82,10 @@ enum Command {
     /// Run a study.
     #[command(subcommand)]
     Study(study::StudyCommand),
+    /// One thin stream of messages over a real transport (udp, tcp, enet, kcp, quic): a
+    /// receiver, and a sender that measures one-way application latency and bytes on the wire.
+    #[command(subcommand)]
+    Stream(stream::StreamCommand),
     /// Remove what runs that ended without cleaning up (kill -9) left behind: network
     /// namespaces whose owner is gone, and partial results in the folders given.
     Clean(clean::CleanArgs),
@@ -125,6 +130,7 @@ fn main() {
         Command::Merge(a) => merge::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Study(s) => study::run(s),
+        Command::Stream(s) => stream::run(s),
         Command::Emu(a) => emu::run(*a),
         Command::Fwd(a) => fwd::run(a),
         Command::Rfc2544(a) => rfc2544::run(a),

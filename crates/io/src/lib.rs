@@ -44,6 +44,7 @@ mod poll;
 pub mod port;
 pub mod signal;
 mod sockopt;
+pub mod tcp;
 pub mod tsc;
 pub mod udp;
 pub mod xdp;

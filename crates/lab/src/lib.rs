@@ -2,7 +2,9 @@
 //!
 //! Every command of the `latlab` binary is a function here that takes checked options and
 //! returns a report whose files are already written: [`echo::run`], [`gen::run`],
-//! [`serve::run`], [`emu::run`], [`fwd::run`], [`rfc2544::run`], [`demo::run`], the studies ([`study::game_server::run`],
+//! [`serve::run`], [`emu::run`], [`fwd::run`], [`rfc2544::run`], [`demo::run`],
+//! [`stream::send::run`] and [`stream::recv::run`] (one thin stream over a real transport), the
+//! studies ([`study::game_server::run`],
 //! [`study::emulator::run`]) and [`report::run`]. Live counters and progress go through [`command::LiveView`] and
 //! [`demo::ProgressSink`], which the command line implements; the stop flag is a
 //! [`command::Stop`] the caller raises.
@@ -42,6 +44,7 @@ pub mod report;
 pub mod results;
 pub mod rfc2544;
 pub mod serve;
+pub mod stream;
 pub mod study;
 pub mod table;
 pub mod topology;

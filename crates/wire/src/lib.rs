@@ -1,5 +1,6 @@
 //! Wire formats spoken by latlab: Ethernet II, IPv4, UDP, the three composed
-//! ([`udp_frame`]), and the latlab probe header that travels as UDP payload.
+//! ([`udp_frame`]), the latlab probe header that travels as UDP payload, and the
+//! messages of `latlab stream` with their framing on byte streams ([`stream`]).
 //!
 //! Every format follows the same shape (borrowed from smoltcp's `wire`
 //! module):
@@ -72,6 +73,7 @@ pub mod ethernet;
 pub mod game;
 pub mod ipv4;
 pub mod probe;
+pub mod stream;
 pub mod transport;
 pub mod udp;
 pub mod udp_frame;

@@ -1,0 +1,260 @@
+//! `latlab stream` from the command line: flags, and a receiver and a sender as two processes
+//! on loopback.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+
+use assert_cmd::cargo::cargo_bin;
+
+fn fails(args: &[&str], code: i32, needle: &str) {
+    let out = assert_cmd::Command::new(cargo_bin("latlab"))
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: {stderr:?} lacks {needle:?}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn bad_flags_end_with_one_line_naming_the_flag() {
+    let send = [
+        "stream",
+        "send",
+        "--target",
+        "127.0.0.1:9",
+        "--duration",
+        "1s",
+    ];
+    let with = |extra: &[&'static str]| [&send[..], extra].concat();
+    fails(&with(&["--transport", "sctp"]), 2, "--transport");
+    fails(&with(&["--transport", "sctp"]), 2, "no SCTP");
+    fails(&with(&["--transport", "udt"]), 2, "no maintained UDT crate");
+    fails(&with(&["--transport", "tcp:cc=vegas"]), 2, "--transport");
+    fails(&with(&["--transport", "kcp:mode=turbo"]), 2, "--transport");
+    fails(&with(&["--transport", "udp", "--size", "10"]), 2, "--size");
+    fails(
+        &with(&["--transport", "udp", "--interval", "1us"]),
+        2,
+        "--interval",
+    );
+    fails(
+        &with(&["--transport", "udp", "--grace", "2m"]),
+        2,
+        "--grace",
+    );
+    fails(
+        &[
+            "stream",
+            "send",
+            "--target",
+            "127.0.0.1:9",
+            "--transport",
+            "udp",
+        ],
+        2,
+        "--duration",
+    );
+    fails(
+        &[
+            "stream",
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--transport",
+            "sctp",
+        ],
+        2,
+        "--transport",
+    );
+    fails(
+        &[
+            "stream",
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--transport",
+            "udp",
+            "--runs",
+            "0",
+        ],
+        2,
+        "--runs",
+    );
+    // Values that only fail together end with 1, as gen's do.
+    fails(
+        &with(&["--transport", "udp", "--interval", "2s"]),
+        1,
+        "--duration",
+    );
+    fails(
+        &[
+            "stream",
+            "send",
+            "--target",
+            "127.0.0.1:9",
+            "--transport",
+            "tcp:thin,rto_min=10ms",
+            "--duration",
+            "1s",
+        ],
+        1,
+        "only set inside a network namespace the lab made",
+    );
+}
+
+/// A `latlab stream recv` child process; killed (by its own id) on drop if still running.
+struct RecvProcess {
+    child: Child,
+    addr: SocketAddr,
+    /// Its stderr, kept open: it logs every run there.
+    _stderr: BufReader<std::process::ChildStderr>,
+}
+
+impl RecvProcess {
+    fn start(args: &[&str]) -> RecvProcess {
+        let mut child = Command::new(cargo_bin("latlab"))
+            .args(["stream", "recv", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        stderr.read_line(&mut line).unwrap();
+        let addr = line
+            .split_whitespace()
+            .skip_while(|w| *w != "on")
+            .nth(1)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        RecvProcess {
+            child,
+            addr,
+            _stderr: stderr,
+        }
+    }
+}
+
+impl Drop for RecvProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_sender_and_a_receiver_on_loopback_write_their_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let recv_json = dir.path().join("recv.json");
+    let mut recv = RecvProcess::start(&[
+        "--transport",
+        "enet",
+        "--runs",
+        "1",
+        "--json",
+        recv_json.to_str().unwrap(),
+    ]);
+    let target = recv.addr.to_string();
+    // A sender of another transport is refused, and the receiver goes on.
+    fails(
+        &[
+            "stream",
+            "send",
+            "--target",
+            &target,
+            "--transport",
+            "kcp",
+            "--duration",
+            "1s",
+        ],
+        1,
+        "refused the run: this receiver runs --transport enet, not kcp:mode=fast",
+    );
+    let json = dir.path().join("send.json");
+    let hlog = dir.path().join("send.hlog");
+    let out = assert_cmd::Command::new(cargo_bin("latlab"))
+        .args(["stream", "send", "--target", &target, "--transport", "enet"])
+        .args(["--size", "100", "--interval", "2ms", "--duration", "600ms"])
+        .args([
+            "--json",
+            json.to_str().unwrap(),
+            "--hlog",
+            hlog.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("wire vs plain UDP"), "{stdout}");
+    let s = common::read_json(&json);
+    assert_eq!(s["transport"], "enet");
+    assert_eq!(s["sent"], 300);
+    assert_eq!(s["delivered"], 300);
+    assert_eq!(s["lost"], 0);
+    assert_eq!(s["failure"], serde_json::Value::Null);
+    assert_eq!(s["latency_ns"]["count"], 300);
+    assert!(s["wire"]["forward"]["packets"].as_u64().unwrap() >= 300);
+    assert!(s["wire"]["reverse"]["packets"].as_u64().unwrap() > 0);
+    assert!(!s["ccdf"].as_array().unwrap().is_empty());
+    let intervals = latlab_stats::hlog::read_hlog(std::fs::File::open(&hlog).unwrap()).unwrap();
+    assert_eq!(intervals.len(), 1);
+    assert_eq!(intervals[0].histogram.len(), 300);
+    // One run served (the refused one is not a run): the receiver exits by itself.
+    let status = recv.child.wait().unwrap();
+    assert!(status.success());
+    let r = common::read_json(&recv_json);
+    assert_eq!(r["runs"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(r["bad_connections"], 1, "{r}");
+}
+
+#[test]
+fn ctrl_c_ends_a_send_early_with_what_it_measured_and_exit_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let recv = RecvProcess::start(&["--transport", "tcp", "--runs", "1"]);
+    let json = dir.path().join("send.json");
+    let send = Command::new(cargo_bin("latlab"))
+        .args(["stream", "send", "--target", &recv.addr.to_string()])
+        .args([
+            "--transport",
+            "tcp",
+            "--interval",
+            "5ms",
+            "--duration",
+            "30s",
+        ])
+        .args(["--json", json.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let sent = Command::new("kill")
+        .args(["-s", "INT", &send.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = send.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("stopped early by Ctrl-C"), "{stderr}");
+    let s = common::read_json(&json);
+    assert_eq!(s["stopped_early"], true);
+    let sent = s["sent"].as_u64().unwrap();
+    assert!((1..6000).contains(&sent), "{sent}");
+    assert_eq!(s["delivered"].as_u64().unwrap(), sent, "{s}");
+    assert_eq!(s["failure"], serde_json::Value::Null);
+}

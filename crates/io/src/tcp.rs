@@ -1,0 +1,176 @@
+//! TCP socket knobs and counters that the standard library and socket2 do not reach, for the
+//! thin-stream transports of `latlab stream`: `TCP_INFO` (what a connection put on the wire and
+//! how much it retransmitted), `TCP_CONGESTION`, `TCP_THIN_LINEAR_TIMEOUTS`, and a wait on
+//! several descriptors at once.
+//!
+//! Every function takes anything with a file descriptor and never keeps it.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use crate::sockopt;
+
+/// What `TCP_INFO` says about one connection, the fields a thin-stream comparison needs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpInfo {
+    /// Segments sent, retransmissions and pure acknowledgements included (`tcpi_segs_out`).
+    pub segs_out: u64,
+    /// Segments received (`tcpi_segs_in`).
+    pub segs_in: u64,
+    /// Payload bytes sent, retransmitted bytes included (`tcpi_bytes_sent`).
+    pub bytes_sent: u64,
+    /// Payload bytes retransmitted (`tcpi_bytes_retrans`).
+    pub bytes_retrans: u64,
+    /// Payload bytes received (`tcpi_bytes_received`).
+    pub bytes_received: u64,
+    /// Segments retransmitted over the connection's life (`tcpi_total_retrans`).
+    pub total_retrans: u64,
+    /// Whether TCP timestamps were negotiated: each segment then carries a 12-byte option.
+    pub timestamps: bool,
+    /// The smoothed round-trip time, microseconds (`tcpi_rtt`).
+    pub rtt_us: u32,
+    /// The current retransmission timeout, microseconds (`tcpi_rto`).
+    pub rto_us: u32,
+    /// Segments sent and not yet acknowledged (`tcpi_unacked`).
+    pub unacked: u32,
+    /// Bytes written by the application and not yet sent (`tcpi_notsent_bytes`).
+    pub notsent_bytes: u32,
+}
+
+/// `TCPI_OPT_TIMESTAMPS` of `tcpi_options`.
+const TCPI_OPT_TIMESTAMPS: u8 = 1;
+
+/// Reads `TCP_INFO` of a connected TCP socket.
+pub fn tcp_info(socket: &impl AsRawFd) -> io::Result<TcpInfo> {
+    // SAFETY: `tcp_info` is plain integers, for which all zero bytes are a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    sockopt::get(
+        socket.as_raw_fd(),
+        libc::IPPROTO_TCP,
+        libc::TCP_INFO,
+        &mut info,
+    )?;
+    Ok(TcpInfo {
+        segs_out: u64::from(info.tcpi_segs_out),
+        segs_in: u64::from(info.tcpi_segs_in),
+        bytes_sent: info.tcpi_bytes_sent,
+        bytes_retrans: info.tcpi_bytes_retrans,
+        bytes_received: info.tcpi_bytes_received,
+        total_retrans: u64::from(info.tcpi_total_retrans),
+        timestamps: info.tcpi_options & TCPI_OPT_TIMESTAMPS != 0,
+        rtt_us: info.tcpi_rtt,
+        rto_us: info.tcpi_rto,
+        unacked: info.tcpi_unacked,
+        notsent_bytes: info.tcpi_notsent_bytes,
+    })
+}
+
+/// Sets `TCP_CONGESTION` (`reno`, `cubic`, `bbr`, … as the kernel names them).
+pub fn set_congestion(socket: &impl AsRawFd, name: &str) -> io::Result<()> {
+    let fd = socket.as_raw_fd();
+    let bytes = name.as_bytes();
+    // SAFETY: we pass a pointer to `bytes` and its exact length; the kernel only reads them.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            bytes.as_ptr().cast(),
+            bytes.len() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Reads `TCP_CONGESTION`: the congestion control the socket runs.
+pub fn congestion(socket: &impl AsRawFd) -> io::Result<String> {
+    let mut name = [0u8; 16];
+    let len = sockopt::get(
+        socket.as_raw_fd(),
+        libc::IPPROTO_TCP,
+        libc::TCP_CONGESTION,
+        &mut name,
+    )?;
+    let name = &name[..len.min(name.len())];
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    Ok(String::from_utf8_lossy(&name[..end]).into_owned())
+}
+
+/// Sets `TCP_THIN_LINEAR_TIMEOUTS`: while fewer than four segments are in flight, the
+/// retransmission timeout is not doubled for the first six timeouts (RFC 6298's backoff
+/// left out for thin streams).
+pub fn set_thin_linear_timeouts(socket: &impl AsRawFd, on: bool) -> io::Result<()> {
+    let value = libc::c_int::from(on);
+    sockopt::set(
+        socket.as_raw_fd(),
+        libc::IPPROTO_TCP,
+        libc::TCP_THIN_LINEAR_TIMEOUTS,
+        &value,
+    )
+}
+
+/// Waits until one of `fds` can be read (or has an error or hang-up pending) or `timeout`
+/// passes (`None`: no limit); returns which can, in order (all `false` on timeout or when a
+/// signal ended the wait).
+pub fn wait_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<Vec<bool>> {
+    Ok(crate::poll::wait_in(fds, timeout)?
+        .into_iter()
+        .map(|revents| revents != 0)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn tcp_info_counts_the_bytes_a_connection_sent_and_received() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        client.write_all(&[7u8; 1000]).unwrap();
+        let mut got = [0u8; 1000];
+        server.read_exact(&mut got).unwrap();
+        let sent = tcp_info(&client).unwrap();
+        let received = tcp_info(&server).unwrap();
+        assert_eq!(sent.bytes_sent, 1000);
+        assert_eq!(received.bytes_received, 1000);
+        assert!(sent.segs_out >= 2, "SYN and at least one data segment");
+        assert_eq!(sent.total_retrans, 0);
+    }
+
+    #[test]
+    fn congestion_control_and_thin_timeouts_can_be_set() {
+        let socket = TcpStream::connect(
+            TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap(),
+        )
+        .unwrap();
+        set_congestion(&socket, "reno").unwrap();
+        assert_eq!(congestion(&socket).unwrap(), "reno");
+        assert!(set_congestion(&socket, "no-such-cc").is_err());
+        set_thin_linear_timeouts(&socket, true).unwrap();
+    }
+
+    #[test]
+    fn wait_readable_says_which_descriptor_has_data() {
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        b.send_to(b"x", a.local_addr().unwrap()).unwrap();
+        let fds = [a.as_raw_fd(), b.as_raw_fd()];
+        let ready = wait_readable(&fds, Some(Duration::from_secs(1))).unwrap();
+        assert_eq!(ready, vec![true, false]);
+        let mut buf = [0u8; 4];
+        a.recv(&mut buf).unwrap();
+        let ready = wait_readable(&fds, Some(Duration::from_millis(1))).unwrap();
+        assert_eq!(ready, vec![false, false]);
+    }
+}

@@ -1,0 +1,205 @@
+//! `tcp`: messages framed on one TCP connection (`TCP_NODELAY`), with the congestion control
+//! and the thin-stream knobs a user picks, and what `TCP_INFO` says it put on the wire.
+//!
+//! The socket is non-blocking; what the kernel's send buffer cannot take waits here, in order,
+//! so a blocked connection delays the messages behind it exactly as it would delay a game.
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use super::message::{frame, Deframer};
+use super::transport::{Endpoint, TcpOptions};
+use super::wire::{tcp_counts, WireCounts};
+
+/// Either side of a `tcp` run.
+#[derive(Debug)]
+pub struct TcpEndpoint {
+    stream: TcpStream,
+    /// Framed bytes the kernel has not taken yet.
+    pending: Vec<u8>,
+    deframer: Deframer,
+    /// The stream broke (a frame out of range, or the far end closed): nothing more is read.
+    broken: bool,
+    foreign: u64,
+    buf: Vec<u8>,
+}
+
+impl TcpEndpoint {
+    /// Drives `stream`, a connected data connection whose hello has been exchanged.
+    pub fn new(stream: TcpStream) -> io::Result<TcpEndpoint> {
+        stream.set_nodelay(true)?;
+        stream.set_nonblocking(true)?;
+        Ok(TcpEndpoint {
+            stream,
+            pending: Vec::new(),
+            deframer: Deframer::new(),
+            broken: false,
+            foreign: 0,
+            buf: vec![0; 64 * 1024],
+        })
+    }
+
+    /// Writes as much of `pending` as the kernel takes now.
+    fn flush(&mut self) -> io::Result<()> {
+        let mut written = 0;
+        while written < self.pending.len() {
+            match self.stream.write(&self.pending[written..]) {
+                Ok(0) => break,
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        self.pending.drain(..written);
+        Ok(())
+    }
+}
+
+impl Endpoint for TcpEndpoint {
+    fn send(&mut self, message: &[u8]) -> io::Result<()> {
+        frame(message, &mut self.pending);
+        self.flush()
+    }
+
+    fn poll(&mut self, wait: Duration, deliver: &mut dyn FnMut(&[u8])) -> io::Result<()> {
+        self.flush()?;
+        // While bytes wait for room in the send buffer, look again soon.
+        let wait = if self.pending.is_empty() {
+            wait
+        } else {
+            wait.min(Duration::from_micros(200))
+        };
+        if self.broken {
+            std::thread::sleep(wait);
+            return Ok(());
+        }
+        if !latlab_io::tcp::wait_readable(&[self.stream.as_raw_fd()], Some(wait))?[0] {
+            return Ok(());
+        }
+        loop {
+            match self.stream.read(&mut self.buf) {
+                Ok(0) => {
+                    self.broken = true;
+                    break;
+                }
+                Ok(n) => self.deframer.push(&self.buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        loop {
+            match self.deframer.next_frame() {
+                Ok(Some(message)) => deliver(message),
+                Ok(None) => break,
+                Err(_) => {
+                    // Not latlab's framing: nothing after it can be read as messages.
+                    self.foreign += self.deframer.pending() as u64;
+                    self.broken = true;
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn wire(&mut self) -> WireCounts {
+        let ipv6 = self.stream.local_addr().is_ok_and(|a| a.is_ipv6());
+        latlab_io::tcp::tcp_info(&self.stream)
+            .map(|info| tcp_counts(&info, ipv6))
+            .unwrap_or_default()
+    }
+
+    fn foreign(&self) -> u64 {
+        self.foreign
+    }
+
+    fn close(&mut self) {
+        let _ = self.stream.set_nonblocking(false);
+        let _ = self.stream.set_write_timeout(Some(Duration::from_secs(1)));
+        let _ = self.stream.write_all(&self.pending);
+        let _ = self.stream.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+/// Sets the socket options of `options` on a data connection's socket before it connects:
+/// `TCP_NODELAY`, the congestion control, `TCP_THIN_LINEAR_TIMEOUTS`. Returns what it set,
+/// for the result.
+pub fn configure(socket: &socket2::Socket, options: &TcpOptions) -> io::Result<Vec<String>> {
+    let mut set = vec!["TCP_NODELAY".to_string()];
+    socket.set_tcp_nodelay(true)?;
+    if let Some(cc) = &options.cc {
+        latlab_io::tcp::set_congestion(socket, cc)
+            .map_err(|e| io::Error::new(e.kind(), format!("TCP_CONGESTION {cc}: {e}")))?;
+    }
+    set.push(format!(
+        "TCP_CONGESTION {}",
+        latlab_io::tcp::congestion(socket)?
+    ));
+    if options.thin {
+        latlab_io::tcp::set_thin_linear_timeouts(socket, true)?;
+        set.push("TCP_THIN_LINEAR_TIMEOUTS 1".into());
+    }
+    Ok(set)
+}
+
+const RTO_MIN_US: &str = "/proc/sys/net/ipv4/tcp_rto_min_us";
+
+/// `net.ipv4.tcp_rto_min_us` set in this thread's network namespace for as long as it lives,
+/// put back on drop.
+#[derive(Debug)]
+pub struct RtoMinGuard {
+    old: String,
+}
+
+impl RtoMinGuard {
+    /// Sets `tcp_rto_min_us` to `rto_min`, only when this thread runs inside a network
+    /// namespace the lab made (never on the host).
+    pub fn set(rto_min: Duration) -> Result<RtoMinGuard, String> {
+        if !in_lab_namespace() {
+            return Err(format!(
+                "tcp: rto_min={}us: net.ipv4.tcp_rto_min_us is only set inside a network \
+                 namespace the lab made, never on the host (run the sender in one, as the \
+                 tests and studies do)",
+                rto_min.as_micros()
+            ));
+        }
+        let old = fs::read_to_string(RTO_MIN_US)
+            .map_err(|e| format!("{RTO_MIN_US}: {e} (this kernel has no tcp_rto_min_us)"))?;
+        fs::write(RTO_MIN_US, rto_min.as_micros().to_string())
+            .map_err(|e| format!("{RTO_MIN_US}: {e}"))?;
+        Ok(RtoMinGuard {
+            old: old.trim().to_string(),
+        })
+    }
+}
+
+impl Drop for RtoMinGuard {
+    fn drop(&mut self) {
+        let _ = fs::write(RTO_MIN_US, &self.old);
+    }
+}
+
+/// Whether this thread's network namespace is one of the lab's: named in `/run/netns` and
+/// marked with the lab's owner lock (`/run/latlab/<name>.lock`). The host's namespace never
+/// is: the lab only names namespaces it made.
+fn in_lab_namespace() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(own) = fs::metadata("/proc/thread-self/ns/net") else {
+        return false;
+    };
+    let Ok(names) = fs::read_dir("/run/netns") else {
+        return false;
+    };
+    names.flatten().any(|entry| {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        entry
+            .metadata()
+            .is_ok_and(|m| m.ino() == own.ino() && m.dev() == own.dev())
+            && crate::topology::lock_path(&name).exists()
+    })
+}

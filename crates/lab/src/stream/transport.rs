@@ -1,0 +1,349 @@
+//! The transports `latlab stream` drives, behind one trait.
+//!
+//! A [`TransportSpec`] is what a user names (`tcp:cc=cubic,thin`, `kcp:mode=normal`,
+//! `quic:datagrams`…); [`TransportSpec::open_sender`] and [`TransportSpec::open_receiver`] make
+//! an [`Endpoint`] of it. The command only ever talks to an `Endpoint`: hand it messages, poll
+//! it, read what it put on the wire. Adding a transport is one module with one `Endpoint`
+//! implementation, one variant here and one arm in each `open_*` (latlab's own transport,
+//! `crates/transport`, goes in this way).
+
+use std::fmt;
+use std::io;
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::wire::WireCounts;
+use super::{enet, kcp, quic, tcp, udp};
+
+/// One side of a transport's connection, as the stream command drives it.
+///
+/// Call order: [`send`](Endpoint::send) whenever a message is due (it never blocks: what the
+/// transport cannot take yet waits inside it, in order), and [`poll`](Endpoint::poll) in
+/// between, which does the I/O and the transport's timers and hands over every message that
+/// arrived whole.
+pub trait Endpoint: Send {
+    /// Hands one message to the transport.
+    fn send(&mut self, message: &[u8]) -> io::Result<()>;
+    /// Waits at most `wait` for the network, runs the transport's timers, sends what is due and
+    /// passes each message delivered to the application to `deliver`.
+    fn poll(&mut self, wait: Duration, deliver: &mut dyn FnMut(&[u8])) -> io::Result<()>;
+    /// What this side put on the wire so far.
+    fn wire(&mut self) -> WireCounts;
+    /// Datagrams or bytes from the network this side dropped because they were not its
+    /// transport's (garbage, another run's), counted and ignored.
+    fn foreign(&self) -> u64;
+    /// Ends the connection politely, as far as that takes no more than a moment.
+    fn close(&mut self);
+}
+
+/// A transport and its options, as a user names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransportSpec {
+    /// Plain UDP datagrams, no recovery: the baseline.
+    Udp,
+    /// TCP with `TCP_NODELAY`, messages framed on the byte stream.
+    Tcp(TcpOptions),
+    /// ENet 1.3 (`rusty_enet`), one channel.
+    Enet {
+        /// Reliable (ENet's reliable packets) or unreliable-sequenced.
+        reliable: bool,
+    },
+    /// KCP (`kcp`) over UDP.
+    Kcp {
+        /// KCP's "fast" mode (nodelay 1, interval 10, resend 2, nc 1) or its defaults.
+        fast: bool,
+    },
+    /// QUIC (`quinn-proto`, rustls with ring).
+    Quic {
+        /// Unreliable datagrams with retransmission by the application, instead of one
+        /// bidirectional stream.
+        datagrams: bool,
+    },
+}
+
+/// The options of `tcp`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TcpOptions {
+    /// `TCP_CONGESTION`; `None` keeps the system's default.
+    pub cc: Option<String>,
+    /// "Modified TCP" for thin streams: `TCP_THIN_LINEAR_TIMEOUTS` on the socket.
+    pub thin: bool,
+    /// `net.ipv4.tcp_rto_min_us` of the sender's network namespace (only inside a namespace
+    /// the lab made).
+    pub rto_min: Option<Duration>,
+}
+
+/// Transports named for the comparison that this machine or build cannot run: the one line
+/// that says why.
+const UNAVAILABLE: &[(&str, &str)] = &[
+    (
+        "sctp",
+        "sctp is not available: this kernel has no SCTP (socket(…, IPPROTO_SCTP) fails with \
+         EPROTONOSUPPORT)",
+    ),
+    (
+        "udt",
+        "udt is not available: there is no maintained UDT crate, and latlab does not build C++ \
+         libraries",
+    ),
+    (
+        "latlab",
+        "latlab (latlab's own transport) is not wired into stream in this build yet",
+    ),
+];
+
+/// The transports and their options, for `--help` and errors.
+pub const TRANSPORTS_HELP: &str = "udp | tcp[:cc=reno|cubic|bbr][,thin][,rto_min=DUR] | \
+     enet[:unreliable] | kcp[:mode=fast|normal] | quic[:datagrams]";
+
+impl TransportSpec {
+    /// Whether the transport delivers every message (a lost one is then a failure).
+    pub fn is_reliable(&self) -> bool {
+        match self {
+            TransportSpec::Udp => false,
+            TransportSpec::Tcp(_) | TransportSpec::Kcp { .. } => true,
+            TransportSpec::Enet { reliable } => *reliable,
+            // Datagrams are retransmitted by the application until acknowledged.
+            TransportSpec::Quic { .. } => true,
+        }
+    }
+
+    /// Whether the data goes over TCP (a data connection to the listener) rather than UDP.
+    pub fn is_tcp(&self) -> bool {
+        matches!(self, TransportSpec::Tcp(_))
+    }
+
+    /// The sending side, connected to the receiver at `target` (`setup` from the receiver's
+    /// answer to the start of the run; `run` the run's id). `tcp` takes the data connection the
+    /// command made.
+    pub fn open_sender(
+        &self,
+        target: SocketAddr,
+        run: u32,
+        setup: &SenderSetup,
+    ) -> io::Result<Box<dyn Endpoint>> {
+        let timeout = Duration::from_secs(5);
+        Ok(match self {
+            TransportSpec::Udp => Box::new(udp::UdpEndpoint::sender(target)?),
+            TransportSpec::Tcp(_) => {
+                let stream = setup.tcp.as_ref().ok_or_else(|| {
+                    io::Error::other("tcp needs its data connection before it can send")
+                })?;
+                Box::new(tcp::TcpEndpoint::new(stream.try_clone()?)?)
+            }
+            TransportSpec::Enet { reliable } => {
+                Box::new(enet::EnetEndpoint::sender(target, run, *reliable, timeout)?)
+            }
+            TransportSpec::Kcp { fast } => Box::new(kcp::KcpEndpoint::sender(target, run, *fast)?),
+            TransportSpec::Quic { datagrams } => Box::new(quic::QuicEndpoint::sender(
+                target,
+                setup.certificate.as_deref().unwrap_or_default(),
+                *datagrams,
+                timeout,
+            )?),
+        })
+    }
+
+    /// The receiving side of run `run`: `udp` is the receiver's datagram socket (every
+    /// UDP-based transport takes a clone of it), `tcp` the run's data connection for `tcp`.
+    pub fn open_receiver(
+        &self,
+        udp: &UdpSocket,
+        tcp: Option<TcpStream>,
+        run: u32,
+        identity: &quic::Identity,
+    ) -> io::Result<Box<dyn Endpoint>> {
+        Ok(match self {
+            TransportSpec::Udp => Box::new(udp::UdpEndpoint::receiver(udp.try_clone()?)?),
+            TransportSpec::Tcp(_) => {
+                let stream = tcp.ok_or_else(|| io::Error::other("no tcp data connection"))?;
+                Box::new(tcp::TcpEndpoint::new(stream)?)
+            }
+            TransportSpec::Enet { reliable } => Box::new(enet::EnetEndpoint::receiver(
+                udp.try_clone()?,
+                run,
+                *reliable,
+            )?),
+            TransportSpec::Kcp { fast } => {
+                Box::new(kcp::KcpEndpoint::receiver(udp.try_clone()?, run, *fast)?)
+            }
+            TransportSpec::Quic { datagrams } => Box::new(quic::QuicEndpoint::receiver(
+                udp.try_clone()?,
+                identity,
+                *datagrams,
+            )?),
+        })
+    }
+}
+
+/// What a sender needs besides the target to open its side.
+#[derive(Debug, Default)]
+pub struct SenderSetup {
+    /// QUIC: the receiver's certificate (DER), the only one the sender accepts.
+    pub certificate: Option<Vec<u8>>,
+    /// TCP: the data connection, its hello already sent.
+    pub tcp: Option<TcpStream>,
+}
+
+impl fmt::Display for TransportSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportSpec::Udp => f.write_str("udp"),
+            TransportSpec::Tcp(o) => {
+                let mut opts = Vec::new();
+                if let Some(cc) = &o.cc {
+                    opts.push(format!("cc={cc}"));
+                }
+                if o.thin {
+                    opts.push("thin".to_string());
+                }
+                if let Some(d) = o.rto_min {
+                    opts.push(format!("rto_min={}us", d.as_micros()));
+                }
+                if opts.is_empty() {
+                    f.write_str("tcp")
+                } else {
+                    write!(f, "tcp:{}", opts.join(","))
+                }
+            }
+            TransportSpec::Enet { reliable: true } => f.write_str("enet"),
+            TransportSpec::Enet { reliable: false } => f.write_str("enet:unreliable"),
+            TransportSpec::Kcp { fast: true } => f.write_str("kcp:mode=fast"),
+            TransportSpec::Kcp { fast: false } => f.write_str("kcp:mode=normal"),
+            TransportSpec::Quic { datagrams: false } => f.write_str("quic"),
+            TransportSpec::Quic { datagrams: true } => f.write_str("quic:datagrams"),
+        }
+    }
+}
+
+impl FromStr for TransportSpec {
+    type Err = String;
+
+    /// Parses `udp`, `tcp:cc=cubic,thin,rto_min=10ms`, `enet:unreliable`, `kcp:mode=normal`,
+    /// `quic:datagrams`; names a transport this machine lacks with the reason.
+    fn from_str(text: &str) -> Result<TransportSpec, String> {
+        let (name, opts) = text.split_once(':').unwrap_or((text, ""));
+        if let Some((_, why)) = UNAVAILABLE.iter().find(|(n, _)| *n == name) {
+            return Err((*why).to_string());
+        }
+        let opts: Vec<&str> = opts.split(',').filter(|o| !o.is_empty()).collect();
+        let bad = |o: &str| format!("{name}: unknown option {o:?} (transports: {TRANSPORTS_HELP})");
+        let spec = match name {
+            "udp" => {
+                if let Some(o) = opts.first() {
+                    return Err(bad(o));
+                }
+                TransportSpec::Udp
+            }
+            "tcp" => {
+                let mut t = TcpOptions::default();
+                for o in opts {
+                    match o.split_once('=') {
+                        Some(("cc", cc @ ("reno" | "cubic" | "bbr"))) => t.cc = Some(cc.into()),
+                        Some(("cc", cc)) => {
+                            return Err(format!("tcp: cc={cc}: not one of reno, cubic, bbr"))
+                        }
+                        Some(("rto_min", d)) => {
+                            let d = crate::units::parse_duration(d)
+                                .map_err(|e| format!("tcp: rto_min={d}: {e}"))?;
+                            if d.is_zero() || d > Duration::from_secs(1) {
+                                return Err(format!(
+                                    "tcp: rto_min={d:?}: must be above 0 and at most 1s"
+                                ));
+                            }
+                            t.rto_min = Some(d);
+                        }
+                        None if o == "thin" => t.thin = true,
+                        _ => return Err(bad(o)),
+                    }
+                }
+                TransportSpec::Tcp(t)
+            }
+            "enet" => match opts.as_slice() {
+                [] | ["reliable"] => TransportSpec::Enet { reliable: true },
+                ["unreliable"] => TransportSpec::Enet { reliable: false },
+                [o, ..] => return Err(bad(o)),
+            },
+            "kcp" => match opts.as_slice() {
+                [] | ["mode=fast"] => TransportSpec::Kcp { fast: true },
+                ["mode=normal"] => TransportSpec::Kcp { fast: false },
+                [o, ..] => return Err(bad(o)),
+            },
+            "quic" => match opts.as_slice() {
+                [] | ["stream"] => TransportSpec::Quic { datagrams: false },
+                ["datagrams"] => TransportSpec::Quic { datagrams: true },
+                [o, ..] => return Err(bad(o)),
+            },
+            _ => {
+                return Err(format!(
+                    "{name:?} is not a transport (transports: {TRANSPORTS_HELP}; \
+                     not on this machine: sctp, udt)"
+                ))
+            }
+        };
+        Ok(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_transport_reads_back_as_it_prints() {
+        for text in [
+            "udp",
+            "tcp",
+            "tcp:cc=cubic",
+            "tcp:cc=reno,thin,rto_min=10000us",
+            "enet",
+            "enet:unreliable",
+            "kcp:mode=fast",
+            "kcp:mode=normal",
+            "quic",
+            "quic:datagrams",
+        ] {
+            let spec: TransportSpec = text.parse().unwrap();
+            assert_eq!(spec.to_string(), text);
+        }
+        assert_eq!(
+            "tcp:thin,rto_min=5ms,cc=bbr".parse::<TransportSpec>(),
+            Ok(TransportSpec::Tcp(TcpOptions {
+                cc: Some("bbr".into()),
+                thin: true,
+                rto_min: Some(Duration::from_millis(5)),
+            }))
+        );
+        assert_eq!("kcp".parse(), Ok(TransportSpec::Kcp { fast: true }));
+    }
+
+    #[test]
+    fn a_transport_this_machine_lacks_is_refused_with_the_reason() {
+        let err = "sctp".parse::<TransportSpec>().unwrap_err();
+        assert!(err.contains("no SCTP"), "{err}");
+        let err = "udt".parse::<TransportSpec>().unwrap_err();
+        assert!(err.contains("no maintained UDT crate"), "{err}");
+        let err = "tcp:cc=vegas".parse::<TransportSpec>().unwrap_err();
+        assert_eq!(err, "tcp: cc=vegas: not one of reno, cubic, bbr");
+        let err = "kcp:mode=turbo".parse::<TransportSpec>().unwrap_err();
+        assert!(
+            err.starts_with("kcp: unknown option \"mode=turbo\""),
+            "{err}"
+        );
+        let err = "carrier-pigeon".parse::<TransportSpec>().unwrap_err();
+        assert!(
+            err.starts_with("\"carrier-pigeon\" is not a transport"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn only_plain_udp_and_unreliable_enet_may_lose_messages() {
+        let reliable: Vec<bool> = ["udp", "tcp", "enet", "enet:unreliable", "kcp", "quic"]
+            .iter()
+            .map(|t| t.parse::<TransportSpec>().unwrap().is_reliable())
+            .collect();
+        assert_eq!(reliable, [false, true, true, false, true, true]);
+    }
+}

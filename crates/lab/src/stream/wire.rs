@@ -1,0 +1,209 @@
+//! What a transport put on the wire, counted the same way for every peer.
+//!
+//! UDP-based peers (UDP, ENet, KCP, QUIC) send and receive through a [`CountingSocket`], which
+//! counts every datagram with its IP and UDP headers (28 bytes on IPv4, 48 on IPv6). TCP tells
+//! its own counts through `TCP_INFO` ([`tcp_counts`]): segments and payload bytes, to which the
+//! IP and TCP headers are added (20 + 20 bytes on IPv4, 40 + 20 on IPv6, plus 12 when TCP
+//! timestamps were negotiated; SACK blocks on acknowledgements are not seen and so not
+//! counted). Each side counts what it sent, so the sender's counts are the forward direction
+//! and the receiver's the reverse one.
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use latlab_io::tcp::TcpInfo;
+use serde::{Deserialize, Serialize};
+
+/// Packets and bytes one side sent, headers included, and the retransmissions it made where
+/// its transport tells them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireCounts {
+    /// IP packets sent.
+    pub packets: u64,
+    /// Bytes of those packets: IP and transport headers and payload.
+    pub bytes: u64,
+    /// Retransmissions, in the transport's own unit (TCP: segments; QUIC: packets declared
+    /// lost, whose frames went again; ENet, UDP with application retransmission: messages);
+    /// `None` where the transport does not tell.
+    pub retransmissions: Option<u64>,
+}
+
+/// IP + UDP header bytes of one datagram to or from `addr`.
+pub fn udp_overhead(addr: SocketAddr) -> u64 {
+    match addr {
+        SocketAddr::V4(_) => 20 + 8,
+        SocketAddr::V6(_) => 40 + 8,
+    }
+}
+
+/// What `TCP_INFO` says one side of a connection sent: its segments, and their payload with
+/// the IP and TCP headers (and the timestamp option, when negotiated) added.
+pub fn tcp_counts(info: &TcpInfo, ipv6: bool) -> WireCounts {
+    let header = if ipv6 { 40 } else { 20 } + 20 + if info.timestamps { 12 } else { 0 };
+    WireCounts {
+        packets: info.segs_out,
+        bytes: info.bytes_sent + info.segs_out * header,
+        retransmissions: Some(info.total_retrans),
+    }
+}
+
+/// A UDP socket that counts every datagram it sends and receives, headers included.
+///
+/// Sends never block the caller for long: a full send buffer drops the datagram (as a network
+/// would), counted in [`CountingSocket::send_dropped`]; the transport above recovers it or not.
+#[derive(Debug)]
+pub struct CountingSocket {
+    socket: UdpSocket,
+    sent: WireCounts,
+    received: WireCounts,
+    send_dropped: u64,
+}
+
+impl CountingSocket {
+    /// Wraps `socket`, which it makes non-blocking.
+    pub fn new(socket: UdpSocket) -> io::Result<CountingSocket> {
+        socket.set_nonblocking(true)?;
+        Ok(CountingSocket {
+            socket,
+            sent: WireCounts::default(),
+            received: WireCounts::default(),
+            send_dropped: 0,
+        })
+    }
+
+    /// A socket bound to the unspecified address of `target`'s family, to send to it.
+    pub fn towards(target: SocketAddr) -> io::Result<CountingSocket> {
+        let any: SocketAddr = match target {
+            SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+        };
+        CountingSocket::new(UdpSocket::bind(any)?)
+    }
+
+    /// Sends one datagram; `Ok(false)` when the send buffer was full and it was dropped.
+    pub fn send_to(&mut self, payload: &[u8], to: SocketAddr) -> io::Result<bool> {
+        match self.socket.send_to(payload, to) {
+            Ok(_) => {
+                self.sent.packets += 1;
+                self.sent.bytes += payload.len() as u64 + udp_overhead(to);
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.send_dropped += 1;
+                Ok(false)
+            }
+            // The far end was not listening yet (ICMP port unreachable): a lost datagram.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                self.send_dropped += 1;
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Receives one datagram if one is waiting: its length and source.
+    pub fn recv_from(&mut self, buf: &mut [u8]) -> io::Result<Option<(usize, SocketAddr)>> {
+        loop {
+            match self.socket.recv_from(buf) {
+                Ok((n, from)) => {
+                    self.received.packets += 1;
+                    self.received.bytes += n as u64 + udp_overhead(from);
+                    return Ok(Some((n, from)));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                // An ICMP error from an earlier send: nothing to read, try again.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Waits until a datagram can be read or `wait` passes.
+    pub fn wait(&self, wait: Duration) -> io::Result<bool> {
+        Ok(latlab_io::tcp::wait_readable(&[self.as_raw_fd()], Some(wait))?[0])
+    }
+
+    /// What this socket sent.
+    pub fn sent(&self) -> WireCounts {
+        self.sent
+    }
+
+    /// What this socket received.
+    pub fn received(&self) -> WireCounts {
+        self.received
+    }
+
+    /// Datagrams dropped because the send buffer was full.
+    pub fn send_dropped(&self) -> u64 {
+        self.send_dropped
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+}
+
+impl AsRawFd for CountingSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.socket.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_datagram_costs_its_payload_and_the_ip_and_udp_headers() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = a.local_addr().unwrap();
+        let mut s = CountingSocket::towards(to).unwrap();
+        assert!(s.send_to(&[0u8; 100], to).unwrap());
+        assert!(s.send_to(&[0u8; 24], to).unwrap());
+        assert_eq!(
+            s.sent(),
+            WireCounts {
+                packets: 2,
+                bytes: 128 + 52,
+                retransmissions: None
+            }
+        );
+        let from = s.local_addr().unwrap();
+        let from = SocketAddr::from(([127, 0, 0, 1], from.port()));
+        a.send_to(&[1u8; 10], from).unwrap();
+        let mut buf = [0u8; 64];
+        assert!(s.wait(Duration::from_secs(1)).unwrap());
+        assert_eq!(s.recv_from(&mut buf).unwrap().map(|r| r.0), Some(10));
+        assert_eq!(s.recv_from(&mut buf).unwrap(), None);
+        assert_eq!(s.received().packets, 1);
+        assert_eq!(s.received().bytes, 38);
+    }
+
+    #[test]
+    fn tcp_segments_cost_their_payload_and_ip_tcp_and_timestamp_headers() {
+        let info = TcpInfo {
+            segs_out: 10,
+            bytes_sent: 1000,
+            total_retrans: 2,
+            timestamps: true,
+            ..TcpInfo::default()
+        };
+        assert_eq!(
+            tcp_counts(&info, false),
+            WireCounts {
+                packets: 10,
+                bytes: 1000 + 10 * 52,
+                retransmissions: Some(2)
+            }
+        );
+        let no_ts = TcpInfo {
+            timestamps: false,
+            ..info
+        };
+        assert_eq!(tcp_counts(&no_ts, true).bytes, 1000 + 10 * 60);
+        assert_eq!(udp_overhead("[::1]:1".parse().unwrap()), 48);
+    }
+}

@@ -1,0 +1,173 @@
+//! `latlab stream` end to end: a receiver and a sender over real sockets for every transport,
+//! on loopback and through an emulated 10 ms, 1%-loss link between namespaces (root; must run
+//! under CI=true).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use latlab_engine::Stop;
+use latlab_lab::stream::recv::{Receiver, RecvReport};
+use latlab_lab::stream::{send, RecvCommand, SendCommand, StreamSummary};
+
+/// Every transport this machine runs, with its options.
+const TRANSPORTS: &[&str] = &[
+    "udp",
+    "tcp:cc=cubic",
+    "tcp:cc=reno,thin",
+    "tcp:cc=bbr",
+    "enet",
+    "enet:unreliable",
+    "kcp:mode=fast",
+    "kcp:mode=normal",
+    "quic",
+    "quic:datagrams",
+];
+
+/// A receiver serving `transport` on `listen` in a thread, until its stop is raised.
+struct Serving {
+    addr: SocketAddr,
+    stop: Arc<Stop>,
+    thread: Option<std::thread::JoinHandle<RecvReport>>,
+}
+
+impl Serving {
+    fn start(receiver: Receiver) -> Serving {
+        let addr = receiver.local_addr().unwrap();
+        let stop = Arc::new(Stop::new());
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            receiver.serve(&s, &mut |line| eprintln!("{line}")).unwrap()
+        });
+        Serving {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> RecvReport {
+        self.stop.raise();
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.stop.raise();
+    }
+}
+
+fn recv_command(listen: SocketAddr, transport: &str) -> RecvCommand {
+    RecvCommand {
+        listen,
+        transport: transport.parse().unwrap(),
+        json: None,
+        runs: None,
+    }
+}
+
+fn send_command(
+    target: SocketAddr,
+    transport: &str,
+    messages: u64,
+    every: Duration,
+) -> SendCommand {
+    let mut c = SendCommand::new(target, transport.parse().unwrap());
+    c.interval = every;
+    c.duration = every * messages as u32;
+    // The receiver ends a run as soon as every message is in; the grace only bounds a transport
+    // that falls behind the schedule while it catches up (KCP's normal mode: its congestion
+    // window and 40 ms ticks fall behind a message every few milliseconds).
+    c.grace = Duration::from_secs(20);
+    c
+}
+
+fn assert_delivered(s: &StreamSummary, messages: u64) {
+    assert_eq!(s.sent, messages, "{}", s.transport);
+    assert_eq!(s.failure, None, "{}", s.transport);
+    assert_eq!(s.latency_ns.count, s.delivered, "{}", s.transport);
+    assert!(
+        s.wire.forward.packets > 0 && s.wire.forward.bytes > 0,
+        "{}",
+        s.transport
+    );
+}
+
+#[test]
+fn every_transport_delivers_every_message_on_loopback() {
+    for transport in TRANSPORTS {
+        let receiver =
+            Receiver::bind(&recv_command("127.0.0.1:0".parse().unwrap(), transport)).unwrap();
+        let serving = Serving::start(receiver);
+        let command = send_command(serving.addr, transport, 200, Duration::from_millis(2));
+        let summary = send::run(&command, &Stop::new(), &mut |l| eprintln!("{l}")).unwrap();
+        eprintln!("{}", summary.text());
+        assert_delivered(&summary, 200);
+        assert_eq!(summary.delivered, 200, "{transport}");
+        let report = serving.finish();
+        assert_eq!(report.runs.len(), 1, "{transport}");
+        assert_eq!(report.runs[0].outcome, "ok", "{transport}");
+    }
+}
+
+#[test]
+fn garbage_datagrams_and_connections_do_not_stop_the_receiver() {
+    for transport in ["udp", "tcp", "enet", "kcp", "quic", "quic:datagrams"] {
+        let receiver =
+            Receiver::bind(&recv_command("127.0.0.1:0".parse().unwrap(), transport)).unwrap();
+        let serving = Serving::start(receiver);
+        let addr = serving.addr;
+        let spray = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        // Between runs: datagrams of every length, and connections that are not a sender's.
+        for len in [0usize, 1, 4, 23, 24, 25, 48, 100, 1200, 1500] {
+            let junk: Vec<u8> = (0..len).map(|i| (i * 131 + len) as u8).collect();
+            spray.send_to(&junk, addr).unwrap();
+        }
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        std::io::Write::write_all(&mut c, b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        drop(c);
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        std::io::Write::write_all(&mut c, b"LLSTCTRL\xff\xff\xff\xff").unwrap();
+        drop(c);
+        // During a run: garbage at the run's own port every millisecond.
+        let done = Arc::new(Stop::new());
+        let d = done.clone();
+        let sprayer = std::thread::spawn(move || {
+            let mut n = 0u32;
+            while !d.is_raised() {
+                let junk: Vec<u8> = (0..(n % 200) as usize)
+                    .map(|i| (i as u32 ^ n) as u8)
+                    .collect();
+                let _ = spray.send_to(&junk, addr);
+                n += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let command = send_command(addr, transport, 300, Duration::from_millis(2));
+        let summary = send::run(&command, &Stop::new(), &mut |l| eprintln!("{l}"));
+        done.raise();
+        sprayer.join().unwrap();
+        let summary = summary.unwrap();
+        assert_delivered(&summary, 300);
+        assert_eq!(summary.delivered, 300, "{transport}");
+        // And the receiver still serves the next run.
+        let again = send::run(
+            &send_command(addr, transport, 50, Duration::from_millis(2)),
+            &Stop::new(),
+            &mut |l| eprintln!("{l}"),
+        )
+        .unwrap();
+        assert_eq!(again.delivered, 50, "{transport}");
+        let report = serving.finish();
+        assert_eq!(report.runs.len(), 2, "{transport}");
+        assert!(report.bad_connections >= 2, "{transport}: {report:?}");
+        assert!(report.stray_datagrams >= 1, "{transport}: {report:?}");
+        if transport == "udp" {
+            assert!(
+                summary.malformed > 0,
+                "udp hands garbage to the tally, which counts it"
+            );
+        }
+    }
+}
