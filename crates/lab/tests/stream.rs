@@ -22,6 +22,9 @@ const TRANSPORTS: &[&str] = &[
     "kcp:mode=normal",
     "quic",
     "quic:datagrams",
+    "latlab:tcp-like",
+    "latlab:thin",
+    "latlab:rack:rdb=600",
 ];
 
 /// A receiver serving `transport` on `listen` in a thread, until its stop is raised.
@@ -113,7 +116,15 @@ fn every_transport_delivers_every_message_on_loopback() {
 
 #[test]
 fn garbage_datagrams_and_connections_do_not_stop_the_receiver() {
-    for transport in ["udp", "tcp", "enet", "kcp", "quic", "quic:datagrams"] {
+    for transport in [
+        "udp",
+        "tcp",
+        "enet",
+        "kcp",
+        "quic",
+        "quic:datagrams",
+        "latlab",
+    ] {
         let receiver =
             Receiver::bind(&recv_command("127.0.0.1:0".parse().unwrap(), transport)).unwrap();
         let serving = Serving::start(receiver);

@@ -26,6 +26,9 @@ const TRANSPORTS: &[&str] = &[
     "kcp:mode=normal",
     "quic",
     "quic:datagrams",
+    "latlab:tcp-like",
+    "latlab:thin",
+    "latlab:rack:rdb=600",
 ];
 
 const MESSAGES: u64 = 1000;

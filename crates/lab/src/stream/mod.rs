@@ -19,6 +19,7 @@
 pub mod control;
 pub mod enet;
 pub mod kcp;
+pub mod latlab;
 pub mod message;
 pub mod quic;
 pub mod recv;

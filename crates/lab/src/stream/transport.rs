@@ -14,7 +14,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::wire::WireCounts;
-use super::{enet, kcp, quic, tcp, udp};
+use super::{enet, kcp, latlab, quic, tcp, udp};
 
 /// One side of a transport's connection, as the stream command drives it.
 ///
@@ -54,6 +54,12 @@ pub enum TransportSpec {
         /// KCP's "fast" mode (nodelay 1, interval 10, resend 2, nc 1) or its defaults.
         fast: bool,
     },
+    /// latlab's own transport (`latlab-transport`), its reliable-ordered channel, recovering
+    /// losses by the policy named.
+    Latlab {
+        /// The loss recovery policy (`thin`, `rack:rdb=600`, …).
+        recovery: latlab_transport::Recovery,
+    },
     /// QUIC (`quinn-proto`, rustls with ring).
     Quic {
         /// Unreliable datagrams with retransmission by the application, instead of one
@@ -87,22 +93,21 @@ const UNAVAILABLE: &[(&str, &str)] = &[
         "udt is not available: there is no maintained UDT crate, and latlab does not build C++ \
          libraries",
     ),
-    (
-        "latlab",
-        "latlab (latlab's own transport) is not wired into stream in this build yet",
-    ),
 ];
 
 /// The transports and their options, for `--help` and errors.
 pub const TRANSPORTS_HELP: &str = "udp | tcp[:cc=reno|cubic|bbr][,thin][,rto_min=DUR] | \
-     enet[:unreliable] | kcp[:mode=fast|normal] | quic[:datagrams]";
+     enet[:unreliable] | kcp[:mode=fast|normal] | quic[:datagrams] | \
+     latlab[:tcp-like|thin|rack[:KEY=VALUE,...]]";
 
 impl TransportSpec {
     /// Whether the transport delivers every message (a lost one is then a failure).
     pub fn is_reliable(&self) -> bool {
         match self {
             TransportSpec::Udp => false,
-            TransportSpec::Tcp(_) | TransportSpec::Kcp { .. } => true,
+            TransportSpec::Tcp(_) | TransportSpec::Kcp { .. } | TransportSpec::Latlab { .. } => {
+                true
+            }
             TransportSpec::Enet { reliable } => *reliable,
             // Datagrams are retransmitted by the application until acknowledged.
             TransportSpec::Quic { .. } => true,
@@ -136,6 +141,9 @@ impl TransportSpec {
                 Box::new(enet::EnetEndpoint::sender(target, run, *reliable, timeout)?)
             }
             TransportSpec::Kcp { fast } => Box::new(kcp::KcpEndpoint::sender(target, run, *fast)?),
+            TransportSpec::Latlab { recovery } => {
+                Box::new(latlab::LatlabEndpoint::sender(target, run, *recovery)?)
+            }
             TransportSpec::Quic { datagrams } => Box::new(quic::QuicEndpoint::sender(
                 target,
                 setup.certificate.as_deref().unwrap_or_default(),
@@ -168,6 +176,11 @@ impl TransportSpec {
             TransportSpec::Kcp { fast } => {
                 Box::new(kcp::KcpEndpoint::receiver(udp.try_clone()?, run, *fast)?)
             }
+            TransportSpec::Latlab { recovery } => Box::new(latlab::LatlabEndpoint::receiver(
+                udp.try_clone()?,
+                run,
+                *recovery,
+            )?),
             TransportSpec::Quic { datagrams } => Box::new(quic::QuicEndpoint::receiver(
                 udp.try_clone()?,
                 identity,
@@ -211,6 +224,7 @@ impl fmt::Display for TransportSpec {
             TransportSpec::Enet { reliable: false } => f.write_str("enet:unreliable"),
             TransportSpec::Kcp { fast: true } => f.write_str("kcp:mode=fast"),
             TransportSpec::Kcp { fast: false } => f.write_str("kcp:mode=normal"),
+            TransportSpec::Latlab { recovery } => write!(f, "latlab:{recovery}"),
             TransportSpec::Quic { datagrams: false } => f.write_str("quic"),
             TransportSpec::Quic { datagrams: true } => f.write_str("quic:datagrams"),
         }
@@ -226,6 +240,16 @@ impl FromStr for TransportSpec {
         let (name, opts) = text.split_once(':').unwrap_or((text, ""));
         if let Some((_, why)) = UNAVAILABLE.iter().find(|(n, _)| *n == name) {
             return Err((*why).to_string());
+        }
+        if name == "latlab" {
+            // The rest is the transport's own policy text, colons and all.
+            let recovery = if opts.is_empty() {
+                latlab_transport::Recovery::default()
+            } else {
+                opts.parse()
+                    .map_err(|e| format!("latlab: {e} (policies: tcp-like, thin, rack)"))?
+            };
+            return Ok(TransportSpec::Latlab { recovery });
         }
         let opts: Vec<&str> = opts.split(',').filter(|o| !o.is_empty()).collect();
         let bad = |o: &str| format!("{name}: unknown option {o:?} (transports: {TRANSPORTS_HELP})");
@@ -316,6 +340,23 @@ mod tests {
             }))
         );
         assert_eq!("kcp".parse(), Ok(TransportSpec::Kcp { fast: true }));
+        // latlab's policy text keeps its own colons; it prints with every value spelled out and
+        // reads back as it prints.
+        for text in ["latlab:thin", "latlab:rack", "latlab:tcp-like"] {
+            let spec: TransportSpec = text.parse().unwrap();
+            assert!(spec.to_string().starts_with(text), "{spec}");
+            assert_eq!(spec.to_string().parse::<TransportSpec>(), Ok(spec));
+        }
+        let rdb: TransportSpec = "latlab:thin:min-rto=120ms,rdb=600".parse().unwrap();
+        assert_eq!(rdb.to_string().parse::<TransportSpec>(), Ok(rdb.clone()));
+        assert_eq!(
+            "latlab".parse::<TransportSpec>(),
+            Ok(TransportSpec::Latlab {
+                recovery: latlab_transport::Recovery::default()
+            })
+        );
+        let err = "latlab:thin:rbd=600".parse::<TransportSpec>().unwrap_err();
+        assert!(err.contains("rbd"), "{err}");
     }
 
     #[test]
