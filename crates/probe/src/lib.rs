@@ -48,6 +48,7 @@
 
 mod fanout;
 mod meter;
+pub mod model;
 mod run;
 mod schedule;
 mod sender;
