@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use latlab_lab::command::{resolve, Io, Pattern, PollMode, MAX_RATE_PPS};
+use latlab_lab::command::{resolve, Io, Pattern, PollMode, TrafficModel, MAX_RATE_PPS};
 use latlab_lab::gen::GenCommand;
 use latlab_lab::measure::{GenOptions, ThreadChoice};
 use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
@@ -17,8 +17,22 @@ pub(crate) struct GenArgs {
     #[arg(long, value_name = "ADDR")]
     target: String,
     /// Offered load in packets per second over all flows (1000, 10k, 1M), at most 1G.
-    #[arg(long, value_parser = parse_probe_rate, value_name = "PPS", allow_hyphen_values = true)]
-    rate: f64,
+    #[arg(
+        long,
+        value_parser = parse_probe_rate,
+        value_name = "PPS",
+        allow_hyphen_values = true,
+        required_unless_present = "model"
+    )]
+    rate: Option<f64>,
+    /// Send a game's traffic instead of --rate/--pattern/--size: each probe has the model's
+    /// size and follows the one before by the model's gap (open loop, from the intended
+    /// times). The rows of Table 1 of Harcsik et al. (NetGames '07): anarchy-online, wow,
+    /// counter-strike, halo3-intense, halo3-moderate, gears-of-war, tony-hawk, test-drive;
+    /// or fixed:SIZE@INTERVAL (fixed:100@50ms). Messages below the 56-byte probe header are
+    /// sent at 56 bytes and counted ("raised").
+    #[arg(long, value_name = "MODEL", conflicts_with_all = ["rate", "pattern", "size"])]
+    model: Option<TrafficModel>,
     /// How long to send, warm-up included (10s, 500ms).
     #[arg(long, value_parser = parse_duration, default_value = "5s", value_name = "DUR", allow_hyphen_values = true)]
     duration: Duration,
@@ -107,7 +121,10 @@ impl GenArgs {
         if let Some(ip) = self.bind {
             opts.bind = ip;
         }
-        opts.rate_pps = self.rate;
+        if let Some(rate) = self.rate {
+            opts.rate_pps = rate;
+        }
+        opts.model = self.model;
         opts.duration = self.duration;
         opts.warmup = self.warmup;
         opts.payload_len = self.size;

@@ -8,7 +8,8 @@ use std::time::Duration;
 use latlab_engine::generator::{self, GeneratorConfig, GeneratorResult, Progress, Threads};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
-use latlab_probe::{Pattern, ProbeConfig};
+use latlab_probe::model::TrafficModel;
+use latlab_probe::{Pattern, ProbeConfig, Traffic};
 use latlab_wire::probe;
 
 use crate::results::{RunSetup, RunSummary};
@@ -44,6 +45,7 @@ pub fn option_of_field(field: &str) -> &str {
         "rate_pps" => "--rate",
         "payload_len" => "--size",
         "flows" => "--flows",
+        "traffic" => "--model",
         other => other,
     }
 }
@@ -124,6 +126,9 @@ pub struct GenOptions {
     pub rcvbuf: Option<usize>,
     /// Check that the target answers before the run.
     pub check: bool,
+    /// Send the sizes and gaps of this model instead of `pattern` at `rate_pps` with
+    /// `payload_len` bytes (`latlab gen --model`).
+    pub model: Option<TrafficModel>,
 }
 
 impl GenOptions {
@@ -149,6 +154,23 @@ impl GenOptions {
             threads: ThreadChoice::Auto,
             rcvbuf: None,
             check: true,
+            model: None,
+        }
+    }
+
+    /// The rate asked for: `rate_pps`, or the model's average rate.
+    pub fn offered_pps(&self) -> f64 {
+        self.model
+            .as_ref()
+            .map_or(self.rate_pps, TrafficModel::rate_pps)
+    }
+
+    /// The largest datagram: `payload_len`, or the model's largest message (at least the
+    /// probe header).
+    pub fn max_payload_len(&self) -> usize {
+        match &self.model {
+            Some(model) => model.max_size().max(probe::HEADER_LEN),
+            None => self.payload_len,
         }
     }
 
@@ -157,13 +179,14 @@ impl GenOptions {
         ProbeConfig {
             run_id: run_id(self.seed),
             flows: self.flows,
-            payload_len: self.payload_len,
+            payload_len: self.max_payload_len(),
             pattern: self.pattern,
-            rate_pps: self.rate_pps,
+            rate_pps: self.offered_pps(),
             start_ns: 0,
             duration_ns: self.duration.as_nanos() as u64,
             warmup_ns: self.warmup.as_nanos() as u64,
             seed: self.seed,
+            traffic: self.model.clone().map(Traffic::Model),
         }
     }
 }
@@ -322,7 +345,7 @@ fn summarized(
         threads,
     };
     let result = generate(&config).map_err(io_err("generator"))?;
-    let summary = RunSummary::new(setup, options.rate_pps, &result);
+    let summary = RunSummary::new(setup, options.offered_pps(), &result);
     Ok((summary, result))
 }
 
@@ -459,8 +482,11 @@ pub fn setup(options: &GenOptions, label: String, topology: &str, threads: Threa
         label,
         target: options.target.to_string(),
         topology: topology.to_string(),
-        pattern: options.pattern.name().to_string(),
-        payload_bytes: options.payload_len,
+        pattern: match options.model {
+            Some(_) => "model".to_string(),
+            None => options.pattern.name().to_string(),
+        },
+        payload_bytes: options.max_payload_len(),
         flows: options.flows,
         duration_s: options.duration.as_secs_f64(),
         warmup_s: options.warmup.as_secs_f64(),
@@ -470,6 +496,7 @@ pub fn setup(options: &GenOptions, label: String, topology: &str, threads: Threa
             Threads::Split { .. } => "split".into(),
         },
         dir: None,
+        traffic: options.model.as_ref().map(ToString::to_string),
     }
 }
 

@@ -63,6 +63,10 @@ pub struct RunSetup {
     /// The run's folder inside a results folder of several runs (`rate-1000pps`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<String>,
+    /// The traffic model the probes followed (`wow`, `fixed:100@50000000ns`), when `pattern`
+    /// is `model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<String>,
 }
 
 /// `summary.json`: everything one run measured.
@@ -82,6 +86,10 @@ pub struct RunSummary {
     /// offered rate (not counted as sent or lost).
     #[serde(default)]
     pub unsent: u64,
+    /// Messages of the traffic model smaller than the probe header, sent at the header's size
+    /// instead (written only when some were).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub raised: u64,
     /// `lost / sent`.
     pub loss_ratio: f64,
     /// Responses that came after one sent later on the same flow.
@@ -125,6 +133,7 @@ impl RunSummary {
             received: r.received,
             lost: r.lost,
             unsent: r.unsent,
+            raised: r.raised,
             loss_ratio: if r.sent == 0 {
                 0.0
             } else {
@@ -164,6 +173,10 @@ impl RunSummary {
             )
         })
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn empty_summary() -> Summary {
