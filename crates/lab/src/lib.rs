@@ -42,4 +42,5 @@ pub mod serve;
 pub mod study;
 pub mod table;
 pub mod topology;
+pub mod trace;
 pub mod units;
