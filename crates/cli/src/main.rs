@@ -35,6 +35,7 @@ mod report;
 mod serve;
 mod signals;
 mod study;
+mod trace;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -69,6 +70,10 @@ enum Command {
     /// Run a study.
     #[command(subcommand)]
     Study(study::StudyCommand),
+    /// Per stream of a pcap or pcapng capture (UDP/TCP, both directions), the columns of
+    /// Table 1 of Harcsik et al.: payload size average/min/max, interarrival
+    /// average/median/min/max/1%/99%, packets/s and bits/s.
+    TraceStats(trace::TraceStatsArgs),
     /// Remove what runs that ended without cleaning up (kill -9) left behind: network
     /// namespaces whose owner is gone, and partial results in the folders given.
     Clean(clean::CleanArgs),
@@ -114,6 +119,7 @@ fn main() {
         Command::Study(s) => study::run(s),
         Command::Emu(a) => emu::run(*a),
         Command::Clean(a) => clean::run(a),
+        Command::TraceStats(a) => trace::run(a),
     };
     // The command has returned: everything it made is dropped, so exiting cannot leak.
     let mut code = 0;

@@ -130,9 +130,10 @@ pub fn run(
         _ => None,
     };
     let threads = measure::pick_threads(opts.threads, None);
-    let offered = match &opts.model {
-        Some(model) => format!("model {model}"),
-        None => format_rate(opts.rate_pps),
+    let offered = match (&opts.model, &opts.trace) {
+        (Some(model), _) => format!("model {model}"),
+        (None, Some(trace)) => format!("trace {}", trace.name),
+        (None, None) => format_rate(opts.rate_pps),
     };
     let label = format!(
         "{offered} to {target}{}",

@@ -129,6 +129,8 @@ pub struct GenOptions {
     /// Send the sizes and gaps of this model instead of `pattern` at `rate_pps` with
     /// `payload_len` bytes (`latlab gen --model`).
     pub model: Option<TrafficModel>,
+    /// Replay this stream of a capture instead (`latlab gen --trace`).
+    pub trace: Option<crate::trace::TraceReplay>,
 }
 
 impl GenOptions {
@@ -155,21 +157,38 @@ impl GenOptions {
             rcvbuf: None,
             check: true,
             model: None,
+            trace: None,
         }
     }
 
-    /// The rate asked for: `rate_pps`, or the model's average rate.
-    pub fn offered_pps(&self) -> f64 {
-        self.model
-            .as_ref()
-            .map_or(self.rate_pps, TrafficModel::rate_pps)
+    /// The traffic the probes follow instead of a rate, if any.
+    pub fn traffic(&self) -> Option<Traffic> {
+        match (&self.model, &self.trace) {
+            (Some(model), _) => Some(Traffic::Model(model.clone())),
+            (None, Some(trace)) => Some(Traffic::Trace(trace.messages.clone())),
+            (None, None) => None,
+        }
     }
 
-    /// The largest datagram: `payload_len`, or the model's largest message (at least the
+    /// What `traffic` is called in the results: the model's text form or the trace's name.
+    pub fn traffic_name(&self) -> Option<String> {
+        match (&self.model, &self.trace) {
+            (Some(model), _) => Some(model.to_string()),
+            (None, Some(trace)) => Some(trace.name.clone()),
+            (None, None) => None,
+        }
+    }
+
+    /// The rate asked for: `rate_pps`, or the traffic's average rate.
+    pub fn offered_pps(&self) -> f64 {
+        self.traffic().map_or(self.rate_pps, |t| t.rate_pps())
+    }
+
+    /// The largest datagram: `payload_len`, or the traffic's largest message (at least the
     /// probe header).
     pub fn max_payload_len(&self) -> usize {
-        match &self.model {
-            Some(model) => model.max_size().max(probe::HEADER_LEN),
+        match self.traffic() {
+            Some(traffic) => traffic.max_size().max(probe::HEADER_LEN),
             None => self.payload_len,
         }
     }
@@ -186,7 +205,7 @@ impl GenOptions {
             duration_ns: self.duration.as_nanos() as u64,
             warmup_ns: self.warmup.as_nanos() as u64,
             seed: self.seed,
-            traffic: self.model.clone().map(Traffic::Model),
+            traffic: self.traffic(),
         }
     }
 }
@@ -482,9 +501,10 @@ pub fn setup(options: &GenOptions, label: String, topology: &str, threads: Threa
         label,
         target: options.target.to_string(),
         topology: topology.to_string(),
-        pattern: match options.model {
-            Some(_) => "model".to_string(),
-            None => options.pattern.name().to_string(),
+        pattern: match (&options.model, &options.trace) {
+            (Some(_), _) => "model".to_string(),
+            (None, Some(_)) => "trace".to_string(),
+            (None, None) => options.pattern.name().to_string(),
         },
         payload_bytes: options.max_payload_len(),
         flows: options.flows,
@@ -496,7 +516,7 @@ pub fn setup(options: &GenOptions, label: String, topology: &str, threads: Threa
             Threads::Split { .. } => "split".into(),
         },
         dir: None,
-        traffic: options.model.as_ref().map(ToString::to_string),
+        traffic: options.traffic_name(),
     }
 }
 

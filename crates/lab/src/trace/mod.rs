@@ -247,7 +247,7 @@ pub fn replay(
         .iter()
         .enumerate()
         .map(|(i, p)| Message {
-            size: p.1,
+            size: p.1.min(latlab_probe::MAX_PAYLOAD),
             gap_ns: if i == 0 {
                 0
             } else {
