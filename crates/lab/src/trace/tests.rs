@@ -333,3 +333,33 @@ fn csv_and_json_hold_every_row() {
     assert!(text.contains("10.0.0.1:4000"));
     assert!(text.contains("10 frames, 2 streams, 1 frames not UDP/TCP over IP"));
 }
+
+/// Writes the seed corpus of the `capture` fuzz target (`fuzz/corpus/capture/seed-*`) from
+/// the captures these tests build, each checked to parse first. Run by hand when they change:
+/// `cargo test -p latlab-lab --lib write_fuzz_seeds -- --ignored`.
+#[test]
+#[ignore = "writes fuzz/corpus/capture"]
+fn write_fuzz_seeds() {
+    let cooked: Vec<(u64, Vec<u8>)> = traffic().into_iter().map(|(t, ip)| (t, sll(&ip))).collect();
+    let seeds = [
+        (
+            "pcap-ethernet",
+            pcap_of(&ethernet_frames(), DataLink::ETHERNET),
+        ),
+        ("pcap-raw", pcap_of(&traffic(), DataLink::RAW)),
+        (
+            "pcapng-sll-ns",
+            pcapng_of(&cooked, DataLink::LINUX_SLL, Some(9)),
+        ),
+        (
+            "pcapng-ethernet-us",
+            pcapng_of(&ethernet_frames(), DataLink::ETHERNET, None),
+        ),
+    ];
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/capture");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, bytes) in seeds {
+        assert!(!stats_of(&capture::parse_capture(&bytes).unwrap()).is_empty());
+        std::fs::write(dir.join(format!("seed-{name}")), bytes).unwrap();
+    }
+}
