@@ -28,10 +28,11 @@ impl Traffic {
         }
     }
 
-    /// An upper bound on the messages due in `duration_ns` from the start: a trace's length
-    /// (or fewer when the duration ends first), and for a model three times the expected
-    /// count plus twenty standard deviations of a Poisson count (the models' gaps are
-    /// burstier than a Poisson process's only at the 1 % level) plus 64.
+    /// An upper bound on the messages due in `duration_ns` from the start: a trace's
+    /// messages before the end, exactly; for a model, three times the expected count
+    /// (duration over mean gap) plus twenty times its square root plus 64, far above what
+    /// the models' bursts of short gaps reach (the sender stops at the bound, so it must
+    /// never be reached; it only sizes the meter's window of valid sequence numbers).
     pub fn max_messages(&self, duration_ns: u64) -> u64 {
         match self {
             Traffic::Model(model) => {
