@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use latlab_lab::command::{resolve, Io, Pattern, PollMode, MAX_RATE_PPS};
+use latlab_lab::command::{
+    resolve, CommandError, Io, Pattern, PollMode, TrafficModel, MAX_RATE_PPS,
+};
 use latlab_lab::gen::GenCommand;
 use latlab_lab::measure::{ClockChoice, GenOptions, ThreadChoice};
 use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
@@ -17,11 +19,38 @@ pub(crate) struct GenArgs {
     #[arg(long, value_name = "ADDR")]
     target: String,
     /// Offered load in packets per second over all flows (1000, 10k, 1M), at most 1G.
-    #[arg(long, value_parser = parse_probe_rate, value_name = "PPS", allow_hyphen_values = true)]
-    rate: f64,
-    /// How long to send, warm-up included (10s, 500ms).
-    #[arg(long, value_parser = parse_duration, default_value = "5s", value_name = "DUR", allow_hyphen_values = true)]
-    duration: Duration,
+    #[arg(
+        long,
+        value_parser = parse_probe_rate,
+        value_name = "PPS",
+        allow_hyphen_values = true,
+        required_unless_present_any = ["model", "trace"]
+    )]
+    rate: Option<f64>,
+    /// Send a game's traffic instead of --rate/--pattern/--size: each probe has the model's
+    /// size and follows the one before by the model's gap (open loop, from the intended
+    /// times). The rows of Table 1 of Harcsik et al. (NetGames '07): anarchy-online, wow,
+    /// counter-strike, halo3-intense, halo3-moderate, gears-of-war, tony-hawk, test-drive;
+    /// or fixed:SIZE@INTERVAL (fixed:100@50ms). Messages below the 56-byte probe header are
+    /// sent at 56 bytes and counted ("raised").
+    #[arg(long, value_name = "MODEL", conflicts_with_all = ["rate", "pattern", "size", "trace"])]
+    model: Option<TrafficModel>,
+    /// Replay one stream of a pcap or pcapng capture instead of --rate/--pattern/--size: its
+    /// payload sizes and gaps, open loop from the intended times, once (--duration defaults to
+    /// the stream's length). Streams are numbered as latlab trace-stats numbers them.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["rate", "pattern", "size"])]
+    trace: Option<PathBuf>,
+    /// The stream of --trace to replay (default: the one with the most packets), in its
+    /// direction with more packets.
+    #[arg(long, value_name = "N")]
+    stream: Option<usize>,
+    /// Replay --trace this many times faster (gaps divided by X) [default: 1].
+    #[arg(long, value_name = "X")]
+    speed: Option<f64>,
+    /// How long to send, warm-up included (10s, 500ms) [default: 5s; with --trace, the
+    /// replayed stream's length].
+    #[arg(long, value_parser = parse_duration, value_name = "DUR", allow_hyphen_values = true)]
+    duration: Option<Duration>,
     /// UDP payload bytes per probe, at least the 56-byte probe header.
     #[arg(
         long,
@@ -113,8 +142,34 @@ impl GenArgs {
         if let Some(ip) = self.bind {
             opts.bind = ip;
         }
-        opts.rate_pps = self.rate;
-        opts.duration = self.duration;
+        if let Some(rate) = self.rate {
+            opts.rate_pps = rate;
+        }
+        opts.model = self.model;
+        opts.duration = self.duration.unwrap_or(Duration::from_secs(5));
+        if self.trace.is_none() {
+            for (flag, given) in [
+                ("--stream", self.stream.is_some()),
+                ("--speed", self.speed.is_some()),
+            ] {
+                if given {
+                    return Err(CommandError::Usage(format!("{flag} needs --trace FILE")).into());
+                }
+            }
+        }
+        if let Some(path) = &self.trace {
+            let capture = latlab_lab::trace::read_capture(path)?;
+            let replay =
+                latlab_lab::trace::replay(path, &capture, self.stream, self.speed.unwrap_or(1.0))?;
+            if self.duration.is_none() {
+                let span: u64 = replay.messages.iter().map(|m| m.gap_ns).sum();
+                // A second past the last message's due time: the sender stops at the end of
+                // the duration, and a late wake-up must not cut the last message off. Once
+                // the trace is over the run goes straight to its grace period.
+                opts.duration = Duration::from_nanos(span) + Duration::from_secs(1);
+            }
+            opts.trace = Some(replay);
+        }
         opts.warmup = self.warmup;
         opts.payload_len = self.size;
         opts.pattern = self.pattern;

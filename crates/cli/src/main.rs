@@ -39,6 +39,7 @@ mod serve;
 mod signals;
 mod stream;
 mod study;
+mod trace;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -86,6 +87,10 @@ enum Command {
     /// receiver, and a sender that measures one-way application latency and bytes on the wire.
     #[command(subcommand)]
     Stream(stream::StreamCommand),
+    /// Per stream of a pcap or pcapng capture (UDP/TCP, both directions), the columns of
+    /// Table 1 of Harcsik et al.: payload size average/min/max, interarrival
+    /// average/median/min/max/1%/99%, packets/s and bits/s.
+    TraceStats(trace::TraceStatsArgs),
     /// Remove what runs that ended without cleaning up (kill -9) left behind: network
     /// namespaces whose owner is gone, and partial results in the folders given.
     Clean(clean::CleanArgs),
@@ -135,6 +140,7 @@ fn main() {
         Command::Fwd(a) => fwd::run(a),
         Command::Rfc2544(a) => rfc2544::run(a),
         Command::Clean(a) => clean::run(a),
+        Command::TraceStats(a) => trace::run(a),
     };
     // The command has returned: everything it made is dropped, so exiting cannot leak.
     let mut code = 0;

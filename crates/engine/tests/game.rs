@@ -89,6 +89,7 @@ fn probe(rate: f64) -> ProbeConfig {
         duration_ns: 500_000_000,
         warmup_ns: 100_000_000,
         seed: 1,
+        traffic: None,
     }
 }
 

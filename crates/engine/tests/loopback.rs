@@ -86,6 +86,7 @@ fn config(target: SocketAddr, flows: u32, pattern: Pattern) -> GeneratorConfig {
             duration_ns: 400_000_000,
             warmup_ns: 100_000_000,
             seed: 3,
+            traffic: None,
         },
         target,
         batch: 16,

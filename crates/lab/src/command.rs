@@ -18,6 +18,7 @@ pub use latlab_engine::generator::Progress;
 pub use latlab_engine::{PollMode, Stop};
 pub use latlab_io::signal;
 pub use latlab_io::Io;
+pub use latlab_probe::model::TrafficModel;
 pub use latlab_probe::{Pattern, MAX_RATE_PPS};
 pub use latlab_stats::read_ccdf_csv;
 

@@ -130,9 +130,13 @@ pub fn run(
         _ => None,
     };
     let threads = measure::pick_threads(opts.threads, None);
+    let offered = match (&opts.model, &opts.trace) {
+        (Some(model), _) => format!("model {model}"),
+        (None, Some(trace)) => format!("trace {}", trace.name),
+        (None, None) => format_rate(opts.rate_pps),
+    };
     let label = format!(
-        "{} to {target}{}",
-        format_rate(opts.rate_pps),
+        "{offered} to {target}{}",
         if xdp.is_some() { " (xdp)" } else { "" }
     );
     let setup = measure::setup(opts, label.clone(), "remote", threads);

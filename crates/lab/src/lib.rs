@@ -48,4 +48,5 @@ pub mod stream;
 pub mod study;
 pub mod table;
 pub mod topology;
+pub mod trace;
 pub mod units;

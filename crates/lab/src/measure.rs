@@ -8,7 +8,8 @@ use std::time::Duration;
 use latlab_engine::generator::{self, GeneratorConfig, GeneratorResult, Progress, Threads};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
-use latlab_probe::{Pattern, ProbeConfig};
+use latlab_probe::model::TrafficModel;
+use latlab_probe::{Pattern, ProbeConfig, Traffic};
 use latlab_wire::probe;
 
 use crate::results::{RunSetup, RunSummary};
@@ -44,6 +45,7 @@ pub fn option_of_field(field: &str) -> &str {
         "rate_pps" => "--rate",
         "payload_len" => "--size",
         "flows" => "--flows",
+        "traffic" => "--model",
         other => other,
     }
 }
@@ -127,6 +129,11 @@ pub struct GenOptions {
     /// Whether the generator and the responder read one clock (one-way delays are reported
     /// only then).
     pub clock: ClockChoice,
+    /// Send the sizes and gaps of this model instead of `pattern` at `rate_pps` with
+    /// `payload_len` bytes (`latlab gen --model`).
+    pub model: Option<TrafficModel>,
+    /// Replay this stream of a capture instead (`latlab gen --trace`).
+    pub trace: Option<crate::trace::TraceReplay>,
 }
 
 /// Whether the generator's and the responder's stamps come from one clock.
@@ -195,6 +202,40 @@ impl GenOptions {
             rcvbuf: None,
             check: true,
             clock: ClockChoice::Auto,
+            model: None,
+            trace: None,
+        }
+    }
+
+    /// The traffic the probes follow instead of a rate, if any.
+    pub fn traffic(&self) -> Option<Traffic> {
+        match (&self.model, &self.trace) {
+            (Some(model), _) => Some(Traffic::Model(model.clone())),
+            (None, Some(trace)) => Some(Traffic::Trace(trace.messages.clone())),
+            (None, None) => None,
+        }
+    }
+
+    /// What `traffic` is called in the results: the model's text form or the trace's name.
+    pub fn traffic_name(&self) -> Option<String> {
+        match (&self.model, &self.trace) {
+            (Some(model), _) => Some(model.to_string()),
+            (None, Some(trace)) => Some(trace.name.clone()),
+            (None, None) => None,
+        }
+    }
+
+    /// The rate asked for: `rate_pps`, or the traffic's average rate.
+    pub fn offered_pps(&self) -> f64 {
+        self.traffic().map_or(self.rate_pps, |t| t.rate_pps())
+    }
+
+    /// The largest datagram: `payload_len`, or the traffic's largest message (at least the
+    /// probe header).
+    pub fn max_payload_len(&self) -> usize {
+        match self.traffic() {
+            Some(traffic) => traffic.max_size().max(probe::HEADER_LEN),
+            None => self.payload_len,
         }
     }
 
@@ -203,13 +244,14 @@ impl GenOptions {
         ProbeConfig {
             run_id: run_id(self.seed),
             flows: self.flows,
-            payload_len: self.payload_len,
+            payload_len: self.max_payload_len(),
             pattern: self.pattern,
-            rate_pps: self.rate_pps,
+            rate_pps: self.offered_pps(),
             start_ns: 0,
             duration_ns: self.duration.as_nanos() as u64,
             warmup_ns: self.warmup.as_nanos() as u64,
             seed: self.seed,
+            traffic: self.traffic(),
         }
     }
 }
@@ -369,7 +411,7 @@ fn summarized(
     };
     let result = generate(&config).map_err(io_err("generator"))?;
     let shared = options.clock.is_shared(&setup.topology, options.target);
-    let mut summary = RunSummary::new(setup, options.rate_pps, &result).with_clock(shared, &result);
+    let mut summary = RunSummary::new(setup, options.offered_pps(), &result).with_clock(shared, &result);
     summary.run_id = Some(config.probe.run_id);
     Ok((summary, result))
 }
@@ -507,8 +549,12 @@ pub fn setup(options: &GenOptions, label: String, topology: &str, threads: Threa
         label,
         target: options.target.to_string(),
         topology: topology.to_string(),
-        pattern: options.pattern.name().to_string(),
-        payload_bytes: options.payload_len,
+        pattern: match (&options.model, &options.trace) {
+            (Some(_), _) => "model".to_string(),
+            (None, Some(_)) => "trace".to_string(),
+            (None, None) => options.pattern.name().to_string(),
+        },
+        payload_bytes: options.max_payload_len(),
         flows: options.flows,
         duration_s: options.duration.as_secs_f64(),
         warmup_s: options.warmup.as_secs_f64(),
@@ -518,6 +564,7 @@ pub fn setup(options: &GenOptions, label: String, topology: &str, threads: Threa
             Threads::Split { .. } => "split".into(),
         },
         dir: None,
+        traffic: options.traffic_name(),
     }
 }
 

@@ -64,6 +64,10 @@ pub struct RunSetup {
     /// The run's folder inside a results folder of several runs (`rate-1000pps`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<String>,
+    /// The traffic model the probes followed (`wow`, `fixed:100@50000000ns`), when `pattern`
+    /// is `model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<String>,
 }
 
 /// `summary.json`: everything one run measured.
@@ -87,6 +91,10 @@ pub struct RunSummary {
     /// `echo --json` uses: `port_zero`, `unreachable`, …); empty when every probe left.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub send_failed: BTreeMap<String, u64>,
+    /// Messages of the traffic model smaller than the probe header, sent at the header's size
+    /// instead (written only when some were).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub raised: u64,
     /// `lost / sent`.
     pub loss_ratio: f64,
     /// Responses that came after one sent later on the same flow.
@@ -189,6 +197,7 @@ impl RunSummary {
                 .filter(|&(_, n)| n > 0)
                 .map(|(failure, n)| (failure.name().to_string(), n))
                 .collect(),
+            raised: r.raised,
             loss_ratio: if r.sent == 0 {
                 0.0
             } else {

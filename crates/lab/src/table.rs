@@ -18,6 +18,9 @@ pub fn render(runs: &[&RunSummary]) -> String {
     if runs.iter().any(|r| r.unsent > 0) {
         row("not sent (sender behind)", &|r| r.unsent.to_string());
     }
+    if runs.iter().any(|r| r.raised > 0) {
+        row("raised to the probe header", &|r| r.raised.to_string());
+    }
     row("received", &|r| r.received.to_string());
     row("lost", &|r| {
         format!("{} ({:.3}%)", r.lost, 100.0 * r.loss_ratio)

@@ -34,6 +34,8 @@ pub struct FanoutReport {
     pub warmup_sent: u64,
     /// Probes the sender owed but never sent.
     pub unsent: u64,
+    /// Messages of a traffic model or trace smaller than the probe header, sent at its size.
+    pub raised: u64,
     /// Clients each probe should reach.
     pub clients: u32,
     /// Copies that should have arrived: `sent × clients`.
@@ -101,6 +103,7 @@ impl FanoutMeter {
                 sent: 0,
                 warmup_sent: 0,
                 unsent: 0,
+                raised: 0,
                 clients,
                 copies_expected: 0,
                 copies_received: 0,
@@ -184,6 +187,7 @@ impl FanoutMeter {
         r.sent = sent.measured;
         r.warmup_sent = sent.warmup;
         r.unsent = sent.unsent;
+        r.raised = sent.raised;
         r.copies_expected = sent.measured * u64::from(self.clients);
         // Probes some clients never got still had a first copy.
         for c in &self.copies {

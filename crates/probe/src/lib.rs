@@ -4,7 +4,9 @@
 //! nanoseconds, and randomness comes from a seed in the configuration, so a run can be replayed
 //! in virtual time exactly.
 //!
-//! - [`Schedule`]: open-loop send times, constant rate or Poisson. The schedule never waits for
+//! - [`Schedule`]: open-loop send times, constant rate or Poisson, or the sizes and gaps of
+//!   a [`Traffic`]: a game traffic model ([`model`], Table 1 of Harcsik et al.) or a replayed
+//!   trace. The schedule never waits for
 //!   a response, and a sender that falls behind sends the probes it owes at once.
 //! - [`Sender`]: writes the probe header of each packet as it falls due.
 //! - [`Meter`]: matches responses by flow and sequence number and records latency from the
@@ -48,6 +50,7 @@
 
 mod fanout;
 mod meter;
+pub mod model;
 mod run;
 mod schedule;
 mod sender;
@@ -58,7 +61,7 @@ pub use run::{
     Interval, Metering, Outcome, Progress, Receiving, Run, RunConfig, SendStatus, Sending,
     MIN_INTERVAL_NS, PROGRESS_NS, START_DELAY_NS,
 };
-pub use schedule::{Pattern, Schedule};
+pub use schedule::{Pattern, Schedule, Traffic};
 pub use sender::{SendCounts, Sender, Transmit};
 
 /// Errors in a probe configuration. Each message starts with the [`ProbeConfig`] field at fault,
@@ -94,15 +97,27 @@ pub enum Error {
     /// No flows.
     #[error("flows must be at least 1")]
     NoFlows,
+    /// The traffic is a trace without a single message.
+    #[error("traffic must hold at least one message; the trace is empty")]
+    EmptyTrace,
+    /// A message of the traffic is longer than the payload buffers the run is sized for.
+    #[error("traffic has messages of {largest} bytes, longer than payload_len {payload_len}")]
+    TrafficTooLarge {
+        /// The largest message of the traffic.
+        largest: usize,
+        /// The configured payload length.
+        payload_len: usize,
+    },
 }
 
 impl Error {
-    /// The [`ProbeConfig`] field at fault: `rate_pps`, `payload_len` or `flows`.
+    /// The [`ProbeConfig`] field at fault: `rate_pps`, `payload_len`, `flows` or `traffic`.
     pub fn field(&self) -> &'static str {
         match self {
             Error::BadRate(_) | Error::RateTooHigh(_) => "rate_pps",
             Error::SizeTooSmall { .. } | Error::SizeTooLarge { .. } => "payload_len",
             Error::NoFlows => "flows",
+            Error::EmptyTrace | Error::TrafficTooLarge { .. } => "traffic",
         }
     }
 }
@@ -135,8 +150,14 @@ pub struct ProbeConfig {
     pub duration_ns: u64,
     /// The first part of the run whose responses are kept out of the result.
     pub warmup_ns: u64,
-    /// Seed of the Poisson schedule.
+    /// Seed of the Poisson schedule, and of a traffic model.
     pub seed: u64,
+    /// Messages of their own sizes and gaps instead of `pattern` at `rate_pps`: a traffic
+    /// model or a replayed trace ([`Traffic`]). `payload_len` is then the largest datagram
+    /// (at least the traffic's largest message); each probe has its message's size, raised
+    /// to the probe header when smaller ([`SendCounts::raised`]). `rate_pps` should be the
+    /// traffic's average rate ([`Traffic::rate_pps`]); the schedule does not use it.
+    pub traffic: Option<Traffic>,
 }
 
 impl Default for ProbeConfig {
@@ -151,6 +172,7 @@ impl Default for ProbeConfig {
             duration_ns: 1_000_000_000,
             warmup_ns: 0,
             seed: 1,
+            traffic: None,
         }
     }
 }
@@ -179,6 +201,20 @@ impl ProbeConfig {
         if self.flows == 0 {
             return Err(Error::NoFlows);
         }
+        if let Some(traffic) = &self.traffic {
+            if let Traffic::Trace(messages) = traffic {
+                if messages.is_empty() {
+                    return Err(Error::EmptyTrace);
+                }
+            }
+            let largest = traffic.max_size();
+            if largest > self.payload_len {
+                return Err(Error::TrafficTooLarge {
+                    largest,
+                    payload_len: self.payload_len,
+                });
+            }
+        }
         Ok(())
     }
 
@@ -194,8 +230,13 @@ impl ProbeConfig {
 
     /// An upper bound on the probes one flow can send in this run (sequence numbers at or
     /// above it are not ours). Constant schedules send exactly rate × duration; Poisson ones
-    /// are allowed ten standard deviations more.
+    /// are allowed ten standard deviations more; a [`Traffic`] says its own
+    /// ([`Traffic::max_messages`]).
     pub fn max_probes_per_flow(&self) -> u64 {
+        if let Some(traffic) = &self.traffic {
+            let bound = traffic.max_messages(self.duration_ns);
+            return bound.div_ceil(self.flows as u64) + 1;
+        }
         let expected = self.rate_pps * self.duration_ns as f64 / 1e9;
         let bound = expected + 10.0 * expected.sqrt() + 16.0;
         (bound / self.flows as f64).ceil() as u64 + 1

@@ -58,6 +58,8 @@ pub struct MeterReport {
     pub warmup_sent: u64,
     /// Probes that fell due but were never sent: the sender could not keep up.
     pub unsent: u64,
+    /// Messages of a traffic model or trace smaller than the probe header, sent at its size.
+    pub raised: u64,
     /// Distinct measured probes that came back.
     pub received: u64,
     /// `sent - received`: measured probes that never came back (within the grace period).
@@ -195,6 +197,7 @@ impl Meter {
                 sent: 0,
                 warmup_sent: 0,
                 unsent: 0,
+                raised: 0,
                 received: 0,
                 lost: 0,
                 reordered: 0,
@@ -310,6 +313,7 @@ impl Meter {
         r.sent = sent.measured;
         r.warmup_sent = sent.warmup;
         r.unsent = sent.unsent;
+        r.raised = sent.raised;
         r.lost = sent.measured.saturating_sub(r.received);
         r
     }

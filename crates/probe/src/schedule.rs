@@ -1,10 +1,102 @@
 //! Open-loop send schedules.
 
+use std::sync::Arc;
+
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp, Poisson};
 
+use crate::model::{Message, TrafficModel};
 use crate::{Error, MAX_RATE_PPS};
+
+/// Where a schedule whose messages differ takes their sizes and gaps from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Traffic {
+    /// Drawn from a model, one message after another, from the schedule's seed.
+    Model(TrafficModel),
+    /// Replayed from a list once (a stream of a capture): message `i` is due `gap_ns` after
+    /// message `i − 1`; the first is due at the start and its gap is not used.
+    Trace(Arc<[Message]>),
+}
+
+impl Traffic {
+    /// The largest message.
+    pub fn max_size(&self) -> usize {
+        match self {
+            Traffic::Model(model) => model.max_size(),
+            Traffic::Trace(messages) => messages.iter().map(|m| m.size).max().unwrap_or(0),
+        }
+    }
+
+    /// An upper bound on the messages due in `duration_ns` from the start: a trace's
+    /// messages before the end, exactly; for a model, three times the expected count
+    /// (duration over mean gap) plus twenty times its square root plus 64, far above what
+    /// the models' bursts of short gaps reach (the sender stops at the bound, so it must
+    /// never be reached; it only sizes the meter's window of valid sequence numbers).
+    pub fn max_messages(&self, duration_ns: u64) -> u64 {
+        match self {
+            Traffic::Model(model) => {
+                let expected = duration_ns as f64 / model.mean_gap_ns();
+                (3.0 * expected + 20.0 * expected.sqrt() + 64.0).ceil() as u64
+            }
+            Traffic::Trace(messages) => {
+                let mut elapsed = 0u64;
+                let mut n = 0u64;
+                for (i, m) in messages.iter().enumerate() {
+                    if i > 0 {
+                        elapsed = elapsed.saturating_add(m.gap_ns);
+                    }
+                    if elapsed >= duration_ns {
+                        break;
+                    }
+                    n += 1;
+                }
+                n
+            }
+        }
+    }
+
+    /// Messages per second on average: the model's, or the trace's count over its span.
+    pub fn rate_pps(&self) -> f64 {
+        match self {
+            Traffic::Model(model) => model.rate_pps(),
+            Traffic::Trace(messages) => {
+                let span: u64 = messages.iter().skip(1).map(|m| m.gap_ns).sum();
+                if messages.len() < 2 || span == 0 {
+                    1.0
+                } else {
+                    (messages.len() - 1) as f64 * 1e9 / span as f64
+                }
+            }
+        }
+    }
+}
+
+/// The state of a schedule that follows a [`Traffic`].
+#[derive(Debug, Clone)]
+struct Messages {
+    traffic: Traffic,
+    rng: SmallRng,
+    /// Index of the next message of a trace.
+    index: usize,
+    /// The size of the next message, `None` once a trace is over.
+    next_size: Option<usize>,
+}
+
+impl Messages {
+    /// Moves to the next message; returns its gap, or `None` when a trace is over.
+    fn step(&mut self) -> Option<u64> {
+        let next = match &self.traffic {
+            Traffic::Model(model) => Some(model.sample(&mut self.rng)),
+            Traffic::Trace(messages) => {
+                self.index += 1;
+                messages.get(self.index).copied()
+            }
+        };
+        self.next_size = next.map(|m| m.size);
+        next.map(|m| m.gap_ns)
+    }
+}
 
 /// How send times are spaced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +143,7 @@ pub struct Schedule {
     offset_ns: f64,
     count: u64,
     poisson: Option<(SmallRng, Exp<f64>)>,
+    messages: Option<Messages>,
 }
 
 impl Schedule {
@@ -77,11 +170,45 @@ impl Schedule {
             offset_ns: 0.0,
             count: 0,
             poisson,
+            messages: None,
         })
     }
 
-    /// When the next probe is due.
+    /// A schedule that follows `traffic`: each message is due its gap after the one before
+    /// (from the start, not from when the one before was sent), the first at `start_ns`.
+    /// A model's messages are drawn from `seed`. A trace with no message is refused.
+    pub fn from_traffic(traffic: Traffic, start_ns: u64, seed: u64) -> Result<Self, Error> {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let first = match &traffic {
+            Traffic::Model(model) => model.sample(&mut rng),
+            Traffic::Trace(messages) => *messages.first().ok_or(Error::EmptyTrace)?,
+        };
+        Ok(Schedule {
+            start_ns,
+            period_ns: 1e9 / traffic.rate_pps(),
+            offset_ns: 0.0,
+            count: 0,
+            poisson: None,
+            messages: Some(Messages {
+                traffic,
+                rng,
+                index: 0,
+                next_size: Some(first.size),
+            }),
+        })
+    }
+
+    /// The payload size of the next message when the schedule follows a [`Traffic`]; `None`
+    /// for a rate schedule (every probe has the configured size).
+    pub fn next_size(&self) -> Option<usize> {
+        self.messages.as_ref().and_then(|m| m.next_size)
+    }
+
+    /// When the next probe is due; `u64::MAX` once a trace is over.
     pub fn next_due(&self) -> u64 {
+        if matches!(&self.messages, Some(m) if m.next_size.is_none()) {
+            return u64::MAX;
+        }
         self.start_ns + self.offset_ns.round() as u64
     }
 
@@ -94,6 +221,12 @@ impl Schedule {
     pub fn advance(&mut self) -> u64 {
         let due = self.next_due();
         self.count += 1;
+        if let Some(messages) = &mut self.messages {
+            if let Some(gap) = messages.step() {
+                self.offset_ns += gap as f64;
+            }
+            return due;
+        }
         self.offset_ns = match &mut self.poisson {
             None => self.count as f64 * self.period_ns,
             Some((rng, exp)) => self.offset_ns + exp.sample(rng),
@@ -108,11 +241,21 @@ impl Schedule {
     /// A constant schedule counts exactly the due times `advance` would have given. A Poisson
     /// schedule draws the count from the Poisson distribution of the arrivals in the rest of
     /// the interval (the process is memoryless, so this is the law `advance` follows), from
-    /// the same seeded generator; the due times themselves are never drawn.
+    /// the same seeded generator; the due times themselves are never drawn. A schedule that
+    /// follows a [`Traffic`] steps through its messages (their count is bounded by
+    /// [`Traffic::max_messages`]).
     pub fn skip_until(&mut self, end_ns: u64) -> u64 {
         let due = self.next_due();
         if due >= end_ns {
             return 0;
+        }
+        if self.messages.is_some() {
+            let mut skipped = 0;
+            while self.next_due() < end_ns {
+                self.advance();
+                skipped += 1;
+            }
+            return skipped;
         }
         // Due times before `end_ns` are those whose offset rounds to less than `span`.
         let span = end_ns - self.start_ns;
@@ -265,5 +408,61 @@ mod tests {
     fn unknown_patterns_are_named_in_the_error() {
         let err = "bursty".parse::<Pattern>().unwrap_err();
         assert!(err.contains("bursty"));
+    }
+
+    fn trace(messages: &[(usize, u64)]) -> Traffic {
+        Traffic::Trace(
+            messages
+                .iter()
+                .map(|&(size, gap_ns)| Message { size, gap_ns })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_trace_is_replayed_once_with_its_sizes_and_gaps() {
+        let t = trace(&[(100, 999), (60, 20_000), (1200, 0), (80, 5_000)]);
+        let mut s = Schedule::from_traffic(t, 1_000, 0).unwrap();
+        let mut got = Vec::new();
+        while s.next_due() != u64::MAX {
+            let size = s.next_size().unwrap();
+            got.push((s.advance(), size));
+        }
+        assert_eq!(
+            got,
+            vec![(1_000, 100), (21_000, 60), (21_000, 1200), (26_000, 80)]
+        );
+        assert_eq!(s.next_size(), None);
+        assert_eq!(
+            s.skip_until(u64::MAX - 1),
+            0,
+            "nothing is due after the trace"
+        );
+    }
+
+    #[test]
+    fn a_model_schedule_is_due_at_the_sum_of_the_models_gaps() {
+        let model: TrafficModel = "counter-strike".parse().unwrap();
+        let mut rng = SmallRng::seed_from_u64(9);
+        let drawn: Vec<Message> = (0..1000).map(|_| model.sample(&mut rng)).collect();
+        let mut s = Schedule::from_traffic(Traffic::Model(model), 500, 9).unwrap();
+        let mut due = 500;
+        for (i, m) in drawn.iter().enumerate() {
+            if i > 0 {
+                due += m.gap_ns;
+            }
+            assert_eq!(s.next_size(), Some(m.size));
+            assert_eq!(s.advance(), due, "message {i}");
+        }
+    }
+
+    #[test]
+    fn skipping_a_traffic_schedule_counts_its_messages() {
+        let t = trace(&[(100, 0), (100, 10), (100, 10), (100, 10), (100, 10)]);
+        let mut s = Schedule::from_traffic(t, 0, 0).unwrap();
+        s.advance();
+        assert_eq!(s.skip_until(25), 2, "due at 10 and 20");
+        assert_eq!(s.next_due(), 30);
+        assert!(Schedule::from_traffic(trace(&[]), 0, 0).is_err());
     }
 }

@@ -14,7 +14,8 @@ pub struct Transmit {
     pub seq: u64,
     /// When the schedule said it was due.
     pub intended_ns: u64,
-    /// Bytes to send: the configured payload length.
+    /// Bytes to send: the configured payload length, or the message's size under a
+    /// [`Traffic`](crate::Traffic) (at least the probe header).
     pub len: usize,
 }
 
@@ -31,6 +32,9 @@ pub struct SendCounts {
     /// sender caught up with its schedule (it could not keep up with the rate). Not counted as
     /// sent nor as lost.
     pub unsent: u64,
+    /// Messages of a [`Traffic`](crate::Traffic) smaller than the probe header, sent with the
+    /// header's size instead (a probe must carry its header to be measured).
+    pub raised: u64,
 }
 
 /// Writes probe headers according to an open-loop schedule.
@@ -54,12 +58,17 @@ impl Sender {
     pub fn new(config: &ProbeConfig) -> Result<Self, Error> {
         config.validate()?;
         Ok(Sender {
-            schedule: Schedule::new(
-                config.pattern,
-                config.rate_pps,
-                config.start_ns,
-                config.seed,
-            )?,
+            schedule: match &config.traffic {
+                Some(traffic) => {
+                    Schedule::from_traffic(traffic.clone(), config.start_ns, config.seed)?
+                }
+                None => Schedule::new(
+                    config.pattern,
+                    config.rate_pps,
+                    config.start_ns,
+                    config.seed,
+                )?,
+            },
             next_seq: vec![0; config.flows as usize],
             next_flow: 0,
             max_per_flow: config.max_probes_per_flow(),
@@ -101,6 +110,15 @@ impl Sender {
         if due > now || buf.len() < self.config.payload_len {
             return None;
         }
+        let len = match self.schedule.next_size() {
+            Some(size) if size < probe::HEADER_LEN => {
+                self.counts.raised += 1;
+                probe::HEADER_LEN
+            }
+            // `validate` checked that no message is longer than the payload length.
+            Some(size) => size.min(self.config.payload_len),
+            None => self.config.payload_len,
+        };
         self.schedule.advance();
         let flow = self.next_flow;
         let seq = self.next_seq[flow as usize];
@@ -125,7 +143,7 @@ impl Sender {
             flow,
             seq,
             intended_ns: due,
-            len: self.config.payload_len,
+            len,
         })
     }
 
@@ -301,5 +319,46 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("flows must be"));
+    }
+
+    #[test]
+    fn traffic_sets_each_probes_size_and_raises_those_below_the_header() {
+        use crate::model::Message;
+        let messages = [(10, 0), (100, 1_000_000), (60, 1_000_000), (56, 0)]
+            .map(|(size, gap_ns)| Message { size, gap_ns });
+        let config = ProbeConfig {
+            flows: 1,
+            payload_len: 100,
+            traffic: Some(crate::Traffic::Trace(messages.into())),
+            ..config()
+        };
+        let mut s = Sender::new(&config).unwrap();
+        let mut buf = [0u8; 100];
+        let mut sent = Vec::new();
+        while let Some(t) = s.poll_transmit(9_000_000, &mut buf) {
+            sent.push((t.intended_ns, t.len));
+        }
+        assert_eq!(
+            sent,
+            vec![
+                (5_000, probe::HEADER_LEN),
+                (1_005_000, 100),
+                (2_005_000, 60),
+                (2_005_000, 56)
+            ]
+        );
+        assert_eq!(s.counts().raised, 1);
+        assert_eq!(s.poll_timeout(), None, "the trace is over");
+        let too_long = ProbeConfig {
+            payload_len: 64,
+            ..config
+        };
+        assert_eq!(
+            Sender::new(&too_long).unwrap_err(),
+            Error::TrafficTooLarge {
+                largest: 100,
+                payload_len: 64
+            }
+        );
     }
 }

@@ -97,3 +97,53 @@ pub(crate) fn report_redraws_as_written(out: &std::path::Path) -> String {
     assert_eq!(artefacts(out), written, "the redrawn files differ");
     String::from_utf8_lossy(&report.stdout).into_owned()
 }
+
+/// A reflector that writes down the size and arrival time of every datagram it returns.
+pub(crate) struct Recorder {
+    pub(crate) addr: std::net::SocketAddr,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Vec<(usize, std::time::Instant)>>>,
+}
+
+impl Recorder {
+    pub(crate) fn start() -> Recorder {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(std::time::Duration::from_millis(20)))
+            .unwrap();
+        let addr = socket.local_addr().unwrap();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = done.clone();
+        let thread = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            let mut buf = vec![0u8; 65_536];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok((n, from)) = socket.recv_from(&mut buf) {
+                    seen.push((n, std::time::Instant::now()));
+                    let _ = socket.send_to(&buf[..n], from);
+                }
+            }
+            seen
+        });
+        Recorder {
+            addr,
+            done,
+            thread: Some(thread),
+        }
+    }
+
+    pub(crate) fn finish(mut self) -> Vec<(usize, std::time::Instant)> {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+/// `|x − median(x)|` for every x, sorted: how far each value is from the common offset.
+pub(crate) fn spread_around_median(values: &[f64]) -> Vec<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let mut spread: Vec<f64> = values.iter().map(|v| (v - median).abs()).collect();
+    spread.sort_by(f64::total_cmp);
+    spread
+}

@@ -543,6 +543,7 @@ impl Runner<'_> {
             duration_ns,
             warmup_ns: (duration_ns / 10).min(200_000_000),
             seed: 1,
+            traffic: None,
         };
         let flood = match (&flooder, spec.flood_pps) {
             (Some(socket), Some(pps)) => Some(Flood {

@@ -1,0 +1,200 @@
+//! `latlab trace-stats` and `latlab gen --trace`, on captures the tests write.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use assert_cmd::cargo::cargo_bin;
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use pcap_file::{DataLink, TsResolution};
+
+const MS: u64 = 1_000_000;
+const T0: u64 = 1_700_000_000_000_000_000;
+
+/// A raw-IP capture of one UDP stream 10.0.0.1:4000 → 10.0.0.2:7000: `(gap before, payload)`.
+fn write_capture(path: &Path, packets: &[(u64, usize)]) -> Vec<u8> {
+    let header = PcapHeader {
+        datalink: DataLink::RAW,
+        ts_resolution: TsResolution::NanoSecond,
+        ..PcapHeader::default()
+    };
+    let mut w = PcapWriter::with_header(Vec::new(), header).unwrap();
+    let mut ts = T0;
+    for &(gap, payload) in packets {
+        ts += gap;
+        let total = 28 + payload;
+        let mut p = vec![
+            0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ];
+        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        p.extend_from_slice(&4000u16.to_be_bytes());
+        p.extend_from_slice(&7000u16.to_be_bytes());
+        p.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
+        p.extend_from_slice(&[0, 0]);
+        p.resize(total, 0x5a);
+        w.write_packet(&PcapPacket::new(Duration::from_nanos(ts), total as u32, &p))
+            .unwrap();
+    }
+    let bytes = w.into_writer();
+    std::fs::write(path, &bytes).unwrap();
+    bytes
+}
+
+/// 40 messages: sizes cycle through 30 (below the probe header), 100, 400, 1000; gaps cycle
+/// through 20, 40, 60 ms.
+fn game_like() -> Vec<(u64, usize)> {
+    (0..40)
+        .map(|i| {
+            let gap = if i == 0 { 0 } else { [20, 40, 60][i % 3] * MS };
+            (gap, [30, 100, 400, 1000][i % 4])
+        })
+        .collect()
+}
+
+#[test]
+fn trace_stats_prints_and_writes_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("game.pcap");
+    write_capture(&pcap, &game_like());
+    let csv = dir.path().join("game.csv");
+    let out = std::process::Command::new(cargo_bin("latlab"))
+        .arg("trace-stats")
+        .arg(&pcap)
+        .arg("--csv")
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("10.0.0.1:4000"), "{text}");
+    assert!(text.contains("40 frames, 1 streams"), "{text}");
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    // 39 gaps: 13 each of 20, 40, 60 ms (the first gap is 40).
+    let row = csv.lines().nth(1).unwrap();
+    assert!(
+        row.starts_with("1,udp,10.0.0.1:4000,10.0.0.2:7000,40,382.5,30,1000,40.000,40.000,20.000,60.000,20.000,60.000,25.000,"),
+        "{row}"
+    );
+}
+
+#[test]
+fn a_truncated_capture_ends_with_one_line_naming_the_file_and_the_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("cut.pcap");
+    let bytes = write_capture(&pcap, &game_like());
+    std::fs::write(&pcap, &bytes[..bytes.len() - 7]).unwrap();
+    // The last record: 16 bytes of record header and 28 + 1000 bytes of packet.
+    let offset = bytes.len() - (16 + 28 + 1000);
+    let needle = format!("{}: broken at byte {offset}", pcap.display());
+    common::one_line_error(&["trace-stats", pcap.to_str().unwrap()], &needle);
+    common::one_line_error(
+        &[
+            "gen",
+            "--target",
+            "127.0.0.1:9",
+            "--trace",
+            pcap.to_str().unwrap(),
+        ],
+        &needle,
+    );
+    let out = std::process::Command::new(cargo_bin("latlab"))
+        .arg("trace-stats")
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    common::one_line_error(
+        &["gen", "--target", "127.0.0.1:9", "--trace", "/no/such.pcap"],
+        "/no/such.pcap",
+    );
+}
+
+#[test]
+fn gen_replays_the_captures_sizes_with_its_gaps() {
+    let _turn = common::engines();
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("game.pcap");
+    let packets = game_like();
+    write_capture(&pcap, &packets);
+    for speed in [1.0, 2.0] {
+        let json = dir.path().join(format!("run-{speed}.json"));
+        let recorder = common::Recorder::start();
+        let out = std::process::Command::new(cargo_bin("latlab"))
+            .args(["gen", "--target", &recorder.addr.to_string(), "--trace"])
+            .arg(&pcap)
+            .args(["--speed", &speed.to_string(), "--warmup", "1ms"])
+            .args([
+                "--poll",
+                "block",
+                "--grace",
+                "200ms",
+                "--no-check",
+                "--json",
+            ])
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seen = recorder.finish();
+        // Every message once, in order, at its size (30 raised to the 56-byte header).
+        let sizes: Vec<usize> = seen.iter().map(|s| s.0).collect();
+        let want: Vec<usize> = packets.iter().map(|p| p.1.max(56)).collect();
+        assert_eq!(sizes, want, "speed {speed}");
+        // Each arrival is its due time plus one common offset (the first send's start-up),
+        // within the noise of a shared machine: errors do not add up along the replay.
+        let mut due = 0.0;
+        let mut late = Vec::new();
+        for (i, (_, at)) in seen.iter().enumerate() {
+            due += packets[i].0 as f64 / speed;
+            late.push(at.duration_since(seen[0].1).as_nanos() as f64 - due);
+        }
+        let errors = common::spread_around_median(&late);
+        assert!(errors[errors.len() / 2] < 1e6, "speed {speed}: {errors:?}");
+        assert!(
+            errors[errors.len() * 9 / 10] < 5e6,
+            "speed {speed}: {errors:?}"
+        );
+        let summary = common::read_json(&json);
+        assert_eq!(summary["setup"]["pattern"], "trace");
+        assert_eq!(summary["raised"], 10);
+        assert_eq!(summary["setup"]["payload_bytes"], 1000);
+        assert!(summary["setup"]["traffic"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("stream 1 10.0.0.1:4000→10.0.0.2:7000 x{speed}")));
+    }
+}
+
+#[test]
+fn trace_flags_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("game.pcap");
+    write_capture(&pcap, &game_like());
+    let p = pcap.to_str().unwrap();
+    let t = ["gen", "--target", "127.0.0.1:9"];
+    common::one_line_error(
+        &[&t[..], &["--trace", p, "--stream", "2"]].concat(),
+        "--stream 2",
+    );
+    common::one_line_error(
+        &[&t[..], &["--trace", p, "--speed", "0"]].concat(),
+        "--speed",
+    );
+    common::one_line_error(
+        &[&t[..], &["--trace", p, "--rate", "10"]].concat(),
+        "cannot be used with",
+    );
+    common::one_line_error(
+        &[&t[..], &["--trace", p, "--model", "wow"]].concat(),
+        "cannot be used with",
+    );
+    common::one_line_error(
+        &[&t[..], &["--rate", "10", "--stream", "1"]].concat(),
+        "--trace",
+    );
+}
