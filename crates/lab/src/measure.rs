@@ -411,7 +411,8 @@ fn summarized(
     };
     let result = generate(&config).map_err(io_err("generator"))?;
     let shared = options.clock.is_shared(&setup.topology, options.target);
-    let mut summary = RunSummary::new(setup, options.offered_pps(), &result).with_clock(shared, &result);
+    let mut summary =
+        RunSummary::new(setup, options.offered_pps(), &result).with_clock(shared, &result);
     summary.run_id = Some(config.probe.run_id);
     Ok((summary, result))
 }
