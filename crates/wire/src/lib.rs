@@ -71,6 +71,7 @@ pub mod checksum;
 pub mod ethernet;
 pub mod game;
 pub mod ipv4;
+pub mod offload;
 pub mod probe;
 pub mod udp;
 pub mod udp_frame;
