@@ -54,7 +54,10 @@
 use std::cell::Cell;
 
 mod open;
+mod restore;
 mod ring;
+
+pub use crate::port::WireFrameStats;
 
 use ring::{read_slot, rx_unit_is_ours, tx_slot_status, walk_block};
 
@@ -213,6 +216,10 @@ pub struct PacketOptions {
     /// Do not receive frames leaving the interface (`PACKET_IGNORE_OUTGOING`): a bridge must not
     /// read back what it or anyone else on the host sends. Default true.
     pub ignore_outgoing: bool,
+    /// Hand over received frames as they were on the wire ([`restore`]): VLAN tags put back,
+    /// checksums the sender left to the device finished, super-frames (GSO) cut into
+    /// segments, frames longer than a V2 slot read whole. For a bridge. Default false.
+    pub wire_frames: bool,
 }
 
 impl Default for PacketOptions {
@@ -227,6 +234,7 @@ impl Default for PacketOptions {
             promiscuous: true,
             qdisc_bypass: true,
             ignore_outgoing: true,
+            wire_frames: false,
         }
     }
 }
@@ -286,6 +294,8 @@ pub struct PacketSocket {
     tx_mtu_limit: usize,
     corrupt_blocks: Cell<u64>,
     tx_refused: Cell<u64>,
+    /// With [`PacketOptions::wire_frames`].
+    restorer: Option<restore::Restorer>,
     fd: OwnedFd,
 }
 
@@ -318,16 +328,17 @@ impl PacketSocket {
     /// The longest frame a TX slot holds: `frame_size` minus the header (32 bytes with V2, 48
     /// with V3).
     pub fn max_tx_frame(&self) -> usize {
-        self.tx_frame_size - self.ring.tx_data_offset()
+        self.tx_frame_size - self.tx_data_offset()
     }
 
     /// Hands every frame now ready in the RX ring to `f(frame, kernel_rx_ns, truncated)` and
     /// returns their slots (V2) or blocks (V3) to the kernel; returns how many frames were
     /// handed. Never blocks; `Ok(0)` when no frame is ready.
     ///
-    /// Frames start with the Ethernet header. An 802.1Q tag is not in the frame: the kernel
-    /// takes it out on receive (it is in the ring header's `tp_vlan_tci`, which this call does
-    /// not hand on), so a bridge built on it forwards VLAN-tagged frames untagged.
+    /// Frames start with the Ethernet header. Without [`PacketOptions::wire_frames`] they are
+    /// as the kernel holds them: an 802.1Q tag is not in the frame (the kernel takes it out),
+    /// checksums may be unfinished and TCP segments up to 64 KiB long; with it, they are as
+    /// they were on the wire (one ring frame may become several), and the count is of those.
     ///
     /// `kernel_rx_ns` is the kernel's software receive stamp (`CLOCK_REALTIME` ns, as
     /// [`crate::clock::now_ns`]), taken when the frame entered the ring. `truncated` is true
@@ -336,6 +347,22 @@ impl PacketSocket {
     /// the kernel received them. At most one pass over the ring is made per call, so a sender
     /// that keeps the ring full cannot keep the call going forever.
     pub fn recv_batch(&mut self, mut f: impl FnMut(&[u8], u64, bool)) -> io::Result<usize> {
+        let fd = self.fd.as_raw_fd();
+        let mut restorer = self.restorer.take();
+        let mut handed = 0;
+        let read = self.recv_ring(|frame| match restorer.as_mut() {
+            Some(r) => handed += r.hand(fd, frame, &mut f),
+            None => {
+                f(frame.data, frame.rx_ns, frame.truncated);
+                handed += 1;
+            }
+        });
+        self.restorer = restorer;
+        read.map(|_| handed)
+    }
+
+    /// Hands every frame of the RX ring now ready to `f`, as the ring holds it.
+    fn recv_ring(&mut self, mut f: impl FnMut(&ring::RxFrame<'_>)) -> io::Result<usize> {
         let status_at = self.ring.rx_status_offset();
         let mut frames = 0;
         for _ in 0..self.rx_unit_count {
@@ -350,7 +377,7 @@ impl PacketSocket {
             let intact = match self.ring {
                 RxRing::V2 => match read_slot(bytes) {
                     Some(frame) => {
-                        f(frame.data, frame.rx_ns, frame.truncated);
+                        f(&frame);
                         frames += 1;
                         true
                     }
@@ -493,13 +520,16 @@ impl PacketSocket {
         }
         // The kernel's last use of the slot happens before our writes into it.
         fence(Ordering::Acquire);
-        let len = frame.len() as u32;
-        let data_at = self.ring.tx_data_offset();
+        let data_at = self.tx_data_offset();
+        let header_at = self.ring.tx_data_offset();
+        let len = (data_at - header_at + frame.len()) as u32;
         // SAFETY: the slot is ours (neither requested nor being sent) and spans `frame_size`
-        // bytes inside the mapping; the frame fits after the header (`tx_length`, which both
+        // bytes inside the mapping; the empty virtio_net_hdr (if any) and the frame fit after
+        // the header (`tx_length`, which both
         // callers run first, checked it against `max_tx_frame`), and the
         // header fields written are u32s at their aligned offsets.
         unsafe {
+            ptr::write_bytes(slot.add(header_at), 0, data_at - header_at);
             ptr::copy_nonoverlapping(frame.as_ptr(), slot.add(data_at), frame.len());
             let field = |offset: usize| slot.add(offset).cast::<u32>();
             if self.ring == RxRing::V3 {
@@ -658,6 +688,7 @@ impl AsRawFd for PacketSocket {
 #[cfg(test)]
 mod tests {
     use super::open::Layout;
+    use super::ring::RxFrame;
     use super::*;
 
     /// A block the size of `len` with the given frames, laid out as the kernel does.
@@ -707,7 +738,9 @@ mod tests {
 
     fn walk(b: &[u8]) -> (Result<usize, usize>, Vec<Handed>) {
         let mut got = Vec::new();
-        let r = walk_block(b, &mut |d: &[u8], ns, t| got.push((d.to_vec(), ns, t)));
+        let r = walk_block(b, &mut |f: &RxFrame<'_>| {
+            got.push((f.data.to_vec(), f.rx_ns, f.truncated))
+        });
         (r, got)
     }
 

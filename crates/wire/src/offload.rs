@@ -377,65 +377,97 @@ pub enum ChecksumState {
 /// wrong in any other way is left as it is (1 in 65536 damaged frames could look unfinished
 /// and be "repaired"; a bridge cannot tell them apart).
 pub fn finish_unfinished_checksum(frame: &mut [u8]) -> ChecksumState {
+    match transport_checksum(frame) {
+        Ok(Unfinished {
+            l4,
+            l4_len,
+            check_at,
+            pseudo,
+            udp,
+        }) => {
+            frame[check_at..check_at + 2].copy_from_slice(&[0, 0]);
+            let sum = !checksum::combine(&[pseudo, checksum::data(&frame[l4..l4 + l4_len])]);
+            let sum = if sum == 0 && udp { 0xffff } else { sum };
+            frame[check_at..check_at + 2].copy_from_slice(&sum.to_be_bytes());
+            ChecksumState::Finished
+        }
+        Err(state) => state,
+    }
+}
+
+/// What [`finish_unfinished_checksum`] would do to `frame`, without changing it:
+/// [`ChecksumState::Finished`] when it would finish the checksum.
+pub fn check_transport_checksum(frame: &[u8]) -> ChecksumState {
+    match transport_checksum(frame) {
+        Ok(_) => ChecksumState::Finished,
+        Err(state) => state,
+    }
+}
+
+/// Where an unfinished checksum lies, found by [`transport_checksum`].
+struct Unfinished {
+    l4: usize,
+    l4_len: usize,
+    check_at: usize,
+    pseudo: u16,
+    udp: bool,
+}
+
+/// The unfinished transport checksum of `frame`, or the state of a frame that has none.
+fn transport_checksum(frame: &[u8]) -> core::result::Result<Unfinished, ChecksumState> {
     let Ok((l3, ethertype)) = network_header(frame) else {
-        return ChecksumState::NotTransport;
+        return Err(ChecksumState::NotTransport);
     };
     let (l4, proto, l4_len) = match ethertype {
         ETHERTYPE_IPV4 => {
-            let Some(h) = frame.get(l3..l3 + 20) else {
-                return ChecksumState::NotTransport;
-            };
+            let h = frame.get(l3..l3 + 20).ok_or(ChecksumState::NotTransport)?;
             let ihl = usize::from(h[0] & 0xf) * 4;
             let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
             let fragment = u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0;
             if h[0] >> 4 != 4 || ihl < 20 || total < ihl || fragment {
-                return ChecksumState::NotTransport;
+                return Err(ChecksumState::NotTransport);
             }
             if l3 + total > frame.len() {
-                return ChecksumState::LongerThanFrame;
+                return Err(ChecksumState::LongerThanFrame);
             }
             (l3 + ihl, h[9], total - ihl)
         }
         ETHERTYPE_IPV6 => {
-            let Some(h) = frame.get(l3..l3 + 40) else {
-                return ChecksumState::NotTransport;
-            };
+            let h = frame.get(l3..l3 + 40).ok_or(ChecksumState::NotTransport)?;
             let len = usize::from(u16::from_be_bytes([h[4], h[5]]));
             if l3 + 40 + len > frame.len() {
-                return ChecksumState::LongerThanFrame;
+                return Err(ChecksumState::LongerThanFrame);
             }
             (l3 + 40, h[6], len)
         }
-        _ => return ChecksumState::NotTransport,
+        _ => return Err(ChecksumState::NotTransport),
     };
     let check_at = match proto {
         PROTO_TCP if l4_len >= 20 => l4 + 16,
         PROTO_UDP if l4_len >= 8 => l4 + 6,
-        _ => return ChecksumState::NotTransport,
+        _ => return Err(ChecksumState::NotTransport),
     };
+    let udp = proto == PROTO_UDP;
     let field = u16::from_be_bytes([frame[check_at], frame[check_at + 1]]);
-    if proto == PROTO_UDP && field == 0 && ethertype == ETHERTYPE_IPV4 {
-        return ChecksumState::Valid;
+    if udp && field == 0 && ethertype == ETHERTYPE_IPV4 {
+        return Err(ChecksumState::Valid);
     }
-    let Ok(pseudo) = pseudo_header(frame, l3, ethertype, proto, l4_len) else {
-        return ChecksumState::NotTransport;
-    };
+    let pseudo = pseudo_header(frame, l3, ethertype, proto, l4_len)
+        .map_err(|_| ChecksumState::NotTransport)?;
     let segment = &frame[l4..l4 + l4_len];
     if checksum::combine(&[pseudo, checksum::data(segment)]) == 0xffff {
-        return ChecksumState::Valid;
+        return Err(ChecksumState::Valid);
     }
     if field != pseudo && !(field == 0 && pseudo == 0xffff) {
-        return ChecksumState::Wrong;
+        return Err(ChecksumState::Wrong);
     }
-    frame[check_at..check_at + 2].copy_from_slice(&[0, 0]);
-    let sum = !checksum::combine(&[pseudo, checksum::data(&frame[l4..l4 + l4_len])]);
-    let sum = if sum == 0 && proto == PROTO_UDP {
-        0xffff
-    } else {
-        sum
-    };
-    frame[check_at..check_at + 2].copy_from_slice(&sum.to_be_bytes());
-    ChecksumState::Finished
+    Ok(Unfinished {
+        l4,
+        l4_len,
+        check_at,
+        pseudo,
+        udp,
+    })
 }
 
 #[cfg(test)]
