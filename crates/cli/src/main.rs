@@ -73,6 +73,11 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Emulate a link between two interfaces: delay, jitter, loss, duplication, corruption,
     /// reordering, rate and queue limits, per direction (a transparent layer-2 bridge).
+    ///
+    /// Frames leave as they were on the wire, whatever the hosts' offloads: VLAN tags put back,
+    /// checksums the senders left to the device finished, TCP super-frames cut into segments
+    /// (--io packet; --io xdp finishes checksums and names super-frames it cannot take). No
+    /// ethtool step is needed on either side.
     Emu(Box<emu::EmuArgs>),
     /// Forward frames between two interfaces, both ways, no lookup (an L2 forwarder on one
     /// pinned core), and report where each packet's cycles go.

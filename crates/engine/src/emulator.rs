@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use latlab_io::clock::now_ns;
 use latlab_io::packet::PacketSocket;
-use latlab_io::port::FrameQueued;
+use latlab_io::port::{FrameQueued, WireFrameStats};
 use latlab_link::{Fate, LinkConfig, LinkCounters, Pipe};
 use latlab_stats::LatencyHistogram;
 use rtrb::Consumer;
@@ -76,6 +76,9 @@ pub struct DirectionReport {
     pub queue_slots_full: u64,
     /// Frames the kernel dropped before the RX ring (PACKET_STATISTICS).
     pub kernel_drops: u64,
+    /// What the receiving port did to make frames what they were on the wire (tags put back,
+    /// checksums finished, super-frames segmented: `arrived` counts the wire frames).
+    pub wire: WireFrameStats,
     /// Actual − intended departure of every released frame, ns.
     pub release_error: LatencyHistogram,
     /// Released before the intended departure (never expected; counted to show it).
@@ -129,9 +132,10 @@ impl Direction {
     }
 
     /// The report, with the pipe's counters and the port's kernel drops.
-    fn finish(self, kernel_drops: u64) -> DirectionReport {
+    fn finish(self, kernel_drops: u64, wire: WireFrameStats) -> DirectionReport {
         DirectionReport {
             kernel_drops,
+            wire,
             ..finish(self.report, &self.pipe)
         }
     }
@@ -149,6 +153,7 @@ impl DirectionReport {
             queued_at_exit: 0,
             queue_slots_full: 0,
             kernel_drops: 0,
+            wire: WireFrameStats::default(),
             release_error: LatencyHistogram::new(),
             released_early: 0,
         }
@@ -302,8 +307,8 @@ pub fn run<P: Port>(
         P::wait_either(a, b, wait.min(Duration::from_millis(10)))?;
     }
     Ok(EmulatorReport {
-        a_to_b: ab.finish(a.kernel_drops()),
-        b_to_a: ba.finish(b.kernel_drops()),
+        a_to_b: ab.finish(a.kernel_drops(), a.wire_frame_stats()),
+        b_to_a: ba.finish(b.kernel_drops(), b.wire_frame_stats()),
     })
 }
 
@@ -453,6 +458,7 @@ pub fn run_pipeline(
             d.queue_slots_full += full[i];
             d.queued_at_exit += rings[i].slots() as u64;
             d.kernel_drops = rx.statistics().map(|s| s.drops).unwrap_or(0);
+            d.wire = rx.wire_frame_stats();
             d
         };
         Ok(EmulatorReport {

@@ -54,12 +54,16 @@
 use std::cell::Cell;
 
 mod open;
+mod restore;
 mod ring;
+mod rx;
 
-use ring::{read_slot, rx_unit_is_ours, tx_slot_status, walk_block};
+pub use crate::port::WireFrameStats;
+
+use ring::{rx_unit_is_ours, tx_slot_status};
 
 use crate::iface::{at, interface_index, page_size};
-use crate::port::{FrameQueued, RecvBatch};
+use crate::port::FrameQueued;
 use crate::sockopt;
 use std::io;
 use std::mem::{offset_of, size_of, zeroed};
@@ -213,6 +217,10 @@ pub struct PacketOptions {
     /// Do not receive frames leaving the interface (`PACKET_IGNORE_OUTGOING`): a bridge must not
     /// read back what it or anyone else on the host sends. Default true.
     pub ignore_outgoing: bool,
+    /// Hand over received frames as they were on the wire ([`restore`]): VLAN tags put back,
+    /// checksums the sender left to the device finished, super-frames (GSO) cut into
+    /// segments, frames longer than a V2 slot read whole. For a bridge. Default false.
+    pub wire_frames: bool,
 }
 
 impl Default for PacketOptions {
@@ -227,6 +235,7 @@ impl Default for PacketOptions {
             promiscuous: true,
             qdisc_bypass: true,
             ignore_outgoing: true,
+            wire_frames: false,
         }
     }
 }
@@ -286,6 +295,8 @@ pub struct PacketSocket {
     tx_mtu_limit: usize,
     corrupt_blocks: Cell<u64>,
     tx_refused: Cell<u64>,
+    /// With [`PacketOptions::wire_frames`].
+    restorer: Option<restore::Restorer>,
     fd: OwnedFd,
 }
 
@@ -318,105 +329,7 @@ impl PacketSocket {
     /// The longest frame a TX slot holds: `frame_size` minus the header (32 bytes with V2, 48
     /// with V3).
     pub fn max_tx_frame(&self) -> usize {
-        self.tx_frame_size - self.ring.tx_data_offset()
-    }
-
-    /// Hands every frame now ready in the RX ring to `f(frame, kernel_rx_ns, truncated)` and
-    /// returns their slots (V2) or blocks (V3) to the kernel; returns how many frames were
-    /// handed. Never blocks; `Ok(0)` when no frame is ready.
-    ///
-    /// Frames start with the Ethernet header. An 802.1Q tag is not in the frame: the kernel
-    /// takes it out on receive (it is in the ring header's `tp_vlan_tci`, which this call does
-    /// not hand on), so a bridge built on it forwards VLAN-tagged frames untagged.
-    ///
-    /// `kernel_rx_ns` is the kernel's software receive stamp (`CLOCK_REALTIME` ns, as
-    /// [`crate::clock::now_ns`]), taken when the frame entered the ring. `truncated` is true
-    /// when the frame was longer than what the ring kept (with V2 frames longer than
-    /// `frame_size - 66`, with V3 only frames larger than a block). Frames come in the order
-    /// the kernel received them. At most one pass over the ring is made per call, so a sender
-    /// that keeps the ring full cannot keep the call going forever.
-    pub fn recv_batch(&mut self, mut f: impl FnMut(&[u8], u64, bool)) -> io::Result<usize> {
-        let mut frames = 0;
-        for _ in 0..self.rx_unit_count {
-            let Some(n) = self.read_unit(self.rx_next, &mut f) else {
-                break;
-            };
-            frames += n;
-            self.release_next_unit();
-        }
-        Ok(frames)
-    }
-
-    /// As [`PacketSocket::recv_batch`], handing at most `max` frames (V3: whole blocks), and
-    /// giving their slots or blocks back to the kernel at once after the last, timed.
-    pub fn recv_batch_max(
-        &mut self,
-        max: usize,
-        mut f: impl FnMut(&[u8], u64, bool),
-    ) -> io::Result<RecvBatch> {
-        let (mut frames, mut units) = (0, 0);
-        while units < self.rx_unit_count && frames < max {
-            let i = (self.rx_next + units) % self.rx_unit_count;
-            let Some(n) = self.read_unit(i, &mut f) else {
-                break;
-            };
-            frames += n;
-            units += 1;
-        }
-        let start = crate::tsc::read();
-        for _ in 0..units {
-            self.release_next_unit();
-        }
-        Ok(RecvBatch {
-            frames,
-            release_cycles: crate::tsc::read().wrapping_sub(start),
-        })
-    }
-
-    /// Hands the frames of RX unit `i` to `f` and returns how many; `None` when the kernel has
-    /// not handed it over. A unit out of bounds is counted in `corrupt_blocks`.
-    fn read_unit(&self, i: usize, f: &mut impl FnMut(&[u8], u64, bool)) -> Option<usize> {
-        let unit = self.rx_unit(i);
-        if !rx_unit_is_ours(unit, self.ring.rx_status_offset()) {
-            return None;
-        }
-        // SAFETY: the unit lies inside the mapping (`rx_unit`), and its status says the
-        // kernel handed it to user space: it does not write to it until
-        // `release_next_unit` hands it back, after this slice is gone.
-        let bytes = unsafe { std::slice::from_raw_parts(unit, self.rx_unit_size) };
-        let (frames, intact) = match self.ring {
-            RxRing::V2 => match read_slot(bytes) {
-                Some(frame) => {
-                    f(frame.data, frame.rx_ns, frame.truncated);
-                    (1, true)
-                }
-                None => (0, false),
-            },
-            RxRing::V3 => match walk_block(bytes, f) {
-                Ok(n) => (n, true),
-                Err(n) => (n, false),
-            },
-        };
-        if !intact {
-            self.corrupt_blocks.set(self.corrupt_blocks.get() + 1);
-        }
-        Some(frames)
-    }
-
-    /// Gives the next RX unit back to the kernel.
-    fn release_next_unit(&mut self) {
-        let unit = self.rx_unit(self.rx_next);
-        // Every read of the unit happens before the kernel may write it again.
-        fence(Ordering::Release);
-        // SAFETY: the status word lies inside the unit, 4-byte aligned (units are aligned to
-        // at least 128 bytes); a volatile write because the kernel reads it concurrently.
-        unsafe {
-            ptr::write_volatile(
-                unit.add(self.ring.rx_status_offset()).cast::<u32>(),
-                libc::TP_STATUS_KERNEL,
-            )
-        };
-        self.rx_next = (self.rx_next + 1) % self.rx_unit_count;
+        self.tx_frame_size - self.tx_data_offset()
     }
 
     /// Whether the next RX unit holds frames for [`PacketSocket::recv_batch`].
@@ -530,13 +443,16 @@ impl PacketSocket {
         }
         // The kernel's last use of the slot happens before our writes into it.
         fence(Ordering::Acquire);
-        let len = frame.len() as u32;
-        let data_at = self.ring.tx_data_offset();
+        let data_at = self.tx_data_offset();
+        let header_at = self.ring.tx_data_offset();
+        let len = (data_at - header_at + frame.len()) as u32;
         // SAFETY: the slot is ours (neither requested nor being sent) and spans `frame_size`
-        // bytes inside the mapping; the frame fits after the header (`tx_length`, which both
+        // bytes inside the mapping; the empty virtio_net_hdr (if any) and the frame fit after
+        // the header (`tx_length`, which both
         // callers run first, checked it against `max_tx_frame`), and the
         // header fields written are u32s at their aligned offsets.
         unsafe {
+            ptr::write_bytes(slot.add(header_at), 0, data_at - header_at);
             ptr::copy_nonoverlapping(frame.as_ptr(), slot.add(data_at), frame.len());
             let field = |offset: usize| slot.add(offset).cast::<u32>();
             if self.ring == RxRing::V3 {
@@ -700,6 +616,7 @@ impl AsRawFd for PacketSocket {
 #[cfg(test)]
 mod tests {
     use super::open::Layout;
+    use super::ring::{read_slot, walk_block, RxFrame};
     use super::*;
 
     /// A block the size of `len` with the given frames, laid out as the kernel does.
@@ -749,7 +666,9 @@ mod tests {
 
     fn walk(b: &[u8]) -> (Result<usize, usize>, Vec<Handed>) {
         let mut got = Vec::new();
-        let r = walk_block(b, &mut |d: &[u8], ns, t| got.push((d.to_vec(), ns, t)));
+        let r = walk_block(b, &mut |f: &RxFrame<'_>| {
+            got.push((f.data.to_vec(), f.rx_ns, f.truncated))
+        });
         (r, got)
     }
 

@@ -44,6 +44,7 @@
 mod bpf;
 mod open;
 mod ring;
+mod wire;
 
 use std::io;
 use std::mem::zeroed;
@@ -175,6 +176,8 @@ pub struct XdpSocket {
     /// TX frames free to fill.
     tx_free: Vec<u64>,
     corrupt_descs: u64,
+    /// Checksums finished and cut super-frames counted ([`wire`]).
+    wire: wire::XdpWire,
     /// The interface's MTU plus the Ethernet header, as last read (0 until a frame needed it).
     tx_mtu_limit: usize,
     /// A UDP socket in the interface's namespace, to read its MTU with (AF_XDP sockets take
@@ -213,6 +216,20 @@ impl XdpSocket {
     /// How the socket is bound, and how its program is attached.
     pub fn mode(&self) -> (BindMode, AttachMode) {
         (self.bind_mode, self.program.mode())
+    }
+
+    /// What was done to make received frames wire frames ([`crate::port::FramePort`]'s
+    /// receive finishes checksums the sender left to the device).
+    pub fn wire_stats(&self) -> crate::port::WireFrameStats {
+        self.wire.stats
+    }
+
+    pub(crate) fn take_wire(&mut self) -> wire::XdpWire {
+        std::mem::take(&mut self.wire)
+    }
+
+    pub(crate) fn put_wire(&mut self, wire: wire::XdpWire) {
+        self.wire = wire;
     }
 
     /// The program feeding the socket.

@@ -165,6 +165,8 @@ fn run_packet(
         // Ring slots hold the frame plus the kernel's headers and must be a power of two.
         frame_size: (options.frame_size.max(128) + 128).next_power_of_two(),
         rx_ring: options.rx_ring,
+        // Forward frames as they were on the wire whatever the senders' offloads.
+        wire_frames: true,
         ..PacketOptions::default()
     };
     let open = |flag: &str, ifname: &str| {

@@ -19,6 +19,16 @@ fn direction_json(d: &DirectionReport) -> serde_json::Value {
             "kernel_rx_ring": d.kernel_drops,
         },
         "queued_at_exit": d.queued_at_exit,
+        "wire_frames": {
+            "tags_restored": d.wire.tags_restored,
+            "checksums_finished": d.wire.checksums_finished,
+            "super_frames": d.wire.super_frames,
+            "segments": d.wire.segments,
+            "read_whole": d.wire.read_whole,
+            "unfinished": d.wire.unfinished,
+            "truncated": d.wire.truncated,
+            "cut_super_frames": d.wire.cut_super_frames,
+        },
         "released_early": d.released_early,
         "release_error_ns": Summary::from_histogram(&d.release_error),
     })

@@ -217,6 +217,18 @@ impl ClientServer {
     }
 }
 
+/// What a topology does with the interface offloads of its veth ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offloads {
+    /// Checksum and segmentation offload and GRO turned off: every frame is a finished frame
+    /// of at most the MTU, as on a wire. The lab's own measurements use this, so that the
+    /// bridge's work per frame is the same whatever the sender does.
+    Off,
+    /// Left as a new veth has them (on), as containers are wired: senders hand over frames
+    /// with unfinished checksums and TCP segments of up to 64 KiB.
+    Defaults,
+}
+
 /// A client and a server joined through an emulator namespace: `client — emu — server`.
 ///
 /// The client's and the server's veth ends carry 198.18.0.1/24 and 198.18.0.2/24; their peers,
@@ -244,8 +256,13 @@ impl ClientEmuServer {
     /// The emulator's interface towards the server.
     pub const EMU_B: &'static str = "emu-b";
 
-    /// Builds the three namespaces (root only).
+    /// Builds the three namespaces (root only), offloads off on all four ends.
     pub fn build() -> Result<ClientEmuServer, TopologyError> {
+        ClientEmuServer::build_with(Offloads::Off)
+    }
+
+    /// Builds the three namespaces (root only), with the offloads `offloads` says.
+    pub fn build_with(offloads: Offloads) -> Result<ClientEmuServer, TopologyError> {
         let prefix = unique_prefix();
         let client = Namespace::create(&format!("{prefix}-client"))?;
         let emu = Namespace::create(&format!("{prefix}-emu"))?;
@@ -293,7 +310,9 @@ impl ClientEmuServer {
             (&emu, Self::EMU_A),
             (&emu, Self::EMU_B),
         ] {
-            offloads_off(ns, dev)?;
+            if offloads == Offloads::Off {
+                offloads_off(ns, dev)?;
+            }
             ip(&["-n", ns.name(), "link", "set", dev, "up"])?;
         }
         static_neighbours((&client, client_addr), (&server, server_addr))?;

@@ -72,6 +72,7 @@ pub mod checksum;
 pub mod ethernet;
 pub mod game;
 pub mod ipv4;
+pub mod offload;
 pub mod probe;
 pub mod stream;
 pub mod transport;

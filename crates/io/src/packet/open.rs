@@ -35,6 +35,25 @@ impl PacketSocket {
         // A frame the kernel cannot send is skipped instead of stopping the TX ring for good.
         sockopt::set(raw, libc::SOL_PACKET, libc::PACKET_LOSS, &1 as &libc::c_int)
             .map_err(at(ifname, "setsockopt PACKET_LOSS"))?;
+        if options.wire_frames {
+            // Both before the rings, which the kernel requires of PACKET_VNET_HDR.
+            sockopt::set(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_VNET_HDR,
+                &1 as &libc::c_int,
+            )
+            .map_err(at(ifname, "setsockopt PACKET_VNET_HDR"))?;
+            sockopt::set(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_COPY_THRESH,
+                &1 as &libc::c_int,
+            )
+            .map_err(at(ifname, "setsockopt PACKET_COPY_THRESH"))?;
+            // Room for whole copies of super-frames; the kernel caps it at rmem_max.
+            let _ = socket2::SockRef::from(&fd).set_recv_buffer_size(4 << 20);
+        }
         // V2 takes a `tpacket_req`, V3 a `tpacket_req3`, for both rings.
         match ring {
             RxRing::V2 => sockopt::set(
@@ -110,6 +129,7 @@ impl PacketSocket {
             tx_mtu_limit: 0,
             corrupt_blocks: Cell::new(0),
             tx_refused: Cell::new(0),
+            restorer: options.wire_frames.then(Default::default),
             fd,
         };
         if options.qdisc_bypass {

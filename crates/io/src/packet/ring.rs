@@ -27,15 +27,12 @@ pub(super) fn tx_slot_status(slot: *const u8, fields: TxFields) -> u32 {
 
 /// Hands the frames of one retired RX block to `f`. `Err(n)` when an offset or length points
 /// outside the block, after `n` frames were handed; the rest of the block is skipped.
-pub(super) fn walk_block(
-    block: &[u8],
-    f: &mut impl FnMut(&[u8], u64, bool),
-) -> Result<usize, usize> {
+pub(super) fn walk_block(block: &[u8], f: &mut impl FnMut(&RxFrame<'_>)) -> Result<usize, usize> {
     let count = read_u32(block, BLOCK_NUM_PKTS).ok_or(0usize)?;
     let mut offset = read_u32(block, BLOCK_FIRST_PKT).ok_or(0usize)? as usize;
     for i in 0..count as usize {
         let (frame, next_offset) = read_frame(block, offset).ok_or(i)?;
-        f(frame.data, frame.rx_ns, frame.truncated);
+        f(&frame);
         if i + 1 < count as usize {
             // Only the last frame of a block has no successor (next offset 0).
             if (next_offset as usize) < HDR3_LEN {
@@ -52,6 +49,14 @@ pub(super) struct RxFrame<'a> {
     pub(super) data: &'a [u8],
     pub(super) rx_ns: u64,
     pub(super) truncated: bool,
+    /// The ring header's status word (`TP_STATUS_COPY`, `TP_STATUS_VLAN_VALID`, ...).
+    pub(super) status: u32,
+    /// The tag the kernel took out of the frame, valid with `TP_STATUS_VLAN_VALID`.
+    pub(super) vlan_tci: u16,
+    /// Its TPID, valid with `TP_STATUS_VLAN_TPID_VALID`.
+    pub(super) vlan_tpid: u16,
+    /// The bytes right before the frame: its `virtio_net_hdr` when the socket asked for one.
+    pub(super) before: &'a [u8],
 }
 
 /// Reads the frame of one V2 RX slot from the `tpacket2_hdr` at its start; `None` when the
@@ -69,10 +74,15 @@ pub(super) fn read_slot(slot: &[u8]) -> Option<RxFrame<'_>> {
         return None;
     }
     let data = slot.get(mac..mac.checked_add(snaplen)?)?;
+    let half = |at: usize| Some(u16::from_ne_bytes(slot.get(at..at + 2)?.try_into().ok()?));
     Some(RxFrame {
         data,
         rx_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
         truncated: snaplen < len,
+        status: field(offset_of!(libc::tpacket2_hdr, tp_status))?,
+        vlan_tci: half(offset_of!(libc::tpacket2_hdr, tp_vlan_tci))?,
+        vlan_tpid: half(offset_of!(libc::tpacket2_hdr, tp_vlan_tpid))?,
+        before: &slot[HDR2_LEN..mac],
     })
 }
 
@@ -96,11 +106,20 @@ pub(super) fn read_frame(block: &[u8], offset: usize) -> Option<(RxFrame<'_>, u3
     }
     let start = offset.checked_add(mac)?;
     let data = block.get(start..start.checked_add(snaplen)?)?;
+    let tpid_at =
+        offset_of!(libc::tpacket3_hdr, hv1) + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tpid);
     Some((
         RxFrame {
             data,
             rx_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
             truncated: snaplen < len,
+            status: field(offset_of!(libc::tpacket3_hdr, tp_status))?,
+            vlan_tci: field(
+                offset_of!(libc::tpacket3_hdr, hv1)
+                    + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci),
+            )? as u16,
+            vlan_tpid: u16::from_ne_bytes(hdr.get(tpid_at..tpid_at + 2)?.try_into().ok()?),
+            before: &block[offset + HDR3_LEN..start],
         },
         next_offset,
     ))

@@ -39,6 +39,32 @@ pub struct RecvBatch {
     pub release_cycles: u64,
 }
 
+/// What a port did to make received frames what they were on the wire (a bridge must forward
+/// those, whatever offloads the sender used), counted since it was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WireFrameStats {
+    /// Frames whose VLAN tag (taken out by the kernel) was put back (AF_PACKET).
+    pub tags_restored: u64,
+    /// Frames whose TCP/UDP checksum the sender had left to the device, finished here.
+    pub checksums_finished: u64,
+    /// Super-frames (GSO) cut into segments (AF_PACKET).
+    pub super_frames: u64,
+    /// The segments they became.
+    pub segments: u64,
+    /// Frames longer than a ring slot read whole from the socket's queue (AF_PACKET).
+    pub read_whole: u64,
+    /// Frames whose metadata did not fit them (or a segmentation type that cannot be done
+    /// here, such as UFO): handed on as they came (AF_PACKET).
+    pub unfinished: u64,
+    /// Frames longer than a ring slot whose whole copy was not there (the socket's receive
+    /// buffer was full): handed on cut (AF_PACKET).
+    pub truncated: u64,
+    /// Frames whose IP header says they are longer than the frame that arrived: super-frames
+    /// cut short on their way to AF_XDP, which no receiver can use. Handed on as they came;
+    /// the sender's side must segment them (`ethtool -K IF tso off gso off`).
+    pub cut_super_frames: u64,
+}
+
 /// One interface as a bridge uses it: frames in with their arrival stamps, frames out through a
 /// TX queue.
 pub trait FramePort: Send {
@@ -84,6 +110,10 @@ pub trait FramePort: Send {
     fn wait_readable(&mut self, timeout: Option<Duration>) -> io::Result<bool>;
     /// Where the arrival stamps come from.
     fn timestamp_source(&self) -> TimestampSource;
+    /// What the port did to make received frames wire frames.
+    fn wire_frame_stats(&self) -> WireFrameStats {
+        WireFrameStats::default()
+    }
 }
 
 impl FramePort for PacketSocket {
@@ -122,12 +152,23 @@ impl FramePort for PacketSocket {
     fn timestamp_source(&self) -> TimestampSource {
         TimestampSource::KernelSoftware
     }
+
+    fn wire_frame_stats(&self) -> WireFrameStats {
+        PacketSocket::wire_frame_stats(self)
+    }
 }
 
 impl FramePort for XdpSocket {
     fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
-        // The XDP program's stamp; a frame without one is stamped as read.
-        self.recv_batch_stamped(|frame, stamp| f(frame, stamp.unwrap_or_else(now_ns)))
+        // The XDP program's stamp; a frame without one is stamped as read. Checksums left to
+        // the device are finished (`xdp/wire.rs`).
+        let mut wire = self.take_wire();
+        let n = self.recv_batch_stamped(|frame, stamp| {
+            let frame = wire.frame(frame);
+            f(frame, stamp.unwrap_or_else(now_ns))
+        });
+        self.put_wire(wire);
+        n
     }
 
     fn recv_frames_max(
@@ -135,7 +176,14 @@ impl FramePort for XdpSocket {
         max: usize,
         f: &mut dyn FnMut(&[u8], u64),
     ) -> io::Result<RecvBatch> {
-        self.recv_batch_timed(max, |frame, stamp| f(frame, stamp.unwrap_or_else(now_ns)))
+        // As `recv_frames`: checksums left to the device are finished.
+        let mut wire = self.take_wire();
+        let batch = self.recv_batch_timed(max, |frame, stamp| {
+            let frame = wire.frame(frame);
+            f(frame, stamp.unwrap_or_else(now_ns))
+        });
+        self.put_wire(wire);
+        batch
     }
 
     fn try_queue_frame(&mut self, frame: &[u8]) -> io::Result<FrameQueued> {
@@ -173,5 +221,9 @@ impl FramePort for XdpSocket {
 
     fn timestamp_source(&self) -> TimestampSource {
         TimestampSource::XdpProgram
+    }
+
+    fn wire_frame_stats(&self) -> WireFrameStats {
+        self.wire_stats()
     }
 }

@@ -137,6 +137,7 @@ impl XdpSocket {
                 .map(|i| tx_base + i * u64::from(frame_size))
                 .collect(),
             corrupt_descs: 0,
+            wire: super::wire::XdpWire::new(ifname),
             fd,
             program,
             umem,
