@@ -419,6 +419,10 @@ struct Slot {
 /// (whose frames are still on their way at exit).
 type TxStageEnd = ([DirectionReport; 2], [Consumer<Slot>; 2]);
 
+/// What the pipeline's RX stage hands back: per direction, `[frames, bytes]` read and
+/// dropped for a full ring, and its sockets.
+type RxStageEnd = ([[u64; 2]; 2], [[u64; 2]; 2], PacketSocket, PacketSocket);
+
 /// The sockets of a pipelined bridge: each interface has a socket read by the RX stage and
 /// another written by the TX stage, so the two stages never share one.
 #[derive(Debug)]
@@ -509,39 +513,36 @@ pub fn run_pipeline(
             // stops is counted as queued at exit.
             Ok(([finish(ab, &pipes[0]), finish(ba, &pipes[1])], from_rx))
         });
-        let rx_stage = s.spawn(
-            // Per direction, [frames, bytes] read and dropped for a full ring.
-            move || -> io::Result<([[u64; 2]; 2], [[u64; 2]; 2], PacketSocket, PacketSocket)> {
-                if let Some(cpu) = rx_cpu {
-                    latlab_io::cpu::pin_current_thread(cpu)?;
+        let rx_stage = s.spawn(move || -> io::Result<RxStageEnd> {
+            if let Some(cpu) = rx_cpu {
+                latlab_io::cpu::pin_current_thread(cpu)?;
+            }
+            let mut full = [[0u64; 2]; 2];
+            let mut arrived = [[0u64; 2]; 2];
+            let mut to_tx = [to_tx_ab, to_tx_ba];
+            while !stop.is_raised() {
+                for (d, rx) in [&mut rx_a, &mut rx_b].into_iter().enumerate() {
+                    let (ring, live, full) = (&mut to_tx[d], &lives[d], &mut full[d]);
+                    let arrived = &mut arrived[d];
+                    rx.recv_batch(|frame, rx_ns, _| {
+                        *arrived = [arrived[0] + 1, arrived[1] + frame.len() as u64];
+                        live.arrived.fetch_add(1, Ordering::Relaxed);
+                        let len = frame.len().min(PIPE_FRAME);
+                        let mut slot = Slot {
+                            rx_ns,
+                            len,
+                            data: [0; PIPE_FRAME],
+                        };
+                        slot.data[..len].copy_from_slice(&frame[..len]);
+                        if ring.push(slot).is_err() {
+                            *full = [full[0] + 1, full[1] + frame.len() as u64];
+                            live.dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })?;
                 }
-                let mut full = [[0u64; 2]; 2];
-                let mut arrived = [[0u64; 2]; 2];
-                let mut to_tx = [to_tx_ab, to_tx_ba];
-                while !stop.is_raised() {
-                    for (d, rx) in [&mut rx_a, &mut rx_b].into_iter().enumerate() {
-                        let (ring, live, full) = (&mut to_tx[d], &lives[d], &mut full[d]);
-                        let arrived = &mut arrived[d];
-                        rx.recv_batch(|frame, rx_ns, _| {
-                            *arrived = [arrived[0] + 1, arrived[1] + frame.len() as u64];
-                            live.arrived.fetch_add(1, Ordering::Relaxed);
-                            let len = frame.len().min(PIPE_FRAME);
-                            let mut slot = Slot {
-                                rx_ns,
-                                len,
-                                data: [0; PIPE_FRAME],
-                            };
-                            slot.data[..len].copy_from_slice(&frame[..len]);
-                            if ring.push(slot).is_err() {
-                                *full = [full[0] + 1, full[1] + frame.len() as u64];
-                                live.dropped.fetch_add(1, Ordering::Relaxed);
-                            }
-                        })?;
-                    }
-                }
-                Ok((arrived, full, rx_a, rx_b))
-            },
-        );
+            }
+            Ok((arrived, full, rx_a, rx_b))
+        });
         let ([ab, ba], rings) = tx_stage
             .join()
             .map_err(|_| io::Error::other("the TX stage panicked"))??;

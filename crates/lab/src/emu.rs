@@ -2,7 +2,9 @@
 //! pipeline of pinned RX and TX stages) or AF_XDP, from checked options to a report whose
 //! `--json` file is written before it is returned.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
@@ -57,6 +59,10 @@ pub struct EmuOptions {
     pub duration: Option<Duration>,
     /// Write the counters by cause and the release-error histograms to this JSON file.
     pub json: Option<PathBuf>,
+    /// Serve the HTTP API ([`crate::emuapi`]) on this address (run to completion only).
+    pub api: Option<SocketAddr>,
+    /// Let the API listen on an address other than loopback.
+    pub api_public: bool,
 }
 
 impl EmuOptions {
@@ -81,6 +87,8 @@ impl EmuOptions {
             xdp_frames: 4096,
             duration: None,
             json: None,
+            api: None,
+            api_public: false,
         })
     }
 
@@ -118,6 +126,19 @@ impl EmuOptions {
         }
         if let Some(path) = &self.json {
             crate::command::check_writable(path)?;
+        }
+        if let Some(addr) = self.api {
+            if !addr.ip().is_loopback() && !self.api_public {
+                return Err(CommandError::Usage(format!(
+                    "--api {addr}: not a loopback address; anyone who reaches it could change                      the link, so add --api-public to serve it there"
+                )));
+            }
+            if self.mode == EmuMode::Pipeline {
+                return Err(CommandError::Usage(
+                    "--api needs --mode run-to-completion (or auto): the pipeline's stages                      take no changes while running"
+                        .into(),
+                ));
+            }
         }
         Ok(())
     }
@@ -176,7 +197,8 @@ fn run_packet(
     let pipeline = match options.mode {
         EmuMode::Pipeline => true,
         EmuMode::RunToCompletion => false,
-        EmuMode::Auto => cpus.len() >= 3,
+        // The API is served by the one loop only.
+        EmuMode::Auto => cpus.len() >= 3 && options.api.is_none(),
     };
     // The pipeline's TX stage writes through sockets of its own.
     let tx_sockets = if pipeline {
@@ -263,20 +285,43 @@ fn run_xdp(
 
 /// Runs `bridge` with fresh live counters, which `view` shows while it runs, until `stop` is
 /// raised or the duration is over.
+/// With `--api`, the API is served on a thread of its own for as long as the bridge runs.
 fn watched_bridge(
     options: &EmuOptions,
     stop: &Stop,
     view: &mut dyn LiveView,
     bridge: impl FnOnce(&EmulatorLive) -> std::io::Result<EmulatorReport>,
 ) -> Result<EmulatorReport, CommandError> {
+    let api = options
+        .api
+        .map(|addr| {
+            crate::emuapi::Api::bind(addr).map_err(CommandError::setup(format!("--api {addr}")))
+        })
+        .transpose()?;
+    if let Some(api) = &api {
+        view.started(&format!(
+            "latlab emu: API on http://{}/conditions and /metrics",
+            api.addr()
+        ));
+    }
     let live = EmulatorLive::default();
-    watched(
-        options.duration,
-        stop,
-        view,
-        || counters(&live),
-        || bridge(&live),
-    )
+    let done = AtomicBool::new(false);
+    let links = [options.a_to_b.clone(), options.b_to_a.clone()];
+    std::thread::scope(|s| {
+        if let Some(api) = &api {
+            let (live, done) = (&live, &done);
+            s.spawn(move || api.serve(links, &live.control, done));
+        }
+        let report = watched(
+            options.duration,
+            stop,
+            view,
+            || counters(&live),
+            || bridge(&live),
+        );
+        done.store(true, Relaxed);
+        report
+    })
     .map_err(|source| CommandError::Run {
         engine: "emulator",
         source,
