@@ -130,12 +130,14 @@ impl EmuOptions {
         if let Some(addr) = self.api {
             if !addr.ip().is_loopback() && !self.api_public {
                 return Err(CommandError::Usage(format!(
-                    "--api {addr}: not a loopback address; anyone who reaches it could change                      the link, so add --api-public to serve it there"
+                    "--api {addr}: not a loopback address; anyone who reaches it could change \
+                     the link, so add --api-public to serve it there"
                 )));
             }
             if self.mode == EmuMode::Pipeline {
                 return Err(CommandError::Usage(
-                    "--api needs --mode run-to-completion (or auto): the pipeline's stages                      take no changes while running"
+                    "--api does not work with --mode pipeline: its stages take no changes while \
+                     running; use --mode run-to-completion (or auto)"
                         .into(),
                 ));
             }

@@ -270,10 +270,12 @@ fn dist_name(d: &JitterDist) -> &'static str {
     }
 }
 
-/// The settings as a spec (`delay=5ms loss=1%`), naming every key whose value differs from
-/// [`LinkConfig::default`]; applying it to the default gives the settings back, except for
-/// a schedule or a distribution table, which came from files (`schedule=(file)`,
-/// `jitter-dist=table`). Empty for a link without impairment.
+/// The impairments as a spec (`delay=5ms loss=1%`), naming every key whose value differs from
+/// [`LinkConfig::default`] except `max-frame` and `seed` (which [`direction_json`] gives as
+/// fields). Applied to a configuration with the same frame size and seed, it gives the
+/// settings back, probabilities to a millionth of a percent, except for a schedule or a
+/// distribution table, which came from files (`schedule=(file)`, `jitter-dist=table`).
+/// Empty for a link without impairment.
 pub fn spec_text(c: &LinkConfig) -> String {
     let d = LinkConfig::default();
     let mut out: Vec<String> = Vec::new();
@@ -356,14 +358,8 @@ pub fn spec_text(c: &LinkConfig) -> String {
     if let Some(bytes) = c.limit_bytes {
         put("limit-bytes", bytes.to_string());
     }
-    if c.max_frame != d.max_frame {
-        put("max-frame", c.max_frame.to_string());
-    }
     if c.schedule.is_some() {
         put("schedule", "(file)".into());
-    }
-    if c.seed != d.seed {
-        put("seed", c.seed.to_string());
     }
     out.join(" ")
 }

@@ -62,7 +62,7 @@ fn the_spec_text_of_a_configuration_gives_it_back() {
     let spec =
         "delay=1500us jitter=100us jitter-dist=pareto correlation=25% loss=gemodel:1%,30%,100%,0% \
                 duplicate=0.5% corrupt=0.1% reorder=25%,gap=5 rate=10mbit overhead=0 limit=50 \
-                limit-bytes=65536 max-frame=2048 seed=7";
+                limit-bytes=65536";
     let mut config = LinkConfig::default();
     emuconfig::apply_spec(&mut config, "test", spec).unwrap();
     assert_eq!(
