@@ -32,10 +32,14 @@ use rtrb::Consumer;
 use crate::{PollMode, Stop};
 
 mod control;
+mod tap;
 
 pub use control::{
     ConfigChange, DirectionSnapshot, EmulatorControl, LinkDirection, Snapshot, PUBLISH_EVERY_NS,
 };
+pub use tap::{tap_ring, TapRecord, TAP_SNAP};
+
+use tap::Tap;
 
 /// Spin instead of sleeping when the next departure is this close.
 const SPIN_NS: u64 = 100_000;
@@ -143,18 +147,29 @@ impl Direction {
         })
     }
 
-    /// A frame arrived at `rx_ns`: into the pipe, which holds or drops it.
-    fn arrive(&mut self, rx_ns: u64, frame: &[u8]) {
+    /// A frame arrived at `rx_ns`: into the pipe, which holds or drops it; noted by the tap
+    /// (direction `d`), if any.
+    fn arrive(&mut self, rx_ns: u64, frame: &[u8], d: usize, tap: &mut Option<Tap>) {
         self.report.arrived += 1;
         self.report.bytes.arrived += frame.len() as u64;
         self.live.arrived.fetch_add(1, Ordering::Relaxed);
-        arrive(&mut self.pipe, &mut self.report, &self.live, rx_ns, frame);
+        let (fate, no_buffer) = arrive(&mut self.pipe, &mut self.report, &self.live, rx_ns, frame);
+        if let Some(tap) = tap {
+            tap.arrived(d, rx_ns, &fate, no_buffer);
+        }
     }
 
-    /// Sends every frame due at `now` through `tx`; returns how many were queued on it.
-    fn release(&mut self, now: u64, tx: &mut impl Port) -> io::Result<usize> {
+    /// Sends every frame due at `now` through `tx`, each copied to the tap (direction `d`),
+    /// if any; returns how many were queued on it.
+    fn release(
+        &mut self,
+        now: u64,
+        tx: &mut impl Port,
+        d: usize,
+        tap: &mut Option<Tap>,
+    ) -> io::Result<usize> {
         let max_frame = self.max_frame;
-        release(&mut self.pipe, now, &mut self.report, &self.live, |frame| {
+        let send = |frame: &[u8]| {
             let frame = &frame[..frame.len().min(max_frame)];
             let mut queued = tx.try_queue_frame(frame)?;
             if queued == FrameQueued::Full {
@@ -162,7 +177,23 @@ impl Direction {
                 queued = tx.try_queue_frame(frame)?;
             }
             Ok(queued)
-        })
+        };
+        let tapped = |frame: &[u8], intended: u64, sent_at: Option<u64>| {
+            if let Some(tap) = tap.as_mut() {
+                match sent_at {
+                    Some(t) => tap.departed(d, frame, intended, t),
+                    None => tap.refused(d, intended),
+                }
+            }
+        };
+        release(
+            &mut self.pipe,
+            now,
+            &mut self.report,
+            &self.live,
+            send,
+            tapped,
+        )
     }
 
     /// The report, with the pipe's counters and the port's kernel drops.
@@ -221,17 +252,19 @@ fn finish(mut report: DirectionReport, pipe: &Pipe) -> DirectionReport {
 }
 
 /// A frame arrived at `rx_ns`: hands it to `pipe` and counts a drop live and in bytes.
+/// Returns its fate, and how many of its copies the pipe had no buffer for.
 fn arrive(
     pipe: &mut Pipe,
     report: &mut DirectionReport,
     live: &DirectionLive,
     rx_ns: u64,
     frame: &[u8],
-) {
+) -> (Fate, u64) {
     let no_buffer = pipe.dropped_no_buffer();
     let len = frame.len() as u64;
     let mut dropped = 0;
-    if let Fate::Drop(cause) = pipe.handle_arrival(rx_ns, frame) {
+    let fate = pipe.handle_arrival(rx_ns, frame);
+    if let Fate::Drop(cause) = fate {
         let b = &mut report.bytes;
         *match cause {
             DropCause::Loss => &mut b.dropped_loss,
@@ -248,23 +281,29 @@ fn arrive(
     if dropped > 0 {
         live.dropped.fetch_add(dropped, Ordering::Relaxed);
     }
+    (fate, no_buffer)
 }
 
 /// Hands every frame of `pipe` due at `now` to `send` (which says what the TX queue did with
 /// it), stamping its release error; returns how many were taken. A frame the TX queue has no
 /// room for, or that the far interface can never send, is counted by cause and dropped.
+/// `tapped` sees each frame with its intended departure, and the time it was queued (`None`
+/// if it was not).
 fn release(
     pipe: &mut Pipe,
     now: u64,
     report: &mut DirectionReport,
     live: &DirectionLive,
     mut send: impl FnMut(&[u8]) -> io::Result<FrameQueued>,
+    mut tapped: impl FnMut(&[u8], u64, Option<u64>),
 ) -> io::Result<usize> {
     let mut n = 0;
     while let Some(departure) = pipe.poll_departure(now) {
         let queued = send(departure.frame())?;
         let t = now_ns();
         let intended = departure.departure_ns();
+        let sent_at = (queued == FrameQueued::Queued).then_some(t);
+        tapped(departure.frame(), intended, sent_at);
         let len = departure.frame().len() as u64;
         let b = &mut report.bytes;
         let (dropped, bytes) = match queued {
@@ -317,6 +356,8 @@ pub struct EmulatorReport {
     pub b_to_a: DirectionReport,
     /// The configuration changes applied while it ran, in order, with their times.
     pub changes: Vec<ConfigChange>,
+    /// Frames sent but not copied to the tap, whose ring was full ([`run`] only).
+    pub tap_full: u64,
 }
 
 /// Bridges `a` and `b` until `stop` is raised, impairing A→B frames by `a_to_b` and B→A frames
@@ -346,9 +387,10 @@ pub fn run<P: Port>(
     let mut ba = Direction::new(b_to_a, start, max_frame, live.b_to_a.clone())?;
     let control = &live.control;
     let mut last_publish = None;
+    let mut tap = control.take_tap().map(Tap::new);
     while !stop.is_raised() {
-        let got = a.recv_frames(&mut |frame, rx_ns| ab.arrive(rx_ns, frame))?
-            + b.recv_frames(&mut |frame, rx_ns| ba.arrive(rx_ns, frame))?;
+        let got = a.recv_frames(&mut |frame, rx_ns| ab.arrive(rx_ns, frame, 0, &mut tap))?
+            + b.recv_frames(&mut |frame, rx_ns| ba.arrive(rx_ns, frame, 1, &mut tap))?;
         let now = now_ns();
         let asked = control.poll();
         if asked != 0 {
@@ -360,8 +402,8 @@ pub fn run<P: Port>(
                 )
             });
         }
-        let sent_b = ab.release(now, b)?;
-        let sent_a = ba.release(now, a)?;
+        let sent_b = ab.release(now, b, 0, &mut tap)?;
+        let sent_a = ba.release(now, a, 1, &mut tap)?;
         if sent_b > 0 {
             b.flush()?;
         }
@@ -393,6 +435,7 @@ pub fn run<P: Port>(
         a_to_b: ab.finish(a.kernel_drops()),
         b_to_a: ba.finish(b.kernel_drops()),
         changes: control.changes(),
+        tap_full: tap.map_or(0, |t| t.full),
     })
 }
 
@@ -494,14 +537,16 @@ pub fn run_pipeline(
                 }
                 let now = now_ns();
                 for (d, tx) in [&mut tx_b, &mut tx_a].into_iter().enumerate() {
-                    let sent = release(&mut pipes[d], now, &mut reports[d], &tx_lives[d], |f| {
+                    let send = |f: &[u8]| {
                         let mut queued = tx.try_queue_tx(f)?;
                         if queued == FrameQueued::Full {
                             tx.flush_tx()?;
                             queued = tx.try_queue_tx(f)?;
                         }
                         Ok(queued)
-                    })?;
+                    };
+                    let (pipe, report, live) = (&mut pipes[d], &mut reports[d], &tx_lives[d]);
+                    let sent = release(pipe, now, report, live, send, |_, _, _| {})?;
                     if sent > 0 {
                         tx.flush_tx()?;
                     }
@@ -561,6 +606,7 @@ pub fn run_pipeline(
             a_to_b: report(ab, 0, &rx_a),
             b_to_a: report(ba, 1, &rx_b),
             changes: Vec::new(),
+            tap_full: 0,
         })
     })
 }
@@ -805,5 +851,84 @@ mod tests {
         let last = live.control.snapshot(Duration::ZERO).unwrap();
         assert_eq!(last.a_to_b.report.sent, 5);
         assert_eq!(last.a_to_b.report.bytes.sent, 500);
+    }
+
+    #[test]
+    fn the_tap_sees_every_frame_sent_with_its_arrival_and_departure_times() {
+        let mut a = MemoryPort::new(&[], 1514);
+        let mut b = MemoryPort::new(&[], 1514);
+        a.incoming.lock().unwrap().extend((0..10).map(numbered));
+        let (ring, mut records) = tap_ring(64);
+        let live = EmulatorLive::default();
+        live.control.set_tap(ring);
+        let twice = LinkConfig {
+            delay_ns: 2_000_000,
+            duplicate: 1.0,
+            ..LinkConfig::default()
+        };
+        let stop = Stop::new();
+        let report = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                stop.raise();
+            });
+            let none = LinkConfig::default();
+            run(
+                &mut a,
+                &mut b,
+                twice,
+                none,
+                9000,
+                PollMode::Block,
+                &stop,
+                &live,
+            )
+            .unwrap()
+        });
+        assert_eq!((report.a_to_b.sent, report.tap_full), (20, 0));
+        let mut seen = Vec::new();
+        while let Ok(r) = records.pop() {
+            assert_eq!(r.direction, LinkDirection::AToB);
+            assert_eq!((r.len, r.frame().len()), (100, 100));
+            assert!(r.intended_ns >= r.arrival_ns + 2_000_000, "{r:?}");
+            assert!(r.departure_ns >= r.intended_ns);
+            seen.push((r.data[0], r.arrival_ns));
+        }
+        assert_eq!(seen.len(), 20);
+        // Each frame and its copy carry the same arrival stamp.
+        for seq in 0..10u8 {
+            let stamps: Vec<u64> = seen.iter().filter(|s| s.0 == seq).map(|s| s.1).collect();
+            assert_eq!(stamps.len(), 2);
+            assert_eq!(stamps[0], stamps[1]);
+        }
+    }
+
+    #[test]
+    fn a_full_tap_ring_is_counted_and_the_bridge_goes_on() {
+        let mut a = MemoryPort::new(&[100; 40], 1514);
+        let mut b = MemoryPort::new(&[], 1514);
+        let (ring, _records) = tap_ring(16);
+        let live = EmulatorLive::default();
+        live.control.set_tap(ring);
+        let stop = Stop::new();
+        let report = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                stop.raise();
+            });
+            let none = LinkConfig::default();
+            run(
+                &mut a,
+                &mut b,
+                none.clone(),
+                none,
+                9000,
+                PollMode::Block,
+                &stop,
+                &live,
+            )
+            .unwrap()
+        });
+        assert_eq!((report.a_to_b.sent, report.tap_full), (40, 24));
     }
 }

@@ -115,6 +115,8 @@ pub struct EmulatorControl {
     snapshot: Mutex<Option<Arc<Snapshot>>>,
     /// Snapshots published so far.
     published: AtomicU64,
+    /// The tap's end for the engine, until [`super::run`] takes it at its start.
+    tap: Mutex<Option<rtrb::Producer<super::TapRecord>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -165,6 +167,17 @@ impl EmulatorControl {
             std::thread::sleep(Duration::from_micros(500));
         }
         lock(&self.snapshot).clone()
+    }
+
+    /// Has [`super::run`] copy every frame it sends into `ring` (see [`super::tap_ring`]);
+    /// call before it starts.
+    pub fn set_tap(&self, ring: rtrb::Producer<super::TapRecord>) {
+        *lock(&self.tap) = Some(ring);
+    }
+
+    /// Engine side, at the start: the tap, if one was set.
+    pub(crate) fn take_tap(&self) -> Option<rtrb::Producer<super::TapRecord>> {
+        lock(&self.tap).take()
     }
 
     /// Engine side: what is asked for, in one relaxed load (0: nothing).
