@@ -133,6 +133,12 @@ pub(crate) struct EmuArgs {
     /// the link).
     #[arg(long, requires = "api")]
     api_public: bool,
+    /// Write what left each side to this pcapng file (Wireshark, tshark): one interface per
+    /// side, each frame stamped with its departure (ns), its arrival and intended departure
+    /// in the packet's comment. Written by a thread of its own; frames its ring had no room
+    /// for are counted in --json as pcap_dropped. Not with --mode pipeline.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
 }
 
 impl EmuArgs {
@@ -179,6 +185,7 @@ impl EmuArgs {
         options.json = self.json;
         options.api = self.api;
         options.api_public = self.api_public;
+        options.pcap = self.pcap;
         options.check()?;
         Ok(options)
     }

@@ -119,7 +119,8 @@ fn api_changes_a_running_bridge(io: &[&str]) {
     let lab = ClientEmuServer::build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let emu_json = dir.path().join("emu.json");
-    let mut emu = common::in_ns(lab.emu.name())
+    let pcap = dir.path().join("emu.pcapng");
+    let emu = common::in_ns(lab.emu.name())
         .args([
             "emu",
             "--iface-a",
@@ -130,6 +131,8 @@ fn api_changes_a_running_bridge(io: &[&str]) {
             "9s",
         ])
         .args(["--delay", "1ms", "--api", API])
+        .arg("--pcap")
+        .arg(&pcap)
         .args(io)
         .arg("--json")
         .arg(&emu_json)
@@ -284,4 +287,51 @@ fn api_changes_a_running_bridge(io: &[&str]) {
         assert!((1.0..9.0).contains(&at), "{change}");
     }
     assert_eq!(stderr.matches("set to delay=5ms").count(), 2, "{stderr}");
+    check_capture(&pcap, &report);
+}
+
+/// The capture holds every frame sent that its ring had room for, on the interface it left
+/// on, each stamped with its departure and carrying its arrival and intended departure.
+fn check_capture(path: &Path, report: &serde_json::Value) {
+    use pcap_file::pcapng::{Block, PcapNgReader};
+    let mut reader = PcapNgReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut interfaces = 0;
+    let mut frames = [0u64; 2];
+    while let Some(block) = reader.next_block() {
+        match block.unwrap() {
+            Block::InterfaceDescription(_) => interfaces += 1,
+            Block::EnhancedPacket(p) => {
+                frames[p.interface_id as usize] += 1;
+                let comment = p
+                    .options
+                    .iter()
+                    .find_map(|o| match o {
+                        pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption::Comment(c) => {
+                            Some(c.to_string())
+                        }
+                        _ => None,
+                    })
+                    .unwrap();
+                let times: Vec<u64> = comment
+                    .split(' ')
+                    .map(|kv| kv.split_once('=').unwrap().1.parse().unwrap())
+                    .collect();
+                let (arrival, intended) = (times[0], times[1]);
+                let departure = p.timestamp.as_nanos() as u64;
+                assert!(intended >= arrival + 1_000_000, "{comment}");
+                assert!(departure >= intended, "{comment}, departure {departure}");
+                assert!(departure - arrival < 1_000_000_000, "{comment}");
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(interfaces, 2);
+    // Interface 0 is A: frames that travelled B to A.
+    let sent = |d: &str| report[d]["sent"].as_u64().unwrap();
+    let dropped = report["pcap_dropped"].as_u64().unwrap();
+    assert_eq!(
+        frames[0] + frames[1] + dropped,
+        sent("a_to_b") + sent("b_to_a")
+    );
+    assert!(frames[1] >= 3000 && frames[0] >= 3000, "{frames:?}");
 }

@@ -63,6 +63,9 @@ pub struct EmuOptions {
     pub api: Option<SocketAddr>,
     /// Let the API listen on an address other than loopback.
     pub api_public: bool,
+    /// Write what left each side to this pcapng file ([`crate::emupcap`]; run to completion
+    /// only).
+    pub pcap: Option<PathBuf>,
 }
 
 impl EmuOptions {
@@ -89,6 +92,7 @@ impl EmuOptions {
             json: None,
             api: None,
             api_public: false,
+            pcap: None,
         })
     }
 
@@ -126,6 +130,16 @@ impl EmuOptions {
         }
         if let Some(path) = &self.json {
             crate::command::check_writable(path)?;
+        }
+        if let Some(path) = &self.pcap {
+            crate::command::check_writable(path)?;
+            if self.mode == EmuMode::Pipeline {
+                return Err(CommandError::Usage(
+                    "--pcap does not work with --mode pipeline: its TX stage keeps no copies; \
+                     use --mode run-to-completion (or auto)"
+                        .into(),
+                ));
+            }
         }
         if let Some(addr) = self.api {
             if !addr.ip().is_loopback() && !self.api_public {
@@ -199,8 +213,8 @@ fn run_packet(
     let pipeline = match options.mode {
         EmuMode::Pipeline => true,
         EmuMode::RunToCompletion => false,
-        // The API is served by the one loop only.
-        EmuMode::Auto => cpus.len() >= 3 && options.api.is_none(),
+        // The API and the capture are served by the one loop only.
+        EmuMode::Auto => cpus.len() >= 3 && options.api.is_none() && options.pcap.is_none(),
     };
     // The pipeline's TX stage writes through sockets of its own.
     let tx_sockets = if pipeline {
@@ -308,12 +322,20 @@ fn watched_bridge(
     }
     let live = EmulatorLive::default();
     let done = AtomicBool::new(false);
+    let pcap_done = AtomicBool::new(false);
     let links = [options.a_to_b.clone(), options.b_to_a.clone()];
-    std::thread::scope(|s| {
+    let (report, pcap) = std::thread::scope(|s| {
         if let Some(api) = &api {
             let (live, done) = (&live, &done);
             s.spawn(move || api.serve(links, &live.control, done));
         }
+        let pcap = options.pcap.as_ref().map(|path| {
+            let (ring, records) = emulator::tap_ring(crate::emupcap::PCAP_RING_FRAMES);
+            live.control.set_tap(ring);
+            let ifaces = [options.iface_a.as_str(), options.iface_b.as_str()];
+            let pcap_done = &pcap_done;
+            s.spawn(move || crate::emupcap::write(path, ifaces, records, pcap_done))
+        });
         let report = watched(
             options.duration,
             stop,
@@ -322,12 +344,20 @@ fn watched_bridge(
             || bridge(&live),
         );
         done.store(true, Relaxed);
-        report
-    })
-    .map_err(|source| CommandError::Run {
+        pcap_done.store(true, std::sync::atomic::Ordering::Release);
+        let pcap = pcap.map(|writer| writer.join());
+        (report, pcap)
+    });
+    let report = report.map_err(|source| CommandError::Run {
         engine: "emulator",
         source,
-    })
+    })?;
+    if let (Some(path), Some(written)) = (&options.pcap, pcap) {
+        written
+            .map_err(|_| CommandError::Io(std::io::Error::other("the --pcap writer panicked")))?
+            .map_err(CommandError::setup(format!("--pcap {}", path.display())))?;
+    }
+    Ok(report)
 }
 
 /// The run-to-completion loop over the two ports, with the links of `options`.

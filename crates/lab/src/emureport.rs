@@ -67,6 +67,7 @@ pub fn report_json(report: &EmulatorReport) -> serde_json::Value {
         "a_to_b": direction_json(&report.a_to_b),
         "b_to_a": direction_json(&report.b_to_a),
         "changes": changes_json(&report.changes),
+        "pcap_dropped": report.tap_full,
     })
 }
 

@@ -34,6 +34,7 @@ pub mod emu;
 pub mod emuapi;
 pub mod emuconfig;
 pub mod emumetrics;
+pub mod emupcap;
 pub mod emureport;
 pub mod gen;
 pub mod measure;
