@@ -16,7 +16,7 @@ use latlab_lab::topology::ClientEmuServer;
 const API: &str = "127.0.0.1:9100";
 
 #[test]
-fn the_api_refuses_an_address_beyond_loopback_and_the_pipeline() {
+fn the_api_refuses_an_address_beyond_loopback_and_the_pipeline_as_pcap_does() {
     let base = ["emu", "--iface-a", "a0", "--iface-b", "b0"];
     common::one_line_error(
         &[&base[..], &["--api", "0.0.0.0:9100"]].concat(),
@@ -27,6 +27,14 @@ fn the_api_refuses_an_address_beyond_loopback_and_the_pipeline() {
         "--mode pipeline",
     );
     common::one_line_error(&[&base[..], &["--api", "nowhere"]].concat(), "--api");
+    common::one_line_error(
+        &[&base[..], &["--pcap", "x.pcapng", "--mode", "pipeline"]].concat(),
+        "--pcap does not work with --mode pipeline",
+    );
+    common::one_line_error(
+        &[&base[..], &["--pcap", "/nonexistent/x.pcapng"]].concat(),
+        "/nonexistent",
+    );
     let out = assert_cmd::Command::new(assert_cmd::cargo::cargo_bin("latlab"))
         .args([&base[..], &["--api", "0.0.0.0:9100"]].concat())
         .output()
