@@ -300,8 +300,9 @@ fn run_xdp(
 }
 
 /// Runs `bridge` with fresh live counters, which `view` shows while it runs, until `stop` is
-/// raised or the duration is over.
-/// With `--api`, the API is served on a thread of its own for as long as the bridge runs.
+/// raised or the duration is over. With `--api`, the API is served on a thread of its own for
+/// as long as the bridge runs; with `--pcap`, another thread writes the capture from the
+/// engine's tap ring and completes the file once the bridge has stopped.
 fn watched_bridge(
     options: &EmuOptions,
     stop: &Stop,
