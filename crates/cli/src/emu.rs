@@ -123,6 +123,22 @@ pub(crate) struct EmuArgs {
     /// Write the counters by cause and the release-error histograms to this JSON file at exit.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Serve an HTTP API on ADDR (127.0.0.1:9100) while running: GET /conditions,
+    /// PUT /conditions/a-to-b or /conditions/b-to-a with a body such as "delay=5ms loss=1%"
+    /// (the keys named change, the others keep their values), GET /metrics (Prometheus).
+    /// Loopback only, unless --api-public; not with --mode pipeline.
+    #[arg(long, value_name = "ADDR")]
+    api: Option<std::net::SocketAddr>,
+    /// Let --api listen on an address other than loopback (anyone who reaches it can change
+    /// the link).
+    #[arg(long, requires = "api")]
+    api_public: bool,
+    /// Write what left each side to this pcapng file (Wireshark, tshark): one interface per
+    /// side, each frame stamped with its departure (ns), its arrival and intended departure
+    /// in the packet's comment. Written by a thread of its own; frames its ring had no room
+    /// for are counted in --json as pcap_dropped. Not with --mode pipeline.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
 }
 
 impl EmuArgs {
@@ -167,6 +183,9 @@ impl EmuArgs {
         options.xdp_frames = self.xdp_frames;
         options.duration = self.duration;
         options.json = self.json;
+        options.api = self.api;
+        options.api_public = self.api_public;
+        options.pcap = self.pcap;
         options.check()?;
         Ok(options)
     }

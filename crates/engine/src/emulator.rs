@@ -25,11 +25,21 @@ use std::time::Duration;
 use latlab_io::clock::now_ns;
 use latlab_io::packet::PacketSocket;
 use latlab_io::port::{FrameQueued, WireFrameStats};
-use latlab_link::{Fate, LinkConfig, LinkCounters, Pipe};
+use latlab_link::{DropCause, Fate, LinkConfig, LinkCounters, Pipe};
 use latlab_stats::LatencyHistogram;
 use rtrb::Consumer;
 
 use crate::{PollMode, Stop};
+
+mod control;
+mod tap;
+
+pub use control::{
+    ConfigChange, DirectionSnapshot, EmulatorControl, LinkDirection, Snapshot, PUBLISH_EVERY_NS,
+};
+pub use tap::{tap_ring, TapRecord, TAP_SNAP};
+
+use tap::Tap;
 
 /// Spin instead of sleeping when the next departure is this close.
 const SPIN_NS: u64 = 100_000;
@@ -46,6 +56,34 @@ pub struct DirectionLive {
     pub sent: AtomicU64,
     /// Frames dropped, whatever the cause.
     pub dropped: AtomicU64,
+}
+
+/// Bytes (frame lengths) by fate, as [`DirectionReport`] counts frames: the bytes read, those
+/// sent on (duplicates included), and those dropped, by cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ByteCounters {
+    /// Bytes of the frames read from the receiving interface.
+    pub arrived: u64,
+    /// Bytes written to the TX ring.
+    pub sent: u64,
+    /// Bytes the loss model dropped.
+    pub dropped_loss: u64,
+    /// Bytes dropped because the link's queue held its limit of frames.
+    pub dropped_queue_frames: u64,
+    /// Bytes dropped because the link's queue would have gone over its limit of bytes.
+    pub dropped_queue_bytes: u64,
+    /// Bytes of runts dropped.
+    pub dropped_runt: u64,
+    /// Bytes of oversized frames dropped.
+    pub dropped_oversized: u64,
+    /// Bytes of [`DirectionReport::queue_slots_full`] frames.
+    pub queue_slots_full: u64,
+    /// Bytes of [`DirectionReport::tx_ring_full`] frames.
+    pub tx_ring_full: u64,
+    /// Bytes of [`DirectionReport::tx_too_long`] frames.
+    pub tx_too_long: u64,
+    /// Bytes of [`DirectionReport::tx_too_short`] frames.
+    pub tx_too_short: u64,
 }
 
 /// What one direction did. Every frame read is accounted for:
@@ -83,6 +121,8 @@ pub struct DirectionReport {
     pub release_error: LatencyHistogram,
     /// Released before the intended departure (never expected; counted to show it).
     pub released_early: u64,
+    /// The same fates in bytes.
+    pub bytes: ByteCounters,
 }
 
 /// One direction of the run-to-completion loop: its pipe (the link model and the frames it
@@ -110,17 +150,29 @@ impl Direction {
         })
     }
 
-    /// A frame arrived at `rx_ns`: into the pipe, which holds or drops it.
-    fn arrive(&mut self, rx_ns: u64, frame: &[u8]) {
+    /// A frame arrived at `rx_ns`: into the pipe, which holds or drops it; noted by the tap
+    /// (direction `d`), if any.
+    fn arrive(&mut self, rx_ns: u64, frame: &[u8], d: usize, tap: &mut Option<Tap>) {
         self.report.arrived += 1;
+        self.report.bytes.arrived += frame.len() as u64;
         self.live.arrived.fetch_add(1, Ordering::Relaxed);
-        arrive(&mut self.pipe, &self.live, rx_ns, frame);
+        let (fate, no_buffer) = arrive(&mut self.pipe, &mut self.report, &self.live, rx_ns, frame);
+        if let Some(tap) = tap {
+            tap.arrived(d, rx_ns, &fate, no_buffer);
+        }
     }
 
-    /// Sends every frame due at `now` through `tx`; returns how many were queued on it.
-    fn release(&mut self, now: u64, tx: &mut impl Port) -> io::Result<usize> {
+    /// Sends every frame due at `now` through `tx`, each copied to the tap (direction `d`),
+    /// if any; returns how many were queued on it.
+    fn release(
+        &mut self,
+        now: u64,
+        tx: &mut impl Port,
+        d: usize,
+        tap: &mut Option<Tap>,
+    ) -> io::Result<usize> {
         let max_frame = self.max_frame;
-        release(&mut self.pipe, now, &mut self.report, &self.live, |frame| {
+        let send = |frame: &[u8]| {
             let frame = &frame[..frame.len().min(max_frame)];
             let mut queued = tx.try_queue_frame(frame)?;
             if queued == FrameQueued::Full {
@@ -128,7 +180,23 @@ impl Direction {
                 queued = tx.try_queue_frame(frame)?;
             }
             Ok(queued)
-        })
+        };
+        let tapped = |frame: &[u8], intended: u64, sent_at: Option<u64>| {
+            if let Some(tap) = tap.as_mut() {
+                match sent_at {
+                    Some(t) => tap.departed(d, frame, intended, t),
+                    None => tap.refused(d, intended),
+                }
+            }
+        };
+        release(
+            &mut self.pipe,
+            now,
+            &mut self.report,
+            &self.live,
+            send,
+            tapped,
+        )
     }
 
     /// The report, with the pipe's counters and the port's kernel drops.
@@ -156,6 +224,7 @@ impl DirectionReport {
             wire: WireFrameStats::default(),
             release_error: LatencyHistogram::new(),
             released_early: 0,
+            bytes: ByteCounters::default(),
         }
     }
 }
@@ -187,34 +256,65 @@ fn finish(mut report: DirectionReport, pipe: &Pipe) -> DirectionReport {
     report
 }
 
-/// A frame arrived at `rx_ns`: hands it to `pipe` and counts a drop live.
-fn arrive(pipe: &mut Pipe, live: &DirectionLive, rx_ns: u64, frame: &[u8]) {
+/// A frame arrived at `rx_ns`: hands it to `pipe` and counts a drop live and in bytes.
+/// Returns its fate, and how many of its copies the pipe had no buffer for.
+fn arrive(
+    pipe: &mut Pipe,
+    report: &mut DirectionReport,
+    live: &DirectionLive,
+    rx_ns: u64,
+    frame: &[u8],
+) -> (Fate, u64) {
     let no_buffer = pipe.dropped_no_buffer();
-    let lost = matches!(pipe.handle_arrival(rx_ns, frame), Fate::Drop(_));
-    let dropped = u64::from(lost) + (pipe.dropped_no_buffer() - no_buffer);
+    let len = frame.len() as u64;
+    let mut dropped = 0;
+    let fate = pipe.handle_arrival(rx_ns, frame);
+    if let Fate::Drop(cause) = fate {
+        let b = &mut report.bytes;
+        *match cause {
+            DropCause::Loss => &mut b.dropped_loss,
+            DropCause::QueueFrames => &mut b.dropped_queue_frames,
+            DropCause::QueueBytes => &mut b.dropped_queue_bytes,
+            DropCause::Runt => &mut b.dropped_runt,
+            DropCause::Oversized => &mut b.dropped_oversized,
+        } += len;
+        dropped = 1;
+    }
+    let no_buffer = pipe.dropped_no_buffer() - no_buffer;
+    report.bytes.queue_slots_full += no_buffer * len;
+    dropped += no_buffer;
     if dropped > 0 {
         live.dropped.fetch_add(dropped, Ordering::Relaxed);
     }
+    (fate, no_buffer)
 }
 
 /// Hands every frame of `pipe` due at `now` to `send` (which says what the TX queue did with
 /// it), stamping its release error; returns how many were taken. A frame the TX queue has no
 /// room for, or that the far interface can never send, is counted by cause and dropped.
+/// `tapped` sees each frame with its intended departure, and the time it was queued (`None`
+/// if it was not).
 fn release(
     pipe: &mut Pipe,
     now: u64,
     report: &mut DirectionReport,
     live: &DirectionLive,
     mut send: impl FnMut(&[u8]) -> io::Result<FrameQueued>,
+    mut tapped: impl FnMut(&[u8], u64, Option<u64>),
 ) -> io::Result<usize> {
     let mut n = 0;
     while let Some(departure) = pipe.poll_departure(now) {
         let queued = send(departure.frame())?;
         let t = now_ns();
         let intended = departure.departure_ns();
-        let dropped = match queued {
+        let sent_at = (queued == FrameQueued::Queued).then_some(t);
+        tapped(departure.frame(), intended, sent_at);
+        let len = departure.frame().len() as u64;
+        let b = &mut report.bytes;
+        let (dropped, bytes) = match queued {
             FrameQueued::Queued => {
                 report.sent += 1;
+                b.sent += len;
                 live.sent.fetch_add(1, Ordering::Relaxed);
                 if t >= intended {
                     report.release_error.record(t - intended);
@@ -224,11 +324,12 @@ fn release(
                 n += 1;
                 continue;
             }
-            FrameQueued::Full => &mut report.tx_ring_full,
-            FrameQueued::TooLong => &mut report.tx_too_long,
-            FrameQueued::TooShort => &mut report.tx_too_short,
+            FrameQueued::Full => (&mut report.tx_ring_full, &mut b.tx_ring_full),
+            FrameQueued::TooLong => (&mut report.tx_too_long, &mut b.tx_too_long),
+            FrameQueued::TooShort => (&mut report.tx_too_short, &mut b.tx_too_short),
         };
         *dropped += 1;
+        *bytes += len;
         live.dropped.fetch_add(1, Ordering::Relaxed);
     }
     Ok(n)
@@ -246,6 +347,9 @@ pub struct EmulatorLive {
     pub a_to_b: std::sync::Arc<DirectionLive>,
     /// Interface B to interface A.
     pub b_to_a: std::sync::Arc<DirectionLive>,
+    /// Changes and snapshots asked for from other threads (served by [`run`]; the pipeline
+    /// ignores it).
+    pub control: EmulatorControl,
 }
 
 /// What a run of the emulator did, per direction.
@@ -255,6 +359,10 @@ pub struct EmulatorReport {
     pub a_to_b: DirectionReport,
     /// Frames from B to A.
     pub b_to_a: DirectionReport,
+    /// The configuration changes applied while it ran, in order, with their times.
+    pub changes: Vec<ConfigChange>,
+    /// Frames sent but not copied to the tap, whose ring was full ([`run`] only).
+    pub tap_full: u64,
 }
 
 /// Bridges `a` and `b` until `stop` is raised, impairing A→B frames by `a_to_b` and B→A frames
@@ -263,6 +371,10 @@ pub struct EmulatorReport {
 /// With [`PollMode::Busy`] the loop never sleeps (a core at 100%, frames picked up within
 /// microseconds); with [`PollMode::Block`] it sleeps in `ppoll` when nothing is due, and a
 /// frame arriving then waits for the thread to wake.
+///
+/// Between two frames, it applies the configuration changes submitted through
+/// `live.control` and publishes snapshots of its counters when asked (see
+/// [`EmulatorControl`]); checking for them costs one relaxed load per iteration.
 #[allow(clippy::too_many_arguments)]
 pub fn run<P: Port>(
     a: &mut P,
@@ -278,12 +390,25 @@ pub fn run<P: Port>(
     let start = now_ns();
     let mut ab = Direction::new(a_to_b, start, max_frame, live.a_to_b.clone())?;
     let mut ba = Direction::new(b_to_a, start, max_frame, live.b_to_a.clone())?;
+    let control = &live.control;
+    let mut last_publish = None;
+    let mut tap = control.take_tap().map(Tap::new);
     while !stop.is_raised() {
-        let got = a.recv_frames(&mut |frame, rx_ns| ab.arrive(rx_ns, frame))?
-            + b.recv_frames(&mut |frame, rx_ns| ba.arrive(rx_ns, frame))?;
+        let got = a.recv_frames(&mut |frame, rx_ns| ab.arrive(rx_ns, frame, 0, &mut tap))?
+            + b.recv_frames(&mut |frame, rx_ns| ba.arrive(rx_ns, frame, 1, &mut tap))?;
         let now = now_ns();
-        let sent_b = ab.release(now, b)?;
-        let sent_a = ba.release(now, a)?;
+        let asked = control.poll();
+        if asked != 0 {
+            let pipes = [&mut ab.pipe, &mut ba.pipe];
+            control.serve(asked, now, start, pipes, &mut last_publish, |pipes| {
+                snapshot(
+                    now - start,
+                    [(&ab.report, &*pipes[0]), (&ba.report, &*pipes[1])],
+                )
+            });
+        }
+        let sent_b = ab.release(now, b, 0, &mut tap)?;
+        let sent_a = ba.release(now, a, 1, &mut tap)?;
         if sent_b > 0 {
             b.flush()?;
         }
@@ -306,10 +431,26 @@ pub fn run<P: Port>(
         };
         P::wait_either(a, b, wait.min(Duration::from_millis(10)))?;
     }
+    let now = now_ns();
+    control.publish(snapshot(
+        now.saturating_sub(start),
+        [(&ab.report, &ab.pipe), (&ba.report, &ba.pipe)],
+    ));
     Ok(EmulatorReport {
         a_to_b: ab.finish(a.kernel_drops(), a.wire_frame_stats()),
         b_to_a: ba.finish(b.kernel_drops(), b.wire_frame_stats()),
+        changes: control.changes(),
+        tap_full: tap.map_or(0, |t| t.full),
     })
+}
+
+/// The counters of both directions at `at_ns` since the start.
+fn snapshot(at_ns: u64, [ab, ba]: [(&DirectionReport, &Pipe); 2]) -> Snapshot {
+    Snapshot {
+        at_ns,
+        a_to_b: DirectionSnapshot::of(ab.0, ab.1),
+        b_to_a: DirectionSnapshot::of(ba.0, ba.1),
+    }
 }
 
 /// Largest frame the pipeline's rings carry; longer frames are cut to it.
@@ -325,6 +466,10 @@ struct Slot {
 /// What the pipeline's TX stage hands back: its reports, and the rings from the RX stage
 /// (whose frames are still on their way at exit).
 type TxStageEnd = ([DirectionReport; 2], [Consumer<Slot>; 2]);
+
+/// What the pipeline's RX stage hands back: per direction, `[frames, bytes]` read and
+/// dropped for a full ring, and its sockets.
+type RxStageEnd = ([[u64; 2]; 2], [[u64; 2]; 2], PacketSocket, PacketSocket);
 
 /// The sockets of a pipelined bridge: each interface has a socket read by the RX stage and
 /// another written by the TX stage, so the two stages never share one.
@@ -387,6 +532,7 @@ pub fn run_pipeline(
                     for slot in first.iter().chain(second) {
                         arrive(
                             &mut pipes[d],
+                            &mut reports[d],
                             &tx_lives[d],
                             slot.rx_ns,
                             &slot.data[..slot.len],
@@ -396,14 +542,16 @@ pub fn run_pipeline(
                 }
                 let now = now_ns();
                 for (d, tx) in [&mut tx_b, &mut tx_a].into_iter().enumerate() {
-                    let sent = release(&mut pipes[d], now, &mut reports[d], &tx_lives[d], |f| {
+                    let send = |f: &[u8]| {
                         let mut queued = tx.try_queue_tx(f)?;
                         if queued == FrameQueued::Full {
                             tx.flush_tx()?;
                             queued = tx.try_queue_tx(f)?;
                         }
                         Ok(queued)
-                    })?;
+                    };
+                    let (pipe, report, live) = (&mut pipes[d], &mut reports[d], &tx_lives[d]);
+                    let sent = release(pipe, now, report, live, send, |_, _, _| {})?;
                     if sent > 0 {
                         tx.flush_tx()?;
                     }
@@ -415,38 +563,36 @@ pub fn run_pipeline(
             // stops is counted as queued at exit.
             Ok(([finish(ab, &pipes[0]), finish(ba, &pipes[1])], from_rx))
         });
-        let rx_stage = s.spawn(
-            move || -> io::Result<([u64; 2], [u64; 2], PacketSocket, PacketSocket)> {
-                if let Some(cpu) = rx_cpu {
-                    latlab_io::cpu::pin_current_thread(cpu)?;
+        let rx_stage = s.spawn(move || -> io::Result<RxStageEnd> {
+            if let Some(cpu) = rx_cpu {
+                latlab_io::cpu::pin_current_thread(cpu)?;
+            }
+            let mut full = [[0u64; 2]; 2];
+            let mut arrived = [[0u64; 2]; 2];
+            let mut to_tx = [to_tx_ab, to_tx_ba];
+            while !stop.is_raised() {
+                for (d, rx) in [&mut rx_a, &mut rx_b].into_iter().enumerate() {
+                    let (ring, live, full) = (&mut to_tx[d], &lives[d], &mut full[d]);
+                    let arrived = &mut arrived[d];
+                    rx.recv_batch(|frame, rx_ns, _| {
+                        *arrived = [arrived[0] + 1, arrived[1] + frame.len() as u64];
+                        live.arrived.fetch_add(1, Ordering::Relaxed);
+                        let len = frame.len().min(PIPE_FRAME);
+                        let mut slot = Slot {
+                            rx_ns,
+                            len,
+                            data: [0; PIPE_FRAME],
+                        };
+                        slot.data[..len].copy_from_slice(&frame[..len]);
+                        if ring.push(slot).is_err() {
+                            *full = [full[0] + 1, full[1] + frame.len() as u64];
+                            live.dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })?;
                 }
-                let mut full = [0u64; 2];
-                let mut arrived = [0u64; 2];
-                let mut to_tx = [to_tx_ab, to_tx_ba];
-                while !stop.is_raised() {
-                    for (d, rx) in [&mut rx_a, &mut rx_b].into_iter().enumerate() {
-                        let (ring, live, full) = (&mut to_tx[d], &lives[d], &mut full[d]);
-                        let arrived = &mut arrived[d];
-                        rx.recv_batch(|frame, rx_ns, _| {
-                            *arrived += 1;
-                            live.arrived.fetch_add(1, Ordering::Relaxed);
-                            let len = frame.len().min(PIPE_FRAME);
-                            let mut slot = Slot {
-                                rx_ns,
-                                len,
-                                data: [0; PIPE_FRAME],
-                            };
-                            slot.data[..len].copy_from_slice(&frame[..len]);
-                            if ring.push(slot).is_err() {
-                                *full += 1;
-                                live.dropped.fetch_add(1, Ordering::Relaxed);
-                            }
-                        })?;
-                    }
-                }
-                Ok((arrived, full, rx_a, rx_b))
-            },
-        );
+            }
+            Ok((arrived, full, rx_a, rx_b))
+        });
         let ([ab, ba], rings) = tx_stage
             .join()
             .map_err(|_| io::Error::other("the TX stage panicked"))??;
@@ -454,8 +600,9 @@ pub fn run_pipeline(
             .join()
             .map_err(|_| io::Error::other("the RX stage panicked"))??;
         let report = |mut d: DirectionReport, i: usize, rx: &PacketSocket| {
-            d.arrived = arrived[i];
-            d.queue_slots_full += full[i];
+            [d.arrived, d.bytes.arrived] = arrived[i];
+            d.queue_slots_full += full[i][0];
+            d.bytes.queue_slots_full += full[i][1];
             d.queued_at_exit += rings[i].slots() as u64;
             d.kernel_drops = rx.statistics().map(|s| s.drops).unwrap_or(0);
             d.wire = rx.wire_frame_stats();
@@ -464,6 +611,8 @@ pub fn run_pipeline(
         Ok(EmulatorReport {
             a_to_b: report(ab, 0, &rx_a),
             b_to_a: report(ba, 1, &rx_b),
+            changes: Vec::new(),
+            tap_full: 0,
         })
     })
 }
@@ -476,7 +625,7 @@ mod tests {
     /// A frame port in memory: frames handed to the emulator once, frames it sends kept, and
     /// an MTU (with the Ethernet header) that longer frames cannot pass.
     struct MemoryPort {
-        incoming: Vec<Vec<u8>>,
+        incoming: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
         sent: Vec<Vec<u8>>,
         mtu_limit: usize,
     }
@@ -484,7 +633,9 @@ mod tests {
     impl MemoryPort {
         fn new(incoming: &[usize], mtu_limit: usize) -> MemoryPort {
             MemoryPort {
-                incoming: incoming.iter().map(|&len| vec![0xab; len]).collect(),
+                incoming: std::sync::Arc::new(std::sync::Mutex::new(
+                    incoming.iter().map(|&len| vec![0xab; len]).collect(),
+                )),
                 sent: Vec::new(),
                 mtu_limit,
             }
@@ -493,11 +644,11 @@ mod tests {
 
     impl Port for MemoryPort {
         fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
-            let n = self.incoming.len();
-            for frame in self.incoming.drain(..) {
-                f(&frame, now_ns());
+            let frames = std::mem::take(&mut *self.incoming.lock().unwrap());
+            for frame in &frames {
+                f(frame, now_ns());
             }
-            Ok(n)
+            Ok(frames.len())
         }
 
         fn try_queue_frame(&mut self, frame: &[u8]) -> io::Result<FrameQueued> {
@@ -598,5 +749,192 @@ mod tests {
         assert_eq!(d.queued_at_exit, 10, "every frame and its copy still held");
         assert_eq!(d.unaccounted(), 0);
         assert_eq!(report.b_to_a.unaccounted(), 0);
+    }
+
+    /// A frame of 100 bytes carrying `seq` in its first byte.
+    fn numbered(seq: u8) -> Vec<u8> {
+        let mut frame = vec![0xab; 100];
+        frame[0] = seq;
+        frame
+    }
+
+    #[test]
+    fn a_change_while_running_keeps_held_frames_and_their_order_and_applies_to_new_ones() {
+        let mut a = MemoryPort::new(&[], 1514);
+        let mut b = MemoryPort::new(&[], 1514);
+        let feed = a.incoming.clone();
+        feed.lock().unwrap().extend((0..10).map(numbered));
+        let slow = LinkConfig {
+            delay_ns: 200_000_000,
+            ..LinkConfig::default()
+        };
+        let fast = LinkConfig {
+            delay_ns: 1_000_000,
+            ..LinkConfig::default()
+        };
+        let stop = Stop::new();
+        let live = EmulatorLive::default();
+        let report = std::thread::scope(|s| {
+            let (live, stop, fast) = (&live, &stop, fast.clone());
+            s.spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                let ticket = live.control.submit(LinkDirection::AToB, fast);
+                assert!(live.control.wait_applied(ticket, Duration::from_secs(2)));
+                let snapshot = live.control.snapshot(Duration::from_secs(2)).unwrap();
+                assert_eq!(snapshot.a_to_b.queued_frames, 10, "held across the change");
+                feed.lock().unwrap().extend((10..20).map(numbered));
+                std::thread::sleep(Duration::from_millis(400));
+                stop.raise();
+            });
+            let none = LinkConfig::default();
+            run(
+                &mut a,
+                &mut b,
+                slow,
+                none,
+                9000,
+                PollMode::Block,
+                stop,
+                live,
+            )
+            .unwrap()
+        });
+        let order: Vec<u8> = b.sent.iter().map(|f| f[0]).collect();
+        assert_eq!(
+            order,
+            (0..20).collect::<Vec<u8>>(),
+            "none lost, none reordered"
+        );
+        let d = &report.a_to_b;
+        assert_eq!((d.arrived, d.sent, d.unaccounted()), (20, 20, 0));
+        assert_eq!(d.bytes.arrived, 2000);
+        assert_eq!(d.bytes.sent, 2000);
+        assert_eq!(report.changes.len(), 1);
+        let change = &report.changes[0];
+        assert_eq!(change.direction, LinkDirection::AToB);
+        assert_eq!(change.config, fast);
+        assert!(change.refused.is_none());
+        assert!(
+            (40_000_000..400_000_000).contains(&change.at_ns),
+            "{}",
+            change.at_ns
+        );
+    }
+
+    #[test]
+    fn snapshots_are_published_on_request_and_at_exit() {
+        let mut a = MemoryPort::new(&[100; 5], 1514);
+        let mut b = MemoryPort::new(&[], 1514);
+        let stop = Stop::new();
+        let live = EmulatorLive::default();
+        std::thread::scope(|s| {
+            let (live, stop) = (&live, &stop);
+            s.spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                let first = live.control.snapshot(Duration::from_secs(2)).unwrap();
+                assert_eq!(first.a_to_b.report.arrived, 5);
+                assert_eq!(first.a_to_b.report.sent, 5);
+                // A second request within 50 ms gets no fresher copy than the engine allows.
+                let second = live.control.snapshot(Duration::from_millis(200)).unwrap();
+                assert!(
+                    second.at_ns >= first.at_ns + PUBLISH_EVERY_NS || second.at_ns == first.at_ns
+                );
+                stop.raise();
+            });
+            let none = LinkConfig::default();
+            run(
+                &mut a,
+                &mut b,
+                none.clone(),
+                none,
+                9000,
+                PollMode::Block,
+                stop,
+                live,
+            )
+            .unwrap()
+        });
+        let last = live.control.snapshot(Duration::ZERO).unwrap();
+        assert_eq!(last.a_to_b.report.sent, 5);
+        assert_eq!(last.a_to_b.report.bytes.sent, 500);
+    }
+
+    #[test]
+    fn the_tap_sees_every_frame_sent_with_its_arrival_and_departure_times() {
+        let mut a = MemoryPort::new(&[], 1514);
+        let mut b = MemoryPort::new(&[], 1514);
+        a.incoming.lock().unwrap().extend((0..10).map(numbered));
+        let (ring, mut records) = tap_ring(64);
+        let live = EmulatorLive::default();
+        live.control.set_tap(ring);
+        let twice = LinkConfig {
+            delay_ns: 2_000_000,
+            duplicate: 1.0,
+            ..LinkConfig::default()
+        };
+        let stop = Stop::new();
+        let report = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                stop.raise();
+            });
+            let none = LinkConfig::default();
+            run(
+                &mut a,
+                &mut b,
+                twice,
+                none,
+                9000,
+                PollMode::Block,
+                &stop,
+                &live,
+            )
+            .unwrap()
+        });
+        assert_eq!((report.a_to_b.sent, report.tap_full), (20, 0));
+        let mut seen = Vec::new();
+        while let Ok(r) = records.pop() {
+            assert_eq!(r.direction, LinkDirection::AToB);
+            assert_eq!((r.len, r.frame().len()), (100, 100));
+            assert!(r.intended_ns >= r.arrival_ns + 2_000_000, "{r:?}");
+            assert!(r.departure_ns >= r.intended_ns);
+            seen.push((r.data[0], r.arrival_ns));
+        }
+        assert_eq!(seen.len(), 20);
+        // Each frame and its copy carry the same arrival stamp.
+        for seq in 0..10u8 {
+            let stamps: Vec<u64> = seen.iter().filter(|s| s.0 == seq).map(|s| s.1).collect();
+            assert_eq!(stamps.len(), 2);
+            assert_eq!(stamps[0], stamps[1]);
+        }
+    }
+
+    #[test]
+    fn a_full_tap_ring_is_counted_and_the_bridge_goes_on() {
+        let mut a = MemoryPort::new(&[100; 40], 1514);
+        let mut b = MemoryPort::new(&[], 1514);
+        let (ring, _records) = tap_ring(16);
+        let live = EmulatorLive::default();
+        live.control.set_tap(ring);
+        let stop = Stop::new();
+        let report = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                stop.raise();
+            });
+            let none = LinkConfig::default();
+            run(
+                &mut a,
+                &mut b,
+                none.clone(),
+                none,
+                9000,
+                PollMode::Block,
+                &stop,
+                &live,
+            )
+            .unwrap()
+        });
+        assert_eq!((report.a_to_b.sent, report.tap_full), (40, 24));
     }
 }

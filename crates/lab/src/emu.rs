@@ -2,7 +2,9 @@
 //! pipeline of pinned RX and TX stages) or AF_XDP, from checked options to a report whose
 //! `--json` file is written before it is returned.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
@@ -57,6 +59,13 @@ pub struct EmuOptions {
     pub duration: Option<Duration>,
     /// Write the counters by cause and the release-error histograms to this JSON file.
     pub json: Option<PathBuf>,
+    /// Serve the HTTP API ([`crate::emuapi`]) on this address (run to completion only).
+    pub api: Option<SocketAddr>,
+    /// Let the API listen on an address other than loopback.
+    pub api_public: bool,
+    /// Write what left each side to this pcapng file ([`crate::emupcap`]; run to completion
+    /// only).
+    pub pcap: Option<PathBuf>,
 }
 
 impl EmuOptions {
@@ -81,6 +90,9 @@ impl EmuOptions {
             xdp_frames: 4096,
             duration: None,
             json: None,
+            api: None,
+            api_public: false,
+            pcap: None,
         })
     }
 
@@ -118,6 +130,31 @@ impl EmuOptions {
         }
         if let Some(path) = &self.json {
             crate::command::check_writable(path)?;
+        }
+        if let Some(path) = &self.pcap {
+            crate::command::check_writable(path)?;
+            if self.mode == EmuMode::Pipeline {
+                return Err(CommandError::Usage(
+                    "--pcap does not work with --mode pipeline: its TX stage keeps no copies; \
+                     use --mode run-to-completion (or auto)"
+                        .into(),
+                ));
+            }
+        }
+        if let Some(addr) = self.api {
+            if !addr.ip().is_loopback() && !self.api_public {
+                return Err(CommandError::Usage(format!(
+                    "--api {addr}: not a loopback address; anyone who reaches it could change \
+                     the link, so add --api-public to serve it there"
+                )));
+            }
+            if self.mode == EmuMode::Pipeline {
+                return Err(CommandError::Usage(
+                    "--api does not work with --mode pipeline: its stages take no changes while \
+                     running; use --mode run-to-completion (or auto)"
+                        .into(),
+                ));
+            }
         }
         Ok(())
     }
@@ -178,7 +215,8 @@ fn run_packet(
     let pipeline = match options.mode {
         EmuMode::Pipeline => true,
         EmuMode::RunToCompletion => false,
-        EmuMode::Auto => cpus.len() >= 3,
+        // The API and the capture are served by the one loop only.
+        EmuMode::Auto => cpus.len() >= 3 && options.api.is_none() && options.pcap.is_none(),
     };
     // The pipeline's TX stage writes through sockets of its own.
     let tx_sockets = if pipeline {
@@ -264,25 +302,65 @@ fn run_xdp(
 }
 
 /// Runs `bridge` with fresh live counters, which `view` shows while it runs, until `stop` is
-/// raised or the duration is over.
+/// raised or the duration is over. With `--api`, the API is served on a thread of its own for
+/// as long as the bridge runs; with `--pcap`, another thread writes the capture from the
+/// engine's tap ring and completes the file once the bridge has stopped.
 fn watched_bridge(
     options: &EmuOptions,
     stop: &Stop,
     view: &mut dyn LiveView,
     bridge: impl FnOnce(&EmulatorLive) -> std::io::Result<EmulatorReport>,
 ) -> Result<EmulatorReport, CommandError> {
+    let api = options
+        .api
+        .map(|addr| {
+            crate::emuapi::Api::bind(addr).map_err(CommandError::setup(format!("--api {addr}")))
+        })
+        .transpose()?;
+    if let Some(api) = &api {
+        view.started(&format!(
+            "latlab emu: API on http://{}/conditions and /metrics",
+            api.addr()
+        ));
+    }
     let live = EmulatorLive::default();
-    watched(
-        options.duration,
-        stop,
-        view,
-        || counters(&live),
-        || bridge(&live),
-    )
-    .map_err(|source| CommandError::Run {
+    let done = AtomicBool::new(false);
+    let pcap_done = AtomicBool::new(false);
+    let links = [options.a_to_b.clone(), options.b_to_a.clone()];
+    let (report, pcap) = std::thread::scope(|s| {
+        if let Some(api) = &api {
+            let (live, done) = (&live, &done);
+            s.spawn(move || api.serve(links, &live.control, done));
+        }
+        let pcap = options.pcap.as_ref().map(|path| {
+            let (ring, records) = emulator::tap_ring(crate::emupcap::PCAP_RING_FRAMES);
+            live.control.set_tap(ring);
+            let ifaces = [options.iface_a.as_str(), options.iface_b.as_str()];
+            let pcap_done = &pcap_done;
+            s.spawn(move || crate::emupcap::write(path, ifaces, records, pcap_done))
+        });
+        let report = watched(
+            options.duration,
+            stop,
+            view,
+            || counters(&live),
+            || bridge(&live),
+        );
+        done.store(true, Relaxed);
+        pcap_done.store(true, std::sync::atomic::Ordering::Release);
+        let pcap = pcap.map(|writer| writer.join());
+        (report, pcap)
+    });
+    let report = report.map_err(|source| CommandError::Run {
         engine: "emulator",
         source,
-    })
+    })?;
+    if let (Some(path), Some(written)) = (&options.pcap, pcap) {
+        written
+            .map_err(|_| CommandError::Io(std::io::Error::other("the --pcap writer panicked")))?
+            .map_err(CommandError::setup(format!("--pcap {}", path.display())))?;
+    }
+    Ok(report)
 }
 
 /// The run-to-completion loop over the two ports, with the links of `options`.

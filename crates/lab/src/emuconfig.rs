@@ -311,7 +311,7 @@ pub fn key_of_field(field: &str) -> Option<&'static str> {
 
 /// A validation error's message with the field at fault named by its key, as the keys are
 /// given (`limit_frames: must be at least 1 frame` becomes `--limit: must be ...`).
-fn naming_key(error: latlab_link::ConfigError) -> String {
+pub fn naming_key(error: latlab_link::ConfigError) -> String {
     let Some(key) = error.field().and_then(key_of_field) else {
         return error.to_string();
     };

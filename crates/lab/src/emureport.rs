@@ -1,7 +1,7 @@
 //! What `latlab emu` writes at exit: counters by cause and release-error summaries, per
 //! direction.
 
-use latlab_engine::emulator::{DirectionReport, EmulatorReport};
+use latlab_engine::emulator::{ByteCounters, ConfigChange, DirectionReport, EmulatorReport};
 use latlab_stats::Summary;
 
 use crate::units::format_us;
@@ -31,7 +31,43 @@ fn direction_json(d: &DirectionReport) -> serde_json::Value {
         },
         "released_early": d.released_early,
         "release_error_ns": Summary::from_histogram(&d.release_error),
+        "bytes": bytes_json(&d.bytes),
     })
+}
+
+fn bytes_json(b: &ByteCounters) -> serde_json::Value {
+    serde_json::json!({
+        "arrived": b.arrived,
+        "sent": b.sent,
+        "dropped": {
+            "loss": b.dropped_loss,
+            "queue_frames": b.dropped_queue_frames,
+            "queue_bytes": b.dropped_queue_bytes,
+            "runt": b.dropped_runt,
+            "oversized": b.dropped_oversized,
+            "queue_slots_full": b.queue_slots_full,
+            "tx_ring_full": b.tx_ring_full,
+            "tx_too_long": b.tx_too_long,
+            "tx_too_short": b.tx_too_short,
+        },
+    })
+}
+
+/// The configuration changes made while running (`--api`), in order.
+fn changes_json(changes: &[ConfigChange]) -> serde_json::Value {
+    changes
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "direction": c.direction.name(),
+                "at_s": c.at_ns as f64 / 1e9,
+                "unix_ns": c.unix_ns,
+                "spec": crate::emuapi::spec_text(&c.config),
+                "settings": crate::emuapi::direction_json(&c.config),
+                "refused": c.refused,
+            })
+        })
+        .collect()
 }
 
 /// The JSON written by `--json`.
@@ -40,6 +76,8 @@ pub fn report_json(report: &EmulatorReport) -> serde_json::Value {
         "latlab_version": env!("CARGO_PKG_VERSION"),
         "a_to_b": direction_json(&report.a_to_b),
         "b_to_a": direction_json(&report.b_to_a),
+        "changes": changes_json(&report.changes),
+        "pcap_dropped": report.tap_full,
     })
 }
 

@@ -1,0 +1,398 @@
+//! `latlab emu --api ADDR`: the running emulator changed and watched over HTTP (tiny_http, one
+//! thread, requests served one after another).
+//!
+//! - `GET /conditions`: both directions' settings, as spec text (the words of `--a-to-b`) and
+//!   as structured fields.
+//! - `PUT /conditions/a-to-b`, `PUT /conditions/b-to-a`: a body of `key=value` pairs, merged
+//!   into the direction's current settings (keys not named keep their values); the answer is
+//!   the direction's new settings, once the engine has applied them between two frames. A
+//!   bad body is answered 400 with one line naming the key, and nothing changes.
+//! - `GET /metrics`: Prometheus text exposition ([`crate::emumetrics`]).
+//!
+//! Guarantees: the engine never waits for this thread (changes and snapshots go through
+//! [`EmulatorControl`]: one relaxed load per engine iteration, a snapshot at most every 50 ms
+//! however many requests come); a body is read up to [`MAX_BODY`] bytes; keys that read a
+//! file (`schedule`, `dist-table`) are refused over HTTP.
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use latlab_engine::emulator::{EmulatorControl, LinkDirection};
+use latlab_link::{JitterDist, LinkConfig, LossModel};
+use tiny_http::{Header, Method, Response, Server};
+
+use crate::emuconfig;
+
+/// Longest request body read, bytes.
+pub const MAX_BODY: u64 = 64 * 1024;
+
+/// How long a request waits for the engine to apply a change or publish counters.
+const ENGINE_WAIT: Duration = Duration::from_secs(2);
+
+/// An API listening, not yet serving.
+pub struct Api {
+    server: Server,
+    addr: SocketAddr,
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api").field("addr", &self.addr).finish()
+    }
+}
+
+impl Api {
+    /// Listens on `addr` (the caller checked it is loopback, or that the user asked for
+    /// another).
+    pub fn bind(addr: SocketAddr) -> std::io::Result<Api> {
+        let server = Server::http(addr).map_err(std::io::Error::other)?;
+        let addr = server
+            .server_addr()
+            .to_ip()
+            .ok_or_else(|| std::io::Error::other("not an IP address"))?;
+        Ok(Api { server, addr })
+    }
+
+    /// The address it listens on (with the port the system chose for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves requests until `done` is raised, starting from the settings `links` (A→B,
+    /// B→A), handing changes to `control`. Each applied change is written on stderr with
+    /// its time.
+    pub fn serve(&self, links: [LinkConfig; 2], control: &EmulatorControl, done: &AtomicBool) {
+        let mut state = State { links, control };
+        while !done.load(Ordering::Relaxed) {
+            match self.server.recv_timeout(Duration::from_millis(50)) {
+                Ok(Some(request)) => state.answer(request),
+                Ok(None) => {}
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+}
+
+/// What the API knows: the settings in force, and the way to the engine.
+struct State<'a> {
+    links: [LinkConfig; 2],
+    control: &'a EmulatorControl,
+}
+
+/// An answer: status and body, JSON or text.
+struct Answer {
+    status: u16,
+    body: String,
+    content_type: &'static str,
+}
+
+impl Answer {
+    fn json(status: u16, value: &serde_json::Value) -> Answer {
+        Answer {
+            status,
+            body: format!("{value:#}\n"),
+            content_type: "application/json",
+        }
+    }
+
+    fn text(status: u16, line: impl Into<String>) -> Answer {
+        Answer {
+            status,
+            body: format!("{}\n", line.into()),
+            content_type: "text/plain; charset=utf-8",
+        }
+    }
+}
+
+impl State<'_> {
+    fn answer(&mut self, mut request: tiny_http::Request) {
+        let answer = match (request.method(), request.url()) {
+            (Method::Get, "/conditions") => Answer::json(200, &conditions_json(&self.links)),
+            (Method::Put, "/conditions/a-to-b") => self.put(LinkDirection::AToB, &mut request),
+            (Method::Put, "/conditions/b-to-a") => self.put(LinkDirection::BToA, &mut request),
+            (Method::Get, "/metrics") => match self.control.snapshot(ENGINE_WAIT) {
+                Some(snapshot) => Answer {
+                    status: 200,
+                    body: crate::emumetrics::exposition(&snapshot, &self.control.changes()),
+                    content_type: "text/plain; version=0.0.4; charset=utf-8",
+                },
+                None => Answer::text(503, "the emulator has not published its counters yet"),
+            },
+            (_, "/conditions" | "/conditions/a-to-b" | "/conditions/b-to-a" | "/metrics") => {
+                Answer::text(405, format!("{} is not allowed here", request.method()))
+            }
+            (_, url) => Answer::text(
+                404,
+                format!(
+                    "{url}: no such resource (GET /conditions, PUT /conditions/a-to-b, \
+                     PUT /conditions/b-to-a, GET /metrics)"
+                ),
+            ),
+        };
+        let content_type = Header::from_bytes("Content-Type", answer.content_type)
+            .expect("a constant header is valid");
+        let response = Response::from_string(answer.body)
+            .with_status_code(answer.status)
+            .with_header(content_type);
+        // A client gone before its answer is its own business.
+        let _ = request.respond(response);
+    }
+
+    /// `PUT /conditions/DIRECTION`: merges the body's keys into the direction's settings.
+    fn put(&mut self, direction: LinkDirection, request: &mut tiny_http::Request) -> Answer {
+        let mut body = String::new();
+        let read = request
+            .as_reader()
+            .take(MAX_BODY + 1)
+            .read_to_string(&mut body);
+        if read.is_err() {
+            return Answer::text(400, "the body is not UTF-8 text");
+        }
+        if body.len() as u64 > MAX_BODY {
+            return Answer::text(413, format!("the body is longer than {MAX_BODY} bytes"));
+        }
+        let d = direction as usize;
+        let config = match merged(&self.links[d], &body) {
+            Ok(config) => config,
+            Err(line) => return Answer::text(400, line),
+        };
+        let ticket = self.control.submit(direction, config.clone());
+        self.links[d] = config;
+        if !self.control.wait_applied(ticket, ENGINE_WAIT) {
+            return Answer::text(
+                503,
+                "the change is submitted but the emulator has not applied it yet",
+            );
+        }
+        if let Some(change) = self.control.changes().last() {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(
+                err,
+                "latlab emu: at {:.6} s: {} set to {}{}",
+                change.at_ns as f64 / 1e9,
+                direction.name(),
+                spec_text(&change.config),
+                change
+                    .refused
+                    .as_ref()
+                    .map_or(String::new(), |e| format!(" (refused: {e})"))
+            );
+        }
+        Answer::json(200, &direction_json(&self.links[d]))
+    }
+}
+
+/// `current` with the keys of `body` (`key=value` pairs, as `--a-to-b` takes them) changed,
+/// checked; or one line naming the key at fault.
+pub fn merged(current: &LinkConfig, body: &str) -> Result<LinkConfig, String> {
+    if body.split_whitespace().next().is_none() {
+        return Err("empty body: expected key=value pairs, such as delay=5ms loss=1%".into());
+    }
+    for pair in body.split_whitespace() {
+        let key = pair.split_once('=').map_or(pair, |(k, _)| k);
+        if matches!(key, "schedule" | "dist-table") {
+            return Err(format!(
+                "{key}: not accepted over the API (it names a file to read); give it at start"
+            ));
+        }
+    }
+    let mut config = current.clone();
+    emuconfig::apply_spec(&mut config, "body", body)?;
+    config
+        .validate()
+        .map_err(|e| format!("body: {}", emuconfig::naming_key(e)))?;
+    Ok(config)
+}
+
+/// Both directions' settings.
+pub fn conditions_json(links: &[LinkConfig; 2]) -> serde_json::Value {
+    serde_json::json!({
+        "a_to_b": direction_json(&links[0]),
+        "b_to_a": direction_json(&links[1]),
+    })
+}
+
+/// One direction's settings: its spec text and its fields (times in ns, probabilities as
+/// fractions, `null` where unset).
+pub fn direction_json(c: &LinkConfig) -> serde_json::Value {
+    let loss = match c.loss {
+        LossModel::None => serde_json::json!({ "model": "none" }),
+        LossModel::Bernoulli { p } => serde_json::json!({ "model": "random", "p": p }),
+        LossModel::GilbertElliott {
+            p,
+            r,
+            one_minus_h,
+            one_minus_k,
+        } => serde_json::json!({
+            "model": "gemodel", "p": p, "r": r, "1-h": one_minus_h, "1-k": one_minus_k,
+        }),
+        LossModel::FourState {
+            p13,
+            p31,
+            p32,
+            p23,
+            p14,
+        } => serde_json::json!({
+            "model": "state", "p13": p13, "p31": p31, "p32": p32, "p23": p23, "p14": p14,
+        }),
+    };
+    serde_json::json!({
+        "spec": spec_text(c),
+        "delay_ns": c.delay_ns,
+        "jitter_ns": c.jitter_ns,
+        "jitter_dist": dist_name(&c.jitter_dist),
+        "correlation": c.correlation,
+        "loss": loss,
+        "duplicate": c.duplicate,
+        "corrupt": c.corrupt,
+        "reorder": c.reorder.map(|r| serde_json::json!({
+            "probability": r.probability, "gap": r.gap,
+        })),
+        "rate_bps": c.rate_bps,
+        "overhead_bytes": c.overhead_bytes,
+        "limit_frames": c.limit_frames,
+        "limit_bytes": c.limit_bytes,
+        "max_frame": c.max_frame,
+        "schedule": c.schedule.is_some(),
+        "seed": c.seed,
+    })
+}
+
+fn dist_name(d: &JitterDist) -> &'static str {
+    match d {
+        JitterDist::Uniform => "uniform",
+        JitterDist::Normal => "normal",
+        JitterDist::Pareto => "pareto",
+        JitterDist::ParetoNormal => "paretonormal",
+        JitterDist::Table(_) => "table",
+    }
+}
+
+/// The impairments as a spec (`delay=5ms loss=1%`), naming every key whose value differs from
+/// [`LinkConfig::default`] except `max-frame` and `seed` (which [`direction_json`] gives as
+/// fields). Applied to a configuration with the same frame size and seed, it gives the
+/// settings back, probabilities to a millionth of a percent, except for a schedule or a
+/// distribution table, which came from files (`schedule=(file)`, `jitter-dist=table`).
+/// Empty for a link without impairment.
+pub fn spec_text(c: &LinkConfig) -> String {
+    let d = LinkConfig::default();
+    let mut out: Vec<String> = Vec::new();
+    let mut put = |key: &str, value: String| out.push(format!("{key}={value}"));
+    if c.delay_ns != d.delay_ns {
+        put("delay", duration(c.delay_ns));
+    }
+    if c.jitter_ns != d.jitter_ns {
+        put("jitter", duration(c.jitter_ns));
+    }
+    if c.jitter_dist != d.jitter_dist {
+        put("jitter-dist", dist_name(&c.jitter_dist).into());
+    }
+    if c.correlation != d.correlation {
+        put("correlation", percent(c.correlation));
+    }
+    match c.loss {
+        LossModel::None => {}
+        LossModel::Bernoulli { p } => put("loss", percent(p)),
+        LossModel::GilbertElliott {
+            p,
+            r,
+            one_minus_h,
+            one_minus_k,
+        } => put(
+            "loss",
+            format!(
+                "gemodel:{},{},{},{}",
+                percent(p),
+                percent(r),
+                percent(one_minus_h),
+                percent(one_minus_k)
+            ),
+        ),
+        LossModel::FourState {
+            p13,
+            p31,
+            p32,
+            p23,
+            p14,
+        } => put(
+            "loss",
+            format!(
+                "state:{},{},{},{},{}",
+                percent(p13),
+                percent(p31),
+                percent(p32),
+                percent(p23),
+                percent(p14)
+            ),
+        ),
+    }
+    if c.duplicate != d.duplicate {
+        put("duplicate", percent(c.duplicate));
+    }
+    if c.corrupt != d.corrupt {
+        put("corrupt", percent(c.corrupt));
+    }
+    if let Some(r) = c.reorder {
+        put(
+            "reorder",
+            match r.gap {
+                Some(gap) => format!("{},gap={gap}", percent(r.probability)),
+                None => percent(r.probability),
+            },
+        );
+    }
+    if let Some(bps) = c.rate_bps {
+        put("rate", rate(bps));
+    }
+    if c.overhead_bytes != d.overhead_bytes {
+        put("overhead", c.overhead_bytes.to_string());
+    }
+    if c.limit_frames != d.limit_frames {
+        put(
+            "limit",
+            c.limit_frames.map_or("none".into(), |n| n.to_string()),
+        );
+    }
+    if let Some(bytes) = c.limit_bytes {
+        put("limit-bytes", bytes.to_string());
+    }
+    if c.schedule.is_some() {
+        put("schedule", "(file)".into());
+    }
+    out.join(" ")
+}
+
+/// A duration in the largest unit that shows it exactly.
+fn duration(ns: u64) -> String {
+    for (unit, name) in [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")] {
+        if ns % unit == 0 && ns > 0 {
+            return format!("{}{name}", ns / unit);
+        }
+    }
+    format!("{ns}ns")
+}
+
+/// A rate in the largest unit of 1000 that shows it exactly.
+fn rate(bps: u64) -> String {
+    for (unit, name) in [
+        (1_000_000_000, "gbit"),
+        (1_000_000, "mbit"),
+        (1_000, "kbit"),
+    ] {
+        if bps % unit == 0 {
+            return format!("{}{name}", bps / unit);
+        }
+    }
+    format!("{bps}bit")
+}
+
+/// A probability as a percentage, to a millionth of a percent.
+fn percent(p: f64) -> String {
+    let text = format!("{:.6}", p * 100.0);
+    format!("{}%", text.trim_end_matches('0').trim_end_matches('.'))
+}
+
+#[cfg(test)]
+mod tests;

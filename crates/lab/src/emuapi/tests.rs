@@ -1,0 +1,104 @@
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use super::*;
+
+/// One HTTP/1.1 request to `addr`; the status and the body of the answer.
+fn request(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_string())
+}
+
+fn delay_ms(ms: u64) -> LinkConfig {
+    LinkConfig {
+        delay_ns: ms * 1_000_000,
+        ..LinkConfig::default()
+    }
+}
+
+#[test]
+fn a_put_body_changes_only_the_keys_it_names() {
+    let current = LinkConfig {
+        loss: LossModel::Bernoulli { p: 0.01 },
+        ..delay_ms(5)
+    };
+    let new = merged(&current, "delay=20ms\n").unwrap();
+    assert_eq!(new.delay_ns, 20_000_000);
+    assert_eq!(new.loss, LossModel::Bernoulli { p: 0.01 }, "loss kept");
+    assert_eq!(spec_text(&new), "delay=20ms loss=1%");
+}
+
+#[test]
+fn a_bad_body_names_the_key_at_fault() {
+    let current = delay_ms(5);
+    for (body, key) in [
+        ("wobble=1", "wobble"),
+        ("delay=soon", "--delay"),
+        ("loss=120%", "--loss"),
+        ("delay", "\"delay\" is not key=value"),
+        ("limit=0", "--limit"),
+        ("schedule=/etc/passwd", "schedule"),
+        ("dist-table=/etc/passwd", "dist-table"),
+        ("   ", "empty body"),
+    ] {
+        let error = merged(&current, body).unwrap_err();
+        assert!(error.contains(key), "{body:?}: {error:?} lacks {key:?}");
+        assert_eq!(error.lines().count(), 1, "{error:?}");
+    }
+}
+
+#[test]
+fn the_spec_text_of_a_configuration_gives_it_back() {
+    let spec =
+        "delay=1500us jitter=100us jitter-dist=pareto correlation=25% loss=gemodel:1%,30%,100%,0% \
+                duplicate=0.5% corrupt=0.1% reorder=25%,gap=5 rate=10mbit overhead=0 limit=50 \
+                limit-bytes=65536";
+    let mut config = LinkConfig::default();
+    emuconfig::apply_spec(&mut config, "test", spec).unwrap();
+    assert_eq!(
+        spec_text(&config),
+        spec.split_whitespace().collect::<Vec<_>>().join(" ")
+    );
+    let mut again = LinkConfig::default();
+    emuconfig::apply_spec(&mut again, "test", &spec_text(&config)).unwrap();
+    assert_eq!(again, config);
+    assert_eq!(spec_text(&LinkConfig::default()), "");
+}
+
+#[test]
+fn the_api_answers_conditions_and_refuses_a_bad_body_without_changing_anything() {
+    let api = Api::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = api.addr();
+    let control = EmulatorControl::default();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| api.serve([delay_ms(5), delay_ms(7)], &control, &done));
+        let (status, body) = request(addr, "GET", "/conditions", "");
+        assert_eq!(status, 200);
+        let before: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(before["a_to_b"]["spec"], "delay=5ms");
+        assert_eq!(before["a_to_b"]["delay_ns"], 5_000_000);
+        assert_eq!(before["b_to_a"]["spec"], "delay=7ms");
+        let (status, body) = request(addr, "PUT", "/conditions/a-to-b", "delay=1ms wobble=2");
+        assert_eq!((status, body.lines().count()), (400, 1), "{body}");
+        assert!(body.contains("wobble"), "{body}");
+        let (_, body) = request(addr, "GET", "/conditions", "");
+        let after: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(after, before, "nothing changed");
+        assert!(control.changes().is_empty());
+        assert_eq!(request(addr, "GET", "/nowhere", "").0, 404);
+        assert_eq!(request(addr, "DELETE", "/conditions", "").0, 405);
+        // No engine runs here: nothing to count yet.
+        done.store(true, Ordering::Relaxed);
+    });
+}

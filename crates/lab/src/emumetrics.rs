@@ -1,0 +1,228 @@
+//! The running emulator's counters in the Prometheus text exposition format (version 0.0.4),
+//! for `GET /metrics` of `latlab emu --api`.
+//!
+//! Every metric is named `latlab_emu_*` and labelled with its `direction` (`a_to_b`,
+//! `b_to_a`); drops also with their `cause`, in the words of the `--json` report. Per
+//! direction the counters add up as the report's do: `arrived + duplicated = forwarded +
+//! dropped (all causes) + queue` (frames still on their way to the link model are in the
+//! queue gauge). Frames the kernel dropped before the emulator read them are known only at
+//! exit, from the JSON report.
+
+use std::fmt::Write;
+
+use latlab_engine::emulator::{ConfigChange, DirectionSnapshot, LinkDirection, Snapshot};
+use latlab_stats::LatencyHistogram;
+
+/// Upper bounds of the release-error histogram's buckets, seconds.
+pub const RELEASE_ERROR_BUCKETS: [f64; 13] = [
+    1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2,
+];
+
+/// Drop causes, as labels, and how to read (frames, bytes) of each from a direction.
+type Cause = (&'static str, fn(&DirectionSnapshot) -> (u64, u64));
+
+const CAUSES: [Cause; 9] = [
+    ("loss", |d| {
+        (d.report.link.dropped_loss, d.report.bytes.dropped_loss)
+    }),
+    ("queue_frames", |d| {
+        let (l, b) = (&d.report.link, &d.report.bytes);
+        (l.dropped_queue_frames, b.dropped_queue_frames)
+    }),
+    ("queue_bytes", |d| {
+        let (l, b) = (&d.report.link, &d.report.bytes);
+        (l.dropped_queue_bytes, b.dropped_queue_bytes)
+    }),
+    ("runt", |d| {
+        (d.report.link.dropped_runt, d.report.bytes.dropped_runt)
+    }),
+    ("oversized", |d| {
+        let (l, b) = (&d.report.link, &d.report.bytes);
+        (l.dropped_oversized, b.dropped_oversized)
+    }),
+    ("queue_slots_full", |d| {
+        (d.report.queue_slots_full, d.report.bytes.queue_slots_full)
+    }),
+    ("tx_ring_full", |d| {
+        (d.report.tx_ring_full, d.report.bytes.tx_ring_full)
+    }),
+    ("tx_too_long", |d| {
+        (d.report.tx_too_long, d.report.bytes.tx_too_long)
+    }),
+    ("tx_too_short", |d| {
+        (d.report.tx_too_short, d.report.bytes.tx_too_short)
+    }),
+];
+
+/// The exposition of `snapshot`, with the number of `changes` per direction.
+pub fn exposition(snapshot: &Snapshot, changes: &[ConfigChange]) -> String {
+    let dirs = [
+        (LinkDirection::AToB, &snapshot.a_to_b),
+        (LinkDirection::BToA, &snapshot.b_to_a),
+    ];
+    let mut out = String::new();
+    let mut family =
+        |name: &str, kind: &str, help: &str, value: &dyn Fn(&DirectionSnapshot) -> u64| {
+            head(&mut out, name, kind, help);
+            for (dir, d) in dirs {
+                let _ = writeln!(out, "{name}{{direction=\"{}\"}} {}", dir.name(), value(d));
+            }
+        };
+    family(
+        "latlab_emu_arrived_frames_total",
+        "counter",
+        "Frames read from the receiving interface.",
+        &|d| d.report.arrived,
+    );
+    family(
+        "latlab_emu_arrived_bytes_total",
+        "counter",
+        "Bytes of the frames read from the receiving interface.",
+        &|d| d.report.bytes.arrived,
+    );
+    family(
+        "latlab_emu_forwarded_frames_total",
+        "counter",
+        "Frames sent on to the other interface (duplicates included).",
+        &|d| d.report.sent,
+    );
+    family(
+        "latlab_emu_forwarded_bytes_total",
+        "counter",
+        "Bytes of the frames sent on.",
+        &|d| d.report.bytes.sent,
+    );
+    family(
+        "latlab_emu_duplicated_frames_total",
+        "counter",
+        "Extra copies the link model made.",
+        &|d| d.report.link.duplicated,
+    );
+    family(
+        "latlab_emu_corrupted_frames_total",
+        "counter",
+        "Delivered frames with a bit flipped.",
+        &|d| d.report.link.corrupted,
+    );
+    family(
+        "latlab_emu_reordered_frames_total",
+        "counter",
+        "Delivered frames sent ahead of the queue.",
+        &|d| d.report.link.reordered,
+    );
+    family(
+        "latlab_emu_released_early_frames_total",
+        "counter",
+        "Frames sent before their intended departure.",
+        &|d| d.report.released_early,
+    );
+    family(
+        "latlab_emu_queue_frames",
+        "gauge",
+        "Frames held by the link model, waiting for their departure.",
+        &|d| d.queued_frames,
+    );
+    family(
+        "latlab_emu_queue_bytes",
+        "gauge",
+        "Bytes of the frames held by the link model.",
+        &|d| d.queued_bytes,
+    );
+    for (i, (name, help)) in [
+        (
+            "latlab_emu_dropped_frames_total",
+            "Frames dropped, by cause.",
+        ),
+        (
+            "latlab_emu_dropped_bytes_total",
+            "Bytes of the frames dropped, by cause.",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        head(&mut out, name, "counter", help);
+        for (dir, d) in dirs {
+            for (cause, read) in CAUSES {
+                let (frames, bytes) = read(d);
+                let value = if i == 0 { frames } else { bytes };
+                let _ = writeln!(
+                    out,
+                    "{name}{{direction=\"{}\",cause=\"{cause}\"}} {value}",
+                    dir.name()
+                );
+            }
+        }
+    }
+    let name = "latlab_emu_config_changes_total";
+    head(
+        &mut out,
+        name,
+        "counter",
+        "Configuration changes applied while running.",
+    );
+    for (dir, _) in dirs {
+        let n = changes.iter().filter(|c| c.direction == dir).count();
+        let _ = writeln!(out, "{name}{{direction=\"{}\"}} {n}", dir.name());
+    }
+    let name = "latlab_emu_release_error_seconds";
+    head(
+        &mut out,
+        name,
+        "histogram",
+        "Actual minus intended departure of every frame sent.",
+    );
+    for (dir, d) in dirs {
+        histogram(&mut out, name, dir.name(), &d.report.release_error);
+    }
+    let name = "latlab_emu_uptime_seconds";
+    head(
+        &mut out,
+        name,
+        "gauge",
+        "Time since the emulator started, at this snapshot.",
+    );
+    let _ = writeln!(out, "{name} {}", snapshot.at_ns as f64 / 1e9);
+    out
+}
+
+fn head(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// The buckets (cumulative), sum and count of one direction's release errors.
+fn histogram(out: &mut String, name: &str, direction: &str, h: &LatencyHistogram) {
+    let recorded: Vec<(u64, u64)> = h
+        .as_hdr()
+        .iter_recorded()
+        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+        .collect();
+    for le in RELEASE_ERROR_BUCKETS {
+        let le_ns = (le * 1e9).round() as u64;
+        let count: u64 = recorded
+            .iter()
+            .filter(|&&(v, _)| v <= le_ns)
+            .map(|&(_, n)| n)
+            .sum();
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{direction=\"{direction}\",le=\"{le}\"}} {count}"
+        );
+    }
+    let total = h.len();
+    let _ = writeln!(
+        out,
+        "{name}_bucket{{direction=\"{direction}\",le=\"+Inf\"}} {total}"
+    );
+    let sum = if total == 0 {
+        0.0
+    } else {
+        h.mean() * total as f64 / 1e9
+    };
+    let _ = writeln!(out, "{name}_sum{{direction=\"{direction}\"}} {sum}");
+    let _ = writeln!(out, "{name}_count{{direction=\"{direction}\"}} {total}");
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,185 @@
+use std::collections::BTreeMap;
+
+use latlab_engine::emulator::DirectionReport;
+use latlab_link::LinkCounters;
+
+use super::*;
+
+/// A direction as a running engine could report it: 100 frames in, 3 copies, 90 out, 5 lost,
+/// 2 over the queue limit, 1 refused by the TX ring, 5 still queued.
+fn direction() -> DirectionSnapshot {
+    let mut release_error = LatencyHistogram::new();
+    for ns in [500, 1_500, 3_000, 40_000, 2_000_000, 50_000_000] {
+        release_error.record(ns);
+    }
+    let bytes = latlab_engine::emulator::ByteCounters {
+        arrived: 10_000,
+        sent: 9_300,
+        dropped_loss: 500,
+        dropped_queue_frames: 200,
+        tx_ring_full: 100,
+        ..Default::default()
+    };
+    DirectionSnapshot {
+        report: DirectionReport {
+            arrived: 100,
+            link: LinkCounters {
+                arrived: 100,
+                delivered: 93,
+                duplicated: 3,
+                dropped_loss: 5,
+                dropped_queue_frames: 2,
+                ..LinkCounters::default()
+            },
+            sent: 90,
+            tx_ring_full: 1,
+            tx_too_long: 0,
+            tx_too_short: 0,
+            queued_at_exit: 0,
+            queue_slots_full: 0,
+            kernel_drops: 0,
+            release_error,
+            released_early: 0,
+            bytes,
+            wire: Default::default(),
+        },
+        queued_frames: 5,
+        queued_bytes: 500,
+    }
+}
+
+/// A parsed exposition: samples by name and labels, after checking every line's syntax and
+/// that each family's `# TYPE` comes before its samples.
+fn parse(text: &str) -> BTreeMap<(String, BTreeMap<String, String>), f64> {
+    let mut types: BTreeMap<String, String> = BTreeMap::new();
+    let mut samples = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            assert!(
+                types.insert(name.into(), kind.into()).is_none(),
+                "{name} typed twice"
+            );
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap();
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("{line}: value"));
+        let (name, labels) = match series.split_once('{') {
+            Some((name, labels)) => (name, labels.strip_suffix('}').expect(line)),
+            None => (series, ""),
+        };
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{line}: name"
+        );
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| {
+                name.strip_suffix(s)
+                    .filter(|f| types.get(*f).is_some_and(|k| k == "histogram"))
+            })
+            .unwrap_or(name);
+        assert!(types.contains_key(family), "{line}: no # TYPE before it");
+        let mut parsed = BTreeMap::new();
+        for pair in labels.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').expect(line);
+            let v = v
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .expect(line);
+            assert!(
+                k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "{line}"
+            );
+            assert!(!v.contains('"') && !v.contains('\\'), "{line}");
+            parsed.insert(k.to_string(), v.to_string());
+        }
+        assert!(
+            samples.insert((name.to_string(), parsed), value).is_none(),
+            "{line}: twice"
+        );
+    }
+    samples
+}
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn the_exposition_parses_and_its_counters_add_up() {
+    let snapshot = Snapshot {
+        at_ns: 3_000_000_000,
+        a_to_b: direction(),
+        b_to_a: direction(),
+    };
+    let text = exposition(&snapshot, &[]);
+    let samples = parse(&text);
+    let get = |name: &str, l: &[(&str, &str)]| {
+        *samples
+            .get(&(name.to_string(), labels(l)))
+            .unwrap_or_else(|| panic!("{name} {l:?} missing:\n{text}"))
+    };
+    for dir in ["a_to_b", "b_to_a"] {
+        let d = [("direction", dir)];
+        let dropped: f64 = CAUSES
+            .iter()
+            .map(|(cause, _)| {
+                get(
+                    "latlab_emu_dropped_frames_total",
+                    &[("direction", dir), ("cause", cause)],
+                )
+            })
+            .sum();
+        // arrived + copies = forwarded + dropped + still queued.
+        assert_eq!(
+            get("latlab_emu_arrived_frames_total", &d)
+                + get("latlab_emu_duplicated_frames_total", &d),
+            get("latlab_emu_forwarded_frames_total", &d)
+                + dropped
+                + get("latlab_emu_queue_frames", &d)
+        );
+        let dropped_bytes: f64 = CAUSES
+            .iter()
+            .map(|(cause, _)| {
+                get(
+                    "latlab_emu_dropped_bytes_total",
+                    &[("direction", dir), ("cause", cause)],
+                )
+            })
+            .sum();
+        assert_eq!(dropped_bytes, 800.0);
+        // The histogram: cumulative buckets, +Inf equal to the count.
+        let h = "latlab_emu_release_error_seconds";
+        let buckets: Vec<f64> = RELEASE_ERROR_BUCKETS
+            .iter()
+            .map(|le| {
+                get(
+                    &format!("{h}_bucket"),
+                    &[("direction", dir), ("le", &le.to_string())],
+                )
+            })
+            .collect();
+        assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+        assert_eq!(buckets[0], 1.0, "500 ns is within 1 µs");
+        assert_eq!(buckets[12], 5.0, "all but 50 ms within 10 ms");
+        assert_eq!(
+            get(
+                &format!("{h}_bucket"),
+                &[("direction", dir), ("le", "+Inf")]
+            ),
+            6.0
+        );
+        assert_eq!(get(&format!("{h}_count"), &d), 6.0);
+        let sum = get(&format!("{h}_sum"), &d);
+        assert!((0.051..0.053).contains(&sum), "{sum}");
+    }
+    assert_eq!(get("latlab_emu_uptime_seconds", &[]), 3.0);
+}
