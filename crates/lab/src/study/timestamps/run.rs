@@ -1,0 +1,227 @@
+//! Running the timestamp study: the lab, the reflector with each point's OS settings, the
+//! emulator holding the reference delay, and the prober.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters};
+use latlab_engine::{PollMode, Stop};
+use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_io::Io;
+use latlab_link::LinkConfig;
+
+use super::prober::{probe, Probed};
+use super::{plan, ReflectorSettings, StampPoint, StampStudyOptions};
+use crate::study::emulator::bridge::{with_bridge, Bridge};
+use crate::study::points::{Existing, PointsDir};
+use crate::study::{StudyError, StudyFile, StudyKind, StudyProgress};
+use crate::topology::ClientEmuServer;
+
+/// The reflector's port in the server namespace.
+const PORT: u16 = 7777;
+
+/// Which CPU runs what: the prober alone on the first allowed CPU; the reflector (when
+/// pinned), its competitor and the blocking emulator on the last.
+#[derive(Clone, Copy, Debug)]
+struct Cores {
+    prober: usize,
+    shared: usize,
+}
+
+impl Cores {
+    fn pick() -> Result<Cores, StudyError> {
+        let cpus = latlab_io::cpu::allowed_cpus()?;
+        let (Some(&prober), Some(&shared)) = (cpus.first(), cpus.last()) else {
+            return Err(StudyError::Io(std::io::Error::other(
+                "this process may run on no CPU",
+            )));
+        };
+        Ok(Cores { prober, shared })
+    }
+
+    fn describe(self, reflector: &ReflectorSettings) -> String {
+        let r = if reflector.pinned {
+            format!("cpu{}", self.shared)
+        } else {
+            "unpinned".to_string()
+        };
+        let competitor = if reflector.competitor {
+            format!(", competitor cpu{}", self.shared)
+        } else {
+            String::new()
+        };
+        format!(
+            "prober cpu{}, reflector {r}, emulator cpu{} (blocking){competitor}",
+            self.prober, self.shared
+        )
+    }
+}
+
+/// Builds the lab, measures this job's points into `<out>/points` and writes `study.json`;
+/// returns the lab's description.
+pub(super) fn measure_all(
+    options: &StampStudyOptions,
+    stop: &Stop,
+    progress: &mut dyn StudyProgress,
+) -> Result<String, StudyError> {
+    let existing = if options.resume || !options.shard.is_whole() {
+        StudyFile::check_resume(&options.out, StudyKind::Timestamps, &options.parameters())?;
+        Existing::Continue
+    } else {
+        Existing::RefuseResumable
+    };
+    let points = PointsDir::create(&options.out, existing)?;
+    let lab = ClientEmuServer::build()?;
+    let topology = lab.describe();
+    progress.note(&format!("lab: {topology}"));
+    StudyFile::new(StudyKind::Timestamps, &topology)
+        .with_parameters(options.parameters())
+        .write(&options.out)?;
+    let cores = Cores::pick()?;
+    let plan = plan();
+    let total = options.shard.share_of(plan.len());
+    let mine = plan
+        .into_iter()
+        .enumerate()
+        .filter(|&(i, _)| options.shard.owns(i));
+    for (done, (_, (key, group, setting, prober_busy, reflector))) in mine.enumerate() {
+        if stop.is_raised() {
+            break;
+        }
+        if points.resumed::<StampPoint>(key).is_some() {
+            progress.note(&format!("{setting}: measured before, kept"));
+            continue;
+        }
+        progress.point(setting, done, total);
+        let cores_text = cores.describe(&reflector);
+        progress.note(&format!("measuring {setting} ({cores_text})"));
+        let (probed, emulator) =
+            measure_point(&lab, options, cores, prober_busy, &reflector, stop)?;
+        let release = |dir: &str| emulator[dir]["release_error_ns"]["p50"].as_u64();
+        let point = StampPoint {
+            group: group.into(),
+            setting: setting.into(),
+            prober_poll: if prober_busy { "busy" } else { "block" }.into(),
+            reflector,
+            cores: cores_text,
+            delay_ns: options.delay_ns,
+            release_error_ns: release("a_to_b").unwrap_or(0) + release("b_to_a").unwrap_or(0),
+            sent: probed.sent,
+            probes: probed.probes,
+            emulator: Some(emulator),
+        };
+        points.write(key, &point, None)?;
+    }
+    progress.finish();
+    Ok(topology)
+}
+
+/// One point: the reflector with `settings`, the emulator holding the delay, the prober.
+fn measure_point(
+    lab: &ClientEmuServer,
+    options: &StampStudyOptions,
+    cores: Cores,
+    prober_busy: bool,
+    settings: &ReflectorSettings,
+    stop: &Stop,
+) -> Result<(Probed, serde_json::Value), StudyError> {
+    let so_busy_poll = settings.so_busy_poll_us;
+    let echo_socket = latlab_io::netns::run_in(lab.server.name(), move || {
+        UdpSocket::bind(
+            SocketAddr::from(([0, 0, 0, 0], PORT)),
+            &UdpOptions {
+                rx_timestamps: true,
+                busy_poll_us: so_busy_poll,
+                ..UdpOptions::default()
+            },
+        )
+    })??;
+    let client = lab.client_addr;
+    let prober_socket = latlab_io::netns::run_in(lab.client.name(), move || {
+        UdpSocket::bind(
+            SocketAddr::from((client, 0)),
+            &UdpOptions {
+                rx_timestamps: true,
+                tx_timestamps: true,
+                ..UdpOptions::default()
+            },
+        )
+    })??;
+    let target = SocketAddr::from((lab.server_addr, PORT));
+    let echo_stop = Arc::new(Stop::new());
+    let spinning = Arc::new(AtomicBool::new(settings.competitor));
+    let competitor = settings.competitor.then(|| {
+        let spinning = spinning.clone();
+        let cpu = cores.shared;
+        std::thread::spawn(move || {
+            let _ = latlab_io::cpu::pin_current_thread(cpu);
+            while spinning.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        })
+    });
+    let echo = {
+        let s = echo_stop.clone();
+        let settings = settings.clone();
+        let cpu = cores.shared;
+        std::thread::spawn(move || -> std::io::Result<()> {
+            if settings.pinned {
+                latlab_io::cpu::pin_current_thread(cpu)?;
+            }
+            if let Some(ns) = settings.timer_slack_ns {
+                latlab_io::cpu::set_timer_slack_ns(ns)?;
+            }
+            let config = ReflectorConfig {
+                poll: if settings.busy {
+                    PollMode::Busy
+                } else {
+                    PollMode::Block
+                },
+                ..ReflectorConfig::default()
+            };
+            reflector::run_udp(&echo_socket, &config, &s, &ReflectorCounters::default())
+        })
+    };
+    let bridge = Bridge {
+        io: Io::Packet,
+        poll: PollMode::Block,
+        cpu: Some(cores.shared),
+        // Blocking, it sleeps until the next frame is due: 1 ns of slack wakes it on time.
+        timer_slack_ns: Some(1),
+    };
+    let a_to_b = LinkConfig {
+        delay_ns: options.delay_ns,
+        ..LinkConfig::default()
+    };
+    let (count, rate) = (options.probes, options.rate_pps);
+    let measured = with_bridge(lab, bridge, a_to_b, LinkConfig::default(), || {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| -> Result<Probed, StudyError> {
+                    latlab_io::cpu::pin_current_thread(cores.prober)?;
+                    Ok(probe(
+                        &prober_socket,
+                        target,
+                        count,
+                        rate,
+                        prober_busy,
+                        stop,
+                    )?)
+                })
+                .join()
+                .map_err(|_| StudyError::Io(std::io::Error::other("the prober panicked")))?
+        })
+    });
+    echo_stop.raise();
+    spinning.store(false, Ordering::Relaxed);
+    let echoed = echo
+        .join()
+        .map_err(|_| std::io::Error::other("the reflector panicked"));
+    if let Some(c) = competitor {
+        let _ = c.join();
+    }
+    let measured = measured?;
+    echoed??;
+    Ok(measured)
+}
