@@ -24,7 +24,7 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
     let mut md = String::new();
     md.push_str("# Timestamp study: how far each method can be trusted\n\n");
     md.push_str(&format!("Topology: {topology}.\n\n"));
-    md.push_str("One probe in flight at a time; every probe keeps every stamp it got. The reference is the delay the emulator holds on the client→server direction plus its median release error (both directions, from the kernel's stamps). `user-space`: clock after the receive call returns − clock before the send; `kernel-rx`: kernel software receive stamp − clock before the send; `kernel-tx-rx`: kernel software receive − transmit stamp. Excess over the reference is the method's own error plus the path's time through the veths and the bridge; the columns against `kernel-tx-rx` compare methods on the same probes.\n\n");
+    md.push_str("One probe in flight at a time; every probe keeps every stamp it got. The reference is the delay the emulator holds on the client→server direction plus its median release error (both directions, from the kernel's stamps). `user-space`: clock after the receive call returns − clock before the send; `kernel-rx`: kernel software receive stamp − clock before the send; `kernel-tx-rx`: kernel software receive − transmit stamp. Excess over the reference is the method's own error plus the path's time through the veths and the bridge; the columns against `kernel-tx-rx` compare methods on the same probes. The points run one after another, so a change of the machine's load between points is part of their differences.\n\n");
     md.push_str(&points_table(&a));
     md.push_str(&methods_table(&a));
     for (key, p) in methods_points(&a) {
