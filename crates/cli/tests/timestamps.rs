@@ -78,6 +78,12 @@ fn a_short_timestamp_study_writes_every_artefact_and_report_draws_it_again() {
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Conclusions"), "{md}");
+    // sockperf, the outside view, is measured or left out with the reason.
+    assert!(
+        md.contains("| sockperf ping-pong | sockperf |")
+            || md.contains("sockperf ping-pong left out: "),
+        "{md}"
+    );
     // A finished study resumed measures nothing again and draws the same report, but for
     // the lab it built (its namespaces have new names).
     let again = study(true);

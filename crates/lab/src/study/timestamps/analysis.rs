@@ -50,6 +50,7 @@ impl Method {
     /// (busy)`).
     pub fn label(self, point: &StampPoint) -> String {
         match self {
+            Method::UserSpace if point.prober_poll == "sockperf" => "sockperf".to_string(),
             Method::UserSpace => format!("user-space ({})", point.prober_poll),
             other => other.name().to_string(),
         }

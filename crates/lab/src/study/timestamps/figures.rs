@@ -16,8 +16,9 @@ fn reference_series(ns: u64) -> Vec<CcdfPoint> {
     }]
 }
 
-/// Each method's round trips on `point`, with the reference.
-pub(super) fn methods_svg(point: &StampPoint) -> Result<String, String> {
+/// Each method's round trips on `point`, with the reference and the round trips of the
+/// `outside` points (sockperf) on the same path.
+pub(super) fn methods_svg(point: &StampPoint, outside: &[&StampPoint]) -> Result<String, String> {
     let mut series = vec![(
         format!(
             "reference: delay + release error ({:.1} µs)",
@@ -27,6 +28,10 @@ pub(super) fn methods_svg(point: &StampPoint) -> Result<String, String> {
     )];
     for method in Method::ALL {
         let view = MethodView::of(point, method);
+        series.push((view.label.clone(), ccdf(&view.histogram())));
+    }
+    for p in outside {
+        let view = MethodView::of(p, Method::UserSpace);
         series.push((view.label.clone(), ccdf(&view.histogram())));
     }
     crate::plot::ccdf_svg(

@@ -19,7 +19,8 @@
 //! forwarding) time; two methods on the same probes differ only by their own errors.
 //!
 //! The points: the prober blocking and busy polling against a pinned, blocking reflector (the
-//! methods), then the reflector's OS settings (unpinned, busy polling, timer slack 1 ns,
+//! methods), sockperf's ping-pong through the same path (the outside view; left out, with the
+//! reason, where sockperf cannot be had), then the reflector's OS settings (unpinned, busy polling, timer slack 1 ns,
 //! `SO_BUSY_POLL`, a competing spinning thread on its core). Each point goes to `points/` as
 //! soon as it is measured; [`report::write`] (and `latlab report DIR`) draws the tables, the
 //! CCDFs and `report.md` from those files only.
@@ -40,6 +41,7 @@ mod figures;
 mod prober;
 pub mod report;
 mod run;
+mod sockperf;
 
 /// Runs the study in `client — emu — server` namespaces: measures every point into
 /// `options.out`'s `points/` folder, then writes the tables, the CCDFs and `report.md`.
@@ -137,12 +139,12 @@ pub struct ProbeStamps {
 /// One measured point, as written to `points/<key>.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StampPoint {
-    /// `methods` (the prober's receive mode varies) or `reflector` (the reflector's settings
-    /// vary).
+    /// `methods` (the prober's receive mode varies), `outside` (sockperf on the same path) or
+    /// `reflector` (the reflector's settings vary).
     pub group: String,
     /// The point's name in tables and legends.
     pub setting: String,
-    /// How the prober waited for answers: `block` or `busy`.
+    /// How the prober waited for answers: `block` or `busy`; `sockperf` for sockperf.
     pub prober_poll: String,
     /// The reflector's settings.
     pub reflector: ReflectorSettings,
@@ -158,6 +160,9 @@ pub struct StampPoint {
     pub probes: Vec<ProbeStamps>,
     /// The emulator's report, as `latlab emu --json` writes it.
     pub emulator: Option<serde_json::Value>,
+    /// Why the point could not be measured (sockperf missing), its probes then empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<String>,
 }
 
 impl StampPoint {
@@ -189,6 +194,13 @@ pub(crate) fn plan() -> Vec<(
             "methods",
             "prober busy-polls",
             true,
+            base.clone(),
+        ),
+        (
+            "outside-sockperf",
+            "outside",
+            "sockperf ping-pong",
+            false,
             base.clone(),
         ),
         (

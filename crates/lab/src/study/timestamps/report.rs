@@ -29,7 +29,7 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
     md.push_str(&methods_table(&a));
     for (key, p) in methods_points(&a) {
         let file = format!("methods-{key}.svg");
-        let svg = methods_svg(p).map_err(figure(file.clone()))?;
+        let svg = methods_svg(p, &outside_points(&a)).map_err(figure(file.clone()))?;
         write_atomic(&out.join(&file), svg.as_bytes())?;
         md.push_str(&format!("\n![{}]({file})\n", p.setting));
     }
@@ -44,7 +44,7 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
         }
     }
     md.push_str(&conclusions(&a, &settings));
-    md.push_str("\nNot measured by this study: the XDP program's stamp, sockperf as the outside view, RPS / threaded NAPI on the receiving veth, and the settings on a forwarder.\n");
+    md.push_str("\nNot measured by this study: the XDP program's stamp, RPS / threaded NAPI on the receiving veth, and the settings on a forwarder.\n");
     if !a.skipped.is_empty() {
         md.push_str("\nSkipped point files:\n");
         for s in &a.skipped {
@@ -74,6 +74,14 @@ fn methods_points(a: &Analysis) -> Vec<(&'static str, &StampPoint)> {
         .collect()
 }
 
+/// The outside view's points that were measured.
+fn outside_points(a: &Analysis) -> Vec<&StampPoint> {
+    a.points
+        .iter()
+        .filter(|p| p.group == "outside" && !p.probes.is_empty())
+        .collect()
+}
+
 /// The baseline and the reflector points.
 fn settings_points(a: &Analysis) -> Vec<&StampPoint> {
     a.find(BASELINE)
@@ -98,6 +106,11 @@ fn points_table(a: &Analysis) -> String {
             p.reference_ns() as f64 / 1000.0,
         ));
     }
+    for p in &a.points {
+        if let Some(why) = &p.left_out {
+            md.push_str(&format!("\n{} left out: {why}.\n", p.setting));
+        }
+    }
     md
 }
 
@@ -105,8 +118,16 @@ fn points_table(a: &Analysis) -> String {
 /// within 1 µs and 10 % of the reference and of the kernel's stamps.
 fn methods_table(a: &Analysis) -> String {
     let mut md = String::from("\n## Methods against the reference\n\nExcess = the method's round trip − the reference. \"Within\" columns: the percentile up to which the method stays within 1 µs / 10 % of the reference, and of `kernel-tx-rx` on the same probe.\n\n| setting | method | samples | excess p50 [µs] | excess p99 [µs] | excess p99.9 [µs] | excess max [µs] | within 1 µs of ref | within 10 % of ref | within 1 µs of kernel-tx-rx | within 10 % of kernel-tx-rx |\n|---|---|---:|---:|---:|---:|---:|---|---|---|---|\n");
-    for (_, p) in methods_points(a) {
-        for method in Method::ALL {
+    let outside = a
+        .points
+        .iter()
+        .filter(|p| p.group == "outside" && !p.probes.is_empty());
+    let rows = methods_points(a)
+        .into_iter()
+        .flat_map(|(_, p)| Method::ALL.map(|m| (p, m)))
+        .chain(outside.map(|p| (p, Method::UserSpace)));
+    {
+        for (p, method) in rows {
             let v = MethodView::of(p, method);
             let excess = v.excess();
             let within =
@@ -115,6 +136,8 @@ fn methods_table(a: &Analysis) -> String {
             let kernel = |limit| {
                 if method == Method::KernelTxRx {
                     "(itself)".to_string()
+                } else if v.vs_kernel.is_empty() {
+                    "-".to_string()
                 } else {
                     within(&v.vs_kernel, limit)
                 }
@@ -208,6 +231,26 @@ fn conclusions(a: &Analysis, settings: &[&StampPoint]) -> String {
                 "  The user-space clock adds {:.1} µs at the median over the kernel's stamps of the same probes ({} at p99).\n",
                 m as f64 / 1000.0,
                 pct_us(&user, Quantile::P99) + " µs"
+            ));
+        }
+    }
+    let kernel_p50 = a.find(BASELINE).and_then(|b| {
+        latlab_stats::Estimate::of(
+            &MethodView::of(b, Method::KernelTxRx).histogram(),
+            0.5,
+            latlab_stats::Z_95,
+        )
+        .value_ns()
+    });
+    for p in outside_points(a) {
+        let h = MethodView::of(p, Method::UserSpace).histogram();
+        let p50 = latlab_stats::Estimate::of(&h, 0.5, latlab_stats::Z_95).value_ns();
+        if let (Some(s), Some(k)) = (p50, kernel_p50) {
+            md.push_str(&format!(
+                "- From outside, sockperf's median round trip is {:.1} µs, {:+.1} µs against the kernel's stamps of latlab's blocking prober ({:.1} µs): its user-space clock and its own reflector are in it.\n",
+                s as f64 / 1000.0,
+                (s as f64 - k as f64) / 1000.0,
+                k as f64 / 1000.0
             ));
         }
     }

@@ -94,27 +94,125 @@ pub(super) fn measure_all(
             continue;
         }
         progress.point(setting, done, total);
-        let cores_text = cores.describe(&reflector);
+        let cores_text = if group == "outside" {
+            format!(
+                "sockperf ping-pong cpu{}, sockperf server cpu{}, emulator cpu{} (blocking)",
+                cores.prober, cores.shared, cores.shared
+            )
+        } else {
+            cores.describe(&reflector)
+        };
         progress.note(&format!("measuring {setting} ({cores_text})"));
-        let (probed, emulator) =
-            measure_point(&lab, options, cores, prober_busy, &reflector, stop)?;
-        let release = |dir: &str| emulator[dir]["release_error_ns"]["p50"].as_u64();
+        let (probed, emulator, left_out) = if group == "outside" {
+            match measure_sockperf(&lab, options, cores)? {
+                (Ok(probes), emulator) => (
+                    Probed {
+                        sent: probes.len() as u64,
+                        probes,
+                    },
+                    emulator,
+                    None,
+                ),
+                (Err(why), emulator) => {
+                    progress.note(&format!("sockperf left out: {why}"));
+                    (Probed::default(), emulator, Some(why))
+                }
+            }
+        } else {
+            let (probed, emulator) =
+                measure_point(&lab, options, cores, prober_busy, &reflector, stop)?;
+            (probed, Some(emulator), None)
+        };
+
+        let release = |dir: &str| {
+            emulator
+                .as_ref()
+                .and_then(|e| e[dir]["release_error_ns"]["p50"].as_u64())
+        };
         let point = StampPoint {
             group: group.into(),
             setting: setting.into(),
-            prober_poll: if prober_busy { "busy" } else { "block" }.into(),
+            prober_poll: match (group, prober_busy) {
+                ("outside", _) => "sockperf",
+                (_, true) => "busy",
+                (_, false) => "block",
+            }
+            .into(),
             reflector,
             cores: cores_text,
             delay_ns: options.delay_ns,
             release_error_ns: release("a_to_b").unwrap_or(0) + release("b_to_a").unwrap_or(0),
             sent: probed.sent,
             probes: probed.probes,
-            emulator: Some(emulator),
+            emulator,
+            left_out,
         };
         points.write(key, &point, None)?;
     }
     progress.finish();
     Ok(topology)
+}
+
+/// sockperf's ping-pong through the emulated path (as long as the prober's probes take, and a
+/// second for its warm-up), or why it could not run; and the emulator's report (`None` when
+/// sockperf could not be had and the emulator did not run).
+#[allow(clippy::type_complexity)]
+fn measure_sockperf(
+    lab: &ClientEmuServer,
+    options: &StampStudyOptions,
+    cores: Cores,
+) -> Result<
+    (
+        Result<Vec<super::ProbeStamps>, String>,
+        Option<serde_json::Value>,
+    ),
+    StudyError,
+> {
+    if let Err(why) = super::sockperf::available() {
+        return Ok((Err(why), None));
+    }
+    let seconds = (options.probes as f64 / options.rate_pps).ceil() as u64 + 1;
+    let log = std::env::temp_dir().join(format!(
+        "latlab-sockperf-{}-{}.log",
+        std::process::id(),
+        latlab_io::clock::now_ns()
+    ));
+    let server = lab.server_addr.to_string();
+    let (got, emulator) = with_bridge(
+        lab,
+        bridge(cores),
+        a_to_b(options),
+        LinkConfig::default(),
+        || -> Result<_, StudyError> {
+            Ok(super::sockperf::ping_pong(
+                (lab.client.name(), cores.prober),
+                (lab.server.name(), cores.shared, &server),
+                seconds,
+                options.rate_pps,
+                &log,
+            ))
+        },
+    )?;
+    Ok((got, Some(emulator)))
+}
+
+/// The bridge of every point: blocking, on the shared CPU.
+fn bridge(cores: Cores) -> Bridge {
+    Bridge {
+        io: Io::Packet,
+        poll: PollMode::Block,
+        cpu: Some(cores.shared),
+        // Blocking, it sleeps until the next frame is due: 1 ns of slack wakes it on time.
+        timer_slack_ns: Some(1),
+    }
+}
+
+/// The reference delay on the client→server direction.
+fn a_to_b(options: &StampStudyOptions) -> LinkConfig {
+    LinkConfig {
+        delay_ns: options.delay_ns,
+        ..LinkConfig::default()
+    }
 }
 
 /// One point: the reflector with `settings`, the emulator holding the delay, the prober.
@@ -183,36 +281,31 @@ fn measure_point(
             reflector::run_udp(&echo_socket, &config, &s, &ReflectorCounters::default())
         })
     };
-    let bridge = Bridge {
-        io: Io::Packet,
-        poll: PollMode::Block,
-        cpu: Some(cores.shared),
-        // Blocking, it sleeps until the next frame is due: 1 ns of slack wakes it on time.
-        timer_slack_ns: Some(1),
-    };
-    let a_to_b = LinkConfig {
-        delay_ns: options.delay_ns,
-        ..LinkConfig::default()
-    };
     let (count, rate) = (options.probes, options.rate_pps);
-    let measured = with_bridge(lab, bridge, a_to_b, LinkConfig::default(), || {
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| -> Result<Probed, StudyError> {
-                    latlab_io::cpu::pin_current_thread(cores.prober)?;
-                    Ok(probe(
-                        &prober_socket,
-                        target,
-                        count,
-                        rate,
-                        prober_busy,
-                        stop,
-                    )?)
-                })
-                .join()
-                .map_err(|_| StudyError::Io(std::io::Error::other("the prober panicked")))?
-        })
-    });
+    let measured = with_bridge(
+        lab,
+        bridge(cores),
+        a_to_b(options),
+        LinkConfig::default(),
+        || {
+            std::thread::scope(|scope| {
+                scope
+                    .spawn(|| -> Result<Probed, StudyError> {
+                        latlab_io::cpu::pin_current_thread(cores.prober)?;
+                        Ok(probe(
+                            &prober_socket,
+                            target,
+                            count,
+                            rate,
+                            prober_busy,
+                            stop,
+                        )?)
+                    })
+                    .join()
+                    .map_err(|_| StudyError::Io(std::io::Error::other("the prober panicked")))?
+            })
+        },
+    );
     echo_stop.raise();
     spinning.store(false, Ordering::Relaxed);
     let echoed = echo

@@ -44,6 +44,7 @@ fn point(setting: &str, n: u64, rtt: impl Fn(u64) -> u64, wake: impl Fn(u64) -> 
             })
             .collect(),
         emulator: None,
+        left_out: None,
     }
 }
 
@@ -155,6 +156,12 @@ fn the_report_is_drawn_from_the_points_with_conclusions_from_the_numbers() {
         )
         .unwrap();
     fs::write(points.path().join("reflector-busy.json"), "{ not json").unwrap();
+    let mut no_sockperf = point("sockperf ping-pong", 0, |_| 0, |_| 0);
+    no_sockperf.group = "outside".into();
+    no_sockperf.left_out = Some("sockperf is not installed".into());
+    points
+        .write("outside-sockperf", &no_sockperf, None)
+        .unwrap();
     let report = write(&out, "namespaces (test)").unwrap();
     let md = fs::read_to_string(report).unwrap();
     for f in [
@@ -184,6 +191,6 @@ fn the_report_is_drawn_from_the_points_with_conclusions_from_the_numbers() {
         "the unreadable point is named"
     );
     let a = Analysis::load(&out).unwrap();
-    assert_eq!(a.points.len(), 2);
+    assert_eq!(a.points.len(), 3);
     assert_eq!(a.points[0].setting, "prober blocks", "in the study's order");
 }
