@@ -50,6 +50,9 @@ fn a_short_timestamp_study_writes_every_artefact_and_report_draws_it_again() {
         "settings-user-space.svg",
         "settings-kernel-rx.svg",
         "settings-kernel-tx-rx.svg",
+        "forwarder-user-space.svg",
+        "forwarder-kernel-rx.svg",
+        "forwarder-kernel-tx-rx.svg",
     ] {
         assert!(written.contains_key(f), "{f} missing: {:?}", written.keys());
     }

@@ -227,7 +227,7 @@ impl Analysis {
                 Err(e) => a.skipped.push(format!("{}: {e}", f.path.display())),
             }
         }
-        let order: Vec<&str> = super::plan().iter().map(|p| p.0).collect();
+        let order: Vec<&str> = super::plan().iter().map(|p| p.key).collect();
         keyed.sort_by_key(|(k, _)| order.iter().position(|o| o == k).unwrap_or(usize::MAX));
         a.points = keyed.into_iter().map(|(_, p)| p).collect();
         Ok(a)

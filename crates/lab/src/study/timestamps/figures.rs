@@ -40,16 +40,17 @@ pub(super) fn methods_svg(point: &StampPoint, outside: &[&StampPoint]) -> Result
     )
 }
 
-/// `method`'s round trips on every point of `points` (the baseline first).
-pub(super) fn settings_svg(method: Method, points: &[&StampPoint]) -> Result<String, String> {
+/// `method`'s round trips on every point of `points` (the baseline first), under `title`.
+pub(super) fn settings_svg(
+    title: &str,
+    method: Method,
+    points: &[&StampPoint],
+) -> Result<String, String> {
     // Six settings at most: one colour each in latlab's palette.
     let mut series = Vec::new();
     for p in points {
         let view = MethodView::of(p, method);
         series.push((p.setting.clone(), ccdf(&view.histogram())));
     }
-    crate::plot::ccdf_svg(
-        &format!("Reflector settings as {} sees them", method.name()),
-        &series,
-    )
+    crate::plot::ccdf_svg(&format!("{title} as {} sees them", method.name()), &series)
 }

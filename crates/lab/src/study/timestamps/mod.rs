@@ -21,7 +21,8 @@
 //! The points: the prober blocking and busy polling against a pinned, blocking reflector (the
 //! methods), sockperf's ping-pong through the same path (the outside view; left out, with the
 //! reason, where sockperf cannot be had), then the reflector's OS settings (unpinned, busy polling, timer slack 1 ns,
-//! `SO_BUSY_POLL`, a competing spinning thread on its core). Each point goes to `points/` as
+//! `SO_BUSY_POLL`, a competing spinning thread on its core), and the emulator's as a
+//! forwarder at delay 0 (the default timer slack, busy polling, unpinned). Each point goes to `points/` as
 //! soon as it is measured; [`report::write`] (and `latlab report DIR`) draws the tables, the
 //! CCDFs and `report.md` from those files only.
 //!
@@ -139,8 +140,9 @@ pub struct ProbeStamps {
 /// One measured point, as written to `points/<key>.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StampPoint {
-    /// `methods` (the prober's receive mode varies), `outside` (sockperf on the same path) or
-    /// `reflector` (the reflector's settings vary).
+    /// `methods` (the prober's receive mode varies), `outside` (sockperf on the same path),
+    /// `reflector` (the reflector's settings vary) or `forwarder` (the emulator's settings
+    /// vary, at delay 0).
     pub group: String,
     /// The point's name in tables and legends.
     pub setting: String,
@@ -148,6 +150,10 @@ pub struct StampPoint {
     pub prober_poll: String,
     /// The reflector's settings.
     pub reflector: ReflectorSettings,
+    /// The emulator's settings (absent in points written before the study varied them: the
+    /// reference's).
+    #[serde(default = "reference_forwarder")]
+    pub forwarder: ForwarderSettings,
     /// Which CPU ran what, e.g. `prober cpu0, reflector cpu1, emulator cpu1`.
     pub cores: String,
     /// The delay configured on the client→server direction, ns.
@@ -165,6 +171,10 @@ pub struct StampPoint {
     pub left_out: Option<String>,
 }
 
+fn reference_forwarder() -> ForwarderSettings {
+    ForwarderSettings::REFERENCE
+}
+
 impl StampPoint {
     /// The reference round trip: the configured delay plus the emulator's release error.
     pub fn reference_ns(&self) -> u64 {
@@ -172,85 +182,152 @@ impl StampPoint {
     }
 }
 
-/// The points of the study, in order: (key, group, setting, prober busy, reflector).
-pub(crate) fn plan() -> Vec<(
-    &'static str,
-    &'static str,
-    &'static str,
-    bool,
-    ReflectorSettings,
-)> {
+/// How the emulator forwards on one point: the bridge's own OS settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForwarderSettings {
+    /// The configured delay is held (`false`: delay 0, the emulator as a plain forwarder).
+    pub delayed: bool,
+    /// Pinned to the shared CPU, or left to the scheduler.
+    pub pinned: bool,
+    /// Busy polling (`true`) or blocking in `ppoll` until the next frame is due.
+    pub busy: bool,
+    /// `PR_SET_TIMERSLACK` of its thread, ns (`None`: the default, 50 µs).
+    pub timer_slack_ns: Option<u64>,
+}
+
+impl ForwarderSettings {
+    /// The reference path: the delay held, pinned, blocking, timer slack 1 ns.
+    pub const REFERENCE: ForwarderSettings = ForwarderSettings {
+        delayed: true,
+        pinned: true,
+        busy: false,
+        timer_slack_ns: Some(1),
+    };
+    /// The forwarder's baseline: the reference's settings at delay 0.
+    pub const BASELINE: ForwarderSettings = ForwarderSettings {
+        delayed: false,
+        ..ForwarderSettings::REFERENCE
+    };
+}
+
+/// One point of the study's plan.
+#[derive(Clone, Debug)]
+pub(crate) struct Planned {
+    pub(crate) key: &'static str,
+    pub(crate) group: &'static str,
+    pub(crate) setting: &'static str,
+    pub(crate) prober_busy: bool,
+    pub(crate) reflector: ReflectorSettings,
+    pub(crate) forwarder: ForwarderSettings,
+}
+
+/// The points of the study, in order.
+pub(crate) fn plan() -> Vec<Planned> {
     let base = ReflectorSettings::BASELINE;
+    let point = |key, group, setting, reflector| Planned {
+        key,
+        group,
+        setting,
+        prober_busy: false,
+        reflector,
+        forwarder: ForwarderSettings::REFERENCE,
+    };
+    let forwarder = |key, setting, forwarder| Planned {
+        forwarder,
+        ..point(key, "forwarder", setting, base.clone())
+    };
+    let fwd = ForwarderSettings::BASELINE;
     vec![
-        (
+        point(
             "methods-prober-block",
             "methods",
             "prober blocks",
-            false,
             base.clone(),
         ),
-        (
-            "methods-prober-busy",
-            "methods",
-            "prober busy-polls",
-            true,
-            base.clone(),
-        ),
-        (
+        Planned {
+            prober_busy: true,
+            ..point(
+                "methods-prober-busy",
+                "methods",
+                "prober busy-polls",
+                base.clone(),
+            )
+        },
+        point(
             "outside-sockperf",
             "outside",
             "sockperf ping-pong",
-            false,
             base.clone(),
         ),
-        (
+        point(
             "reflector-unpinned",
             "reflector",
             "reflector unpinned",
-            false,
             ReflectorSettings {
                 pinned: false,
                 ..base.clone()
             },
         ),
-        (
+        point(
             "reflector-busy",
             "reflector",
             "reflector busy-polls",
-            false,
             ReflectorSettings {
                 busy: true,
                 ..base.clone()
             },
         ),
-        (
+        point(
             "reflector-slack-1ns",
             "reflector",
             "reflector timer slack 1 ns",
-            false,
             ReflectorSettings {
                 timer_slack_ns: Some(1),
                 ..base.clone()
             },
         ),
-        (
+        point(
             "reflector-so-busy-poll",
             "reflector",
             "reflector SO_BUSY_POLL 50 µs",
-            false,
             ReflectorSettings {
                 so_busy_poll_us: Some(50),
                 ..base.clone()
             },
         ),
-        (
+        point(
             "reflector-competitor",
             "reflector",
             "reflector with a spinning thread on its CPU",
-            false,
             ReflectorSettings {
                 competitor: true,
-                ..base
+                ..base.clone()
+            },
+        ),
+        forwarder(
+            "forwarder-baseline",
+            "forwarder blocks, pinned, slack 1 ns",
+            fwd,
+        ),
+        forwarder(
+            "forwarder-slack-default",
+            "forwarder with the default timer slack",
+            ForwarderSettings {
+                timer_slack_ns: None,
+                ..fwd
+            },
+        ),
+        forwarder(
+            "forwarder-busy",
+            "forwarder busy-polls",
+            ForwarderSettings { busy: true, ..fwd },
+        ),
+        forwarder(
+            "forwarder-unpinned",
+            "forwarder unpinned",
+            ForwarderSettings {
+                pinned: false,
+                ..fwd
             },
         ),
     ]

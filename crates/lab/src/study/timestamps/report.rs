@@ -33,18 +33,25 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
         write_atomic(&out.join(&file), svg.as_bytes())?;
         md.push_str(&format!("\n![{}]({file})\n", p.setting));
     }
-    let settings = settings_points(&a);
-    if settings.len() > 1 {
-        md.push_str(&settings_table(&settings));
+    let groups = [
+        (Group::Reflector, settings_points(&a, Group::Reflector)),
+        (Group::Forwarder, settings_points(&a, Group::Forwarder)),
+    ];
+    for (group, settings) in &groups {
+        if settings.len() < 2 {
+            continue;
+        }
+        md.push_str(&settings_table(*group, settings));
         for method in Method::ALL {
-            let file = format!("settings-{}.svg", method.name());
-            let svg = settings_svg(method, &settings).map_err(figure(file.clone()))?;
+            let file = format!("{}-{}.svg", group.file_prefix(), method.name());
+            let svg =
+                settings_svg(group.title(), method, settings).map_err(figure(file.clone()))?;
             write_atomic(&out.join(&file), svg.as_bytes())?;
             md.push_str(&format!("\n![{}]({file})\n", method.name()));
         }
     }
-    md.push_str(&conclusions(&a, &settings));
-    md.push_str("\nNot measured by this study: the XDP program's stamp, RPS / threaded NAPI on the receiving veth, and the settings on a forwarder.\n");
+    md.push_str(&conclusions(&a, &groups));
+    md.push_str("\nNot measured by this study: the XDP program's stamp, and RPS / threaded NAPI on the receiving veth.\n");
     if !a.skipped.is_empty() {
         md.push_str("\nSkipped point files:\n");
         for s in &a.skipped {
@@ -82,12 +89,48 @@ fn outside_points(a: &Analysis) -> Vec<&StampPoint> {
         .collect()
 }
 
-/// The baseline and the reflector points.
-fn settings_points(a: &Analysis) -> Vec<&StampPoint> {
-    a.find(BASELINE)
-        .into_iter()
-        .chain(a.points.iter().filter(|p| p.group == "reflector"))
-        .collect()
+/// The two groups of OS settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Group {
+    /// The reflector's, against the blocking prober's point.
+    Reflector,
+    /// The emulator's at delay 0, against its first point.
+    Forwarder,
+}
+
+impl Group {
+    fn file_prefix(self) -> &'static str {
+        match self {
+            Group::Reflector => "settings",
+            Group::Forwarder => "forwarder",
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Group::Reflector => "Reflector settings",
+            Group::Forwarder => "Forwarder settings (the emulator at delay 0)",
+        }
+    }
+
+    fn baseline(self) -> &'static str {
+        match self {
+            Group::Reflector => "prober and reflector blocking, reflector pinned",
+            Group::Forwarder => "the emulator blocking, pinned, timer slack 1 ns",
+        }
+    }
+}
+
+/// A group's points, its baseline first.
+fn settings_points(a: &Analysis, group: Group) -> Vec<&StampPoint> {
+    match group {
+        Group::Reflector => a
+            .find(BASELINE)
+            .into_iter()
+            .chain(a.points.iter().filter(|p| p.group == "reflector"))
+            .collect(),
+        Group::Forwarder => a.points.iter().filter(|p| p.group == "forwarder").collect(),
+    }
 }
 
 /// Every point: where it ran, how many probes came back, the reference.
@@ -162,8 +205,13 @@ fn methods_table(a: &Analysis) -> String {
 }
 
 /// Each reflector setting as each method sees it.
-fn settings_table(settings: &[&StampPoint]) -> String {
-    let mut md = String::from("\n## Reflector settings as each method sees them\n\nRound trips; Δp99 against the baseline (prober and reflector blocking, reflector pinned).\n\n| setting | method | samples | p50 [µs] | p99 [µs] | p99.9 [µs] | Δp99 [µs] |\n|---|---|---:|---:|---:|---:|---:|\n");
+fn settings_table(group: Group, settings: &[&StampPoint]) -> String {
+    let mut md = format!(
+        "\n## {} as each method sees them\n\nRound trips; Δp99 against the baseline ({}).\n\n",
+        group.title(),
+        group.baseline()
+    );
+    md.push_str("| setting | method | samples | p50 [µs] | p99 [µs] | p99.9 [µs] | Δp99 [µs] |\n|---|---|---:|---:|---:|---:|---:|\n");
     for p in settings {
         for method in Method::ALL {
             let v = MethodView::of(p, method);
@@ -197,7 +245,7 @@ fn p99_ns(p: &StampPoint, method: Method) -> Option<f64> {
 }
 
 /// Conclusions drawn from the numbers.
-fn conclusions(a: &Analysis, settings: &[&StampPoint]) -> String {
+fn conclusions(a: &Analysis, groups: &[(Group, Vec<&StampPoint>)]) -> String {
     let mut md = String::from("\n## Conclusions\n\n");
     for (_, p) in methods_points(a) {
         let mut by_p99: Vec<(String, f64)> = Method::ALL
@@ -254,6 +302,15 @@ fn conclusions(a: &Analysis, settings: &[&StampPoint]) -> String {
             ));
         }
     }
+    for (_, settings) in groups {
+        md.push_str(&setting_conclusions(settings));
+    }
+    md
+}
+
+/// What each setting of a group did to p99, as each method saw it.
+fn setting_conclusions(settings: &[&StampPoint]) -> String {
+    let mut md = String::new();
     let Some(base) = settings.first() else {
         return md;
     };

@@ -12,7 +12,7 @@ use latlab_io::Io;
 use latlab_link::LinkConfig;
 
 use super::prober::{probe, Probed};
-use super::{plan, ReflectorSettings, StampPoint, StampStudyOptions};
+use super::{plan, ForwarderSettings, Planned, ReflectorSettings, StampPoint, StampStudyOptions};
 use crate::study::emulator::bridge::{with_bridge, Bridge};
 use crate::study::points::{Existing, PointsDir};
 use crate::study::{StudyError, StudyFile, StudyKind, StudyProgress};
@@ -40,7 +40,7 @@ impl Cores {
         Ok(Cores { prober, shared })
     }
 
-    fn describe(self, reflector: &ReflectorSettings) -> String {
+    fn describe(self, reflector: &ReflectorSettings, forwarder: &ForwarderSettings) -> String {
         let r = if reflector.pinned {
             format!("cpu{}", self.shared)
         } else {
@@ -51,9 +51,15 @@ impl Cores {
         } else {
             String::new()
         };
+        let e = if forwarder.pinned {
+            format!("cpu{}", self.shared)
+        } else {
+            "unpinned".to_string()
+        };
+        let poll = if forwarder.busy { "busy" } else { "blocking" };
         format!(
-            "prober cpu{}, reflector {r}, emulator cpu{} (blocking){competitor}",
-            self.prober, self.shared
+            "prober cpu{}, reflector {r}, emulator {e} ({poll}){competitor}",
+            self.prober
         )
     }
 }
@@ -85,7 +91,15 @@ pub(super) fn measure_all(
         .into_iter()
         .enumerate()
         .filter(|&(i, _)| options.shard.owns(i));
-    for (done, (_, (key, group, setting, prober_busy, reflector))) in mine.enumerate() {
+    for (done, (_, planned)) in mine.enumerate() {
+        let Planned {
+            key,
+            group,
+            setting,
+            prober_busy,
+            reflector,
+            forwarder,
+        } = planned;
         if stop.is_raised() {
             break;
         }
@@ -100,7 +114,7 @@ pub(super) fn measure_all(
                 cores.prober, cores.shared, cores.shared
             )
         } else {
-            cores.describe(&reflector)
+            cores.describe(&reflector, &forwarder)
         };
         progress.note(&format!("measuring {setting} ({cores_text})"));
         let (probed, emulator, left_out) = if group == "outside" {
@@ -119,8 +133,8 @@ pub(super) fn measure_all(
                 }
             }
         } else {
-            let (probed, emulator) =
-                measure_point(&lab, options, cores, prober_busy, &reflector, stop)?;
+            let settings = (prober_busy, &reflector, forwarder);
+            let (probed, emulator) = measure_point(&lab, options, cores, settings, stop)?;
             (probed, Some(emulator), None)
         };
 
@@ -139,8 +153,9 @@ pub(super) fn measure_all(
             }
             .into(),
             reflector,
+            forwarder,
             cores: cores_text,
-            delay_ns: options.delay_ns,
+            delay_ns: delay_ns(options, forwarder),
             release_error_ns: release("a_to_b").unwrap_or(0) + release("b_to_a").unwrap_or(0),
             sent: probed.sent,
             probes: probed.probes,
@@ -180,8 +195,8 @@ fn measure_sockperf(
     let server = lab.server_addr.to_string();
     let (got, emulator) = with_bridge(
         lab,
-        bridge(cores),
-        a_to_b(options),
+        bridge(cores, ForwarderSettings::REFERENCE),
+        a_to_b(options, ForwarderSettings::REFERENCE),
         LinkConfig::default(),
         || -> Result<_, StudyError> {
             Ok(super::sockperf::ping_pong(
@@ -196,32 +211,44 @@ fn measure_sockperf(
     Ok((got, Some(emulator)))
 }
 
-/// The bridge of every point: blocking, on the shared CPU.
-fn bridge(cores: Cores) -> Bridge {
+/// The bridge as `settings` say, its CPU the shared one.
+fn bridge(cores: Cores, settings: ForwarderSettings) -> Bridge {
     Bridge {
         io: Io::Packet,
-        poll: PollMode::Block,
-        cpu: Some(cores.shared),
-        // Blocking, it sleeps until the next frame is due: 1 ns of slack wakes it on time.
-        timer_slack_ns: Some(1),
+        poll: if settings.busy {
+            PollMode::Busy
+        } else {
+            PollMode::Block
+        },
+        cpu: settings.pinned.then_some(cores.shared),
+        timer_slack_ns: settings.timer_slack_ns,
     }
 }
 
-/// The reference delay on the client→server direction.
-fn a_to_b(options: &StampStudyOptions) -> LinkConfig {
+/// The delay the emulator holds on the client→server direction with `settings`.
+fn delay_ns(options: &StampStudyOptions, settings: ForwarderSettings) -> u64 {
+    if settings.delayed {
+        options.delay_ns
+    } else {
+        0
+    }
+}
+
+/// The client→server direction with `settings`.
+fn a_to_b(options: &StampStudyOptions, settings: ForwarderSettings) -> LinkConfig {
     LinkConfig {
-        delay_ns: options.delay_ns,
+        delay_ns: delay_ns(options, settings),
         ..LinkConfig::default()
     }
 }
 
-/// One point: the reflector with `settings`, the emulator holding the delay, the prober.
+/// One point: the reflector with `settings`, the emulator with `forwarder`'s, the prober
+/// waiting for answers busy polling or blocking.
 fn measure_point(
     lab: &ClientEmuServer,
     options: &StampStudyOptions,
     cores: Cores,
-    prober_busy: bool,
-    settings: &ReflectorSettings,
+    (prober_busy, settings, forwarder): (bool, &ReflectorSettings, ForwarderSettings),
     stop: &Stop,
 ) -> Result<(Probed, serde_json::Value), StudyError> {
     let so_busy_poll = settings.so_busy_poll_us;
@@ -284,8 +311,8 @@ fn measure_point(
     let (count, rate) = (options.probes, options.rate_pps);
     let measured = with_bridge(
         lab,
-        bridge(cores),
-        a_to_b(options),
+        bridge(cores, forwarder),
+        a_to_b(options, forwarder),
         LinkConfig::default(),
         || {
             std::thread::scope(|scope| {

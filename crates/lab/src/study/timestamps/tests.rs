@@ -6,7 +6,7 @@ use latlab_stats::Quantile;
 
 use super::analysis::{ratios, stays_within, Analysis, Limit, Method, MethodView, Within};
 use super::report::write;
-use super::{plan, ProbeStamps, ReflectorSettings, StampPoint};
+use super::{plan, ForwarderSettings, ProbeStamps, ReflectorSettings, StampPoint};
 use crate::study::points::{Existing, PointsDir};
 
 /// A probe sent at `t` whose stamps lie `kernel_tx`, `kernel_rx` and `user_rx` ns after it.
@@ -33,6 +33,7 @@ fn point(setting: &str, n: u64, rtt: impl Fn(u64) -> u64, wake: impl Fn(u64) -> 
         setting: setting.into(),
         prober_poll: "block".into(),
         reflector: ReflectorSettings::BASELINE,
+        forwarder: ForwarderSettings::REFERENCE,
         cores: "prober cpu0, reflector cpu1, emulator cpu1 (blocking)".into(),
         delay_ns: 100_000,
         release_error_ns: 2_000,
@@ -133,7 +134,7 @@ fn the_report_is_drawn_from_the_points_with_conclusions_from_the_numbers() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("study");
     let points = PointsDir::create(&out, Existing::Refuse).unwrap();
-    let keys: Vec<&str> = plan().iter().map(|p| p.0).collect();
+    let keys: Vec<&str> = plan().iter().map(|p| p.key).collect();
     points
         .write(
             keys[0],
@@ -162,6 +163,26 @@ fn the_report_is_drawn_from_the_points_with_conclusions_from_the_numbers() {
     points
         .write("outside-sockperf", &no_sockperf, None)
         .unwrap();
+    // The forwarder at delay 0: busy polling takes 20 µs off every round trip.
+    let forwarder = |setting: &str, rtt: u64| StampPoint {
+        group: "forwarder".into(),
+        delay_ns: 0,
+        ..point(setting, 2_000, move |_| rtt, |_| 8_000)
+    };
+    points
+        .write(
+            "forwarder-baseline",
+            &forwarder("forwarder blocks, pinned, slack 1 ns", 60_000),
+            None,
+        )
+        .unwrap();
+    points
+        .write(
+            "forwarder-busy",
+            &forwarder("forwarder busy-polls", 40_000),
+            None,
+        )
+        .unwrap();
     let report = write(&out, "namespaces (test)").unwrap();
     let md = fs::read_to_string(report).unwrap();
     for f in [
@@ -169,6 +190,8 @@ fn the_report_is_drawn_from_the_points_with_conclusions_from_the_numbers() {
         "settings-user-space.svg",
         "settings-kernel-rx.svg",
         "settings-kernel-tx-rx.svg",
+        "forwarder-user-space.svg",
+        "forwarder-kernel-tx-rx.svg",
     ] {
         let svg = fs::read_to_string(out.join(f)).unwrap();
         assert!(svg.starts_with("<svg"), "{f}");
@@ -191,6 +214,6 @@ fn the_report_is_drawn_from_the_points_with_conclusions_from_the_numbers() {
         "the unreadable point is named"
     );
     let a = Analysis::load(&out).unwrap();
-    assert_eq!(a.points.len(), 3);
+    assert_eq!(a.points.len(), 5);
     assert_eq!(a.points[0].setting, "prober blocks", "in the study's order");
 }
