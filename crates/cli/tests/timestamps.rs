@@ -112,3 +112,50 @@ fn a_short_timestamp_study_writes_every_artefact_and_report_draws_it_again() {
     );
     common::report_redraws_as_written(&out);
 }
+
+#[test]
+fn a_timestamp_study_in_two_shards_fills_one_folder_and_the_last_draws_the_report() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let shard = |spec: &str| {
+        let run = assert_cmd::Command::new(cargo_bin("latlab"))
+            .args(["study", "timestamps", "--probes", "200", "--rate", "2k"])
+            .args(["--shard", spec, "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        String::from_utf8_lossy(&run.stdout).into_owned()
+    };
+    let first = shard("1/2");
+    assert!(first.contains("shards 2/2"), "{first}");
+    assert!(
+        !out.join("report.md").exists(),
+        "drawn before every shard is done"
+    );
+    let second = shard("2/2");
+    assert!(second.contains("report: "), "{second}");
+    let points = std::fs::read_dir(out.join("points"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".json")
+        })
+        .count();
+    assert_eq!(
+        points, 12,
+        "every point of the plan, from one shard or the other"
+    );
+    common::report_redraws_as_written(&out);
+}

@@ -169,37 +169,34 @@ fn methods_table(a: &Analysis) -> String {
         .into_iter()
         .flat_map(|(_, p)| Method::ALL.map(|m| (p, m)))
         .chain(outside.map(|p| (p, Method::UserSpace)));
-    {
-        for (p, method) in rows {
-            let v = MethodView::of(p, method);
-            let excess = v.excess();
-            let within =
-                |pairs: &[(u64, u64)], limit| stays_within(&ratios(pairs, limit)).to_string();
-            // kernel-tx-rx against itself says nothing.
-            let kernel = |limit| {
-                if method == Method::KernelTxRx {
-                    "(itself)".to_string()
-                } else if v.vs_kernel.is_empty() {
-                    "-".to_string()
-                } else {
-                    within(&v.vs_kernel, limit)
-                }
-            };
-            md.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} |\n",
-                p.setting,
-                v.label,
-                v.vs_reference.len(),
-                pct_us(&excess, Quantile::P50),
-                pct_us(&excess, Quantile::P99),
-                pct_us(&excess, Quantile::P99_9),
-                excess.max() as f64 / 1000.0,
-                within(&v.vs_reference, Limit::Ns(1_000)),
-                within(&v.vs_reference, Limit::Fraction(0.1)),
-                kernel(Limit::Ns(1_000)),
-                kernel(Limit::Fraction(0.1)),
-            ));
-        }
+    for (p, method) in rows {
+        let v = MethodView::of(p, method);
+        let excess = v.excess();
+        let within = |pairs: &[(u64, u64)], limit| stays_within(&ratios(pairs, limit)).to_string();
+        // kernel-tx-rx against itself says nothing.
+        let kernel = |limit| {
+            if method == Method::KernelTxRx {
+                "(itself)".to_string()
+            } else if v.vs_kernel.is_empty() {
+                "-".to_string()
+            } else {
+                within(&v.vs_kernel, limit)
+            }
+        };
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} |\n",
+            p.setting,
+            v.label,
+            v.vs_reference.len(),
+            pct_us(&excess, Quantile::P50),
+            pct_us(&excess, Quantile::P99),
+            pct_us(&excess, Quantile::P99_9),
+            excess.max() as f64 / 1000.0,
+            within(&v.vs_reference, Limit::Ns(1_000)),
+            within(&v.vs_reference, Limit::Fraction(0.1)),
+            kernel(Limit::Ns(1_000)),
+            kernel(Limit::Fraction(0.1)),
+        ));
     }
     md
 }
