@@ -46,7 +46,6 @@ pub(super) fn settings_svg(
     method: Method,
     points: &[&StampPoint],
 ) -> Result<String, String> {
-    // Six settings at most: one colour each in latlab's palette.
     let mut series = Vec::new();
     for p in points {
         let view = MethodView::of(p, method);

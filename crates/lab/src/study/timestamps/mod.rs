@@ -21,7 +21,8 @@
 //! The points: the prober blocking and busy polling against a pinned, blocking reflector (the
 //! methods), sockperf's ping-pong through the same path (the outside view; left out, with the
 //! reason, where sockperf cannot be had), then the reflector's OS settings (unpinned, busy polling, timer slack 1 ns,
-//! `SO_BUSY_POLL`, a competing spinning thread on its core), and the emulator's as a
+//! `SO_BUSY_POLL`, a competing spinning thread on its core, RPS on its receiving veth to the
+//! other CPU), and the emulator's as a
 //! forwarder at delay 0 (the default timer slack, busy polling, unpinned). Each point goes to `points/` as
 //! soon as it is measured; [`report::write`] (and `latlab report DIR`) draws the tables, the
 //! CCDFs and `report.md` from those files only.
@@ -110,6 +111,10 @@ pub struct ReflectorSettings {
     pub so_busy_poll_us: Option<u32>,
     /// A thread spinning on the reflector's CPU while the point runs.
     pub competitor: bool,
+    /// RPS on the reflector's receiving veth steers its receive processing to the prober's
+    /// CPU, away from the reflector's (`rps_cpus` of its queue).
+    #[serde(default)]
+    pub rps_elsewhere: bool,
 }
 
 impl ReflectorSettings {
@@ -120,6 +125,7 @@ impl ReflectorSettings {
         timer_slack_ns: None,
         so_busy_poll_us: None,
         competitor: false,
+        rps_elsewhere: false,
     };
 }
 

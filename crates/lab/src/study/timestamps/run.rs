@@ -46,11 +46,14 @@ impl Cores {
         } else {
             "unpinned".to_string()
         };
-        let competitor = if reflector.competitor {
+        let mut competitor = if reflector.competitor {
             format!(", competitor cpu{}", self.shared)
         } else {
             String::new()
         };
+        if reflector.rps_elsewhere {
+            competitor.push_str(&format!(", RPS cpu{}", self.prober));
+        }
         let e = if forwarder.pinned {
             format!("cpu{}", self.shared)
         } else {
@@ -133,9 +136,30 @@ pub(super) fn measure_all(
                 }
             }
         } else {
-            let settings = (prober_busy, &reflector, forwarder);
-            let (probed, emulator) = measure_point(&lab, options, cores, settings, stop)?;
-            (probed, Some(emulator), None)
+            let rps = if reflector.rps_elsewhere {
+                set_rps(&lab, 1 << cores.prober)
+            } else {
+                Ok(())
+            };
+            match rps {
+                Ok(()) => {
+                    let settings = (prober_busy, &reflector, forwarder);
+                    let measured = measure_point(&lab, options, cores, settings, stop);
+                    if reflector.rps_elsewhere {
+                        set_rps(&lab, 0).map_err(|why| {
+                            StudyError::Io(std::io::Error::other(format!(
+                                "RPS could not be turned off again: {why}"
+                            )))
+                        })?;
+                    }
+                    let (probed, emulator) = measured?;
+                    (probed, Some(emulator), None)
+                }
+                Err(why) => {
+                    progress.note(&format!("{setting} left out: {why}"));
+                    (Probed::default(), None, Some(why))
+                }
+            }
         };
 
         let release = |dir: &str| {
@@ -166,6 +190,15 @@ pub(super) fn measure_all(
     }
     progress.finish();
     Ok(topology)
+}
+
+/// Writes `mask` (a CPU bit mask; 0: RPS off) to `rps_cpus` of the server's veth, from inside
+/// its namespace (`ip netns exec` mounts that namespace's sysfs); the error says why not.
+fn set_rps(lab: &ClientEmuServer, mask: u64) -> Result<(), String> {
+    let write = format!("echo {mask:x} > /sys/class/net/veth0/queues/rx-0/rps_cpus");
+    crate::topology::ip(&["netns", "exec", lab.server.name(), "sh", "-c", &write])
+        .map(|_| ())
+        .map_err(|e| format!("RPS could not be set: {e}"))
 }
 
 /// sockperf's ping-pong through the emulated path (as long as the prober's probes take, and a
