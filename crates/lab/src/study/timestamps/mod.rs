@@ -310,6 +310,15 @@ pub(crate) fn plan() -> Vec<Planned> {
                 ..base.clone()
             },
         ),
+        point(
+            "reflector-rps",
+            "reflector",
+            "reflector with RPS to the other CPU",
+            ReflectorSettings {
+                rps_elsewhere: true,
+                ..base.clone()
+            },
+        ),
         forwarder(
             "forwarder-baseline",
             "forwarder blocks, pinned, slack 1 ns",
