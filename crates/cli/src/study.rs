@@ -1,4 +1,4 @@
-//! `latlab study game-server` and `latlab study emulator`: flags → latlab-lab's studies.
+//! `latlab study game-server`, `latlab study emulator` and `latlab study timestamps`: flags → latlab-lab's studies.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,6 +19,33 @@ pub(crate) enum StudyCommand {
     /// The link emulator against the kernel's forwarding: added latency, delay accuracy, loss
     /// models (namespaces; root).
     Emulator(EmuStudyArgs),
+    /// How far each way of stamping a probe can be trusted (user-space clock blocking and
+    /// busy polling, kernel software RX and TX stamps) against an emulated path of known
+    /// delay, and which reflector OS settings move the tail (namespaces; root).
+    Timestamps(StampStudyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct StampStudyArgs {
+    /// Probes per point (one in flight at a time).
+    #[arg(long, default_value_t = 20_000, value_name = "N")]
+    probes: u64,
+    /// Probes per second.
+    #[arg(long, value_parser = parse_rate, default_value = "2k")]
+    rate: f64,
+    /// The fixed delay the emulator holds on the client→server direction: the reference.
+    #[arg(long, value_parser = parse_duration, default_value = "100us", value_name = "DUR")]
+    delay: Duration,
+    /// Results folder (default latlab-results/timestamps-<time>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Continue an interrupted study in --out, skipping the points it finished.
+    #[arg(long, requires = "out")]
+    resume: bool,
+    /// Measure only share I of N of the points into --out, so that N jobs started with the
+    /// same options fill one folder (the last to finish draws the report).
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse, default_value = "1/1", requires = "out")]
+    shard: Shard,
 }
 
 #[derive(Debug, clap::Args)]
@@ -87,6 +114,7 @@ pub(crate) fn run(command: StudyCommand) -> Result<()> {
     match command {
         StudyCommand::GameServer(a) => game_study(a),
         StudyCommand::Emulator(a) => emu_study(a),
+        StudyCommand::Timestamps(a) => stamp_study(a),
     }
 }
 
@@ -185,6 +213,34 @@ fn emu_study(a: EmuStudyArgs) -> Result<()> {
     if let Some(signal) = crate::signals::received() {
         eprintln!(
             "stopped by {}: the finished points are in the folder",
+            signal.name()
+        );
+    }
+    Ok(())
+}
+
+fn stamp_study(a: StampStudyArgs) -> Result<()> {
+    use latlab_lab::study::timestamps::{self, StampStudyOptions};
+    if let Some(reason) = latlab_lab::topology::why_no_namespaces() {
+        bail!("study timestamps needs network namespaces: {reason}");
+    }
+    if a.probes == 0 {
+        bail!("--probes must be at least 1");
+    }
+    let out = a.out.unwrap_or_else(|| default_out("timestamps"));
+    let mut options = StampStudyOptions::new(out);
+    options.probes = a.probes;
+    options.rate_pps = a.rate;
+    options.delay_ns = a.delay.as_nanos() as u64;
+    options.resume = a.resume;
+    options.shard = a.shard;
+    crate::clean::at_start();
+    let mut bar = progress::StudyBar::new();
+    let report = timestamps::run(&options, &STOP, &mut bar)?;
+    print_report(&report)?;
+    if let Some(signal) = crate::signals::received() {
+        eprintln!(
+            "stopped by {}: the finished points are in the folder; rerun with --resume to go on",
             signal.name()
         );
     }

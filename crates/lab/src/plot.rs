@@ -61,12 +61,27 @@ pub(crate) const PALETTE: [RGBColor; 6] = [
 /// fraction of probes slower than that up, down to 10⁻⁶ and below, so the tail percentiles
 /// (p99 = 10⁻², …, p99.9999 = 10⁻⁶) read straight off the y axis.
 pub fn ccdf_svg(title: &str, series: &[(String, Vec<CcdfPoint>)]) -> Result<String, String> {
+    ccdf_svg_coloured(title, series, &PALETTE)
+}
+
+/// [`ccdf_svg`] with the series drawn in `colours`, in turn (for more series than
+/// [`PALETTE`] tells apart).
+pub fn ccdf_svg_coloured(
+    title: &str,
+    series: &[(String, Vec<CcdfPoint>)],
+    colours: &[RGBColor],
+) -> Result<String, String> {
     svg_page(&format!("{title:?}"), (900, 600), |root| {
-        draw(root, title, series)
+        draw(root, title, series, colours)
     })
 }
 
-fn draw(root: &Page<'_>, title: &str, series: &[(String, Vec<CcdfPoint>)]) -> DrawResult {
+fn draw(
+    root: &Page<'_>,
+    title: &str,
+    series: &[(String, Vec<CcdfPoint>)],
+    colours: &[RGBColor],
+) -> DrawResult {
     let all = series.iter().flat_map(|(_, p)| p.iter());
     let (mut x_lo, mut x_hi, mut y_lo) = (f64::MAX, 0.0f64, 1.0f64);
     for p in all {
@@ -93,7 +108,7 @@ fn draw(root: &Page<'_>, title: &str, series: &[(String, Vec<CcdfPoint>)]) -> Dr
         .x_label_formatter(&|x| format!("{x}"))
         .draw()?;
     for (i, (label, points)) in series.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
+        let color = colours[i % colours.len().max(1)];
         let mut steps = Vec::with_capacity(points.len() * 2 + 1);
         let mut prev = 1.0f64;
         for p in points {

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use latlab_stats::CcdfPoint;
 
 use crate::results::RunSummary;
-use crate::study::{emulator, game_server, points, StudyError, StudyFile, StudyKind};
+use crate::study::{emulator, game_server, points, timestamps, StudyError, StudyFile, StudyKind};
 
 /// What a results folder holds.
 #[derive(Debug)]
@@ -139,6 +139,7 @@ impl Folder {
                 let report = match kind {
                     StudyKind::GameServer => game_server::report::write(dir, &topology)?,
                     StudyKind::Emulator => emulator::report::write(dir, &topology)?,
+                    StudyKind::Timestamps => timestamps::report::write(dir, &topology)?,
                 };
                 Ok(Redrawn::Study {
                     kind,
@@ -156,6 +157,7 @@ fn kind_of_point(key: &str) -> Option<StudyKind> {
     match first {
         "sweep" | "table" | "flood" => Some(StudyKind::GameServer),
         "kernel" | "emu" | "loss" | "rate" => Some(StudyKind::Emulator),
+        "methods" | "reflector" => Some(StudyKind::Timestamps),
         _ => None,
     }
 }
@@ -165,7 +167,7 @@ fn old_topology(dir: &Path, kind: StudyKind) -> Option<String> {
     let text = fs::read_to_string(dir.join("report.md")).ok()?;
     let line = text.lines().find_map(|l| l.strip_prefix("Topology: "))?;
     let topology = match kind {
-        StudyKind::GameServer => line,
+        StudyKind::GameServer | StudyKind::Timestamps => line,
         StudyKind::Emulator => line.split_once(". Round trips").map_or(line, |(t, _)| t),
     };
     Some(topology.to_string())
@@ -250,7 +252,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::study::{emulator, game_server};
+    use crate::study::{emulator, game_server, timestamps};
 
     /// Every file of `dir` but the points, by name, with its bytes.
     fn artefacts(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -276,6 +278,7 @@ mod tests {
         match kind {
             StudyKind::GameServer => game_server::report::write(out, "namespaces (test)"),
             StudyKind::Emulator => emulator::report::write(out, "namespaces (test)"),
+            StudyKind::Timestamps => timestamps::report::write(out, "namespaces (test)"),
         }
         .unwrap();
         let written = artefacts(out);

@@ -41,6 +41,7 @@ pub mod game_server;
 pub mod points;
 pub mod progress;
 pub mod shard;
+pub mod timestamps;
 
 pub use error::StudyError;
 pub use progress::StudyProgress;
@@ -96,6 +97,8 @@ pub enum StudyKind {
     GameServer,
     /// `latlab study emulator`.
     Emulator,
+    /// `latlab study timestamps`.
+    Timestamps,
 }
 
 impl StudyKind {
@@ -104,6 +107,7 @@ impl StudyKind {
         match self {
             StudyKind::GameServer => "game-server",
             StudyKind::Emulator => "emulator",
+            StudyKind::Timestamps => "timestamps",
         }
     }
 }
