@@ -30,6 +30,9 @@ pub struct LatlabEndpoint {
     connection: Option<ConnectionHandle>,
     /// Why the connection closed, when it did.
     closed: Option<String>,
+    /// The connection's retransmissions when it was last seen (a closed connection's
+    /// counters are gone from the endpoint).
+    retransmissions: Option<u64>,
     rx: Vec<u8>,
     tx: Vec<u8>,
 }
@@ -48,6 +51,7 @@ impl LatlabEndpoint {
             socket: CountingSocket::towards(target)?,
             connection: Some(connection),
             closed: None,
+            retransmissions: None,
             rx: vec![0; 65_536],
             tx: vec![0; 65_536],
         })
@@ -65,9 +69,20 @@ impl LatlabEndpoint {
             socket: CountingSocket::new(socket)?,
             connection: None,
             closed: None,
+            retransmissions: None,
             rx: vec![0; 65_536],
             tx: vec![0; 65_536],
         })
+    }
+
+    /// Keeps the connection's retransmission count while the endpoint still has it.
+    fn remember_retransmissions(&mut self) {
+        if let Some(stats) = self
+            .connection
+            .and_then(|c| self.transport.connection_stats(c))
+        {
+            self.retransmissions = Some(stats.retransmissions);
+        }
     }
 
     /// Sends everything the endpoint has to send now.
@@ -113,6 +128,8 @@ impl Endpoint for LatlabEndpoint {
         if self.transport.poll_timeout().is_some_and(|at| at <= now) {
             self.transport.handle_timeout(now);
         }
+        // Closing events take the connection's counters with them: keep them first.
+        self.remember_retransmissions();
         while let Some(event) = self.transport.poll_event() {
             match event {
                 Event::Message { data, .. } => deliver(&data),
@@ -130,10 +147,8 @@ impl Endpoint for LatlabEndpoint {
 
     fn wire(&mut self) -> WireCounts {
         let mut counts = self.socket.sent();
-        counts.retransmissions = self
-            .connection
-            .and_then(|c| self.transport.connection_stats(c))
-            .map(|s| s.retransmissions);
+        self.remember_retransmissions();
+        counts.retransmissions = self.retransmissions;
         counts
     }
 
@@ -143,6 +158,7 @@ impl Endpoint for LatlabEndpoint {
     }
 
     fn close(&mut self) {
+        self.remember_retransmissions();
         if let Some(connection) = self.connection {
             let now = latlab_io::clock::now_ns();
             self.transport.close(now, connection, 0);
