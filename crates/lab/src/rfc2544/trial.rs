@@ -73,22 +73,16 @@ pub(super) fn run(
             if let Some(cpu) = source_cpu {
                 latlab_io::cpu::pin_current_thread(cpu)?;
             }
-            let sent = match load {
+            // The blaster returns once the kernel has taken this trial's frames, so none of
+            // them leaves with the next trial's first flush.
+            match load {
                 Load::Rate(rate_pps) => blaster::blast(tx, frame, rate_pps, duration, stop),
                 Load::Burst(frames) => blaster::burst(tx, frame, frames, stop),
                 Load::Stamped(rate) => {
                     let at = blaster::HEADERS_LEN;
                     blaster::blast_stamped(tx, frame, at, Some(rate), duration, stop)
                 }
-            };
-            // Frames the kernel did not take at the last flush belong to this trial: they
-            // leave now, not with the next trial's first flush.
-            let deadline = Instant::now() + MAX_DRAIN;
-            while tx.tx_unsent() > 0 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_micros(200));
-                tx.flush_tx()?;
             }
-            sent
         });
         let sent = source
             .join()
