@@ -1,5 +1,5 @@
-//! One trial: raw UDP frames from the client's AF_PACKET ring at a rate for a duration, on the
-//! source's own core, counted by a UDP socket in the server.
+//! One trial: raw UDP frames from the client's AF_PACKET or AF_XDP ring at a rate for a
+//! duration, on the source's own core, counted by a UDP socket in the server.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 use latlab_bench::TrialCounts;
 use latlab_engine::blaster;
 use latlab_engine::Stop;
-use latlab_io::packet::PacketSocket;
-use latlab_io::port::{DatagramRx, UdpMode, UdpPort};
+use latlab_io::port::{DatagramRx, FramePort, UdpMode, UdpPort};
 use latlab_io::udp::UdpSocket;
 use latlab_stats::LatencyHistogram;
 
@@ -56,8 +55,8 @@ pub(super) enum Load {
 /// [`Load::Stamped`], records each frame's one-way latency into `latency`: the sink's kernel
 /// receive stamp less the frame's send stamp; both hosts share `CLOCK_REALTIME`).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn run(
-    tx: &mut PacketSocket,
+pub(super) fn run<P: FramePort>(
+    tx: &mut P,
     sink: &UdpSocket,
     frame: &[u8],
     load: Load,
