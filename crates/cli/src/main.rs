@@ -259,7 +259,7 @@ fn io_among(
 }
 
 /// `--io` of emu and fwd: packet or xdp.
-fn emu_io() -> impl clap::builder::TypedValueParser<Value = Io> {
+pub(crate) fn emu_io() -> impl clap::builder::TypedValueParser<Value = Io> {
     io_among(&[("packet", ""), ("xdp", "")])
 }
 

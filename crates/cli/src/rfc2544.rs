@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
+use latlab_lab::command::Io;
 use latlab_lab::rfc2544::{Dut, Rfc2544Options};
 use latlab_lab::units::parse_duration;
 
@@ -40,6 +41,10 @@ pub(crate) struct Rfc2544Args {
     /// for 20).
     #[arg(long, default_value_t = 1, value_name = "N")]
     latency_trials: u32,
+    /// The source's frame port in the client: packet (an AF_PACKET TX ring) or xdp (an AF_XDP
+    /// TX ring, copy mode on veth; root), for a source that outruns a faster DUT.
+    #[arg(long, default_value = "packet", value_name = "IO", value_parser = crate::emu_io())]
+    source: Io,
     /// The results folder (must not exist; default latlab-results/rfc2544-<time>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -82,6 +87,7 @@ impl Rfc2544Args {
         options.loss_sweep = !self.no_loss_sweep;
         options.b2b_repeats = self.b2b_repeats;
         options.latency_trials = self.latency_trials;
+        options.source = self.source;
         if let Some(out) = self.out {
             options.out = out;
         }

@@ -212,6 +212,39 @@ fn rfc2544_through_the_kernel_finds_a_non_zero_ndr_with_short_trials() {
 }
 
 #[test]
+fn rfc2544_with_an_af_xdp_source_counts_only_frames_that_left_and_finds_a_non_zero_ndr() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rfc2544-xdp");
+    let run = Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+        .args([
+            "rfc2544", "--dut", "kernel", "--sizes", "64", "--source", "xdp",
+        ])
+        .args(["--trial", "150ms", "--max-trials", "5", "--no-loss-sweep"])
+        .args(["--b2b-repeats", "0", "--latency-trials", "0", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let results = common::read_json(&out.join("rfc2544.json"));
+    assert_eq!(results["source_io"], "xdp");
+    let s = &results["sizes"][0];
+    assert!(s["ndr_pps"].as_u64().unwrap() > 0, "{s}");
+    // The blaster counts only frames the kernel took, and every trial drains before the next
+    // one: no trial receives more than it sent.
+    for t in s["trials"].as_array().unwrap() {
+        assert!(t["received"].as_u64() <= t["sent"].as_u64(), "{t}");
+    }
+}
+
+#[test]
 fn bad_rfc2544_flags_name_themselves() {
     common::one_line_error(&["rfc2544", "--dut", "testpmd"], "--dut");
     common::one_line_error(&["rfc2544", "--dut", "kernel", "--sizes", "63"], "--sizes");
@@ -221,6 +254,10 @@ fn bad_rfc2544_flags_name_themselves() {
     );
     common::one_line_error(&["rfc2544", "--dut", "kernel", "--trial", "1ms"], "--trial");
     common::one_line_error(&["rfc2544", "--dut", "kernel", "--out", "/"], "--out");
+    common::one_line_error(
+        &["rfc2544", "--dut", "kernel", "--source", "socket"],
+        "--source",
+    );
 }
 
 /// Reads `child`'s stderr up to its first line (the "started" line), then drains the rest on

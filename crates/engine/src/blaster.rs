@@ -54,20 +54,41 @@ pub fn udp_frame(addrs: &FrameAddrs, frame_size: usize) -> Result<Vec<u8>, Strin
     Ok(frame)
 }
 
+/// How long a blast or burst waits, after its last frame, for the kernel to take the frames
+/// still queued on the port's TX ring (a device that pushes back leaves some there).
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+
 /// What a blast sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BlastResult {
-    /// Frames handed to the kernel.
+    /// Frames the kernel took from the port's TX ring by the time the blast returned (the
+    /// frames of its last flush included: it waits up to [`DRAIN_LIMIT`] for them).
     pub sent: u64,
+    /// Frames queued that the kernel had still not taken after [`DRAIN_LIMIT`]: not in
+    /// `sent`; they may leave with the port's next flush.
+    pub unsent: u64,
     /// Frames the port refused as longer (or shorter) than it can ever send, e.g. over the
     /// interface's MTU: counted, and the blast goes on to its end.
     pub refused: u64,
-    /// How long it took, ns.
+    /// How long it took, ns, until the kernel had taken the last frame counted in `sent`.
     pub elapsed_ns: u64,
 }
 
+impl BlastResult {
+    /// The rate the frames left at, frames per second (`sent` over `elapsed_ns`).
+    pub fn rate_pps(&self) -> f64 {
+        if self.elapsed_ns == 0 {
+            0.0
+        } else {
+            self.sent as f64 * 1e9 / self.elapsed_ns as f64
+        }
+    }
+}
+
 /// Sends `frame` through the frame port `tx` (an AF_PACKET or AF_XDP socket) as fast as its
-/// ring takes it (`rate_pps` = None) or at a fixed rate, for `duration`.
+/// ring takes it (`rate_pps` = None) or at a fixed rate, for `duration`; then waits (up to
+/// [`DRAIN_LIMIT`]) until the kernel has taken every frame still on the ring, so what it
+/// counts as sent has left, and nothing of this blast leaves with the port's next one.
 pub fn blast<P: FramePort>(
     tx: &mut P,
     frame: &[u8],
@@ -75,7 +96,15 @@ pub fn blast<P: FramePort>(
     duration: Duration,
     stop: &Stop,
 ) -> io::Result<BlastResult> {
-    blast_inner(tx, &mut frame.to_vec(), None, rate_pps, duration, stop)
+    blast_inner(
+        tx,
+        &mut frame.to_vec(),
+        None,
+        rate_pps,
+        duration,
+        stop,
+        DRAIN_LIMIT,
+    )
 }
 
 /// As [`blast`], writing into every frame, at byte `stamp_at`, the time it is queued on the
@@ -107,6 +136,7 @@ pub fn blast_stamped<P: FramePort>(
         rate_pps,
         duration,
         stop,
+        DRAIN_LIMIT,
     )
 }
 
@@ -126,6 +156,7 @@ fn blast_inner<P: FramePort>(
     rate_pps: Option<f64>,
     duration: Duration,
     stop: &Stop,
+    drain_limit: Duration,
 ) -> io::Result<BlastResult> {
     let start = now_ns();
     let end = start + duration.as_nanos() as u64;
@@ -160,23 +191,46 @@ fn blast_inner<P: FramePort>(
             std::hint::spin_loop();
         }
     }
-    // What is still queued goes out now.
-    tx.flush()?;
+    let unsent = drain(tx, drain_limit)?;
     Ok(BlastResult {
-        sent,
+        sent: sent.saturating_sub(unsent),
+        unsent,
         refused,
         elapsed_ns: now_ns() - start,
     })
 }
 
+/// Flushes `tx` until the kernel has taken every queued frame or `limit` has passed; returns
+/// how many it had still not taken.
+fn drain<P: FramePort>(tx: &mut P, limit: Duration) -> io::Result<u64> {
+    tx.flush()?;
+    let deadline = now_ns() + limit.as_nanos() as u64;
+    while tx.tx_unsent() > 0 && now_ns() < deadline {
+        std::thread::sleep(Duration::from_micros(100));
+        tx.flush()?;
+    }
+    Ok(tx.tx_unsent() as u64)
+}
+
 /// Sends `frames` copies of `frame` through `tx` back to back (as fast as its ring takes
-/// them: a full ring is flushed and tried again), then flushes: RFC 2544's back-to-back burst.
+/// them: a full ring is flushed and tried again), then waits (up to [`DRAIN_LIMIT`]) until the
+/// kernel has taken them all: RFC 2544's back-to-back burst.
 /// Stops early when `stop` is raised or a frame is refused as one the port can never send.
 pub fn burst<P: FramePort>(
     tx: &mut P,
     frame: &[u8],
     frames: u64,
     stop: &Stop,
+) -> io::Result<BlastResult> {
+    burst_inner(tx, frame, frames, stop, DRAIN_LIMIT)
+}
+
+fn burst_inner<P: FramePort>(
+    tx: &mut P,
+    frame: &[u8],
+    frames: u64,
+    stop: &Stop,
+    drain_limit: Duration,
 ) -> io::Result<BlastResult> {
     let start = now_ns();
     let (mut sent, mut refused) = (0u64, 0u64);
@@ -187,9 +241,10 @@ pub fn burst<P: FramePort>(
             FrameQueued::TooLong | FrameQueued::TooShort => refused += 1,
         }
     }
-    tx.flush()?;
+    let unsent = drain(tx, drain_limit)?;
     Ok(BlastResult {
-        sent,
+        sent: sent.saturating_sub(unsent),
+        unsent,
         refused,
         elapsed_ns: now_ns() - start,
     })
@@ -357,6 +412,107 @@ mod tests {
             &Stop::new(),
         );
         assert!(short.is_err());
+    }
+
+    /// A port whose kernel takes at most `per_flush` queued frames at each flush (0: never),
+    /// as a device that pushes back does; its ring holds `ring` frames.
+    struct PushingBackPort {
+        per_flush: usize,
+        ring: usize,
+        queued: usize,
+        taken: u64,
+    }
+
+    impl FramePort for PushingBackPort {
+        fn recv_frames(&mut self, _: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
+            Ok(0)
+        }
+        fn try_queue_frame(&mut self, _: &[u8]) -> io::Result<FrameQueued> {
+            if self.queued == self.ring {
+                return Ok(FrameQueued::Full);
+            }
+            self.queued += 1;
+            Ok(FrameQueued::Queued)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            let n = self.queued.min(self.per_flush);
+            self.queued -= n;
+            self.taken += n as u64;
+            Ok(())
+        }
+        fn tx_unsent(&mut self) -> usize {
+            self.queued
+        }
+        fn kernel_drops(&self) -> u64 {
+            0
+        }
+        fn wait_either(_: &mut Self, _: &mut Self, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+        fn wait_readable(&mut self, _: Option<Duration>) -> io::Result<bool> {
+            Ok(false)
+        }
+        fn timestamp_source(&self) -> latlab_io::port::TimestampSource {
+            latlab_io::port::TimestampSource::UserSpace
+        }
+    }
+
+    #[test]
+    fn a_blast_returns_once_the_kernel_has_taken_its_frames_and_counts_only_those() {
+        let mut port = PushingBackPort {
+            per_flush: 8,
+            ring: 256,
+            queued: 0,
+            taken: 0,
+        };
+        let r = blast(
+            &mut port,
+            &[0u8; 60],
+            None,
+            Duration::from_millis(20),
+            &Stop::new(),
+        )
+        .unwrap();
+        assert_eq!((r.unsent, port.queued), (0, 0), "{r:?}");
+        assert_eq!(r.sent, port.taken);
+        assert!(r.sent > 256, "{r:?}");
+        assert!(r.rate_pps() > 0.0);
+    }
+
+    #[test]
+    fn frames_the_kernel_never_takes_are_unsent_not_sent() {
+        let mut port = PushingBackPort {
+            per_flush: 0,
+            ring: 100,
+            queued: 0,
+            taken: 0,
+        };
+        let drain = Duration::from_millis(30);
+        let r = blast_inner(
+            &mut port,
+            &mut [0u8; 60],
+            None,
+            None,
+            Duration::from_millis(10),
+            &Stop::new(),
+            drain,
+        )
+        .unwrap();
+        assert_eq!((r.sent, r.unsent), (0, 100));
+        assert!(r.elapsed_ns >= 40_000_000, "{r:?}");
+        let mut port = PushingBackPort {
+            per_flush: 0,
+            ring: 100,
+            queued: 0,
+            taken: 0,
+        };
+        // A burst longer than the ring waits for room that never comes, until stopped.
+        let stop = Stop::new();
+        stop.raise();
+        let r = burst_inner(&mut port, &[0u8; 60], 50, &stop, drain).unwrap();
+        assert_eq!((r.sent, r.unsent), (0, 0));
+        let r = burst_inner(&mut port, &[0u8; 60], 50, &Stop::new(), drain).unwrap();
+        assert_eq!((r.sent, r.unsent), (0, 50));
     }
 
     #[test]

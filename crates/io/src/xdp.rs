@@ -482,6 +482,12 @@ impl XdpSocket {
         Ok(completed)
     }
 
+    /// Frames on the TX ring that the kernel has not taken yet (a flush stopped when the device
+    /// pushed back; they leave with a later [`XdpSocket::flush_tx`]).
+    pub fn tx_unsent(&mut self) -> usize {
+        self.tx.unconsumed() as usize
+    }
+
     /// Takes sent frames back from the completion ring onto the TX free list.
     fn reap_completions(&mut self) -> usize {
         let n = self.completion.peek(self.completion.size());

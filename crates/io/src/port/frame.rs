@@ -99,6 +99,11 @@ pub trait FramePort: Send {
     }
     /// Sends what was queued.
     fn flush(&mut self) -> io::Result<()>;
+    /// Frames queued that the kernel has not taken yet (a flush can leave some when the device
+    /// pushes back; they leave with a later flush). 0 for a port that sends at once.
+    fn tx_unsent(&mut self) -> usize {
+        0
+    }
     /// Frames the kernel dropped before this port could read them.
     fn kernel_drops(&self) -> u64;
     /// Blocks until `a` or `b` has a frame or `timeout` passes.
@@ -135,6 +140,10 @@ impl FramePort for PacketSocket {
 
     fn flush(&mut self) -> io::Result<()> {
         self.flush_tx().map(drop)
+    }
+
+    fn tx_unsent(&mut self) -> usize {
+        PacketSocket::tx_unsent(self)
     }
 
     fn kernel_drops(&self) -> u64 {
@@ -201,6 +210,10 @@ impl FramePort for XdpSocket {
 
     fn flush(&mut self) -> io::Result<()> {
         self.flush_tx().map(drop)
+    }
+
+    fn tx_unsent(&mut self) -> usize {
+        XdpSocket::tx_unsent(self)
     }
 
     fn kernel_drops(&self) -> u64 {

@@ -6,7 +6,8 @@
 //! The DUT namespace forwards with the kernel, a Linux bridge, `latlab fwd` (AF_PACKET or
 //! AF_XDP) or `latlab emu` (no impairment), on the last CPU, its veths' receive work steered
 //! there by RPS ([`dut`]). The source is the blaster (raw UDP frames from the client's
-//! AF_PACKET ring) on the first CPU; the sink counts in the server. Each frame size starts with
+//! AF_PACKET ring, or an AF_XDP socket's TX ring with [`Rfc2544Options::source`]) on the first
+//! CPU; the sink counts in the server. Each frame size starts with
 //! a trial as fast as the source goes: that rate is the search's maximum (the source must
 //! outrun the DUT; when the DUT keeps up with it, the NDR is the source's rate and the results
 //! say `dut_kept_up`). The searches themselves are `latlab_bench`'s. `rfc2544.json` and
@@ -26,12 +27,14 @@ use latlab_bench::throughput::{Throughput, ThroughputConfig, PDR_LOSS};
 use latlab_engine::blaster::{self, FrameAddrs};
 use latlab_engine::Stop;
 use latlab_io::packet::{PacketOptions, PacketSocket};
+use latlab_io::port::FramePort;
 use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
 use latlab_stats::LatencyHistogram;
 
 pub use dut::Dut;
 
-use crate::command::{CommandError, LiveView};
+use crate::command::{CommandError, Io, LiveView};
 use crate::topology::ClientEmuServer;
 use crate::units::{format_rate, format_us};
 
@@ -58,6 +61,9 @@ pub struct Rfc2544Options {
     /// Latency trials at each of 10, 50, 90 and 100% of the NDR (0: none; RFC 8219 asks for
     /// 20).
     pub latency_trials: u32,
+    /// The source's frame port in the client: [`Io::Packet`] (an AF_PACKET TX ring) or
+    /// [`Io::Xdp`] (an AF_XDP socket's TX ring, copy mode on veth).
+    pub source: Io,
     /// The results folder (must not exist).
     pub out: PathBuf,
 }
@@ -74,6 +80,7 @@ impl Rfc2544Options {
             loss_sweep: true,
             b2b_repeats: 1,
             latency_trials: 1,
+            source: Io::Packet,
             out: crate::command::default_out("rfc2544"),
         }
     }
@@ -98,6 +105,12 @@ impl Rfc2544Options {
         }
         if self.max_trials == 0 {
             return usage("--max-trials 0: at least 1".into());
+        }
+        if !matches!(self.source, Io::Packet | Io::Xdp) {
+            return usage(format!(
+                "--source {}: the source sends over packet or xdp",
+                self.source.name()
+            ));
         }
         if self.out.exists() {
             return usage(format!(
@@ -270,9 +283,10 @@ pub fn run(
     let (running, path, rps) = dut::start(&lab, options.dut, dut_cpu)
         .map_err(|e| setup(&format!("--dut {}", options.dut.name()))(e.to_string()))?;
     view.started(&format!(
-        "latlab rfc2544: {} in {}; {rps}; source on CPU {}",
+        "latlab rfc2544: {} in {}; {rps}; source ({}) on CPU {}",
         options.dut.name(),
         lab.describe(),
+        options.source.name(),
         source_cpu.map_or("any".into(), |c| c.to_string())
     ));
     let sink = latlab_io::netns::run_in(lab.server.name(), move || {
@@ -288,28 +302,84 @@ pub fn run(
     })
     .and_then(|r| r)
     .map_err(CommandError::setup("the sink in the server"))?;
-    let mut tx = latlab_io::netns::run_in(lab.client.name(), || {
-        PacketSocket::open("veth0", &PacketOptions::default())
-    })
-    .and_then(|r| r)
-    .map_err(CommandError::setup(
-        "the source's AF_PACKET socket in the client",
-    ))?;
     let addrs = FrameAddrs {
         src_mac: path.client_mac,
         dst_mac: path.next_hop,
         src: path.src,
         dst: path.dst,
     };
+    let measured = match options.source {
+        Io::Xdp => {
+            // Only frames to a port nobody sends to come to the socket: the client's stack
+            // keeps ARP and everything else.
+            let xdp = XdpOptions::new(Redirect::Endpoint {
+                udp_port: SOURCE_XDP_PORT,
+            });
+            let mut tx =
+                latlab_io::netns::run_in(lab.client.name(), move || XdpSocket::open("veth0", &xdp))
+                    .and_then(|r| r)
+                    .map_err(CommandError::setup(
+                        "--source xdp: the source's AF_XDP socket in the client",
+                    ))?;
+            measure_sizes(options, &mut tx, &sink, &addrs, source_cpu, stop, view)
+        }
+        _ => {
+            let mut tx = latlab_io::netns::run_in(lab.client.name(), || {
+                PacketSocket::open("veth0", &PacketOptions::default())
+            })
+            .and_then(|r| r)
+            .map_err(CommandError::setup(
+                "the source's AF_PACKET socket in the client",
+            ))?;
+            measure_sizes(options, &mut tx, &sink, &addrs, source_cpu, stop, view)
+        }
+    };
+    let (sizes, failure) = measured?;
+    let dut_report = running.stop().ok().flatten();
+    let report = Rfc2544Report {
+        out: options.out.clone(),
+        dut: options.dut,
+        rps,
+        sizes,
+    };
+    write_results(options, &report, dut_report, &lab.describe())?;
+    match failure {
+        Some(e) => Err(CommandError::Run {
+            engine: "rfc2544 search",
+            source: std::io::Error::other(format!(
+                "{e} (results so far in {})",
+                options.out.display()
+            )),
+        }),
+        None => Ok(report),
+    }
+}
+
+/// The UDP port the AF_XDP source's program takes frames for: none come (the source only
+/// sends), so the client's stack sees every frame as before.
+const SOURCE_XDP_PORT: u16 = 1;
+
+/// Measures every size with frames sent through `tx`; returns the sizes measured and, when a
+/// size ended with an error, that error (the sizes after it are not measured).
+#[allow(clippy::too_many_arguments)]
+fn measure_sizes<P: FramePort>(
+    options: &Rfc2544Options,
+    tx: &mut P,
+    sink: &UdpSocket,
+    addrs: &FrameAddrs,
+    source_cpu: Option<usize>,
+    stop: &Stop,
+    view: &mut dyn LiveView,
+) -> Result<(Vec<SizeResult>, Option<String>), CommandError> {
     let mut sizes = Vec::new();
     let mut failure = None;
     for &size in &options.sizes {
         if stop.is_raised() {
             break;
         }
-        let frame = blaster::stampable_udp_frame(&addrs, size).map_err(CommandError::Options)?;
+        let frame = blaster::stampable_udp_frame(addrs, size).map_err(CommandError::Options)?;
         let mut one = |load: trial::Load, latency: Option<&mut LatencyHistogram>| {
-            let (tx, sink, frame) = (&mut tx, &sink, &frame);
+            let (tx, frame) = (&mut *tx, &frame);
             trial::run(
                 tx,
                 sink,
@@ -335,24 +405,7 @@ pub fn run(
             break;
         }
     }
-    let dut_report = running.stop().ok().flatten();
-    let report = Rfc2544Report {
-        out: options.out.clone(),
-        dut: options.dut,
-        rps,
-        sizes,
-    };
-    write_results(options, &report, dut_report, &lab.describe())?;
-    match failure {
-        Some(e) => Err(CommandError::Run {
-            engine: "rfc2544 search",
-            source: std::io::Error::other(format!(
-                "{e} (results so far in {})",
-                options.out.display()
-            )),
-        }),
-        None => Ok(report),
-    }
+    Ok((sizes, failure))
 }
 
 /// Every search at one frame size into `r`, each trial run by `one`; a search that ends with
@@ -580,6 +633,7 @@ fn write_results(
         "dut": options.dut.name(),
         "topology": topology,
         "receive_work": report.rps,
+        "source_io": options.source.name(),
         "trial_s": options.trial.as_secs_f64(),
         "resolution": options.resolution,
         "max_trials": options.max_trials,

@@ -1,5 +1,5 @@
-//! One trial: raw UDP frames from the client's AF_PACKET ring at a rate for a duration, on the
-//! source's own core, counted by a UDP socket in the server.
+//! One trial: raw UDP frames from the client's AF_PACKET or AF_XDP ring at a rate for a
+//! duration, on the source's own core, counted by a UDP socket in the server.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 use latlab_bench::TrialCounts;
 use latlab_engine::blaster;
 use latlab_engine::Stop;
-use latlab_io::packet::PacketSocket;
-use latlab_io::port::{DatagramRx, UdpMode, UdpPort};
+use latlab_io::port::{DatagramRx, FramePort, UdpMode, UdpPort};
 use latlab_io::udp::UdpSocket;
 use latlab_stats::LatencyHistogram;
 
@@ -56,8 +55,8 @@ pub(super) enum Load {
 /// [`Load::Stamped`], records each frame's one-way latency into `latency`: the sink's kernel
 /// receive stamp less the frame's send stamp; both hosts share `CLOCK_REALTIME`).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn run(
-    tx: &mut PacketSocket,
+pub(super) fn run<P: FramePort>(
+    tx: &mut P,
     sink: &UdpSocket,
     frame: &[u8],
     load: Load,
@@ -73,22 +72,16 @@ pub(super) fn run(
             if let Some(cpu) = source_cpu {
                 latlab_io::cpu::pin_current_thread(cpu)?;
             }
-            let sent = match load {
+            // The blaster returns once the kernel has taken this trial's frames, so none of
+            // them leaves with the next trial's first flush.
+            match load {
                 Load::Rate(rate_pps) => blaster::blast(tx, frame, rate_pps, duration, stop),
                 Load::Burst(frames) => blaster::burst(tx, frame, frames, stop),
                 Load::Stamped(rate) => {
                     let at = blaster::HEADERS_LEN;
                     blaster::blast_stamped(tx, frame, at, Some(rate), duration, stop)
                 }
-            };
-            // Frames the kernel did not take at the last flush belong to this trial: they
-            // leave now, not with the next trial's first flush.
-            let deadline = Instant::now() + MAX_DRAIN;
-            while tx.tx_unsent() > 0 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_micros(200));
-                tx.flush_tx()?;
             }
-            sent
         });
         let sent = source
             .join()
