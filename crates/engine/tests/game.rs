@@ -10,6 +10,14 @@ use latlab_game::ServerCounters;
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_probe::{Pattern, ProbeConfig};
 
+/// The tests of this file spin (servers and clients on their schedules) and would take the two
+/// cores from each other: they take turns.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 struct RunningServer {
     addr: SocketAddr,
     stop: Arc<Stop>,
@@ -143,16 +151,19 @@ fn measure(io: ServerIo) {
 
 #[test]
 fn the_socket_server_fans_every_packet_out_to_every_client() {
+    let _turn = turn();
     measure(ServerIo::Socket);
 }
 
 #[test]
 fn the_batched_server_fans_every_packet_out_to_every_client() {
+    let _turn = turn();
     measure(ServerIo::Batched);
 }
 
 #[test]
 fn a_rate_limit_keeps_a_flooder_from_reaching_the_others() {
+    let _turn = turn();
     let server = RunningServer::start(ServerIo::Batched, Some(1500.0));
     let mut sockets = clients(4);
     game::join_all(&sockets, server.addr, 0, Duration::from_secs(2)).unwrap();
@@ -192,6 +203,7 @@ fn a_rate_limit_keeps_a_flooder_from_reaching_the_others() {
 
 #[test]
 fn joining_a_missing_server_fails_with_the_reason() {
+    let _turn = turn();
     let free = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = free.local_addr().unwrap();
     drop(free);
@@ -201,6 +213,7 @@ fn joining_a_missing_server_fails_with_the_reason() {
 
 #[test]
 fn silent_clients_holding_the_table_expire_and_a_new_client_joins() {
+    let _turn = turn();
     let server = RunningServer::start_with(
         ServerIo::Batched,
         latlab_game::ServerConfig {
@@ -226,6 +239,7 @@ fn silent_clients_holding_the_table_expire_and_a_new_client_joins() {
 
 #[test]
 fn one_host_cannot_take_more_clients_than_its_cap() {
+    let _turn = turn();
     let server = RunningServer::start_with(
         ServerIo::Socket,
         latlab_game::ServerConfig {
@@ -247,6 +261,7 @@ fn one_host_cannot_take_more_clients_than_its_cap() {
 /// cannot take (here port 0) is counted by cause, and the clients run to their end.
 #[test]
 fn game_clients_count_what_cannot_be_sent_and_run_to_the_end() {
+    let _turn = turn();
     use latlab_io::port::SendFailure;
     let mut sockets = clients(2);
     let flooder = sockets.pop().unwrap();

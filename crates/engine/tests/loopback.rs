@@ -10,6 +10,14 @@ use latlab_engine::{PollMode, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_probe::{Pattern, ProbeConfig};
 
+/// The tests of this file spin (a busy reflector, generators on their schedules) and would
+/// take the two cores from each other: they take turns.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn localhost() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
 }
@@ -120,6 +128,7 @@ fn throw_garbage(to: SocketAddr, n: usize) {
 
 #[test]
 fn every_probe_comes_back_and_garbage_is_counted_and_dropped() {
+    let _turn = turn();
     let echo = Echo::start(PollMode::Block);
     throw_garbage(echo.addr, 30);
     let sockets = vec![UdpSocket::bind(localhost(), &stamped()).unwrap()];
@@ -161,6 +170,7 @@ fn every_probe_comes_back_and_garbage_is_counted_and_dropped() {
 
 #[test]
 fn poisson_flows_are_matched_per_flow() {
+    let _turn = turn();
     let echo = Echo::start(PollMode::Busy);
     let sockets: Vec<UdpSocket> = (0..4)
         .map(|_| UdpSocket::bind(localhost(), &stamped()).unwrap())
@@ -177,6 +187,7 @@ fn poisson_flows_are_matched_per_flow() {
 
 #[test]
 fn a_stop_flag_ends_the_run_early_and_says_so() {
+    let _turn = turn();
     let echo = Echo::start(PollMode::Block);
     let sockets = vec![UdpSocket::bind(localhost(), &stamped()).unwrap()];
     let mut cfg = config(echo.addr, 1, Pattern::Constant);
@@ -195,6 +206,7 @@ fn a_stop_flag_ends_the_run_early_and_says_so() {
 
 #[test]
 fn a_split_generator_measures_like_one_loop() {
+    let _turn = turn();
     let cpus = latlab_io::cpu::allowed_cpus().unwrap();
     if cpus.len() < 2 {
         eprintln!("skipped: one CPU, no room for a split generator");
