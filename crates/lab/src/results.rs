@@ -490,55 +490,45 @@ pub struct RunHistograms {
     pub reverse: LatencyHistogram,
 }
 
-impl RunHistograms {
-    /// The tags of [`HISTOGRAMS`], in the order they are written.
-    pub const TAGS: [&'static str; 6] = [
-        "latency",
-        "send_lag",
-        "latency_from_actual",
-        "responder_dwell",
-        "forward",
-        "return",
-    ];
+/// `TAGS`, `of`, `get_mut` and `iter` of [`RunHistograms`] from one list of (tag, field), so a
+/// tag and its histogram are named once (the generator's report names its fields the same).
+macro_rules! tagged_histograms {
+    ($(($tag:literal, $field:ident)),* $(,)?) => {
+        impl RunHistograms {
+            /// The tags of [`HISTOGRAMS`], in the order they are written.
+            pub const TAGS: [&'static str; 6] = [$($tag),*];
 
-    /// The histograms of a generator run.
-    pub fn of(result: &GeneratorResult) -> RunHistograms {
-        let r = &result.report;
-        RunHistograms {
-            latency: r.latency.clone(),
-            send_lag: r.send_lag.clone(),
-            latency_from_actual: r.latency_from_actual.clone(),
-            responder_dwell: r.responder_dwell.clone(),
-            forward: r.forward.clone(),
-            reverse: r.reverse.clone(),
+            /// The histograms of a generator run.
+            pub fn of(result: &GeneratorResult) -> RunHistograms {
+                RunHistograms {
+                    $($field: result.report.$field.clone(),)*
+                }
+            }
+
+            /// The histogram tagged `tag` (one of [`RunHistograms::TAGS`]).
+            pub fn get_mut(&mut self, tag: &str) -> Option<&mut LatencyHistogram> {
+                match tag {
+                    $($tag => Some(&mut self.$field),)*
+                    _ => None,
+                }
+            }
+
+            /// Each tag with its histogram.
+            pub fn iter(&self) -> [(&'static str, &LatencyHistogram); 6] {
+                [$(($tag, &self.$field)),*]
+            }
         }
-    }
-
-    /// The histogram tagged `tag` (one of [`RunHistograms::TAGS`]).
-    pub fn get_mut(&mut self, tag: &str) -> Option<&mut LatencyHistogram> {
-        Some(match tag {
-            "latency" => &mut self.latency,
-            "send_lag" => &mut self.send_lag,
-            "latency_from_actual" => &mut self.latency_from_actual,
-            "responder_dwell" => &mut self.responder_dwell,
-            "forward" => &mut self.forward,
-            "return" => &mut self.reverse,
-            _ => return None,
-        })
-    }
-
-    /// Each tag with its histogram.
-    pub fn iter(&self) -> [(&'static str, &LatencyHistogram); 6] {
-        [
-            ("latency", &self.latency),
-            ("send_lag", &self.send_lag),
-            ("latency_from_actual", &self.latency_from_actual),
-            ("responder_dwell", &self.responder_dwell),
-            ("forward", &self.forward),
-            ("return", &self.reverse),
-        ]
-    }
+    };
 }
+
+tagged_histograms!(
+    ("latency", latency),
+    ("send_lag", send_lag),
+    ("latency_from_actual", latency_from_actual),
+    ("responder_dwell", responder_dwell),
+    ("forward", forward),
+    ("return", reverse),
+);
 
 /// The text of [`HISTOGRAMS`]: one interval per histogram, tagged with its name, covering the
 /// run from `start_ns`.
