@@ -88,41 +88,26 @@ fn emu_between_namespaces(extra: &[&str], delay_ms: u64) {
         .spawn()
         .unwrap();
     let target = format!("{}:7777", lab.server_addr);
-    let mut echo = common::in_ns(lab.server.name())
-        .args([
-            "echo",
-            "--listen",
-            &target,
-            "--poll",
-            "block",
-            "--duration",
-            "4s",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut echo = common::echo_in(
+        lab.server.name(),
+        &target,
+        &["--poll", "block", "--duration", "4s"],
+    );
     std::thread::sleep(Duration::from_millis(500));
-    let gen = common::in_ns(lab.client.name())
-        .args([
-            "gen",
-            "--target",
-            &target,
+    let json = run_json.to_str().unwrap();
+    common::gen_in(
+        lab.client.name(),
+        &target,
+        &[
             "--rate",
             "1k",
             "--duration",
             "1s",
             "--poll",
             "block",
-        ])
-        .arg("--json")
-        .arg(&run_json)
-        .output()
-        .unwrap();
-    assert!(
-        gen.status.success(),
-        "{}",
-        String::from_utf8_lossy(&gen.stderr)
+            "--json",
+            json,
+        ],
     );
     assert!(emu.wait().unwrap().success());
     assert!(echo.wait().unwrap().success());
@@ -260,28 +245,17 @@ fn a_delay_on_one_direction_shows_in_that_one_way_delay_only() {
         .spawn()
         .unwrap();
     let target = format!("{}:7777", lab.server_addr);
-    let mut echo = common::in_ns(lab.server.name())
-        .args(["echo", "--listen", &target, "--poll", "block"])
-        .args(["--duration", "4s"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut echo = common::echo_in(
+        lab.server.name(),
+        &target,
+        &["--poll", "block", "--duration", "4s"],
+    );
     std::thread::sleep(Duration::from_millis(500));
     let run = |clock: &str, out: &std::path::Path| {
-        let gen = common::in_ns(lab.client.name())
-            .args(["gen", "--target", &target, "--rate", "1k"])
-            .args(["--duration", "700ms", "--poll", "block", "--clock", clock])
-            .arg("--out")
-            .arg(out)
-            .output()
-            .unwrap();
-        assert!(
-            gen.status.success(),
-            "{}",
-            String::from_utf8_lossy(&gen.stderr)
-        );
-        String::from_utf8_lossy(&gen.stdout).into_owned()
+        let args = ["--rate", "1k", "--duration", "700ms", "--poll", "block"];
+        let out = out.to_str().unwrap();
+        let args = [&args[..], &["--clock", clock, "--out", out]].concat();
+        common::gen_in(lab.client.name(), &target, &args)
     };
     let table = run("shared", &out);
     let separate = dir.path().join("separate");

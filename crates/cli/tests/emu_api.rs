@@ -149,20 +149,11 @@ fn api_changes_a_running_bridge(io: &[&str]) {
         .spawn()
         .unwrap();
     let target = format!("{}:7777", lab.server_addr);
-    let mut echo = common::in_ns(lab.server.name())
-        .args([
-            "echo",
-            "--listen",
-            &target,
-            "--poll",
-            "block",
-            "--duration",
-            "9s",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut echo = common::echo_in(
+        lab.server.name(),
+        &target,
+        &["--poll", "block", "--duration", "9s"],
+    );
     std::thread::sleep(Duration::from_millis(700));
     let ns = lab.emu.name().to_string();
 

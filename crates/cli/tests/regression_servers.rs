@@ -158,16 +158,8 @@ fn a_probe_from_port_zero_an_unroutable_or_a_broadcast_source_does_not_stop_echo
     }
     still_running(&mut echo, "latlab echo");
     // It still answers a normal generator.
-    let gen = common::in_ns(client)
-        .args(["gen", "--target", &target.to_string(), "--rate", "1k"])
-        .args(["--duration", "300ms", "--poll", "block"])
-        .output()
-        .unwrap();
-    assert!(
-        gen.status.success(),
-        "{}",
-        String::from_utf8_lossy(&gen.stderr)
-    );
+    let args = ["--rate", "1k", "--duration", "300ms", "--poll", "block"];
+    common::gen_in(client, &target.to_string(), &args);
     assert!(wait_exit(&mut echo, Duration::from_secs(10)).success());
     let counters = common::read_json(&echo_json);
     for (src, cause) in bad_sources(client_addr) {
@@ -414,24 +406,11 @@ fn frames_longer_than_the_mtu_are_counted(io: &str) {
     client_sends(&lab, 5000 - 42, 2);
     still_running(&mut emu, "latlab emu");
     let target = format!("{}:7777", lab.server_addr);
-    let mut echo = common::in_ns(lab.server.name())
-        .args(["echo", "--listen", &target, "--poll", "block"])
-        .args(["--duration", "1500ms"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let echo_args = ["--poll", "block", "--duration", "1500ms"];
+    let mut echo = common::echo_in(lab.server.name(), &target, &echo_args);
     std::thread::sleep(Duration::from_millis(300));
-    let gen = common::in_ns(lab.client.name())
-        .args(["gen", "--target", &target, "--rate", "1k"])
-        .args(["--duration", "300ms", "--poll", "block"])
-        .output()
-        .unwrap();
-    assert!(
-        gen.status.success(),
-        "--io {io}: {}",
-        String::from_utf8_lossy(&gen.stderr)
-    );
+    let args = ["--rate", "1k", "--duration", "300ms", "--poll", "block"];
+    common::gen_in(lab.client.name(), &target, &args);
     assert!(wait_exit(&mut echo, Duration::from_secs(10)).success());
     assert!(wait_exit(&mut emu, Duration::from_secs(10)).success());
     let report = common::read_json(&json);
@@ -486,13 +465,8 @@ fn gen_reports_the_probes_it_could_not_send_by_cause() {
     let dir = tempfile::tempdir().unwrap();
     let gen_json = dir.path().join("gen.json");
     let target = SocketAddrV4::new(server_addr, 7777);
-    let mut echo = common::in_ns(server)
-        .args(["echo", "--listen", &target.to_string(), "--poll", "block"])
-        .args(["--duration", "6s"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let echo_args = ["--poll", "block", "--duration", "6s"];
+    let mut echo = common::echo_in(server, &target.to_string(), &echo_args);
     std::thread::sleep(Duration::from_millis(300));
     let mut gen = common::in_ns(client)
         .args(["gen", "--target", &target.to_string(), "--rate", "1k"])

@@ -54,32 +54,26 @@ fn udp_and_tcp_cross_the_bridge(io: &str) {
 
     // UDP: latlab's own probes.
     let target = format!("{}:7777", lab.server_addr);
-    let mut echo = common::in_ns(lab.server.name())
-        .args(["echo", "--listen", &target, "--poll", "block"])
-        .args(["--duration", "3s"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut echo = common::echo_in(
+        lab.server.name(),
+        &target,
+        &["--poll", "block", "--duration", "3s"],
+    );
     std::thread::sleep(Duration::from_millis(300));
-    let gen = common::in_ns(lab.client.name())
-        .args([
-            "gen",
-            "--target",
-            &target,
+    let json = run_json.to_str().unwrap();
+    common::gen_in(
+        lab.client.name(),
+        &target,
+        &[
             "--rate",
             "1k",
             "--duration",
             "1s",
-        ])
-        .args(["--poll", "block", "--json"])
-        .arg(&run_json)
-        .output()
-        .unwrap();
-    assert!(
-        gen.status.success(),
-        "{}",
-        String::from_utf8_lossy(&gen.stderr)
+            "--poll",
+            "block",
+            "--json",
+            json,
+        ],
     );
     assert!(echo.wait().unwrap().success());
     let run = common::read_json(&run_json);

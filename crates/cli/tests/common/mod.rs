@@ -147,3 +147,31 @@ pub(crate) fn spread_around_median(values: &[f64]) -> Vec<f64> {
     spread.sort_by(f64::total_cmp);
     spread
 }
+
+/// `latlab echo --listen TARGET ARGS…` in namespace `ns`, its output dropped; wait on the child.
+pub(crate) fn echo_in(ns: &str, target: &str, args: &[&str]) -> std::process::Child {
+    in_ns(ns)
+        .args(["echo", "--listen", target])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs `latlab gen --target TARGET ARGS…` in namespace `ns`, checks that it succeeds, and
+/// returns what it printed.
+pub(crate) fn gen_in<S: AsRef<std::ffi::OsStr>>(ns: &str, target: &str, args: &[S]) -> String {
+    let out = in_ns(ns)
+        .args(["gen", "--target", target])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gen {:?}: {}",
+        args.iter().map(|a| a.as_ref()).collect::<Vec<_>>(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
