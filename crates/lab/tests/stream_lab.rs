@@ -185,9 +185,12 @@ fn every_transport_delivers_1000_messages_through_a_10ms_1_percent_loss_link() {
             assert_eq!(s.lost, 0, "{t} is reliable");
             assert_eq!(s.failure, None, "{t}");
             // 1% loss each way over 1000 messages: a transport that counts its retransmissions
-            // made some (all but KCP count them).
+            // made some (all but KCP count them), unless it bundles unacknowledged messages
+            // into new packets (RDB), which then carried the lost ones: several times the
+            // payload's bytes on the wire.
             if let Some(r) = s.wire.forward.retransmissions {
-                assert!(r > 0, "{t}: {:?}", s.wire.forward);
+                let bundled = t.contains("rdb") && s.wire.bytes_ratio > 2.0;
+                assert!(r > 0 || bundled, "{t}: {:?}", s.wire);
             }
         } else {
             // About 1% lost (10 expected of 1000; fewer than 1 or more than 40 would say the

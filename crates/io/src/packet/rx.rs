@@ -28,25 +28,8 @@ impl PacketSocket {
     /// `frame_size - 66`, with V3 only frames larger than a block). Frames come in the order
     /// the kernel received them. At most one pass over the ring is made per call, so a sender
     /// that keeps the ring full cannot keep the call going forever.
-    pub fn recv_batch(&mut self, mut f: impl FnMut(&[u8], u64, bool)) -> io::Result<usize> {
-        let fd = self.fd.as_raw_fd();
-        let mut restorer = self.restorer.take();
-        let mut handed = 0;
-        let mut hand = |frame: &ring::RxFrame<'_>| match restorer.as_mut() {
-            Some(r) => handed += r.hand(fd, frame, &mut f),
-            None => {
-                f(frame.data, frame.rx_ns, frame.truncated);
-                handed += 1;
-            }
-        };
-        for _ in 0..self.rx_unit_count {
-            if self.read_unit(self.rx_next, &mut hand).is_none() {
-                break;
-            }
-            self.release_next_unit();
-        }
-        self.restorer = restorer;
-        Ok(handed)
+    pub fn recv_batch(&mut self, f: impl FnMut(&[u8], u64, bool)) -> io::Result<usize> {
+        Ok(self.recv_batch_max(usize::MAX, f)?.frames)
     }
 
     /// As [`PacketSocket::recv_batch`], handing the frames of at most `max` ring frames (V3:
