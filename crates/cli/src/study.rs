@@ -108,6 +108,20 @@ pub(crate) struct GameStudyArgs {
     /// Run on loopback even when namespaces would work.
     #[arg(long)]
     loopback: bool,
+    /// The measuring client plays a game's traffic instead of constant-rate 128-byte probes:
+    /// the model's sizes, and its gaps paced to each point's load (a Table 1 row such as
+    /// counter-strike, or fixed:SIZE@INTERVAL; see `latlab gen --help`).
+    #[arg(long, value_name = "MODEL", conflicts_with = "trace")]
+    model: Option<latlab_lab::command::TrafficModel>,
+    /// The measuring client replays one stream of a pcap or pcapng capture: its sizes, and
+    /// its gaps paced to each point's load (once: a stream shorter than --duration at that
+    /// pace ends the point early).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// The stream of --trace to replay (default: the one with the most packets), numbered as
+    /// latlab trace-stats numbers them.
+    #[arg(long, value_name = "N", requires = "trace")]
+    stream: Option<usize>,
 }
 
 pub(crate) fn run(command: StudyCommand) -> Result<()> {
@@ -151,7 +165,7 @@ fn parse_loads(text: &str) -> Result<Vec<f64>> {
 }
 
 fn game_study(a: GameStudyArgs) -> Result<()> {
-    use latlab_lab::study::game_server::{StudyOptions, DEFAULT_RCVBUF};
+    use latlab_lab::study::game_server::{ClientTraffic, StudyOptions, DEFAULT_RCVBUF};
     let loads = parse_loads(&a.loads)?;
     let rcvbufs = a
         .rcvbuf
@@ -179,6 +193,15 @@ fn game_study(a: GameStudyArgs) -> Result<()> {
     options.work_cycles = a.work_cycles;
     options.flood = !a.no_flood;
     options.namespaces = !a.loopback;
+    options.traffic = match (a.model, &a.trace) {
+        (Some(model), _) => Some(ClientTraffic::model(model)),
+        (None, Some(path)) => {
+            let capture = latlab_lab::trace::read_capture(path)?;
+            let replay = latlab_lab::trace::replay(path, &capture, a.stream, 1.0)?;
+            Some(ClientTraffic::trace(replay))
+        }
+        (None, None) => None,
+    };
     if options.namespaces {
         crate::clean::at_start();
     }

@@ -198,3 +198,58 @@ fn trace_flags_are_checked() {
         "--trace",
     );
 }
+
+#[test]
+fn the_game_server_studys_client_replays_a_capture_paced_to_each_load() {
+    let _turn = common::engines();
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("game.pcap");
+    write_capture(&pcap, &game_like());
+    let out = dir.path().join("study");
+    // 40 messages 40 ms apart on average: 25 a second. At a load of 100 a second the client
+    // plays them four times as fast: the whole stream in 390 ms.
+    let run = assert_cmd::Command::new(cargo_bin("latlab"))
+        .args(["study", "game-server", "--loopback", "--clients", "2"])
+        .args(["--loads", "100", "--rcvbuf", "default", "--io", "socket"])
+        .args(["--duration", "500ms", "--no-flood", "--trace"])
+        .arg(&pcap)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let study = common::read_json(&out.join("study.json"));
+    let name = study["parameters"]["traffic"].as_str().unwrap();
+    assert!(name.contains("game.pcap"), "{study}");
+    let point = common::read_json(&out.join("points/sweep-socket-c2-b208k-100pps.json"));
+    assert_eq!(point["traffic"], format!("{name}*4.0000"), "{point}");
+    // Every message due after the 50 ms warm-up went out (a few are due within it), and
+    // every fourth of them is the 30-byte one, sent at the probe header's size.
+    let sent = point["sent"].as_u64().unwrap();
+    assert!((30..=39).contains(&sent), "{point}");
+    assert!(point["raised"].as_u64().unwrap() >= 8, "{point}");
+    assert!(point["complete"].as_u64().unwrap() > 0, "{point}");
+}
+
+#[test]
+fn the_game_server_studys_traffic_flags_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("game.pcap");
+    write_capture(&pcap, &game_like());
+    let pcap = pcap.to_str().unwrap();
+    let study = ["study", "game-server", "--loopback"];
+    common::one_line_error(
+        &[&study[..], &["--trace", pcap, "--stream", "7"]].concat(),
+        "--stream 7",
+    );
+    common::one_line_error(&[&study[..], &["--stream", "1"]].concat(), "--trace");
+    common::one_line_error(
+        &[&study[..], &["--model", "counter-strike", "--trace", pcap]].concat(),
+        "--trace",
+    );
+    common::one_line_error(&[&study[..], &["--model", "quake"]].concat(), "quake");
+}

@@ -268,6 +268,8 @@ impl Quantile {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrafficModel {
     kind: Kind,
+    /// Gaps are divided by this ([`TrafficModel::paced`]); 1 as the model was measured.
+    speed: f64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -304,6 +306,7 @@ impl TrafficModel {
                 sizes: Quantile::sizes(row),
                 gaps: Quantile::gaps(row),
             },
+            speed: 1.0,
         }
     }
 
@@ -317,7 +320,27 @@ impl TrafficModel {
         }
         Ok(TrafficModel {
             kind: Kind::Fixed { size, interval_ns },
+            speed: 1.0,
         })
+    }
+
+    /// The same model at `speed` times its pace: the same sizes, every gap divided by
+    /// `speed` (so the rate is `speed` times as high). Speeds multiply. Refused unless `speed`
+    /// is a finite number above 0.
+    pub fn paced(&self, speed: f64) -> Result<TrafficModel, ModelError> {
+        let speed = self.speed * speed;
+        if !(speed.is_finite() && speed > 0.0) {
+            return Err(ModelError::BadSpeed(speed.to_string()));
+        }
+        Ok(TrafficModel {
+            kind: self.kind.clone(),
+            speed,
+        })
+    }
+
+    /// How many times its measured pace the model runs (1 unless [`TrafficModel::paced`]).
+    pub fn speed(&self) -> f64 {
+        self.speed
     }
 
     /// The Table 1 row this model reproduces, if it is a named model.
@@ -333,22 +356,25 @@ impl TrafficModel {
         match &self.kind {
             Kind::Game { sizes, gaps, .. } => {
                 let size = sizes.at(rng.random::<f64>()).round().max(1.0) as usize;
-                let gap_ns = (gaps.at(rng.random::<f64>()) * 1e6).round().max(0.0) as u64;
+                let gap_ns = (gaps.at(rng.random::<f64>()) * 1e6 / self.speed)
+                    .round()
+                    .max(0.0) as u64;
                 Message { size, gap_ns }
             }
             Kind::Fixed { size, interval_ns } => Message {
                 size: *size,
-                gap_ns: *interval_ns,
+                gap_ns: (*interval_ns as f64 / self.speed).round() as u64,
             },
         }
     }
 
     /// The mean gap between messages, in ns (the row's interarrival average).
     pub fn mean_gap_ns(&self) -> f64 {
-        match &self.kind {
+        let measured = match &self.kind {
             Kind::Game { row, .. } => row.gap_avg_ms * 1e6,
             Kind::Fixed { interval_ns, .. } => *interval_ns as f64,
-        }
+        };
+        measured / self.speed
     }
 
     /// Messages per second on average.
@@ -367,21 +393,26 @@ impl TrafficModel {
     /// The smallest positive gap the model can draw, ns, or `None` when it can draw gaps of 0
     /// (messages sent at the same instant, as the games' traces have).
     pub fn min_gap_ns(&self) -> Option<u64> {
-        match &self.kind {
-            Kind::Game { row, .. } if row.gap_min_ms > 0.0 => Some((row.gap_min_ms * 1e6) as u64),
-            Kind::Game { .. } => None,
-            Kind::Fixed { interval_ns, .. } => Some(*interval_ns),
-        }
+        let measured = match &self.kind {
+            Kind::Game { row, .. } if row.gap_min_ms > 0.0 => row.gap_min_ms * 1e6,
+            Kind::Game { .. } => return None,
+            Kind::Fixed { interval_ns, .. } => *interval_ns as f64,
+        };
+        Some(((measured / self.speed) as u64).max(1))
     }
 }
 
 impl fmt::Display for TrafficModel {
-    /// The text form [`FromStr`] reads back.
+    /// The text form [`FromStr`] reads back (`*SPEED` after it when paced).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            Kind::Game { row, .. } => f.write_str(row.name),
-            Kind::Fixed { size, interval_ns } => write!(f, "fixed:{size}@{interval_ns}ns"),
+            Kind::Game { row, .. } => f.write_str(row.name)?,
+            Kind::Fixed { size, interval_ns } => write!(f, "fixed:{size}@{interval_ns}ns")?,
         }
+        if self.speed != 1.0 {
+            write!(f, "*{}", self.speed)?;
+        }
+        Ok(())
     }
 }
 
@@ -404,12 +435,21 @@ pub enum ModelError {
     /// The interval of a fixed model is not a duration above 0.
     #[error("model interval {0:?}: expected a duration above 0 with a unit: ns, us, ms or s (e.g. 50ms)")]
     BadInterval(String),
+    /// The speed after `*` is not a number above 0.
+    #[error("model speed {0:?}: expected a number above 0 after `*` (e.g. wow*2)")]
+    BadSpeed(String),
 }
 
 impl FromStr for TrafficModel {
     type Err = ModelError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Some((model, speed)) = s.rsplit_once('*') {
+            let speed: f64 = speed
+                .parse()
+                .map_err(|_| ModelError::BadSpeed(speed.to_string()))?;
+            return model.parse::<TrafficModel>()?.paced(speed);
+        }
         if let Some(spec) = s.strip_prefix("fixed:") {
             let (size, interval) = spec
                 .split_once('@')

@@ -6,7 +6,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp, Poisson};
 
-use crate::model::{Message, TrafficModel};
+use crate::model::{Message, ModelError, TrafficModel};
 use crate::{Error, MAX_RATE_PPS};
 
 /// Where a schedule whose messages differ takes their sizes and gaps from.
@@ -20,6 +20,26 @@ pub enum Traffic {
 }
 
 impl Traffic {
+    /// The same traffic at `speed` times its pace: the same sizes, every gap divided by
+    /// `speed`. Refused unless `speed` is a finite number above 0.
+    pub fn paced(&self, speed: f64) -> Result<Traffic, ModelError> {
+        if !(speed.is_finite() && speed > 0.0) {
+            return Err(ModelError::BadSpeed(speed.to_string()));
+        }
+        Ok(match self {
+            Traffic::Model(model) => Traffic::Model(model.paced(speed)?),
+            Traffic::Trace(messages) => Traffic::Trace(
+                messages
+                    .iter()
+                    .map(|m| Message {
+                        size: m.size,
+                        gap_ns: (m.gap_ns as f64 / speed).round() as u64,
+                    })
+                    .collect(),
+            ),
+        })
+    }
+
     /// The largest message.
     pub fn max_size(&self) -> usize {
         match self {
@@ -454,6 +474,49 @@ mod tests {
             assert_eq!(s.next_size(), Some(m.size));
             assert_eq!(s.advance(), due, "message {i}");
         }
+    }
+
+    #[test]
+    fn paced_traffic_keeps_its_sizes_and_divides_its_gaps() {
+        let t = trace(&[(100, 999), (60, 20_000), (1200, 0), (80, 5_000)]);
+        assert_eq!(
+            t.paced(4.0).unwrap(),
+            trace(&[(100, 250), (60, 5_000), (1200, 0), (80, 1_250)])
+        );
+        assert_eq!(t.paced(4.0).unwrap().rate_pps(), 4.0 * t.rate_pps());
+
+        let model: TrafficModel = "wow".parse().unwrap();
+        let fast = Traffic::Model(model.clone()).paced(2.5).unwrap();
+        let Traffic::Model(fast_model) = &fast else {
+            panic!("a model stays a model")
+        };
+        assert_eq!(fast_model.to_string(), "wow*2.5");
+        assert_eq!(
+            fast_model.to_string().parse::<TrafficModel>().unwrap(),
+            *fast_model
+        );
+        assert!((fast.rate_pps() - 2.5 * model.rate_pps()).abs() < 1e-9);
+        let (mut a, mut b) = (SmallRng::seed_from_u64(3), SmallRng::seed_from_u64(3));
+        for _ in 0..1000 {
+            let (slow, quick) = (model.sample(&mut a), fast_model.sample(&mut b));
+            assert_eq!(quick.size, slow.size);
+            assert!(
+                quick
+                    .gap_ns
+                    .abs_diff((slow.gap_ns as f64 / 2.5).round() as u64)
+                    <= 1
+            );
+        }
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(
+                t.paced(bad).unwrap_err(),
+                ModelError::BadSpeed(bad.to_string())
+            );
+        }
+        assert!(matches!(
+            "wow*fast".parse::<TrafficModel>(),
+            Err(ModelError::BadSpeed(_))
+        ));
     }
 
     #[test]

@@ -82,6 +82,57 @@ pub struct StudyOptions {
     pub payload_len: usize,
     /// Run the flood scenario.
     pub flood: bool,
+    /// The measuring client plays this traffic (a game's model or a capture's stream) instead
+    /// of constant-rate probes of `payload_len` bytes: its sizes, and its gaps paced to each
+    /// point's load.
+    pub traffic: Option<ClientTraffic>,
+}
+
+/// A game's traffic for the measuring client (`--model`, `--trace`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientTraffic {
+    /// What it is called in the results: the model's text form, or the capture's stream.
+    pub name: String,
+    /// Its sizes and gaps at their own pace.
+    pub traffic: latlab_probe::Traffic,
+}
+
+impl ClientTraffic {
+    /// A game's traffic model, named by its text form.
+    pub fn model(model: latlab_probe::model::TrafficModel) -> ClientTraffic {
+        ClientTraffic {
+            name: model.to_string(),
+            traffic: latlab_probe::Traffic::Model(model),
+        }
+    }
+
+    /// A capture's stream, as `trace::replay` read it.
+    pub fn trace(replay: crate::trace::TraceReplay) -> ClientTraffic {
+        ClientTraffic {
+            name: replay.name,
+            traffic: latlab_probe::Traffic::Trace(replay.messages),
+        }
+    }
+
+    /// The traffic paced to `load` messages per second on average (its gaps scaled by its
+    /// own rate ÷ `load`; its sizes as they are).
+    pub fn at_load(
+        &self,
+        load: f64,
+    ) -> Result<latlab_probe::Traffic, latlab_probe::model::ModelError> {
+        self.traffic.paced(self.speed_at(load))
+    }
+
+    /// How many times its own pace the traffic runs at `load`.
+    pub fn speed_at(&self, load: f64) -> f64 {
+        load / self.traffic.rate_pps()
+    }
+
+    /// What a point at `load` played: the name and the pace, `NAME*SPEED` (for a model, the
+    /// text form `--model` reads back).
+    pub fn name_at(&self, load: f64) -> String {
+        format!("{}*{:.4}", self.name, self.speed_at(load))
+    }
 }
 
 impl StudyOptions {
@@ -100,17 +151,22 @@ impl StudyOptions {
             work_cycles: 150,
             payload_len: 128,
             flood: true,
+            traffic: None,
         }
     }
 
     /// The options that shape every point and are not part of a point's key, as
     /// `study.json` stores them: `--resume` refuses a folder measured with other values.
     pub fn parameters(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([
+        let mut parameters = BTreeMap::from([
             ("--duration".to_string(), format!("{:?}", self.duration)),
             ("--work-cycles".to_string(), self.work_cycles.to_string()),
             ("payload bytes".to_string(), self.payload_len.to_string()),
-        ])
+        ]);
+        if let Some(traffic) = &self.traffic {
+            parameters.insert("traffic".to_string(), traffic.name.clone());
+        }
+        parameters
     }
 }
 
@@ -168,6 +224,17 @@ pub struct Point {
     /// points).
     #[serde(default)]
     pub flood_send_failed: BTreeMap<String, u64>,
+    /// The measuring client's traffic at this point's pace (`--model`, `--trace`:
+    /// `NAME*SPEED`); absent for constant-rate probes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<String>,
+    /// Messages of that traffic smaller than the probe header, sent at the header's size.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub raised: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn key(phase: &str, io: &str, clients: u32, rcvbuf: usize, load: f64) -> String {

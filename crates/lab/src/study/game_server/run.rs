@@ -499,6 +499,8 @@ impl Runner<'_> {
                 Some(_) => failures_map(&result.flood_send_failed),
                 None => BTreeMap::new(),
             },
+            traffic: self.options.traffic.as_ref().map(|t| t.name_at(spec.load)),
+            raised: r.raised,
         };
         Ok((point, result.report.latency_last))
     }
@@ -533,24 +535,37 @@ impl Runner<'_> {
             None
         };
         let duration_ns = self.options.duration.as_nanos() as u64;
+        let traffic = match &self.options.traffic {
+            Some(t) => Some(
+                t.at_load(spec.load)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
+            ),
+            None => None,
+        };
         let probe = ProbeConfig {
             run_id: (latlab_io::clock::now_ns() >> 7) as u32,
             flows: 1,
-            payload_len: self.options.payload_len,
+            payload_len: traffic.as_ref().map_or(self.options.payload_len, |t| {
+                t.max_size().max(latlab_wire::probe::HEADER_LEN)
+            }),
             pattern: Pattern::Constant,
             rate_pps: spec.load,
             start_ns: 0,
             duration_ns,
             warmup_ns: (duration_ns / 10).min(200_000_000),
             seed: 1,
-            traffic: None,
+            traffic,
         };
         let flood = match (&flooder, spec.flood_pps) {
+            // The flooder sends constant-rate probes of the study's size, whatever the
+            // measuring client plays.
             (Some(socket), Some(pps)) => Some(Flood {
                 socket,
                 probe: ProbeConfig {
                     run_id: probe.run_id ^ 0x00ff_ff00,
                     rate_pps: pps,
+                    payload_len: self.options.payload_len,
+                    traffic: None,
                     ..probe.clone()
                 },
             }),

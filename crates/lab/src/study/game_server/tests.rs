@@ -7,7 +7,7 @@ use std::path::Path;
 use latlab_stats::{LatencyHistogram, Summary};
 
 use super::report::write as write_artefacts;
-use super::{Point, DEFAULT_RCVBUF, QUANTILES};
+use super::{ClientTraffic, Point, StudyOptions, DEFAULT_RCVBUF, QUANTILES};
 use crate::results::write_atomic;
 use crate::study::points::hlog_bytes;
 
@@ -71,6 +71,8 @@ fn write_point(
         flood_sent: None,
         send_failed: BTreeMap::new(),
         flood_send_failed: BTreeMap::new(),
+        traffic: None,
+        raised: 0,
     };
     let mut key = format!(
         "{phase}-{io_mode}-c{clients}-b{}k-{}pps",
@@ -392,4 +394,25 @@ fn the_flood_table_says_what_the_flooder_sent_what_reached_the_server_and_what_x
         flood.contains("rate limit on (default buffer): socket 30.00%, xdp 0.40%. Target over xdp: under 1% (met)."),
         "{flood}"
     );
+}
+
+#[test]
+fn a_models_traffic_is_paced_to_each_points_load_and_named_with_its_pace() {
+    let model: latlab_probe::model::TrafficModel = "counter-strike".parse().unwrap();
+    let traffic = ClientTraffic::model(model.clone());
+    let own = model.rate_pps();
+    let paced = traffic.at_load(4.0 * own).unwrap();
+    assert!((paced.rate_pps() - 4.0 * own).abs() < 1e-9);
+    assert_eq!(paced.max_size(), model.max_size());
+    let name = traffic.name_at(4.0 * own);
+    assert_eq!(name, "counter-strike*4.0000");
+    // The name reads back as the model at that pace.
+    assert_eq!(latlab_probe::Traffic::Model(name.parse().unwrap()), paced);
+
+    // The traffic is one of the parameters --resume checks; constant-rate studies keep the
+    // parameters they always had.
+    let mut options = StudyOptions::new("study".into());
+    assert!(!options.parameters().contains_key("traffic"));
+    options.traffic = Some(traffic);
+    assert_eq!(options.parameters()["traffic"], "counter-strike");
 }
