@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::path::Path;
+
 use assert_cmd::cargo::cargo_bin;
 
 #[test]
@@ -79,8 +81,28 @@ fn a_short_timestamp_study_writes_every_artefact_and_report_draws_it_again() {
             "the 100 µs delay is in every round trip: {p}"
         );
     }
+    // Threaded NAPI on the reflector's veth and on the emulator's: measured wherever the
+    // kernel has it (5.12 and later), else left out with the reason.
+    for key in [
+        "reflector-threaded-napi",
+        "forwarder-threaded-napi",
+        "forwarder-rps",
+    ] {
+        let point = common::read_json(&out.join(format!("points/{key}.json")));
+        if Path::new("/sys/class/net/lo/threaded").exists() || key == "forwarder-rps" {
+            assert!(point.get("left_out").is_none(), "{point}");
+            let answered = point["probes"].as_array().unwrap().len();
+            assert!(answered >= 390, "{key}: {answered} of 400 answered");
+        } else {
+            assert!(
+                point["left_out"].as_str().unwrap().contains("NAPI"),
+                "{point}"
+            );
+        }
+    }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Conclusions"), "{md}");
+    assert!(md.contains("threaded NAPI"), "{md}");
     // sockperf, the outside view, is measured or left out with the reason.
     assert!(
         md.contains("| sockperf ping-pong | sockperf |")

@@ -22,8 +22,8 @@
 //! methods), sockperf's ping-pong through the same path (the outside view; left out, with the
 //! reason, where sockperf cannot be had), then the reflector's OS settings (unpinned, busy polling, timer slack 1 ns,
 //! `SO_BUSY_POLL`, a competing spinning thread on its core, RPS on its receiving veth to the
-//! other CPU), and the emulator's as a
-//! forwarder at delay 0 (the default timer slack, busy polling, unpinned). Each point goes to `points/` as
+//! other CPU, threaded NAPI on that veth), and the emulator's as a forwarder at delay 0 (the
+//! default timer slack, busy polling, unpinned, threaded NAPI or RPS on its veths). Each point goes to `points/` as
 //! soon as it is measured; [`report::write`] (and `latlab report DIR`) draws the tables, the
 //! CCDFs and `report.md` from those files only.
 //!
@@ -115,6 +115,11 @@ pub struct ReflectorSettings {
     /// CPU, away from the reflector's (`rps_cpus` of its queue).
     #[serde(default)]
     pub rps_elsewhere: bool,
+    /// Threaded NAPI on the reflector's receiving veth (with GRO on, which gives a veth its
+    /// NAPI instance): its receive work runs in a kernel thread the scheduler places, not in
+    /// the sender's softirq.
+    #[serde(default)]
+    pub threaded_napi: bool,
 }
 
 impl ReflectorSettings {
@@ -126,6 +131,7 @@ impl ReflectorSettings {
         so_busy_poll_us: None,
         competitor: false,
         rps_elsewhere: false,
+        threaded_napi: false,
     };
 }
 
@@ -199,6 +205,12 @@ pub struct ForwarderSettings {
     pub busy: bool,
     /// `PR_SET_TIMERSLACK` of its thread, ns (`None`: the default, 50 µs).
     pub timer_slack_ns: Option<u64>,
+    /// Threaded NAPI on both of the emulator's veths (GRO on).
+    #[serde(default)]
+    pub threaded_napi: bool,
+    /// RPS on both of the emulator's veths steers their receive work to the prober's CPU.
+    #[serde(default)]
+    pub rps_elsewhere: bool,
 }
 
 impl ForwarderSettings {
@@ -208,6 +220,8 @@ impl ForwarderSettings {
         pinned: true,
         busy: false,
         timer_slack_ns: Some(1),
+        threaded_napi: false,
+        rps_elsewhere: false,
     };
     /// The forwarder's baseline: the reference's settings at delay 0.
     pub const BASELINE: ForwarderSettings = ForwarderSettings {
@@ -319,6 +333,15 @@ pub(crate) fn plan() -> Vec<Planned> {
                 ..base.clone()
             },
         ),
+        point(
+            "reflector-threaded-napi",
+            "reflector",
+            "reflector with threaded NAPI on its veth",
+            ReflectorSettings {
+                threaded_napi: true,
+                ..base.clone()
+            },
+        ),
         forwarder(
             "forwarder-baseline",
             "forwarder blocks, pinned, slack 1 ns",
@@ -342,6 +365,22 @@ pub(crate) fn plan() -> Vec<Planned> {
             "forwarder unpinned",
             ForwarderSettings {
                 pinned: false,
+                ..fwd
+            },
+        ),
+        forwarder(
+            "forwarder-threaded-napi",
+            "forwarder with threaded NAPI on its veths",
+            ForwarderSettings {
+                threaded_napi: true,
+                ..fwd
+            },
+        ),
+        forwarder(
+            "forwarder-rps",
+            "forwarder with RPS to the other CPU",
+            ForwarderSettings {
+                rps_elsewhere: true,
                 ..fwd
             },
         ),

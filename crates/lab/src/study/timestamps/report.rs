@@ -51,7 +51,7 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
         }
     }
     md.push_str(&conclusions(&a, &groups));
-    md.push_str("\nNot measured by this study: the XDP program's stamp, and threaded NAPI on the receiving veth.\n");
+    md.push_str("\nNot measured by this study: the XDP program's stamp.\n");
     if !a.skipped.is_empty() {
         md.push_str("\nSkipped point files:\n");
         for s in &a.skipped {

@@ -54,6 +54,15 @@ impl Cores {
         if reflector.rps_elsewhere {
             competitor.push_str(&format!(", RPS cpu{}", self.prober));
         }
+        if reflector.threaded_napi {
+            competitor.push_str(", threaded NAPI on the reflector's veth");
+        }
+        if forwarder.rps_elsewhere {
+            competitor.push_str(&format!(", emulator's veths RPS cpu{}", self.prober));
+        }
+        if forwarder.threaded_napi {
+            competitor.push_str(", threaded NAPI on the emulator's veths");
+        }
         let e = if forwarder.pinned {
             format!("cpu{}", self.shared)
         } else {
@@ -136,22 +145,16 @@ pub(super) fn measure_all(
                 }
             }
         } else {
-            let rps = if reflector.rps_elsewhere {
-                set_rps(&lab, 1 << cores.prober)
-            } else {
-                Ok(())
-            };
-            match rps {
+            let receive = receive_settings(&lab, cores, &reflector, &forwarder);
+            match apply_all(&receive) {
                 Ok(()) => {
                     let settings = (prober_busy, &reflector, forwarder);
                     let measured = measure_point(&lab, options, cores, settings, stop);
-                    if reflector.rps_elsewhere {
-                        set_rps(&lab, 0).map_err(|why| {
-                            StudyError::Io(std::io::Error::other(format!(
-                                "RPS could not be turned off again: {why}"
-                            )))
-                        })?;
-                    }
+                    undo_all(&receive).map_err(|why| {
+                        StudyError::Io(std::io::Error::other(format!(
+                            "{why} (turning it off again)"
+                        )))
+                    })?;
                     let (probed, emulator) = measured?;
                     (probed, Some(emulator), None)
                 }
@@ -192,13 +195,99 @@ pub(super) fn measure_all(
     Ok(topology)
 }
 
-/// Writes `mask` (a CPU bit mask; 0: RPS off) to `rps_cpus` of the server's veth, from inside
-/// its namespace (`ip netns exec` mounts that namespace's sysfs); the error says why not.
-fn set_rps(lab: &ClientEmuServer, mask: u64) -> Result<(), String> {
-    let write = format!("echo {mask:x} > /sys/class/net/veth0/queues/rx-0/rps_cpus");
-    crate::topology::ip(&["netns", "exec", lab.server.name(), "sh", "-c", &write])
-        .map(|_| ())
-        .map_err(|e| format!("RPS could not be set: {e}"))
+/// A receive-side setting of one interface of the lab, turned on for a point and off after.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Receive {
+    /// RPS: the interface's receive work steered to the CPUs of this mask.
+    Rps(u64),
+    /// Threaded NAPI (with GRO on, which a veth needs for a NAPI instance).
+    ThreadedNapi,
+}
+
+/// (namespace, interface, setting): what a point's reflector and emulator settings ask of the
+/// lab's interfaces (the server's veth receives the probes; the emulator's two veths the
+/// frames it forwards).
+fn receive_settings(
+    lab: &ClientEmuServer,
+    cores: Cores,
+    reflector: &ReflectorSettings,
+    forwarder: &ForwarderSettings,
+) -> Vec<(String, &'static str, Receive)> {
+    let (server, emu) = (lab.server.name().to_string(), lab.emu.name().to_string());
+    let elsewhere = Receive::Rps(1 << cores.prober);
+    let mut settings = Vec::new();
+    if reflector.rps_elsewhere {
+        settings.push((server.clone(), "veth0", elsewhere.clone()));
+    }
+    if reflector.threaded_napi {
+        settings.push((server, "veth0", Receive::ThreadedNapi));
+    }
+    for iface in ["emu-a", "emu-b"] {
+        if forwarder.rps_elsewhere {
+            settings.push((emu.clone(), iface, elsewhere.clone()));
+        }
+        if forwarder.threaded_napi {
+            settings.push((emu.clone(), iface, Receive::ThreadedNapi));
+        }
+    }
+    settings
+}
+
+/// Turns every setting on; when one cannot be, turns those before it off again and says why.
+fn apply_all(settings: &[(String, &'static str, Receive)]) -> Result<(), String> {
+    for (i, (ns, iface, setting)) in settings.iter().enumerate() {
+        if let Err(why) = set_receive(ns, iface, setting, true) {
+            undo_all(&settings[..i])?;
+            return Err(why);
+        }
+    }
+    Ok(())
+}
+
+/// Turns every setting off again.
+fn undo_all(settings: &[(String, &'static str, Receive)]) -> Result<(), String> {
+    for (ns, iface, setting) in settings.iter().rev() {
+        set_receive(ns, iface, setting, false)?;
+    }
+    Ok(())
+}
+
+/// Turns `setting` of `iface` in namespace `ns` on or off, from inside the namespace (`ip
+/// netns exec` mounts that namespace's sysfs); the error says what and why not.
+fn set_receive(ns: &str, iface: &str, setting: &Receive, on: bool) -> Result<(), String> {
+    let sysfs = |file: &str, value: String| {
+        let write = format!("echo {value} > /sys/class/net/{iface}/{file}");
+        crate::topology::ip(&["netns", "exec", ns, "sh", "-c", &write]).map(|_| ())
+    };
+    match *setting {
+        Receive::Rps(mask) => {
+            let mask = if on { mask } else { 0 };
+            sysfs("queues/rx-0/rps_cpus", format!("{mask:x}"))
+                .map_err(|e| format!("RPS on {iface} could not be set: {e}"))
+        }
+        Receive::ThreadedNapi => {
+            let gro = |on: bool| {
+                let name = iface.to_string();
+                latlab_io::netns::run_in(ns, move || latlab_io::ethtool::set_gro(&name, on))
+                    .and_then(|r| r)
+                    .map_err(|e| format!("GRO on {iface} could not be set: {e}"))
+            };
+            let threaded = |on: bool| {
+                sysfs("threaded", u8::from(on).to_string()).map_err(|e| {
+                    format!("threaded NAPI on {iface} could not be set (the kernel needs 5.12 or later, and a veth needs GRO on for a NAPI instance): {e}")
+                })
+            };
+            if on {
+                gro(true)?;
+                threaded(true).inspect_err(|_| {
+                    let _ = gro(false);
+                })
+            } else {
+                threaded(false)?;
+                gro(false)
+            }
+        }
+    }
 }
 
 /// sockperf's ping-pong through the emulated path (as long as the prober's probes take, and a
