@@ -49,6 +49,7 @@ fn a_short_timestamp_study_writes_every_artefact_and_report_draws_it_again() {
         "report.md",
         "methods-block.svg",
         "methods-busy.svg",
+        "methods-xdp.svg",
         "settings-user-space.svg",
         "settings-kernel-rx.svg",
         "settings-kernel-tx-rx.svg",
@@ -80,6 +81,25 @@ fn a_short_timestamp_study_writes_every_artefact_and_report_draws_it_again() {
             rx - tx >= 100_000,
             "the 100 µs delay is in every round trip: {p}"
         );
+    }
+    // The prober over AF_XDP: every answer carries the XDP program's stamp, between the
+    // user-space clock's send and read, and the 100 µs delay is in it.
+    let point = common::read_json(&out.join("points/methods-prober-xdp.json"));
+    assert_eq!(point["prober_poll"], "xdp", "{point}");
+    let probes = point["probes"].as_array().unwrap();
+    assert!(
+        probes.len() >= 390,
+        "{} of 400 answered over AF_XDP",
+        probes.len()
+    );
+    for p in probes {
+        let (utx, xdp, urx) = (
+            p["user_tx"].as_u64().unwrap(),
+            p["xdp_rx"].as_u64().unwrap(),
+            p["user_rx"].as_u64().unwrap(),
+        );
+        assert!(utx + 100_000 <= xdp && xdp <= urx, "{p}");
+        assert!(p.get("kernel_rx").unwrap().is_null(), "{p}");
     }
     // Threaded NAPI on the reflector's veth and on the emulator's: measured wherever the
     // kernel has it (5.12 and later), else left out with the reason.
@@ -176,7 +196,7 @@ fn a_timestamp_study_in_two_shards_fills_one_folder_and_the_last_draws_the_repor
         })
         .count();
     assert_eq!(
-        points, 13,
+        points, 17,
         "every point of the plan, from one shard or the other"
     );
     common::report_redraws_as_written(&out);

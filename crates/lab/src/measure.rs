@@ -524,6 +524,37 @@ pub fn open_xdp(
     })
 }
 
+impl XdpEndpoint {
+    /// The socket as a datagram port with the route to the target in it (IPv4 only), and the
+    /// kernel socket that keeps the source port reserved while the port is in use.
+    pub fn into_port(
+        self,
+        sizes: latlab_io::port::PortSizes,
+    ) -> std::io::Result<(latlab_io::port::XdpEndpoint, UdpSocket)> {
+        let XdpEndpoint {
+            socket,
+            addrs,
+            _port,
+        } = self;
+        let (SocketAddr::V4(src), IpAddr::V4(dst)) = (addrs.src, addrs.dst.ip()) else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "--io xdp sends IPv4 only",
+            ));
+        };
+        let mut port = latlab_io::port::XdpEndpoint::new(socket, src.port(), sizes)?;
+        port.add_route(
+            dst,
+            latlab_io::port::LinkRoute {
+                peer_mac: addrs.dst_mac,
+                local_mac: addrs.src_mac,
+                local_ip: *src.ip(),
+            },
+        );
+        Ok((port, _port))
+    }
+}
+
 /// Runs the generator over AF_XDP and summarizes the run (the endpoint's socket becomes the
 /// generator's port; its source port stays reserved until the run is over).
 pub fn run_xdp(

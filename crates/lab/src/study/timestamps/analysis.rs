@@ -20,11 +20,24 @@ pub enum Method {
     KernelRx,
     /// The kernel's software receive stamp − its software transmit stamp.
     KernelTxRx,
+    /// The XDP program's receive stamp − user clock before the send call (the prober over
+    /// AF_XDP).
+    XdpRx,
 }
 
 impl Method {
-    /// Every method, the one closest to the wire last.
+    /// Every method of a socket prober, the one closest to the wire last.
     pub const ALL: [Method; 3] = [Method::UserSpace, Method::KernelRx, Method::KernelTxRx];
+
+    /// The methods a point's probes carry the stamps of: the user-space clock and the XDP
+    /// program's stamp for the prober over AF_XDP, [`Method::ALL`] otherwise.
+    pub fn on(point: &StampPoint) -> &'static [Method] {
+        if point.prober_poll == "xdp" {
+            &[Method::UserSpace, Method::XdpRx]
+        } else {
+            &Method::ALL
+        }
+    }
 
     /// The method's name in tables and legends.
     pub fn name(self) -> &'static str {
@@ -32,6 +45,7 @@ impl Method {
             Method::UserSpace => "user-space",
             Method::KernelRx => "kernel-rx",
             Method::KernelTxRx => "kernel-tx-rx",
+            Method::XdpRx => "xdp-rx",
         }
     }
 
@@ -42,6 +56,7 @@ impl Method {
             Method::UserSpace => (Some(probe.user_tx), Some(probe.user_rx)),
             Method::KernelRx => (Some(probe.user_tx), probe.kernel_rx),
             Method::KernelTxRx => (probe.kernel_tx, probe.kernel_rx),
+            Method::XdpRx => (Some(probe.user_tx), probe.xdp_rx),
         };
         to?.checked_sub(from?)
     }

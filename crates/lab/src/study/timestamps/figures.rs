@@ -26,7 +26,7 @@ pub(super) fn methods_svg(point: &StampPoint, outside: &[&StampPoint]) -> Result
         ),
         reference_series(point.reference_ns()),
     )];
-    for method in Method::ALL {
+    for &method in Method::on(point) {
         let view = MethodView::of(point, method);
         series.push((view.label.clone(), ccdf(&view.histogram())));
     }

@@ -13,7 +13,10 @@
 //! - `user-space`: user clock after the receive call returns − user clock before the send
 //!   (the prober blocking in `ppoll`, or busy polling, as the point says);
 //! - `kernel-rx`: the kernel's receive stamp − user clock before the send;
-//! - `kernel-tx-rx`: the kernel's receive stamp − its transmit stamp.
+//! - `kernel-tx-rx`: the kernel's receive stamp − its transmit stamp;
+//! - `xdp-rx`: the XDP program's receive stamp − user clock before the send, on a pass of its
+//!   own where the prober sends and receives over AF_XDP (the program takes the answers
+//!   before the kernel's stack, so the socket methods cannot see the same probes).
 //!
 //! What a method reports beyond the reference is its own error plus the path's (veth and
 //! forwarding) time; two methods on the same probes differ only by their own errors.
@@ -147,6 +150,9 @@ pub struct ProbeStamps {
     pub kernel_tx: Option<u64>,
     /// The kernel's software receive stamp.
     pub kernel_rx: Option<u64>,
+    /// The XDP program's receive stamp (the prober over AF_XDP; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xdp_rx: Option<u64>,
 }
 
 /// One measured point, as written to `points/<key>.json`.
@@ -158,7 +164,8 @@ pub struct StampPoint {
     pub group: String,
     /// The point's name in tables and legends.
     pub setting: String,
-    /// How the prober waited for answers: `block` or `busy`; `sockperf` for sockperf.
+    /// How the prober waited for answers: `block` or `busy`; `xdp` when it sent and
+    /// received over AF_XDP (busy polling its rings); `sockperf` for sockperf.
     pub prober_poll: String,
     /// The reflector's settings.
     pub reflector: ReflectorSettings,
@@ -237,6 +244,9 @@ pub(crate) struct Planned {
     pub(crate) group: &'static str,
     pub(crate) setting: &'static str,
     pub(crate) prober_busy: bool,
+    /// The prober sends and receives over AF_XDP on its veth (busy polling), so the XDP
+    /// program stamps each answer; the kernel's socket stamps are then not there.
+    pub(crate) prober_xdp: bool,
     pub(crate) reflector: ReflectorSettings,
     pub(crate) forwarder: ForwarderSettings,
 }
@@ -249,6 +259,7 @@ pub(crate) fn plan() -> Vec<Planned> {
         group,
         setting,
         prober_busy: false,
+        prober_xdp: false,
         reflector,
         forwarder: ForwarderSettings::REFERENCE,
     };
@@ -270,6 +281,16 @@ pub(crate) fn plan() -> Vec<Planned> {
                 "methods-prober-busy",
                 "methods",
                 "prober busy-polls",
+                base.clone(),
+            )
+        },
+        Planned {
+            prober_busy: true,
+            prober_xdp: true,
+            ..point(
+                "methods-prober-xdp",
+                "methods",
+                "prober over AF_XDP",
                 base.clone(),
             )
         },

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use latlab_engine::Stop;
 use latlab_io::clock::{now_ns, wait_until};
+use latlab_io::port::{DatagramPort, NoStamp, SendQueue};
 use latlab_io::udp::{RecvBatch, UdpSocket};
 use latlab_wire::probe::{Packet, Repr, HEADER_LEN};
 
@@ -103,6 +104,7 @@ pub(super) fn probe(
                     user_rx,
                     kernel_tx: None,
                     kernel_rx,
+                    xdp_rx: None,
                 });
                 break 'wait;
             }
@@ -119,6 +121,75 @@ pub(super) fn probe(
     }
     for (stamps, seq) in out.probes.iter_mut().zip(answered) {
         stamps.kernel_tx = tx_by_counter[seq as usize];
+    }
+    Ok(out)
+}
+
+/// As [`probe`], over a datagram port whose receive stamps are the XDP program's (an AF_XDP
+/// endpoint): sends `count` probes to `target`, one every `1/rate_pps` seconds and never
+/// before the last one's answer came or timed out, busy polling the port for answers. Each
+/// answer keeps the user clock before the send, after the answer was read, and the port's
+/// receive stamp as `xdp_rx`. A probe the port could not send ends the run with the reason.
+pub(super) fn probe_port<P: DatagramPort>(
+    port: &mut P,
+    target: SocketAddr,
+    count: u64,
+    rate_pps: f64,
+    stop: &Stop,
+) -> io::Result<Probed> {
+    let run_id = (now_ns() as u32) | 1;
+    let gap_ns = (1e9 / rate_pps.max(1.0)) as u64;
+    let mut out = Probed::default();
+    let mut next = now_ns() + 1_000_000;
+    for seq in 0..count {
+        if stop.is_raised() {
+            break;
+        }
+        wait_until(next, 200_000);
+        next += gap_ns;
+        let user_tx = now_ns();
+        let Some(buf) = port.queue().push(target, HEADER_LEN) else {
+            return Err(io::Error::other("the AF_XDP send queue is full"));
+        };
+        Repr {
+            run_id,
+            flow: 0,
+            seq,
+            intended_send_ns: user_tx,
+            actual_send_ns: user_tx,
+            responder: None,
+        }
+        .emit(&mut Packet::new_unchecked(&mut buf[..HEADER_LEN]));
+        let mut refused = None;
+        port.flush(&mut NoStamp, |unsent| refused = Some(unsent.failure))?;
+        if let Some(failure) = refused {
+            return Err(io::Error::other(format!(
+                "a probe to {target} could not be sent over AF_XDP: {}",
+                failure.name()
+            )));
+        }
+        out.sent += 1;
+        let deadline = user_tx + ANSWER_TIMEOUT.as_nanos() as u64;
+        let mut answer = None;
+        while answer.is_none() && now_ns() < deadline {
+            port.recv(|got| {
+                let Ok(repr) = Packet::new_checked(got.data).and_then(|p| Repr::parse(&p)) else {
+                    return;
+                };
+                if repr.run_id == run_id && repr.seq == seq && answer.is_none() {
+                    answer = Some(got.rx_ns);
+                }
+            })?;
+        }
+        if let Some(xdp_rx) = answer {
+            out.probes.push(ProbeStamps {
+                user_tx,
+                user_rx: now_ns(),
+                kernel_tx: None,
+                kernel_rx: None,
+                xdp_rx: Some(xdp_rx),
+            });
+        }
     }
     Ok(out)
 }

@@ -24,7 +24,7 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
     let mut md = String::new();
     md.push_str("# Timestamp study: how far each method can be trusted\n\n");
     md.push_str(&format!("Topology: {topology}.\n\n"));
-    md.push_str("One probe in flight at a time; every probe keeps every stamp it got. The reference is the delay the emulator holds on the client→server direction plus its median release error (both directions, from the kernel's stamps). `user-space`: clock after the receive call returns − clock before the send; `kernel-rx`: kernel software receive stamp − clock before the send; `kernel-tx-rx`: kernel software receive − transmit stamp. Excess over the reference is the method's own error plus the path's time through the veths and the bridge; the columns against `kernel-tx-rx` compare methods on the same probes. The points run one after another, so a change of the machine's load between points is part of their differences.\n\n");
+    md.push_str("One probe in flight at a time; every probe keeps every stamp it got. The reference is the delay the emulator holds on the client→server direction plus its median release error (both directions, from the kernel's stamps). `user-space`: clock after the receive call returns − clock before the send; `kernel-rx`: kernel software receive stamp − clock before the send; `kernel-tx-rx`: kernel software receive − transmit stamp; `xdp-rx`: the XDP program's receive stamp − clock before the send, on a pass of its own with the prober sending and receiving over AF_XDP (the program takes the answers before the kernel's stack sees them). Excess over the reference is the method's own error plus the path's time through the veths and the bridge; the columns against `kernel-tx-rx` compare methods on the same probes. The points run one after another, so a change of the machine's load between points is part of their differences.\n\n");
     md.push_str(&points_table(&a));
     md.push_str(&methods_table(&a));
     for (key, p) in methods_points(&a) {
@@ -51,7 +51,6 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
         }
     }
     md.push_str(&conclusions(&a, &groups));
-    md.push_str("\nNot measured by this study: the XDP program's stamp.\n");
     if !a.skipped.is_empty() {
         md.push_str("\nSkipped point files:\n");
         for s in &a.skipped {
@@ -70,10 +69,10 @@ fn methods_points(a: &Analysis) -> Vec<(&'static str, &StampPoint)> {
         .filter(|p| p.group == "methods")
         .map(|p| {
             (
-                if p.prober_poll == "busy" {
-                    "busy"
-                } else {
-                    "block"
+                match p.prober_poll.as_str() {
+                    "busy" => "busy",
+                    "xdp" => "xdp",
+                    _ => "block",
                 },
                 p,
             )
@@ -167,7 +166,7 @@ fn methods_table(a: &Analysis) -> String {
         .filter(|p| p.group == "outside" && !p.probes.is_empty());
     let rows = methods_points(a)
         .into_iter()
-        .flat_map(|(_, p)| Method::ALL.map(|m| (p, m)))
+        .flat_map(|(_, p)| Method::on(p).iter().map(move |&m| (p, m)))
         .chain(outside.map(|p| (p, Method::UserSpace)));
     for (p, method) in rows {
         let v = MethodView::of(p, method);
@@ -245,7 +244,7 @@ fn p99_ns(p: &StampPoint, method: Method) -> Option<f64> {
 fn conclusions(a: &Analysis, groups: &[(Group, Vec<&StampPoint>)]) -> String {
     let mut md = String::from("\n## Conclusions\n\n");
     for (_, p) in methods_points(a) {
-        let mut by_p99: Vec<(String, f64)> = Method::ALL
+        let mut by_p99: Vec<(String, f64)> = Method::on(p)
             .iter()
             .filter_map(|&m| {
                 let v = MethodView::of(p, m);
@@ -279,6 +278,7 @@ fn conclusions(a: &Analysis, groups: &[(Group, Vec<&StampPoint>)]) -> String {
             ));
         }
     }
+    md.push_str(&xdp_conclusions(a));
     let kernel_p50 = a.find(BASELINE).and_then(|b| {
         latlab_stats::Estimate::of(
             &MethodView::of(b, Method::KernelTxRx).histogram(),
@@ -301,6 +301,48 @@ fn conclusions(a: &Analysis, groups: &[(Group, Vec<&StampPoint>)]) -> String {
     }
     for (_, settings) in groups {
         md.push_str(&setting_conclusions(settings));
+    }
+    md
+}
+
+/// What the prober over AF_XDP saw: how long after the XDP program's stamp the user-space
+/// clock read each answer, and the program's stamp against the kernel's receive stamp of the
+/// busy-polling socket prober (a pass of its own, with its own send path).
+fn xdp_conclusions(a: &Analysis) -> String {
+    let Some(xdp) = a.points.iter().find(|p| p.prober_poll == "xdp") else {
+        return String::new();
+    };
+    let p50 = |h: &latlab_stats::LatencyHistogram| {
+        latlab_stats::Estimate::of(h, 0.5, latlab_stats::Z_95).value_ns()
+    };
+    let mut read_after = latlab_stats::LatencyHistogram::new();
+    for s in &xdp.probes {
+        if let Some(x) = s.xdp_rx {
+            read_after.record(s.user_rx.saturating_sub(x));
+        }
+    }
+    let Some(after) = p50(&read_after) else {
+        return format!("- {}: too few samples.\n", xdp.setting);
+    };
+    let mut md = format!(
+        "- Over AF_XDP the user-space clock reads an answer {:.1} µs after the XDP program stamped it at the median ({} µs at p99).\n",
+        after as f64 / 1000.0,
+        pct_us(&read_after, Quantile::P99)
+    );
+    let busy = a
+        .points
+        .iter()
+        .find(|p| p.group == "methods" && p.prober_poll == "busy");
+    let excess = |p: &StampPoint, m| p50(&MethodView::of(p, m).excess());
+    if let (Some(x), Some(k)) = (
+        excess(xdp, Method::XdpRx),
+        busy.and_then(|b| excess(b, Method::KernelRx)),
+    ) {
+        md.push_str(&format!(
+            "  The XDP program's stamp exceeds the reference by {:.1} µs at the median, the kernel's receive stamp of the busy-polling socket prober by {:.1} µs (separate passes, and their send paths differ: AF_XDP against the socket's).\n",
+            x as f64 / 1000.0,
+            k as f64 / 1000.0
+        ));
     }
     md
 }

@@ -11,7 +11,7 @@ use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_io::Io;
 use latlab_link::LinkConfig;
 
-use super::prober::{probe, Probed};
+use super::prober::{probe, probe_port, Probed};
 use super::{plan, ForwarderSettings, Planned, ReflectorSettings, StampPoint, StampStudyOptions};
 use crate::study::emulator::bridge::{with_bridge, Bridge};
 use crate::study::points::{Existing, PointsDir};
@@ -109,6 +109,7 @@ pub(super) fn measure_all(
             group,
             setting,
             prober_busy,
+            prober_xdp,
             reflector,
             forwarder,
         } = planned;
@@ -148,7 +149,14 @@ pub(super) fn measure_all(
             let receive = receive_settings(&lab, cores, &reflector, &forwarder);
             match apply_all(&receive) {
                 Ok(()) => {
-                    let settings = (prober_busy, &reflector, forwarder);
+                    let prober = if prober_xdp {
+                        Prober::Xdp
+                    } else if prober_busy {
+                        Prober::Busy
+                    } else {
+                        Prober::Block
+                    };
+                    let settings = (prober, &reflector, forwarder);
                     let measured = measure_point(&lab, options, cores, settings, stop);
                     undo_all(&receive).map_err(|why| {
                         StudyError::Io(std::io::Error::other(format!(
@@ -173,10 +181,11 @@ pub(super) fn measure_all(
         let point = StampPoint {
             group: group.into(),
             setting: setting.into(),
-            prober_poll: match (group, prober_busy) {
-                ("outside", _) => "sockperf",
-                (_, true) => "busy",
-                (_, false) => "block",
+            prober_poll: match (group, prober_xdp, prober_busy) {
+                ("outside", _, _) => "sockperf",
+                (_, true, _) => "xdp",
+                (_, false, true) => "busy",
+                (_, false, false) => "block",
             }
             .into(),
             reflector,
@@ -364,13 +373,27 @@ fn a_to_b(options: &StampStudyOptions, settings: ForwarderSettings) -> LinkConfi
     }
 }
 
-/// One point: the reflector with `settings`, the emulator with `forwarder`'s, the prober
-/// waiting for answers busy polling or blocking.
+/// How the prober sends and waits for answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Prober {
+    /// A UDP socket, blocking in `ppoll`.
+    Block,
+    /// A UDP socket, busy polling.
+    Busy,
+    /// AF_XDP on the client's veth, busy polling its rings.
+    Xdp,
+}
+
+/// UMEM frames of the AF_XDP prober: one probe in flight needs few.
+const XDP_FRAMES: u32 = 256;
+
+/// One point: the reflector with `settings`, the emulator with `forwarder`'s, the prober as
+/// `prober` says.
 fn measure_point(
     lab: &ClientEmuServer,
     options: &StampStudyOptions,
     cores: Cores,
-    (prober_busy, settings, forwarder): (bool, &ReflectorSettings, ForwarderSettings),
+    (prober, settings, forwarder): (Prober, &ReflectorSettings, ForwarderSettings),
     stop: &Stop,
 ) -> Result<(Probed, serde_json::Value), StudyError> {
     let so_busy_poll = settings.so_busy_poll_us;
@@ -396,6 +419,17 @@ fn measure_point(
         )
     })??;
     let target = SocketAddr::from((lab.server_addr, PORT));
+    let xdp_prober = match prober {
+        Prober::Xdp => Some(latlab_io::netns::run_in(lab.client.name(), move || {
+            crate::measure::open_xdp("veth0", target, client.into(), XDP_FRAMES)?
+                .into_port(latlab_io::port::PortSizes::new(4, 2048))
+                .map_err(|e| crate::measure::MeasureError::Io {
+                    context: "--io xdp".into(),
+                    source: e,
+                })
+        })??),
+        Prober::Block | Prober::Busy => None,
+    };
     let echo_stop = Arc::new(Stop::new());
     let spinning = Arc::new(AtomicBool::new(settings.competitor));
     let competitor = settings.competitor.then(|| {
@@ -441,14 +475,19 @@ fn measure_point(
                 scope
                     .spawn(|| -> Result<Probed, StudyError> {
                         latlab_io::cpu::pin_current_thread(cores.prober)?;
-                        Ok(probe(
-                            &prober_socket,
-                            target,
-                            count,
-                            rate,
-                            prober_busy,
-                            stop,
-                        )?)
+                        Ok(match xdp_prober {
+                            Some((mut port, _reserved)) => {
+                                probe_port(&mut port, target, count, rate, stop)?
+                            }
+                            None => probe(
+                                &prober_socket,
+                                target,
+                                count,
+                                rate,
+                                prober == Prober::Busy,
+                                stop,
+                            )?,
+                        })
                     })
                     .join()
                     .map_err(|_| StudyError::Io(std::io::Error::other("the prober panicked")))?

@@ -102,6 +102,7 @@ pub(super) fn parse_full_log(text: &str) -> Vec<ProbeStamps> {
             let tx = seconds_ns(fields.next()?)?;
             let rx = seconds_ns(fields.next()?)?;
             (rx >= tx).then_some(ProbeStamps {
+                xdp_rx: None,
                 user_tx: tx,
                 user_rx: rx,
                 kernel_tx: None,

@@ -16,6 +16,7 @@ fn probe(t: u64, kernel_tx: u64, kernel_rx: u64, user_rx: u64) -> ProbeStamps {
         user_rx: t + user_rx,
         kernel_tx: Some(t + kernel_tx),
         kernel_rx: Some(t + kernel_rx),
+        xdp_rx: None,
     }
 }
 
@@ -216,4 +217,46 @@ fn the_report_is_drawn_from_the_points_with_conclusions_from_the_numbers() {
     let a = Analysis::load(&out).unwrap();
     assert_eq!(a.points.len(), 5);
     assert_eq!(a.points[0].setting, "prober blocks", "in the study's order");
+}
+
+#[test]
+fn the_xdp_method_reads_the_programs_stamp_and_its_point_draws_its_own_figure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("study");
+    let points = PointsDir::create(&dir, Existing::Refuse).unwrap();
+    let mut xdp = point("prober over AF_XDP", 2_000, |_| 110_000, |_| 3_000);
+    xdp.prober_poll = "xdp".into();
+    for p in &mut xdp.probes {
+        // The program stamps 1 µs before the kernel would have; no socket stamps.
+        p.xdp_rx = p.kernel_rx.map(|k| k - 1_000);
+        p.kernel_tx = None;
+        p.kernel_rx = None;
+    }
+    let s = xdp.probes[0];
+    assert_eq!(Method::XdpRx.rtt_ns(&s), Some(110_000));
+    assert_eq!(Method::KernelRx.rtt_ns(&s), None);
+    assert_eq!(Method::on(&xdp), &[Method::UserSpace, Method::XdpRx]);
+    let mut busy = point("prober busy-polls", 2_000, |_| 112_000, |_| 500);
+    busy.prober_poll = "busy".into();
+    assert_eq!(Method::on(&busy), &Method::ALL);
+    points.write("methods-prober-busy", &busy, None).unwrap();
+    points.write("methods-prober-xdp", &xdp, None).unwrap();
+    let report = write(&dir, "test lab").unwrap();
+    let md = fs::read_to_string(report).unwrap();
+    assert!(dir.join("methods-xdp.svg").is_file());
+    // Excess of xdp-rx: 110 µs − (100 + 2) µs reference = 8 µs at every percentile.
+    assert!(
+        md.contains("| prober over AF_XDP | xdp-rx | 2000 | 8.0 | 8.0 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| prober over AF_XDP | user-space (xdp) | 2000 |"),
+        "{md}"
+    );
+    assert!(!md.contains("| prober over AF_XDP | kernel-rx"), "{md}");
+    assert!(
+        md.contains("reads an answer 4.0 µs after the XDP program stamped it"),
+        "{md}"
+    );
+    assert!(md.contains("exceeds the reference by 8.0 µs"), "{md}");
 }
