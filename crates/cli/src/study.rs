@@ -1,4 +1,4 @@
-//! `latlab study game-server`, `latlab study emulator` and `latlab study timestamps`: flags → latlab-lab's studies.
+//! `latlab study game-server`, `emulator`, `timestamps` and `transports`: flags → latlab-lab's studies.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,6 +23,69 @@ pub(crate) enum StudyCommand {
     /// busy polling, kernel software RX and TX stamps) against an emulated path of known
     /// delay, and which reflector OS settings move the tail (namespaces; root).
     Timestamps(StampStudyArgs),
+    /// Reliable transports for thin game streams side by side through an emulated path
+    /// (Harcsik et al.): every transport's streams at once per RTT × interarrival × loss cell,
+    /// random and bursty loss (namespaces; root).
+    Transports(TransportStudyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct TransportStudyArgs {
+    /// Round-trip times the emulator adds (half each way), comma separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_duration, default_value = "50ms,100ms,200ms")]
+    rtts: Vec<Duration>,
+    /// Gaps between a stream's messages, comma separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_duration, default_value = "50ms,100ms,200ms")]
+    intervals: Vec<Duration>,
+    /// Loss each way in percent, comma separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_percent, default_value = "0.1%,0.5%,1%,2.5%")]
+    losses: Vec<f64>,
+    /// Loss models, comma separated: random (each frame on its own) and bursty
+    /// (Gilbert-Elliott, the same mean in bursts of 3 frames).
+    #[arg(long, value_delimiter = ',', default_value = "random,bursty")]
+    loss_models: Vec<latlab_lab::study::transports::LossKind>,
+    /// Transports, comma separated, as `latlab stream --transport` spells them (options after
+    /// a colon, separated by `+` here: latlab:rack+rdb=600) [default: udp, tcp (cubic), tcp
+    /// (reno, thin), enet, kcp (fast), quic, latlab's tcp-like, thin and rack with RDB].
+    #[arg(long, value_delimiter = ',', value_parser = parse_transport)]
+    transports: Vec<latlab_lab::stream::TransportSpec>,
+    /// Streams of each transport at once per cell.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    streams: u32,
+    /// Bytes per message.
+    #[arg(long, default_value_t = 100, value_name = "BYTES")]
+    size: usize,
+    /// How long each stream sends per cell.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DUR")]
+    duration: Duration,
+    /// Results folder (default latlab-results/transports-<time>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Continue an interrupted study in --out, skipping the cells it finished.
+    #[arg(long, requires = "out")]
+    resume: bool,
+    /// Measure only share I of N of the cells into --out, so that N jobs started with the
+    /// same options fill one folder (the last to finish draws the report).
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse, default_value = "1/1", requires = "out")]
+    shard: Shard,
+}
+
+/// `2.5%` or `2.5` → 0.025.
+fn parse_percent(text: &str) -> Result<f64, String> {
+    let number = text.strip_suffix('%').unwrap_or(text);
+    match number.parse::<f64>() {
+        Ok(p) if (0.0..100.0).contains(&p) => Ok(p / 100.0),
+        _ => Err(format!(
+            "{text:?}: expected a percentage from 0 to below 100 (2.5%)"
+        )),
+    }
+}
+
+/// A transport as `latlab stream` spells it, with `+` for the commas between its options.
+fn parse_transport(text: &str) -> Result<latlab_lab::stream::TransportSpec, String> {
+    text.replace('+', ",")
+        .parse::<latlab_lab::stream::TransportSpec>()
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, clap::Args)]
@@ -129,6 +192,7 @@ pub(crate) fn run(command: StudyCommand) -> Result<()> {
         StudyCommand::GameServer(a) => game_study(a),
         StudyCommand::Emulator(a) => emu_study(a),
         StudyCommand::Timestamps(a) => stamp_study(a),
+        StudyCommand::Transports(a) => transport_study(a),
     }
 }
 
@@ -264,6 +328,54 @@ fn stamp_study(a: StampStudyArgs) -> Result<()> {
     if let Some(signal) = crate::signals::received() {
         eprintln!(
             "stopped by {}: the finished points are in the folder; rerun with --resume to go on",
+            signal.name()
+        );
+    }
+    Ok(())
+}
+
+fn transport_study(a: TransportStudyArgs) -> Result<()> {
+    use latlab_lab::study::transports::{self, TransportStudyOptions};
+    if let Some(reason) = latlab_lab::topology::why_no_namespaces() {
+        bail!("study transports needs network namespaces: {reason}");
+    }
+    for (flag, empty) in [
+        ("--rtts", a.rtts.is_empty()),
+        ("--intervals", a.intervals.is_empty()),
+        ("--losses", a.losses.is_empty()),
+        ("--loss-models", a.loss_models.is_empty()),
+    ] {
+        if empty {
+            bail!("{flag} must name at least one value");
+        }
+    }
+    if a.streams == 0 || a.streams > 200 {
+        bail!("--streams must be from 1 to 200");
+    }
+    if let Some(i) = a.intervals.iter().find(|i| i.is_zero()) {
+        bail!("--intervals: {i:?} is not a gap between messages");
+    }
+    let out = a.out.unwrap_or_else(|| default_out("transports"));
+    let mut options = TransportStudyOptions::new(out);
+    options.rtts = a.rtts;
+    options.intervals = a.intervals;
+    options.losses = a.losses;
+    options.loss_kinds = a.loss_models;
+    if !a.transports.is_empty() {
+        options.transports = a.transports;
+    }
+    options.streams = a.streams;
+    options.size = a.size;
+    options.duration = a.duration;
+    options.resume = a.resume;
+    options.shard = a.shard;
+    crate::clean::at_start();
+    let mut bar = progress::StudyBar::new();
+    let report = transports::run(&options, &STOP, &mut bar)?;
+    print_report(&report)?;
+    if let Some(signal) = crate::signals::received() {
+        eprintln!(
+            "stopped by {}: the finished cells are in the folder; rerun with --resume to go on",
             signal.name()
         );
     }

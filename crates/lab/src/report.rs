@@ -29,7 +29,9 @@ use std::path::{Path, PathBuf};
 use latlab_stats::CcdfPoint;
 
 use crate::results::RunSummary;
-use crate::study::{emulator, game_server, points, timestamps, StudyError, StudyFile, StudyKind};
+use crate::study::{
+    emulator, game_server, points, timestamps, transports, StudyError, StudyFile, StudyKind,
+};
 
 /// What a results folder holds.
 #[derive(Debug)]
@@ -140,6 +142,7 @@ impl Folder {
                     StudyKind::GameServer => game_server::report::write(dir, &topology)?,
                     StudyKind::Emulator => emulator::report::write(dir, &topology)?,
                     StudyKind::Timestamps => timestamps::report::write(dir, &topology)?,
+                    StudyKind::Transports => transports::report::write(dir, &topology)?,
                 };
                 Ok(Redrawn::Study {
                     kind,
@@ -158,6 +161,7 @@ fn kind_of_point(key: &str) -> Option<StudyKind> {
         "sweep" | "table" | "flood" => Some(StudyKind::GameServer),
         "kernel" | "emu" | "loss" | "rate" => Some(StudyKind::Emulator),
         "methods" | "reflector" => Some(StudyKind::Timestamps),
+        first if first.starts_with("rtt") => Some(StudyKind::Transports),
         _ => None,
     }
 }
@@ -167,7 +171,7 @@ fn old_topology(dir: &Path, kind: StudyKind) -> Option<String> {
     let text = fs::read_to_string(dir.join("report.md")).ok()?;
     let line = text.lines().find_map(|l| l.strip_prefix("Topology: "))?;
     let topology = match kind {
-        StudyKind::GameServer | StudyKind::Timestamps => line,
+        StudyKind::GameServer | StudyKind::Timestamps | StudyKind::Transports => line,
         StudyKind::Emulator => line.split_once(". Round trips").map_or(line, |(t, _)| t),
     };
     Some(topology.to_string())
@@ -252,7 +256,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::study::{emulator, game_server, timestamps};
+    use crate::study::{emulator, game_server, timestamps, transports};
 
     /// Every file of `dir` but the points, by name, with its bytes.
     fn artefacts(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -279,6 +283,7 @@ mod tests {
             StudyKind::GameServer => game_server::report::write(out, "namespaces (test)"),
             StudyKind::Emulator => emulator::report::write(out, "namespaces (test)"),
             StudyKind::Timestamps => timestamps::report::write(out, "namespaces (test)"),
+            StudyKind::Transports => transports::report::write(out, "namespaces (test)"),
         }
         .unwrap();
         let written = artefacts(out);

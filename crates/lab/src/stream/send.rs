@@ -132,6 +132,16 @@ pub fn run(
     stop: &Stop,
     log: &mut dyn FnMut(&str),
 ) -> Result<StreamSummary, CommandError> {
+    run_measured(command, stop, log).map(|(summary, _)| summary)
+}
+
+/// As [`run`], also returning the latency histogram the summary was made from, so that
+/// several runs can be merged exactly.
+pub fn run_measured(
+    command: &SendCommand,
+    stop: &Stop,
+    log: &mut dyn FnMut(&str),
+) -> Result<(StreamSummary, latlab_stats::LatencyHistogram), CommandError> {
     command.check()?;
     let target = command.target;
     let spec = &command.transport;
@@ -349,7 +359,7 @@ pub fn run(
             .map_err(std::io::Error::other)?;
         write_atomic(path, &w.into_inner())?;
     }
-    Ok(summary)
+    Ok((summary, latency))
 }
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ pub mod points;
 pub mod progress;
 pub mod shard;
 pub mod timestamps;
+pub mod transports;
 
 pub use error::StudyError;
 pub use progress::StudyProgress;
@@ -99,6 +100,8 @@ pub enum StudyKind {
     Emulator,
     /// `latlab study timestamps`.
     Timestamps,
+    /// `latlab study transports`.
+    Transports,
 }
 
 impl StudyKind {
@@ -108,6 +111,7 @@ impl StudyKind {
             StudyKind::GameServer => "game-server",
             StudyKind::Emulator => "emulator",
             StudyKind::Timestamps => "timestamps",
+            StudyKind::Transports => "transports",
         }
     }
 }

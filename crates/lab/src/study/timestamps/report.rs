@@ -257,7 +257,11 @@ fn conclusions(a: &Analysis, groups: &[(Group, Vec<&StampPoint>)]) -> String {
         if let (Some(best), Some(worst)) = (by_p99.first(), by_p99.last()) {
             md.push_str(&format!(
                 "- With the {}: {} comes closest to the reference at p99 (excess {:.1} µs), {} strays furthest ({:.1} µs).\n",
-                p.setting.replace("prober", "prober that"),
+                if p.prober_poll == "xdp" {
+                    p.setting.clone()
+                } else {
+                    p.setting.replace("prober", "prober that")
+                },
                 best.0,
                 best.1 / 1000.0,
                 worst.0,

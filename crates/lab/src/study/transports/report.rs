@@ -1,0 +1,358 @@
+//! `report.md` of the transport study, its tables, and [`write()`], which draws them and the
+//! figures from the points folder only.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::figures::{ccdf_svg, lines_svg, Line};
+use super::{LossKind, TransportPoint};
+use crate::results::write_atomic;
+use crate::study::{points, StudyError};
+
+/// The cell the target is stated for: RTT 100 ms, interarrival 100 ms, 2.5 % loss.
+const TARGET: (u64, u64, f64) = (100_000_000, 100_000_000, 0.025);
+
+/// Every point of a results folder, and the files that did not read.
+#[derive(Debug, Default)]
+pub(super) struct Loaded {
+    pub(super) points: Vec<TransportPoint>,
+    pub(super) skipped: Vec<String>,
+}
+
+impl Loaded {
+    pub(super) fn load(out: &Path) -> Result<Loaded, StudyError> {
+        let mut l = Loaded::default();
+        for f in points::load(out)?.files {
+            match f
+                .text
+                .and_then(|t| serde_json::from_str::<TransportPoint>(&t).map_err(|e| e.to_string()))
+            {
+                Ok(p) => l.points.push(p),
+                Err(e) => l.skipped.push(format!("{}: {e}", f.path.display())),
+            }
+        }
+        Ok(l)
+    }
+
+    /// The transports, in the order they first appear (points are read sorted by key, so
+    /// the order is stable).
+    fn transports(&self) -> Vec<String> {
+        let mut seen = Vec::new();
+        for p in &self.points {
+            if !seen.contains(&p.transport) {
+                seen.push(p.transport.clone());
+            }
+        }
+        seen
+    }
+
+    /// The (RTT, interval) pairs of `kind`, ascending.
+    fn paths(&self, kind: LossKind) -> BTreeSet<(u64, u64)> {
+        self.points
+            .iter()
+            .filter(|p| p.loss_kind == kind)
+            .map(|p| (p.rtt_ns, p.interval_ns))
+            .collect()
+    }
+
+    fn cell(&self, kind: LossKind, (rtt, ia): (u64, u64), loss: f64) -> Vec<&TransportPoint> {
+        self.points
+            .iter()
+            .filter(|p| p.loss_kind == kind && p.rtt_ns == rtt && p.interval_ns == ia)
+            .filter(|p| (p.loss - loss).abs() < 1e-9)
+            .collect()
+    }
+
+    fn losses(&self, kind: LossKind, path: (u64, u64)) -> Vec<f64> {
+        let mut l: Vec<f64> = self
+            .points
+            .iter()
+            .filter(|p| p.loss_kind == kind && (p.rtt_ns, p.interval_ns) == path)
+            .map(|p| p.loss)
+            .collect();
+        l.sort_by(f64::total_cmp);
+        l.dedup();
+        l
+    }
+}
+
+/// A percentile of a point in ms, if the samples bound it.
+pub(super) fn pct_ms(p: &TransportPoint, key: &str) -> Option<f64> {
+    p.latency_ns
+        .percentile(key)
+        .and_then(|e| e.estimate.value_ns())
+        .map(|v| v as f64 / 1e6)
+}
+
+fn ms_or_few(v: Option<f64>) -> String {
+    v.map_or("too few samples".into(), |v| format!("{v:.1}"))
+}
+
+/// Reads every point under `out`, writes the figures and `report.md`; returns its path.
+pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
+    let l = Loaded::load(out)?;
+    let figure = |file: String| move |reason| StudyError::Figure { file, reason };
+    let mut md = String::from("# Thin-stream transports through an emulated path\n\n");
+    let _ = writeln!(md, "Topology: {topology}.\n");
+    md.push_str("After Harcsik et al., \"Latency Evaluation of Networking Mechanisms for Game Traffic\" (NetGames '07). Every transport runs its streams at the same time through one emulator that holds half the round trip each way and drops frames at the cell's rate each way (random: each frame on its own; bursty: Gilbert-Elliott with the same mean, bursts of 3 frames on average). Latency is the application's: from a message's intended send time to its delivery at the receiving application. Percentiles come from the streams' merged histograms; \"too few samples\" where the messages cannot bound one. Wire: all bytes both ways (IP headers included) against plain UDP's for the same messages.\n\n");
+    let transports = l.transports();
+    for kind in [LossKind::Random, LossKind::Bursty] {
+        let paths = l.paths(kind);
+        if paths.is_empty() {
+            continue;
+        }
+        let _ = writeln!(md, "## {} loss\n", capitalised(kind.name()));
+        for &path in &paths {
+            md.push_str(&path_table(&l, kind, path, &transports));
+            let name = format!(
+                "fig2-{}-rtt{}ms-ia{}ms.svg",
+                kind.name(),
+                path.0 / 1_000_000,
+                path.1 / 1_000_000
+            );
+            let title = format!(
+                "p99.9 latency vs loss, RTT {} ms, every {} ms ({} loss)",
+                path.0 / 1_000_000,
+                path.1 / 1_000_000,
+                kind.name()
+            );
+            let lines = lines_of(&l, kind, path, &transports, |p| pct_ms(p, "p99_9"));
+            let svg = lines_svg(&title, "p99.9 application latency (ms)", &lines, true)
+                .map_err(figure(name.clone()))?;
+            write_atomic(&out.join(&name), svg.as_bytes())?;
+            let _ = writeln!(md, "\n![{title}]({name})\n");
+            // Figure 3: every transport's CCDF on the path's highest loss.
+            if let Some(&loss) = l.losses(kind, path).last() {
+                let cell = l.cell(kind, path, loss);
+                let name = format!(
+                    "fig3-ccdf-{}-rtt{}ms-ia{}ms-loss{}.svg",
+                    kind.name(),
+                    path.0 / 1_000_000,
+                    path.1 / 1_000_000,
+                    loss * 100.0
+                );
+                let title = format!(
+                    "CCDF, RTT {} ms, every {} ms, {}% {} loss",
+                    path.0 / 1_000_000,
+                    path.1 / 1_000_000,
+                    loss * 100.0,
+                    kind.name()
+                );
+                let svg = ccdf_svg(&title, &cell).map_err(figure(name.clone()))?;
+                write_atomic(&out.join(&name), svg.as_bytes())?;
+                let _ = writeln!(md, "![{title}]({name})\n");
+            }
+        }
+        // Figure 4: wire bytes against plain UDP's, averaged over the paths.
+        let name = format!("fig4-overhead-{}.svg", kind.name());
+        let title = format!("Wire bytes / plain UDP's bytes ({} loss)", kind.name());
+        let lines: Vec<Line> = transports
+            .iter()
+            .map(|t| {
+                let mut by_loss: Vec<(f64, f64)> = Vec::new();
+                let mut losses: Vec<f64> = l
+                    .points
+                    .iter()
+                    .filter(|p| p.loss_kind == kind && &p.transport == t)
+                    .map(|p| p.loss)
+                    .collect();
+                losses.sort_by(f64::total_cmp);
+                losses.dedup();
+                for loss in losses {
+                    let ratios: Vec<f64> = l
+                        .points
+                        .iter()
+                        .filter(|p| p.loss_kind == kind && &p.transport == t)
+                        .filter(|p| (p.loss - loss).abs() < 1e-9 && p.sent > 0)
+                        .map(|p| p.wire.bytes_ratio)
+                        .collect();
+                    if !ratios.is_empty() {
+                        by_loss.push((
+                            loss * 100.0,
+                            ratios.iter().sum::<f64>() / ratios.len() as f64,
+                        ));
+                    }
+                }
+                (t.clone(), by_loss)
+            })
+            .collect();
+        let svg = lines_svg(&title, "bytes on the wire / plain UDP's", &lines, false)
+            .map_err(figure(name.clone()))?;
+        write_atomic(&out.join(&name), svg.as_bytes())?;
+        let _ = writeln!(md, "![{title}]({name})\n");
+    }
+    md.push_str(&conclusions(&l));
+    if !l.skipped.is_empty() {
+        md.push_str("\nSkipped point files:\n");
+        for s in &l.skipped {
+            let _ = writeln!(md, "- {s}");
+        }
+    }
+    let report = out.join("report.md");
+    write_atomic(&report, md.as_bytes())?;
+    Ok(report)
+}
+
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map_or_else(String::new, |f| {
+        f.to_uppercase().collect::<String>() + c.as_str()
+    })
+}
+
+/// One line per transport: `stat` against loss in percent on `path`.
+fn lines_of(
+    l: &Loaded,
+    kind: LossKind,
+    path: (u64, u64),
+    transports: &[String],
+    stat: impl Fn(&TransportPoint) -> Option<f64>,
+) -> Vec<Line> {
+    transports
+        .iter()
+        .map(|t| {
+            let pts = l
+                .losses(kind, path)
+                .into_iter()
+                .filter_map(|loss| {
+                    let cell = l.cell(kind, path, loss);
+                    let p = cell.iter().find(|p| &p.transport == t)?;
+                    Some((loss * 100.0, stat(p)?))
+                })
+                .collect();
+            (t.clone(), pts)
+        })
+        .collect()
+}
+
+/// Every transport on every loss of one path.
+fn path_table(l: &Loaded, kind: LossKind, path: (u64, u64), transports: &[String]) -> String {
+    let mut md = format!(
+        "### RTT {} ms, a message every {} ms\n\n| loss | transport | messages | lost | avg [ms] | p50 [ms] | p99 [ms] | p99.9 [ms] | max [ms] | wire bytes / UDP's | packets / message | retransmissions |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        path.0 / 1_000_000,
+        path.1 / 1_000_000
+    );
+    for loss in l.losses(kind, path) {
+        let cell = l.cell(kind, path, loss);
+        for t in transports {
+            let Some(p) = cell.iter().find(|p| &p.transport == t) else {
+                continue;
+            };
+            let retrans = match (
+                p.wire.forward.retransmissions,
+                p.wire.reverse.retransmissions,
+            ) {
+                (Some(f), Some(r)) => (f + r).to_string(),
+                _ => "-".into(),
+            };
+            let _ = writeln!(
+                md,
+                "| {}% | {} | {} | {}{} | {:.1} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {retrans} |",
+                loss * 100.0,
+                p.transport,
+                p.sent,
+                p.lost,
+                if p.failed_streams > 0 {
+                    format!(" ({} streams failed)", p.failed_streams)
+                } else {
+                    String::new()
+                },
+                p.latency_ns.mean_ns / 1e6,
+                ms_or_few(pct_ms(p, "p50")),
+                ms_or_few(pct_ms(p, "p99")),
+                ms_or_few(pct_ms(p, "p99_9")),
+                p.latency_ns.max_ns as f64 / 1e6,
+                p.wire.bytes_ratio,
+                p.wire.packets_per_message,
+            );
+        }
+    }
+    md.push('\n');
+    md
+}
+
+/// Whether a transport is latlab's own.
+fn is_latlab(t: &str) -> bool {
+    t.starts_with("latlab")
+}
+
+/// Conclusions drawn from the numbers: which transport has the lowest tail where, and the
+/// issue's target at RTT 100 ms, a message every 100 ms, 2.5 % loss.
+pub(super) fn conclusions(l: &Loaded) -> String {
+    let mut md = String::from("## Conclusions\n\n");
+    for kind in [LossKind::Random, LossKind::Bursty] {
+        let mut wins: Vec<(String, u32)> = Vec::new();
+        let mut cells = 0;
+        for path in l.paths(kind) {
+            for loss in l.losses(kind, path) {
+                let reliable: Vec<&TransportPoint> = l
+                    .cell(kind, path, loss)
+                    .into_iter()
+                    .filter(|p| p.reliable && p.failed_streams == 0 && p.sent > 0)
+                    .collect();
+                if let Some(best) = reliable.iter().min_by_key(|p| p.latency_ns.max_ns) {
+                    cells += 1;
+                    match wins.iter_mut().find(|w| w.0 == best.transport) {
+                        Some(w) => w.1 += 1,
+                        None => wins.push((best.transport.clone(), 1)),
+                    }
+                }
+            }
+        }
+        if cells == 0 {
+            continue;
+        }
+        wins.sort_by_key(|w| std::cmp::Reverse(w.1));
+        let list: Vec<String> = wins.iter().map(|(t, n)| format!("{t} in {n}")).collect();
+        let _ = writeln!(
+            md,
+            "- {} loss: the reliable transport with the lowest maximum latency, cell by cell ({cells} cells): {}.",
+            capitalised(kind.name()),
+            list.join(", ")
+        );
+        md.push_str(&target(l, kind));
+    }
+    md
+}
+
+/// The target at RTT 100 ms, every 100 ms, 2.5 % loss: latlab's best thin policy against the
+/// best peer (maximum and p99.9 at most half), and its bytes against ENet's (at most 1.5×).
+fn target(l: &Loaded, kind: LossKind) -> String {
+    let (rtt, ia, loss) = TARGET;
+    let cell: Vec<&TransportPoint> = l
+        .cell(kind, (rtt, ia), loss)
+        .into_iter()
+        .filter(|p| p.reliable && p.failed_streams == 0 && p.sent > 0)
+        .collect();
+    let best = |ours: bool| {
+        cell.iter()
+            .filter(|p| is_latlab(&p.transport) == ours)
+            .min_by_key(|p| p.latency_ns.max_ns)
+            .copied()
+    };
+    let (Some(mine), Some(peer)) = (best(true), best(false)) else {
+        return String::new();
+    };
+    let enet = cell.iter().find(|p| p.transport == "enet");
+    let max_ratio = mine.latency_ns.max_ns as f64 / peer.latency_ns.max_ns.max(1) as f64;
+    let p999 = pct_ms(mine, "p99_9").zip(pct_ms(peer, "p99_9"));
+    let bytes = enet.map(|e| mine.wire.bytes_ratio / e.wire.bytes_ratio.max(f64::MIN_POSITIVE));
+    let held = max_ratio <= 0.5
+        && p999.is_some_and(|(m, p)| m <= 0.5 * p)
+        && bytes.is_some_and(|b| b <= 1.5);
+    format!(
+        "  At RTT 100 ms, every 100 ms, 2.5% loss: latlab's best ({}) has a maximum of {:.1} ms against {:.1} ms for the best peer ({}), {:.2}×; p99.9 {}; wire bytes {} ENet's. Target (maximum and p99.9 at most half the best peer's, at most 1.5× ENet's bytes): {}.\n",
+        mine.transport,
+        mine.latency_ns.max_ns as f64 / 1e6,
+        peer.latency_ns.max_ns as f64 / 1e6,
+        peer.transport,
+        max_ratio,
+        p999.map_or("too few samples".into(), |(m, p)| format!(
+            "{m:.1} ms against {p:.1} ms, {:.2}×",
+            m / p
+        )),
+        bytes.map_or("(no ENet point)".into(), |b| format!("{b:.2}×")),
+        if held { "held" } else { "not held" }
+    )
+}
