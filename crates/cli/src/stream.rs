@@ -74,6 +74,16 @@ pub(crate) struct SendArgs {
     /// Gap between messages (the paper: 50ms, 100ms, 200ms), at least 10us.
     #[arg(long, default_value = "50ms", value_name = "DUR", value_parser = parse_interval, allow_hyphen_values = true)]
     interval: Duration,
+    /// Send a game's traffic instead of --size/--interval: the model's sizes and gaps (open
+    /// loop, from the intended times), a Table 1 row of Harcsik et al. (anarchy-online, wow,
+    /// counter-strike, halo3-intense, halo3-moderate, gears-of-war, tony-hawk, test-drive) or
+    /// fixed:SIZE@INTERVAL; NAME*SPEED runs it SPEED times as fast. Messages below the 24-byte
+    /// message header are sent at 24 bytes and counted (raised).
+    #[arg(long, value_name = "MODEL", conflicts_with_all = ["size", "interval"])]
+    model: Option<latlab_lab::command::TrafficModel>,
+    /// Seed of the model's draws.
+    #[arg(long, default_value_t = 1, value_name = "N", requires = "model")]
+    seed: u64,
     /// How long to send.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
     duration: Duration,
@@ -115,6 +125,8 @@ fn send(a: SendArgs) -> Result<()> {
     let mut command = SendCommand::new(resolve("--target", &a.target)?, a.transport);
     command.size = a.size;
     command.interval = a.interval;
+    command.model = a.model;
+    command.seed = a.seed;
     command.duration = a.duration;
     command.grace = a.grace;
     command.json = a.json;

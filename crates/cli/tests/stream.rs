@@ -258,3 +258,62 @@ fn ctrl_c_ends_a_send_early_with_what_it_measured_and_exit_130() {
     assert_eq!(s["delivered"].as_u64().unwrap(), sent, "{s}");
     assert_eq!(s["failure"], serde_json::Value::Null);
 }
+
+#[test]
+fn a_sender_follows_a_traffic_model_with_its_sizes_and_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let recv = RecvProcess::start(&["--transport", "udp", "--runs", "2"]);
+    let target = recv.addr.to_string();
+    let send = |model: &str, json: &std::path::Path| {
+        let out = assert_cmd::Command::new(cargo_bin("latlab"))
+            .args(["stream", "send", "--target", &target, "--transport", "udp"])
+            .args(["--model", model, "--duration", "1s", "--json"])
+            .arg(json)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        common::read_json(json)
+    };
+    // One size at one interval: 100 messages of 100 bytes in a second.
+    let fixed = send("fixed:100@10ms", &dir.path().join("fixed.json"));
+    assert_eq!(fixed["traffic"], "fixed:100@10000000ns", "{fixed}");
+    assert_eq!(
+        (fixed["sent"].as_u64(), fixed["size"].as_u64()),
+        (Some(100), Some(100))
+    );
+    assert_eq!(fixed["interval_ns"], 10_000_000);
+    // World of Warcraft twenty times as fast: about 64 messages a second, averaging 26 bytes,
+    // many below the 24-byte header (sent at 24 and counted).
+    let wow = send("wow*20", &dir.path().join("wow.json"));
+    assert_eq!(wow["traffic"], "wow*20", "{wow}");
+    let sent = wow["sent"].as_u64().unwrap();
+    assert!((20..200).contains(&sent), "{wow}");
+    assert_eq!(wow["delivered"], sent, "{wow}");
+    assert!(wow["raised"].as_u64().unwrap() > 0, "{wow}");
+    assert!(wow["size"].as_u64().unwrap() < 100, "{wow}");
+    // Plain UDP puts exactly each message and its headers on the wire: its bytes are the
+    // baseline to the byte, whatever the sizes.
+    assert_eq!(wow["wire"]["bytes_ratio"], 1.0, "{wow}");
+    fails(
+        &[
+            "stream",
+            "send",
+            "--target",
+            &target,
+            "--transport",
+            "udp",
+            "--model",
+            "wow",
+            "--size",
+            "100",
+            "--duration",
+            "1s",
+        ],
+        2,
+        "--size",
+    );
+}

@@ -21,6 +21,7 @@ pub mod enet;
 pub mod kcp;
 pub mod latlab;
 pub mod message;
+pub mod plan;
 pub mod quic;
 pub mod recv;
 pub mod send;

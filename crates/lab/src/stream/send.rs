@@ -13,12 +13,14 @@ use latlab_stats::{ccdf, Summary};
 
 use super::control::{self, ControlReader, Start, ToReceiver, ToSender};
 use super::message::{self, Message, HEADER_LEN, MAX_LEN};
+use super::plan::Plan;
 use super::summary::{StreamSummary, WireReport};
 use super::tcp::{configure, RtoMinGuard};
 use super::transport::{SenderSetup, TcpOptions, TransportSpec};
 use super::wire::udp_overhead;
 use crate::command::{check_writable, CommandError};
 use crate::results::write_atomic;
+use latlab_probe::model::TrafficModel;
 
 /// The most messages one run sends.
 pub const MAX_MESSAGES: u64 = 10_000_000;
@@ -42,6 +44,11 @@ pub struct SendCommand {
     pub json: Option<PathBuf>,
     /// Write the latency histogram to this HdrHistogram interval log.
     pub hlog: Option<PathBuf>,
+    /// Send a game's traffic instead of `size` bytes every `interval`: the model's sizes and
+    /// gaps, drawn from `seed` (`--model`).
+    pub model: Option<TrafficModel>,
+    /// Seed of the model's draws.
+    pub seed: u64,
 }
 
 impl SendCommand {
@@ -56,6 +63,21 @@ impl SendCommand {
             grace: Duration::from_secs(2),
             json: None,
             hlog: None,
+            model: None,
+            seed: 1,
+        }
+    }
+
+    /// The messages of the run: the model's, drawn in advance, or `size` bytes every
+    /// `interval`; `None` when the model makes more than [`MAX_MESSAGES`].
+    pub fn plan(&self) -> Option<Plan> {
+        match &self.model {
+            Some(model) => Plan::drawn(model, self.seed, self.duration, MAX_MESSAGES),
+            None => Some(Plan::Fixed {
+                size: self.size,
+                interval_ns: self.interval.as_nanos() as u64,
+                count: self.messages(),
+            }),
         }
     }
 
@@ -73,6 +95,25 @@ impl SendCommand {
                 "--target {}: port 0 cannot be sent to",
                 self.target
             ));
+        }
+        if let Some(model) = &self.model {
+            if model.max_size() > MAX_LEN {
+                return bad(format!(
+                    "--model {model}: messages up to {} bytes, more than {MAX_LEN}",
+                    model.max_size()
+                ));
+            }
+            return match self.plan() {
+                None => bad(format!(
+                    "--model {model} for {:?} makes more than the {MAX_MESSAGES} messages a run sends",
+                    self.duration
+                )),
+                Some(p) if p.is_empty() => bad(format!(
+                    "--duration ({:?}) holds no message of --model {model}",
+                    self.duration
+                )),
+                Some(_) => self.check_rest(),
+            };
         }
         if !(HEADER_LEN..=MAX_LEN).contains(&self.size) {
             return bad(format!(
@@ -100,6 +141,12 @@ impl SendCommand {
                 self.messages()
             ));
         }
+        self.check_rest()
+    }
+
+    /// The checks of the grace and the files.
+    fn check_rest(&self) -> Result<(), CommandError> {
+        let bad = |text: String| Err(CommandError::Options(text));
         if self.grace > Duration::from_secs(60) {
             return bad(format!("--grace must be at most 60s, not {:?}", self.grace));
         }
@@ -166,7 +213,10 @@ pub fn run_measured(
         .map_err(no_receiver("no latlab stream recv answers there"))?;
     ctl.set_nodelay(true).map_err(no_receiver("control"))?;
     let run = run_id();
-    let messages = command.messages();
+    let plan = command.plan().ok_or_else(|| {
+        CommandError::Options("--model makes more messages than a run sends".into())
+    })?;
+    let messages = plan.len();
     ctl.write_all(&control::HELLO_CONTROL)
         .map_err(no_receiver("control"))?;
     control::write_frame(
@@ -175,7 +225,7 @@ pub fn run_measured(
             version: env!("CARGO_PKG_VERSION").to_string(),
             transport: spec.to_string(),
             run,
-            size: command.size,
+            size: plan.max_size(),
             messages,
             duration_ms: command.duration.as_millis() as u64,
         }),
@@ -237,8 +287,8 @@ pub fn run_measured(
             "--transport {spec} to {target}"
         )))?;
     let _ = latlab_io::cpu::set_timer_slack_ns(1);
-    let interval_ns = command.interval.as_nanos() as u64;
-    let mut buf = vec![0u8; command.size];
+    let interval_ns = plan.mean_gap_ns();
+    let mut buf = vec![0u8; plan.max_size()];
     let start_ns = now_ns() + 1_000_000;
     let mut next = 0u64;
     let mut ignore = |_: &[u8]| {};
@@ -248,15 +298,16 @@ pub fn run_measured(
     };
     while next < messages && !stop.is_raised() {
         let now = now_ns();
-        let due = start_ns + next * interval_ns;
+        let (offset, size) = plan.at(next);
+        let due = start_ns + offset;
         if now >= due {
             let header = Message {
                 run,
                 seq: next,
                 sent_ns: due,
             };
-            message::emit(&header, &mut buf);
-            endpoint.send(&buf).map_err(failed)?;
+            message::emit(&header, &mut buf[..size]);
+            endpoint.send(&buf[..size]).map_err(failed)?;
             next += 1;
             continue;
         }
@@ -316,8 +367,13 @@ pub fn run_measured(
         transport: spec.to_string(),
         reliable: spec.is_reliable(),
         target: target.to_string(),
-        size: command.size,
+        size: match plan {
+            Plan::Fixed { size, .. } => size,
+            Plan::Drawn { .. } => (plan.payload_bytes(sent) / sent.max(1)) as usize,
+        },
         interval_ns,
+        traffic: command.model.as_ref().map(|m| m.to_string()),
+        raised: plan.raised(),
         duration_ns: command.duration.as_nanos() as u64,
         start_time_unix_ns: start_ns,
         stopped_early,
@@ -332,11 +388,11 @@ pub fn run_measured(
         failure,
         latency_ns: Summary::from_histogram(&latency),
         ccdf: ccdf(&latency),
-        wire: WireReport::new(
+        wire: WireReport::of_payload(
             forward,
             results.wire,
             sent,
-            command.size,
+            plan.payload_bytes(sent),
             udp_overhead(target),
         ),
     };

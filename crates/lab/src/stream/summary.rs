@@ -17,10 +17,17 @@ pub struct StreamSummary {
     pub reliable: bool,
     /// The receiver.
     pub target: String,
-    /// Bytes per message.
+    /// Bytes per message (with a model: the mean).
     pub size: usize,
-    /// Gap between messages, ns.
+    /// Gap between messages, ns (with a model: the mean).
     pub interval_ns: u64,
+    /// The traffic model the messages followed (`--model`); absent for one size at one
+    /// interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<String>,
+    /// Messages of the model smaller than the message header, sent at the header's size.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub raised: u64,
     /// How long the sender sent, ns.
     pub duration_ns: u64,
     /// When the first message was due, ns since the Unix epoch.
@@ -75,6 +82,10 @@ pub struct WireReport {
     pub packets_per_message: f64,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 impl WireReport {
     /// The report of `forward` and `reverse` for `sent` messages of `size` bytes, each of
     /// which would cost `overhead` header bytes as a UDP datagram.
@@ -85,7 +96,19 @@ impl WireReport {
         size: usize,
         overhead: u64,
     ) -> WireReport {
-        let udp_baseline_bytes = sent * (size as u64 + overhead);
+        WireReport::of_payload(forward, reverse, sent, sent * size as u64, overhead)
+    }
+
+    /// As [`WireReport::new`], for `sent` messages of `payload_bytes` together (messages of
+    /// differing sizes).
+    pub fn of_payload(
+        forward: WireCounts,
+        reverse: WireCounts,
+        sent: u64,
+        payload_bytes: u64,
+        overhead: u64,
+    ) -> WireReport {
+        let udp_baseline_bytes = payload_bytes + sent * overhead;
         let ratio = |num: u64, den: u64| {
             if den == 0 {
                 0.0
@@ -93,7 +116,6 @@ impl WireReport {
                 num as f64 / den as f64
             }
         };
-        let payload_bytes = sent * size as u64;
         WireReport {
             forward,
             reverse,
@@ -120,6 +142,15 @@ impl StreamSummary {
                 format_us(self.interval_ns as f64)
             ),
         );
+        if let Some(model) = &self.traffic {
+            row(
+                "traffic",
+                format!(
+                    "model {model} (size and gap above are its means; {} raised to the header)",
+                    self.raised
+                ),
+            );
+        }
         row("sent", self.sent.to_string());
         row("delivered", self.delivered.to_string());
         let lost_pct = if self.sent == 0 {

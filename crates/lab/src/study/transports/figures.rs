@@ -5,7 +5,21 @@
 use plotters::prelude::*;
 
 use super::TransportPoint;
-use crate::plot::{chart, svg_page, DrawResult, Page, PALETTE};
+use crate::plot::{chart, svg_page, DrawResult, Page};
+
+/// Ten colours told apart (matplotlib's tab10): one per default transport.
+const COLOURS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
 
 /// One line: its label and its (x, y) points, x ascending.
 pub(super) type Line = (String, Vec<(f64, f64)>);
@@ -66,9 +80,9 @@ fn draw_lines(
     }
 }
 
-/// A line's colour and whether it is drawn dashed (palette wraps after six).
+/// A line's colour and whether it is drawn dashed (the colours wrap after ten).
 fn style(i: usize) -> (RGBColor, bool) {
-    (PALETTE[i % PALETTE.len()], i >= PALETTE.len())
+    (COLOURS[i % COLOURS.len()], i >= COLOURS.len())
 }
 
 fn draw_series<'a, DB, X, Y>(
@@ -119,5 +133,5 @@ pub(super) fn ccdf_svg(title: &str, points: &[&TransportPoint]) -> Result<String
         .filter(|p| !p.ccdf.is_empty())
         .map(|p| (p.transport.clone(), p.ccdf.clone()))
         .collect();
-    crate::plot::ccdf_svg(title, &series)
+    crate::plot::ccdf_svg_coloured(title, &series, &COLOURS)
 }
