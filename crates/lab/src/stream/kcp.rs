@@ -125,11 +125,18 @@ impl Endpoint for KcpEndpoint {
     }
 
     fn poll(&mut self, wait: Duration, deliver: &mut dyn FnMut(&[u8])) -> io::Result<()> {
-        let now = self.now_ms();
-        let due = self.kcp.check(now);
+        let mut now = self.now_ms();
         // KCP's times wrap: the signed difference says how far ahead its next update is.
-        let ahead = due.wrapping_sub(now) as i32;
-        let wait = wait.min(Duration::from_millis(ahead.max(0) as u64));
+        let mut ahead = self.kcp.check(now).wrapping_sub(now) as i32;
+        if ahead <= 0 {
+            self.update()?;
+            now = self.now_ms();
+            ahead = self.kcp.check(now).wrapping_sub(now) as i32;
+        }
+        // After an update `check` can still say "now": a segment whose resend time has passed
+        // waits for the next flush, which `check` does not tell. KCP's clock counts whole
+        // milliseconds, so waiting less than one only spins.
+        let wait = wait.min(Duration::from_millis(ahead.max(1) as u64));
         let readable = lock(&self.shared).socket.wait(wait)?;
         if readable {
             loop {
