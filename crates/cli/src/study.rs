@@ -45,7 +45,7 @@ pub(crate) struct TransportStudyArgs {
     #[arg(long, value_delimiter = ',', default_value = "random,bursty")]
     loss_models: Vec<latlab_lab::study::transports::LossKind>,
     /// Transports, comma separated, as `latlab stream --transport` spells them (options after
-    /// a colon, separated by `+` here: latlab:rack+rdb=600) [default: udp, tcp (cubic), tcp
+    /// a colon, separated by `+` here: tcp:cc=reno+thin, latlab:thin:min-rto=120ms+rdb=600) [default: udp, tcp (cubic), tcp
     /// (reno, thin), enet, kcp (fast), quic, latlab's tcp-like, thin and rack with RDB].
     #[arg(long, value_delimiter = ',', value_parser = parse_transport)]
     transports: Vec<latlab_lab::stream::TransportSpec>,

@@ -4,8 +4,8 @@
 //!
 //! The sans-IO endpoint gets the socket's datagrams with the time they were read
 //! (`CLOCK_REALTIME` ns), and everything it wants sent goes out at once; the wait in `poll`
-//! ends at the endpoint's own next timer. Messages handed over before the handshake ends wait
-//! inside the endpoint, in order, and go as soon as the server has answered. Garbage and
+//! ends at the endpoint's own next timer. The sender is returned once its handshake has ended
+//! (as QUIC's, ENet's and TCP's are), so no message waits for the connection's setup. Garbage and
 //! packets of another connection on the shared receiver socket are counted by the endpoint
 //! and dropped.
 
@@ -21,6 +21,10 @@ use super::wire::{CountingSocket, WireCounts};
 /// The channel messages go on: reliable-ordered in [`Config::default`]'s channel list.
 const CHANNEL: u8 = 0;
 
+/// How long the sender waits for its handshake to end (a lost packet's timer starts at 1 s
+/// and doubles).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Either side of a `latlab` run.
 #[derive(Debug)]
 pub struct LatlabEndpoint {
@@ -28,6 +32,8 @@ pub struct LatlabEndpoint {
     socket: CountingSocket,
     /// The sender's connection from the start; the receiver's once the sender's is accepted.
     connection: Option<ConnectionHandle>,
+    /// The sender's handshake has ended.
+    connected: bool,
     /// Why the connection closed, when it did.
     closed: Option<String>,
     /// The connection's retransmissions when it was last seen (a closed connection's
@@ -46,15 +52,35 @@ impl LatlabEndpoint {
         };
         let mut transport = Transport::new(config, u64::from(run));
         let connection = transport.connect(latlab_io::clock::now_ns(), target);
-        Ok(LatlabEndpoint {
+        let mut e = LatlabEndpoint {
             transport,
             socket: CountingSocket::towards(target)?,
             connection: Some(connection),
             closed: None,
+            connected: false,
             retransmissions: None,
             rx: vec![0; 65_536],
             tx: vec![0; 65_536],
-        })
+        };
+        // The handshake ends before the first message is due, as for QUIC, ENet and TCP: a
+        // lost handshake packet (its timer starts at 1 s) is the connection's setup time, not
+        // the latency of the stream's messages.
+        let until = std::time::Instant::now() + HANDSHAKE_TIMEOUT;
+        while !e.connected {
+            if let Some(why) = &e.closed {
+                return Err(io::Error::other(format!(
+                    "latlab: the handshake failed: {why}"
+                )));
+            }
+            if std::time::Instant::now() >= until {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("latlab: no connection to {target} within {HANDSHAKE_TIMEOUT:?}"),
+                ));
+            }
+            e.poll(Duration::from_millis(5), &mut |_| {})?;
+        }
+        Ok(e)
     }
 
     /// The receiving side, on the receiver's socket, answering with `recovery` too (its
@@ -69,6 +95,7 @@ impl LatlabEndpoint {
             socket: CountingSocket::new(socket)?,
             connection: None,
             closed: None,
+            connected: false,
             retransmissions: None,
             rx: vec![0; 65_536],
             tx: vec![0; 65_536],
@@ -139,7 +166,8 @@ impl Endpoint for LatlabEndpoint {
                     self.connection = Some(connection);
                 }
                 Event::Closed { reason, .. } => self.closed = Some(format!("{reason:?}")),
-                Event::Connected { .. } | Event::Expired { .. } => {}
+                Event::Connected { .. } => self.connected = true,
+                Event::Expired { .. } => {}
             }
         }
         self.transmit(now)
