@@ -189,7 +189,7 @@ pub struct TransportStudyOptions {
 
 impl TransportStudyOptions {
     /// The paper's grid (RTT 50/100/200 ms × interarrival 50/100/200 ms × loss 0.1/0.5/1/2.5%
-    /// each way, random and bursty), 100-byte messages, every default transport with 20
+    /// each way, random and bursty), 100-byte messages, every default transport with 10
     /// streams for 10 s per cell.
     pub fn new(out: PathBuf) -> TransportStudyOptions {
         let ms = Duration::from_millis;
@@ -203,7 +203,7 @@ impl TransportStudyOptions {
                 .iter()
                 .map(|t| t.parse().expect("the default transports parse"))
                 .collect(),
-            streams: 20,
+            streams: 10,
             size: 100,
             duration: Duration::from_secs(10),
             resume: false,

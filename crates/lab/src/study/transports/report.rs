@@ -281,6 +281,7 @@ fn is_latlab(t: &str) -> bool {
 /// issue's target at RTT 100 ms, a message every 100 ms, 2.5 % loss.
 pub(super) fn conclusions(l: &Loaded) -> String {
     let mut md = String::from("## Conclusions\n\n");
+    md.push_str(&contention(l));
     for kind in [LossKind::Random, LossKind::Bursty] {
         let mut wins: Vec<(String, u32)> = Vec::new();
         let mut cells = 0;
@@ -314,6 +315,35 @@ pub(super) fn conclusions(l: &Loaded) -> String {
         md.push_str(&target(l, kind));
     }
     md
+}
+
+/// Plain UDP recovers nothing, so its messages take the path's one-way delay and no more: its
+/// p99 beyond that is the machine's own delay (every stream's threads and the emulator sharing
+/// the cores). Says so when it exceeds 2 ms and 5 % of the one-way delay in any cell.
+fn contention(l: &Loaded) -> String {
+    let worst = l
+        .points
+        .iter()
+        .filter(|p| p.transport == "udp")
+        .filter_map(|p| {
+            let one_way = p.rtt_ns as f64 / 2e6;
+            Some((pct_ms(p, "p99")? - one_way, one_way, p))
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match worst {
+        Some((excess, one_way, p)) if excess > 2.0_f64.max(0.05 * one_way) => format!(
+            "- **The machine could not keep up**: plain UDP's p99 was {excess:.1} ms above the path's one-way delay at RTT {} ms, every {} ms, {}% {} loss ({} streams per transport). Every transport's tail there holds that much of the machine's own delay: measure again with fewer `--streams`.\n",
+            p.rtt_ns / 1_000_000,
+            p.interval_ns / 1_000_000,
+            p.loss * 100.0,
+            p.loss_kind.name(),
+            p.streams
+        ),
+        Some((excess, _, _)) => format!(
+            "- The machine kept up: plain UDP's p99 stayed within {excess:.1} ms of the path's one-way delay in every cell.\n"
+        ),
+        None => String::new(),
+    }
 }
 
 /// The target at RTT 100 ms, every 100 ms, 2.5 % loss: latlab's best thin policy against the

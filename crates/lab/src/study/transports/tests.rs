@@ -138,4 +138,22 @@ fn the_report_draws_every_figure_and_states_the_target_from_the_numbers() {
     assert!(md.contains("latlab's best (latlab:thin) has a maximum of 190.1 ms against 350.2 ms for the best peer (enet), 0.54×"), "{md}");
     assert!(md.contains("wire bytes 1.20× ENet's"), "{md}");
     assert!(md.contains("): not held."), "{md}");
+    // No UDP point: nothing said of the machine.
+    assert!(!md.contains("keep up"), "{md}");
+    // Plain UDP 20 ms late at p99 on a 50 ms one-way path: the machine did not keep up.
+    let udp = point(
+        "udp",
+        0.025,
+        n,
+        |i| 50_000_000 + if i % 50 == 0 { 20_000_000 } else { 0 },
+        2_560_000,
+    );
+    points
+        .write("rtt100ms-ia100ms-loss2.5-random-udp", &udp, None)
+        .unwrap();
+    let md = std::fs::read_to_string(write(&out, "test lab").unwrap()).unwrap();
+    assert!(
+        md.contains("**The machine could not keep up**: plain UDP's p99 was 20.1 ms above"),
+        "{md}"
+    );
 }
