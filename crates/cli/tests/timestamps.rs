@@ -196,7 +196,7 @@ fn a_timestamp_study_in_two_shards_fills_one_folder_and_the_last_draws_the_repor
         })
         .count();
     assert_eq!(
-        points, 17,
+        points, 18,
         "every point of the plan, from one shard or the other"
     );
     common::report_redraws_as_written(&out);

@@ -249,10 +249,11 @@ fn ten_percent_loss_is_measured_as_ten_percent() {
     let Some(lab) = Lab::start(lossy, delay(2.0)) else {
         return;
     };
-    // 20,000 probes after a 100 ms warm-up.
+    // 20,000 probes after a 100 ms warm-up (a guest stall may leave a few unsent: the loss is
+    // measured over those sent).
     let s = lab.measure(10_000.0, Duration::from_millis(2100));
     let report = lab.finish();
-    assert_eq!(s.sent, 20_000);
+    assert!((19_800..=20_000).contains(&s.sent), "{} sent", s.sent);
     let loss = s.lost as f64 / s.sent as f64;
     assert!((0.085..0.115).contains(&loss), "measured loss {loss}");
     let model = report.a_to_b.link.dropped_loss as f64 / report.a_to_b.link.arrived as f64;

@@ -26,7 +26,8 @@
 //! reason, where sockperf cannot be had), then the reflector's OS settings (unpinned, busy polling, timer slack 1 ns,
 //! `SO_BUSY_POLL`, a competing spinning thread on its core, RPS on its receiving veth to the
 //! other CPU, threaded NAPI on that veth), and the emulator's as a forwarder at delay 0 (the
-//! default timer slack, busy polling, unpinned, threaded NAPI or RPS on its veths). Each point goes to `points/` as
+//! default timer slack, busy polling, unpinned, a spinning thread on its CPU, threaded NAPI or
+//! RPS on its veths). Each point goes to `points/` as
 //! soon as it is measured; [`report::write`] (and `latlab report DIR`) draws the tables, the
 //! CCDFs and `report.md` from those files only.
 //!
@@ -218,6 +219,10 @@ pub struct ForwarderSettings {
     /// RPS on both of the emulator's veths steers their receive work to the prober's CPU.
     #[serde(default)]
     pub rps_elsewhere: bool,
+    /// A thread spinning on the emulator's CPU while the point runs (on two CPUs the
+    /// reflector shares that CPU, so it feels the spinner too).
+    #[serde(default)]
+    pub competitor: bool,
 }
 
 impl ForwarderSettings {
@@ -229,6 +234,7 @@ impl ForwarderSettings {
         timer_slack_ns: Some(1),
         threaded_napi: false,
         rps_elsewhere: false,
+        competitor: false,
     };
     /// The forwarder's baseline: the reference's settings at delay 0.
     pub const BASELINE: ForwarderSettings = ForwarderSettings {
@@ -386,6 +392,14 @@ pub(crate) fn plan() -> Vec<Planned> {
             "forwarder unpinned",
             ForwarderSettings {
                 pinned: false,
+                ..fwd
+            },
+        ),
+        forwarder(
+            "forwarder-competitor",
+            "forwarder with a spinning thread on its CPU",
+            ForwarderSettings {
+                competitor: true,
                 ..fwd
             },
         ),

@@ -46,7 +46,7 @@ impl Cores {
         } else {
             "unpinned".to_string()
         };
-        let mut competitor = if reflector.competitor {
+        let mut competitor = if reflector.competitor || forwarder.competitor {
             format!(", competitor cpu{}", self.shared)
         } else {
             String::new()
@@ -431,8 +431,9 @@ fn measure_point(
         Prober::Block | Prober::Busy => None,
     };
     let echo_stop = Arc::new(Stop::new());
-    let spinning = Arc::new(AtomicBool::new(settings.competitor));
-    let competitor = settings.competitor.then(|| {
+    let compete = settings.competitor || forwarder.competitor;
+    let spinning = Arc::new(AtomicBool::new(compete));
+    let competitor = compete.then(|| {
         let spinning = spinning.clone();
         let cpu = cores.shared;
         std::thread::spawn(move || {
