@@ -133,13 +133,15 @@ fn measure(io: ServerIo) {
     let result = game::run_clients(&sockets, &config, None, &Stop::new(), &mut |_| {}).unwrap();
     let counters = server.finish();
     let r = &result.report;
-    assert_eq!(r.sent, 800);
+    // A guest stall at the very end may leave a few probes unsent (counted apart).
+    assert_eq!(r.sent + r.unsent, 800);
+    assert!(r.unsent <= 8, "{} unsent", r.unsent);
     assert_eq!(
-        r.complete, 800,
+        r.complete, r.sent,
         "every client got every copy on loopback ({io:?})"
     );
-    assert_eq!(r.copies_received, 3200);
-    assert_eq!(r.latency_last.len(), 800);
+    assert_eq!(r.copies_received, 4 * r.sent);
+    assert_eq!(r.latency_last.len(), r.sent);
     assert!(r.latency_first.max() <= r.latency_last.max());
     assert!(r.latency_first.mean() <= r.latency_last.mean());
     assert_eq!(counters.joins, 4);

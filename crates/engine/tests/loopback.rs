@@ -143,17 +143,20 @@ fn every_probe_comes_back_and_garbage_is_counted_and_dropped() {
     let result = generator::run(&sockets, &cfg, &Stop::new(), &mut |_| updates += 1).unwrap();
     garbage.join().unwrap();
     let r = &result.report;
-    assert_eq!((r.warmup_sent, r.sent), (500, 1500));
+    // Every probe falls due; a guest stall at the very end may leave a few unsent (counted
+    // apart, never as lost).
+    assert_eq!((r.warmup_sent, r.sent + r.unsent), (500, 1500));
+    assert!(r.unsent <= 15, "{} unsent", r.unsent);
     assert_eq!(r.received, r.sent, "loopback loses nothing at 5 kpps");
     assert_eq!(r.lost, 0);
     assert_eq!(r.not_a_probe, 25);
-    assert_eq!(r.latency.len(), 1500);
+    assert_eq!(r.latency.len(), r.sent);
     assert_eq!(r.duplicated, 0);
     // Round trips on loopback are microseconds to milliseconds, never zero, never seconds.
     assert!(r.latency.min() > 0 && r.latency.max() < 1_000_000_000);
     assert_eq!(
         r.responder_dwell.len(),
-        1500,
+        r.sent,
         "the reflector stamped every probe"
     );
     assert!(updates >= 2, "progress was reported");
