@@ -66,6 +66,14 @@ fn a_short_transport_study_writes_every_artefact_and_resumes() {
             if t != "udp" {
                 assert_eq!(point["lost"], 0, "{key} is reliable: {point}");
             }
+            if t.starts_with("latlab") {
+                // latlab's transport tells which of its retransmissions were not needed.
+                let wire = &point["wire"]["forward"];
+                assert!(
+                    wire["spurious_retransmissions"].as_u64().is_some(),
+                    "{point}"
+                );
+            }
             // Nothing arrives sooner than half the round trip.
             let min = point["latency_ns"]["min"].as_u64().unwrap();
             assert!(min >= 10_000_000, "{key}: {min} ns");

@@ -183,6 +183,7 @@ impl Endpoint for EnetEndpoint {
     fn wire(&mut self) -> WireCounts {
         WireCounts {
             retransmissions: Some(self.lost_total + u64::from(self.lost_seen)),
+            spurious_retransmissions: None,
             ..self.host.socket().sent()
         }
     }

@@ -39,6 +39,8 @@ pub struct LatlabEndpoint {
     /// The connection's retransmissions when it was last seen (a closed connection's
     /// counters are gone from the endpoint).
     retransmissions: Option<u64>,
+    /// Its spurious retransmissions, kept as the retransmissions are.
+    spurious: Option<u64>,
     rx: Vec<u8>,
     tx: Vec<u8>,
 }
@@ -59,6 +61,7 @@ impl LatlabEndpoint {
             closed: None,
             connected: false,
             retransmissions: None,
+            spurious: None,
             rx: vec![0; 65_536],
             tx: vec![0; 65_536],
         };
@@ -97,6 +100,7 @@ impl LatlabEndpoint {
             closed: None,
             connected: false,
             retransmissions: None,
+            spurious: None,
             rx: vec![0; 65_536],
             tx: vec![0; 65_536],
         })
@@ -109,6 +113,7 @@ impl LatlabEndpoint {
             .and_then(|c| self.transport.connection_stats(c))
         {
             self.retransmissions = Some(stats.retransmissions);
+            self.spurious = Some(stats.spurious_retransmissions);
         }
     }
 
@@ -177,6 +182,7 @@ impl Endpoint for LatlabEndpoint {
         let mut counts = self.socket.sent();
         self.remember_retransmissions();
         counts.retransmissions = self.retransmissions;
+        counts.spurious_retransmissions = self.spurious;
         counts
     }
 

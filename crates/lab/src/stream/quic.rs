@@ -419,6 +419,7 @@ impl Endpoint for QuicEndpoint {
             .map_or(0, |(_, c)| c.stats().path.lost_packets);
         WireCounts {
             retransmissions: Some(lost + self.app_resends),
+            spurious_retransmissions: None,
             ..self.socket.sent()
         }
     }

@@ -190,11 +190,13 @@ impl StreamSummary {
         let w = &self.wire;
         let dir = |c: &WireCounts| {
             format!(
-                "{} packets, {} bytes{}",
+                "{} packets, {} bytes{}{}",
                 c.packets,
                 c.bytes,
                 c.retransmissions
-                    .map_or(String::new(), |r| format!(", {r} retransmissions"))
+                    .map_or(String::new(), |r| format!(", {r} retransmissions")),
+                c.spurious_retransmissions
+                    .map_or(String::new(), |r| format!(" ({r} spurious)"))
             )
         };
         row("wire, forward", dir(&w.forward));
@@ -239,11 +241,13 @@ mod tests {
             packets: 110,
             bytes: 110 * 128,
             retransmissions: Some(10),
+            spurious_retransmissions: None,
         };
         let rev = WireCounts {
             packets: 100,
             bytes: 100 * 52,
             retransmissions: Some(0),
+            spurious_retransmissions: None,
         };
         let r = WireReport::new(fwd, rev, 100, 100, 28);
         assert_eq!(r.udp_baseline_bytes, 12_800);

@@ -28,6 +28,10 @@ pub struct WireCounts {
     /// lost, whose frames went again; ENet, UDP with application retransmission: messages);
     /// `None` where the transport does not tell.
     pub retransmissions: Option<u64>,
+    /// Of those, the ones that were not needed (the original arrived), where the transport
+    /// tells: latlab's transport detects them from its acknowledgements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spurious_retransmissions: Option<u64>,
 }
 
 /// IP + UDP header bytes of one datagram to or from `addr`.
@@ -46,6 +50,7 @@ pub fn tcp_counts(info: &TcpInfo, ipv6: bool) -> WireCounts {
         packets: info.segs_out,
         bytes: info.bytes_sent + info.segs_out * header,
         retransmissions: Some(info.total_retrans),
+        spurious_retransmissions: None,
     }
 }
 
@@ -168,7 +173,8 @@ mod tests {
             WireCounts {
                 packets: 2,
                 bytes: 128 + 52,
-                retransmissions: None
+                retransmissions: None,
+                spurious_retransmissions: None,
             }
         );
         let from = s.local_addr().unwrap();
@@ -196,7 +202,8 @@ mod tests {
             WireCounts {
                 packets: 10,
                 bytes: 1000 + 10 * 52,
-                retransmissions: Some(2)
+                retransmissions: Some(2),
+                spurious_retransmissions: None,
             }
         );
         let no_ts = TcpInfo {

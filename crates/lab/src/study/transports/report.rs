@@ -229,7 +229,7 @@ fn lines_of(
 /// Every transport on every loss of one path.
 fn path_table(l: &Loaded, kind: LossKind, path: (u64, u64), transports: &[String]) -> String {
     let mut md = format!(
-        "### RTT {} ms, a message every {} ms\n\n| loss | transport | messages | lost | avg [ms] | p50 [ms] | p99 [ms] | p99.9 [ms] | max [ms] | wire bytes / UDP's | packets / message | retransmissions |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "### RTT {} ms, a message every {} ms\n\n| loss | transport | messages | lost | avg [ms] | p50 [ms] | p99 [ms] | p99.9 [ms] | max [ms] | wire bytes / UDP's | packets / message | retransmissions | spurious |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         path.0 / 1_000_000,
         path.1 / 1_000_000
     );
@@ -239,16 +239,16 @@ fn path_table(l: &Loaded, kind: LossKind, path: (u64, u64), transports: &[String
             let Some(p) = cell.iter().find(|p| &p.transport == t) else {
                 continue;
             };
-            let retrans = match (
-                p.wire.forward.retransmissions,
-                p.wire.reverse.retransmissions,
-            ) {
+            let both = |f: Option<u64>, r: Option<u64>| match (f, r) {
                 (Some(f), Some(r)) => (f + r).to_string(),
                 _ => "-".into(),
             };
+            let (fw, rv) = (&p.wire.forward, &p.wire.reverse);
+            let retrans = both(fw.retransmissions, rv.retransmissions);
+            let spurious = both(fw.spurious_retransmissions, rv.spurious_retransmissions);
             let _ = writeln!(
                 md,
-                "| {}% | {} | {} | {}{} | {:.1} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {retrans} |",
+                "| {}% | {} | {} | {}{} | {:.1} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {retrans} | {spurious} |",
                 loss * 100.0,
                 p.transport,
                 p.sent,

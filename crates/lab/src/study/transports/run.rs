@@ -226,6 +226,7 @@ fn merge<'a>(
     // sum unknown.
     let counted = WireCounts {
         retransmissions: Some(0),
+        spurious_retransmissions: Some(0),
         ..WireCounts::default()
     };
     let (mut forward, mut reverse) = (counted, counted);
@@ -235,6 +236,10 @@ fn merge<'a>(
         into.retransmissions = into
             .retransmissions
             .zip(from.retransmissions)
+            .map(|(a, b)| a + b);
+        into.spurious_retransmissions = into
+            .spurious_retransmissions
+            .zip(from.spurious_retransmissions)
             .map(|(a, b)| a + b);
     };
     for outcome in outcomes {

@@ -73,6 +73,7 @@ fn point(
         packets: n,
         bytes,
         retransmissions: Some(n / 40),
+        spurious_retransmissions: Some(n / 400),
     };
     TransportPoint {
         transport: transport.into(),
@@ -90,7 +91,17 @@ fn point(
         failure: None,
         latency_ns: Summary::from_histogram(&h),
         ccdf: ccdf(&h),
-        wire: WireReport::new(forward, WireCounts::default(), n, 100, 28),
+        wire: WireReport::new(
+            forward,
+            WireCounts {
+                retransmissions: Some(0),
+                spurious_retransmissions: Some(0),
+                ..WireCounts::default()
+            },
+            n,
+            100,
+            28,
+        ),
     }
 }
 
@@ -128,6 +139,8 @@ fn the_report_draws_every_figure_and_states_the_target_from_the_numbers() {
         assert!(out.join(f).is_file(), "{f} missing");
     }
     assert!(md.contains("| 2.5% | latlab:thin | 20000 | 0 |"), "{md}");
+    // 20000 / 40 retransmissions, 20000 / 400 of them spurious.
+    assert!(md.contains("| 1.00 | 500 | 50 |\n"), "{md}");
     assert!(
         md.contains("the reliable transport with the lowest maximum latency, cell by cell (2 cells): latlab:thin in 2"),
         "{md}"
