@@ -50,11 +50,13 @@ pub(crate) fn run(a: CleanArgs) -> Result<()> {
     Ok(())
 }
 
-/// The start-up clean-up of a command about to make namespaces: removes those left by runs that
-/// ended, saying so in one line. Only root can; for others it does nothing (their command falls
-/// back to loopback or fails on its own).
-pub(crate) fn at_start() {
-    if !latlab_lab::topology::is_root() {
+/// The start-up clean-up of a command about to make namespaces and write its results to `out`:
+/// removes the namespaces left by runs that ended, saying so in one line. Only root can; for
+/// others it does nothing (their command falls back to loopback or fails on its own). When `out`
+/// exists and the command may not continue it, it does nothing either: the command is about to
+/// refuse the folder, and that refusal is the one line it prints.
+pub(crate) fn at_start(out: &std::path::Path, may_continue: bool) {
+    if !latlab_lab::topology::is_root() || (out.exists() && !may_continue) {
         return;
     }
     let removed: Removed = clean::remove_stale_namespaces();

@@ -38,7 +38,7 @@ pub(crate) fn run(a: DemoArgs) -> Result<()> {
         emulated_link: !a.no_emulated_link,
     };
     if options.namespaces {
-        crate::clean::at_start();
+        crate::clean::at_start(&options.out, false);
     }
     let mut bar = progress::Bar::new();
     let outcome =

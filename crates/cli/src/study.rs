@@ -269,7 +269,7 @@ fn game_study(a: GameStudyArgs) -> Result<()> {
         (None, None) => None,
     };
     if options.namespaces {
-        crate::clean::at_start();
+        crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     }
     let mut bar = progress::StudyBar::new();
     let report = latlab_lab::study::game_server::run(&options, &STOP, &mut bar)?;
@@ -295,7 +295,7 @@ fn emu_study(a: EmuStudyArgs) -> Result<()> {
     options.delays_ns = a.delays.iter().map(|d| d.as_nanos() as u64).collect();
     options.rate_duration = a.rate_duration;
     options.shard = a.shard;
-    crate::clean::at_start();
+    crate::clean::at_start(&options.out, !options.shard.is_whole());
     let mut bar = progress::StudyBar::new();
     let report = emulator::run(&options, &STOP, &mut bar)?;
     print_report(&report)?;
@@ -323,7 +323,7 @@ fn stamp_study(a: StampStudyArgs) -> Result<()> {
     options.delay_ns = a.delay.as_nanos() as u64;
     options.resume = a.resume;
     options.shard = a.shard;
-    crate::clean::at_start();
+    crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     let mut bar = progress::StudyBar::new();
     let report = timestamps::run(&options, &STOP, &mut bar)?;
     print_report(&report)?;
@@ -371,7 +371,7 @@ fn transport_study(a: TransportStudyArgs) -> Result<()> {
     options.duration = a.duration;
     options.resume = a.resume;
     options.shard = a.shard;
-    crate::clean::at_start();
+    crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     let mut bar = progress::StudyBar::new();
     let report = transports::run(&options, &STOP, &mut bar)?;
     print_report(&report)?;
