@@ -211,11 +211,16 @@ fn gen_against_echo_on_loopback_writes_whole_results() {
         );
 
     let summary = common::read_json(&json);
-    assert_eq!(summary["sent"], 1800);
+    // 1,800 probes after 200 of warm-up; a guest stall at the very end may leave a few of
+    // them unsent, and the summary counts those apart.
+    let sent = summary["sent"].as_u64().unwrap();
+    let unsent = summary["unsent"].as_u64().unwrap();
+    assert_eq!(sent + unsent, 1800, "sent {sent}, unsent {unsent}");
+    assert!(unsent <= 10, "{unsent} probes unsent");
     assert_eq!(summary["warmup"]["sent"], 200);
     let received = summary["received"].as_u64().unwrap();
-    assert!(received >= 1790, "received {received} of 1800 on loopback");
-    assert_eq!(summary["lost"].as_u64().unwrap(), 1800 - received);
+    assert!(received + 10 >= sent, "received {received} of {sent} on loopback");
+    assert_eq!(summary["lost"].as_u64().unwrap(), sent - received);
     assert_eq!(summary["timestamp_source"], "kernel-software");
     let lat = &summary["latency_ns"];
     for key in ["min", "mean", "stddev", "p50", "p90", "p99", "max"] {
