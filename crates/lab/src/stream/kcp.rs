@@ -84,11 +84,7 @@ impl KcpEndpoint {
     ) -> io::Result<KcpEndpoint> {
         let shared = Arc::new(Mutex::new(Shared { socket, peer }));
         let mut kcp = Kcp::new(run, Output(shared.clone()));
-        if fast {
-            kcp.set_nodelay(true, 10, 2, true);
-        } else {
-            kcp.set_nodelay(false, 40, 0, false);
-        }
+        configure(&mut kcp, fast);
         // KCP's clock starts at 0 with a first update, before anything is sent.
         kcp.update(0).map_err(kcp_error)?;
         Ok(KcpEndpoint {
@@ -108,6 +104,16 @@ impl KcpEndpoint {
 
     fn update(&mut self) -> io::Result<()> {
         self.kcp.update(self.now_ms()).map_err(kcp_error)
+    }
+}
+
+/// KCP's settings for `mode=fast` (`nodelay 1, interval 10, resend 2, nc 1`) or `mode=normal`
+/// (its defaults: `nodelay 0, interval 40, resend 0, nc 0`).
+pub(crate) fn configure<W: Write>(kcp: &mut Kcp<W>, fast: bool) {
+    if fast {
+        kcp.set_nodelay(true, 10, 2, true);
+    } else {
+        kcp.set_nodelay(false, 40, 0, false);
     }
 }
 

@@ -25,6 +25,7 @@ pub mod plan;
 pub mod quic;
 pub mod recv;
 pub mod send;
+pub mod sim;
 pub mod summary;
 pub mod tcp;
 pub mod transport;

@@ -103,9 +103,14 @@ struct Unacked {
     sent: Instant,
 }
 
-/// Either side of a `quic` run.
-pub struct QuicEndpoint {
-    socket: CountingSocket,
+/// Where the QUIC state machine's datagrams go: a socket, or a virtual-time network.
+pub(crate) type Out<'a> = dyn FnMut(&[u8], SocketAddr) -> io::Result<()> + 'a;
+
+/// Either side of a `quic` run without its socket: the QUIC endpoint and connection, the
+/// stream or the datagrams with their application retransmissions. Every call takes the time
+/// and where to put what it sends, so the same state runs over a socket ([`QuicEndpoint`])
+/// and in virtual time (`stream::sim`).
+pub(crate) struct QuicCore {
     endpoint: quinn_proto::Endpoint,
     conn: Option<(ConnectionHandle, Connection)>,
     sender: bool,
@@ -121,86 +126,42 @@ pub struct QuicEndpoint {
     unacked: BTreeMap<u64, Unacked>,
     app_resends: u64,
     foreign: u64,
-    recv_buf: Vec<u8>,
     send_buf: Vec<u8>,
 }
 
-impl std::fmt::Debug for QuicEndpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("QuicEndpoint")
-            .field("sender", &self.sender)
-            .field("datagrams", &self.datagrams)
-            .finish_non_exhaustive()
-    }
-}
-
-impl QuicEndpoint {
-    /// The sending side: connects to `target`, trusting only `certificate`, and waits (at most
-    /// `timeout`) until the handshake is done.
-    pub fn sender(
+impl QuicCore {
+    /// The sending side: its connection to `target` started at `now`, trusting only
+    /// `certificate`.
+    pub(crate) fn sender(
+        now: Instant,
         target: SocketAddr,
         certificate: &[u8],
         datagrams: bool,
-        timeout: Duration,
-    ) -> io::Result<QuicEndpoint> {
+    ) -> io::Result<QuicCore> {
         let endpoint =
             quinn_proto::Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
-        let mut e = QuicEndpoint::new(CountingSocket::towards(target)?, endpoint, true, datagrams);
-        let (ch, conn) = e
+        let mut core = QuicCore::new(endpoint, true, datagrams);
+        let conn = core
             .endpoint
-            .connect(
-                Instant::now(),
-                client_config(certificate)?,
-                target,
-                SERVER_NAME,
-            )
+            .connect(now, client_config(certificate)?, target, SERVER_NAME)
             .map_err(|err| io::Error::other(format!("quic: {err}")))?;
-        e.conn = Some((ch, conn));
-        let until = Instant::now() + timeout;
-        while !e.connected {
-            if Instant::now() >= until {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("quic: no connection to {target} within {timeout:?}"),
-                ));
-            }
-            e.poll(Duration::from_millis(5), &mut |_| {})?;
-        }
-        if !datagrams {
-            let (_, conn) = e.conn.as_mut().expect("connected above");
-            e.stream = conn.streams().open(Dir::Bi);
-        }
-        Ok(e)
+        core.conn = Some(conn);
+        Ok(core)
     }
 
-    /// The receiving side, on the receiver's socket: accepts the first connection.
-    pub fn receiver(
-        socket: UdpSocket,
-        identity: &Identity,
-        datagrams: bool,
-    ) -> io::Result<QuicEndpoint> {
+    /// The receiving side: accepts the first connection.
+    pub(crate) fn receiver(identity: &Identity, datagrams: bool) -> io::Result<QuicCore> {
         let endpoint = quinn_proto::Endpoint::new(
             Arc::new(EndpointConfig::default()),
             Some(Arc::new(identity.server_config()?)),
             true,
             None,
         );
-        Ok(QuicEndpoint::new(
-            CountingSocket::new(socket)?,
-            endpoint,
-            false,
-            datagrams,
-        ))
+        Ok(QuicCore::new(endpoint, false, datagrams))
     }
 
-    fn new(
-        socket: CountingSocket,
-        endpoint: quinn_proto::Endpoint,
-        sender: bool,
-        datagrams: bool,
-    ) -> QuicEndpoint {
-        QuicEndpoint {
-            socket,
+    fn new(endpoint: quinn_proto::Endpoint, sender: bool, datagrams: bool) -> QuicCore {
+        QuicCore {
             endpoint,
             conn: None,
             sender,
@@ -213,59 +174,79 @@ impl QuicEndpoint {
             unacked: BTreeMap::new(),
             app_resends: 0,
             foreign: 0,
-            recv_buf: vec![0; 65_536],
             send_buf: Vec::new(),
         }
     }
 
-    /// Hands every waiting datagram to the QUIC endpoint.
-    fn receive(&mut self, now: Instant) -> io::Result<()> {
-        while let Some((n, from)) = self.socket.recv_from(&mut self.recv_buf)? {
-            let data = BytesMut::from(&self.recv_buf[..n]);
-            self.send_buf.clear();
-            match self
-                .endpoint
-                .handle(now, from, None, None, data, &mut self.send_buf)
-            {
-                Some(DatagramEvent::ConnectionEvent(ch, event)) => match &mut self.conn {
-                    Some((own, conn)) if *own == ch => conn.handle_event(event),
-                    _ => self.foreign += 1,
-                },
-                Some(DatagramEvent::NewConnection(incoming)) => {
-                    if self.sender || self.conn.is_some() {
+    /// Whether the handshake has ended.
+    pub(crate) fn is_connected(&self) -> bool {
+        self.connected
+    }
+
+    /// The sender's stream, opened once the handshake has ended (`quic` without datagrams).
+    pub(crate) fn open_stream(&mut self) {
+        if let (false, Some((_, conn))) = (self.datagrams, &mut self.conn) {
+            self.stream = conn.streams().open(Dir::Bi);
+        }
+    }
+
+    /// Hands the datagram `data` from `from`, arrived at `now`, to the QUIC endpoint.
+    pub(crate) fn handle(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        data: &[u8],
+        out: &mut Out<'_>,
+    ) -> io::Result<()> {
+        let data = BytesMut::from(data);
+        self.send_buf.clear();
+        match self
+            .endpoint
+            .handle(now, from, None, None, data, &mut self.send_buf)
+        {
+            Some(DatagramEvent::ConnectionEvent(ch, event)) => match &mut self.conn {
+                Some((own, conn)) if *own == ch => conn.handle_event(event),
+                _ => self.foreign += 1,
+            },
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                if self.sender || self.conn.is_some() {
+                    self.foreign += 1;
+                    let t = self.endpoint.refuse(incoming, &mut self.send_buf);
+                    return out(&self.send_buf[..t.size], t.destination);
+                }
+                match self
+                    .endpoint
+                    .accept(incoming, now, &mut self.send_buf, None)
+                {
+                    Ok((ch, conn)) => self.conn = Some((ch, conn)),
+                    Err(e) => {
                         self.foreign += 1;
-                        let t = self.endpoint.refuse(incoming, &mut self.send_buf);
-                        self.socket
-                            .send_to(&self.send_buf[..t.size], t.destination)?;
-                        continue;
-                    }
-                    match self
-                        .endpoint
-                        .accept(incoming, now, &mut self.send_buf, None)
-                    {
-                        Ok((ch, conn)) => self.conn = Some((ch, conn)),
-                        Err(e) => {
-                            self.foreign += 1;
-                            if let Some(t) = e.response {
-                                self.socket
-                                    .send_to(&self.send_buf[..t.size], t.destination)?;
-                            }
+                        if let Some(t) = e.response {
+                            out(&self.send_buf[..t.size], t.destination)?;
                         }
                     }
                 }
-                Some(DatagramEvent::Response(t)) => {
-                    self.socket
-                        .send_to(&self.send_buf[..t.size], t.destination)?;
-                }
-                None => self.foreign += 1,
             }
+            Some(DatagramEvent::Response(t)) => out(&self.send_buf[..t.size], t.destination)?,
+            None => self.foreign += 1,
         }
         Ok(())
     }
 
+    /// About an RTO for the application's datagram resends: twice the smoothed RTT, at least
+    /// 10 ms.
+    fn resend_after(conn: &Connection) -> Duration {
+        (conn.rtt() * 2).max(Duration::from_millis(10))
+    }
+
     /// Runs the connection after new input: timers, events, reads, application
     /// retransmissions, then everything it has to send.
-    fn drive(&mut self, now: Instant, deliver: &mut dyn FnMut(&[u8])) -> io::Result<()> {
+    pub(crate) fn drive(
+        &mut self,
+        now: Instant,
+        deliver: &mut dyn FnMut(&[u8]),
+        out: &mut Out<'_>,
+    ) -> io::Result<()> {
         let Some((ch, conn)) = &mut self.conn else {
             return Ok(());
         };
@@ -330,8 +311,7 @@ impl QuicEndpoint {
             }
         }
         if self.sender && self.datagrams && self.connected {
-            // About an RTO: twice the smoothed RTT, at least 10 ms.
-            let rto = (conn.rtt() * 2).max(Duration::from_millis(10));
+            let rto = QuicCore::resend_after(conn);
             for u in self.unacked.values_mut() {
                 if now.duration_since(u.sent) >= rto
                     && conn.datagrams().send(u.message.clone(), false).is_ok()
@@ -346,19 +326,29 @@ impl QuicEndpoint {
             let Some(t) = conn.poll_transmit(now, 1, &mut self.send_buf) else {
                 break;
             };
-            self.socket
-                .send_to(&self.send_buf[..t.size], t.destination)?;
+            out(&self.send_buf[..t.size], t.destination)?;
         }
         Ok(())
     }
 
-    fn next_timeout(&mut self) -> Option<Instant> {
-        self.conn.as_mut().and_then(|(_, c)| c.poll_timeout())
+    /// When the connection next wants [`QuicCore::drive`] without new input: its own timer,
+    /// or the first application resend that falls due.
+    pub(crate) fn next_timeout(&mut self) -> Option<Instant> {
+        let (_, conn) = self.conn.as_mut()?;
+        let timer = conn.poll_timeout();
+        let resend = match (
+            self.sender && self.datagrams && self.connected,
+            self.unacked.values().map(|u| u.sent).min(),
+        ) {
+            (true, Some(first)) => Some(first + QuicCore::resend_after(conn)),
+            _ => None,
+        };
+        timer.into_iter().chain(resend).min()
     }
-}
 
-impl Endpoint for QuicEndpoint {
-    fn send(&mut self, message: &[u8]) -> io::Result<()> {
+    /// Queues `message` at `now` (on the stream, or as a datagram kept until the far side
+    /// acknowledges it); [`QuicCore::drive`] sends it.
+    pub(crate) fn send(&mut self, now: Instant, message: &[u8]) -> io::Result<()> {
         if let Some(reason) = &self.lost {
             return Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
@@ -384,7 +374,6 @@ impl Endpoint for QuicEndpoint {
                 )));
             }
             let message = Bytes::copy_from_slice(message);
-            let now = Instant::now();
             // A full datagram queue is a loss the resend timer recovers.
             let _ = conn.datagrams().send(message.clone(), false);
             self.unacked.insert(seq, Unacked { message, sent: now });
@@ -394,45 +383,137 @@ impl Endpoint for QuicEndpoint {
                 self.pending.drain(..n);
             }
         }
+        Ok(())
+    }
+
+    /// Retransmissions: QUIC's packets declared lost, and the application's datagram resends.
+    pub(crate) fn retransmissions(&self) -> u64 {
+        let lost = self
+            .conn
+            .as_ref()
+            .map_or(0, |(_, c)| c.stats().path.lost_packets);
+        lost + self.app_resends
+    }
+
+    /// Closes the connection at `now` (then [`QuicCore::drive`] sends the close).
+    pub(crate) fn close(&mut self, now: Instant) {
+        if let Some((_, conn)) = &mut self.conn {
+            conn.close(now, 0u32.into(), Bytes::new());
+        }
+    }
+}
+
+/// Either side of a `quic` run over its socket.
+pub struct QuicEndpoint {
+    socket: CountingSocket,
+    core: QuicCore,
+    recv_buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for QuicEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuicEndpoint")
+            .field("sender", &self.core.sender)
+            .field("datagrams", &self.core.datagrams)
+            .finish_non_exhaustive()
+    }
+}
+
+impl QuicEndpoint {
+    /// The sending side: connects to `target`, trusting only `certificate`, and waits (at most
+    /// `timeout`) until the handshake is done.
+    pub fn sender(
+        target: SocketAddr,
+        certificate: &[u8],
+        datagrams: bool,
+        timeout: Duration,
+    ) -> io::Result<QuicEndpoint> {
+        let core = QuicCore::sender(Instant::now(), target, certificate, datagrams)?;
+        let mut e = QuicEndpoint::new(CountingSocket::towards(target)?, core);
+        let until = Instant::now() + timeout;
+        while !e.core.connected {
+            if Instant::now() >= until {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("quic: no connection to {target} within {timeout:?}"),
+                ));
+            }
+            e.poll(Duration::from_millis(5), &mut |_| {})?;
+        }
+        e.core.open_stream();
+        Ok(e)
+    }
+
+    /// The receiving side, on the receiver's socket: accepts the first connection.
+    pub fn receiver(
+        socket: UdpSocket,
+        identity: &Identity,
+        datagrams: bool,
+    ) -> io::Result<QuicEndpoint> {
+        Ok(QuicEndpoint::new(
+            CountingSocket::new(socket)?,
+            QuicCore::receiver(identity, datagrams)?,
+        ))
+    }
+
+    fn new(socket: CountingSocket, core: QuicCore) -> QuicEndpoint {
+        QuicEndpoint {
+            socket,
+            core,
+            recv_buf: vec![0; 65_536],
+        }
+    }
+
+    /// Runs the connection at `now`, its datagrams going out on the socket.
+    fn drive(&mut self, now: Instant, deliver: &mut dyn FnMut(&[u8])) -> io::Result<()> {
+        let socket = &mut self.socket;
+        self.core.drive(now, deliver, &mut |bytes, to| {
+            socket.send_to(bytes, to).map(|_| ())
+        })
+    }
+}
+
+impl Endpoint for QuicEndpoint {
+    fn send(&mut self, message: &[u8]) -> io::Result<()> {
+        self.core.send(Instant::now(), message)?;
         self.drive(Instant::now(), &mut |_| {})
     }
 
     fn poll(&mut self, wait: Duration, deliver: &mut dyn FnMut(&[u8])) -> io::Result<()> {
         let now = Instant::now();
         let mut wait = wait;
-        if let Some(at) = self.next_timeout() {
+        if let Some(at) = self.core.next_timeout() {
             wait = wait.min(at.saturating_duration_since(now));
         }
-        if self.datagrams && !self.unacked.is_empty() {
-            wait = wait.min(Duration::from_millis(2));
-        }
         if self.socket.wait(wait)? {
-            self.receive(Instant::now())?;
+            while let Some((n, from)) = self.socket.recv_from(&mut self.recv_buf)? {
+                let socket = &mut self.socket;
+                self.core.handle(
+                    Instant::now(),
+                    from,
+                    &self.recv_buf[..n],
+                    &mut |bytes, to| socket.send_to(bytes, to).map(|_| ()),
+                )?;
+            }
         }
         self.drive(Instant::now(), deliver)
     }
 
     fn wire(&mut self) -> WireCounts {
-        let lost = self
-            .conn
-            .as_ref()
-            .map_or(0, |(_, c)| c.stats().path.lost_packets);
         WireCounts {
-            retransmissions: Some(lost + self.app_resends),
+            retransmissions: Some(self.core.retransmissions()),
             spurious_retransmissions: None,
             ..self.socket.sent()
         }
     }
 
     fn foreign(&self) -> u64 {
-        self.foreign
+        self.core.foreign
     }
 
     fn close(&mut self) {
         let now = Instant::now();
-        if let Some((_, conn)) = &mut self.conn {
-            conn.close(now, 0u32.into(), Bytes::new());
-        }
+        self.core.close(now);
         let _ = self.drive(now, &mut |_| {});
     }
 }

@@ -1,0 +1,123 @@
+use super::*;
+use latlab_link::LossModel;
+
+const MS: u64 = 1_000_000;
+
+fn link(delay_ms: u64, loss: f64, seed: u64) -> LinkConfig {
+    LinkConfig {
+        delay_ns: delay_ms * MS,
+        loss: LossModel::Bernoulli { p: loss },
+        seed,
+        ..LinkConfig::default()
+    }
+}
+
+/// Whether `h`'s smallest and largest samples are both `ns`, to the histogram's precision.
+fn all_at(h: &LatencyHistogram, ns: u64) -> bool {
+    let hdr = h.as_hdr();
+    hdr.equivalent(h.min(), ns) && hdr.equivalent(h.max(), ns)
+}
+
+fn options(transport: &str, streams: u32, messages: u64, loss: f64) -> SimOptions {
+    SimOptions {
+        transport: transport.parse().unwrap(),
+        streams,
+        size: 100,
+        interval: Duration::from_millis(20),
+        duration: Duration::from_millis(20 * messages),
+        grace: Duration::from_secs(5),
+        forward: link(10, loss, 1),
+        reverse: link(10, loss, 2),
+    }
+}
+
+#[test]
+fn every_virtual_transport_delivers_a_thousand_messages_through_one_percent_loss() {
+    for transport in [
+        "latlab:tcp-like",
+        "latlab:thin",
+        "latlab:rack:rdb=600",
+        "kcp:mode=fast",
+        "kcp:mode=normal",
+        "quic",
+        "quic:datagrams",
+    ] {
+        let o = options(transport, 4, 250, 0.01);
+        let out = run(&o, &Stop::new()).unwrap();
+        assert_eq!(out.sent, 1000, "{transport}: {:?}", out.failure);
+        assert_eq!(out.delivered, 1000, "{transport}: {:?}", out.failure);
+        assert_eq!(out.failed_streams, 0, "{transport}: {:?}", out.failure);
+        assert_eq!(out.malformed, 0, "{transport}");
+        assert_eq!(out.latency.len(), 1000, "{transport}");
+        // Nothing arrives before the path's delay; a loss costs at least one more trip.
+        let first = out.latency.min();
+        assert!(
+            first >= 10 * MS || out.latency.as_hdr().equivalent(first, 10 * MS),
+            "{transport}: {first}"
+        );
+        assert!(
+            out.latency.max() > 30 * MS,
+            "{transport}: max {}",
+            out.latency.max()
+        );
+        // Every message's bytes crossed at least once (KCP may put two in one datagram).
+        assert!(out.forward.bytes >= 1000 * 100, "{transport}");
+        assert!(out.reverse.packets > 0, "{transport}: no acknowledgements");
+    }
+}
+
+#[test]
+fn plain_udp_loses_what_the_link_drops_and_puts_one_datagram_per_message_on_the_wire() {
+    let out = run(&options("udp", 10, 1000, 0.01), &Stop::new()).unwrap();
+    assert_eq!(out.sent, 10_000);
+    let lost = out.sent - out.delivered;
+    assert!((50..=150).contains(&lost), "lost {lost} of 10,000 at 1%");
+    assert_eq!(out.failed_streams, 0, "udp may lose messages");
+    assert_eq!(out.forward.packets, 10_000);
+    assert_eq!(out.forward.bytes, 10_000 * (100 + 28));
+    assert_eq!(out.reverse.packets, 0);
+    // Every message that arrived took exactly the path's delay.
+    assert!(all_at(&out.latency, 10 * MS));
+}
+
+#[test]
+fn without_loss_latlab_delivers_at_the_path_delay_and_kcp_within_its_flush_interval() {
+    let out = run(&options("latlab:thin", 3, 100, 0.0), &Stop::new()).unwrap();
+    assert_eq!(out.delivered, 300);
+    assert!(all_at(&out.latency, 10 * MS));
+    assert_eq!(out.forward.retransmissions, Some(0));
+    // KCP sends what was handed to it at its next flush, 10 ms apart in fast mode.
+    let out = run(&options("kcp:mode=fast", 3, 100, 0.0), &Stop::new()).unwrap();
+    assert_eq!(out.delivered, 300);
+    assert!(out.latency.min() >= 9_990_000 && out.latency.max() <= 21 * MS);
+}
+
+#[test]
+fn one_seed_gives_the_same_run_twice() {
+    let o = options("latlab:thin", 5, 400, 0.05);
+    let a = run(&o, &Stop::new()).unwrap();
+    let b = run(&o, &Stop::new()).unwrap();
+    assert_eq!(a.latency, b.latency);
+    assert_eq!(a.forward, b.forward);
+    assert_eq!(a.reverse, b.reverse);
+    assert!(a.forward.retransmissions.unwrap() > 0);
+}
+
+#[test]
+fn a_transport_without_a_virtual_form_is_refused_with_the_reason() {
+    for (transport, says) in [("tcp:cc=cubic", "kernel's TCP"), ("enet", "own clock")] {
+        let spec: TransportSpec = transport.parse().unwrap();
+        let why = why_not_virtual(&spec).unwrap();
+        assert!(why.contains(says), "{why}");
+        let err = run(&options(transport, 1, 10, 0.0), &Stop::new()).unwrap_err();
+        assert_eq!(err, why);
+    }
+}
+
+#[test]
+fn a_raised_stop_ends_the_run_with_what_it_measured() {
+    let stop = Stop::new();
+    stop.raise();
+    let out = run(&options("latlab:thin", 2, 1000, 0.0), &stop).unwrap();
+    assert!(out.sent < 2000);
+}
