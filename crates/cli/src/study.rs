@@ -70,6 +70,17 @@ pub(crate) struct TransportStudyArgs {
     /// same options fill one folder (the last to finish draws the report).
     #[arg(long, value_name = "I/N", value_parser = Shard::parse, default_value = "1/1", requires = "out")]
     shard: Shard,
+    /// Run the cells in virtual time: latlab's transport, KCP, QUIC and UDP over the emulator's
+    /// link model in simulated time (a two-hour --duration takes seconds); TCP and ENet are
+    /// left out. --checks cells are also measured in namespaces, and the report compares.
+    #[arg(long = "virtual")]
+    virtual_time: bool,
+    /// With --virtual: cells also measured in namespaces (spread over the grid), 0 for none.
+    #[arg(long, default_value_t = 3, value_name = "N", requires = "virtual_time")]
+    checks: usize,
+    /// With --virtual: how long each stream sends in those namespace cells.
+    #[arg(long, value_parser = parse_duration, default_value = "20s", value_name = "DUR", requires = "virtual_time")]
+    check_duration: Duration,
 }
 
 /// `2.5%` or `2.5` → 0.025.
@@ -338,8 +349,9 @@ fn stamp_study(a: StampStudyArgs) -> Result<()> {
 
 fn transport_study(a: TransportStudyArgs) -> Result<()> {
     use latlab_lab::study::transports::{self, TransportStudyOptions};
-    if let Some(reason) = latlab_lab::topology::why_no_namespaces() {
-        bail!("study transports needs network namespaces: {reason}");
+    let no_namespaces = latlab_lab::topology::why_no_namespaces();
+    if let (Some(reason), false) = (&no_namespaces, a.virtual_time) {
+        bail!("study transports needs network namespaces (or --virtual): {reason}");
     }
     for (flag, empty) in [
         ("--rtts", a.rtts.is_empty()),
@@ -371,7 +383,16 @@ fn transport_study(a: TransportStudyArgs) -> Result<()> {
     options.duration = a.duration;
     options.resume = a.resume;
     options.shard = a.shard;
-    crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
+    options.virtual_time = a.virtual_time;
+    options.checks = a.checks;
+    options.check_duration = a.check_duration;
+    if let (Some(reason), true) = (&no_namespaces, a.checks > 0) {
+        eprintln!("no cross-checks in namespaces: {reason}");
+        options.checks = 0;
+    }
+    if !options.virtual_time || options.checks > 0 {
+        crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
+    }
     let mut bar = progress::StudyBar::new();
     let report = transports::run(&options, &STOP, &mut bar)?;
     print_report(&report)?;

@@ -219,7 +219,10 @@ fn gen_against_echo_on_loopback_writes_whole_results() {
     assert!(unsent <= 10, "{unsent} probes unsent");
     assert_eq!(summary["warmup"]["sent"], 200);
     let received = summary["received"].as_u64().unwrap();
-    assert!(received + 10 >= sent, "received {received} of {sent} on loopback");
+    assert!(
+        received + 10 >= sent,
+        "received {received} of {sent} on loopback"
+    );
     assert_eq!(summary["lost"].as_u64().unwrap(), sent - received);
     assert_eq!(summary["timestamp_source"], "kernel-software");
     let lat = &summary["latency_ns"];

@@ -97,3 +97,57 @@ fn a_short_transport_study_writes_every_artefact_and_resumes() {
     assert_eq!(again.matches("measured before, kept").count(), 2, "{again}");
     common::report_redraws_as_written(&out);
 }
+
+#[test]
+fn a_virtual_study_cross_checks_one_cell_in_namespaces() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let run = assert_cmd::Command::new(cargo_bin("latlab"))
+        .args(["study", "transports", "--virtual", "--rtts", "20ms"])
+        .args(["--intervals", "20ms", "--losses", "0.5%,1%"])
+        .args(["--loss-models", "random", "--streams", "10"])
+        .args(["--transports", "udp,latlab:thin,enet,quic"])
+        .args([
+            "--duration",
+            "60s",
+            "--checks",
+            "1",
+            "--check-duration",
+            "1s",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("left out: enet: ENet's library keeps its own clock"),
+        "{stderr}"
+    );
+    for loss in ["0.5", "1"] {
+        for t in ["udp", "latlab_thin_min-rto200000us_dupacks1", "quic"] {
+            let point = common::read_json(
+                &out.join(format!("points/rtt20ms-ia20ms-loss{loss}-random-{t}.json")),
+            );
+            assert_eq!(point["clock"], "virtual", "{point}");
+            // Ten streams of a message every 20 ms for 60 s of virtual time.
+            assert_eq!(point["sent"], 30_000, "{point}");
+        }
+    }
+    // One cross-check, on the last cell: its points measured in namespaces.
+    let check = common::read_json(&out.join("points/rtt20ms-ia20ms-loss1-random-quic-check.json"));
+    assert_eq!(check["clock"], "namespaces");
+    assert_eq!(check["check"], true);
+    assert!(!out
+        .join("points/rtt20ms-ia20ms-loss0.5-random-quic-check.json")
+        .exists());
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("## Virtual time against namespaces"), "{md}");
+    assert!(md.contains("Of 3 cross-checked points"), "{md}");
+    common::report_redraws_as_written(&out);
+}

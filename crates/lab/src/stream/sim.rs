@@ -130,7 +130,10 @@ pub fn run(options: &SimOptions, stop: &Stop) -> Result<SimOutcome, String> {
         let run = i + 1;
         let (tx, rx) = sides(&options.transport, run, to, identity.as_ref(), base)
             .map_err(|e| format!("{}: {e}", options.transport))?;
-        let stagger = options.interval.as_nanos() as u64 * u64::from(i) / u64::from(n);
+        // Spread over one interval, as players' streams are, at phases that fall on no
+        // timer's tick (KCP flushes every 10 ms of its own clock, as over sockets).
+        let phase = f64::from(i) + (f64::from(i + 1) * 0.618_034).fract();
+        let stagger = (options.interval.as_nanos() as f64 * phase / f64::from(n)) as u64;
         senders.push(Stream::new(
             tx,
             from,

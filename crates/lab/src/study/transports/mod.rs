@@ -15,6 +15,12 @@
 //!
 //! Latency is the application's: from a message's intended send time at the sender to its
 //! delivery at the receiving application (one clock: the namespaces share the host's).
+//!
+//! With `--virtual` ([`virtual_time`]), the transports that are sans-IO (latlab's, KCP, QUIC,
+//! plain UDP) run every cell in simulated time over `latlab_link::sim`'s network instead, so
+//! the paper's two-hour points take seconds; a few cells ([`TransportStudyOptions::checks`])
+//! are also measured in namespaces, and the report says whether the two agree within their
+//! confidence intervals.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -31,6 +37,7 @@ use crate::stream::{TransportSpec, WireReport};
 mod figures;
 pub mod report;
 mod run;
+mod virtual_time;
 
 /// Runs the study: measures this job's cells into `options.out`'s `points/` folder, then
 /// draws the tables, figures and `report.md` from them.
@@ -185,6 +192,12 @@ pub struct TransportStudyOptions {
     pub resume: bool,
     /// This job's share of the cells.
     pub shard: Shard,
+    /// Run the cells in virtual time (the transports that can), not in namespaces.
+    pub virtual_time: bool,
+    /// With `virtual_time`: how many cells are also measured in namespaces, to compare.
+    pub checks: usize,
+    /// How long each stream sends in those namespace cross-checks.
+    pub check_duration: Duration,
 }
 
 impl TransportStudyOptions {
@@ -208,7 +221,25 @@ impl TransportStudyOptions {
             duration: Duration::from_secs(10),
             resume: false,
             shard: Shard::WHOLE,
+            virtual_time: false,
+            checks: 3,
+            check_duration: Duration::from_secs(20),
         }
+    }
+
+    /// The cells a virtual study also measures in namespaces: `checks` of them spread evenly
+    /// over the grid (the first and the last among them), by their index in [`Self::cells`].
+    pub fn check_cells(&self) -> Vec<usize> {
+        let n = self.cells().len();
+        if !self.virtual_time || n == 0 || self.checks == 0 {
+            return Vec::new();
+        }
+        let k = self.checks.min(n);
+        let mut picked: Vec<usize> = (0..k)
+            .map(|j| if k == 1 { n - 1 } else { j * (n - 1) / (k - 1) })
+            .collect();
+        picked.dedup();
+        picked
     }
 
     /// The cells, in the order they are measured.
@@ -234,19 +265,47 @@ impl TransportStudyOptions {
     /// The options that shape every point, as `study.json` keeps them: `--resume` refuses a
     /// folder measured with other values.
     pub fn parameters(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([
+        let mut p = BTreeMap::from([
             ("--streams".to_string(), self.streams.to_string()),
             ("--size".to_string(), self.size.to_string()),
             ("--duration".to_string(), format!("{:?}", self.duration)),
-        ])
+        ]);
+        if self.virtual_time {
+            p.insert("--virtual".into(), "true".into());
+            p.insert("--checks".into(), self.checks.to_string());
+            p.insert(
+                "--check-duration".into(),
+                format!("{:?}", self.check_duration),
+            );
+        }
+        p
     }
 }
 
-/// One transport on one cell, as written to `points/<cell>-<transport>.json`.
+/// How a point was measured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    /// Real sockets through the emulator in `client — emu — server` namespaces.
+    #[default]
+    Namespaces,
+    /// Simulated time over `latlab_link::sim`'s network (`--virtual`).
+    Virtual,
+}
+
+/// One transport on one cell, as written to `points/<cell>-<transport>.json` (and, for a
+/// virtual study's cross-check in namespaces, `points/<cell>-<transport>-check.json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TransportPoint {
     /// The transport and its options.
     pub transport: String,
+    /// Real sockets in namespaces, or virtual time.
+    #[serde(default)]
+    pub clock: Clock,
+    /// A virtual study's cross-check: the same cell measured in namespaces, compared in the
+    /// report and kept out of its tables.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check: bool,
     /// Whether it delivers every message.
     pub reliable: bool,
     /// The cell's round-trip time, ns.

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::figures::{ccdf_svg, lines_svg, Line};
-use super::{LossKind, TransportPoint};
+use super::{Clock, LossKind, TransportPoint};
 use crate::results::write_atomic;
 use crate::study::{points, StudyError};
 
@@ -16,7 +16,10 @@ const TARGET: (u64, u64, f64) = (100_000_000, 100_000_000, 0.025);
 /// Every point of a results folder, and the files that did not read.
 #[derive(Debug, Default)]
 pub(super) struct Loaded {
+    /// The grid's points (in namespaces, or in virtual time).
     pub(super) points: Vec<TransportPoint>,
+    /// A virtual study's cross-checks in namespaces.
+    pub(super) checks: Vec<TransportPoint>,
     pub(super) skipped: Vec<String>,
 }
 
@@ -28,6 +31,7 @@ impl Loaded {
                 .text
                 .and_then(|t| serde_json::from_str::<TransportPoint>(&t).map_err(|e| e.to_string()))
             {
+                Ok(p) if p.check => l.checks.push(p),
                 Ok(p) => l.points.push(p),
                 Err(e) => l.skipped.push(format!("{}: {e}", f.path.display())),
             }
@@ -96,6 +100,9 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
     let mut md = String::from("# Thin-stream transports through an emulated path\n\n");
     let _ = writeln!(md, "Topology: {topology}.\n");
     md.push_str("After Harcsik et al., \"Latency Evaluation of Networking Mechanisms for Game Traffic\" (NetGames '07). Every transport runs its streams at the same time through one emulator that holds half the round trip each way and drops frames at the cell's rate each way (random: each frame on its own; bursty: Gilbert-Elliott with the same mean, bursts of 3 frames on average). Latency is the application's: from a message's intended send time to its delivery at the receiving application. Percentiles come from the streams' merged histograms; \"too few samples\" where the messages cannot bound one. Wire: all bytes both ways (IP headers included) against plain UDP's for the same messages.\n\n");
+    if l.points.iter().any(|p| p.clock == Clock::Virtual) {
+        md.push_str("Measured in **virtual time**: the sans-IO transports (latlab's, KCP, QUIC through quinn-proto, plain UDP) ran over latlab-link's network, the emulator's own link model with the same settings and seeds, the clock jumping from one event to the next; the kernel's TCP and ENet have no virtual-time form and are not in these tables. The machine's own delays are not in these numbers: the cross-checks below say how far that matters.\n\n");
+    }
     let transports = l.transports();
     for kind in [LossKind::Random, LossKind::Bursty] {
         let paths = l.paths(kind);
@@ -182,6 +189,7 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
         write_atomic(&out.join(&name), svg.as_bytes())?;
         let _ = writeln!(md, "![{title}]({name})\n");
     }
+    md.push_str(&agreement(&l));
     md.push_str(&conclusions(&l));
     if !l.skipped.is_empty() {
         md.push_str("\nSkipped point files:\n");
@@ -385,4 +393,128 @@ fn target(l: &Loaded, kind: LossKind) -> String {
         bytes.map_or("(no ENet point)".into(), |b| format!("{b:.2}×")),
         if held { "held" } else { "not held" }
     )
+}
+
+/// A percentile's 95 % confidence interval in ns, `None` when too few samples.
+fn ci(p: &TransportPoint, key: &str) -> Option<(u64, u64)> {
+    match p.latency_ns.percentile(key)?.estimate {
+        latlab_stats::Estimate::Value {
+            ci_low_ns,
+            ci_high_ns,
+            ..
+        } => Some((ci_low_ns, ci_high_ns)),
+        latlab_stats::Estimate::TooFewSamples { .. } => None,
+    }
+}
+
+/// Whether the virtual point's interval at `key` overlaps the namespace point's, the latter
+/// widened downwards by `allowance` ns (the machine's own delay); `None` when either is too
+/// few samples.
+fn overlap(v: &TransportPoint, n: &TransportPoint, key: &str, allowance: u64) -> Option<bool> {
+    let ((v_low, v_high), (n_low, n_high)) = (ci(v, key)?, ci(n, key)?);
+    Some(v_low <= n_high && n_low.saturating_sub(allowance) <= v_high)
+}
+
+/// A percentile with its confidence interval, in ms.
+fn with_ci(p: &TransportPoint, key: &str) -> String {
+    match p.latency_ns.percentile(key).map(|e| &e.estimate) {
+        Some(latlab_stats::Estimate::Value {
+            value_ns,
+            ci_low_ns,
+            ci_high_ns,
+        }) => format!(
+            "{:.2} [{:.2}, {:.2}]",
+            *value_ns as f64 / 1e6,
+            *ci_low_ns as f64 / 1e6,
+            *ci_high_ns as f64 / 1e6
+        ),
+        _ => "too few samples".into(),
+    }
+}
+
+/// The same cell and transport among `points`, measured on `clock`.
+fn twin<'a>(
+    points: &'a [TransportPoint],
+    of: &TransportPoint,
+    transport: &str,
+    clock: Clock,
+) -> Option<&'a TransportPoint> {
+    points.iter().find(|p| {
+        p.clock == clock
+            && p.transport == transport
+            && (p.rtt_ns, p.interval_ns, p.loss_kind) == (of.rtt_ns, of.interval_ns, of.loss_kind)
+            && (p.loss - of.loss).abs() < 1e-9
+    })
+}
+
+/// The cross-checks of a virtual study: each cell measured both ways, the p50 and p99 of each
+/// with their 95 % confidence intervals, and whether they agree: the intervals overlap
+/// ("yes"), or overlap once the machine's own delay at that percentile is allowed for ("yes,
+/// within the machine's delay": plain UDP's latency over the path's delay in the same
+/// namespace run, which virtual time does not have).
+pub(super) fn agreement(l: &Loaded) -> String {
+    if l.checks.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from(
+        "## Virtual time against namespaces\n\nThe same cells measured both ways: in virtual time (the tables above) and with real sockets through the emulator in namespaces (shorter runs). p50 and p99 in ms with their 95 % confidence intervals. They agree when the intervals overlap; virtual time has none of the machine's own delay (the veth pairs, the emulator's release error, the scheduling of every stream's thread on two cores), so where plain UDP was cross-checked too, its latency beyond the path's delay at the same percentile in the same run is allowed for, and said.\n\n| cell | transport | p50 virtual | p50 namespaces | p99 virtual | p99 namespaces | machine's own p50 / p99 [ms] | agree |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    let (mut strict, mut allowing, mut compared) = (0, 0, 0);
+    for c in &l.checks {
+        let Some(v) = twin(&l.points, c, &c.transport, Clock::Virtual) else {
+            continue;
+        };
+        // Plain UDP's excess over the path in this namespace run: the machine's own delay.
+        let udp = twin(&l.checks, c, "udp", Clock::Namespaces);
+        let own = |key: &str| {
+            udp.and_then(|u| u.latency_ns.percentile(key))
+                .and_then(|e| e.estimate.value_ns())
+                .map_or(0, |ns| ns.saturating_sub(c.rtt_ns / 2))
+        };
+        let verdict = match (overlap(v, c, "p50", 0), overlap(v, c, "p99", 0)) {
+            (Some(true), Some(true)) => {
+                compared += 1;
+                strict += 1;
+                "yes".to_string()
+            }
+            (Some(_), Some(_)) => {
+                compared += 1;
+                let within = overlap(v, c, "p50", own("p50")) == Some(true)
+                    && overlap(v, c, "p99", own("p99")) == Some(true);
+                if within && udp.is_some() {
+                    allowing += 1;
+                    "yes, within the machine's delay".to_string()
+                } else {
+                    "no".to_string()
+                }
+            }
+            _ => "too few samples".to_string(),
+        };
+        let machine = match udp {
+            Some(_) => format!(
+                "{:.2} / {:.2}",
+                own("p50") as f64 / 1e6,
+                own("p99") as f64 / 1e6
+            ),
+            None => "-".into(),
+        };
+        let _ = writeln!(
+            md,
+            "| RTT {} ms, every {} ms, {}% {} | {} | {} | {} | {} | {} | {machine} | {verdict} |",
+            c.rtt_ns / 1_000_000,
+            c.interval_ns / 1_000_000,
+            c.loss * 100.0,
+            c.loss_kind.name(),
+            c.transport,
+            with_ci(v, "p50"),
+            with_ci(c, "p50"),
+            with_ci(v, "p99"),
+            with_ci(c, "p99"),
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nOf {compared} cross-checked points, {strict} agree within their confidence intervals at p50 and p99, and {allowing} more once the machine's own delay is allowed for.\n"
+    );
+    md
 }

@@ -10,7 +10,7 @@ use latlab_engine::{PollMode, Stop};
 use latlab_io::packet::{PacketOptions, PacketSocket};
 use latlab_stats::{ccdf, LatencyHistogram, Summary};
 
-use super::{transport_key, Cell, TransportPoint, TransportStudyOptions};
+use super::{transport_key, virtual_time, Cell, Clock, TransportPoint, TransportStudyOptions};
 use crate::stream::recv::Receiver;
 use crate::stream::wire::{udp_overhead, WireCounts};
 use crate::stream::{send, RecvCommand, SendCommand, TransportSpec, WireReport};
@@ -20,7 +20,7 @@ use crate::topology::ClientEmuServer;
 
 /// How long a receiver waits for messages still on their way after a stream's last one: long
 /// enough for a reliable transport's backed-off retransmissions at the longest round trip.
-fn grace(cell: &Cell) -> Duration {
+pub(super) fn grace(cell: &Cell) -> Duration {
     (cell.rtt * 20).max(Duration::from_secs(2))
 }
 
@@ -38,27 +38,46 @@ pub(super) fn measure_all(
         Existing::RefuseResumable
     };
     let points = PointsDir::create(&options.out, existing)?;
-    let lab = ClientEmuServer::build()?;
-    let topology = lab.describe();
+    // In virtual time the lab is only built for the cross-checks, when the first one is due.
+    let mut lab = None;
+    let topology = if options.virtual_time {
+        virtual_time::topology(options)
+    } else {
+        let built = ClientEmuServer::build()?;
+        let described = built.describe();
+        lab = Some(built);
+        described
+    };
     progress.note(&format!("lab: {topology}"));
     StudyFile::new(StudyKind::Transports, &topology)
         .with_parameters(options.parameters())
         .write(&options.out)?;
+    let simulated = if options.virtual_time {
+        virtual_time::transports(options, progress)
+    } else {
+        options.transports.clone()
+    };
+    let checks = options.check_cells();
+    let mut no_checks: Option<String> = None;
     let cells = options.cells();
     let total = options.shard.share_of(cells.len());
     let mine = cells
         .iter()
         .enumerate()
         .filter(|&(i, _)| options.shard.owns(i));
-    for (done, (_, cell)) in mine.enumerate() {
+    for (done, (index, cell)) in mine.enumerate() {
         if stop.is_raised() {
             break;
         }
-        let keys: Vec<String> = options
-            .transports
-            .iter()
-            .map(|t| format!("{}-{}", cell.key(), transport_key(&t.to_string())))
-            .collect();
+        let checked = checks.contains(&index) && no_checks.is_none();
+        let key = |t: &TransportSpec, suffix: &str| {
+            format!("{}-{}{suffix}", cell.key(), transport_key(&t.to_string()))
+        };
+        let mut keys: Vec<String> = simulated.iter().map(|t| key(t, "")).collect();
+        let check_keys: Vec<String> = simulated.iter().map(|t| key(t, "-check")).collect();
+        if checked {
+            keys.extend(check_keys.iter().cloned());
+        }
         if keys
             .iter()
             .all(|k| points.resumed::<TransportPoint>(k).is_some())
@@ -67,17 +86,50 @@ pub(super) fn measure_all(
             continue;
         }
         progress.point(&cell.key(), done, total);
-        let measured = measure_cell(&lab, options, cell, stop)?;
+        let mut measured = if options.virtual_time {
+            virtual_time::measure_cell(options, &simulated, cell, stop)?
+        } else {
+            let lab = lab.as_ref().expect("built for a study in namespaces");
+            measure_cell(lab, options, cell, stop)?
+        };
+        if checked && !stop.is_raised() {
+            if lab.is_none() {
+                match ClientEmuServer::build() {
+                    Ok(built) => lab = Some(built),
+                    Err(e) => {
+                        let why = format!("the cross-checks in namespaces are left out: {e}");
+                        progress.note(&why);
+                        no_checks = Some(why);
+                    }
+                }
+            }
+            if let Some(lab) = &lab {
+                let check = TransportStudyOptions {
+                    transports: simulated.clone(),
+                    duration: options.check_duration,
+                    ..options.clone()
+                };
+                progress.note(&format!("{}: cross-check in namespaces", cell.key()));
+                for (mut point, histogram) in measure_cell(lab, &check, cell, stop)? {
+                    point.check = true;
+                    measured.push((point, histogram));
+                }
+            }
+        }
         if stop.is_raised() {
             // A cell cut short is not written: --resume measures it again.
             break;
         }
-        for ((point, histogram), key) in measured.into_iter().zip(&keys) {
+        let keys = simulated
+            .iter()
+            .map(|t| key(t, ""))
+            .chain(check_keys.into_iter().filter(|_| checked));
+        for ((point, histogram), key) in measured.into_iter().zip(keys) {
             let comment = format!(
                 "latlab {} study transports {key}: application latency in ns",
                 env!("CARGO_PKG_VERSION")
             );
-            points.write(key, &point, Some((&histogram, &comment)))?;
+            points.write(&key, &point, Some((&histogram, &comment)))?;
         }
     }
     progress.finish();
@@ -89,7 +141,7 @@ type StreamOutcome = Result<(crate::stream::StreamSummary, LatencyHistogram), St
 
 /// Measures one cell: the emulator with the cell's path, every transport's streams at once;
 /// one point per transport, with its merged histogram.
-fn measure_cell(
+pub(super) fn measure_cell(
     lab: &ClientEmuServer,
     options: &TransportStudyOptions,
     cell: &Cell,
@@ -263,24 +315,63 @@ fn merge<'a>(
             }
         }
     }
+    let tally = Tally {
+        streams,
+        sent,
+        delivered,
+        failed,
+        failure,
+        forward,
+        reverse,
+    };
+    (point(spec, options, cell, tally, &latency), latency)
+}
+
+/// What a transport's streams on one cell added up to.
+pub(super) struct Tally {
+    pub(super) streams: u32,
+    pub(super) sent: u64,
+    pub(super) delivered: u64,
+    pub(super) failed: u32,
+    pub(super) failure: Option<String>,
+    pub(super) forward: WireCounts,
+    pub(super) reverse: WireCounts,
+}
+
+/// The point of `spec` on `cell` from its tally and merged histogram (measured in
+/// namespaces; the virtual study sets [`TransportPoint::clock`] after).
+pub(super) fn point(
+    spec: &TransportSpec,
+    options: &TransportStudyOptions,
+    cell: &Cell,
+    tally: Tally,
+    latency: &LatencyHistogram,
+) -> TransportPoint {
     let overhead = udp_overhead(SocketAddr::from(([0, 0, 0, 0], 0)));
-    let point = TransportPoint {
+    TransportPoint {
         transport: spec.to_string(),
+        clock: Clock::Namespaces,
+        check: false,
         reliable: spec.is_reliable(),
         rtt_ns: cell.rtt.as_nanos() as u64,
         interval_ns: cell.interval.as_nanos() as u64,
         loss: cell.loss,
         loss_kind: cell.loss_kind,
         size: options.size,
-        streams,
-        sent,
-        delivered,
-        lost: sent.saturating_sub(delivered),
-        failed_streams: failed,
-        failure,
-        latency_ns: Summary::from_histogram(&latency),
-        ccdf: ccdf(&latency),
-        wire: WireReport::new(forward, reverse, sent, options.size, overhead),
-    };
-    (point, latency)
+        streams: tally.streams,
+        sent: tally.sent,
+        delivered: tally.delivered,
+        lost: tally.sent.saturating_sub(tally.delivered),
+        failed_streams: tally.failed,
+        failure: tally.failure,
+        latency_ns: Summary::from_histogram(latency),
+        ccdf: ccdf(latency),
+        wire: WireReport::new(
+            tally.forward,
+            tally.reverse,
+            tally.sent,
+            options.size,
+            overhead,
+        ),
+    }
 }

@@ -6,7 +6,7 @@ use latlab_link::LossModel;
 use latlab_stats::{ccdf, LatencyHistogram, Summary};
 
 use super::report::{pct_ms, write};
-use super::{transport_key, Cell, LossKind, TransportPoint, TransportStudyOptions};
+use super::{transport_key, Cell, Clock, LossKind, TransportPoint, TransportStudyOptions};
 use crate::stream::wire::WireCounts;
 use crate::stream::WireReport;
 use crate::study::points::{Existing, PointsDir};
@@ -77,6 +77,8 @@ fn point(
     };
     TransportPoint {
         transport: transport.into(),
+        clock: Clock::Namespaces,
+        check: false,
         reliable: transport != "udp",
         rtt_ns: 100_000_000,
         interval_ns: 100_000_000,
@@ -169,4 +171,152 @@ fn the_report_draws_every_figure_and_states_the_target_from_the_numbers() {
         md.contains("**The machine could not keep up**: plain UDP's p99 was 20.1 ms above"),
         "{md}"
     );
+}
+
+#[test]
+fn a_virtual_study_measures_the_sans_io_transports_and_leaves_the_others_out_with_a_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut options = TransportStudyOptions::new(tmp.path().join("study"));
+    options.rtts = vec![Duration::from_millis(100)];
+    options.intervals = vec![Duration::from_millis(100)];
+    options.losses = vec![0.025];
+    options.loss_kinds = vec![LossKind::Random, LossKind::Bursty];
+    options.transports = [
+        "udp",
+        "tcp:cc=cubic",
+        "enet",
+        "kcp:mode=fast",
+        "latlab:rack:rdb=600",
+    ]
+    .iter()
+    .map(|t| t.parse().unwrap())
+    .collect();
+    options.duration = Duration::from_secs(120);
+    options.virtual_time = true;
+    options.checks = 0;
+    let mut notes = Notes::default();
+    let report = super::run(&options, &latlab_engine::Stop::new(), &mut notes).unwrap();
+    assert_eq!(
+        notes
+            .0
+            .iter()
+            .filter(|n| n.starts_with("left out: "))
+            .count(),
+        2,
+        "{:?}",
+        notes.0
+    );
+    let md = std::fs::read_to_string(report.report).unwrap();
+    assert!(md.contains("Measured in **virtual time**"), "{md}");
+    assert!(
+        !md.contains("| enet |") && !md.contains("tcp:cc=cubic"),
+        "{md}"
+    );
+    assert!(!md.contains("## Virtual time against namespaces"), "{md}");
+    let loaded = super::report::Loaded::load(&options.out).unwrap();
+    assert_eq!(loaded.points.len(), 2 * 3);
+    for p in &loaded.points {
+        assert_eq!(p.clock, Clock::Virtual);
+        // Ten streams of 1,200 messages; the reliable ones lose none.
+        assert_eq!(p.sent, 12_000, "{}", p.transport);
+        if p.reliable {
+            assert_eq!(
+                (p.lost, p.failed_streams),
+                (0, 0),
+                "{}: {:?}",
+                p.transport,
+                p.failure
+            );
+        } else {
+            assert!(p.lost > 100, "udp lost {} at 2.5%", p.lost);
+        }
+    }
+    // The same seeds give the same points: --resume keeps them, a new folder measures them again.
+    let again_out = tmp.path().join("again");
+    let again = TransportStudyOptions {
+        out: again_out.clone(),
+        ..options.clone()
+    };
+    super::run(&again, &latlab_engine::Stop::new(), &mut Notes::default()).unwrap();
+    let again = super::report::Loaded::load(&again_out).unwrap();
+    let latlab = |l: &super::report::Loaded| {
+        l.points
+            .iter()
+            .filter(|p| p.transport.starts_with("latlab"))
+            .map(|p| p.latency_ns.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(latlab(&loaded), latlab(&again));
+}
+
+#[test]
+fn the_cross_checks_compare_each_virtual_point_with_its_namespace_twin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("study");
+    let points = PointsDir::create(&out, Existing::Refuse).unwrap();
+    let n = 20_000;
+    let write = |t: &str, clock: Clock, extra: u64| {
+        let mut p = point(
+            t,
+            0.025,
+            n,
+            move |i| 50_000_000 + extra + i % 100_000,
+            3_000_000,
+        );
+        p.clock = clock;
+        p.check = clock == Clock::Namespaces;
+        let suffix = if p.check { "-check" } else { "" };
+        let key = format!(
+            "rtt100ms-ia100ms-loss2.5-random-{}{suffix}",
+            transport_key(t)
+        );
+        points.write(&key, &p, None).unwrap();
+    };
+    // The same distribution both ways; one 300 µs late in namespaces, as plain UDP is there
+    // (the machine's own delay); one 5 ms late.
+    write("latlab:thin", Clock::Virtual, 0);
+    write("latlab:thin", Clock::Namespaces, 0);
+    write("quic", Clock::Virtual, 0);
+    write("quic", Clock::Namespaces, 300_000);
+    write("kcp:mode=fast", Clock::Virtual, 0);
+    write("kcp:mode=fast", Clock::Namespaces, 5_000_000);
+    write("udp", Clock::Virtual, 0);
+    write("udp", Clock::Namespaces, 300_000);
+    let md = std::fs::read_to_string(super::report::write(&out, "test lab").unwrap()).unwrap();
+    let row = |t: &str| {
+        md.lines()
+            .find(|l| l.starts_with("| RTT 100 ms") && l.contains(&format!("| {t} |")))
+            .unwrap_or_else(|| panic!("no row for {t}: {md}"))
+            .to_string()
+    };
+    assert!(
+        row("latlab:thin").ends_with("| yes |"),
+        "{}",
+        row("latlab:thin")
+    );
+    assert!(
+        row("quic").ends_with("| yes, within the machine's delay |"),
+        "{}",
+        row("quic")
+    );
+    assert!(
+        row("kcp:mode=fast").ends_with("| no |"),
+        "{}",
+        row("kcp:mode=fast")
+    );
+    assert!(md.contains("Of 4 cross-checked points, 1 agree within their confidence intervals at p50 and p99, and 2 more once"), "{md}");
+    // The checks stay out of the grid's tables.
+    assert_eq!(md.matches("| 2.5% | latlab:thin |").count(), 1, "{md}");
+}
+
+/// Progress that keeps the notes.
+#[derive(Default)]
+struct Notes(Vec<String>);
+
+impl crate::study::StudyProgress for Notes {
+    fn point(&mut self, _describe: &str, _done: usize, _total: usize) {}
+    fn note(&mut self, line: &str) {
+        self.0.push(line.to_string());
+    }
+    fn finish(&mut self) {}
 }
