@@ -1,7 +1,8 @@
 //! TCP socket knobs and counters that the standard library and socket2 do not reach, for the
 //! thin-stream transports of `latlab stream`: `TCP_INFO` (what a connection put on the wire and
-//! how much it retransmitted), `TCP_CONGESTION`, `TCP_THIN_LINEAR_TIMEOUTS`, and a wait on
-//! several descriptors at once.
+//! how much it retransmitted, and how many of those the receiver said it already had),
+//! `TCP_CONGESTION`, `TCP_THIN_LINEAR_TIMEOUTS`, `TCP_RTO_MIN_US`, and a wait on several
+//! descriptors at once.
 //!
 //! Every function takes anything with a file descriptor and never keeps it.
 
@@ -26,6 +27,9 @@ pub struct TcpInfo {
     pub bytes_received: u64,
     /// Segments retransmitted over the connection's life (`tcpi_total_retrans`).
     pub total_retrans: u64,
+    /// DSACK blocks received (`tcpi_dsack_dups`): segments the receiver said it already had,
+    /// so retransmissions that were not needed (or, rarer, copies the network itself made).
+    pub dsack_dups: u64,
     /// Whether TCP timestamps were negotiated: each segment then carries a 12-byte option.
     pub timestamps: bool,
     /// The smoothed round-trip time, microseconds (`tcpi_rtt`).
@@ -58,6 +62,7 @@ pub fn tcp_info(socket: &impl AsRawFd) -> io::Result<TcpInfo> {
         bytes_retrans: info.tcpi_bytes_retrans,
         bytes_received: info.tcpi_bytes_received,
         total_retrans: u64::from(info.tcpi_total_retrans),
+        dsack_dups: u64::from(info.tcpi_dsack_dups),
         timestamps: info.tcpi_options & TCPI_OPT_TIMESTAMPS != 0,
         rtt_us: info.tcpi_rtt,
         rto_us: info.tcpi_rto,
@@ -113,6 +118,36 @@ pub fn set_thin_linear_timeouts(socket: &impl AsRawFd, on: bool) -> io::Result<(
     )
 }
 
+/// `TCP_RTO_MIN_US` of `<linux/tcp.h>` (Linux 6.16 on), which libc does not have yet: the
+/// socket's minimum retransmission timeout, an `int` in microseconds.
+const TCP_RTO_MIN_US: libc::c_int = 45;
+
+/// The most [`set_rto_min`] takes: the kernel's default minimum RTO, `TCP_RTO_MIN` (200 ms).
+pub const RTO_MIN_MAX: Duration = Duration::from_millis(200);
+
+/// Sets `TCP_RTO_MIN_US`: this socket's minimum retransmission timeout, instead of the
+/// namespace's `net.ipv4.tcp_rto_min_us`. The kernel holds it in whole ticks (rounded up) and
+/// takes from two ticks up to [`RTO_MIN_MAX`], `EINVAL` outside; kernels before 6.16 answer
+/// `ENOPROTOOPT`.
+pub fn set_rto_min(socket: &impl AsRawFd, rto_min: Duration) -> io::Result<()> {
+    let us = libc::c_int::try_from(rto_min.as_micros())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    sockopt::set(socket.as_raw_fd(), libc::IPPROTO_TCP, TCP_RTO_MIN_US, &us)
+}
+
+/// Reads `TCP_RTO_MIN_US`: the socket's minimum retransmission timeout, as the kernel holds it
+/// (whole ticks).
+pub fn rto_min(socket: &impl AsRawFd) -> io::Result<Duration> {
+    let mut us: libc::c_int = 0;
+    sockopt::get(
+        socket.as_raw_fd(),
+        libc::IPPROTO_TCP,
+        TCP_RTO_MIN_US,
+        &mut us,
+    )?;
+    Ok(Duration::from_micros(u64::try_from(us).unwrap_or(0)))
+}
+
 /// Waits until one of `fds` can be read (or has an error or hang-up pending) or `timeout`
 /// passes (`None`: no limit); returns which can, in order (all `false` on timeout or when a
 /// signal ended the wait).
@@ -143,6 +178,7 @@ mod tests {
         assert_eq!(received.bytes_received, 1000);
         assert!(sent.segs_out >= 2, "SYN and at least one data segment");
         assert_eq!(sent.total_retrans, 0);
+        assert_eq!(sent.dsack_dups, 0, "nothing was sent twice");
     }
 
     #[test]
@@ -158,6 +194,34 @@ mod tests {
         assert_eq!(congestion(&socket).unwrap(), "reno");
         assert!(set_congestion(&socket, "no-such-cc").is_err());
         set_thin_linear_timeouts(&socket, true).unwrap();
+    }
+
+    #[test]
+    fn the_minimum_rto_is_set_per_socket_and_reads_back() {
+        let socket = TcpStream::connect(
+            TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap(),
+        )
+        .unwrap();
+        // 40 ms is a whole number of ticks at every usual HZ (100, 250, 300, 1000).
+        match set_rto_min(&socket, Duration::from_millis(40)) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {
+                eprintln!("skipped: this kernel has no TCP_RTO_MIN_US (before 6.16)");
+                return;
+            }
+            r => r.unwrap(),
+        }
+        assert_eq!(rto_min(&socket).unwrap(), Duration::from_millis(40));
+        set_rto_min(&socket, RTO_MIN_MAX).unwrap();
+        assert_eq!(rto_min(&socket).unwrap(), RTO_MIN_MAX);
+        for refused in [Duration::ZERO, RTO_MIN_MAX + Duration::from_millis(1)] {
+            let e = set_rto_min(&socket, refused).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{refused:?}");
+        }
+        // A refused value leaves the last one in place.
+        assert_eq!(rto_min(&socket).unwrap(), RTO_MIN_MAX);
     }
 
     #[test]
