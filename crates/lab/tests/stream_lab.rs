@@ -208,6 +208,13 @@ fn every_transport_delivers_1000_messages_through_a_10ms_1_percent_loss_link() {
         assert!(by(told).wire.forward.retransmissions.is_some(), "{told}");
     }
     assert_eq!(by("kcp:mode=fast").wire.forward.retransmissions, None);
+    // TCP also tells which retransmissions were not needed: the DSACKs its peer sent.
+    for told in ["tcp:cc=cubic", "tcp:cc=reno,thin", "tcp:cc=bbr"] {
+        assert!(
+            by(told).wire.forward.spurious_retransmissions.is_some(),
+            "{told}"
+        );
+    }
 }
 
 #[test]

@@ -29,7 +29,8 @@ pub struct WireCounts {
     /// `None` where the transport does not tell.
     pub retransmissions: Option<u64>,
     /// Of those, the ones that were not needed (the original arrived), where the transport
-    /// tells: latlab's transport detects them from its acknowledgements.
+    /// tells: latlab's transport detects them from its acknowledgements; TCP counts the DSACK
+    /// blocks its peer sent back (`tcpi_dsack_dups`: segments the peer already had).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spurious_retransmissions: Option<u64>,
 }
@@ -43,14 +44,15 @@ pub fn udp_overhead(addr: SocketAddr) -> u64 {
 }
 
 /// What `TCP_INFO` says one side of a connection sent: its segments, and their payload with
-/// the IP and TCP headers (and the timestamp option, when negotiated) added.
+/// the IP and TCP headers (and the timestamp option, when negotiated) added; its
+/// retransmissions, and as spurious the ones its peer reported with a DSACK.
 pub fn tcp_counts(info: &TcpInfo, ipv6: bool) -> WireCounts {
     let header = if ipv6 { 40 } else { 20 } + 20 + if info.timestamps { 12 } else { 0 };
     WireCounts {
         packets: info.segs_out,
         bytes: info.bytes_sent + info.segs_out * header,
         retransmissions: Some(info.total_retrans),
-        spurious_retransmissions: None,
+        spurious_retransmissions: Some(info.dsack_dups),
     }
 }
 
@@ -203,7 +205,7 @@ mod tests {
                 packets: 10,
                 bytes: 1000 + 10 * 52,
                 retransmissions: Some(2),
-                spurious_retransmissions: None,
+                spurious_retransmissions: Some(0),
             }
         );
         let no_ts = TcpInfo {
@@ -212,5 +214,19 @@ mod tests {
         };
         assert_eq!(tcp_counts(&no_ts, true).bytes, 1000 + 10 * 60);
         assert_eq!(udp_overhead("[::1]:1".parse().unwrap()), 48);
+    }
+
+    #[test]
+    fn tcp_counts_the_dsacks_its_peer_sent_as_spurious_retransmissions() {
+        let info = TcpInfo {
+            segs_out: 40,
+            bytes_sent: 4000,
+            total_retrans: 5,
+            dsack_dups: 3,
+            ..TcpInfo::default()
+        };
+        let counts = tcp_counts(&info, false);
+        assert_eq!(counts.retransmissions, Some(5));
+        assert_eq!(counts.spurious_retransmissions, Some(3));
     }
 }
