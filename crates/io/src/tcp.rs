@@ -148,6 +148,61 @@ pub fn rto_min(socket: &impl AsRawFd) -> io::Result<Duration> {
     Ok(Duration::from_micros(u64::try_from(us).unwrap_or(0)))
 }
 
+/// What this kernel says to a minimum RTO set per socket ([`try_rto_min`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RtoMinSupport {
+    /// `TCP_RTO_MIN_US` takes the value.
+    Taken,
+    /// The kernel has no `TCP_RTO_MIN_US` (before 6.16: `ENOPROTOOPT`).
+    Missing,
+    /// `TCP_RTO_MIN_US` refuses the value (`EINVAL`): the kernel takes from `least` up to
+    /// [`RTO_MIN_MAX`].
+    OutOfRange {
+        /// The least value the kernel takes: just over one of its ticks, which it rounds up
+        /// to the two ticks it asks for at least.
+        least: Duration,
+    },
+}
+
+/// Tries `rto_min` as `TCP_RTO_MIN_US` on a throwaway TCP socket (so before anything connects);
+/// when the kernel refuses it, finds by bisection on that socket the least value it takes.
+pub fn try_rto_min(rto_min: Duration) -> io::Result<RtoMinSupport> {
+    let probe = socket2::Socket::new(
+        socket2::Domain::IPV4,
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    let takes = |value: Duration| match set_rto_min(&probe, value) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(false),
+        Err(e) => Err(e),
+    };
+    match set_rto_min(&probe, rto_min) {
+        Ok(()) => return Ok(RtoMinSupport::Taken),
+        Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => return Ok(RtoMinSupport::Missing),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+        Err(e) => return Err(e),
+    }
+    // Taken values are those from the least one up: 0 µs never is, the maximum always is.
+    let (mut refused, mut taken) = (0u64, RTO_MIN_MAX.as_micros() as u64);
+    if !takes(Duration::from_micros(taken))? {
+        return Err(io::Error::other(format!(
+            "TCP_RTO_MIN_US refuses even {RTO_MIN_MAX:?}"
+        )));
+    }
+    while taken - refused > 1 {
+        let mid = refused + (taken - refused) / 2;
+        if takes(Duration::from_micros(mid))? {
+            taken = mid;
+        } else {
+            refused = mid;
+        }
+    }
+    Ok(RtoMinSupport::OutOfRange {
+        least: Duration::from_micros(taken),
+    })
+}
+
 /// Waits until one of `fds` can be read (or has an error or hang-up pending) or `timeout`
 /// passes (`None`: no limit); returns which can, in order (all `false` on timeout or when a
 /// signal ended the wait).
@@ -222,6 +277,37 @@ mod tests {
         }
         // A refused value leaves the last one in place.
         assert_eq!(rto_min(&socket).unwrap(), RTO_MIN_MAX);
+    }
+
+    #[test]
+    fn a_minimum_rto_out_of_the_kernels_range_is_found_with_the_least_it_takes() {
+        if try_rto_min(Duration::from_millis(40)).unwrap() == RtoMinSupport::Missing {
+            eprintln!("skipped: this kernel has no TCP_RTO_MIN_US (before 6.16)");
+            return;
+        }
+        assert_eq!(
+            try_rto_min(Duration::from_millis(40)).unwrap(),
+            RtoMinSupport::Taken
+        );
+        let RtoMinSupport::OutOfRange { least } = try_rto_min(Duration::from_micros(1)).unwrap()
+        else {
+            panic!("1 us is less than two ticks of any kernel");
+        };
+        // Just over one tick: HZ is between 100 and 1000.
+        let tick = least - Duration::from_micros(1);
+        assert!(
+            (Duration::from_millis(1)..=Duration::from_millis(10)).contains(&tick),
+            "{least:?}"
+        );
+        assert_eq!(try_rto_min(least).unwrap(), RtoMinSupport::Taken);
+        assert_eq!(
+            try_rto_min(tick).unwrap(),
+            RtoMinSupport::OutOfRange { least }
+        );
+        assert_eq!(
+            try_rto_min(RTO_MIN_MAX + Duration::from_micros(1)).unwrap(),
+            RtoMinSupport::OutOfRange { least }
+        );
     }
 
     #[test]
