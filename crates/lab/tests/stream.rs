@@ -182,3 +182,89 @@ fn garbage_datagrams_and_connections_do_not_stop_the_receiver() {
         }
     }
 }
+
+/// Whether this kernel has `TCP_RTO_MIN_US` (6.16 on); says so when it has not.
+fn has_rto_min_us() -> bool {
+    let missing = latlab_io::tcp::try_rto_min(Duration::from_millis(40)).unwrap()
+        == latlab_io::tcp::RtoMinSupport::Missing;
+    if missing {
+        eprintln!("skipped: this kernel has no TCP_RTO_MIN_US (before 6.16)");
+    }
+    !missing
+}
+
+#[test]
+fn modified_tcp_sets_its_minimum_rto_on_its_socket_even_on_the_host() {
+    if !has_rto_min_us() {
+        return;
+    }
+    let transport = "tcp:cc=reno,thin,rto_min=10ms";
+    let sysctl = || std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rto_min_us").ok();
+    let before = sysctl();
+    let receiver =
+        Receiver::bind(&recv_command("127.0.0.1:0".parse().unwrap(), transport)).unwrap();
+    let serving = Serving::start(receiver);
+    let command = send_command(serving.addr, transport, 200, Duration::from_millis(2));
+    let summary = send::run(&command, &Stop::new(), &mut |l| eprintln!("{l}")).unwrap();
+    eprintln!("{}", summary.text());
+    assert_delivered(&summary, 200);
+    assert_eq!(summary.delivered, 200);
+    // The socket option, as asked (and as held, when the kernel's ticks round it up); the
+    // namespace's sysctl is neither named nor touched.
+    assert!(
+        summary
+            .settings
+            .iter()
+            .any(|x| x.starts_with("TCP_RTO_MIN_US 10000")),
+        "{:?}",
+        summary.settings
+    );
+    assert!(
+        !summary
+            .settings
+            .iter()
+            .any(|x| x.contains("tcp_rto_min_us")),
+        "{:?}",
+        summary.settings
+    );
+    assert_eq!(sysctl(), before);
+    // TCP tells its spurious retransmissions (none on loopback).
+    assert_eq!(summary.wire.forward.spurious_retransmissions, Some(0));
+    serving.finish();
+}
+
+#[test]
+fn a_minimum_rto_out_of_range_is_refused_with_one_line_before_the_run() {
+    // Beyond the 200 ms TCP_RTO_MIN_US takes on every kernel: refused by the spec itself.
+    let err = "tcp:cc=reno,thin,rto_min=250ms"
+        .parse::<latlab_lab::stream::TransportSpec>()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        "tcp: rto_min=250ms: out of range: TCP_RTO_MIN_US takes more than one kernel tick \
+         (1ms at HZ=1000, 4ms at HZ=250, 10ms at HZ=100) and at most 200ms"
+    );
+    if !has_rto_min_us() {
+        return;
+    }
+    // Below this kernel's two ticks: refused by the sender before it connects (nothing
+    // listens at the target, which would be the error had it tried).
+    let command = send_command(
+        "127.0.0.1:9".parse().unwrap(),
+        "tcp:thin,rto_min=1us",
+        10,
+        Duration::from_millis(10),
+    );
+    let err = send::run(&command, &Stop::new(), &mut |_| {}).unwrap_err();
+    assert!(err.is_usage(), "{err:?}");
+    let err = err.to_string();
+    eprintln!("{err}");
+    assert!(
+        err.starts_with(
+            "tcp: rto_min=1us: out of range: TCP_RTO_MIN_US takes more than one kernel tick \
+             (this kernel's: "
+        ) && err.ends_with(") and at most 200ms")
+            && !err.contains('\n'),
+        "{err}"
+    );
+}

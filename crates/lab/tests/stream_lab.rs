@@ -10,6 +10,7 @@ use latlab_engine::emulator::{self, EmulatorLive, EmulatorReport};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::packet::{PacketOptions, PacketSocket};
 use latlab_lab::stream::recv::{Receiver, RecvReport};
+use latlab_lab::stream::tcp::RtoMinGuard;
 use latlab_lab::stream::{send, RecvCommand, SendCommand, StreamSummary};
 use latlab_lab::topology::{why_no_namespaces, ClientEmuServer};
 use latlab_link::{LinkConfig, LossModel};
@@ -218,12 +219,17 @@ fn every_transport_delivers_1000_messages_through_a_10ms_1_percent_loss_link() {
 }
 
 #[test]
-fn modified_tcp_sets_its_minimum_rto_only_in_the_senders_namespace() {
+fn modified_tcp_sets_its_minimum_rto_on_its_socket_and_the_sysctl_only_in_a_lab_namespace() {
     let Some(lab) = Lab::start() else {
         return;
     };
     let transport = "tcp:cc=reno,thin,rto_min=10ms";
-    let host_before = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rto_min_us").ok();
+    const SYSCTL: &str = "/proc/sys/net/ipv4/tcp_rto_min_us";
+    let read = || std::fs::read_to_string(SYSCTL).ok();
+    let client = lab.topo.client.name().to_string();
+    let in_client = |f: fn() -> Option<String>| latlab_io::netns::run_in(&client, f).unwrap();
+    let host_before = read();
+    let client_before = in_client(|| std::fs::read_to_string(SYSCTL).ok());
     let (addr, stop, thread) = lab.serve(transport, 7400);
     let mut c = command(addr, transport);
     c.duration = EVERY * 400;
@@ -232,28 +238,42 @@ fn modified_tcp_sets_its_minimum_rto_only_in_the_senders_namespace() {
     thread.join().unwrap();
     eprintln!("{}", s.text());
     assert_eq!(s.lost, 0);
+    assert!(s.settings.iter().any(|x| x == "TCP_THIN_LINEAR_TIMEOUTS 1"));
+    // On its socket where the kernel has TCP_RTO_MIN_US (6.16 on), else in the client's
+    // namespace, the setting saying which.
+    let no_option = latlab_io::tcp::try_rto_min(std::time::Duration::from_millis(10)).unwrap()
+        == latlab_io::tcp::RtoMinSupport::Missing;
+    let line = if no_option {
+        "net.ipv4.tcp_rto_min_us=10000 in the sender's network namespace (this kernel has no \
+         TCP_RTO_MIN_US)"
+    } else {
+        "TCP_RTO_MIN_US 10000"
+    };
     assert!(
-        s.settings
-            .iter()
-            .any(|x| x == "net.ipv4.tcp_rto_min_us=10000 in the sender's network namespace"),
+        s.settings.iter().any(|x| x.starts_with(line)),
         "{:?}",
         s.settings
     );
-    assert!(s.settings.iter().any(|x| x == "TCP_THIN_LINEAR_TIMEOUTS 1"));
-    // The host's value is untouched.
+    // Either way, the namespaces' values are as they were after the run.
+    assert_eq!(read(), host_before);
     assert_eq!(
-        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rto_min_us").ok(),
-        host_before
+        in_client(|| std::fs::read_to_string(SYSCTL).ok()),
+        client_before
     );
-    // Outside a lab namespace the sender refuses to touch the sysctl, naming the option.
-    let outside = send::run(
-        &command("127.0.0.1:9".parse().unwrap(), transport),
-        &Stop::new(),
-        &mut |_| {},
-    );
-    let err = outside.unwrap_err().to_string();
+    // The fallback sets the sysctl of a lab namespace for as long as it lives...
+    latlab_io::netns::run_in(&client, || {
+        let before = std::fs::read_to_string(SYSCTL).ok();
+        let guard = RtoMinGuard::set(std::time::Duration::from_millis(10)).unwrap();
+        assert_eq!(std::fs::read_to_string(SYSCTL).unwrap().trim(), "10000");
+        drop(guard);
+        assert_eq!(std::fs::read_to_string(SYSCTL).ok(), before);
+    })
+    .unwrap();
+    // ... and refuses to touch the host's, naming the option.
+    let err = RtoMinGuard::set(std::time::Duration::from_millis(10)).unwrap_err();
     assert!(
         err.starts_with("tcp: rto_min=10000us: net.ipv4.tcp_rto_min_us is only set inside a network namespace the lab made"),
         "{err}"
     );
+    assert_eq!(read(), host_before);
 }

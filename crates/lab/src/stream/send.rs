@@ -15,7 +15,7 @@ use super::control::{self, ControlReader, Start, ToReceiver, ToSender};
 use super::message::{self, Message, HEADER_LEN, MAX_LEN};
 use super::plan::Plan;
 use super::summary::{StreamSummary, WireReport};
-use super::tcp::{configure, RtoMinGuard};
+use super::tcp::{configure, rto_min_way, RtoMinGuard, RtoMinWay};
 use super::transport::{SenderSetup, TcpOptions, TransportSpec};
 use super::wire::udp_overhead;
 use crate::command::{check_writable, CommandError};
@@ -192,20 +192,32 @@ pub fn run_measured(
     command.check()?;
     let target = command.target;
     let spec = &command.transport;
-    // Modified TCP's minimum RTO is per namespace: set it (only in a lab namespace) before
-    // anything opens, and put it back when the run is over.
+    // Modified TCP's minimum RTO goes on the data connection's socket. On a kernel without
+    // TCP_RTO_MIN_US it is per namespace instead: set it (only in a lab namespace) before
+    // anything opens, leave it off the socket, and put it back when the run is over.
     let mut settings = Vec::new();
+    let mut socket_options = None;
     let _rto_min = match spec {
-        TransportSpec::Tcp(TcpOptions {
-            rto_min: Some(rto), ..
-        }) => {
-            let guard = RtoMinGuard::set(*rto).map_err(CommandError::Options)?;
-            settings.push(format!(
-                "net.ipv4.tcp_rto_min_us={} in the sender's network namespace",
-                rto.as_micros()
-            ));
-            Some(guard)
-        }
+        TransportSpec::Tcp(
+            options @ TcpOptions {
+                rto_min: Some(rto), ..
+            },
+        ) => match rto_min_way(*rto).map_err(CommandError::Usage)? {
+            RtoMinWay::Socket => None,
+            RtoMinWay::Namespace => {
+                let guard = RtoMinGuard::set(*rto).map_err(CommandError::Options)?;
+                settings.push(format!(
+                    "net.ipv4.tcp_rto_min_us={} in the sender's network namespace (this \
+                     kernel has no TCP_RTO_MIN_US)",
+                    rto.as_micros()
+                ));
+                socket_options = Some(TcpOptions {
+                    rto_min: None,
+                    ..options.clone()
+                });
+                Some(guard)
+            }
+        },
         _ => None,
     };
     let no_receiver = |what: &str| CommandError::setup(format!("--target {target}: {what}"));
@@ -268,7 +280,7 @@ pub fn run_measured(
         )
         .map_err(CommandError::setup("tcp socket"))?;
         settings.extend(
-            configure(&socket, options)
+            configure(&socket, socket_options.as_ref().unwrap_or(options))
                 .map_err(CommandError::setup(format!("--transport {spec}")))?,
         );
         socket

@@ -35,7 +35,8 @@ pub struct StreamSummary {
     /// Cut short by a stopping signal.
     pub stopped_early: bool,
     /// What the run set on sockets and in its namespace (`TCP_CONGESTION cubic`,
-    /// `net.ipv4.tcp_rto_min_us=10000 (namespace …)`).
+    /// `TCP_RTO_MIN_US 10000`; on a kernel without that option,
+    /// `net.ipv4.tcp_rto_min_us=10000 in the sender's network namespace …`).
     pub settings: Vec<String>,
     /// Messages handed to the transport.
     pub sent: u64,

@@ -11,7 +11,7 @@ use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use super::message::{frame, Deframer};
-use super::transport::{Endpoint, TcpOptions};
+use super::transport::{rto_min_out_of_range, Endpoint, TcpOptions};
 use super::wire::{tcp_counts, WireCounts};
 
 /// Either side of a `tcp` run.
@@ -127,8 +127,8 @@ impl Endpoint for TcpEndpoint {
 }
 
 /// Sets the socket options of `options` on a data connection's socket before it connects:
-/// `TCP_NODELAY`, the congestion control, `TCP_THIN_LINEAR_TIMEOUTS`. Returns what it set,
-/// for the result.
+/// `TCP_NODELAY`, the congestion control, `TCP_THIN_LINEAR_TIMEOUTS`, `TCP_RTO_MIN_US` (on a
+/// kernel that has it: see [`rto_min_way`]). Returns what it set, for the result.
 pub fn configure(socket: &socket2::Socket, options: &TcpOptions) -> io::Result<Vec<String>> {
     let mut set = vec!["TCP_NODELAY".to_string()];
     socket.set_tcp_nodelay(true)?;
@@ -144,13 +144,52 @@ pub fn configure(socket: &socket2::Socket, options: &TcpOptions) -> io::Result<V
         latlab_io::tcp::set_thin_linear_timeouts(socket, true)?;
         set.push("TCP_THIN_LINEAR_TIMEOUTS 1".into());
     }
+    if let Some(rto_min) = options.rto_min {
+        let us = rto_min.as_micros();
+        latlab_io::tcp::set_rto_min(socket, rto_min)
+            .map_err(|e| io::Error::new(e.kind(), format!("TCP_RTO_MIN_US {us}: {e}")))?;
+        // The kernel keeps whole ticks, rounded up: say so when that is not the value asked.
+        let held = latlab_io::tcp::rto_min(socket)?.as_micros();
+        set.push(if held == us {
+            format!("TCP_RTO_MIN_US {us}")
+        } else {
+            format!("TCP_RTO_MIN_US {us} (the kernel holds {held}: whole ticks)")
+        });
+    }
     Ok(set)
+}
+
+/// Where a run's minimum RTO goes on this kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RtoMinWay {
+    /// On the data connection's socket: `TCP_RTO_MIN_US`, set by [`configure`].
+    Socket,
+    /// In the sender's network namespace ([`RtoMinGuard`]): the kernel has no
+    /// `TCP_RTO_MIN_US` (before 6.16).
+    Namespace,
+}
+
+/// How `rto_min` can be set here, asked of the kernel once with a throwaway socket before
+/// anything connects. A value its `TCP_RTO_MIN_US` refuses is refused with one line naming
+/// `rto_min` and the range this kernel takes.
+pub fn rto_min_way(rto_min: Duration) -> Result<RtoMinWay, String> {
+    use latlab_io::tcp::RtoMinSupport;
+    let text = format!("{}us", rto_min.as_micros());
+    match latlab_io::tcp::try_rto_min(rto_min) {
+        Ok(RtoMinSupport::Taken) => Ok(RtoMinWay::Socket),
+        Ok(RtoMinSupport::Missing) => Ok(RtoMinWay::Namespace),
+        Ok(RtoMinSupport::OutOfRange { least }) => Err(rto_min_out_of_range(
+            &text,
+            Some(least - Duration::from_micros(1)),
+        )),
+        Err(e) => Err(format!("tcp: rto_min={text}: TCP_RTO_MIN_US: {e}")),
+    }
 }
 
 const RTO_MIN_US: &str = "/proc/sys/net/ipv4/tcp_rto_min_us";
 
 /// `net.ipv4.tcp_rto_min_us` set in this thread's network namespace for as long as it lives,
-/// put back on drop.
+/// put back on drop: the minimum RTO on a kernel without `TCP_RTO_MIN_US`.
 #[derive(Debug)]
 pub struct RtoMinGuard {
     old: String,
@@ -202,4 +241,93 @@ fn in_lab_namespace() -> bool {
             .is_ok_and(|m| m.ino() == own.ino() && m.dev() == own.dev())
             && crate::topology::lock_path(&name).exists()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// Whether this kernel has `TCP_RTO_MIN_US`; says so when it has not.
+    fn has_rto_min_us() -> bool {
+        let missing = latlab_io::tcp::try_rto_min(Duration::from_millis(40)).unwrap()
+            == latlab_io::tcp::RtoMinSupport::Missing;
+        if missing {
+            eprintln!("skipped: this kernel has no TCP_RTO_MIN_US (before 6.16)");
+        }
+        !missing
+    }
+
+    #[test]
+    fn modified_tcp_sets_its_minimum_rto_on_the_socket_and_says_so() {
+        if !has_rto_min_us() {
+            return;
+        }
+        let options: TcpOptions = match "tcp:cc=reno,thin,rto_min=10ms".parse() {
+            Ok(super::super::TransportSpec::Tcp(o)) => o,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            rto_min_way(Duration::from_millis(10)),
+            Ok(RtoMinWay::Socket)
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let socket = socket2::Socket::new(
+            socket2::Domain::IPV4,
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )
+        .unwrap();
+        let set = configure(&socket, &options).unwrap();
+        socket
+            .connect(&listener.local_addr().unwrap().into())
+            .unwrap();
+        let stream: TcpStream = socket.into();
+        // The kernel keeps whole ticks, rounded up (10 ms is 12 ms at HZ=250); the setting says
+        // the value asked, and the one held when they differ.
+        let held = latlab_io::tcp::rto_min(&stream).unwrap();
+        assert!(
+            held >= Duration::from_millis(10) && held < Duration::from_millis(20),
+            "{held:?}"
+        );
+        let line = if held == Duration::from_millis(10) {
+            "TCP_RTO_MIN_US 10000".to_string()
+        } else {
+            format!(
+                "TCP_RTO_MIN_US 10000 (the kernel holds {}: whole ticks)",
+                held.as_micros()
+            )
+        };
+        assert_eq!(
+            set,
+            [
+                "TCP_NODELAY".to_string(),
+                "TCP_CONGESTION reno".into(),
+                "TCP_THIN_LINEAR_TIMEOUTS 1".into(),
+                line,
+            ]
+        );
+        // Connecting kept it.
+        assert_eq!(latlab_io::tcp::rto_min(&stream).unwrap(), held);
+    }
+
+    #[test]
+    fn a_minimum_rto_the_kernel_refuses_is_one_line_with_its_range() {
+        if !has_rto_min_us() {
+            return;
+        }
+        let err = rto_min_way(Duration::from_micros(1)).unwrap_err();
+        let tick = err
+            .strip_prefix(
+                "tcp: rto_min=1us: out of range: TCP_RTO_MIN_US takes more than one kernel tick \
+                 (this kernel's: ",
+            )
+            .and_then(|rest| rest.strip_suffix(") and at most 200ms"))
+            .unwrap_or_else(|| panic!("{err}"));
+        assert!(
+            ["1ms", "3.333ms", "4ms", "10ms"].contains(&tick),
+            "{err}: a tick of HZ=1000, 300, 250 or 100"
+        );
+        assert!(!err.contains('\n'));
+    }
 }

@@ -75,8 +75,10 @@ pub struct TcpOptions {
     pub cc: Option<String>,
     /// "Modified TCP" for thin streams: `TCP_THIN_LINEAR_TIMEOUTS` on the socket.
     pub thin: bool,
-    /// `net.ipv4.tcp_rto_min_us` of the sender's network namespace (only inside a namespace
-    /// the lab made).
+    /// The sender's minimum retransmission timeout: `TCP_RTO_MIN_US` on its socket, or on a
+    /// kernel without it (before 6.16) `net.ipv4.tcp_rto_min_us` of the sender's network
+    /// namespace (only inside a namespace the lab made). Above 0 and at most
+    /// [`latlab_io::tcp::RTO_MIN_MAX`]; the kernel also wants at least two of its ticks.
     pub rto_min: Option<Duration>,
 }
 
@@ -268,13 +270,11 @@ impl FromStr for TransportSpec {
                         Some(("cc", cc)) => {
                             return Err(format!("tcp: cc={cc}: not one of reno, cubic, bbr"))
                         }
-                        Some(("rto_min", d)) => {
-                            let d = crate::units::parse_duration(d)
-                                .map_err(|e| format!("tcp: rto_min={d}: {e}"))?;
-                            if d.is_zero() || d > Duration::from_secs(1) {
-                                return Err(format!(
-                                    "tcp: rto_min={d:?}: must be above 0 and at most 1s"
-                                ));
+                        Some(("rto_min", text)) => {
+                            let d = crate::units::parse_duration(text)
+                                .map_err(|e| format!("tcp: rto_min={text}: {e}"))?;
+                            if d.is_zero() || d > latlab_io::tcp::RTO_MIN_MAX {
+                                return Err(rto_min_out_of_range(text, None));
                             }
                             t.rto_min = Some(d);
                         }
@@ -308,6 +308,20 @@ impl FromStr for TransportSpec {
         };
         Ok(spec)
     }
+}
+
+/// The one line that refuses `rto_min=TEXT`: the range `TCP_RTO_MIN_US` takes, with this
+/// kernel's tick when it is known (`tick`).
+pub fn rto_min_out_of_range(text: &str, tick: Option<Duration>) -> String {
+    let ticks = match tick {
+        Some(tick) => format!("this kernel's: {tick:?}"),
+        None => "1ms at HZ=1000, 4ms at HZ=250, 10ms at HZ=100".to_string(),
+    };
+    format!(
+        "tcp: rto_min={text}: out of range: TCP_RTO_MIN_US takes more than one kernel tick \
+         ({ticks}) and at most {:?}",
+        latlab_io::tcp::RTO_MIN_MAX
+    )
 }
 
 #[cfg(test)]
@@ -367,6 +381,19 @@ mod tests {
         assert!(err.contains("no maintained UDT crate"), "{err}");
         let err = "tcp:cc=vegas".parse::<TransportSpec>().unwrap_err();
         assert_eq!(err, "tcp: cc=vegas: not one of reno, cubic, bbr");
+        for (text, value) in [
+            ("tcp:rto_min=201ms", "201ms"),
+            ("tcp:thin,rto_min=0ms", "0ms"),
+        ] {
+            assert_eq!(
+                text.parse::<TransportSpec>().unwrap_err(),
+                format!(
+                    "tcp: rto_min={value}: out of range: TCP_RTO_MIN_US takes more than one \
+                     kernel tick (1ms at HZ=1000, 4ms at HZ=250, 10ms at HZ=100) and at most 200ms"
+                )
+            );
+        }
+        assert!("tcp:rto_min=200ms".parse::<TransportSpec>().is_ok());
         let err = "kcp:mode=turbo".parse::<TransportSpec>().unwrap_err();
         assert!(
             err.starts_with("kcp: unknown option \"mode=turbo\""),
