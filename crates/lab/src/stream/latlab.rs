@@ -41,13 +41,21 @@ pub struct LatlabEndpoint {
     retransmissions: Option<u64>,
     /// Its spurious retransmissions, kept as the retransmissions are.
     spurious: Option<u64>,
+    /// Messages go as urgent: twice, unless the first is acknowledged in time.
+    urgent: bool,
     rx: Vec<u8>,
     tx: Vec<u8>,
 }
 
 impl LatlabEndpoint {
-    /// The sending side, towards `target`, recovering losses by `recovery`.
-    pub fn sender(target: SocketAddr, run: u32, recovery: Recovery) -> io::Result<LatlabEndpoint> {
+    /// The sending side, towards `target`, recovering losses by `recovery`, each message sent
+    /// as urgent when `urgent` is.
+    pub fn sender(
+        target: SocketAddr,
+        run: u32,
+        recovery: Recovery,
+        urgent: bool,
+    ) -> io::Result<LatlabEndpoint> {
         let config = Config {
             recovery,
             ..Config::default()
@@ -62,6 +70,7 @@ impl LatlabEndpoint {
             connected: false,
             retransmissions: None,
             spurious: None,
+            urgent,
             rx: vec![0; 65_536],
             tx: vec![0; 65_536],
         };
@@ -101,6 +110,7 @@ impl LatlabEndpoint {
             connected: false,
             retransmissions: None,
             spurious: None,
+            urgent: false,
             rx: vec![0; 65_536],
             tx: vec![0; 65_536],
         })
@@ -137,9 +147,13 @@ impl Endpoint for LatlabEndpoint {
             .connection
             .ok_or_else(|| io::Error::other("latlab: the receiving side does not send"))?;
         let now = latlab_io::clock::now_ns();
-        self.transport
-            .send(now, connection, CHANNEL, message)
-            .map_err(|e| io::Error::other(format!("latlab: {e}")))?;
+        let sent = if self.urgent {
+            self.transport
+                .send_urgent(now, connection, CHANNEL, message)
+        } else {
+            self.transport.send(now, connection, CHANNEL, message)
+        };
+        sent.map_err(|e| io::Error::other(format!("latlab: {e}")))?;
         self.transmit(now)
     }
 

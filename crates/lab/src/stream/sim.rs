@@ -192,8 +192,8 @@ fn sides(
             Box::new(UdpSide::new(Some(to))),
             Box::new(UdpSide::new(None)),
         ),
-        TransportSpec::Latlab { recovery } => (
-            Box::new(LatlabSide::sender(run, *recovery, to)),
+        TransportSpec::Latlab { recovery, urgent } => (
+            Box::new(LatlabSide::sender(run, *recovery, *urgent, to)),
             Box::new(LatlabSide::receiver(run, *recovery)),
         ),
         TransportSpec::Kcp { fast } => (
@@ -298,6 +298,8 @@ struct LatlabSide {
     connection: Option<ConnectionHandle>,
     connected: bool,
     closed: Option<String>,
+    /// Messages go as urgent (`latlab:…,urgent`).
+    urgent: bool,
     counts: (Option<u64>, Option<u64>),
     buf: Vec<u8>,
     outbox: VecDeque<(SocketAddr, Vec<u8>)>,
@@ -305,12 +307,13 @@ struct LatlabSide {
 }
 
 impl LatlabSide {
-    fn sender(run: u32, recovery: Recovery, to: SocketAddr) -> LatlabSide {
+    fn sender(run: u32, recovery: Recovery, urgent: bool, to: SocketAddr) -> LatlabSide {
         let config = Config {
             recovery,
             ..Config::default()
         };
         let mut side = LatlabSide::new(Transport::new(config, u64::from(run)));
+        side.urgent = urgent;
         side.connection = Some(side.transport.connect(0, to));
         side.flush(0);
         side
@@ -330,6 +333,7 @@ impl LatlabSide {
             connection: None,
             connected: false,
             closed: None,
+            urgent: false,
             counts: (None, None),
             buf: vec![0; 65_536],
             outbox: VecDeque::new(),
@@ -368,9 +372,12 @@ impl Side for LatlabSide {
         let connection = self
             .connection
             .ok_or("latlab: the receiving side does not send")?;
-        self.transport
-            .send(now, connection, 0, message)
-            .map_err(|e| format!("latlab: {e}"))?;
+        let sent = if self.urgent {
+            self.transport.send_urgent(now, connection, 0, message)
+        } else {
+            self.transport.send(now, connection, 0, message)
+        };
+        sent.map_err(|e| format!("latlab: {e}"))?;
         self.flush(now);
         Ok(())
     }

@@ -59,6 +59,10 @@ pub enum TransportSpec {
     Latlab {
         /// The loss recovery policy (`thin`, `rack:rdb=600`, …).
         recovery: latlab_transport::Recovery,
+        /// Every message is sent as urgent (`,urgent` after the policy): twice, the copy
+        /// `dup-spacing` after the first unless acknowledged by then (the policy's
+        /// `dup-urgent`, on by default).
+        urgent: bool,
     },
     /// QUIC (`quinn-proto`, rustls with ring).
     Quic {
@@ -100,7 +104,7 @@ const UNAVAILABLE: &[(&str, &str)] = &[
 /// The transports and their options, for `--help` and errors.
 pub const TRANSPORTS_HELP: &str = "udp | tcp[:cc=reno|cubic|bbr][,thin][,rto_min=DUR] | \
      enet[:unreliable] | kcp[:mode=fast|normal] | quic[:datagrams] | \
-     latlab[:tcp-like|thin|rack[:KEY=VALUE,...]]";
+     latlab[:tcp-like|thin|rack[:KEY=VALUE,...][,urgent]]";
 
 impl TransportSpec {
     /// Whether the transport delivers every message (a lost one is then a failure).
@@ -143,9 +147,9 @@ impl TransportSpec {
                 Box::new(enet::EnetEndpoint::sender(target, run, *reliable, timeout)?)
             }
             TransportSpec::Kcp { fast } => Box::new(kcp::KcpEndpoint::sender(target, run, *fast)?),
-            TransportSpec::Latlab { recovery } => {
-                Box::new(latlab::LatlabEndpoint::sender(target, run, *recovery)?)
-            }
+            TransportSpec::Latlab { recovery, urgent } => Box::new(latlab::LatlabEndpoint::sender(
+                target, run, *recovery, *urgent,
+            )?),
             TransportSpec::Quic { datagrams } => Box::new(quic::QuicEndpoint::sender(
                 target,
                 setup.certificate.as_deref().unwrap_or_default(),
@@ -178,7 +182,7 @@ impl TransportSpec {
             TransportSpec::Kcp { fast } => {
                 Box::new(kcp::KcpEndpoint::receiver(udp.try_clone()?, run, *fast)?)
             }
-            TransportSpec::Latlab { recovery } => Box::new(latlab::LatlabEndpoint::receiver(
+            TransportSpec::Latlab { recovery, .. } => Box::new(latlab::LatlabEndpoint::receiver(
                 udp.try_clone()?,
                 run,
                 *recovery,
@@ -226,7 +230,13 @@ impl fmt::Display for TransportSpec {
             TransportSpec::Enet { reliable: false } => f.write_str("enet:unreliable"),
             TransportSpec::Kcp { fast: true } => f.write_str("kcp:mode=fast"),
             TransportSpec::Kcp { fast: false } => f.write_str("kcp:mode=normal"),
-            TransportSpec::Latlab { recovery } => write!(f, "latlab:{recovery}"),
+            TransportSpec::Latlab { recovery, urgent } => {
+                write!(
+                    f,
+                    "latlab:{recovery}{}",
+                    if *urgent { ",urgent" } else { "" }
+                )
+            }
             TransportSpec::Quic { datagrams: false } => f.write_str("quic"),
             TransportSpec::Quic { datagrams: true } => f.write_str("quic:datagrams"),
         }
@@ -244,14 +254,27 @@ impl FromStr for TransportSpec {
             return Err((*why).to_string());
         }
         if name == "latlab" {
-            // The rest is the transport's own policy text, colons and all.
-            let recovery = if opts.is_empty() {
+            // The rest is the transport's own policy text, colons and all, but for `urgent`,
+            // which is the stream's: how it hands its messages over.
+            let (policy, keys) = opts.split_once(':').unwrap_or((opts, ""));
+            let urgent = keys.split(',').any(|k| k == "urgent");
+            let keys: Vec<&str> = keys
+                .split(',')
+                .filter(|k| !k.is_empty() && *k != "urgent")
+                .collect();
+            let policy = if keys.is_empty() {
+                policy.to_string()
+            } else {
+                format!("{policy}:{}", keys.join(","))
+            };
+            let recovery = if policy.is_empty() {
                 latlab_transport::Recovery::default()
             } else {
-                opts.parse()
+                policy
+                    .parse()
                     .map_err(|e| format!("latlab: {e} (policies: tcp-like, thin, rack)"))?
             };
-            return Ok(TransportSpec::Latlab { recovery });
+            return Ok(TransportSpec::Latlab { recovery, urgent });
         }
         let opts: Vec<&str> = opts.split(',').filter(|o| !o.is_empty()).collect();
         let bad = |o: &str| format!("{name}: unknown option {o:?} (transports: {TRANSPORTS_HELP})");
@@ -366,9 +389,16 @@ mod tests {
         assert_eq!(
             "latlab".parse::<TransportSpec>(),
             Ok(TransportSpec::Latlab {
-                recovery: latlab_transport::Recovery::default()
+                recovery: latlab_transport::Recovery::default(),
+                urgent: false,
             })
         );
+        let urgent: TransportSpec = "latlab:rack:rdb=600,urgent".parse().unwrap();
+        assert!(
+            matches!(urgent, TransportSpec::Latlab { urgent: true, recovery } if recovery.rdb_bytes == 600)
+        );
+        assert!(urgent.to_string().ends_with(",rdb=600,urgent"), "{urgent}");
+        assert_eq!(urgent.to_string().parse::<TransportSpec>(), Ok(urgent));
         let err = "latlab:thin:rbd=600".parse::<TransportSpec>().unwrap_err();
         assert!(err.contains("rbd"), "{err}");
     }

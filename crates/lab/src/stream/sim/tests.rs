@@ -121,3 +121,19 @@ fn a_raised_stop_ends_the_run_with_what_it_measured() {
     let out = run(&options("latlab:thin", 2, 1000, 0.0), &stop).unwrap();
     assert!(out.sent < 2000);
 }
+
+#[test]
+fn urgent_messages_go_twice_and_a_lost_first_copy_costs_only_the_spacing() {
+    let p99_ms = |out: &SimOutcome| out.latency.as_hdr().value_at_quantile(0.99) as f64 / 1e6;
+    let plain = run(&options("latlab:rack", 4, 500, 0.05), &Stop::new()).unwrap();
+    let urgent = run(&options("latlab:rack:urgent", 4, 500, 0.05), &Stop::new()).unwrap();
+    assert_eq!((plain.delivered, urgent.delivered), (2000, 2000));
+    // Every message twice: the copy goes 5 ms after the first, before any ACK can come back
+    // over a 20 ms round trip.
+    assert!(urgent.forward.packets >= 4000, "{}", urgent.forward.packets);
+    assert!(plain.forward.packets < 2200, "{}", plain.forward.packets);
+    // 5% of first copies are lost; both copies of only 0.25%: the p99 is the copy's 5 ms
+    // after the path's 10, where recovery without copies takes a round trip and more.
+    assert!(p99_ms(&urgent) <= 15.1, "urgent p99 {} ms", p99_ms(&urgent));
+    assert!(p99_ms(&plain) >= 30.0, "plain p99 {} ms", p99_ms(&plain));
+}

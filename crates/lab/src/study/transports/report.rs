@@ -380,7 +380,7 @@ fn target(l: &Loaded, kind: LossKind) -> String {
         && p999.is_some_and(|(m, p)| m <= 0.5 * p)
         && bytes.is_some_and(|b| b <= 1.5);
     format!(
-        "  At RTT 100 ms, every 100 ms, 2.5% loss: latlab's best ({}) has a maximum of {:.1} ms against {:.1} ms for the best peer ({}), {:.2}×; p99.9 {}; wire bytes {} ENet's. Target (maximum and p99.9 at most half the best peer's, at most 1.5× ENet's bytes): {}.\n",
+        "  At RTT 100 ms, every 100 ms, 2.5% loss: latlab's best ({}) has a maximum of {:.1} ms against {:.1} ms for the best peer ({}), {:.2}×; p99.9 {}; wire bytes {}. Target (maximum and p99.9 at most half the best peer's, at most 1.5× ENet's bytes): {}.\n",
         mine.transport,
         mine.latency_ns.max_ns as f64 / 1e6,
         peer.latency_ns.max_ns as f64 / 1e6,
@@ -390,8 +390,20 @@ fn target(l: &Loaded, kind: LossKind) -> String {
             "{m:.1} ms against {p:.1} ms, {:.2}×",
             m / p
         )),
-        bytes.map_or("(no ENet point)".into(), |b| format!("{b:.2}×")),
-        if held { "held" } else { "not held" }
+        bytes.map_or(
+            format!(
+                "{:.2}× plain UDP's (no ENet point to compare: ENet runs in namespaces only)",
+                mine.wire.bytes_ratio
+            ),
+            |b| format!("{b:.2}× ENet's")
+        ),
+        if held {
+            "held"
+        } else if bytes.is_none() {
+            "not decided without ENet"
+        } else {
+            "not held"
+        }
     )
 }
 
