@@ -25,6 +25,12 @@ use latlab_probe::model::TrafficModel;
 /// The most messages one run sends.
 pub const MAX_MESSAGES: u64 = 10_000_000;
 
+/// How long the sender tries to open the control connection.
+const CONTROL_CONNECT: Duration = Duration::from_secs(10);
+
+/// How long the sender waits for the receiver's `Ready` (or `Refused`) after its `Start`.
+const READY_WAIT: Duration = Duration::from_secs(30);
+
 /// Everything `latlab stream send` takes.
 #[derive(Clone, Debug)]
 pub struct SendCommand {
@@ -221,7 +227,9 @@ pub fn run_measured(
         _ => None,
     };
     let no_receiver = |what: &str| CommandError::setup(format!("--target {target}: {what}"));
-    let mut ctl = TcpStream::connect_timeout(&target, Duration::from_secs(3))
+    // The control connection may cross the emulated path it measures: a lost SYN is sent
+    // again after 1 s and 3 s, a lost Start after an RTO, so the waits allow for that.
+    let mut ctl = TcpStream::connect_timeout(&target, CONTROL_CONNECT)
         .map_err(no_receiver("no latlab stream recv answers there"))?;
     ctl.set_nodelay(true).map_err(no_receiver("control"))?;
     let run = run_id();
@@ -245,7 +253,7 @@ pub fn run_measured(
     .map_err(no_receiver("control"))?;
     let mut reader = ControlReader::new();
     let certificate = match reader
-        .read::<ToSender>(&mut ctl, Duration::from_secs(10))
+        .read::<ToSender>(&mut ctl, READY_WAIT)
         .map_err(no_receiver("the receiver did not start the run"))?
     {
         ToSender::Ready { certificate_hex } => certificate_hex
