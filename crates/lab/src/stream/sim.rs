@@ -54,12 +54,13 @@ pub fn why_not_virtual(spec: &TransportSpec) -> Option<String> {
     }
 }
 
-/// What a virtual-time run of one transport's streams is.
+/// What a virtual-time run is: `streams` streams of each transport, all at once over one
+/// network (as a cell of the study runs every transport through one emulator).
 #[derive(Clone, Debug)]
 pub struct SimOptions {
-    /// The transport (one [`why_not_virtual`] accepts).
-    pub transport: TransportSpec,
-    /// Streams at once.
+    /// The transports (each one [`why_not_virtual`] accepts).
+    pub transports: Vec<TransportSpec>,
+    /// Streams of each transport.
     pub streams: u32,
     /// Bytes per message (at least the message header).
     pub size: usize,
@@ -75,7 +76,7 @@ pub struct SimOptions {
     pub reverse: LinkConfig,
 }
 
-/// What a virtual-time run measured, all streams together.
+/// What a virtual-time run measured for one transport, its streams together.
 #[derive(Debug)]
 pub struct SimOutcome {
     /// Messages handed to the transports.
@@ -99,10 +100,10 @@ pub struct SimOutcome {
     pub virtual_ns: u64,
 }
 
-/// Runs `options.streams` streams of one transport over one virtual network; `stop` ends it
-/// early (the outcome then holds what was measured).
-pub fn run(options: &SimOptions, stop: &Stop) -> Result<SimOutcome, String> {
-    if let Some(why) = why_not_virtual(&options.transport) {
+/// Runs `options.streams` streams of every transport over one virtual network; one outcome
+/// per transport, in order. `stop` ends it early (the outcomes then hold what was measured).
+pub fn run(options: &SimOptions, stop: &Stop) -> Result<Vec<SimOutcome>, String> {
+    if let Some(why) = options.transports.iter().find_map(why_not_virtual) {
         return Err(why);
     }
     if options.size < message::HEADER_LEN {
@@ -117,37 +118,49 @@ pub fn run(options: &SimOptions, stop: &Stop) -> Result<SimOutcome, String> {
     }
     let network = Network::new(0, options.forward.clone(), options.reverse.clone())
         .map_err(|e| e.to_string())?;
-    let identity = match options.transport {
-        TransportSpec::Quic { .. } => Some(Identity::generate().map_err(|e| e.to_string())?),
-        _ => None,
+    let quic = |t: &TransportSpec| matches!(t, TransportSpec::Quic { .. });
+    let identity = match options.transports.iter().any(quic) {
+        true => Some(Identity::generate().map_err(|e| e.to_string())?),
+        false => None,
     };
     let base = Instant::now();
     let n = options.streams.max(1);
+    if options.transports.len() * n as usize > usize::from(u16::MAX - 10_000) {
+        return Err(format!(
+            "streams: {} transports × {n} streams do not fit one host's ports",
+            options.transports.len()
+        ));
+    }
     let mut senders = Vec::new();
     let mut receivers = Vec::new();
-    for i in 0..n {
-        let (from, to) = addresses(i);
-        let run = i + 1;
-        let (tx, rx) = sides(&options.transport, run, to, identity.as_ref(), base)
-            .map_err(|e| format!("{}: {e}", options.transport))?;
-        // Spread over one interval, as players' streams are, at phases that fall on no
-        // timer's tick (KCP flushes every 10 ms of its own clock, as over sockets).
-        let phase = f64::from(i) + (f64::from(i + 1) * 0.618_034).fract();
-        let stagger = (options.interval.as_nanos() as f64 * phase / f64::from(n)) as u64;
-        senders.push(Stream::new(
-            tx,
-            from,
-            Some(Schedule::new(run, stagger, options)),
-        ));
-        receivers.push(Stream::new(rx, to, None));
+    for (group, spec) in options.transports.iter().enumerate() {
+        for i in 0..n {
+            let index = group as u32 * n + i;
+            let (from, to) = addresses(index);
+            let run = index + 1;
+            let (tx, rx) = sides(spec, run, to, identity.as_ref(), base)
+                .map_err(|e| format!("{spec}: {e}"))?;
+            // Spread over one interval, as players' streams are, at phases that fall on no
+            // timer's tick (KCP flushes every 10 ms of its own clock, as over sockets).
+            let phase = f64::from(i) + (f64::from(i + 1) * 0.618_034).fract();
+            let stagger = (options.interval.as_nanos() as f64 * phase / f64::from(n)) as u64;
+            let schedule = Schedule::new(run, stagger, options);
+            senders.push(Stream::new(tx, from, group, Some(schedule)));
+            receivers.push(Stream::new(rx, to, group, None));
+        }
     }
-    let mut pair = Pair::new(Hosts::new(senders), Hosts::new(receivers), network);
+    let groups = options.transports.len();
+    let mut pair = Pair::new(
+        Hosts::new(senders, groups),
+        Hosts::new(receivers, groups),
+        network,
+    );
     let grace = options.grace.as_nanos() as u64;
-    let reliable = options.transport.is_reliable();
     loop {
         let now = pair.network.now();
         let over = pair.a.streams.iter().all(|s| {
             let schedule = s.schedule.as_ref().expect("senders have schedules");
+            let reliable = options.transports[s.group].is_reliable();
             s.failure.is_some()
                 || schedule.done_at().is_some_and(|end| {
                     now >= end + grace || (reliable && delivered_all(&pair.b, s, schedule))
@@ -159,7 +172,12 @@ pub fn run(options: &SimOptions, stop: &Stop) -> Result<SimOutcome, String> {
         pair.drive_until(now + STEP_NS);
         pair.a.fail_slow_handshakes(pair.network.now());
     }
-    Ok(outcome(&pair, &options.transport))
+    Ok(options
+        .transports
+        .iter()
+        .enumerate()
+        .map(|(group, spec)| outcome(&pair, group, spec))
+        .collect())
 }
 
 /// Whether every message the sender of `s` sent has reached its receiver.
@@ -663,6 +681,8 @@ impl Schedule {
 struct Stream {
     side: Box<dyn Side>,
     addr: SocketAddr,
+    /// Which transport of the run it is.
+    group: usize,
     schedule: Option<Schedule>,
     /// When it next wants the clock, cached after every call.
     timeout: Option<u64>,
@@ -673,10 +693,16 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(side: Box<dyn Side>, addr: SocketAddr, schedule: Option<Schedule>) -> Stream {
+    fn new(
+        side: Box<dyn Side>,
+        addr: SocketAddr,
+        group: usize,
+        schedule: Option<Schedule>,
+    ) -> Stream {
         let mut s = Stream {
             side,
             addr,
+            group,
             schedule,
             timeout: None,
             failure: None,
@@ -730,17 +756,24 @@ impl Stream {
 }
 
 /// The streams of one side of the network: every sender, or every receiver.
-struct Hosts {
-    streams: Vec<Stream>,
-    by_addr: HashMap<SocketAddr, usize>,
+/// What one side of the network saw of one transport's streams.
+#[derive(Default)]
+struct GroupTally {
     latency: LatencyHistogram,
     malformed: u64,
     sent: WireCounts,
+}
+
+struct Hosts {
+    streams: Vec<Stream>,
+    by_addr: HashMap<SocketAddr, usize>,
+    /// By transport.
+    groups: Vec<GroupTally>,
     buf: Vec<u8>,
 }
 
 impl Hosts {
-    fn new(streams: Vec<Stream>) -> Hosts {
+    fn new(streams: Vec<Stream>, groups: usize) -> Hosts {
         let by_addr = streams
             .iter()
             .enumerate()
@@ -749,9 +782,7 @@ impl Hosts {
         Hosts {
             streams,
             by_addr,
-            latency: LatencyHistogram::new(),
-            malformed: 0,
-            sent: WireCounts::default(),
+            groups: (0..groups).map(|_| GroupTally::default()).collect(),
             buf: Vec::new(),
         }
     }
@@ -760,6 +791,7 @@ impl Hosts {
     fn take_deliveries(&mut self, i: usize, now: u64) {
         let stream = &mut self.streams[i];
         let run = i as u32 + 1;
+        let tally = &mut self.groups[stream.group];
         while let Some(bytes) = stream.side.inbox().pop_front() {
             match message::parse(&bytes) {
                 Ok(m) if m.run == run && m.sent_ns <= now => {
@@ -770,10 +802,10 @@ impl Hosts {
                     if !stream.seen[seq] {
                         stream.seen[seq] = true;
                         stream.delivered += 1;
-                        self.latency.record(now - m.sent_ns);
+                        tally.latency.record(now - m.sent_ns);
                     }
                 }
-                _ => self.malformed += 1,
+                _ => tally.malformed += 1,
             }
         }
     }
@@ -811,8 +843,9 @@ impl sim::Endpoint for Hosts {
     fn poll_transmit(&mut self, _now: u64) -> Option<Datagram> {
         for s in &mut self.streams {
             if let Some((to, payload)) = s.side.outbox().pop_front() {
-                self.sent.packets += 1;
-                self.sent.bytes += payload.len() as u64 + udp_overhead(to);
+                let sent = &mut self.groups[s.group].sent;
+                sent.packets += 1;
+                sent.bytes += payload.len() as u64 + udp_overhead(to);
                 return Some(Datagram {
                     from: s.addr,
                     to,
@@ -844,11 +877,13 @@ impl sim::Endpoint for Hosts {
     }
 }
 
-/// What the pair measured, all streams together.
-fn outcome(pair: &Pair<Hosts, Hosts>, spec: &TransportSpec) -> SimOutcome {
+/// What the pair measured for transport `group`, its streams together.
+fn outcome(pair: &Pair<Hosts, Hosts>, group: usize, spec: &TransportSpec) -> SimOutcome {
     let mut sent = 0;
     let (mut failed_streams, mut failure) = (0, None);
-    for (tx, rx) in pair.a.streams.iter().zip(&pair.b.streams) {
+    let mine = |s: &&Stream| s.group == group;
+    let pairs = pair.a.streams.iter().zip(&pair.b.streams);
+    for (tx, rx) in pairs.filter(|(tx, _)| tx.group == group) {
         let schedule = tx.schedule.as_ref().expect("senders have schedules");
         sent += schedule.sent;
         let why = tx
@@ -871,10 +906,11 @@ fn outcome(pair: &Pair<Hosts, Hosts>, spec: &TransportSpec) -> SimOutcome {
         }
     }
     let counts = |hosts: &Hosts| {
-        let mut counts = hosts.sent;
+        let mut counts = hosts.groups[group].sent;
         let told: Vec<_> = hosts
             .streams
             .iter()
+            .filter(mine)
             .map(|s| s.side.retransmissions())
             .collect();
         counts.retransmissions = told.iter().map(|t| t.0).sum();
@@ -883,11 +919,17 @@ fn outcome(pair: &Pair<Hosts, Hosts>, spec: &TransportSpec) -> SimOutcome {
     };
     SimOutcome {
         sent,
-        delivered: pair.b.streams.iter().map(|s| s.delivered).sum(),
-        malformed: pair.b.malformed,
+        delivered: pair
+            .b
+            .streams
+            .iter()
+            .filter(mine)
+            .map(|s| s.delivered)
+            .sum(),
+        malformed: pair.b.groups[group].malformed,
         failed_streams,
         failure,
-        latency: pair.b.latency.clone(),
+        latency: pair.b.groups[group].latency.clone(),
         forward: counts(&pair.a),
         reverse: counts(&pair.b),
         virtual_ns: pair.network.now(),

@@ -329,10 +329,12 @@ pub(super) fn conclusions(l: &Loaded) -> String {
 /// p99 beyond that is the machine's own delay (every stream's threads and the emulator sharing
 /// the cores). Says so when it exceeds 2 ms and 5 % of the one-way delay in any cell.
 fn contention(l: &Loaded) -> String {
+    // Virtual time has no machine of its own; its cross-checks in namespaces do.
     let worst = l
         .points
         .iter()
-        .filter(|p| p.transport == "udp")
+        .chain(&l.checks)
+        .filter(|p| p.transport == "udp" && p.clock == Clock::Namespaces)
         .filter_map(|p| {
             let one_way = p.rtt_ns as f64 / 2e6;
             Some((pct_ms(p, "p99")? - one_way, one_way, p))

@@ -42,40 +42,42 @@ pub(super) fn transports(
         .collect()
 }
 
-/// Every transport of `transports` on `cell` in virtual time: one point each, with its
-/// histogram.
+/// Every transport of `transports` on `cell` in virtual time, all their streams over one
+/// network as they share one emulator in namespaces: one point each, with its histogram.
 pub(super) fn measure_cell(
     options: &TransportStudyOptions,
     transports: &[TransportSpec],
     cell: &Cell,
     stop: &Stop,
 ) -> Result<Vec<(TransportPoint, LatencyHistogram)>, StudyError> {
-    let mut measured = Vec::new();
-    for spec in transports {
-        let sim_options = SimOptions {
-            transport: spec.clone(),
-            streams: options.streams.max(1),
-            size: options.size,
-            interval: cell.interval,
-            duration: options.duration,
-            grace: grace(cell),
-            forward: cell.link(1),
-            reverse: cell.link(2),
-        };
-        let out = sim::run(&sim_options, stop)
-            .map_err(|e| std::io::Error::other(format!("{spec} in virtual time: {e}")))?;
-        let tally = Tally {
-            streams: sim_options.streams,
-            sent: out.sent,
-            delivered: out.delivered,
-            failed: out.failed_streams,
-            failure: out.failure,
-            forward: out.forward,
-            reverse: out.reverse,
-        };
-        let mut p = point(spec, options, cell, tally, &out.latency);
-        p.clock = Clock::Virtual;
-        measured.push((p, out.latency));
-    }
-    Ok(measured)
+    let sim_options = SimOptions {
+        transports: transports.to_vec(),
+        streams: options.streams.max(1),
+        size: options.size,
+        interval: cell.interval,
+        duration: options.duration,
+        grace: grace(cell),
+        forward: cell.link(1),
+        reverse: cell.link(2),
+    };
+    let outcomes = sim::run(&sim_options, stop)
+        .map_err(|e| std::io::Error::other(format!("in virtual time: {e}")))?;
+    Ok(transports
+        .iter()
+        .zip(outcomes)
+        .map(|(spec, out)| {
+            let tally = Tally {
+                streams: sim_options.streams,
+                sent: out.sent,
+                delivered: out.delivered,
+                failed: out.failed_streams,
+                failure: out.failure,
+                forward: out.forward,
+                reverse: out.reverse,
+            };
+            let mut p = point(spec, options, cell, tally, &out.latency);
+            p.clock = Clock::Virtual;
+            (p, out.latency)
+        })
+        .collect())
 }
