@@ -209,6 +209,24 @@ fn rfc2544_through_the_kernel_finds_a_non_zero_ndr_with_short_trials() {
     let csv = std::fs::read_to_string(out.join("rfc2544.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3, "{csv}");
     assert!(csv.starts_with("frame_size,source_max_pps,"));
+    // The report: Table I's shape with both sizes, latency by load, the figures, conclusions.
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for part in [
+        "## Throughput (Table I's shape)",
+        "## Latency by load (RFC 8219)",
+        "## Conclusions",
+        "| 64 | ",
+        "| 10% |",
+    ] {
+        assert!(md.contains(part), "{part} missing:\n{md}");
+    }
+    for figure in ["fig2-throughput.svg", "latency.svg"] {
+        let svg = std::fs::read_to_string(out.join(figure)).unwrap();
+        assert!(svg.starts_with("<svg"), "{figure}");
+        assert!(md.contains(&format!("]({figure})")), "{md}");
+    }
+    // --no-loss-sweep: no sweep, no figure of it.
+    assert!(!out.join("loss.svg").exists());
 }
 
 #[test]

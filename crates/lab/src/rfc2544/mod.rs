@@ -10,11 +10,13 @@
 //! CPU; the sink counts in the server. Each frame size starts with
 //! a trial as fast as the source goes: that rate is the search's maximum (the source must
 //! outrun the DUT; when the DUT keeps up with it, the NDR is the source's rate and the results
-//! say `dut_kept_up`). The searches themselves are `latlab_bench`'s. `rfc2544.json` and
-//! `rfc2544.csv` are written into the results folder whole, also when a search ends early
-//! (Ctrl-C, a DUT that stopped answering): the points measured so far stay.
+//! say `dut_kept_up`). The searches themselves are `latlab_bench`'s. `rfc2544.json`,
+//! `rfc2544.csv`, `report.md` and the figures ([`report`]) are written into the results folder
+//! whole, also when a search ends early (Ctrl-C, a DUT that stopped answering): the points
+//! measured so far stay.
 
 mod dut;
+mod report;
 mod trial;
 
 use std::fmt::Write as _;
@@ -674,6 +676,29 @@ fn write_results(
         );
     }
     dir.write("rfc2544.csv", csv.as_bytes())?;
+    let figures = report::figures(report).map_err(|e| CommandError::Run {
+        engine: "rfc2544 figures",
+        source: std::io::Error::other(e),
+    })?;
+    for (name, svg) in &figures {
+        dir.write(name, svg.as_bytes())?;
+    }
+    let how = format!(
+        "DUT `{}` in {topology}; its receive work: {}; source over {}; trials of {:?}, search resolution {:.1}% of the source's maximum, at most {} trials a search; {} back-to-back searches and {} latency trials per load. Every trial is in `rfc2544.json`.",
+        options.dut.name(),
+        report.rps,
+        options.source.name(),
+        options.trial,
+        options.resolution * 100.0,
+        options.max_trials,
+        options.b2b_repeats,
+        options.latency_trials,
+    );
+    let names: Vec<String> = figures.into_iter().map(|f| f.0).collect();
+    dir.write(
+        "report.md",
+        report::markdown(report, &how, &names).as_bytes(),
+    )?;
     dir.commit()?;
     Ok(())
 }
