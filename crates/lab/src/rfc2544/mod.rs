@@ -375,6 +375,7 @@ fn measure_sizes<P: FramePort>(
 ) -> Result<(Vec<SizeResult>, Option<String>), CommandError> {
     let mut sizes = Vec::new();
     let mut failure = None;
+    let mut budget = Budget::of(options);
     for &size in &options.sizes {
         if stop.is_raised() {
             break;
@@ -397,7 +398,15 @@ fn measure_sizes<P: FramePort>(
             frame_size: size,
             ..SizeResult::default()
         };
-        if let Err(e) = measure_size(options, size, &mut one, stop, view, &mut result) {
+        if let Err(e) = measure_size(
+            options,
+            size,
+            &mut one,
+            stop,
+            view,
+            &mut budget,
+            &mut result,
+        ) {
             result.error = Some(format!("a trial could not run: {e}"));
         }
         let ended = result.error.clone();
@@ -413,12 +422,14 @@ fn measure_sizes<P: FramePort>(
 /// Every search at one frame size into `r`, each trial run by `one`; a search that ends with
 /// an error ends the size, with its points and the error kept in `r`. `Err` when a trial could
 /// not run at all (the points before it are in `r`).
+#[allow(clippy::too_many_arguments)]
 fn measure_size(
     options: &Rfc2544Options,
     size: usize,
     one: &mut OneTrial<'_>,
     stop: &Stop,
     view: &mut dyn LiveView,
+    budget: &mut Budget,
     r: &mut SizeResult,
 ) -> std::io::Result<()> {
     let mut record = |r: &mut SizeResult, search, load: trial::Load, t: trial::TrialRun| {
@@ -438,7 +449,8 @@ fn measure_size(
             source_short: rate.is_some_and(|want| achieved < 0.98 * want as f64),
         });
         view.counters(&format!(
-            "{size} B {search} trial at {}: sent {}, received {}, lost {:.3}%",
+            "{} | {size} B {search} trial at {}: sent {}, received {}, lost {:.3}%",
+            budget.tick(),
             match (rate, burst) {
                 (_, Some(frames)) => format!("a burst of {frames} frames"),
                 (Some(r), None) => format_rate(r as f64),
@@ -520,6 +532,47 @@ fn measure_size(
         back_to_back(r, config, one, stop, &mut record)?;
     }
     Ok(())
+}
+
+/// How far a run is: the trials done against the most it can take (each search's limit), and
+/// from the time they took, the most time left.
+#[derive(Debug)]
+struct Budget {
+    started: std::time::Instant,
+    done: u64,
+    most: u64,
+}
+
+impl Budget {
+    /// The most trials `options` can take: per size the source's maximum, the NDR and PDR
+    /// searches, the latency trials at four loads, the loss sweep's ten steps, and each
+    /// back-to-back search's halvings down to the resolution.
+    fn of(options: &Rfc2544Options) -> Budget {
+        let halvings = (1.0 / options.resolution).log2().ceil() as u64 + 2;
+        let per_size = 1
+            + 2 * options.max_trials as u64
+            + 4 * u64::from(options.latency_trials)
+            + if options.loss_sweep { 10 } else { 0 }
+            + u64::from(options.b2b_repeats) * halvings;
+        Budget {
+            started: std::time::Instant::now(),
+            done: 0,
+            most: per_size * options.sizes.len() as u64,
+        }
+    }
+
+    /// One more trial done: where the run is, for the live line.
+    fn tick(&mut self) -> String {
+        self.done += 1;
+        let most = self.most.max(self.done);
+        let per_trial = self.started.elapsed() / self.done.max(1) as u32;
+        let left = per_trial * (most - self.done) as u32;
+        format!(
+            "trial {} of at most {most}, at most {}s left",
+            self.done,
+            left.as_secs()
+        )
+    }
 }
 
 /// Records one trial of a search (named) with its load into a size's result.
@@ -701,4 +754,29 @@ fn write_results(
     )?;
     dir.commit()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_bounds_every_trial_a_run_can_take_and_says_how_far_it_is() {
+        let mut options = Rfc2544Options::new(Dut::Kernel);
+        options.sizes = vec![64, 1518];
+        options.max_trials = 20;
+        options.latency_trials = 2;
+        options.loss_sweep = true;
+        options.b2b_repeats = 3;
+        options.resolution = 0.01;
+        // Per size: 1 + 2 × 20 + 4 × 2 + 10 + 3 × (7 + 2) = 86.
+        let mut budget = Budget::of(&options);
+        assert_eq!(budget.most, 2 * 86);
+        let line = budget.tick();
+        assert!(line.starts_with("trial 1 of at most 172, at most "), "{line}");
+        assert!(line.ends_with("s left"), "{line}");
+        // A search that took more than its share never makes the count run backwards.
+        budget.done = 500;
+        assert!(budget.tick().starts_with("trial 501 of at most 501, at most 0s left"));
+    }
 }
