@@ -5,10 +5,10 @@
 //! trials the RFC asks for, the median of each figure.
 
 use latlab_stats::{Estimate, LatencyHistogram, Z_95};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One trial's latency figures, ns.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LatencyFigures {
     /// Frames whose latency was recorded.
     pub frames: u64,
@@ -45,7 +45,7 @@ impl LatencyFigures {
 }
 
 /// The median of each figure over a series of trials, as RFC 8219 reports them.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrialsSummary {
     /// Trials summarized.
     pub trials: usize,

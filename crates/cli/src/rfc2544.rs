@@ -45,9 +45,14 @@ pub(crate) struct Rfc2544Args {
     /// TX ring, copy mode on veth; root), for a source that outruns a faster DUT.
     #[arg(long, default_value = "packet", value_name = "IO", value_parser = crate::emu_io())]
     source: Io,
-    /// The results folder (must not exist; default latlab-results/rfc2544-<time>).
+    /// The results folder (must not exist unless --resume; default
+    /// latlab-results/rfc2544-<time>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Continue the run in --out: the frame sizes it finished are kept, the others measured,
+    /// and the folder replaced whole (refused when it was measured with other options).
+    #[arg(long, requires = "out")]
+    resume: bool,
 }
 
 /// Parses one `--sizes` value.
@@ -91,6 +96,7 @@ impl Rfc2544Args {
         if let Some(out) = self.out {
             options.out = out;
         }
+        options.resume = self.resume;
         options.check()?;
         Ok(options)
     }

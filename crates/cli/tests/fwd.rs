@@ -389,3 +389,59 @@ fn sigterm_to_rfc2544_keeps_the_trials_measured_removes_its_namespaces_and_exits
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn rfc2544_resume_keeps_the_sizes_measured_and_measures_the_rest() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rfc2544");
+    let rfc2544 = |sizes: &str, trial: &str, resume: bool| {
+        let mut c = Command::new(assert_cmd::cargo::cargo_bin("latlab"));
+        c.args(["rfc2544", "--dut", "kernel", "--sizes", sizes])
+            .args(["--trial", trial, "--max-trials", "3", "--no-loss-sweep"])
+            .args(["--b2b-repeats", "0", "--latency-trials", "0", "--out"])
+            .arg(&out);
+        if resume {
+            c.arg("--resume");
+        }
+        c.output().unwrap()
+    };
+    let first = rfc2544("64", "100ms", false);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let before = common::read_json(&out.join("rfc2544.json"));
+    // Other options than the folder's: refused in one line naming the flag, nothing touched.
+    let other = rfc2544("64,128", "200ms", true);
+    assert_eq!(other.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&other.stderr);
+    assert!(
+        stderr.contains("--trial") && stderr.trim_end().lines().count() == 1,
+        "{stderr}"
+    );
+    assert_eq!(common::read_json(&out.join("rfc2544.json")), before);
+    // The same options: 64 kept as it was, 128 measured.
+    let again = rfc2544("64,128", "100ms", true);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("kept the sizes measured before: 64 bytes"),
+        "{stderr}"
+    );
+    let after = common::read_json(&out.join("rfc2544.json"));
+    let sizes = after["sizes"].as_array().unwrap();
+    assert_eq!(sizes.len(), 2);
+    assert_eq!(sizes[0], before["sizes"][0], "64 bytes measured again");
+    assert_eq!(sizes[1]["frame_size"], 128);
+    assert!(sizes[1]["ndr_pps"].as_u64().unwrap() > 0, "{}", sizes[1]);
+    let csv = std::fs::read_to_string(out.join("rfc2544.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    // Without --resume the folder is refused, and the line says how to continue it.
+    let refused = rfc2544("64", "100ms", false);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--resume"));
+}

@@ -386,12 +386,23 @@ pub struct ResultsDir {
     tmp: PathBuf,
     dest: PathBuf,
     committed: bool,
+    /// The folder takes the place of one that exists (a run that continues it).
+    replaces: bool,
     /// The lock on the folder (`None` on a file system without flock); let go of after the
     /// drop has removed an uncommitted folder.
     _lock: Option<OwnerLock>,
 }
 
 impl ResultsDir {
+    /// Starts a results folder that will take the place of `dest`, which exists (a run that
+    /// continues an earlier one's folder): the earlier folder stays as it is until the new one
+    /// is whole, then [`ResultsDir::commit`] swaps them.
+    pub fn replacing(dest: &Path) -> io::Result<ResultsDir> {
+        let mut dir = ResultsDir::start(dest)?;
+        dir.replaces = true;
+        Ok(dir)
+    }
+
     /// Starts a results folder that will end up at `dest`, which must not exist yet.
     pub fn create(dest: &Path) -> io::Result<ResultsDir> {
         if dest.exists() {
@@ -403,6 +414,10 @@ impl ResultsDir {
                 ),
             ));
         }
+        ResultsDir::start(dest)
+    }
+
+    fn start(dest: &Path) -> io::Result<ResultsDir> {
         if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
             fs::create_dir_all(parent)
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", parent.display())))?;
@@ -429,6 +444,7 @@ impl ResultsDir {
             tmp,
             dest: dest.to_path_buf(),
             committed: false,
+            replaces: false,
         })
     }
 
@@ -454,9 +470,28 @@ impl ResultsDir {
 
     /// Moves the finished folder into place and returns its path.
     pub fn commit(mut self) -> io::Result<PathBuf> {
-        fs::rename(&self.tmp, &self.dest)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.dest.display())))?;
+        let named =
+            |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", self.dest.display()));
+        // The earlier folder steps aside (it is put back if the new one cannot go in), and
+        // goes once the new one is in place.
+        let old = self.replaces.then(|| {
+            let mut name = self.tmp.clone().into_os_string();
+            name.push(".old");
+            PathBuf::from(name)
+        });
+        if let Some(old) = &old {
+            fs::rename(&self.dest, old).map_err(named)?;
+        }
+        if let Err(e) = fs::rename(&self.tmp, &self.dest) {
+            if let Some(old) = &old {
+                let _ = fs::rename(old, &self.dest);
+            }
+            return Err(named(e));
+        }
         self.committed = true;
+        if let Some(old) = &old {
+            let _ = fs::remove_dir_all(old);
+        }
         Ok(self.dest.clone())
     }
 }
@@ -671,6 +706,31 @@ mod tests {
             ResultsDir::create(&dest).is_err(),
             "an existing folder is never overwritten"
         );
+    }
+
+    #[test]
+    fn a_folder_that_continues_another_takes_its_place_only_when_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("run");
+        let first = ResultsDir::create(&dest).unwrap();
+        first.write("a.json", b"1").unwrap();
+        first.commit().unwrap();
+        {
+            // Interrupted before it was whole: the earlier folder is as it was.
+            let again = ResultsDir::replacing(&dest).unwrap();
+            again.write("b.json", b"2").unwrap();
+        }
+        assert!(dest.join("a.json").exists() && !dest.join("b.json").exists());
+        let again = ResultsDir::replacing(&dest).unwrap();
+        again.write("b.json", b"2").unwrap();
+        assert!(
+            dest.join("a.json").exists(),
+            "still the earlier one until the commit"
+        );
+        assert_eq!(again.commit().unwrap(), dest);
+        assert!(dest.join("b.json").exists() && !dest.join("a.json").exists());
+        // Nothing else is left beside it.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]

@@ -66,8 +66,11 @@ pub struct Rfc2544Options {
     /// The source's frame port in the client: [`Io::Packet`] (an AF_PACKET TX ring) or
     /// [`Io::Xdp`] (an AF_XDP socket's TX ring, copy mode on veth).
     pub source: Io,
-    /// The results folder (must not exist).
+    /// The results folder (must not exist, unless `resume`).
     pub out: PathBuf,
+    /// Continue the run whose folder `out` is: its finished sizes are kept, the others
+    /// measured, and the folder replaced whole once they are.
+    pub resume: bool,
 }
 
 impl Rfc2544Options {
@@ -84,6 +87,7 @@ impl Rfc2544Options {
             latency_trials: 1,
             source: Io::Packet,
             out: crate::command::default_out("rfc2544"),
+            resume: false,
         }
     }
 
@@ -114,9 +118,16 @@ impl Rfc2544Options {
                 self.source.name()
             ));
         }
-        if self.out.exists() {
+        if self.resume {
+            if !self.out.join(RESULTS).is_file() {
+                return usage(format!(
+                    "--resume: {} holds no {RESULTS} of an rfc2544 run",
+                    self.out.display()
+                ));
+            }
+        } else if self.out.exists() {
             return usage(format!(
-                "--out {}: exists already; pick another folder",
+                "--out {}: exists already; pick another folder, or continue it with --resume",
                 self.out.display()
             ));
         }
@@ -124,11 +135,14 @@ impl Rfc2544Options {
     }
 }
 
+/// The results file of a run folder.
+const RESULTS: &str = "rfc2544.json";
+
 /// One trial as run.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct TrialRecord {
     /// `source_max`, `ndr`, `pdr` or `loss` (`throughput`: the trial a search ended on).
-    pub search: &'static str,
+    pub search: String,
     /// The rate asked for, frames per second (`None`: as fast as the source goes, or a burst).
     pub rate_pps: Option<u64>,
     /// The burst's length, frames (back-to-back trials only).
@@ -144,7 +158,7 @@ pub struct TrialRecord {
 }
 
 /// The results of one frame size.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct SizeResult {
     /// Bytes on the wire.
     pub frame_size: usize,
@@ -178,7 +192,7 @@ pub struct SizeResult {
 }
 
 /// RFC 8219's latency figures at one load.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct LatencyPoint {
     /// Percent of the NDR.
     pub percent_of_ndr: u32,
@@ -267,6 +281,17 @@ pub fn run(
     view: &mut dyn LiveView,
 ) -> Result<Rfc2544Report, CommandError> {
     options.check()?;
+    let kept = if options.resume {
+        earlier_sizes(options)?
+    } else {
+        Vec::new()
+    };
+    let todo: Vec<usize> = options
+        .sizes
+        .iter()
+        .copied()
+        .filter(|size| !kept.iter().any(|s| s.frame_size == *size))
+        .collect();
     let setup = |what: &str| {
         let what = what.to_string();
         move |e: String| CommandError::Setup {
@@ -291,6 +316,13 @@ pub fn run(
         options.source.name(),
         source_cpu.map_or("any".into(), |c| c.to_string())
     ));
+    if !kept.is_empty() {
+        let sizes: Vec<String> = kept.iter().map(|s| s.frame_size.to_string()).collect();
+        view.started(&format!(
+            "--resume: kept the sizes measured before: {} bytes",
+            sizes.join(", ")
+        ));
+    }
     let sink = latlab_io::netns::run_in(lab.server.name(), move || {
         let options = UdpOptions {
             rcvbuf: Some(4 << 20),
@@ -323,7 +355,9 @@ pub fn run(
                     .map_err(CommandError::setup(
                         "--source xdp: the source's AF_XDP socket in the client",
                     ))?;
-            measure_sizes(options, &mut tx, &sink, &addrs, source_cpu, stop, view)
+            measure_sizes(
+                options, &todo, &mut tx, &sink, &addrs, source_cpu, stop, view,
+            )
         }
         _ => {
             let mut tx = latlab_io::netns::run_in(lab.client.name(), || {
@@ -333,10 +367,24 @@ pub fn run(
             .map_err(CommandError::setup(
                 "the source's AF_PACKET socket in the client",
             ))?;
-            measure_sizes(options, &mut tx, &sink, &addrs, source_cpu, stop, view)
+            measure_sizes(
+                options, &todo, &mut tx, &sink, &addrs, source_cpu, stop, view,
+            )
         }
     };
-    let (sizes, failure) = measured?;
+    let (measured, failure) = measured?;
+    // Every size of the run in the order asked, those kept from before among them, then any
+    // other size the earlier run finished.
+    let mut sizes: Vec<SizeResult> = Vec::new();
+    let mut earlier = kept;
+    for &size in &options.sizes {
+        if let Some(i) = earlier.iter().position(|s| s.frame_size == size) {
+            sizes.push(earlier.remove(i));
+        } else if let Some(m) = measured.iter().find(|s| s.frame_size == size) {
+            sizes.push(m.clone());
+        }
+    }
+    sizes.extend(earlier);
     let dut_report = running.stop().ok().flatten();
     let report = Rfc2544Report {
         out: options.out.clone(),
@@ -366,6 +414,7 @@ const SOURCE_XDP_PORT: u16 = 1;
 #[allow(clippy::too_many_arguments)]
 fn measure_sizes<P: FramePort>(
     options: &Rfc2544Options,
+    todo: &[usize],
     tx: &mut P,
     sink: &UdpSocket,
     addrs: &FrameAddrs,
@@ -375,8 +424,8 @@ fn measure_sizes<P: FramePort>(
 ) -> Result<(Vec<SizeResult>, Option<String>), CommandError> {
     let mut sizes = Vec::new();
     let mut failure = None;
-    let mut budget = Budget::of(options);
-    for &size in &options.sizes {
+    let mut budget = Budget::of(options, todo.len());
+    for &size in todo {
         if stop.is_raised() {
             break;
         }
@@ -432,35 +481,36 @@ fn measure_size(
     budget: &mut Budget,
     r: &mut SizeResult,
 ) -> std::io::Result<()> {
-    let mut record = |r: &mut SizeResult, search, load: trial::Load, t: trial::TrialRun| {
-        let achieved = t.achieved_pps();
-        let (rate, burst) = match load {
-            trial::Load::Rate(rate) => (rate.map(|r| r as u64), None),
-            trial::Load::Burst(frames) => (None, Some(frames)),
-            trial::Load::Stamped(rate) => (Some(rate as u64), None),
+    let mut record =
+        |r: &mut SizeResult, search: &'static str, load: trial::Load, t: trial::TrialRun| {
+            let achieved = t.achieved_pps();
+            let (rate, burst) = match load {
+                trial::Load::Rate(rate) => (rate.map(|r| r as u64), None),
+                trial::Load::Burst(frames) => (None, Some(frames)),
+                trial::Load::Stamped(rate) => (Some(rate as u64), None),
+            };
+            r.trials.push(TrialRecord {
+                search: search.to_string(),
+                rate_pps: rate,
+                burst_frames: burst,
+                sent: t.counts.sent,
+                received: t.counts.received,
+                achieved_pps: achieved,
+                source_short: rate.is_some_and(|want| achieved < 0.98 * want as f64),
+            });
+            view.counters(&format!(
+                "{} | {size} B {search} trial at {}: sent {}, received {}, lost {:.3}%",
+                budget.tick(),
+                match (rate, burst) {
+                    (_, Some(frames)) => format!("a burst of {frames} frames"),
+                    (Some(r), None) => format_rate(r as f64),
+                    (None, None) => "the source's maximum".into(),
+                },
+                t.counts.sent,
+                t.counts.received,
+                100.0 * t.counts.loss_ratio()
+            ));
         };
-        r.trials.push(TrialRecord {
-            search,
-            rate_pps: rate,
-            burst_frames: burst,
-            sent: t.counts.sent,
-            received: t.counts.received,
-            achieved_pps: achieved,
-            source_short: rate.is_some_and(|want| achieved < 0.98 * want as f64),
-        });
-        view.counters(&format!(
-            "{} | {size} B {search} trial at {}: sent {}, received {}, lost {:.3}%",
-            budget.tick(),
-            match (rate, burst) {
-                (_, Some(frames)) => format!("a burst of {frames} frames"),
-                (Some(r), None) => format_rate(r as f64),
-                (None, None) => "the source's maximum".into(),
-            },
-            t.counts.sent,
-            t.counts.received,
-            100.0 * t.counts.loss_ratio()
-        ));
-    };
     let first = one(trial::Load::Rate(None), None)?;
     record(r, "source_max", trial::Load::Rate(None), first);
     r.source_max_pps = first.achieved_pps();
@@ -501,7 +551,7 @@ fn measure_size(
     }
     // The search's own record says which trial belonged to which search.
     for (rec, point) in r.trials.iter_mut().skip(1).zip(search.points()) {
-        rec.search = point.search;
+        rec.search = point.search.to_string();
     }
     if let Some(out) = search.outcome() {
         r.ndr_pps = out.ndr.rate_pps;
@@ -547,7 +597,7 @@ impl Budget {
     /// The most trials `options` can take: per size the source's maximum, the NDR and PDR
     /// searches, the latency trials at four loads, the loss sweep's ten steps, and each
     /// back-to-back search's halvings down to the resolution.
-    fn of(options: &Rfc2544Options) -> Budget {
+    fn of(options: &Rfc2544Options, sizes: usize) -> Budget {
         let halvings = (1.0 / options.resolution).log2().ceil() as u64 + 2;
         let per_size = 1
             + 2 * options.max_trials as u64
@@ -557,7 +607,7 @@ impl Budget {
         Budget {
             started: std::time::Instant::now(),
             done: 0,
-            most: per_size * options.sizes.len() as u64,
+            most: per_size * sizes as u64,
         }
     }
 
@@ -675,6 +725,51 @@ fn sweep_loss(
     Ok(())
 }
 
+/// The options that shape every point, as `rfc2544.json` keeps them, with the flag each
+/// comes from: `--resume` refuses a folder measured with other values.
+fn parameters(options: &Rfc2544Options) -> Vec<(&'static str, &'static str, serde_json::Value)> {
+    use serde_json::json;
+    vec![
+        ("dut", "--dut", json!(options.dut.name())),
+        ("source_io", "--source", json!(options.source.name())),
+        ("trial_s", "--trial", json!(options.trial.as_secs_f64())),
+        ("resolution", "--resolution", json!(options.resolution)),
+        ("max_trials", "--max-trials", json!(options.max_trials)),
+        ("loss_sweep", "--no-loss-sweep", json!(options.loss_sweep)),
+        (
+            "back_to_back_repeats",
+            "--b2b-repeats",
+            json!(options.b2b_repeats),
+        ),
+        (
+            "latency_trials",
+            "--latency-trials",
+            json!(options.latency_trials),
+        ),
+    ]
+}
+
+/// The sizes the run in `options.out` finished (no error), after checking it was measured
+/// with the same options; the error names the flag that differs.
+fn earlier_sizes(options: &Rfc2544Options) -> Result<Vec<SizeResult>, CommandError> {
+    let path = options.out.join(RESULTS);
+    let bad = |why: String| CommandError::Usage(format!("--resume: {}: {why}", path.display()));
+    let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    for (key, flag, value) in parameters(options) {
+        if json[key] != value {
+            return Err(CommandError::Usage(format!(
+                "--resume: {} was measured with {flag} {} ({key}), not {value}",
+                options.out.display(),
+                json[key]
+            )));
+        }
+    }
+    let sizes: Vec<SizeResult> =
+        serde_json::from_value(json["sizes"].clone()).map_err(|e| bad(e.to_string()))?;
+    Ok(sizes.into_iter().filter(|s| s.error.is_none()).collect())
+}
+
 /// `rfc2544.json` and `rfc2544.csv`, into the results folder, whole.
 fn write_results(
     options: &Rfc2544Options,
@@ -682,22 +777,22 @@ fn write_results(
     dut_report: Option<serde_json::Value>,
     topology: &str,
 ) -> Result<(), CommandError> {
-    let dir = crate::results::ResultsDir::create(&options.out)?;
-    let json = serde_json::json!({
+    let dir = if options.resume {
+        crate::results::ResultsDir::replacing(&options.out)?
+    } else {
+        crate::results::ResultsDir::create(&options.out)?
+    };
+    let mut json = serde_json::json!({
         "latlab_version": env!("CARGO_PKG_VERSION"),
-        "dut": options.dut.name(),
         "topology": topology,
         "receive_work": report.rps,
-        "source_io": options.source.name(),
-        "trial_s": options.trial.as_secs_f64(),
-        "resolution": options.resolution,
-        "max_trials": options.max_trials,
-        "back_to_back_repeats": options.b2b_repeats,
-        "latency_trials": options.latency_trials,
         "pdr_loss": PDR_LOSS,
         "sizes": report.sizes,
         "dut_report": dut_report,
     });
+    for (key, _, value) in parameters(options) {
+        json[key] = value;
+    }
     dir.write("rfc2544.json", format!("{json:#}\n").as_bytes())?;
     let mut csv = String::from(
         "frame_size,source_max_pps,dut_kept_up,ndr_pps,pdr_pps,converged,loss_at_100_percent,\
@@ -770,13 +865,18 @@ mod tests {
         options.b2b_repeats = 3;
         options.resolution = 0.01;
         // Per size: 1 + 2 × 20 + 4 × 2 + 10 + 3 × (7 + 2) = 86.
-        let mut budget = Budget::of(&options);
+        let mut budget = Budget::of(&options, options.sizes.len());
         assert_eq!(budget.most, 2 * 86);
         let line = budget.tick();
-        assert!(line.starts_with("trial 1 of at most 172, at most "), "{line}");
+        assert!(
+            line.starts_with("trial 1 of at most 172, at most "),
+            "{line}"
+        );
         assert!(line.ends_with("s left"), "{line}");
         // A search that took more than its share never makes the count run backwards.
         budget.done = 500;
-        assert!(budget.tick().starts_with("trial 501 of at most 501, at most 0s left"));
+        assert!(budget
+            .tick()
+            .starts_with("trial 501 of at most 501, at most 0s left"));
     }
 }
