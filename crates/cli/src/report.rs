@@ -9,7 +9,7 @@ use latlab_lab::report::{self, Redrawn, ReportOptions};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReportArgs {
-    /// A results folder written by gen --out, demo or a study.
+    /// A results folder written by gen --out, demo, rfc2544 or a study.
     dir: PathBuf,
     /// Draw the CCDF of every run in it again, into this SVG file (gen and demo folders).
     #[arg(long, value_name = "FILE")]
@@ -28,6 +28,7 @@ pub(crate) fn run(a: ReportArgs) -> Result<()> {
                 outln!("plot: {}", plot.display());
             }
         }
+        Redrawn::Rfc2544 { report } => outln!("report: {}", report.display()),
         Redrawn::Study {
             report, missing, ..
         } => {

@@ -227,6 +227,30 @@ fn rfc2544_through_the_kernel_finds_a_non_zero_ndr_with_short_trials() {
     }
     // --no-loss-sweep: no sweep, no figure of it.
     assert!(!out.join("loss.svg").exists());
+    // `latlab report` draws the report and the figures again from rfc2544.json, byte for byte.
+    let drawn = ["report.md", "fig2-throughput.svg", "latency.svg"];
+    let before: Vec<Vec<u8>> = drawn
+        .iter()
+        .map(|f| std::fs::read(out.join(f)).unwrap())
+        .collect();
+    for f in drawn {
+        std::fs::remove_file(out.join(f)).unwrap();
+    }
+    let report = Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+        .arg("report")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let after: Vec<Vec<u8>> = drawn
+        .iter()
+        .map(|f| std::fs::read(out.join(f)).unwrap())
+        .collect();
+    assert!(before == after, "the redrawn files differ");
 }
 
 #[test]

@@ -38,6 +38,8 @@ use crate::study::{
 pub enum Folder {
     /// The runs of `gen --out` (one) or `demo` (one per rate).
     Runs(RunsFolder),
+    /// An `rfc2544` run's `rfc2544.json`.
+    Rfc2544,
     /// A study's points.
     Study {
         /// Which study.
@@ -56,6 +58,11 @@ pub enum Redrawn {
         runs: RunsFolder,
         /// The CCDF plot [`run`] wrote, when it was asked for one.
         plot: Option<PathBuf>,
+    },
+    /// An `rfc2544` folder whose `report.md` and figures were written again.
+    Rfc2544 {
+        /// Its `report.md`.
+        report: PathBuf,
     },
     /// A study whose tables, figures and `report.md` were written again.
     Study {
@@ -86,10 +93,15 @@ pub struct ReportOptions {
 /// plot asked for. A `--plot` for a study's folder is refused before anything is written.
 pub fn run(options: &ReportOptions) -> Result<Redrawn, StudyError> {
     let folder = Folder::open(&options.dir)?;
-    if let (Some(_), Folder::Study { kind, .. }) = (&options.plot, &folder) {
+    let kind = match &folder {
+        Folder::Study { kind, .. } => Some(kind.name()),
+        Folder::Rfc2544 => Some("rfc2544"),
+        Folder::Runs(_) => None,
+    };
+    if let (Some(_), Some(kind)) = (&options.plot, kind) {
         return Err(StudyError::PlotOfStudy {
             dir: options.dir.clone(),
-            kind: kind.name().into(),
+            kind: kind.into(),
         });
     }
     let mut redrawn = folder.redraw(&options.dir)?;
@@ -123,6 +135,9 @@ impl Folder {
         if dir.join("summary.json").is_file() {
             return Ok(Folder::Runs(RunsFolder::load(dir)?));
         }
+        if crate::rfc2544::is_folder(dir) {
+            return Ok(Folder::Rfc2544);
+        }
         let kind = points::load(dir)?
             .files
             .iter()
@@ -137,6 +152,13 @@ impl Folder {
     pub fn redraw(self, dir: &Path) -> Result<Redrawn, StudyError> {
         match self {
             Folder::Runs(runs) => Ok(Redrawn::Runs { runs, plot: None }),
+            Folder::Rfc2544 => {
+                let report = crate::rfc2544::redraw(dir).map_err(|reason| StudyError::Data {
+                    path: dir.join("rfc2544.json"),
+                    reason,
+                })?;
+                Ok(Redrawn::Rfc2544 { report })
+            }
             Folder::Study { kind, topology } => {
                 let report = match kind {
                     StudyKind::GameServer => game_server::report::write(dir, &topology)?,

@@ -725,6 +725,51 @@ fn sweep_loss(
     Ok(())
 }
 
+/// How a run was measured, for its `report.md`, from what its `rfc2544.json` records.
+fn how_measured(json: &serde_json::Value) -> String {
+    format!(
+        "DUT `{}` in {}; its receive work: {}; source over {}; trials of {} s, search resolution {}% of the source's maximum, at most {} trials a search; {} back-to-back searches and {} latency trials per load. Every trial is in `rfc2544.json`.",
+        json["dut"].as_str().unwrap_or("?"),
+        json["topology"].as_str().unwrap_or("?"),
+        json["receive_work"].as_str().unwrap_or("?"),
+        json["source_io"].as_str().unwrap_or("?"),
+        json["trial_s"],
+        json["resolution"].as_f64().map_or("?".into(), |r| format!("{:.1}", r * 100.0)),
+        json["max_trials"],
+        json["back_to_back_repeats"],
+        json["latency_trials"],
+    )
+}
+
+/// Draws `report.md` and the figures of the rfc2544 folder `dir` again from its
+/// `rfc2544.json`; returns the report's path.
+pub fn redraw(dir: &std::path::Path) -> Result<PathBuf, String> {
+    let path = dir.join(RESULTS);
+    let named = |e: String| format!("{}: {e}", path.display());
+    let text = std::fs::read_to_string(&path).map_err(|e| named(e.to_string()))?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| named(e.to_string()))?;
+    let report = Rfc2544Report {
+        out: dir.to_path_buf(),
+        dut: json["dut"].as_str().unwrap_or("").parse().map_err(named)?,
+        rps: json["receive_work"].as_str().unwrap_or("").to_string(),
+        sizes: serde_json::from_value(json["sizes"].clone()).map_err(|e| named(e.to_string()))?,
+    };
+    let figures = report::figures(&report).map_err(named)?;
+    for (name, svg) in &figures {
+        crate::results::write_atomic(&dir.join(name), svg.as_bytes()).map_err(|e| e.to_string())?;
+    }
+    let names: Vec<String> = figures.into_iter().map(|f| f.0).collect();
+    let md = report::markdown(&report, &how_measured(&json), &names);
+    let out = dir.join("report.md");
+    crate::results::write_atomic(&out, md.as_bytes()).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// Whether `dir` is the results folder of an rfc2544 run.
+pub fn is_folder(dir: &std::path::Path) -> bool {
+    dir.join(RESULTS).is_file()
+}
+
 /// The options that shape every point, as `rfc2544.json` keeps them, with the flag each
 /// comes from: `--resume` refuses a folder measured with other values.
 fn parameters(options: &Rfc2544Options) -> Vec<(&'static str, &'static str, serde_json::Value)> {
@@ -831,17 +876,7 @@ fn write_results(
     for (name, svg) in &figures {
         dir.write(name, svg.as_bytes())?;
     }
-    let how = format!(
-        "DUT `{}` in {topology}; its receive work: {}; source over {}; trials of {:?}, search resolution {:.1}% of the source's maximum, at most {} trials a search; {} back-to-back searches and {} latency trials per load. Every trial is in `rfc2544.json`.",
-        options.dut.name(),
-        report.rps,
-        options.source.name(),
-        options.trial,
-        options.resolution * 100.0,
-        options.max_trials,
-        options.b2b_repeats,
-        options.latency_trials,
-    );
+    let how = how_measured(&json);
     let names: Vec<String> = figures.into_iter().map(|f| f.0).collect();
     dir.write(
         "report.md",
