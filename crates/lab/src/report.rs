@@ -359,7 +359,9 @@ mod tests {
                 } => {
                     assert_eq!((k, t.as_str()), (kind, topology))
                 }
-                Folder::Runs(_) => panic!("{} is a study folder", dir.display()),
+                Folder::Runs(_) | Folder::Rfc2544 => {
+                    panic!("{} is a study folder", dir.display())
+                }
             }
             redraw(dir).unwrap();
             assert_eq!(fs::read_to_string(dir.join("report.md")).unwrap(), before);
