@@ -27,6 +27,39 @@ pub(crate) enum StudyCommand {
     /// (Harcsik et al.): every transport's streams at once per RTT × interarrival × loss cell,
     /// random and bursty loss (namespaces; root).
     Transports(TransportStudyArgs),
+    /// Packet forwarders measured as RFC 2544 asks (Emmerich et al.): Table I (64-byte
+    /// throughput against the kernel's IP forwarding), Fig. 2 (NDR by frame size) and Table II
+    /// (latlab fwd's cycles per packet by step), for the kernel, a Linux bridge, latlab fwd over
+    /// AF_PACKET and AF_XDP and latlab emu (namespaces; root).
+    Forwarding(ForwardingStudyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ForwardingStudyArgs {
+    /// The forwarders, comma separated: kernel, bridge, fwd, fwd-xdp, emu [default: all].
+    #[arg(long, value_delimiter = ',')]
+    duts: Vec<latlab_lab::rfc2544::Dut>,
+    /// Frame sizes in bytes, comma separated [default: 64,128,256,512,1024,1280,1518].
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
+    /// Length of one trial.
+    #[arg(long, value_parser = parse_duration, default_value = "1s", value_name = "DUR")]
+    trial: Duration,
+    /// Trials per search at most.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    max_trials: usize,
+    /// The source's frame port: packet (AF_PACKET) or xdp (AF_XDP, faster on veth).
+    #[arg(long, default_value = "xdp", value_parser = crate::emu_io(), value_name = "IO")]
+    source: latlab_lab::command::Io,
+    /// Results folder (default latlab-results/forwarding-<time>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Continue an interrupted study in --out, skipping the DUTs it measured.
+    #[arg(long, requires = "out")]
+    resume: bool,
+    /// Measure only share I of N of the DUTs into --out.
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse, default_value = "1/1", requires = "out")]
+    shard: Shard,
 }
 
 #[derive(Debug, clap::Args)]
@@ -207,6 +240,7 @@ pub(crate) fn run(command: StudyCommand) -> Result<()> {
         StudyCommand::Emulator(a) => emu_study(a),
         StudyCommand::Timestamps(a) => stamp_study(a),
         StudyCommand::Transports(a) => transport_study(a),
+        StudyCommand::Forwarding(a) => forwarding_study(a),
     }
 }
 
@@ -400,6 +434,37 @@ fn transport_study(a: TransportStudyArgs) -> Result<()> {
     if let Some(signal) = crate::signals::received() {
         eprintln!(
             "stopped by {}: the finished cells are in the folder; rerun with --resume to go on",
+            signal.name()
+        );
+    }
+    Ok(())
+}
+
+fn forwarding_study(a: ForwardingStudyArgs) -> Result<()> {
+    use latlab_lab::study::forwarding::{self, ForwardingStudyOptions};
+    if let Some(reason) = latlab_lab::topology::why_no_namespaces() {
+        bail!("study forwarding needs network namespaces: {reason}");
+    }
+    let out = a.out.unwrap_or_else(|| default_out("forwarding"));
+    let mut options = ForwardingStudyOptions::new(out);
+    if !a.duts.is_empty() {
+        options.duts = a.duts;
+    }
+    if !a.sizes.is_empty() {
+        options.sizes = a.sizes;
+    }
+    options.trial = a.trial;
+    options.max_trials = a.max_trials;
+    options.source = a.source;
+    options.resume = a.resume;
+    options.shard = a.shard;
+    crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
+    let mut bar = progress::StudyBar::new();
+    let report = forwarding::run(&options, &STOP, &mut bar)?;
+    print_report(&report)?;
+    if let Some(signal) = crate::signals::received() {
+        eprintln!(
+            "stopped by {}: the measured DUTs are in the folder; rerun with --resume to go on",
             signal.name()
         );
     }

@@ -469,3 +469,69 @@ fn rfc2544_resume_keeps_the_sizes_measured_and_measures_the_rest() {
     let refused = rfc2544("64", "100ms", false);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--resume"));
 }
+
+#[test]
+fn a_short_forwarding_study_writes_table_one_fig_two_and_table_two() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("forwarding");
+    let study = |resume: bool| {
+        let mut c = Command::new(assert_cmd::cargo::cargo_bin("latlab"));
+        c.args(["study", "forwarding", "--duts", "kernel,fwd-xdp"])
+            .args([
+                "--sizes",
+                "64,256",
+                "--trial",
+                "150ms",
+                "--max-trials",
+                "3",
+                "--out",
+            ])
+            .arg(&out);
+        if resume {
+            c.arg("--resume");
+        }
+        let run = c.output().unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+        assert!(run.status.success(), "{stderr}");
+        stderr
+    };
+    let first = study(false);
+    assert!(first.contains("left out: testpmd"), "{first}");
+    for dut in ["kernel", "fwd-xdp"] {
+        let point = common::read_json(&out.join(format!("points/dut-{dut}.json")));
+        let sizes = point["sizes"].as_array().unwrap();
+        assert_eq!(sizes.len(), 2, "{point}");
+        assert!(sizes[0]["ndr_pps"].as_u64().unwrap() > 0, "{point}");
+    }
+    // latlab fwd accounts its own cycles: Table II has its row.
+    let fwd = common::read_json(&out.join("points/dut-fwd-xdp.json"));
+    assert!(
+        fwd["dut_report"]["cycles"]["per_packet"]["rx"]
+            .as_f64()
+            .unwrap()
+            > 0.0,
+        "{fwd}"
+    );
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for part in [
+        "## Table I",
+        "| kernel | ",
+        "1.00×",
+        "## Fig. 2",
+        "## Table II",
+        "| fwd-xdp | ",
+        "## Conclusions",
+    ] {
+        assert!(md.contains(part), "{part} missing:\n{md}");
+    }
+    assert!(std::fs::read_to_string(out.join("fig2-ndr.svg"))
+        .unwrap()
+        .starts_with("<svg"));
+    let again = study(true);
+    assert_eq!(again.matches("measured before, kept").count(), 2, "{again}");
+    common::report_redraws_as_written(&out);
+}

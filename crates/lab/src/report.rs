@@ -165,6 +165,9 @@ impl Folder {
                     StudyKind::Emulator => emulator::report::write(dir, &topology)?,
                     StudyKind::Timestamps => timestamps::report::write(dir, &topology)?,
                     StudyKind::Transports => transports::report::write(dir, &topology)?,
+                    StudyKind::Forwarding => {
+                        crate::study::forwarding::report::write(dir, &topology)?
+                    }
                 };
                 Ok(Redrawn::Study {
                     kind,
@@ -184,6 +187,7 @@ fn kind_of_point(key: &str) -> Option<StudyKind> {
         "kernel" | "emu" | "loss" | "rate" => Some(StudyKind::Emulator),
         "methods" | "reflector" => Some(StudyKind::Timestamps),
         first if first.starts_with("rtt") => Some(StudyKind::Transports),
+        "dut" => Some(StudyKind::Forwarding),
         _ => None,
     }
 }
@@ -193,7 +197,10 @@ fn old_topology(dir: &Path, kind: StudyKind) -> Option<String> {
     let text = fs::read_to_string(dir.join("report.md")).ok()?;
     let line = text.lines().find_map(|l| l.strip_prefix("Topology: "))?;
     let topology = match kind {
-        StudyKind::GameServer | StudyKind::Timestamps | StudyKind::Transports => line,
+        StudyKind::GameServer
+        | StudyKind::Timestamps
+        | StudyKind::Transports
+        | StudyKind::Forwarding => line,
         StudyKind::Emulator => line.split_once(". Round trips").map_or(line, |(t, _)| t),
     };
     Some(topology.to_string())
@@ -306,6 +313,9 @@ mod tests {
             StudyKind::Emulator => emulator::report::write(out, "namespaces (test)"),
             StudyKind::Timestamps => timestamps::report::write(out, "namespaces (test)"),
             StudyKind::Transports => transports::report::write(out, "namespaces (test)"),
+            StudyKind::Forwarding => {
+                crate::study::forwarding::report::write(out, "namespaces (test)")
+            }
         }
         .unwrap();
         let written = artefacts(out);

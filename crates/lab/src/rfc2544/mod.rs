@@ -91,8 +91,29 @@ impl Rfc2544Options {
         }
     }
 
-    /// Checks every value before anything runs; errors name the flag.
+    /// Checks every value before anything runs, the results folder too; errors name the
+    /// flag.
     pub fn check(&self) -> Result<(), CommandError> {
+        self.check_measurement()?;
+        let usage = |m: String| Err(CommandError::Usage(m));
+        if self.resume {
+            if !self.out.join(RESULTS).is_file() {
+                return usage(format!(
+                    "--resume: {} holds no {RESULTS} of an rfc2544 run",
+                    self.out.display()
+                ));
+            }
+        } else if self.out.exists() {
+            return usage(format!(
+                "--out {}: exists already; pick another folder, or continue it with --resume",
+                self.out.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the values that shape the measurement (not the results folder).
+    pub fn check_measurement(&self) -> Result<(), CommandError> {
         let usage = |m: String| Err(CommandError::Usage(m));
         if self.sizes.is_empty() {
             return usage("--sizes: at least one frame size".into());
@@ -116,19 +137,6 @@ impl Rfc2544Options {
             return usage(format!(
                 "--source {}: the source sends over packet or xdp",
                 self.source.name()
-            ));
-        }
-        if self.resume {
-            if !self.out.join(RESULTS).is_file() {
-                return usage(format!(
-                    "--resume: {} holds no {RESULTS} of an rfc2544 run",
-                    self.out.display()
-                ));
-            }
-        } else if self.out.exists() {
-            return usage(format!(
-                "--out {}: exists already; pick another folder, or continue it with --resume",
-                self.out.display()
             ));
         }
         Ok(())
@@ -286,6 +294,42 @@ pub fn run(
     } else {
         Vec::new()
     };
+    let m = measure(options, kept, stop, view)?;
+    write_results(options, &m.report, m.dut_report, &m.topology)?;
+    match m.failure {
+        Some(e) => Err(CommandError::Run {
+            engine: "rfc2544 search",
+            source: std::io::Error::other(format!(
+                "{e} (results so far in {})",
+                options.out.display()
+            )),
+        }),
+        None => Ok(m.report),
+    }
+}
+
+/// What [`measure`] measured, nothing written yet.
+#[derive(Debug)]
+pub struct Measured {
+    /// Per frame size (`kept` ones among them).
+    pub report: Rfc2544Report,
+    /// What the DUT reported when it stopped (`latlab fwd`'s counters and cycles, …).
+    pub dut_report: Option<serde_json::Value>,
+    /// The lab it ran in.
+    pub topology: String,
+    /// Why a size ended early, if one did (the sizes after it were not measured).
+    pub failure: Option<String>,
+}
+
+/// Builds the lab and the DUT and measures every size of `options` but those in `kept`
+/// (results of an earlier run, merged in the order of `options.sizes`); writes nothing.
+pub fn measure(
+    options: &Rfc2544Options,
+    kept: Vec<SizeResult>,
+    stop: &Stop,
+    view: &mut dyn LiveView,
+) -> Result<Measured, CommandError> {
+    options.check_measurement()?;
     let todo: Vec<usize> = options
         .sizes
         .iter()
@@ -386,23 +430,17 @@ pub fn run(
     }
     sizes.extend(earlier);
     let dut_report = running.stop().ok().flatten();
-    let report = Rfc2544Report {
-        out: options.out.clone(),
-        dut: options.dut,
-        rps,
-        sizes,
-    };
-    write_results(options, &report, dut_report, &lab.describe())?;
-    match failure {
-        Some(e) => Err(CommandError::Run {
-            engine: "rfc2544 search",
-            source: std::io::Error::other(format!(
-                "{e} (results so far in {})",
-                options.out.display()
-            )),
-        }),
-        None => Ok(report),
-    }
+    Ok(Measured {
+        report: Rfc2544Report {
+            out: options.out.clone(),
+            dut: options.dut,
+            rps,
+            sizes,
+        },
+        dut_report,
+        topology: lab.describe(),
+        failure,
+    })
 }
 
 /// The UDP port the AF_XDP source's program takes frames for: none come (the source only

@@ -37,6 +37,7 @@ use crate::results::write_atomic;
 
 pub mod emulator;
 pub mod error;
+pub mod forwarding;
 pub mod game_server;
 pub mod points;
 pub mod progress;
@@ -102,6 +103,8 @@ pub enum StudyKind {
     Timestamps,
     /// `latlab study transports`.
     Transports,
+    /// `latlab study forwarding`.
+    Forwarding,
 }
 
 impl StudyKind {
@@ -112,6 +115,7 @@ impl StudyKind {
             StudyKind::Emulator => "emulator",
             StudyKind::Timestamps => "timestamps",
             StudyKind::Transports => "transports",
+            StudyKind::Forwarding => "forwarding",
         }
     }
 }

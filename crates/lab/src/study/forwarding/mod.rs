@@ -1,0 +1,188 @@
+//! `latlab study forwarding`: Emmerich et al.'s "Assessing Soft- and Hardware Bottlenecks in
+//! PC-based Packet Forwarding Systems" on this machine. Every forwarder `latlab rfc2544` can
+//! build (the kernel's IP forwarding, a Linux bridge, `latlab fwd` over AF_PACKET and AF_XDP,
+//! `latlab emu` with no impairment) is measured as RFC 2544 asks at each frame size; the report
+//! has the paper's Table I (throughput at 64 bytes, against the kernel's), its Fig. 2
+//! (throughput by frame size) and its Table II for the forwarders that account their own cycles
+//! (`latlab fwd`: cycles per packet in receiving, processing, transmitting and buffer
+//! management, checked against the run's cycles per packet).
+//!
+//! One point per DUT (`points/dut-<name>.json`, written when it is measured; `--resume` skips
+//! the DUTs measured, `--shard I/N` measures a share of them). A DUT that cannot run here is
+//! left out with one line saying why: DPDK's testpmd (not built into latlab's lab) and the
+//! kernel forwarders' Table II rows (this machine has no hardware counters; sampling the
+//! kernel's functions is not built).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use latlab_engine::Stop;
+use serde::{Deserialize, Serialize};
+
+use super::points::{Existing, PointsDir};
+use super::{Shard, StudyError, StudyFile, StudyKind, StudyProgress, StudyReport};
+use crate::command::{CommandError, LiveView};
+use crate::rfc2544::{self, Dut, Rfc2544Options, SizeResult};
+
+pub mod report;
+
+/// What the study measures.
+#[derive(Clone, Debug)]
+pub struct ForwardingStudyOptions {
+    /// Results folder (must not exist unless `resume` or a shard).
+    pub out: PathBuf,
+    /// The forwarders.
+    pub duts: Vec<Dut>,
+    /// Frame sizes.
+    pub sizes: Vec<usize>,
+    /// Length of one trial.
+    pub trial: Duration,
+    /// Trials per search at most.
+    pub max_trials: usize,
+    /// The source's frame port: AF_PACKET or AF_XDP (faster on veth).
+    pub source: crate::command::Io,
+    /// Continue an interrupted study, keeping the DUTs it measured.
+    pub resume: bool,
+    /// This job's share of the DUTs.
+    pub shard: Shard,
+}
+
+impl ForwardingStudyOptions {
+    /// Every DUT at RFC 2544's sizes, 1-second trials, at most 8 a search, frames sent from an
+    /// AF_XDP socket (the source that outruns the most DUTs on veth).
+    pub fn new(out: PathBuf) -> ForwardingStudyOptions {
+        ForwardingStudyOptions {
+            out,
+            duts: vec![Dut::Kernel, Dut::Bridge, Dut::Fwd, Dut::FwdXdp, Dut::Emu],
+            sizes: rfc2544::FRAME_SIZES.to_vec(),
+            trial: Duration::from_secs(1),
+            max_trials: 8,
+            source: crate::command::Io::Xdp,
+            resume: false,
+            shard: Shard::WHOLE,
+        }
+    }
+
+    /// The options that shape every point, as `study.json` keeps them.
+    pub fn parameters(&self) -> BTreeMap<String, String> {
+        let sizes: Vec<String> = self.sizes.iter().map(|s| s.to_string()).collect();
+        BTreeMap::from([
+            ("--sizes".to_string(), sizes.join(",")),
+            ("--trial".to_string(), format!("{:?}", self.trial)),
+            ("--max-trials".to_string(), self.max_trials.to_string()),
+            ("--source".to_string(), self.source.name().to_string()),
+        ])
+    }
+
+    /// The `rfc2544` options of one DUT: throughput and the latency at the NDR, no loss sweep
+    /// and no back-to-back (the paper's tables are throughput and cycles).
+    fn rfc2544(&self, dut: Dut) -> Rfc2544Options {
+        let mut o = Rfc2544Options::new(dut);
+        o.sizes = self.sizes.clone();
+        o.trial = self.trial;
+        o.max_trials = self.max_trials;
+        o.source = self.source;
+        o.loss_sweep = false;
+        o.b2b_repeats = 0;
+        o.latency_trials = 1;
+        o
+    }
+}
+
+/// One DUT, as written to `points/dut-<name>.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DutPoint {
+    /// The DUT's name (`kernel`, `fwd-xdp`, …).
+    pub dut: String,
+    /// Where its receive work ran.
+    pub receive_work: String,
+    /// The results of each frame size.
+    pub sizes: Vec<SizeResult>,
+    /// What the DUT reported at its end (`latlab fwd`: counters and `cycles`).
+    pub dut_report: Option<serde_json::Value>,
+    /// Why a size ended early, if one did.
+    pub failure: Option<String>,
+}
+
+/// The DUTs of the paper this lab cannot run, each with the reason.
+pub const LEFT_OUT: [(&str, &str); 1] = [(
+    "testpmd",
+    "DPDK's testpmd is not part of latlab's lab: its AF_XDP and AF_PACKET drivers need DPDK \
+     from the distribution's packages and hugepages, which this study does not set up",
+)];
+
+/// A [`LiveView`] that passes the DUT's trial lines on as notes only at the end of a size.
+struct Quiet;
+
+impl LiveView for Quiet {
+    fn started(&mut self, _line: &str) {}
+    fn counters(&mut self, _line: &str) {}
+    fn stopped(&mut self) {}
+}
+
+/// Runs the study: measures this job's DUTs into `options.out`, then draws the report.
+pub fn run(
+    options: &ForwardingStudyOptions,
+    stop: &Stop,
+    progress: &mut dyn StudyProgress,
+) -> Result<StudyReport, StudyError> {
+    let existing = if options.resume || !options.shard.is_whole() {
+        StudyFile::check_resume(&options.out, StudyKind::Forwarding, &options.parameters())?;
+        Existing::Continue
+    } else {
+        Existing::RefuseResumable
+    };
+    for dut in &options.duts {
+        options.rfc2544(*dut).check_measurement().map_err(usage)?;
+    }
+    let points = PointsDir::create(&options.out, existing)?;
+    let topology = "client — dut — server namespaces (a fresh lab for each DUT)";
+    StudyFile::new(StudyKind::Forwarding, topology)
+        .with_parameters(options.parameters())
+        .write(&options.out)?;
+    for (name, why) in LEFT_OUT {
+        progress.note(&format!("left out: {name}: {why}"));
+    }
+    let total = options.shard.share_of(options.duts.len());
+    let mine = options
+        .duts
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| options.shard.owns(i));
+    for (done, (_, dut)) in mine.enumerate() {
+        if stop.is_raised() {
+            break;
+        }
+        let key = format!("dut-{}", dut.name());
+        if points.resumed::<DutPoint>(&key).is_some() {
+            progress.note(&format!("{key}: measured before, kept"));
+            continue;
+        }
+        progress.point(&format!("rfc2544 of {}", dut.name()), done, total);
+        let measured = rfc2544::measure(&options.rfc2544(*dut), Vec::new(), stop, &mut Quiet)
+            .map_err(|e| std::io::Error::other(format!("{}: {e}", dut.name())))?;
+        if stop.is_raised() {
+            break;
+        }
+        let point = DutPoint {
+            dut: dut.name().to_string(),
+            receive_work: measured.report.rps.clone(),
+            sizes: measured.report.sizes,
+            dut_report: measured.dut_report,
+            failure: measured.failure,
+        };
+        points.write(&key, &point, None)?;
+    }
+    progress.finish();
+    StudyReport::finish(&options.out, options.shard, stop.is_raised(), || {
+        report::write(&options.out, topology)
+    })
+}
+
+fn usage(e: CommandError) -> StudyError {
+    StudyError::Io(std::io::Error::other(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,271 @@
+//! `report.md` of the forwarding study and its figure, drawn from the points folder only:
+//! Table I (throughput at 64 bytes, each DUT against the kernel's IP forwarding), Fig. 2
+//! (NDR by frame size, one line per DUT) and Table II (cycles per packet by step, for the DUTs
+//! that account their own cycles).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+
+use super::{DutPoint, LEFT_OUT};
+use crate::plot::{chart, svg_page, DrawResult, PALETTE};
+use crate::results::write_atomic;
+use crate::study::{points, StudyError};
+
+/// Every DUT point of `out`, and the files that did not read.
+fn load(out: &Path) -> Result<(Vec<DutPoint>, Vec<String>), StudyError> {
+    let (mut duts, mut skipped) = (Vec::new(), Vec::new());
+    for f in points::load(out)?.files {
+        match f
+            .text
+            .and_then(|t| serde_json::from_str::<DutPoint>(&t).map_err(|e| e.to_string()))
+        {
+            Ok(p) => duts.push(p),
+            Err(e) => skipped.push(format!("{}: {e}", f.path.display())),
+        }
+    }
+    // The paper's order: the kernel first, the rest as measured.
+    duts.sort_by_key(|p| p.dut != "kernel");
+    Ok((duts, skipped))
+}
+
+fn ndr_at(p: &DutPoint, size: usize) -> Option<u64> {
+    p.sizes
+        .iter()
+        .find(|s| s.frame_size == size)
+        .and_then(|s| s.ndr_pps)
+}
+
+fn mpps(pps: f64) -> String {
+    format!("{:.3}", pps / 1e6)
+}
+
+/// Fig. 2: the NDR by frame size, one line per DUT, in Mpps.
+fn figure2(duts: &[DutPoint]) -> Result<String, String> {
+    let lines: Vec<(String, Vec<(f64, f64)>)> = duts
+        .iter()
+        .map(|p| {
+            let pts = p
+                .sizes
+                .iter()
+                .filter_map(|s| Some((s.frame_size as f64, s.ndr_pps? as f64 / 1e6)))
+                .collect();
+            (p.dut.clone(), pts)
+        })
+        .collect();
+    svg_page("Fig. 2", (900, 560), |root| draw(root, &lines))
+}
+
+fn draw(root: &crate::plot::Page<'_>, lines: &[(String, Vec<(f64, f64)>)]) -> DrawResult {
+    let pts = || lines.iter().flat_map(|l| l.1.iter());
+    let x_hi = pts().map(|p| p.0).fold(64.0, f64::max);
+    let y_hi = pts().map(|p| p.1).fold(0.0, f64::max).max(1e-6);
+    let mut c = chart(root, "NDR by frame size (Fig. 2)", 20)
+        .build_cartesian_2d(0.0..x_hi * 1.05, 0.0..y_hi * 1.15)?;
+    c.configure_mesh()
+        .x_desc("frame size (bytes)")
+        .y_desc("NDR (Mpps)")
+        .draw()?;
+    for (i, (label, points)) in lines.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        c.draw_series(LineSeries::new(
+            points.iter().copied(),
+            colour.stroke_width(2),
+        ))?
+        .label(label.clone())
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
+        c.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
+    }
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+/// Reads every point under `out`, writes `fig2-ndr.svg` and `report.md`; returns its path.
+pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
+    let (duts, skipped) = load(out)?;
+    let svg = figure2(&duts).map_err(|reason| StudyError::Figure {
+        file: "fig2-ndr.svg".into(),
+        reason,
+    })?;
+    write_atomic(&out.join("fig2-ndr.svg"), svg.as_bytes())?;
+    let md = markdown(&duts, topology, &skipped);
+    let report = out.join("report.md");
+    write_atomic(&report, md.as_bytes())?;
+    Ok(report)
+}
+
+/// The report's text.
+fn markdown(duts: &[DutPoint], topology: &str, skipped: &[String]) -> String {
+    let mut md = format!("# Packet forwarding on this machine\n\nAfter Emmerich et al., \"Assessing Soft- and Hardware Bottlenecks in PC-based Packet Forwarding Systems\". Topology: {topology}. Each DUT measured as `latlab rfc2544` does (NDR and PDR by binary search, RFC 8219 latency at the NDR), its receive work on its own CPU.\n\n");
+    for (name, why) in LEFT_OUT {
+        let _ = writeln!(md, "- Left out: {name}: {why}.");
+    }
+    md.push('\n');
+    let kernel = duts
+        .iter()
+        .find(|p| p.dut == "kernel")
+        .and_then(|p| ndr_at(p, 64));
+    md.push_str("## Table I: throughput at 64 bytes\n\n| DUT | NDR [Mpps] | vs the kernel | PDR [Mpps] | worst-case latency at the NDR [µs] | receive work | note |\n|---|---:|---:|---:|---:|---|---|\n");
+    for p in duts {
+        let s = p.sizes.iter().find(|s| s.frame_size == 64);
+        let ndr = s.and_then(|s| s.ndr_pps);
+        let versus = match (ndr, kernel) {
+            (Some(n), Some(k)) if k > 0 => format!("{:.2}×", n as f64 / k as f64),
+            _ => "-".into(),
+        };
+        let worst = s
+            .and_then(|s| s.latency.iter().find(|l| l.percent_of_ndr == 100))
+            .and_then(|l| l.summary.worst_case_ns)
+            .map_or("-".into(), |ns| format!("{:.1}", ns as f64 / 1e3));
+        let mut note = Vec::new();
+        if s.is_some_and(|s| s.dut_kept_up) {
+            note.push("kept up with the source: a lower bound".to_string());
+        }
+        if let Some(f) = &p.failure {
+            note.push(format!("ended early: {f}"));
+        }
+        let _ = writeln!(
+            md,
+            "| {} | {} | {versus} | {} | {worst} | {} | {} |",
+            p.dut,
+            ndr.map_or("-".into(), |n| mpps(n as f64)),
+            s.and_then(|s| s.pdr_pps)
+                .map_or("-".into(), |n| mpps(n as f64)),
+            p.receive_work,
+            note.join("; ")
+        );
+    }
+    md.push_str("\n## Fig. 2: NDR by frame size\n\n![NDR by frame size](fig2-ndr.svg)\n\n");
+    let sizes: Vec<usize> = {
+        let mut v: Vec<usize> = duts
+            .iter()
+            .flat_map(|p| p.sizes.iter().map(|s| s.frame_size))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let _ = writeln!(
+        md,
+        "| DUT | {} |\n|---|{}",
+        sizes
+            .iter()
+            .map(|s| format!("{s} B [Mpps]"))
+            .collect::<Vec<_>>()
+            .join(" | "),
+        "---:|".repeat(sizes.len())
+    );
+    for p in duts {
+        let cells: Vec<String> = sizes
+            .iter()
+            .map(|&s| ndr_at(p, s).map_or("-".into(), |n| mpps(n as f64)))
+            .collect();
+        let _ = writeln!(md, "| {} | {} |", p.dut, cells.join(" | "));
+    }
+    md.push_str("\n## Table II: cycles per packet by step\n\nFrom the DUT's own TSC accounting over its whole run (every trial), the timer's cost subtracted; `accounted` is the steps' share of the run's cycles per packet (near 1 at saturation). The kernel's forwarders are not in it: this machine has no hardware counters and latlab does not sample the kernel's functions.\n\n| DUT | RX | processing | TX | buffers | steps | run (cycles/s ÷ packets/s) | accounted | mean batch |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut any = false;
+    for p in duts {
+        let Some(c) = p.dut_report.as_ref().and_then(|r| r.get("cycles")) else {
+            continue;
+        };
+        let f = |k: &str| c[k].as_f64().map_or("-".into(), |v| format!("{v:.0}"));
+        let step = |k: &str| {
+            c["per_packet"][k]
+                .as_f64()
+                .map_or("-".into(), |v| format!("{v:.0}"))
+        };
+        any = true;
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            p.dut,
+            step("rx"),
+            step("processing"),
+            step("tx"),
+            step("buffers"),
+            f("steps_total"),
+            f("measured_untimed"),
+            c["accounted"]
+                .as_f64()
+                .map_or("-".into(), |v| format!("{v:.2}")),
+            c["mean_batch"]
+                .as_f64()
+                .map_or("-".into(), |v| format!("{v:.1}")),
+        );
+    }
+    if !any {
+        md.push_str("| (no DUT measured that accounts its cycles) | | | | | | | | |\n");
+    }
+    md.push_str(&conclusions(duts, kernel));
+    if !skipped.is_empty() {
+        md.push_str("\nSkipped point files:\n");
+        for s in skipped {
+            let _ = writeln!(md, "- {s}");
+        }
+    }
+    md
+}
+
+/// Conclusions from the numbers: the fastest DUT at 64 bytes and latlab fwd over AF_XDP
+/// against the target (at least 1.5× the kernel's NDR).
+fn conclusions(duts: &[DutPoint], kernel: Option<u64>) -> String {
+    let mut md = String::from("\n## Conclusions\n\n");
+    let best = duts
+        .iter()
+        .filter_map(|p| Some((p, ndr_at(p, 64)?)))
+        .max_by_key(|(_, n)| *n);
+    match best {
+        Some((p, n)) => {
+            let _ = writeln!(
+                md,
+                "- The fastest forwarder at 64 bytes is {} at {} Mpps.",
+                p.dut,
+                mpps(n as f64)
+            );
+        }
+        None => md.push_str("- No DUT has an NDR at 64 bytes.\n"),
+    }
+    let xdp = duts
+        .iter()
+        .find(|p| p.dut == "fwd-xdp")
+        .and_then(|p| Some((p, ndr_at(p, 64)?)));
+    if let (Some((p, n)), Some(k)) = (xdp, kernel) {
+        let ratio = n as f64 / k.max(1) as f64;
+        let kept_up = p
+            .sizes
+            .iter()
+            .find(|s| s.frame_size == 64)
+            .is_some_and(|s| s.dut_kept_up);
+        let verdict = match (ratio >= 1.5, kept_up) {
+            (true, _) => "held",
+            (false, true) => "not decided: it kept up with the source, so its NDR is only a lower bound (a faster source: `--source xdp`)",
+            (false, false) => "not held",
+        };
+        let _ = writeln!(
+            md,
+            "- `latlab fwd --io xdp` forwards {ratio:.2}× the kernel's 64-byte NDR; the target (at least 1.5×) is {verdict}."
+        );
+    }
+    for p in duts {
+        if let Some(c) = p.dut_report.as_ref().and_then(|r| r.get("cycles")) {
+            if let Some(a) = c["accounted"].as_f64() {
+                let _ = writeln!(
+                    md,
+                    "- {}: its steps account for {:.0}% of the run's cycles per packet{}.",
+                    p.dut,
+                    a * 100.0,
+                    if (0.9..=1.1).contains(&a) {
+                        " (within 10%)"
+                    } else {
+                        " (the rest is empty polls and waiting between trials: the whole run is not at saturation)"
+                    }
+                );
+            }
+        }
+    }
+    md
+}

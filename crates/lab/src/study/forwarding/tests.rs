@@ -1,0 +1,86 @@
+use super::*;
+use crate::study::points::{Existing, PointsDir};
+
+fn size(frame_size: usize, ndr: u64, kept_up: bool) -> SizeResult {
+    SizeResult {
+        frame_size,
+        source_max_pps: ndr as f64 * 1.1,
+        dut_kept_up: kept_up,
+        ndr_pps: Some(ndr),
+        pdr_pps: Some(ndr),
+        converged: true,
+        ..SizeResult::default()
+    }
+}
+
+fn point(dut: &str, ndr64: u64, cycles: Option<serde_json::Value>) -> DutPoint {
+    DutPoint {
+        dut: dut.into(),
+        receive_work: "RPS on CPU 1".into(),
+        sizes: vec![size(64, ndr64, false), size(1518, ndr64 * 9 / 10, false)],
+        dut_report: cycles.map(|c| serde_json::json!({ "cycles": c })),
+        failure: None,
+    }
+}
+
+#[test]
+fn the_report_has_table_one_against_the_kernel_fig_two_and_table_two() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("study");
+    let points = PointsDir::create(&out, Existing::Refuse).unwrap();
+    let cycles = serde_json::json!({
+        "per_packet": { "rx": 400.0, "processing": 50.0, "tx": 900.0, "buffers": 30.0 },
+        "steps_total": 1380.0, "measured_untimed": 1450.0, "accounted": 0.95, "mean_batch": 7.5
+    });
+    points
+        .write(
+            "dut-fwd-xdp",
+            &point("fwd-xdp", 300_000, Some(cycles)),
+            None,
+        )
+        .unwrap();
+    points
+        .write("dut-kernel", &point("kernel", 200_000, None), None)
+        .unwrap();
+    points
+        .write("dut-bridge", &point("bridge", 180_000, None), None)
+        .unwrap();
+    let md = std::fs::read_to_string(report::write(&out, "test lab").unwrap()).unwrap();
+    assert!(out.join("fig2-ndr.svg").is_file());
+    // The kernel first, each DUT against it.
+    let kernel_row = md.find("| kernel | 0.200 | 1.00× |").expect(&md);
+    assert!(
+        kernel_row < md.find("| fwd-xdp | 0.300 | 1.50× |").expect(&md),
+        "{md}"
+    );
+    assert!(md.contains("| bridge | 0.180 | 0.90× |"), "{md}");
+    assert!(md.contains("| DUT | 64 B [Mpps] | 1518 B [Mpps] |"), "{md}");
+    assert!(
+        md.contains("| fwd-xdp | 400 | 50 | 900 | 30 | 1380 | 1450 | 0.95 | 7.5 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("forwards 1.50× the kernel's 64-byte NDR; the target (at least 1.5×) is held."),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "fwd-xdp: its steps account for 95% of the run's cycles per packet (within 10%)."
+        ),
+        "{md}"
+    );
+    assert!(md.contains("Left out: testpmd"), "{md}");
+}
+
+#[test]
+fn the_default_study_measures_every_dut_the_lab_builds_with_their_parameters_kept() {
+    let o = ForwardingStudyOptions::new("/nowhere".into());
+    assert_eq!(o.duts.len(), 5);
+    assert_eq!(o.sizes, rfc2544::FRAME_SIZES);
+    let p = o.parameters();
+    assert_eq!(p["--sizes"], "64,128,256,512,1024,1280,1518");
+    assert_eq!(p["--trial"], "1s");
+    let r = o.rfc2544(Dut::FwdXdp);
+    assert!(!r.loss_sweep && r.b2b_repeats == 0 && r.latency_trials == 1);
+    assert!(r.check_measurement().is_ok());
+}
