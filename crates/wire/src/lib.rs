@@ -1,6 +1,8 @@
 //! Wire formats spoken by latlab: Ethernet II, IPv4, UDP, the three composed
-//! ([`udp_frame`]), the latlab probe header that travels as UDP payload, and the
-//! messages of `latlab stream` with their framing on byte streams ([`stream`]).
+//! ([`udp_frame`]), the latlab probe header that travels as UDP payload, the
+//! messages of `latlab stream` with their framing on byte streams ([`stream`]), and what a
+//! frame says about its flow (EtherType, addresses, protocol, ports: [`flow`]), which the
+//! emulator's per-flow rules match on.
 //!
 //! Every format follows the same shape (borrowed from smoltcp's `wire`
 //! module):
@@ -70,6 +72,7 @@ use core::fmt;
 
 pub mod checksum;
 pub mod ethernet;
+pub mod flow;
 pub mod game;
 pub mod ipv4;
 pub mod offload;
