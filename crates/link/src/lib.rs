@@ -4,9 +4,11 @@
 //! departure time, perhaps with a duplicate, a bit to flip, or ahead of the frames before it;
 //! it only keeps counts. A [`Pipe`] is a link with its frames: it copies each delivered frame
 //! into a buffer of its own and hands it out when due, and its conditions can be changed while
-//! it runs ([`Pipe::handle_config`]). The emulator engine runs one pipe per direction, and
-//! [`sim`] joins two pipes into a virtual-time network for every crate's tests, so the same
-//! model runs live and in simulation. The knobs are NetEm's
+//! it runs ([`Pipe::handle_config`]). [`FlowPipes`] holds one direction's pipes with per-flow
+//! rules ([`flow`]: frames matched on EtherType, addresses, protocol and ports, each rule with a
+//! link of its own, the rest taking the default), with the verbs of a pipe. The emulator
+//! engine runs one `FlowPipes` per direction, and [`sim`] joins two pipes into a virtual-time
+//! network for every crate's tests, so the same model runs live and in simulation. The knobs are NetEm's
 //! (`tc-netem(8)`): delay with jitter drawn from a distribution and an optional correlation,
 //! loss (independent, Gilbert-Elliott `gemodel`, or the 4-state Markov `state` model),
 //! duplication, corruption, reordering (`reorder P gap N`), a rate limit that counts per-frame
@@ -59,6 +61,7 @@
 
 mod config;
 mod dist;
+pub mod flow;
 mod link;
 pub mod parse;
 mod pipe;
@@ -66,8 +69,9 @@ mod schedule;
 pub mod sim;
 
 pub use config::{JitterDist, LinkConfig, LossModel, Reorder};
+pub use flow::{FlowMatch, FlowRule, Flows};
 pub use link::{Conditions, DropCause, Fate, Link, LinkCounters};
-pub use pipe::{Departure, Pipe, MAX_HELD_WITHOUT_LIMIT, RETAINED_BUFFERS};
+pub use pipe::{Departure, FlowPipes, Pipe, MAX_HELD_WITHOUT_LIMIT, RETAINED_BUFFERS};
 pub use schedule::{Schedule, ScheduleEntry};
 
 /// The shortest frame that is not a runt: an Ethernet header (6 + 6 + 2 bytes).

@@ -70,6 +70,35 @@ pub struct LinkCounters {
     pub dropped_oversized: u64,
 }
 
+impl std::ops::AddAssign for LinkCounters {
+    /// Adds every counter of `other` (the counts of two links together, as
+    /// [`crate::FlowPipes::counters`] sums its pipes').
+    fn add_assign(&mut self, other: LinkCounters) {
+        let LinkCounters {
+            arrived,
+            delivered,
+            duplicated,
+            corrupted,
+            reordered,
+            dropped_loss,
+            dropped_queue_frames,
+            dropped_queue_bytes,
+            dropped_runt,
+            dropped_oversized,
+        } = other;
+        self.arrived += arrived;
+        self.delivered += delivered;
+        self.duplicated += duplicated;
+        self.corrupted += corrupted;
+        self.reordered += reordered;
+        self.dropped_loss += dropped_loss;
+        self.dropped_queue_frames += dropped_queue_frames;
+        self.dropped_queue_bytes += dropped_queue_bytes;
+        self.dropped_runt += dropped_runt;
+        self.dropped_oversized += dropped_oversized;
+    }
+}
+
 impl LinkCounters {
     /// All drops, whatever the cause.
     pub fn dropped(&self) -> u64 {

@@ -5,8 +5,10 @@ use std::collections::BinaryHeap;
 
 use crate::{Conditions, ConfigError, Fate, Link, LinkConfig, LinkCounters};
 
+mod flows;
 mod pool;
 
+pub use flows::FlowPipes;
 use pool::{IdleLists, Pool};
 
 /// Most frames a pipe holds when its configuration sets no [`LinkConfig::limit_frames`]; a
@@ -85,6 +87,8 @@ pub struct Pipe {
 pub struct Departure<'a> {
     frame: &'a [u8],
     departure_ns: u64,
+    /// Which pipe of a [`FlowPipes`] it left (0 for a pipe alone).
+    flow: usize,
     buffer: usize,
     capacity: usize,
     idle: &'a mut IdleLists,
@@ -101,6 +105,14 @@ impl Departure<'_> {
     #[inline]
     pub fn departure_ns(&self) -> u64 {
         self.departure_ns
+    }
+
+    /// Which pipe of a [`FlowPipes`] the frame left: the index of its rule, or the number of
+    /// rules for the default pipe (the order of [`FlowPipes::flows`]). 0 from a [`Pipe`]
+    /// alone.
+    #[inline]
+    pub fn flow(&self) -> usize {
+        self.flow
     }
 }
 
@@ -151,10 +163,7 @@ impl Pipe {
     #[inline]
     pub fn poll_departure(&mut self, now: u64) -> Option<Departure<'_>> {
         let Some(&Reverse((departure_ns, _, buffer))) = self.queue.peek() else {
-            // A drained queue: the moment to give back what a past burst left idle.
-            if self.pool.idle_buffers() > RETAINED_BUFFERS {
-                self.trim();
-            }
+            self.trim_if_drained();
             return None;
         };
         if departure_ns > now {
@@ -167,6 +176,7 @@ impl Pipe {
         Some(Departure {
             frame,
             departure_ns,
+            flow: 0,
             buffer,
             capacity: bytes.capacity(),
             idle: &mut self.pool.idle,
@@ -252,13 +262,22 @@ impl Pipe {
         self.queue.push(Reverse((departure_ns, self.seq, buffer)));
     }
 
-    /// Frees what a drained queue no longer needs: with nothing held, every buffer is idle;
-    /// [`RETAINED_BUFFERS`] of them are kept (the smallest), and the queue's room for as many.
-    fn trim(&mut self) {
-        if self.queue.is_empty() {
+    /// Frees what a drained queue no longer needs, if it is drained and more than
+    /// [`RETAINED_BUFFERS`] buffers are idle (what a past burst left): with nothing held, every
+    /// buffer is idle; [`RETAINED_BUFFERS`] of them are kept (the smallest), and the queue's
+    /// room for as many.
+    #[inline]
+    fn trim_if_drained(&mut self) {
+        if self.queue.is_empty() && self.pool.idle_buffers() > RETAINED_BUFFERS {
             self.pool.trim_idle(RETAINED_BUFFERS);
             self.queue.shrink_to(RETAINED_BUFFERS);
         }
+    }
+
+    /// The order of the next frame due: its departure time and its arrival order.
+    #[inline]
+    fn next_due(&self) -> Option<(u64, u64)> {
+        self.queue.peek().map(|&Reverse((at, seq, _))| (at, seq))
     }
 }
 
