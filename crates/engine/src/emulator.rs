@@ -12,6 +12,10 @@
 //! counted here: one frame never stops the emulator, and every frame read is accounted for
 //! ([`DirectionReport`]), those still held at exit included.
 //!
+//! A direction may have per-flow rules ([`Flows`]): its pipe is then a
+//! [`latlab_link::FlowPipes`], a pipe per rule plus the default one, driven with the same verbs;
+//! each rule's frames are counted on their own ([`FlowReport`]) and summed into the direction's.
+//!
 //! [`run`] is the run-to-completion shape: one loop serves both directions, for machines
 //! without two spare cores per direction. It runs over any [`Port`]: an AF_PACKET socket
 //! (frames stamped by the kernel as they enter the ring) or an AF_XDP socket whose program
@@ -25,18 +29,20 @@ use std::time::Duration;
 use latlab_io::clock::now_ns;
 use latlab_io::packet::PacketSocket;
 use latlab_io::port::{FrameQueued, WireFrameStats};
-use latlab_link::{DropCause, Fate, LinkConfig, LinkCounters, Pipe};
+use latlab_link::{DropCause, Fate, FlowPipes, Flows, LinkCounters};
 use latlab_stats::LatencyHistogram;
 use rtrb::Consumer;
 
 use crate::{PollMode, Stop};
 
 mod control;
+mod flows;
 mod tap;
 
 pub use control::{
     ConfigChange, DirectionSnapshot, EmulatorControl, LinkDirection, Snapshot, PUBLISH_EVERY_NS,
 };
+pub use flows::FlowReport;
 pub use tap::{tap_ring, TapRecord, TAP_SNAP};
 
 use tap::Tap;
@@ -123,12 +129,15 @@ pub struct DirectionReport {
     pub released_early: u64,
     /// The same fates in bytes.
     pub bytes: ByteCounters,
+    /// Per flow, with per-flow rules: each rule's frames in the order of the rules, then the
+    /// default pipe's; they add up to the counters above. Empty without rules.
+    pub flows: Vec<FlowReport>,
 }
 
-/// One direction of the run-to-completion loop: its pipe (the link model and the frames it
-/// holds) and what the ports reported.
+/// One direction of the run-to-completion loop: its pipes (the link models and the frames they
+/// hold) and what the ports reported.
 struct Direction {
-    pipe: Pipe,
+    pipe: FlowPipes,
     /// Longest frame sent: longer ones leave cut to this length, as the buffers of old did.
     max_frame: usize,
     report: DirectionReport,
@@ -137,15 +146,16 @@ struct Direction {
 
 impl Direction {
     fn new(
-        config: LinkConfig,
+        flows: Flows,
         start_ns: u64,
         max_frame: usize,
         live: std::sync::Arc<DirectionLive>,
     ) -> io::Result<Direction> {
+        let pipe = FlowPipes::new(flows, start_ns).map_err(invalid_config)?;
         Ok(Direction {
-            pipe: Pipe::new(config, start_ns).map_err(invalid_config)?,
+            report: DirectionReport::new(&pipe),
+            pipe,
             max_frame,
-            report: DirectionReport::new(),
             live,
         })
     }
@@ -210,7 +220,8 @@ impl Direction {
 }
 
 impl DirectionReport {
-    fn new() -> DirectionReport {
+    /// Nothing counted yet, with a flow for each of `pipes`' (none without rules).
+    fn new(pipes: &FlowPipes) -> DirectionReport {
         DirectionReport {
             arrived: 0,
             link: LinkCounters::default(),
@@ -225,6 +236,7 @@ impl DirectionReport {
             release_error: LatencyHistogram::new(),
             released_early: 0,
             bytes: ByteCounters::default(),
+            flows: flows::flow_reports(pipes),
         }
     }
 }
@@ -247,19 +259,18 @@ impl DirectionReport {
     }
 }
 
-/// `report` with the counters of `pipe`: its link's, the frames it had no buffer for, and
-/// those it still holds.
-fn finish(mut report: DirectionReport, pipe: &Pipe) -> DirectionReport {
-    report.link = *pipe.counters();
-    report.queue_slots_full += pipe.dropped_no_buffer();
-    report.queued_at_exit += pipe.queued_frames() as u64;
+/// `report` with the counters of `pipes`: their links', the frames they had no buffer for,
+/// and those they still hold, per direction and per flow.
+fn finish(report: DirectionReport, pipes: &FlowPipes) -> DirectionReport {
+    let mut report = flows::counted(report, pipes);
+    report.queued_at_exit += pipes.queued_frames() as u64;
     report
 }
 
 /// A frame arrived at `rx_ns`: hands it to `pipe` and counts a drop live and in bytes.
 /// Returns its fate, and how many of its copies the pipe had no buffer for.
 fn arrive(
-    pipe: &mut Pipe,
+    pipe: &mut FlowPipes,
     report: &mut DirectionReport,
     live: &DirectionLive,
     rx_ns: u64,
@@ -295,7 +306,7 @@ fn arrive(
 /// `tapped` sees each frame with its intended departure, and the time it was queued (`None`
 /// if it was not).
 fn release(
-    pipe: &mut Pipe,
+    pipe: &mut FlowPipes,
     now: u64,
     report: &mut DirectionReport,
     live: &DirectionLive,
@@ -310,6 +321,12 @@ fn release(
         let sent_at = (queued == FrameQueued::Queued).then_some(t);
         tapped(departure.frame(), intended, sent_at);
         let len = departure.frame().len() as u64;
+        if let Some(flow) = report.flows.get_mut(departure.flow()) {
+            match queued {
+                FrameQueued::Queued => flow.sent += 1,
+                _ => flow.dropped_by_emulator += 1,
+            }
+        }
         let b = &mut report.bytes;
         let (dropped, bytes) = match queued {
             FrameQueued::Queued => {
@@ -366,7 +383,7 @@ pub struct EmulatorReport {
 }
 
 /// Bridges `a` and `b` until `stop` is raised, impairing A→B frames by `a_to_b` and B→A frames
-/// by `b_to_a`.
+/// by `b_to_a`: a [`latlab_link::LinkConfig`] each, or [`Flows`] (a default link and per-flow rules).
 ///
 /// With [`PollMode::Busy`] the loop never sleeps (a core at 100%, frames picked up within
 /// microseconds); with [`PollMode::Block`] it sleeps in `ppoll` when nothing is due, and a
@@ -379,8 +396,8 @@ pub struct EmulatorReport {
 pub fn run<P: Port>(
     a: &mut P,
     b: &mut P,
-    a_to_b: LinkConfig,
-    b_to_a: LinkConfig,
+    a_to_b: impl Into<Flows>,
+    b_to_a: impl Into<Flows>,
     max_frame: usize,
     poll: PollMode,
     stop: &Stop,
@@ -388,8 +405,8 @@ pub fn run<P: Port>(
 ) -> io::Result<EmulatorReport> {
     let _ = latlab_io::cpu::set_timer_slack_ns(1);
     let start = now_ns();
-    let mut ab = Direction::new(a_to_b, start, max_frame, live.a_to_b.clone())?;
-    let mut ba = Direction::new(b_to_a, start, max_frame, live.b_to_a.clone())?;
+    let mut ab = Direction::new(a_to_b.into(), start, max_frame, live.a_to_b.clone())?;
+    let mut ba = Direction::new(b_to_a.into(), start, max_frame, live.b_to_a.clone())?;
     let control = &live.control;
     let mut last_publish = None;
     let mut tap = control.take_tap().map(Tap::new);
@@ -445,7 +462,7 @@ pub fn run<P: Port>(
 }
 
 /// The counters of both directions at `at_ns` since the start.
-fn snapshot(at_ns: u64, [ab, ba]: [(&DirectionReport, &Pipe); 2]) -> Snapshot {
+fn snapshot(at_ns: u64, [ab, ba]: [(&DirectionReport, &FlowPipes); 2]) -> Snapshot {
     Snapshot {
         at_ns,
         a_to_b: DirectionSnapshot::of(ab.0, ab.1),
@@ -488,14 +505,15 @@ pub struct PipelineSockets {
 /// Runs the bridge as a pipeline: an RX stage pinned to `rx_cpu` reads both interfaces and
 /// passes each frame with its receive stamp, per direction, through a lock-free
 /// single-producer single-consumer ring of `ring_frames` frames to a TX stage pinned to
-/// `tx_cpu`, which runs the two pipes (link model and delay queue) and sends frames when due.
+/// `tx_cpu`, which runs the two directions' pipes (link model and delay queue; with per-flow
+/// rules, a pipe per rule) and sends frames when due.
 /// A frame the ring has no room for is dropped by the RX stage and counted in
 /// [`DirectionReport::queue_slots_full`]; it never reaches the link model.
 #[allow(clippy::too_many_arguments)]
 pub fn run_pipeline(
     sockets: PipelineSockets,
-    a_to_b: LinkConfig,
-    b_to_a: LinkConfig,
+    a_to_b: impl Into<Flows>,
+    b_to_a: impl Into<Flows>,
     ring_frames: usize,
     (rx_cpu, tx_cpu): (Option<usize>, Option<usize>),
     stop: &Stop,
@@ -509,8 +527,8 @@ pub fn run_pipeline(
     } = sockets;
     let start = now_ns();
     let mut pipes = [
-        Pipe::new(a_to_b, start).map_err(invalid_config)?,
-        Pipe::new(b_to_a, start).map_err(invalid_config)?,
+        FlowPipes::new(a_to_b.into(), start).map_err(invalid_config)?,
+        FlowPipes::new(b_to_a.into(), start).map_err(invalid_config)?,
     ];
     let (to_tx_ab, from_rx_ab) = rtrb::RingBuffer::<Slot>::new(ring_frames.max(16));
     let (to_tx_ba, from_rx_ba) = rtrb::RingBuffer::<Slot>::new(ring_frames.max(16));
@@ -521,7 +539,10 @@ pub fn run_pipeline(
             if let Some(cpu) = tx_cpu {
                 latlab_io::cpu::pin_current_thread(cpu)?;
             }
-            let mut reports = [DirectionReport::new(), DirectionReport::new()];
+            let mut reports = [
+                DirectionReport::new(&pipes[0]),
+                DirectionReport::new(&pipes[1]),
+            ];
             let mut from_rx = [from_rx_ab, from_rx_ba];
             while !stop.is_raised() {
                 for (d, ring) in from_rx.iter_mut().enumerate() {
@@ -621,6 +642,7 @@ pub fn run_pipeline(
 mod tests {
     use super::*;
     use latlab_io::port::TimestampSource;
+    use latlab_link::LinkConfig;
 
     /// A frame port in memory: frames handed to the emulator once, frames it sends kept, and
     /// an MTU (with the Ethernet header) that longer frames cannot pass.
@@ -688,7 +710,7 @@ mod tests {
     fn bridge(
         a: &mut MemoryPort,
         b: &mut MemoryPort,
-        a_to_b: LinkConfig,
+        a_to_b: impl Into<Flows>,
         ms: u64,
     ) -> EmulatorReport {
         let stop = Stop::new();
@@ -756,6 +778,76 @@ mod tests {
         let mut frame = vec![0xab; 100];
         frame[0] = seq;
         frame
+    }
+
+    /// A 64-byte IPv4/UDP frame to port `dport`, carrying `seq` in its last byte.
+    fn udp_to(dport: u16, seq: u8) -> Vec<u8> {
+        let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        frame.extend([0x45, 0, 0, 50, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+        frame.extend([10, 0, 0, 1, 10, 0, 0, 2, 0x9c, 0x40]);
+        frame.extend(dport.to_be_bytes());
+        frame.extend([0, 30, 0, 0]);
+        frame.resize(64, 0);
+        frame[63] = seq;
+        frame
+    }
+
+    #[test]
+    fn a_rule_drops_all_udp_to_one_port_while_other_frames_pass() {
+        let mut a = MemoryPort::new(&[], 1514);
+        let mut b = MemoryPort::new(&[], 1514);
+        // Interleaved: to the game port, to port 7, and a frame that is not IP.
+        let frames: Vec<Vec<u8>> = (0..30u8)
+            .map(|i| match i % 3 {
+                0 => udp_to(27015, i),
+                1 => udp_to(7, i),
+                _ => numbered(i),
+            })
+            .collect();
+        a.incoming.lock().unwrap().extend(frames.iter().cloned());
+        let lose_the_game = latlab_link::FlowRule {
+            matcher: latlab_link::FlowMatch::parse("--flow", "proto=udp dport=27015").unwrap(),
+            config: LinkConfig {
+                loss: latlab_link::LossModel::Bernoulli { p: 1.0 },
+                ..LinkConfig::default()
+            },
+        };
+        let flows = Flows {
+            default: LinkConfig::default(),
+            rules: vec![lose_the_game],
+        };
+        let report = bridge(&mut a, &mut b, flows, 100);
+        let through: Vec<Vec<u8>> = frames
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 3 != 0)
+            .map(|(_, f)| f.clone())
+            .collect();
+        assert_eq!(b.sent, through, "the others pass, in order");
+        let d = &report.a_to_b;
+        assert_eq!((d.arrived, d.sent, d.link.dropped_loss), (30, 20, 10));
+        let [game, rest] = &d.flows[..] else {
+            panic!("one rule and the default: {:?}", d.flows)
+        };
+        assert_eq!(game.matcher.as_deref(), Some("proto=udp dport=27015"));
+        assert_eq!(
+            (game.link.arrived, game.link.dropped_loss, game.sent),
+            (10, 10, 0)
+        );
+        assert_eq!(rest.matcher, None);
+        assert_eq!(
+            (rest.link.arrived, rest.link.dropped(), rest.sent),
+            (20, 0, 20)
+        );
+        let mut link = LinkCounters::default();
+        for flow in &d.flows {
+            assert_eq!(flow.unaccounted(), 0, "{flow:?}");
+            link += flow.link;
+        }
+        assert_eq!(link, d.link, "the flows add up to the direction");
+        assert_eq!(game.sent + rest.sent, d.sent);
+        assert_eq!(d.unaccounted(), 0);
+        assert!(report.b_to_a.flows.is_empty(), "no rules, no flows");
     }
 
     #[test]

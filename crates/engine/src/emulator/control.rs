@@ -5,7 +5,8 @@
 //! two frames, the engine
 //!
 //! - takes the new link configurations another thread submitted ([`EmulatorControl::submit`])
-//!   and hands them to the pipes' `handle_config`: frames already held keep their departure
+//!   and hands them to the pipes' `handle_config` (the default pipe of a direction with
+//!   per-flow rules; the rules keep theirs): frames already held keep their departure
 //!   times and their order, frames arriving from then on get the new conditions; each change
 //!   is kept with its time ([`EmulatorControl::changes`]);
 //! - publishes a [`Snapshot`] of its counters, queue depths and release errors, when one was
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use latlab_link::{LinkConfig, Pipe};
+use latlab_link::{FlowPipes, LinkConfig};
 
 use super::DirectionReport;
 
@@ -194,9 +195,9 @@ impl EmulatorControl {
         flags: u8,
         now: u64,
         start_ns: u64,
-        pipes: [&mut Pipe; 2],
+        pipes: [&mut FlowPipes; 2],
         last_publish: &mut Option<u64>,
-        snapshot: impl FnOnce(&[&mut Pipe; 2]) -> Snapshot,
+        snapshot: impl FnOnce(&[&mut FlowPipes; 2]) -> Snapshot,
     ) {
         if flags & CHANGE != 0 {
             self.flags.fetch_and(!CHANGE, Ordering::Acquire);
@@ -242,16 +243,13 @@ impl EmulatorControl {
 }
 
 impl DirectionSnapshot {
-    /// The counters of a running direction: `report` with `pipe`'s link counters, the frames it
-    /// had no buffer for, and its queue depth.
-    pub(crate) fn of(report: &DirectionReport, pipe: &Pipe) -> DirectionSnapshot {
-        let mut report = report.clone();
-        report.link = *pipe.counters();
-        report.queue_slots_full += pipe.dropped_no_buffer();
+    /// The counters of a running direction: `report` with `pipes`' link counters, the frames
+    /// they had no buffer for, and their queue depth (per flow too, with per-flow rules).
+    pub(crate) fn of(report: &DirectionReport, pipes: &FlowPipes) -> DirectionSnapshot {
         DirectionSnapshot {
-            report,
-            queued_frames: pipe.queued_frames() as u64,
-            queued_bytes: pipe.queued_bytes() as u64,
+            report: super::flows::counted(report.clone(), pipes),
+            queued_frames: pipes.queued_frames() as u64,
+            queued_bytes: pipes.queued_bytes() as u64,
         }
     }
 }

@@ -42,6 +42,7 @@ fn direction() -> DirectionSnapshot {
             released_early: 0,
             bytes,
             wire: Default::default(),
+            flows: Vec::new(),
         },
         queued_frames: 5,
         queued_bytes: 500,
