@@ -88,8 +88,16 @@ pub(crate) struct EmuArgs {
     /// Impairments of the B→A direction only.
     #[arg(long, value_name = "SPEC")]
     b_to_a: Option<String>,
+    /// A per-flow rule, 'MATCH / SPEC' (repeatable): frames matching every key of MATCH
+    /// (ether=ipv4|ipv6|arp|0xNNNN, proto=udp|tcp|icmp|N, src=PREFIX, dst=PREFIX,
+    /// sport=N[-M], dport=N[-M], port=N[-M]; dir=a-to-b|b-to-a for one direction) get SPEC's
+    /// impairments, in the words of --a-to-b, instead of the default link's; the first rule
+    /// that matches takes a frame: 'proto=udp dport=27015 / loss=5% delay=20ms'.
+    #[arg(long, value_name = "RULE")]
+    flow: Vec<String>,
     /// A TOML file of impairments: keys at the top apply to both directions, [a_to_b] and
-    /// [b_to_a] tables to one.
+    /// [b_to_a] tables to one, [[flow]] tables (match = "MATCH" and impairment keys) are
+    /// per-flow rules, tried after those of --flow.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Largest frame bridged, bytes.
@@ -167,6 +175,7 @@ impl EmuArgs {
             frame_size: self.frame_size,
             a_to_b: self.a_to_b,
             b_to_a: self.b_to_a,
+            flows: self.flow,
         };
         let mut options = EmuOptions::new(self.iface_a, self.iface_b, &sources)?;
         options.poll = self.poll;

@@ -21,6 +21,17 @@ fn bad_emulator_options_name_themselves() {
     common::one_line_error(&[&base[..], &["--rate", "fast"]].concat(), "--rate");
     common::one_line_error(&[&base[..], &["--a-to-b", "delay"]].concat(), "--a-to-b");
     common::one_line_error(&[&base[..], &["--b-to-a", "wobble=1"]].concat(), "wobble");
+    for (rule, token) in [
+        ("proto=udp dport=27015", "--flow \"proto=udp dport=27015\""),
+        ("dport=abc / loss=1%", "--flow dport=abc"),
+        ("wobble=1 / loss=1%", "--flow wobble=1"),
+        ("proto=icmp port=7 /", "--flow port=7"),
+        ("dir=sideways port=7 /", "--flow dir=sideways"),
+        ("proto=udp / loss=120%", "--flow proto=udp: --loss"),
+        ("proto=udp / limit=0", "--flow proto=udp: --limit"),
+    ] {
+        common::one_line_error(&[&base[..], &["--flow", rule]].concat(), token);
+    }
     common::one_line_error(
         &[&base[..], &["--config", "/nonexistent.toml"]].concat(),
         "--config",

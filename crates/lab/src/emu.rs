@@ -12,7 +12,7 @@ use latlab_engine::emulator::{self, EmulatorLive, EmulatorReport};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::packet::{PacketOptions, PacketSocket};
 use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
-use latlab_link::LinkConfig;
+use latlab_link::Flows;
 
 pub use latlab_io::packet::RxRing;
 
@@ -38,10 +38,10 @@ pub struct EmuOptions {
     pub iface_a: String,
     /// Second interface of the bridge.
     pub iface_b: String,
-    /// The A→B link, validated.
-    pub a_to_b: LinkConfig,
-    /// The B→A link, validated.
-    pub b_to_a: LinkConfig,
+    /// The A→B links, validated: the default and the per-flow rules (`--flow`).
+    pub a_to_b: Flows,
+    /// The B→A links, validated.
+    pub b_to_a: Flows,
     /// Largest frame bridged, bytes.
     pub frame_size: usize,
     /// Spin or sleep (run to completion only).

@@ -2,11 +2,14 @@
 //! thread, requests served one after another).
 //!
 //! - `GET /conditions`: both directions' settings, as spec text (the words of `--a-to-b`) and
-//!   as structured fields.
+//!   as structured fields; with per-flow rules (`--flow`), each direction's `flows` lists its
+//!   rules in order (`match`, and the same settings), read-only.
 //! - `PUT /conditions/a-to-b`, `PUT /conditions/b-to-a`: a body of `key=value` pairs, merged
 //!   into the direction's current settings (keys not named keep their values); the answer is
 //!   the direction's new settings, once the engine has applied them between two frames. A
-//!   bad body is answered 400 with one line naming the key, and nothing changes.
+//!   bad body is answered 400 with one line naming the key, and nothing changes. With
+//!   per-flow rules, this is the default link (the frames no rule takes); the rules keep
+//!   theirs.
 //! - `GET /metrics`: Prometheus text exposition ([`crate::emumetrics`]).
 //!
 //! Guarantees: the engine never waits for this thread (changes and snapshots go through
@@ -20,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use latlab_engine::emulator::{EmulatorControl, LinkDirection};
-use latlab_link::{JitterDist, LinkConfig, LossModel};
+use latlab_link::{Flows, JitterDist, LinkConfig, LossModel};
 use tiny_http::{Header, Method, Response, Server};
 
 use crate::emuconfig;
@@ -61,9 +64,15 @@ impl Api {
     }
 
     /// Serves requests until `done` is raised, starting from the settings `links` (A→B,
-    /// B→A), handing changes to `control`. Each applied change is written on stderr with
-    /// its time.
-    pub fn serve(&self, links: [LinkConfig; 2], control: &EmulatorControl, done: &AtomicBool) {
+    /// B→A: a link each, or its default and per-flow rules), handing changes to `control`.
+    /// Each applied change is written on stderr with its time.
+    pub fn serve(
+        &self,
+        links: [impl Into<Flows>; 2],
+        control: &EmulatorControl,
+        done: &AtomicBool,
+    ) {
+        let links = links.map(Into::into);
         let mut state = State { links, control };
         while !done.load(Ordering::Relaxed) {
             match self.server.recv_timeout(Duration::from_millis(50)) {
@@ -75,9 +84,10 @@ impl Api {
     }
 }
 
-/// What the API knows: the settings in force, and the way to the engine.
+/// What the API knows: the settings in force (a PUT changes the default links), and the way
+/// to the engine.
 struct State<'a> {
-    links: [LinkConfig; 2],
+    links: [Flows; 2],
     control: &'a EmulatorControl,
 }
 
@@ -154,12 +164,12 @@ impl State<'_> {
             return Answer::text(413, format!("the body is longer than {MAX_BODY} bytes"));
         }
         let d = direction as usize;
-        let config = match merged(&self.links[d], &body) {
+        let config = match merged(&self.links[d].default, &body) {
             Ok(config) => config,
             Err(line) => return Answer::text(400, line),
         };
         let ticket = self.control.submit(direction, config.clone());
-        self.links[d] = config;
+        self.links[d].default = config;
         if !self.control.wait_applied(ticket, ENGINE_WAIT) {
             return Answer::text(
                 503,
@@ -180,7 +190,7 @@ impl State<'_> {
                     .map_or(String::new(), |e| format!(" (refused: {e})"))
             );
         }
-        Answer::json(200, &direction_json(&self.links[d]))
+        Answer::json(200, &direction_json(&self.links[d].default))
     }
 }
 
@@ -206,11 +216,24 @@ pub fn merged(current: &LinkConfig, body: &str) -> Result<LinkConfig, String> {
     Ok(config)
 }
 
-/// Both directions' settings.
-pub fn conditions_json(links: &[LinkConfig; 2]) -> serde_json::Value {
+/// Both directions' settings: the default link's, and with per-flow rules their `flows`
+/// (each rule's `match` with its settings, in order).
+pub fn conditions_json(links: &[Flows; 2]) -> serde_json::Value {
+    let direction = |flows: &Flows| {
+        let mut value = direction_json(&flows.default);
+        if !flows.rules.is_empty() {
+            let rules = flows.rules.iter().map(|rule| {
+                let mut value = direction_json(&rule.config);
+                value["match"] = rule.matcher.to_string().into();
+                value
+            });
+            value["flows"] = rules.collect::<Vec<_>>().into();
+        }
+        value
+    };
     serde_json::json!({
-        "a_to_b": direction_json(&links[0]),
-        "b_to_a": direction_json(&links[1]),
+        "a_to_b": direction(&links[0]),
+        "b_to_a": direction(&links[1]),
     })
 }
 

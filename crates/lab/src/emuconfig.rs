@@ -4,11 +4,15 @@
 //! directions; `--a-to-b "delay=1ms loss=1%"` to one (space-separated `key=value` pairs); and a
 //! TOML file has the same keys at the top level (both directions) and in `[a_to_b]` and
 //! `[b_to_a]` tables. Later sources override earlier ones: file, then flags, then per-direction
-//! specs. Every error names the key (as its flag) and, for files, the file.
+//! specs. Every error names the key (as its flag) and, for files, the file. Per-flow rules
+//! (`--flow`, `[[flow]]` tables) are read by [`crate::emuflow`] into each direction's
+//! [`Flows`] beside its default link.
 
 use std::path::Path;
 
-use latlab_link::{parse, LinkConfig, Schedule};
+use latlab_link::{parse, Flows, LinkConfig, Schedule};
+
+use crate::emuflow::{self, FlowSpec};
 
 /// Every key, as it is spelled after `--` and in specs and files.
 pub const KEYS: [&str; 16] = [
@@ -110,12 +114,18 @@ pub fn apply_spec(config: &mut LinkConfig, flag: &str, spec: &str) -> Result<(),
     Ok(())
 }
 
-/// The impairments of a TOML file: (both directions, A→B, B→A), as key/value text.
-pub type FileSettings = (
-    Vec<(String, String)>,
-    Vec<(String, String)>,
-    Vec<(String, String)>,
-);
+/// The impairments of a TOML file, as key/value text.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FileSettings {
+    /// The keys at the top level: both directions.
+    pub both: Vec<(String, String)>,
+    /// The `[a_to_b]` table.
+    pub a_to_b: Vec<(String, String)>,
+    /// The `[b_to_a]` table.
+    pub b_to_a: Vec<(String, String)>,
+    /// The `[[flow]]` tables, in order: `match = "MATCH"` and impairment keys.
+    pub flows: Vec<FlowSpec>,
+}
 
 /// Reads a TOML file of impairments.
 pub fn load_file(path: &Path) -> Result<FileSettings, String> {
@@ -123,25 +133,44 @@ pub fn load_file(path: &Path) -> Result<FileSettings, String> {
     let text = std::fs::read_to_string(path).map_err(|err| format!("--config {name}: {err}"))?;
     let table: toml::Table = toml::from_str(&text)
         .map_err(|err| format!("--config {name}: {}", toml_error(&text, &err)))?;
-    let mut settings: FileSettings = (Vec::new(), Vec::new(), Vec::new());
+    let mut settings = FileSettings::default();
     for (key, value) in &table {
         match (key.as_str(), value) {
             ("a_to_b" | "b_to_a", toml::Value::Table(t)) => {
                 let list = if key == "a_to_b" {
-                    &mut settings.1
+                    &mut settings.a_to_b
                 } else {
-                    &mut settings.2
+                    &mut settings.b_to_a
                 };
                 for (k, v) in t {
                     list.push((k.clone(), scalar(path, &format!("{key}.{k}"), v)?));
                 }
             }
-            (k, v) => settings.0.push((k.to_string(), scalar(path, k, v)?)),
+            ("flow", value) => {
+                let not_tables = || {
+                    format!("--config {name}: flow: expected [[flow]] tables, each with a match")
+                };
+                let toml::Value::Array(rules) = value else {
+                    return Err(not_tables());
+                };
+                for (i, rule) in rules.iter().enumerate() {
+                    let toml::Value::Table(rule) = rule else {
+                        return Err(not_tables());
+                    };
+                    settings.flows.push(emuflow::from_table(path, i + 1, rule)?);
+                }
+            }
+            (k, v) => settings.both.push((k.to_string(), scalar(path, k, v)?)),
         }
     }
     // Check every key now, so a typo names the file before anything runs.
     let mut probe = LinkConfig::default();
-    for (k, v) in settings.0.iter().chain(&settings.1).chain(&settings.2) {
+    for (k, v) in settings
+        .both
+        .iter()
+        .chain(&settings.a_to_b)
+        .chain(&settings.b_to_a)
+    {
         apply(&mut probe, k, v).map_err(|err| format!("--config {name}: {err}"))?;
     }
     Ok(settings)
@@ -162,7 +191,8 @@ fn toml_error(text: &str, err: &toml::de::Error) -> String {
     }
 }
 
-fn scalar(path: &Path, key: &str, value: &toml::Value) -> Result<String, String> {
+/// A key's value as text (a string or a number); anything else is an error naming the file.
+pub(crate) fn scalar(path: &Path, key: &str, value: &toml::Value) -> Result<String, String> {
     match value {
         toml::Value::String(s) => Ok(s.clone()),
         toml::Value::Integer(i) => Ok(i.to_string()),
@@ -226,26 +256,34 @@ pub struct LinkSources {
     pub a_to_b: Option<String>,
     /// `--b-to-a SPEC`.
     pub b_to_a: Option<String>,
+    /// `--flow 'MATCH / SPEC'`, each as typed, in order.
+    pub flows: Vec<String>,
 }
 
-/// The A→B and B→A link configurations `sources` make, validated. Each direction draws its
-/// own random numbers (B→A's seed is A→B's plus a constant). Every error names the flag,
-/// spec or file at fault.
-pub fn links(sources: &LinkSources) -> Result<(LinkConfig, LinkConfig), String> {
+/// The A→B and B→A links `sources` make, validated: each direction's default link and its
+/// per-flow rules (the `--flow` ones, then the file's). Each direction draws its own random
+/// numbers (B→A's seed is A→B's plus a constant; each rule's is its direction's plus a step
+/// per rule). Every error names the flag, spec or file at fault.
+pub fn links(sources: &LinkSources) -> Result<(Flows, Flows), String> {
     let mut ab = LinkConfig::default();
     let mut ba = LinkConfig::default();
+    let mut rules = Vec::new();
+    for text in &sources.flows {
+        rules.push(emuflow::parse("--flow", text)?);
+    }
     if let Some(path) = &sources.config {
-        let (both, only_ab, only_ba) = load_file(path)?;
-        for (k, v) in &both {
+        let file = load_file(path)?;
+        for (k, v) in &file.both {
             apply(&mut ab, k, v)?;
             apply(&mut ba, k, v)?;
         }
-        for (k, v) in &only_ab {
+        for (k, v) in &file.a_to_b {
             apply(&mut ab, k, v)?;
         }
-        for (k, v) in &only_ba {
+        for (k, v) in &file.b_to_a {
             apply(&mut ba, k, v)?;
         }
+        rules.extend(file.flows);
     }
     let f = &sources.flags;
     let max_frame = Some(sources.frame_size.to_string());
@@ -287,7 +325,9 @@ pub fn links(sources: &LinkSources) -> Result<(LinkConfig, LinkConfig), String> 
         .map_err(|e| format!("A to B: {}", naming_key(e)))?;
     ba.validate()
         .map_err(|e| format!("B to A: {}", naming_key(e)))?;
-    Ok((ab, ba))
+    let [rules_ab, rules_ba] = emuflow::rules(&rules, [ab.seed, ba.seed], sources.frame_size)?;
+    let flows = |default, rules| Flows { default, rules };
+    Ok((flows(ab, rules_ab), flows(ba, rules_ba)))
 }
 
 /// The key (as its flag) that sets a [`LinkConfig`] field, for the messages of
@@ -351,10 +391,11 @@ mod tests {
             "delay = \"1ms\"\nseed = 7\n[a_to_b]\nloss = \"1%\"\n[b_to_a]\nrate = \"1gbit\"\n",
         )
         .unwrap();
-        let (both, ab, ba) = load_file(&path).unwrap();
-        assert_eq!(both.len(), 2);
-        assert_eq!(ab, vec![("loss".to_string(), "1%".to_string())]);
-        assert_eq!(ba, vec![("rate".to_string(), "1gbit".to_string())]);
+        let file = load_file(&path).unwrap();
+        assert_eq!(file.both.len(), 2);
+        assert_eq!(file.a_to_b, vec![("loss".to_string(), "1%".to_string())]);
+        assert_eq!(file.b_to_a, vec![("rate".to_string(), "1gbit".to_string())]);
+        assert!(file.flows.is_empty());
     }
 
     #[test]
@@ -431,6 +472,66 @@ mod tests {
         std::fs::write(&path, "[a_to_b]\nlos = \"1%\"\n").unwrap();
         let err = load_file(&path).unwrap_err();
         assert!(err.contains("bad.toml") && err.contains("los"), "{err}");
+    }
+
+    #[test]
+    fn flow_rules_come_from_flags_then_the_file_each_in_its_directions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("link.toml");
+        std::fs::write(
+            &path,
+            "delay = \"10ms\"\n\
+             [[flow]]\nmatch = \"proto=tcp dport=22\"\n\
+             [[flow]]\nmatch = \"dir=b-to-a proto=udp\"\nloss = \"1%\"\n",
+        )
+        .unwrap();
+        let sources = LinkSources {
+            config: Some(path.clone()),
+            frame_size: 2048,
+            flows: vec!["dir=a-to-b proto=udp dport=27015 / delay=5ms".into()],
+            ..LinkSources::default()
+        };
+        let (ab, ba) = links(&sources).unwrap();
+        let matches =
+            |f: &Flows| -> Vec<String> { f.rules.iter().map(|r| r.matcher.to_string()).collect() };
+        assert_eq!(
+            matches(&ab),
+            ["proto=udp dport=27015", "proto=tcp dport=22"]
+        );
+        assert_eq!(matches(&ba), ["proto=tcp dport=22", "proto=udp"]);
+        assert_eq!(
+            (ab.default.delay_ns, ab.rules[0].config.delay_ns),
+            (10_000_000, 5_000_000)
+        );
+        assert_eq!(
+            ab.rules[1].config.delay_ns, 0,
+            "a rule starts with no impairment"
+        );
+        assert_eq!(
+            ba.rules[1].config.loss,
+            latlab_link::LossModel::Bernoulli { p: 0.01 }
+        );
+        // Without rules, the directions are their default links.
+        let plain = links(&LinkSources {
+            frame_size: 2048,
+            ..LinkSources::default()
+        })
+        .unwrap();
+        assert!(plain.0.rules.is_empty() && plain.1.rules.is_empty());
+
+        std::fs::write(&path, "[[flow]]\nmatch = \"dport=1\"\nwobble = 1\n").unwrap();
+        let err = load_file(&path).unwrap_err();
+        assert!(
+            err.starts_with(&format!("--config {}: flow 1 dport=1: ", path.display())),
+            "{err}"
+        );
+        assert!(err.contains("wobble"), "{err}");
+        std::fs::write(&path, "flow = \"dport=1\"\n").unwrap();
+        let err = load_file(&path).unwrap_err();
+        assert!(
+            err.ends_with("flow: expected [[flow]] tables, each with a match"),
+            "{err}"
+        );
     }
 
     #[test]

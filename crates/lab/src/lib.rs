@@ -35,6 +35,7 @@ pub mod echo;
 pub mod emu;
 pub mod emuapi;
 pub mod emuconfig;
+pub mod emuflow;
 pub mod emumetrics;
 pub mod emupcap;
 pub mod emureport;

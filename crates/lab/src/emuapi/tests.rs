@@ -102,3 +102,45 @@ fn the_api_answers_conditions_and_refuses_a_bad_body_without_changing_anything()
         done.store(true, Ordering::Relaxed);
     });
 }
+
+#[test]
+fn the_conditions_list_the_rules_read_only_and_a_put_changes_the_default() {
+    let api = Api::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = api.addr();
+    let control = EmulatorControl::default();
+    let done = AtomicBool::new(false);
+    let rule = latlab_link::FlowRule {
+        matcher: latlab_link::FlowMatch::parse("--flow", "proto=udp dport=27015").unwrap(),
+        config: LinkConfig {
+            loss: LossModel::Bernoulli { p: 0.05 },
+            ..LinkConfig::default()
+        },
+    };
+    let a_to_b = Flows {
+        default: delay_ms(5),
+        rules: vec![rule],
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| api.serve([a_to_b, delay_ms(7).into()], &control, &done));
+        let (status, body) = request(addr, "GET", "/conditions", "");
+        assert_eq!(status, 200);
+        let conditions: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let flows = &conditions["a_to_b"]["flows"];
+        assert_eq!(flows[0]["match"], "proto=udp dport=27015", "{body}");
+        assert_eq!(flows[0]["spec"], "loss=5%");
+        assert_eq!(flows[0]["loss"]["p"], 0.05);
+        assert_eq!(flows.as_array().unwrap().len(), 1);
+        assert!(
+            conditions["b_to_a"].get("flows").is_none(),
+            "no rules, no key"
+        );
+        // No engine runs here: the change is submitted, never applied; the API says so.
+        let (status, _) = request(addr, "PUT", "/conditions/a-to-b", "delay=1ms");
+        assert_eq!(status, 503);
+        let (_, body) = request(addr, "GET", "/conditions", "");
+        let after: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(after["a_to_b"]["spec"], "delay=1ms", "the default changed");
+        assert_eq!(after["a_to_b"]["flows"], *flows, "the rules did not");
+        done.store(true, Ordering::Relaxed);
+    });
+}
