@@ -139,6 +139,101 @@ fn emu_between_namespaces(extra: &[&str], delay_ms: u64) {
     }
 }
 
+/// Two reflectors on two ports behind `latlab emu --flow 'proto=udp dport=7777 / delay=5ms'`:
+/// the round trip to port 7777 gets 5 ms (its requests match; the answers, from that port, do
+/// not), the one to port 7778 nothing; the report counts the rule's frames apart. (The
+/// pipeline with rules is tested in latlab-lab's `tests/emulator.rs`, unpinned: pinned to both
+/// cores of a 2-core machine it starves gen and echo of time.)
+#[test]
+fn a_flow_rule_delays_one_port_and_not_the_other() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let emu_json = dir.path().join("emu.json");
+    let emu = common::in_ns(lab.emu.name())
+        .args(["emu", "--iface-a", "emu-a", "--iface-b", "emu-b"])
+        .args([
+            "--duration",
+            "4s",
+            "--flow",
+            "proto=udp dport=7777 / delay=5ms",
+        ])
+        .arg("--json")
+        .arg(&emu_json)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let targets = [7777, 7778].map(|port| format!("{}:{port}", lab.server_addr));
+    let mut echoes = targets.clone().map(|target| {
+        let args = ["--poll", "block", "--duration", "4s"];
+        common::echo_in(lab.server.name(), &target, &args)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let p50 = |target: &str| {
+        let json = dir.path().join("run.json");
+        let args = [
+            "--rate",
+            "1k",
+            "--duration",
+            "700ms",
+            "--poll",
+            "block",
+            "--json",
+        ];
+        let args = [&args[..], &[json.to_str().unwrap()]].concat();
+        common::gen_in(lab.client.name(), target, &args);
+        common::read_json(&json)["latency_ns"]["p50"]
+            .as_f64()
+            .unwrap()
+    };
+    let (slow, fast) = (p50(&targets[0]), p50(&targets[1]));
+    let out = emu.wait_with_output().unwrap();
+    assert!(out.status.success());
+    for echo in &mut echoes {
+        assert!(echo.wait().unwrap().success());
+    }
+    assert!(
+        (5.0e6..6.5e6).contains(&slow),
+        "port 7777: p50 {slow} ns, 5 ms added"
+    );
+    assert!(fast < 1.0e6, "port 7778: p50 {fast} ns, nothing added");
+
+    let report = common::read_json(&emu_json);
+    let flows = |dir: &str| report[dir]["flows"].as_array().unwrap().clone();
+    let (out_flows, back_flows) = (flows("a_to_b"), flows("b_to_a"));
+    assert_eq!(out_flows[0]["match"], "proto=udp dport=7777");
+    assert_eq!(out_flows[0]["spec"], "delay=5ms");
+    assert!(
+        out_flows[0]["forwarded"].as_u64().unwrap() >= 650,
+        "{out_flows:?}"
+    );
+    assert_eq!(out_flows[1]["match"], serde_json::Value::Null);
+    assert!(
+        out_flows[1]["forwarded"].as_u64().unwrap() >= 650,
+        "port 7778's probes"
+    );
+    assert_eq!(
+        back_flows[0]["arrived"], 0,
+        "answers come from port 7777, not to it"
+    );
+    for dir in ["a_to_b", "b_to_a"] {
+        let d = &report[dir];
+        let sum: u64 = flows(dir)
+            .iter()
+            .map(|f| f["forwarded"].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, d["sent"].as_u64().unwrap(), "{dir}: the flows add up");
+    }
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains("  flow proto=udp dport=7777 (delay=5ms): arrived "),
+        "{summary}"
+    );
+}
+
 #[test]
 fn a_short_emulator_study_writes_its_report() {
     let _turn = common::engines();

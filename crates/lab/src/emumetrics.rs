@@ -7,10 +7,16 @@
 //! dropped (all causes) + queue` (frames still on their way to the link model are in the
 //! queue gauge). Frames the kernel dropped before the emulator read them are known only at
 //! exit, from the JSON report.
+//!
+//! With per-flow rules, `latlab_emu_flow_*` give each flow's frames, labelled also with its
+//! `flow`: the rule's match (`proto=udp dport=27015`), or `default`; per flow, `arrived +
+//! duplicated = forwarded + dropped + queue`. Without rules they are not written.
 
 use std::fmt::Write;
 
-use latlab_engine::emulator::{ConfigChange, DirectionSnapshot, LinkDirection, Snapshot};
+use latlab_engine::emulator::{
+    ConfigChange, DirectionSnapshot, FlowReport, LinkDirection, Snapshot,
+};
 use latlab_stats::LatencyHistogram;
 
 /// Upper bounds of the release-error histogram's buckets, seconds.
@@ -175,6 +181,7 @@ pub fn exposition(snapshot: &Snapshot, changes: &[ConfigChange]) -> String {
     for (dir, d) in dirs {
         histogram(&mut out, name, dir.name(), &d.report.release_error);
     }
+    flows(&mut out, &dirs);
     let name = "latlab_emu_uptime_seconds";
     head(
         &mut out,
@@ -184,6 +191,69 @@ pub fn exposition(snapshot: &Snapshot, changes: &[ConfigChange]) -> String {
     );
     let _ = writeln!(out, "{name} {}", snapshot.at_ns as f64 / 1e9);
     out
+}
+
+/// What a flow's counter reads.
+type FlowValue = fn(&FlowReport) -> u64;
+
+/// The per-flow families, if any direction has rules.
+fn flows(out: &mut String, dirs: &[(LinkDirection, &DirectionSnapshot); 2]) {
+    if dirs.iter().all(|(_, d)| d.report.flows.is_empty()) {
+        return;
+    }
+    let families: [(&str, &str, &str, FlowValue); 5] = [
+        (
+            "latlab_emu_flow_arrived_frames_total",
+            "counter",
+            "Frames of the flow that reached its link model.",
+            |f| f.link.arrived,
+        ),
+        (
+            "latlab_emu_flow_duplicated_frames_total",
+            "counter",
+            "Extra copies the flow's link model made.",
+            |f| f.link.duplicated,
+        ),
+        (
+            "latlab_emu_flow_forwarded_frames_total",
+            "counter",
+            "Frames of the flow sent on (duplicates included).",
+            |f| f.sent,
+        ),
+        (
+            "latlab_emu_flow_dropped_frames_total",
+            "counter",
+            "Frames of the flow dropped, whatever the cause.",
+            FlowReport::dropped,
+        ),
+        (
+            "latlab_emu_flow_queue_frames",
+            "gauge",
+            "Frames of the flow held by its link model.",
+            |f| f.queued,
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        head(out, name, kind, help);
+        for (dir, d) in dirs {
+            for f in &d.report.flows {
+                let flow = label(f.matcher.as_deref().unwrap_or("default"));
+                let _ = writeln!(
+                    out,
+                    "{name}{{direction=\"{}\",flow=\"{flow}\"}} {}",
+                    dir.name(),
+                    value(f)
+                );
+            }
+        }
+    }
+}
+
+/// `text` as a label value: backslash, double quote and newline escaped.
+fn label(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 fn head(out: &mut String, name: &str, kind: &str, help: &str) {

@@ -1,13 +1,16 @@
 //! What `latlab emu` writes at exit: counters by cause and release-error summaries, per
-//! direction.
+//! direction, and with per-flow rules per flow (`flows`, only then, so a run without rules
+//! writes what it always has).
 
-use latlab_engine::emulator::{ByteCounters, ConfigChange, DirectionReport, EmulatorReport};
+use latlab_engine::emulator::{
+    ByteCounters, ConfigChange, DirectionReport, EmulatorReport, FlowReport,
+};
 use latlab_stats::Summary;
 
 use crate::units::format_us;
 
 fn direction_json(d: &DirectionReport) -> serde_json::Value {
-    serde_json::json!({
+    let mut value = serde_json::json!({
         "arrived": d.arrived,
         "link": d.link,
         "sent": d.sent,
@@ -32,6 +35,26 @@ fn direction_json(d: &DirectionReport) -> serde_json::Value {
         "released_early": d.released_early,
         "release_error_ns": Summary::from_histogram(&d.release_error),
         "bytes": bytes_json(&d.bytes),
+    });
+    if !d.flows.is_empty() {
+        value["flows"] = d.flows.iter().map(flow_json).collect::<Vec<_>>().into();
+    }
+    value
+}
+
+/// One flow: its rule's `match` (`null` for the default pipe, last), its link, and its frames:
+/// `arrived + link.duplicated = forwarded + dropped + queued_at_exit`.
+fn flow_json(f: &FlowReport) -> serde_json::Value {
+    serde_json::json!({
+        "match": f.matcher,
+        "spec": crate::emuapi::spec_text(&f.config),
+        "settings": crate::emuapi::direction_json(&f.config),
+        "arrived": f.link.arrived,
+        "forwarded": f.sent,
+        "dropped": f.dropped(),
+        "queued_at_exit": f.queued,
+        "link": f.link,
+        "dropped_by_emulator": f.dropped_by_emulator,
     })
 }
 
@@ -114,6 +137,122 @@ pub fn summary_text(report: &EmulatorReport) -> String {
             p99,
             format_us(err.max_ns as f64),
         ));
+        for f in &d.flows {
+            out.push_str(&flow_line(f));
+        }
     }
     out
+}
+
+/// A flow's line under its direction's: `  flow proto=udp dport=27015 (loss=5%): ...`.
+fn flow_line(f: &FlowReport) -> String {
+    let spec = crate::emuapi::spec_text(&f.config);
+    format!(
+        "  flow {} ({}): arrived {}, sent {}, dropped {} (loss model {}, queue {}), queued at exit {}\n",
+        f.matcher.as_deref().unwrap_or("default"),
+        if spec.is_empty() { "no impairment" } else { &spec },
+        f.link.arrived,
+        f.sent,
+        f.dropped(),
+        f.link.dropped_loss,
+        f.link.dropped_queue_frames + f.link.dropped_queue_bytes,
+        f.queued,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use latlab_engine::emulator::ByteCounters;
+    use latlab_link::{LinkConfig, LinkCounters, LossModel};
+    use latlab_stats::LatencyHistogram;
+
+    use super::*;
+
+    /// A direction of 10 frames: 4 to the game port (lost), 6 others (sent); with or
+    /// without its flows.
+    fn direction(with_flows: bool) -> DirectionReport {
+        let counters = |arrived, delivered, lost| LinkCounters {
+            arrived,
+            delivered,
+            dropped_loss: lost,
+            ..LinkCounters::default()
+        };
+        let flow = |matcher: Option<&str>, config, link, sent| FlowReport {
+            matcher: matcher.map(String::from),
+            config,
+            link,
+            sent,
+            dropped_by_emulator: 0,
+            queued: 0,
+        };
+        let lossy = LinkConfig {
+            loss: LossModel::Bernoulli { p: 0.05 },
+            ..LinkConfig::default()
+        };
+        DirectionReport {
+            arrived: 10,
+            link: counters(10, 6, 4),
+            sent: 6,
+            tx_ring_full: 0,
+            tx_too_long: 0,
+            tx_too_short: 0,
+            queued_at_exit: 0,
+            queue_slots_full: 0,
+            kernel_drops: 0,
+            wire: Default::default(),
+            release_error: LatencyHistogram::new(),
+            released_early: 0,
+            bytes: ByteCounters::default(),
+            flows: if with_flows {
+                vec![
+                    flow(Some("proto=udp dport=27015"), lossy, counters(4, 0, 4), 0),
+                    flow(None, LinkConfig::default(), counters(6, 6, 0), 6),
+                ]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    fn report(with_flows: bool) -> EmulatorReport {
+        EmulatorReport {
+            a_to_b: direction(with_flows),
+            b_to_a: direction(false),
+            changes: Vec::new(),
+            tap_full: 0,
+        }
+    }
+
+    #[test]
+    fn flows_are_reported_with_rules_only() {
+        let plain = report_json(&report(false));
+        assert!(plain["a_to_b"].get("flows").is_none());
+        assert!(!summary_text(&report(false)).contains("flow"));
+
+        let json = report_json(&report(true));
+        let flows = json["a_to_b"]["flows"].as_array().unwrap();
+        assert_eq!(flows[0]["match"], "proto=udp dport=27015");
+        assert_eq!(flows[0]["spec"], "loss=5%");
+        assert_eq!(
+            (&flows[0]["arrived"], &flows[0]["dropped"]),
+            (&4.into(), &4.into())
+        );
+        assert_eq!(
+            flows[1]["match"],
+            serde_json::Value::Null,
+            "the default, last"
+        );
+        assert_eq!(flows[1]["forwarded"], 6);
+        let mut without = json.clone();
+        without["a_to_b"].as_object_mut().unwrap().remove("flows");
+        assert_eq!(without, plain, "nothing else changes");
+        assert!(json["b_to_a"].get("flows").is_none());
+
+        let text = summary_text(&report(true));
+        assert!(text.contains("\n  flow proto=udp dport=27015 (loss=5%): arrived 4, sent 0, dropped 4 (loss model 4, queue 0), queued at exit 0\n"), "{text}");
+        assert!(
+            text.contains("\n  flow default (no impairment): arrived 6, sent 6, dropped 0"),
+            "{text}"
+        );
+    }
 }

@@ -184,3 +184,79 @@ fn the_exposition_parses_and_its_counters_add_up() {
     }
     assert_eq!(get("latlab_emu_uptime_seconds", &[]), 3.0);
 }
+
+#[test]
+fn per_flow_families_come_with_rules_only_and_add_up_per_flow() {
+    let plain = Snapshot {
+        at_ns: 1,
+        a_to_b: direction(),
+        b_to_a: direction(),
+    };
+    assert!(!exposition(&plain, &[]).contains("latlab_emu_flow_"));
+
+    // The direction's 100 frames: 30 to the game port, all lost or sent; 70 others.
+    let flow = |matcher: Option<&str>, link: LinkCounters, sent, dropped, queued| FlowReport {
+        matcher: matcher.map(String::from),
+        config: latlab_link::LinkConfig::default(),
+        link,
+        sent,
+        dropped_by_emulator: dropped,
+        queued,
+    };
+    let game = LinkCounters {
+        arrived: 30,
+        delivered: 25,
+        dropped_loss: 5,
+        ..LinkCounters::default()
+    };
+    let rest = LinkCounters {
+        arrived: 70,
+        delivered: 68,
+        duplicated: 3,
+        dropped_queue_frames: 2,
+        ..LinkCounters::default()
+    };
+    let mut a_to_b = direction();
+    a_to_b.report.flows = vec![
+        flow(Some("proto=udp dport=27015"), game, 25, 0, 0),
+        flow(None, rest, 65, 1, 5),
+    ];
+    let snapshot = Snapshot {
+        at_ns: 1,
+        a_to_b,
+        b_to_a: direction(),
+    };
+    let text = exposition(&snapshot, &[]);
+    let samples = parse(&text);
+    let get = |name: &str, flow: &str| {
+        let l = labels(&[("direction", "a_to_b"), ("flow", flow)]);
+        *samples
+            .get(&(name.to_string(), l))
+            .unwrap_or_else(|| panic!("{name} {flow} missing:\n{text}"))
+    };
+    let mut arrived = 0.0;
+    for flow in ["proto=udp dport=27015", "default"] {
+        assert_eq!(
+            get("latlab_emu_flow_arrived_frames_total", flow)
+                + get("latlab_emu_flow_duplicated_frames_total", flow),
+            get("latlab_emu_flow_forwarded_frames_total", flow)
+                + get("latlab_emu_flow_dropped_frames_total", flow)
+                + get("latlab_emu_flow_queue_frames", flow),
+            "{flow}"
+        );
+        arrived += get("latlab_emu_flow_arrived_frames_total", flow);
+    }
+    assert_eq!(arrived, 100.0, "the flows add up to the direction");
+    assert_eq!(
+        get(
+            "latlab_emu_flow_dropped_frames_total",
+            "proto=udp dport=27015"
+        ),
+        5.0
+    );
+    assert!(
+        !text.contains("direction=\"b_to_a\",flow="),
+        "B→A has no rules"
+    );
+    assert_eq!(label("a\"b\\c"), "a\\\"b\\\\c");
+}
