@@ -53,11 +53,8 @@ pub fn parse(flag: &str, text: &str) -> Result<FlowSpec, String> {
              'proto=udp dport=27015 / loss=5%'"
         ));
     };
-    let (keys, spec) = (&tokens[..slash], &tokens[slash + 1..]);
-    let (directions, keys) = directions(flag, keys)?;
-    let matcher = FlowMatch::parse(flag, &keys.join(" ")).map_err(|e| e.to_string())?;
     let mut settings = Vec::new();
-    for pair in spec {
+    for pair in &tokens[slash + 1..] {
         let Some((key, value)) = pair.split_once('=') else {
             return Err(format!(
                 "{flag} {pair}: not key=value (one / between MATCH and SPEC)"
@@ -65,15 +62,7 @@ pub fn parse(flag: &str, text: &str) -> Result<FlowSpec, String> {
         };
         settings.push((key.to_string(), value.to_string()));
     }
-    let spec = FlowSpec {
-        source: flag.to_string(),
-        directions,
-        matcher,
-        settings,
-    };
-    // Every key now, so a typo is named before anything runs.
-    spec.config(LinkConfig::default())?;
-    Ok(spec)
+    FlowSpec::new(flag.to_string(), &tokens[..slash], settings)
 }
 
 /// A `[[flow]]` table of the `--config` file at `path`, the `index`th (from 1): `match` holds
@@ -88,20 +77,12 @@ pub fn from_table(path: &Path, index: usize, table: &toml::Table) -> Result<Flow
     let toml::Value::String(text) = matcher else {
         return Err(format!("{source}: match: expected a string"));
     };
-    let (directions, keys) = directions(&source, &text.split_whitespace().collect::<Vec<_>>())?;
-    let matcher = FlowMatch::parse(&source, &keys.join(" ")).map_err(|e| e.to_string())?;
     let mut settings = Vec::new();
     for (key, value) in table.iter().filter(|(k, _)| *k != "match") {
         settings.push((key.clone(), emuconfig::scalar(path, key, value)?));
     }
-    let spec = FlowSpec {
-        source,
-        directions,
-        matcher,
-        settings,
-    };
-    spec.config(LinkConfig::default())?;
-    Ok(spec)
+    let keys: Vec<&str> = text.split_whitespace().collect();
+    FlowSpec::new(source, &keys, settings)
 }
 
 /// The rules of `specs` per direction (A→B, B→A): each rule's link with its settings, the
@@ -131,6 +112,25 @@ pub fn rules(
 }
 
 impl FlowSpec {
+    /// The rule from `source` whose MATCH is `keys` (`dir=` among them or not), with
+    /// `settings`; every key is checked now, so a typo is named before anything runs.
+    fn new(
+        source: String,
+        keys: &[&str],
+        settings: Vec<(String, String)>,
+    ) -> Result<FlowSpec, String> {
+        let (directions, keys) = directions(&source, keys)?;
+        let matcher = FlowMatch::parse(&source, &keys.join(" ")).map_err(|e| e.to_string())?;
+        let spec = FlowSpec {
+            source,
+            directions,
+            matcher,
+            settings,
+        };
+        spec.config(LinkConfig::default())?;
+        Ok(spec)
+    }
+
     /// `base` with this rule's settings, validated.
     fn config(&self, mut base: LinkConfig) -> Result<LinkConfig, String> {
         let named = |e: String| format!("{} {}: {e}", self.source, self.matcher);
