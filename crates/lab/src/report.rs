@@ -1,7 +1,8 @@
 //! `latlab report DIR`: any results folder drawn again from its data.
 //!
 //! A folder says what wrote it: a study writes `study.json` ([`StudyFile`]); `gen --out` and
-//! `demo` write `summary.json`. Folders of studies written before `study.json` existed are
+//! `demo` write `summary.json`; `rfc2544` writes `rfc2544.json`, from which its `report.md` and
+//! figures are drawn again. Folders of studies written before `study.json` existed are
 //! recognised by their point files (`sweep-`, `table-`, `flood-` for the game-server study;
 //! `kernel-`, `emu-`, `loss-`, `rate-` for the emulator study), with the lab's description
 //! taken from their old `report.md` when it is there.
@@ -17,7 +18,9 @@
 //! use latlab_lab::report::{redraw, Redrawn};
 //! match redraw("latlab-results/game-server-1700000000".as_ref())? {
 //!     Redrawn::Runs { runs, .. } => print!("{}", runs.table()),
-//!     Redrawn::Study { report, .. } => println!("report: {}", report.display()),
+//!     Redrawn::Study { report, .. } | Redrawn::Rfc2544 { report } => {
+//!         println!("report: {}", report.display())
+//!     }
 //! }
 //! # Ok::<(), latlab_lab::study::StudyError>(())
 //! ```
