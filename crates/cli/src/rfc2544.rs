@@ -53,6 +53,9 @@ pub(crate) struct Rfc2544Args {
     /// and the folder replaced whole (refused when it was measured with other options).
     #[arg(long, requires = "out")]
     resume: bool,
+    /// Frames per receive call of latlab fwd as the DUT (--dut fwd or fwd-xdp).
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    fwd_batch: usize,
 }
 
 /// Parses one `--sizes` value.
@@ -97,6 +100,7 @@ impl Rfc2544Args {
             options.out = out;
         }
         options.resume = self.resume;
+        options.fwd_batch = self.fwd_batch;
         options.check()?;
         Ok(options)
     }

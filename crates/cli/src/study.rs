@@ -48,6 +48,15 @@ pub(crate) struct ForwardingStudyArgs {
     /// Trials per search at most.
     #[arg(long, default_value_t = 8, value_name = "N")]
     max_trials: usize,
+    /// Batch sizes latlab fwd over AF_XDP is also measured at with 64-byte frames (the
+    /// batch-size effect), comma separated; 0 for none.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,4,16,64",
+        value_name = "N,..."
+    )]
+    batches: Vec<usize>,
     /// The source's frame port: packet (AF_PACKET) or xdp (AF_XDP, faster on veth).
     #[arg(long, default_value = "xdp", value_parser = crate::emu_io(), value_name = "IO")]
     source: latlab_lab::command::Io,
@@ -456,6 +465,7 @@ fn forwarding_study(a: ForwardingStudyArgs) -> Result<()> {
     options.trial = a.trial;
     options.max_trials = a.max_trials;
     options.source = a.source;
+    options.batches = a.batches.into_iter().filter(|&b| b != 0).collect();
     options.resume = a.resume;
     options.shard = a.shard;
     crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());

@@ -480,17 +480,24 @@ fn a_short_forwarding_study_writes_table_one_fig_two_and_table_two() {
     let out = dir.path().join("forwarding");
     let study = |resume: bool| {
         let mut c = Command::new(assert_cmd::cargo::cargo_bin("latlab"));
-        c.args(["study", "forwarding", "--duts", "kernel,fwd-xdp"])
-            .args([
-                "--sizes",
-                "64,256",
-                "--trial",
-                "150ms",
-                "--max-trials",
-                "3",
-                "--out",
-            ])
-            .arg(&out);
+        c.args([
+            "study",
+            "forwarding",
+            "--duts",
+            "kernel,fwd-xdp",
+            "--batches",
+            "4,32",
+        ])
+        .args([
+            "--sizes",
+            "64,256",
+            "--trial",
+            "150ms",
+            "--max-trials",
+            "3",
+            "--out",
+        ])
+        .arg(&out);
         if resume {
             c.arg("--resume");
         }
@@ -531,7 +538,18 @@ fn a_short_forwarding_study_writes_table_one_fig_two_and_table_two() {
     assert!(std::fs::read_to_string(out.join("fig2-ndr.svg"))
         .unwrap()
         .starts_with("<svg"));
+    // latlab fwd over AF_XDP at two batch sizes, 64-byte frames, in a table of its own.
+    let batch = common::read_json(&out.join("points/batch-32.json"));
+    assert_eq!(batch["fwd_batch"], 32);
+    assert!(
+        batch["sizes"][0]["ndr_pps"].as_u64().unwrap() > 0,
+        "{batch}"
+    );
+    assert!(
+        md.contains("## The batch size") && md.contains("| 4 | "),
+        "{md}"
+    );
     let again = study(true);
-    assert_eq!(again.matches("measured before, kept").count(), 2, "{again}");
+    assert_eq!(again.matches("measured before, kept").count(), 4, "{again}");
     common::report_redraws_as_written(&out);
 }

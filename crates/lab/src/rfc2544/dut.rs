@@ -110,6 +110,7 @@ pub(super) fn start(
     lab: &ClientEmuServer,
     dut: Dut,
     cpu: usize,
+    fwd_batch: usize,
 ) -> Result<(RunningDut, Path, String), TopologyError> {
     let mac = |ns: &str, dev: &str| -> Result<[u8; 6], TopologyError> {
         parse_mac(&crate::topology::mac_of(ns, dev)?).ok_or_else(|| TopologyError::Command {
@@ -143,8 +144,12 @@ pub(super) fn start(
                     bridge(lab)?;
                     None
                 }
-                Dut::Fwd => Some(spawn_loop(lab, cpu, &stop, open_packet, run_fwd)?),
-                Dut::FwdXdp => Some(spawn_loop(lab, cpu, &stop, open_xdp, run_fwd)?),
+                Dut::Fwd => Some(spawn_loop(lab, cpu, &stop, open_packet, move |a, b, s| {
+                    run_fwd(a, b, s, fwd_batch)
+                })?),
+                Dut::FwdXdp => Some(spawn_loop(lab, cpu, &stop, open_xdp, move |a, b, s| {
+                    run_fwd(a, b, s, fwd_batch)
+                })?),
                 _ => Some(spawn_loop(lab, cpu, &stop, open_packet, run_emu)?),
             };
             (thread, path)
@@ -161,9 +166,14 @@ fn open_xdp(name: &str) -> io::Result<XdpSocket> {
     XdpSocket::open(name, &XdpOptions::new(Redirect::Everything))
 }
 
-fn run_fwd<P: FramePort>(a: &mut P, b: &mut P, stop: &Stop) -> io::Result<serde_json::Value> {
+fn run_fwd<P: FramePort>(
+    a: &mut P,
+    b: &mut P,
+    stop: &Stop,
+    batch: usize,
+) -> io::Result<serde_json::Value> {
     let config = ForwarderConfig {
-        batch: 32,
+        batch,
         poll: FwdPoll::Busy,
     };
     let r = forwarder::run(a, b, config, stop, &ForwarderLive::default())?;
@@ -192,7 +202,7 @@ fn spawn_loop<P: FramePort + 'static>(
     cpu: usize,
     stop: &Arc<Stop>,
     open: fn(&str) -> io::Result<P>,
-    forward: fn(&mut P, &mut P, &Stop) -> io::Result<serde_json::Value>,
+    forward: impl FnOnce(&mut P, &mut P, &Stop) -> io::Result<serde_json::Value> + Send + 'static,
 ) -> Result<JoinHandle<io::Result<serde_json::Value>>, TopologyError> {
     let opened = latlab_io::netns::run_in(lab.emu.name(), move || -> io::Result<_> {
         Ok((open(ClientEmuServer::EMU_A)?, open(ClientEmuServer::EMU_B)?))

@@ -71,6 +71,8 @@ pub struct Rfc2544Options {
     /// Continue the run whose folder `out` is: its finished sizes are kept, the others
     /// measured, and the folder replaced whole once they are.
     pub resume: bool,
+    /// Frames per receive call of `latlab fwd` as the DUT (`fwd`, `fwd-xdp`).
+    pub fwd_batch: usize,
 }
 
 impl Rfc2544Options {
@@ -88,6 +90,7 @@ impl Rfc2544Options {
             source: Io::Packet,
             out: crate::command::default_out("rfc2544"),
             resume: false,
+            fwd_batch: 32,
         }
     }
 
@@ -132,6 +135,9 @@ impl Rfc2544Options {
         }
         if self.max_trials == 0 {
             return usage("--max-trials 0: at least 1".into());
+        }
+        if !(1..=1024).contains(&self.fwd_batch) {
+            return usage(format!("--fwd-batch {}: 1 to 1024 frames", self.fwd_batch));
         }
         if !matches!(self.source, Io::Packet | Io::Xdp) {
             return usage(format!(
@@ -351,7 +357,7 @@ pub fn measure(
     let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
     let dut_cpu = cpus.last().copied().unwrap_or(0);
     let source_cpu = cpus.first().copied().filter(|&c| c != dut_cpu);
-    let (running, path, rps) = dut::start(&lab, options.dut, dut_cpu)
+    let (running, path, rps) = dut::start(&lab, options.dut, dut_cpu, options.fwd_batch)
         .map_err(|e| setup(&format!("--dut {}", options.dut.name()))(e.to_string()))?;
     view.started(&format!(
         "latlab rfc2544: {} in {}; {rps}; source ({}) on CPU {}",
@@ -829,6 +835,7 @@ fn parameters(options: &Rfc2544Options) -> Vec<(&'static str, &'static str, serd
             "--latency-trials",
             json!(options.latency_trials),
         ),
+        ("fwd_batch", "--fwd-batch", json!(options.fwd_batch)),
     ]
 }
 

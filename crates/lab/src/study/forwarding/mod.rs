@@ -42,6 +42,9 @@ pub struct ForwardingStudyOptions {
     pub max_trials: usize,
     /// The source's frame port: AF_PACKET or AF_XDP (faster on veth).
     pub source: crate::command::Io,
+    /// Batch sizes `latlab fwd` over AF_XDP is also measured at, 64-byte frames (the paper's
+    /// batch-size effect); empty for none.
+    pub batches: Vec<usize>,
     /// Continue an interrupted study, keeping the DUTs it measured.
     pub resume: bool,
     /// This job's share of the DUTs.
@@ -59,6 +62,7 @@ impl ForwardingStudyOptions {
             trial: Duration::from_secs(1),
             max_trials: 8,
             source: crate::command::Io::Xdp,
+            batches: vec![1, 4, 16, 64],
             resume: false,
             shard: Shard::WHOLE,
         }
@@ -66,12 +70,18 @@ impl ForwardingStudyOptions {
 
     /// The options that shape every point, as `study.json` keeps them.
     pub fn parameters(&self) -> BTreeMap<String, String> {
-        let sizes: Vec<String> = self.sizes.iter().map(|s| s.to_string()).collect();
+        let list = |v: &[usize]| {
+            v.iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         BTreeMap::from([
-            ("--sizes".to_string(), sizes.join(",")),
+            ("--sizes".to_string(), list(&self.sizes)),
             ("--trial".to_string(), format!("{:?}", self.trial)),
             ("--max-trials".to_string(), self.max_trials.to_string()),
             ("--source".to_string(), self.source.name().to_string()),
+            ("--batches".to_string(), list(&self.batches)),
         ])
     }
 
@@ -99,6 +109,9 @@ pub struct DutPoint {
     pub receive_work: String,
     /// The results of each frame size.
     pub sizes: Vec<SizeResult>,
+    /// `latlab fwd`'s batch size, for a point of the batch-size series (not in Table I).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fwd_batch: Option<usize>,
     /// What the DUT reported at its end (`latlab fwd`: counters and `cycles`).
     pub dut_report: Option<serde_json::Value>,
     /// Why a size ended early, if one did.
@@ -136,6 +149,11 @@ pub fn run(
     for dut in &options.duts {
         options.rfc2544(*dut).check_measurement().map_err(usage)?;
     }
+    if let Some(b) = options.batches.iter().find(|b| !(1..=1024).contains(*b)) {
+        return Err(usage(CommandError::Usage(format!(
+            "--batches {b}: 1 to 1024 frames"
+        ))));
+    }
     let points = PointsDir::create(&options.out, existing)?;
     let topology = "client — dut — server namespaces (a fresh lab for each DUT)";
     StudyFile::new(StudyKind::Forwarding, topology)
@@ -144,35 +162,46 @@ pub fn run(
     for (name, why) in LEFT_OUT {
         progress.note(&format!("left out: {name}: {why}"));
     }
-    let total = options.shard.share_of(options.duts.len());
-    let mine = options
+    // Every DUT, then latlab fwd over AF_XDP at each batch size with 64-byte frames.
+    let units: Vec<(String, Rfc2544Options, Option<usize>)> = options
         .duts
+        .iter()
+        .map(|d| (format!("dut-{}", d.name()), options.rfc2544(*d), None))
+        .chain(options.batches.iter().map(|&b| {
+            let mut o = options.rfc2544(Dut::FwdXdp);
+            o.sizes = vec![64];
+            o.fwd_batch = b;
+            (format!("batch-{b}"), o, Some(b))
+        }))
+        .collect();
+    let total = options.shard.share_of(units.len());
+    let mine = units
         .iter()
         .enumerate()
         .filter(|&(i, _)| options.shard.owns(i));
-    for (done, (_, dut)) in mine.enumerate() {
+    for (done, (_, (key, rfc, batch))) in mine.enumerate() {
         if stop.is_raised() {
             break;
         }
-        let key = format!("dut-{}", dut.name());
-        if points.resumed::<DutPoint>(&key).is_some() {
+        if points.resumed::<DutPoint>(key).is_some() {
             progress.note(&format!("{key}: measured before, kept"));
             continue;
         }
-        progress.point(&format!("rfc2544 of {}", dut.name()), done, total);
-        let measured = rfc2544::measure(&options.rfc2544(*dut), Vec::new(), stop, &mut Quiet)
-            .map_err(|e| std::io::Error::other(format!("{}: {e}", dut.name())))?;
+        progress.point(&format!("rfc2544 of {key}"), done, total);
+        let measured = rfc2544::measure(rfc, Vec::new(), stop, &mut Quiet)
+            .map_err(|e| std::io::Error::other(format!("{key}: {e}")))?;
         if stop.is_raised() {
             break;
         }
         let point = DutPoint {
-            dut: dut.name().to_string(),
+            dut: rfc.dut.name().to_string(),
             receive_work: measured.report.rps.clone(),
             sizes: measured.report.sizes,
+            fwd_batch: *batch,
             dut_report: measured.dut_report,
             failure: measured.failure,
         };
-        points.write(&key, &point, None)?;
+        points.write(key, &point, None)?;
     }
     progress.finish();
     StudyReport::finish(&options.out, options.shard, stop.is_raised(), || {

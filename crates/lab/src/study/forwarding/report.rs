@@ -13,21 +13,37 @@ use crate::plot::{chart, svg_page, DrawResult, PALETTE};
 use crate::results::write_atomic;
 use crate::study::{points, StudyError};
 
-/// Every DUT point of `out`, and the files that did not read.
-fn load(out: &Path) -> Result<(Vec<DutPoint>, Vec<String>), StudyError> {
-    let (mut duts, mut skipped) = (Vec::new(), Vec::new());
+/// The points of a forwarding study folder.
+struct Loaded {
+    /// One per DUT (Table I, Fig. 2, Table II).
+    duts: Vec<DutPoint>,
+    /// `latlab fwd` over AF_XDP at each batch size, smallest first.
+    batches: Vec<DutPoint>,
+    /// Files that did not read.
+    skipped: Vec<String>,
+}
+
+/// Every point of `out`.
+fn load(out: &Path) -> Result<Loaded, StudyError> {
+    let mut l = Loaded {
+        duts: Vec::new(),
+        batches: Vec::new(),
+        skipped: Vec::new(),
+    };
     for f in points::load(out)?.files {
         match f
             .text
             .and_then(|t| serde_json::from_str::<DutPoint>(&t).map_err(|e| e.to_string()))
         {
-            Ok(p) => duts.push(p),
-            Err(e) => skipped.push(format!("{}: {e}", f.path.display())),
+            Ok(p) if p.fwd_batch.is_some() => l.batches.push(p),
+            Ok(p) => l.duts.push(p),
+            Err(e) => l.skipped.push(format!("{}: {e}", f.path.display())),
         }
     }
     // The paper's order: the kernel first, the rest as measured.
-    duts.sort_by_key(|p| p.dut != "kernel");
-    Ok((duts, skipped))
+    l.duts.sort_by_key(|p| p.dut != "kernel");
+    l.batches.sort_by_key(|p| p.fwd_batch);
+    Ok(l)
 }
 
 fn ndr_at(p: &DutPoint, size: usize) -> Option<u64> {
@@ -86,13 +102,14 @@ fn draw(root: &crate::plot::Page<'_>, lines: &[(String, Vec<(f64, f64)>)]) -> Dr
 
 /// Reads every point under `out`, writes `fig2-ndr.svg` and `report.md`; returns its path.
 pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
-    let (duts, skipped) = load(out)?;
-    let svg = figure2(&duts).map_err(|reason| StudyError::Figure {
+    let l = load(out)?;
+    let svg = figure2(&l.duts).map_err(|reason| StudyError::Figure {
         file: "fig2-ndr.svg".into(),
         reason,
     })?;
     write_atomic(&out.join("fig2-ndr.svg"), svg.as_bytes())?;
-    let md = markdown(&duts, topology, &skipped);
+    let mut md = markdown(&l.duts, topology, &l.skipped);
+    md.push_str(&batch_section(&l.batches));
     let report = out.join("report.md");
     write_atomic(&report, md.as_bytes())?;
     Ok(report)
@@ -265,6 +282,60 @@ fn conclusions(duts: &[DutPoint], kernel: Option<u64>) -> String {
                     }
                 );
             }
+        }
+    }
+    md
+}
+
+/// The batch-size series: `latlab fwd` over AF_XDP with 64-byte frames at each batch size,
+/// its NDR, the worst-case latency there, and where its cycles went.
+fn batch_section(batches: &[DutPoint]) -> String {
+    if batches.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from("\n## The batch size (`latlab fwd` over AF_XDP, 64 bytes)\n\nThe paper's batch-size effect: frames taken per receive call at most, against the throughput and the latency.\n\n| batch | NDR [Mpps] | worst-case latency at the NDR [µs] | mean batch | cycles per packet (steps) | RX | TX |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+    let figure = |p: &DutPoint, key: &str| {
+        p.dut_report
+            .as_ref()
+            .and_then(|r| r["cycles"][key].as_f64())
+    };
+    let step = |p: &DutPoint, key: &str| {
+        p.dut_report
+            .as_ref()
+            .and_then(|r| r["cycles"]["per_packet"][key].as_f64())
+    };
+    let show = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
+    for p in batches {
+        let s = p.sizes.iter().find(|s| s.frame_size == 64);
+        let worst = s
+            .and_then(|s| s.latency.iter().find(|l| l.percent_of_ndr == 100))
+            .and_then(|l| l.summary.worst_case_ns)
+            .map(|ns| ns as f64 / 1e3);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            p.fwd_batch.unwrap_or(0),
+            s.and_then(|s| s.ndr_pps)
+                .map_or("-".into(), |n| mpps(n as f64)),
+            show(worst, 1),
+            show(figure(p, "mean_batch"), 1),
+            show(figure(p, "steps_total"), 0),
+            show(step(p, "rx"), 0),
+            show(step(p, "tx"), 0),
+        );
+    }
+    let ndr = |p: &DutPoint| p.sizes.iter().find(|s| s.frame_size == 64)?.ndr_pps;
+    if let (Some(first), Some(last)) = (batches.first(), batches.last()) {
+        if let (Some(a), Some(b), true) = (ndr(first), ndr(last), batches.len() > 1) {
+            let _ = writeln!(
+                md,
+                "\n- From a batch of {} to one of {} the NDR goes from {} to {} Mpps ({:.2}×).",
+                first.fwd_batch.unwrap_or(0),
+                last.fwd_batch.unwrap_or(0),
+                mpps(a as f64),
+                mpps(b as f64),
+                b as f64 / a.max(1) as f64
+            );
         }
     }
     md

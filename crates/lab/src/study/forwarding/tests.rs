@@ -18,6 +18,7 @@ fn point(dut: &str, ndr64: u64, cycles: Option<serde_json::Value>) -> DutPoint {
         dut: dut.into(),
         receive_work: "RPS on CPU 1".into(),
         sizes: vec![size(64, ndr64, false), size(1518, ndr64 * 9 / 10, false)],
+        fwd_batch: None,
         dut_report: cycles.map(|c| serde_json::json!({ "cycles": c })),
         failure: None,
     }
@@ -70,6 +71,29 @@ fn the_report_has_table_one_against_the_kernel_fig_two_and_table_two() {
         "{md}"
     );
     assert!(md.contains("Left out: testpmd"), "{md}");
+    assert!(
+        !md.contains("## The batch size"),
+        "no batch points, no section: {md}"
+    );
+    // The batch-size series stays out of Table I and has its own table.
+    for (b, ndr) in [(1, 100_000), (32, 250_000)] {
+        let mut p = point(
+            "fwd-xdp",
+            ndr,
+            Some(serde_json::json!({"mean_batch": b as f64, "steps_total": 900.0})),
+        );
+        p.fwd_batch = Some(b);
+        points.write(&format!("batch-{b}"), &p, None).unwrap();
+    }
+    let md = std::fs::read_to_string(report::write(&out, "test lab").unwrap()).unwrap();
+    assert_eq!(md.matches("| fwd-xdp | 0.300 | 1.50× |").count(), 1, "{md}");
+    assert!(md.contains("| 1 | 0.100 | - | 1.0 | 900 | - | - |"), "{md}");
+    assert!(
+        md.contains(
+            "From a batch of 1 to one of 32 the NDR goes from 0.100 to 0.250 Mpps (2.50×)."
+        ),
+        "{md}"
+    );
 }
 
 #[test]
@@ -80,6 +104,7 @@ fn the_default_study_measures_every_dut_the_lab_builds_with_their_parameters_kep
     let p = o.parameters();
     assert_eq!(p["--sizes"], "64,128,256,512,1024,1280,1518");
     assert_eq!(p["--trial"], "1s");
+    assert_eq!(p["--batches"], "1,4,16,64");
     let r = o.rfc2544(Dut::FwdXdp);
     assert!(!r.loss_sweep && r.b2b_repeats == 0 && r.latency_trials == 1);
     assert!(r.check_measurement().is_ok());
