@@ -57,6 +57,51 @@ pub(crate) const PALETTE: [RGBColor; 6] = [
     RGBColor(23, 190, 207),
 ];
 
+/// One line of a chart: its label and its (x, y) points.
+pub(crate) type Line = (String, Vec<(f64, f64)>);
+
+/// `lines` on linear axes from 0, each in its own colour with its points marked, and a
+/// legend; `title` is the caption.
+pub(crate) fn lines_svg(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    lines: &[Line],
+) -> Result<String, String> {
+    svg_page(title, (900, 560), |root| {
+        draw_lines(root, title, x_desc, y_desc, lines)
+    })
+}
+
+fn draw_lines(
+    root: &Page<'_>,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    lines: &[Line],
+) -> DrawResult {
+    let pts = || lines.iter().flat_map(|l| l.1.iter());
+    let x_hi = pts().map(|p| p.0).fold(1.0, f64::max);
+    let y_hi = pts().map(|p| p.1).fold(0.0, f64::max).max(1e-9);
+    let mut c = chart(root, title, 20).build_cartesian_2d(0.0..x_hi * 1.05, 0.0..y_hi * 1.15)?;
+    c.configure_mesh().x_desc(x_desc).y_desc(y_desc).draw()?;
+    for (i, (label, points)) in lines.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        c.draw_series(LineSeries::new(
+            points.iter().copied(),
+            colour.stroke_width(2),
+        ))?
+        .label(label.clone())
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
+        c.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
+    }
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
 /// Draws latency CCDFs (one series per label) on log–log axes: latency in µs across, the
 /// fraction of probes slower than that up, down to 10⁻⁶ and below, so the tail percentiles
 /// (p99 = 10⁻², …, p99.9999 = 10⁻⁶) read straight off the y axis.

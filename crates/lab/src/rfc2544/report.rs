@@ -4,10 +4,8 @@
 
 use std::fmt::Write as _;
 
-use plotters::prelude::*;
-
 use super::{Rfc2544Report, SizeResult};
-use crate::plot::{chart, svg_page, DrawResult, PALETTE};
+use crate::plot::{lines_svg, Line};
 
 /// Bits one frame of `size` bytes takes on an Ethernet wire: the frame, its preamble and start
 /// delimiter (8 bytes) and the inter-frame gap (12 bytes).
@@ -22,45 +20,6 @@ fn gbps(pps: f64, size: usize) -> f64 {
 
 fn mpps(pps: f64) -> String {
     format!("{:.3}", pps / 1e6)
-}
-
-/// One line of a figure: its label and its (x, y) points.
-type Line = (String, Vec<(f64, f64)>);
-
-/// Lines on linear axes from 0.
-fn lines_svg(title: &str, x_desc: &str, y_desc: &str, lines: &[Line]) -> Result<String, String> {
-    svg_page(title, (900, 560), |root| {
-        draw(root, title, x_desc, y_desc, lines)
-    })
-}
-
-fn draw(
-    root: &crate::plot::Page<'_>,
-    title: &str,
-    x_desc: &str,
-    y_desc: &str,
-    lines: &[Line],
-) -> DrawResult {
-    let pts = || lines.iter().flat_map(|l| l.1.iter());
-    let x_hi = pts().map(|p| p.0).fold(1.0, f64::max);
-    let y_hi = pts().map(|p| p.1).fold(0.0, f64::max).max(1e-9);
-    let mut c = chart(root, title, 20).build_cartesian_2d(0.0..x_hi * 1.05, 0.0..y_hi * 1.15)?;
-    c.configure_mesh().x_desc(x_desc).y_desc(y_desc).draw()?;
-    for (i, (label, points)) in lines.iter().enumerate() {
-        let colour = PALETTE[i % PALETTE.len()];
-        c.draw_series(LineSeries::new(
-            points.iter().copied(),
-            colour.stroke_width(2),
-        ))?
-        .label(label.clone())
-        .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
-        c.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
-    }
-    c.configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
 }
 
 /// The figures of `report`, as (file name, SVG text): `fig2-throughput.svg` (source maximum,

@@ -6,10 +6,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use plotters::prelude::*;
-
 use super::{DutPoint, LEFT_OUT};
-use crate::plot::{chart, svg_page, DrawResult, PALETTE};
+use crate::plot::{lines_svg, Line};
 use crate::results::write_atomic;
 use crate::study::{points, StudyError};
 
@@ -59,7 +57,7 @@ fn mpps(pps: f64) -> String {
 
 /// Fig. 2: the NDR by frame size, one line per DUT, in Mpps.
 fn figure2(duts: &[DutPoint]) -> Result<String, String> {
-    let lines: Vec<(String, Vec<(f64, f64)>)> = duts
+    let lines: Vec<Line> = duts
         .iter()
         .map(|p| {
             let pts = p
@@ -70,34 +68,12 @@ fn figure2(duts: &[DutPoint]) -> Result<String, String> {
             (p.dut.clone(), pts)
         })
         .collect();
-    svg_page("Fig. 2", (900, 560), |root| draw(root, &lines))
-}
-
-fn draw(root: &crate::plot::Page<'_>, lines: &[(String, Vec<(f64, f64)>)]) -> DrawResult {
-    let pts = || lines.iter().flat_map(|l| l.1.iter());
-    let x_hi = pts().map(|p| p.0).fold(64.0, f64::max);
-    let y_hi = pts().map(|p| p.1).fold(0.0, f64::max).max(1e-6);
-    let mut c = chart(root, "NDR by frame size (Fig. 2)", 20)
-        .build_cartesian_2d(0.0..x_hi * 1.05, 0.0..y_hi * 1.15)?;
-    c.configure_mesh()
-        .x_desc("frame size (bytes)")
-        .y_desc("NDR (Mpps)")
-        .draw()?;
-    for (i, (label, points)) in lines.iter().enumerate() {
-        let colour = PALETTE[i % PALETTE.len()];
-        c.draw_series(LineSeries::new(
-            points.iter().copied(),
-            colour.stroke_width(2),
-        ))?
-        .label(label.clone())
-        .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
-        c.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
-    }
-    c.configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
+    lines_svg(
+        "NDR by frame size (Fig. 2)",
+        "frame size (bytes)",
+        "NDR (Mpps)",
+        &lines,
+    )
 }
 
 /// Reads every point under `out`, writes `fig2-ndr.svg` and `report.md`; returns its path.
