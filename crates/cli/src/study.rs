@@ -328,14 +328,7 @@ fn game_study(a: GameStudyArgs) -> Result<()> {
     }
     let mut bar = progress::StudyBar::new();
     let report = latlab_lab::study::game_server::run(&options, &STOP, &mut bar)?;
-    print_report(&report)?;
-    if let Some(signal) = crate::signals::received() {
-        eprintln!(
-            "stopped by {}: the finished points are in the folder; rerun with --resume to go on",
-            signal.name()
-        );
-    }
-    Ok(())
+    finish(&report, "the finished points", true)
 }
 
 fn emu_study(a: EmuStudyArgs) -> Result<()> {
@@ -353,14 +346,7 @@ fn emu_study(a: EmuStudyArgs) -> Result<()> {
     crate::clean::at_start(&options.out, !options.shard.is_whole());
     let mut bar = progress::StudyBar::new();
     let report = emulator::run(&options, &STOP, &mut bar)?;
-    print_report(&report)?;
-    if let Some(signal) = crate::signals::received() {
-        eprintln!(
-            "stopped by {}: the finished points are in the folder",
-            signal.name()
-        );
-    }
-    Ok(())
+    finish(&report, "the finished points", false)
 }
 
 fn stamp_study(a: StampStudyArgs) -> Result<()> {
@@ -381,14 +367,7 @@ fn stamp_study(a: StampStudyArgs) -> Result<()> {
     crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     let mut bar = progress::StudyBar::new();
     let report = timestamps::run(&options, &STOP, &mut bar)?;
-    print_report(&report)?;
-    if let Some(signal) = crate::signals::received() {
-        eprintln!(
-            "stopped by {}: the finished points are in the folder; rerun with --resume to go on",
-            signal.name()
-        );
-    }
-    Ok(())
+    finish(&report, "the finished points", true)
 }
 
 fn transport_study(a: TransportStudyArgs) -> Result<()> {
@@ -439,14 +418,7 @@ fn transport_study(a: TransportStudyArgs) -> Result<()> {
     }
     let mut bar = progress::StudyBar::new();
     let report = transports::run(&options, &STOP, &mut bar)?;
-    print_report(&report)?;
-    if let Some(signal) = crate::signals::received() {
-        eprintln!(
-            "stopped by {}: the finished cells are in the folder; rerun with --resume to go on",
-            signal.name()
-        );
-    }
-    Ok(())
+    finish(&report, "the finished cells", true)
 }
 
 fn forwarding_study(a: ForwardingStudyArgs) -> Result<()> {
@@ -471,10 +443,21 @@ fn forwarding_study(a: ForwardingStudyArgs) -> Result<()> {
     crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     let mut bar = progress::StudyBar::new();
     let report = forwarding::run(&options, &STOP, &mut bar)?;
-    print_report(&report)?;
+    finish(&report, "the measured DUTs", true)
+}
+
+/// Prints where the report is and, when a signal stopped the study, that `kept` (the finished
+/// points, cells, …) are in the folder, and with `resumable` how to go on.
+fn finish(report: &latlab_lab::study::StudyReport, kept: &str, resumable: bool) -> Result<()> {
+    print_report(report)?;
     if let Some(signal) = crate::signals::received() {
+        let go_on = if resumable {
+            "; rerun with --resume to go on"
+        } else {
+            ""
+        };
         eprintln!(
-            "stopped by {}: the measured DUTs are in the folder; rerun with --resume to go on",
+            "stopped by {}: {kept} are in the folder{go_on}",
             signal.name()
         );
     }
