@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::points::{Existing, PointsDir};
 use super::{Shard, StudyError, StudyFile, StudyKind, StudyProgress, StudyReport};
-use crate::command::{CommandError, LiveView};
+use crate::command::{CommandError, Quiet};
 use crate::rfc2544::{self, Dut, Rfc2544Options, SizeResult};
 
 pub mod report;
@@ -124,15 +124,6 @@ pub const LEFT_OUT: [(&str, &str); 1] = [(
     "DPDK's testpmd is not part of latlab's lab: its AF_XDP and AF_PACKET drivers need DPDK \
      from the distribution's packages and hugepages, which this study does not set up",
 )];
-
-/// A [`LiveView`] that passes the DUT's trial lines on as notes only at the end of a size.
-struct Quiet;
-
-impl LiveView for Quiet {
-    fn started(&mut self, _line: &str) {}
-    fn counters(&mut self, _line: &str) {}
-    fn stopped(&mut self) {}
-}
 
 /// Runs the study: measures this job's DUTs into `options.out`, then draws the report.
 pub fn run(
