@@ -53,7 +53,8 @@ pub(crate) struct Rfc2544Args {
     /// and the folder replaced whole (refused when it was measured with other options).
     #[arg(long, requires = "out")]
     resume: bool,
-    /// Frames per receive call of latlab fwd as the DUT (--dut fwd or fwd-xdp).
+    /// Frames per receive call of latlab fwd as the DUT (--dut fwd or fwd-xdp), or testpmd's
+    /// burst (--dut testpmd or testpmd-xdp).
     #[arg(long, default_value_t = 32, value_name = "N")]
     fwd_batch: usize,
 }

@@ -21,6 +21,12 @@ pub fn allowed_cpus() -> io::Result<Vec<usize>> {
 
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    pin_thread(0, cpu)
+}
+
+/// Pins the thread `tid` (a kernel thread too, such as a threaded NAPI poller; 0: the calling
+/// thread) to `cpu`.
+pub fn pin_thread(tid: i32, cpu: usize) -> io::Result<()> {
     if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -31,8 +37,8 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `cpu` was checked to be below the set's size in bits.
     unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is the calling thread.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }

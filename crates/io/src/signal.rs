@@ -29,3 +29,19 @@ mod tests {
         assert!(is_ignored(-1).is_err());
     }
 }
+
+/// Makes the child `command` will start end (SIGKILL) when the thread that starts it ends, so
+/// a peer started by a run that is killed does not outlive it. Start the child from a thread
+/// that lives as long as the child should.
+pub fn end_child_with_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: prctl is async-signal-safe and changes only the child's own state.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

@@ -16,6 +16,7 @@ use latlab_io::port::FramePort;
 use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
 use latlab_link::LinkConfig;
 
+use super::testpmd::{self, Driver, Testpmd};
 use crate::topology::{ip, ClientEmuServer, TopologyError};
 
 /// Which forwarder is measured.
@@ -31,9 +32,32 @@ pub enum Dut {
     FwdXdp,
     /// `latlab emu` with no impairment, over AF_PACKET, run to completion.
     Emu,
+    /// DPDK's testpmd (`io` forwarding) over its AF_PACKET driver.
+    Testpmd,
+    /// DPDK's testpmd over its AF_XDP driver.
+    TestpmdXdp,
 }
 
 impl Dut {
+    /// Every DUT the lab builds.
+    pub const ALL: [Dut; 7] = [
+        Dut::Kernel,
+        Dut::Bridge,
+        Dut::Fwd,
+        Dut::FwdXdp,
+        Dut::Emu,
+        Dut::Testpmd,
+        Dut::TestpmdXdp,
+    ];
+
+    /// Why this DUT cannot run here, if it cannot (testpmd missing and not installable).
+    pub fn unavailable(self) -> Option<String> {
+        match self {
+            Dut::Testpmd | Dut::TestpmdXdp => testpmd::available().err(),
+            _ => None,
+        }
+    }
+
     /// The name used on the command line and in results.
     pub fn name(self) -> &'static str {
         match self {
@@ -42,6 +66,8 @@ impl Dut {
             Dut::Fwd => "fwd",
             Dut::FwdXdp => "fwd-xdp",
             Dut::Emu => "emu",
+            Dut::Testpmd => "testpmd",
+            Dut::TestpmdXdp => "testpmd-xdp",
         }
     }
 }
@@ -50,12 +76,10 @@ impl std::str::FromStr for Dut {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [Dut::Kernel, Dut::Bridge, Dut::Fwd, Dut::FwdXdp, Dut::Emu]
-            .into_iter()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| {
-                format!("unknown DUT {s:?}: expected kernel, bridge, fwd, fwd-xdp or emu")
-            })
+        Dut::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Dut::ALL.iter().map(|d| d.name()).collect();
+            format!("unknown DUT {s:?}: expected one of {}", names.join(", "))
+        })
     }
 }
 
@@ -72,16 +96,22 @@ pub(super) struct Path {
     pub(super) client_mac: [u8; 6],
 }
 
-/// A running DUT; stopped (its thread joined) on [`RunningDut::stop`] or drop.
+/// A running DUT; stopped (its thread joined, its process ended) on [`RunningDut::stop`] or
+/// drop.
 pub(super) struct RunningDut {
     stop: Arc<Stop>,
     thread: Option<JoinHandle<io::Result<serde_json::Value>>>,
+    testpmd: Option<Testpmd>,
 }
 
 impl RunningDut {
     /// Stops the DUT's loop (if it has one) and returns its report as JSON.
     pub(super) fn stop(mut self) -> io::Result<Option<serde_json::Value>> {
         self.stop.raise();
+        if let Some(testpmd) = self.testpmd.take() {
+            let counts = testpmd.stop().map_err(io::Error::other)?;
+            return Ok(Some(serde_json::json!({ "testpmd": counts })));
+        }
         match self.thread.take() {
             None => Ok(None),
             Some(t) => t
@@ -104,12 +134,14 @@ impl Drop for RunningDut {
 /// The sink's UDP port in the server.
 pub(super) const SINK_PORT: u16 = 9;
 
-/// Sets the DUT up in `lab` and starts it on `cpu`; returns it, the path through it, and how
+/// Sets the DUT up in `lab` and starts it on `cpu` (the client's and the server's receive work
+/// on `ends_cpu`); returns it, the path through it, and how
 /// its receive work was placed.
 pub(super) fn start(
     lab: &ClientEmuServer,
     dut: Dut,
     cpu: usize,
+    ends_cpu: Option<usize>,
     fwd_batch: usize,
 ) -> Result<(RunningDut, Path, String), TopologyError> {
     let mac = |ns: &str, dev: &str| -> Result<[u8; 6], TopologyError> {
@@ -119,8 +151,9 @@ pub(super) fn start(
         })
     };
     let client_mac = mac(lab.client.name(), "veth0")?;
-    let rps = steer_receive_work(lab, cpu)?;
+    let rps = steer_receive_work(lab, cpu, ends_cpu)?;
     let stop = Arc::new(Stop::new());
+    let mut testpmd = None;
     let (thread, path) = match dut {
         Dut::Kernel => {
             let (src, dst) = route_through_kernel(lab)?;
@@ -150,12 +183,37 @@ pub(super) fn start(
                 Dut::FwdXdp => Some(spawn_loop(lab, cpu, &stop, open_xdp, move |a, b, s| {
                     run_fwd(a, b, s, fwd_batch)
                 })?),
+                Dut::Testpmd | Dut::TestpmdXdp => {
+                    let driver = if dut == Dut::Testpmd {
+                        Driver::AfPacket
+                    } else {
+                        Driver::AfXdp
+                    };
+                    let ports = (ClientEmuServer::EMU_A, ClientEmuServer::EMU_B);
+                    let cpus = (ends_cpu.unwrap_or(cpu), cpu);
+                    let started = Testpmd::start(lab.emu.name(), ports, driver, cpus, fwd_batch)
+                        .map_err(|stderr| TopologyError::Command {
+                            command: "dpdk-testpmd".into(),
+                            stderr,
+                        })?;
+                    testpmd = Some(started);
+                    None
+                }
                 _ => Some(spawn_loop(lab, cpu, &stop, open_packet, run_emu)?),
             };
             (thread, path)
         }
     };
-    Ok((RunningDut { stop, thread }, path, rps))
+    let running = RunningDut {
+        stop,
+        thread,
+        testpmd,
+    };
+    let mut placed = rps;
+    if matches!(dut, Dut::FwdXdp | Dut::TestpmdXdp) {
+        placed += &format!("; {}", napi_on(lab, cpu)?);
+    }
+    Ok((running, path, placed))
 }
 
 fn open_packet(name: &str) -> io::Result<PacketSocket> {
@@ -226,14 +284,29 @@ fn spawn_loop<P: FramePort + 'static>(
 }
 
 /// Puts the receive work of both DUT veths on `cpu` with RPS (veth otherwise receives on the
-/// sender's core, which would hand the kernel's forwarders a free core); says what was set.
-fn steer_receive_work(lab: &ClientEmuServer, cpu: usize) -> Result<String, TopologyError> {
-    let mask = format!("{:x}", 1u64 << cpu.min(63));
-    for dev in [ClientEmuServer::EMU_A, ClientEmuServer::EMU_B] {
+/// sender's core, which would hand the kernel's forwarders a free core), and that of the
+/// client's and the server's veths on `ends_cpu` (else the sink's receive work would run on the
+/// DUT's core, inside its transmit); says what was set.
+fn steer_receive_work(
+    lab: &ClientEmuServer,
+    cpu: usize,
+    ends_cpu: Option<usize>,
+) -> Result<String, TopologyError> {
+    let mask = |cpu: usize| format!("{:x}", 1u64 << cpu.min(63));
+    let mut steered = vec![
+        (lab.emu.name(), ClientEmuServer::EMU_A, cpu),
+        (lab.emu.name(), ClientEmuServer::EMU_B, cpu),
+    ];
+    if let Some(ends) = ends_cpu {
+        steered.push((lab.client.name(), "veth0", ends));
+        steered.push((lab.server.name(), "veth0", ends));
+    }
+    for &(ns, dev, cpu) in &steered {
         // sysfs shows a namespace's devices only when mounted in it: `ip netns exec` does so.
         let file = format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus");
+        let mask = mask(cpu);
         let out = Command::new("ip")
-            .args(["netns", "exec", lab.emu.name(), "sh", "-c"])
+            .args(["netns", "exec", ns, "sh", "-c"])
             .arg(format!("echo {mask} > {file}"))
             .output()
             .map_err(|e| TopologyError::Command {
@@ -242,15 +315,76 @@ fn steer_receive_work(lab: &ClientEmuServer, cpu: usize) -> Result<String, Topol
             })?;
         if !out.status.success() {
             return Err(TopologyError::Command {
-                command: format!("echo {mask} > {file} in {}", lab.emu.name()),
+                command: format!("echo {mask} > {file} in {ns}"),
                 stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
             });
         }
     }
-    Ok(format!(
-        "RPS: receive work of {} and {} on CPU {cpu} (rps_cpus {mask})",
+    let mut said = format!(
+        "RPS: receive work of {} and {} on CPU {cpu} (rps_cpus {})",
         ClientEmuServer::EMU_A,
-        ClientEmuServer::EMU_B
+        ClientEmuServer::EMU_B,
+        mask(cpu)
+    );
+    if let Some(ends) = ends_cpu {
+        said += &format!(", of the client's and the server's veth0 on CPU {ends}");
+    }
+    Ok(said)
+}
+
+/// Puts the receive work of the DUT's veths, once an XDP program is on them, on `cpu`: a veth
+/// with an XDP program receives in a NAPI poll that runs on the sender's core, where RPS
+/// cannot move it, so the poll gets a thread of its own (threaded NAPI), pinned to `cpu`.
+fn napi_on(lab: &ClientEmuServer, cpu: usize) -> Result<String, TopologyError> {
+    let devs = [ClientEmuServer::EMU_A, ClientEmuServer::EMU_B];
+    // The pollers are kernel threads named `napi/<device>-<id>`; this lab's are those that
+    // appear when its devices go threaded.
+    let pollers = || -> Vec<i32> {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        dir.filter_map(|e| {
+            let pid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            devs.iter()
+                .any(|d| comm.starts_with(&format!("napi/{d}-")))
+                .then_some(pid)
+        })
+        .collect()
+    };
+    let before = pollers();
+    for dev in devs {
+        let write = format!("echo 1 > /sys/class/net/{dev}/threaded");
+        ip(&["netns", "exec", lab.emu.name(), "sh", "-c", &write])?;
+    }
+    let since = std::time::Instant::now();
+    let ours = loop {
+        let ours: Vec<i32> = pollers()
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        if ours.len() >= devs.len() || since.elapsed() > std::time::Duration::from_secs(2) {
+            break ours;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    if ours.is_empty() {
+        return Err(TopologyError::Command {
+            command: "threaded NAPI on emu-a and emu-b".into(),
+            stderr: "no NAPI poller thread appeared".into(),
+        });
+    }
+    for &pid in &ours {
+        latlab_io::cpu::pin_thread(pid, cpu).map_err(|e| TopologyError::Command {
+            command: format!("pinning NAPI poller {pid} to CPU {cpu}"),
+            stderr: e.to_string(),
+        })?;
+    }
+    Ok(format!(
+        "threaded NAPI on {} and {}, {} poller threads pinned to CPU {cpu}",
+        devs[0],
+        devs[1],
+        ours.len()
     ))
 }
 

@@ -19,6 +19,7 @@ mod dut;
 mod folder;
 mod report;
 mod search;
+mod testpmd;
 mod trial;
 
 use std::fmt::Write as _;
@@ -351,12 +352,15 @@ pub fn measure(
     if let Some(why) = crate::topology::why_no_namespaces() {
         return Err(setup("the client — dut — server namespaces")(why));
     }
+    if let Some(why) = options.dut.unavailable() {
+        return Err(setup(&format!("--dut {}", options.dut.name()))(why));
+    }
     let _ = crate::clean::remove_stale_namespaces();
     let lab = ClientEmuServer::build().map_err(|e| setup("building the lab")(e.to_string()))?;
     let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
     let dut_cpu = cpus.last().copied().unwrap_or(0);
     let source_cpu = cpus.first().copied().filter(|&c| c != dut_cpu);
-    let (running, path, rps) = dut::start(&lab, options.dut, dut_cpu, options.fwd_batch)
+    let (running, path, rps) = dut::start(&lab, options.dut, dut_cpu, source_cpu, options.fwd_batch)
         .map_err(|e| setup(&format!("--dut {}", options.dut.name()))(e.to_string()))?;
     view.started(&format!(
         "latlab rfc2544: {} in {}; {rps}; source ({}) on CPU {}",

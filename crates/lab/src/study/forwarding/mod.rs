@@ -57,7 +57,7 @@ impl ForwardingStudyOptions {
     pub fn new(out: PathBuf) -> ForwardingStudyOptions {
         ForwardingStudyOptions {
             out,
-            duts: vec![Dut::Kernel, Dut::Bridge, Dut::Fwd, Dut::FwdXdp, Dut::Emu],
+            duts: Dut::ALL.to_vec(),
             sizes: rfc2544::FRAME_SIZES.to_vec(),
             trial: Duration::from_secs(1),
             max_trials: 8,
@@ -116,14 +116,10 @@ pub struct DutPoint {
     pub dut_report: Option<serde_json::Value>,
     /// Why a size ended early, if one did.
     pub failure: Option<String>,
+    /// Why the DUT could not run here, when it could not (then nothing else was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<String>,
 }
-
-/// The DUTs of the paper this lab cannot run, each with the reason.
-pub const LEFT_OUT: [(&str, &str); 1] = [(
-    "testpmd",
-    "DPDK's testpmd is not part of latlab's lab: its AF_XDP and AF_PACKET drivers need DPDK \
-     from the distribution's packages and hugepages, which this study does not set up",
-)];
 
 /// Runs the study: measures this job's DUTs into `options.out`, then draws the report.
 pub fn run(
@@ -150,9 +146,6 @@ pub fn run(
     StudyFile::new(StudyKind::Forwarding, topology)
         .with_parameters(options.parameters())
         .write(&options.out)?;
-    for (name, why) in LEFT_OUT {
-        progress.note(&format!("left out: {name}: {why}"));
-    }
     // Every DUT, then latlab fwd over AF_XDP at each batch size with 64-byte frames.
     let units: Vec<(String, Rfc2544Options, Option<usize>)> = options
         .duts
@@ -179,6 +172,21 @@ pub fn run(
             continue;
         }
         progress.point(&format!("rfc2544 of {key}"), done, total);
+        // A DUT that cannot run here (testpmd not installable) is left out with one line.
+        if let Some(why) = rfc.dut.unavailable() {
+            progress.note(&format!("left out: {}: {why}", rfc.dut.name()));
+            let point = DutPoint {
+                dut: rfc.dut.name().to_string(),
+                receive_work: String::new(),
+                sizes: Vec::new(),
+                fwd_batch: *batch,
+                dut_report: None,
+                failure: None,
+                left_out: Some(why),
+            };
+            points.write(key, &point, None)?;
+            continue;
+        }
         let measured = rfc2544::measure(rfc, Vec::new(), stop, &mut Quiet)
             .map_err(|e| std::io::Error::other(format!("{key}: {e}")))?;
         if stop.is_raised() {
@@ -191,6 +199,7 @@ pub fn run(
             fwd_batch: *batch,
             dut_report: measured.dut_report,
             failure: measured.failure,
+            left_out: None,
         };
         points.write(key, &point, None)?;
     }

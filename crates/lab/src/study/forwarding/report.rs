@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::{DutPoint, LEFT_OUT};
+use super::DutPoint;
 use crate::plot::{lines_svg, Line};
 use crate::results::write_atomic;
 use crate::study::{points, StudyError};
@@ -19,6 +19,8 @@ struct Loaded {
     batches: Vec<DutPoint>,
     /// Files that did not read.
     skipped: Vec<String>,
+    /// DUTs that could not run here, each with the reason.
+    left_out: Vec<(String, String)>,
 }
 
 /// Every point of `out`.
@@ -27,12 +29,18 @@ fn load(out: &Path) -> Result<Loaded, StudyError> {
         duts: Vec::new(),
         batches: Vec::new(),
         skipped: Vec::new(),
+        left_out: Vec::new(),
     };
     for f in points::load(out)?.files {
         match f
             .text
             .and_then(|t| serde_json::from_str::<DutPoint>(&t).map_err(|e| e.to_string()))
         {
+            Ok(DutPoint {
+                dut,
+                left_out: Some(why),
+                ..
+            }) => l.left_out.push((dut, why)),
             Ok(p) if p.fwd_batch.is_some() => l.batches.push(p),
             Ok(p) => l.duts.push(p),
             Err(e) => l.skipped.push(format!("{}: {e}", f.path.display())),
@@ -84,7 +92,7 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
         reason,
     })?;
     write_atomic(&out.join("fig2-ndr.svg"), svg.as_bytes())?;
-    let mut md = markdown(&l.duts, topology, &l.skipped);
+    let mut md = markdown(&l, topology);
     md.push_str(&batch_section(&l.batches));
     let report = out.join("report.md");
     write_atomic(&report, md.as_bytes())?;
@@ -92,9 +100,10 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
 }
 
 /// The report's text.
-fn markdown(duts: &[DutPoint], topology: &str, skipped: &[String]) -> String {
+fn markdown(l: &Loaded, topology: &str) -> String {
+    let (duts, skipped) = (&l.duts, &l.skipped);
     let mut md = format!("# Packet forwarding on this machine\n\nAfter Emmerich et al., \"Assessing Soft- and Hardware Bottlenecks in PC-based Packet Forwarding Systems\". Topology: {topology}. Each DUT measured as `latlab rfc2544` does (NDR and PDR by binary search, RFC 8219 latency at the NDR), its receive work on its own CPU.\n\n");
-    for (name, why) in LEFT_OUT {
+    for (name, why) in &l.left_out {
         let _ = writeln!(md, "- Left out: {name}: {why}.");
     }
     md.push('\n');
