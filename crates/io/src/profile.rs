@@ -245,7 +245,7 @@ impl Profiler {
                 e.kind(),
                 format!(
                     "perf_event_open on CPU {cpu}: {e}{}",
-                    open_hint(&e, freq_hz)
+                    open_hint(&e, cpu, freq_hz)
                 ),
             ));
         }
@@ -318,7 +318,7 @@ impl Drop for Profiler {
 
 /// Why `perf_event_open` likely failed, from the kernel's settings, as `" (…)"`; empty when
 /// nothing is known.
-fn open_hint(e: &io::Error, freq_hz: u64) -> String {
+fn open_hint(e: &io::Error, cpu: usize, freq_hz: u64) -> String {
     let sysctl = |name: &str| {
         std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
             .map(|s| s.trim().to_string())
@@ -329,18 +329,36 @@ fn open_hint(e: &io::Error, freq_hz: u64) -> String {
             let paranoid = sysctl("perf_event_paranoid").unwrap_or_else(|| "unknown".into());
             format!(" (kernel.perf_event_paranoid is {paranoid}; run as root)")
         }
-        Some(libc::EINVAL) => match sysctl("perf_event_max_sample_rate") {
-            Some(max) if max.parse::<u64>().is_ok_and(|max| freq_hz > max) => {
-                format!(" (kernel.perf_event_max_sample_rate is {max}, below {freq_hz} Hz)")
+        Some(libc::EINVAL | libc::ENODEV) => {
+            let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default();
+            if !online.is_empty() && !in_cpu_list(&online, cpu) {
+                return format!(" (CPU {cpu} is not online; online are {online})");
             }
-            _ => String::new(),
-        },
-        Some(libc::ENODEV) => " (is that CPU online?)".into(),
+            match sysctl("perf_event_max_sample_rate") {
+                Some(max) if max.parse::<u64>().is_ok_and(|max| freq_hz > max) => {
+                    format!(" (kernel.perf_event_max_sample_rate is {max}, below {freq_hz} Hz)")
+                }
+                _ => String::new(),
+            }
+        }
         Some(libc::ENOSYS | libc::ENOENT | libc::EOPNOTSUPP) => {
             " (this kernel or its sandbox offers no software perf events)".into()
         }
         _ => String::new(),
     }
+}
+
+/// Whether `cpu` is in `list`, a kernel CPU list such as `0-3,8,10-11`.
+fn in_cpu_list(list: &str, cpu: usize) -> bool {
+    list.split(',').any(|part| {
+        let (first, last) = part.split_once('-').unwrap_or((part, part));
+        match (first.trim().parse::<usize>(), last.trim().parse::<usize>()) {
+            (Ok(first), Ok(last)) => (first..=last).contains(&cpu),
+            _ => false,
+        }
+    })
 }
 
 fn ioctl(fd: &OwnedFd, request: u64) -> io::Result<()> {
@@ -554,6 +572,15 @@ mod tests {
                 ("[unknown]".to_string(), 1)
             ]
         );
+    }
+
+    #[test]
+    fn cpu_lists_are_read_as_the_kernel_writes_them() {
+        assert!(in_cpu_list("0-1", 1));
+        assert!(!in_cpu_list("0-1", 2));
+        assert!(in_cpu_list("0,2-3,8", 8));
+        assert!(!in_cpu_list("0,2-3,8", 1));
+        assert!(!in_cpu_list("", 0));
     }
 
     #[test]
