@@ -11,6 +11,9 @@
 //!   confidence intervals, and their medians over trials.
 //! - [`cycles`]: where a forwarder's TSC cycles go per packet (receive, processing, transmit,
 //!   buffer management), the timer's cost subtracted, checked against the whole run.
+//! - [`kernel_steps`]: the same steps for kernel forwarders, from a sampling profile: kernel
+//!   functions grouped into RX, TX, memory, skb and processing as the paper's Table II, and
+//!   samples turned into cycles per packet.
 //!
 //! Guarantees: a search ends (each trial at least halves the interval left, and a trial limit
 //! bounds it); PDR ≥ NDR; a trial with nothing back ends a search with
@@ -43,6 +46,7 @@
 
 mod bisect;
 pub mod cycles;
+pub mod kernel_steps;
 pub mod latency;
 pub mod sweep;
 pub mod throughput;

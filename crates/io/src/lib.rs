@@ -3,8 +3,9 @@
 //! Everything that needs a system call lives here: UDP sockets with `recvmmsg`/`sendmmsg`
 //! batches and kernel software timestamps (`SO_TIMESTAMPING`), AF_PACKET and AF_XDP sockets,
 //! busy polling, socket buffer sizes, the clock, CPU pinning, timer slack, network namespaces,
-//! the ownership locks ([`lock`]) that mark what a live run holds, and inherited signal
-//! dispositions ([`signal`]). Every `unsafe` block of the project is in this crate, each with a
+//! the ownership locks ([`lock`]) that mark what a live run holds, inherited signal
+//! dispositions ([`signal`]), and a CPU-wide sampling profiler on the software CPU clock
+//! ([`profile`]) for where a forwarder's kernel time goes. Every `unsafe` block of the project is in this crate, each with a
 //! `// SAFETY:` line saying why it holds.
 //!
 //! Engines do not use the sockets directly but the two shapes of [`port`]: a datagram port
@@ -42,6 +43,7 @@ pub mod netns;
 pub mod packet;
 mod poll;
 pub mod port;
+pub mod profile;
 pub mod signal;
 mod sockopt;
 pub mod tcp;
