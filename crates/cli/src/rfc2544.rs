@@ -57,6 +57,15 @@ pub(crate) struct Rfc2544Args {
     /// burst (--dut testpmd or testpmd-xdp).
     #[arg(long, default_value_t = 32, value_name = "N")]
     fwd_batch: usize,
+    /// How latlab fwd as the DUT waits for frames: busy (spin), block (poll(2) when nothing
+    /// came) or rate:N (poll N times a second, sleeping between) [default: block for fwd-xdp,
+    /// whose NAPI pollers share its core; busy for fwd].
+    #[arg(long, value_name = "MODE")]
+    fwd_poll: Option<latlab_lab::rfc2544::FwdPoll>,
+    /// Leave out the saturation trial (the source as fast as it goes, the DUT's CPU sampled
+    /// for the cycles per packet by step).
+    #[arg(long)]
+    no_saturation: bool,
 }
 
 /// Parses one `--sizes` value.
@@ -102,6 +111,8 @@ impl Rfc2544Args {
         }
         options.resume = self.resume;
         options.fwd_batch = self.fwd_batch;
+        options.fwd_poll = self.fwd_poll;
+        options.saturation = !self.no_saturation;
         options.check()?;
         Ok(options)
     }

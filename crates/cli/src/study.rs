@@ -36,7 +36,8 @@ pub(crate) enum StudyCommand {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ForwardingStudyArgs {
-    /// The forwarders, comma separated: kernel, bridge, fwd, fwd-xdp, emu [default: all].
+    /// The forwarders, comma separated: kernel, bridge, fwd, fwd-xdp, emu, testpmd,
+    /// testpmd-xdp [default: all; testpmd left out when it cannot be installed].
     #[arg(long, value_delimiter = ',')]
     duts: Vec<latlab_lab::rfc2544::Dut>,
     /// Frame sizes in bytes, comma separated [default: 64,128,256,512,1024,1280,1518].
@@ -57,6 +58,16 @@ pub(crate) struct ForwardingStudyArgs {
         value_name = "N,..."
     )]
     batches: Vec<usize>,
+    /// Poll modes latlab fwd over AF_XDP is also measured in with 64-byte frames (the
+    /// poll-rate effect): busy, block, rate:N, comma separated; none for none.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "busy,block,rate:100000,rate:10000",
+        value_parser = parse_poll,
+        value_name = "MODE,..."
+    )]
+    polls: Vec<String>,
     /// The source's frame port: packet (AF_PACKET) or xdp (AF_XDP, faster on veth).
     #[arg(long, default_value = "xdp", value_parser = crate::emu_io(), value_name = "IO")]
     source: latlab_lab::command::Io,
@@ -127,6 +138,14 @@ pub(crate) struct TransportStudyArgs {
 }
 
 /// `2.5%` or `2.5` → 0.025.
+/// One `--polls` value: a poll mode, or "none".
+fn parse_poll(text: &str) -> Result<String, String> {
+    if text != "none" {
+        text.parse::<latlab_lab::rfc2544::FwdPoll>()?;
+    }
+    Ok(text.to_string())
+}
+
 fn parse_percent(text: &str) -> Result<f64, String> {
     let number = text.strip_suffix('%').unwrap_or(text);
     match number.parse::<f64>() {
@@ -438,6 +457,8 @@ fn forwarding_study(a: ForwardingStudyArgs) -> Result<()> {
     options.max_trials = a.max_trials;
     options.source = a.source;
     options.batches = a.batches.into_iter().filter(|&b| b != 0).collect();
+    // Checked by `parse_poll`: every value but "none" is a mode.
+    options.polls = a.polls.iter().filter_map(|p| p.parse().ok()).collect();
     options.resume = a.resume;
     options.shard = a.shard;
     crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());

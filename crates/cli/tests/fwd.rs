@@ -227,6 +227,24 @@ fn rfc2544_through_the_kernel_finds_a_non_zero_ndr_with_short_trials() {
     }
     // --no-loss-sweep: no sweep, no figure of it.
     assert!(!out.join("loss.svg").exists());
+    // The saturation trial: the DUT's CPU sampled while frames went through, the kernel's
+    // forwarding decision among its steps (Table II).
+    let saturation = &results["saturation"];
+    assert_eq!(saturation["frame_size"], 64, "{saturation}");
+    assert!(saturation["received"].as_u64().unwrap() > 0, "{saturation}");
+    let steps = saturation["profile"]["steps"].as_array().expect("sampled");
+    let samples = |name: &str| {
+        steps
+            .iter()
+            .find(|s| s["step"] == name)
+            .and_then(|s| s["samples"].as_u64())
+            .unwrap_or(0)
+    };
+    assert!(samples("Process") > 0 && samples("Rx") > 0, "{saturation}");
+    assert!(
+        md.contains("## Where the cycles go at saturation (Table II's shape)"),
+        "{md}"
+    );
     // `latlab report` draws the report and the figures again from rfc2544.json, byte for byte.
     let drawn = ["report.md", "fig2-throughput.svg", "latency.svg"];
     let before: Vec<Vec<u8>> = drawn
@@ -251,6 +269,60 @@ fn rfc2544_through_the_kernel_finds_a_non_zero_ndr_with_short_trials() {
         .map(|f| std::fs::read(out.join(f)).unwrap())
         .collect();
     assert!(before == after, "the redrawn files differ");
+}
+
+#[test]
+fn rfc2544_through_dpdk_testpmd_finds_a_non_zero_ndr_and_leaves_no_testpmd_running() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for dut in ["testpmd", "testpmd-xdp"] {
+        let out = dir.path().join(dut);
+        let child = Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+            .args(["rfc2544", "--dut", dut, "--sizes", "64", "--source", "xdp"])
+            .args(["--trial", "200ms", "--max-trials", "4", "--no-loss-sweep"])
+            .args(["--b2b-repeats", "0", "--latency-trials", "0"])
+            .arg("--out")
+            .arg(&out)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // testpmd's EAL file prefix names the run that started it.
+        let prefix = format!("latlab-{}-", child.id());
+        let run = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success(), "{dut}: {stderr}");
+        let results = common::read_json(&out.join("rfc2544.json"));
+        let ndr = results["sizes"][0]["ndr_pps"].as_u64().unwrap();
+        assert!(ndr > 0, "{dut}: {results}");
+        // testpmd's own counters, read as it ended: it forwarded what the sink got, and more.
+        let forwarded = results["dut_report"]["testpmd"]["tx_packets"]
+            .as_u64()
+            .unwrap();
+        assert!(forwarded >= ndr / 10, "{dut}: {results}");
+        // The testpmd this run started has ended: none with its prefix is left.
+        let left = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+            .filter(|c| String::from_utf8_lossy(c).contains(&prefix))
+            .count();
+        assert_eq!(
+            left, 0,
+            "{dut}: a testpmd with prefix {prefix} is still running"
+        );
+        if dut == "testpmd-xdp" {
+            assert!(
+                results["receive_work"]
+                    .as_str()
+                    .unwrap()
+                    .contains("threaded NAPI"),
+                "{results}"
+            );
+        }
+    }
 }
 
 #[test]

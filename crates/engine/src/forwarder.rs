@@ -17,7 +17,7 @@
 //! ([`FwdDirection::unaccounted`] is 0).
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -97,6 +97,9 @@ pub struct ForwarderLive {
     pub a_to_b: Arc<FwdLive>,
     /// Interface B to interface A.
     pub b_to_a: Arc<FwdLive>,
+    /// Raised to start the report again from now (its counters and cycle accounting: a
+    /// window at saturation); the forwarder lowers it when it has.
+    pub restart: AtomicBool,
 }
 
 /// What one direction did: `received = forwarded + tx_full + too_long + runts`.
@@ -176,11 +179,18 @@ pub fn run<P: FramePort>(
         _ => None,
     };
     let mut next_round = Instant::now();
-    let start = tsc::read();
+    let mut start = tsc::read();
     // The last counter read: every interval starts where the one before ended, so together
     // they cover the run.
     let mut mark = start;
     while !stop.is_raised() {
+        if live.restart.load(Ordering::Relaxed) {
+            account = CycleAccount::new();
+            (ab, ba) = (FwdDirection::default(), FwdDirection::default());
+            start = tsc::read();
+            mark = start;
+            live.restart.store(false, Ordering::Relaxed);
+        }
         let got = forward_batch(a, b, batch, &mut ab, &live.a_to_b, &mut account, &mut mark)?
             + forward_batch(b, a, batch, &mut ba, &live.b_to_a, &mut account, &mut mark)?;
         let wait = match (config.poll, period) {

@@ -45,6 +45,21 @@ pub fn pin_thread(tid: i32, cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Puts the calling thread in the `SCHED_IDLE` class: it runs only when nothing else on its
+/// CPU wants to.
+pub fn set_current_thread_idle_class() -> io::Result<()> {
+    // SAFETY: sched_param is a plain struct; priority 0 is the only one SCHED_IDLE takes, and
+    // pid 0 is the calling thread.
+    let rc = unsafe {
+        let param = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param)
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Sets the calling thread's timer slack (`PR_SET_TIMERSLACK`), so short sleeps wake on time.
 ///
 /// The default slack of 50 µs makes a 1 µs sleep last ~56 µs; 1 ns brings it to a few µs.

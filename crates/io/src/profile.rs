@@ -66,7 +66,8 @@ const FLAG_DISABLED: u64 = 1 << 0;
 /// The `exclude_idle` bit, left clear: idle samples are wanted.
 #[cfg(test)]
 const FLAG_EXCLUDE_IDLE: u64 = 1 << 7;
-/// The `freq` bit: `sample_freq` is a rate in Hz, not a period.
+/// The `freq` bit: `sample_freq` is a rate in Hz, not a period (left clear: a fixed period).
+#[cfg(test)]
 const FLAG_FREQ: u64 = 1 << 10;
 /// `PERF_FLAG_FD_CLOEXEC`.
 const FD_CLOEXEC: libc::c_ulong = 1 << 3;
@@ -222,9 +223,12 @@ impl Profiler {
             kind: TYPE_SOFTWARE,
             size: ATTR_SIZE,
             config: SW_CPU_CLOCK,
-            sample_period_or_freq: freq_hz,
+            // A fixed period in nanoseconds of the CPU clock, not the kernel's frequency mode:
+            // that one adjusts the period on scheduler ticks, which a CPU busy in softirqs
+            // between idle spells barely has, and then samples a forwarding CPU far too rarely.
+            sample_period_or_freq: (1_000_000_000 / freq_hz).max(1),
             sample_type: SAMPLE_IP | SAMPLE_TID,
-            flags: FLAG_DISABLED | FLAG_FREQ,
+            flags: FLAG_DISABLED,
             ..EventAttr::default()
         };
         // SAFETY: `attr` is a valid perf_event_attr of the size it states, read by the kernel
@@ -547,7 +551,7 @@ mod tests {
         assert_eq!(offset_of!(EventAttr, aux_sample_size), 112);
         assert_eq!(offset_of!(EventAttr, sig_data), 120);
         assert_eq!(FLAG_DISABLED | FLAG_FREQ, 0b100_0000_0001);
-        assert_eq!((FLAG_DISABLED | FLAG_FREQ) & FLAG_EXCLUDE_IDLE, 0);
+        assert_eq!(FLAG_DISABLED & (FLAG_EXCLUDE_IDLE | FLAG_FREQ), 0);
     }
 
     #[test]

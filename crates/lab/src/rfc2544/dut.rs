@@ -58,6 +58,16 @@ impl Dut {
         }
     }
 
+    /// How `latlab fwd` waits for frames unless told: over AF_XDP it blocks, as its veths'
+    /// NAPI pollers share its core and a spinning loop would starve them; over AF_PACKET it
+    /// spins (the receive work comes by softirq, which preempts it).
+    pub fn default_poll(self) -> FwdPoll {
+        match self {
+            Dut::FwdXdp => FwdPoll::Block,
+            _ => FwdPoll::Busy,
+        }
+    }
+
     /// The name used on the command line and in results.
     pub fn name(self) -> &'static str {
         match self {
@@ -102,9 +112,30 @@ pub(super) struct RunningDut {
     stop: Arc<Stop>,
     thread: Option<JoinHandle<io::Result<serde_json::Value>>>,
     testpmd: Option<Testpmd>,
+    /// `latlab fwd`'s live counters (`None` for the other DUTs).
+    fwd_live: Option<Arc<ForwarderLive>>,
 }
 
 impl RunningDut {
+    /// Starts `latlab fwd`'s report again from now, so that the report at [`RunningDut::stop`]
+    /// covers only what follows (a window at saturation); false for a DUT that is not `fwd`.
+    pub(super) fn restart_report(&self) -> bool {
+        let Some(live) = &self.fwd_live else {
+            return false;
+        };
+        live.restart
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        // The loop lowers the flag at its next round; a DUT that stopped never does.
+        let asked = std::time::Instant::now();
+        while live.restart.load(std::sync::atomic::Ordering::Relaxed) {
+            if asked.elapsed() > std::time::Duration::from_secs(1) {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        true
+    }
+
     /// Stops the DUT's loop (if it has one) and returns its report as JSON.
     pub(super) fn stop(mut self) -> io::Result<Option<serde_json::Value>> {
         self.stop.raise();
@@ -134,16 +165,16 @@ impl Drop for RunningDut {
 /// The sink's UDP port in the server.
 pub(super) const SINK_PORT: u16 = 9;
 
-/// Sets the DUT up in `lab` and starts it on `cpu` (the client's and the server's receive work
+/// Sets `options.dut` up in `lab` and starts it on `cpu` (the client's and the server's receive work
 /// on `ends_cpu`); returns it, the path through it, and how
 /// its receive work was placed.
 pub(super) fn start(
     lab: &ClientEmuServer,
-    dut: Dut,
+    options: &super::Rfc2544Options,
     cpu: usize,
     ends_cpu: Option<usize>,
-    fwd_batch: usize,
 ) -> Result<(RunningDut, Path, String), TopologyError> {
+    let (dut, fwd_batch, fwd_poll) = (options.dut, options.fwd_batch, options.poll());
     let mac = |ns: &str, dev: &str| -> Result<[u8; 6], TopologyError> {
         parse_mac(&crate::topology::mac_of(ns, dev)?).ok_or_else(|| TopologyError::Command {
             command: format!("ip -n {ns} link show {dev}"),
@@ -154,6 +185,8 @@ pub(super) fn start(
     let rps = steer_receive_work(lab, cpu, ends_cpu)?;
     let stop = Arc::new(Stop::new());
     let mut testpmd = None;
+    let fwd_live = matches!(dut, Dut::Fwd | Dut::FwdXdp).then(Arc::<ForwarderLive>::default);
+    let live = fwd_live.clone().unwrap_or_default();
     let (thread, path) = match dut {
         Dut::Kernel => {
             let (src, dst) = route_through_kernel(lab)?;
@@ -178,10 +211,10 @@ pub(super) fn start(
                     None
                 }
                 Dut::Fwd => Some(spawn_loop(lab, cpu, &stop, open_packet, move |a, b, s| {
-                    run_fwd(a, b, s, fwd_batch)
+                    run_fwd(a, b, s, (fwd_batch, fwd_poll), &live)
                 })?),
                 Dut::FwdXdp => Some(spawn_loop(lab, cpu, &stop, open_xdp, move |a, b, s| {
-                    run_fwd(a, b, s, fwd_batch)
+                    run_fwd(a, b, s, (fwd_batch, fwd_poll), &live)
                 })?),
                 Dut::Testpmd | Dut::TestpmdXdp => {
                     let driver = if dut == Dut::Testpmd {
@@ -208,6 +241,7 @@ pub(super) fn start(
         stop,
         thread,
         testpmd,
+        fwd_live,
     };
     let mut placed = rps;
     if matches!(dut, Dut::FwdXdp | Dut::TestpmdXdp) {
@@ -228,13 +262,11 @@ fn run_fwd<P: FramePort>(
     a: &mut P,
     b: &mut P,
     stop: &Stop,
-    batch: usize,
+    (batch, poll): (usize, FwdPoll),
+    live: &ForwarderLive,
 ) -> io::Result<serde_json::Value> {
-    let config = ForwarderConfig {
-        batch,
-        poll: FwdPoll::Busy,
-    };
-    let r = forwarder::run(a, b, config, stop, &ForwarderLive::default())?;
+    let config = ForwarderConfig { batch, poll };
+    let r = forwarder::run(a, b, config, stop, live)?;
     Ok(serde_json::json!({
         "a_to_b_forwarded": r.a_to_b.forwarded,
         "a_to_b_dropped": r.a_to_b.tx_full + r.a_to_b.too_long + r.a_to_b.runts,

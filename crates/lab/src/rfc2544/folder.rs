@@ -40,6 +40,7 @@ pub fn redraw(dir: &std::path::Path) -> Result<PathBuf, String> {
         dut: json["dut"].as_str().unwrap_or("").parse().map_err(named)?,
         rps: json["receive_work"].as_str().unwrap_or("").to_string(),
         sizes: serde_json::from_value(json["sizes"].clone()).map_err(|e| named(e.to_string()))?,
+        saturation: serde_json::from_value(json["saturation"].clone()).unwrap_or(None),
     };
     let figures = report::figures(&report).map_err(named)?;
     for (name, svg) in &figures {
@@ -81,6 +82,7 @@ pub(super) fn parameters(
             json!(options.latency_trials),
         ),
         ("fwd_batch", "--fwd-batch", json!(options.fwd_batch)),
+        ("fwd_poll", "--fwd-poll", json!(options.poll().to_string())),
     ]
 }
 
@@ -124,6 +126,7 @@ pub(super) fn write_results(
         "pdr_loss": PDR_LOSS,
         "sizes": report.sizes,
         "dut_report": dut_report,
+        "saturation": report.saturation,
     });
     for (key, _, value) in parameters(options) {
         json[key] = value;

@@ -18,6 +18,7 @@
 mod dut;
 mod folder;
 mod report;
+mod saturation;
 mod search;
 mod testpmd;
 mod trial;
@@ -30,11 +31,14 @@ use latlab_bench::latency::{LatencyFigures, TrialsSummary};
 use latlab_engine::blaster::FrameAddrs;
 use latlab_engine::Stop;
 use latlab_io::packet::{PacketOptions, PacketSocket};
+use latlab_io::port::FramePort;
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
 
 pub use dut::Dut;
 pub use folder::{is_folder, redraw};
+pub use latlab_engine::forwarder::FwdPoll;
+pub use saturation::Saturation;
 
 use folder::{earlier_sizes, write_results, RESULTS};
 use search::measure_sizes;
@@ -76,9 +80,20 @@ pub struct Rfc2544Options {
     pub resume: bool,
     /// Frames per receive call of `latlab fwd` as the DUT (`fwd`, `fwd-xdp`).
     pub fwd_batch: usize,
+    /// How `latlab fwd` as the DUT waits for frames: busy, block or rate:N (`None`: the DUT's
+    /// own default, [`Dut::default_poll`]).
+    pub fwd_poll: Option<FwdPoll>,
+    /// After the searches, one trial as fast as the source goes with the DUT's CPU sampled
+    /// (Table II's cycles per packet by step).
+    pub saturation: bool,
 }
 
 impl Rfc2544Options {
+    /// How `latlab fwd` as the DUT waits for frames.
+    pub fn poll(&self) -> FwdPoll {
+        self.fwd_poll.unwrap_or(self.dut.default_poll())
+    }
+
     /// Options for measuring `dut` at RFC 2544's sizes with 2-second trials.
     pub fn new(dut: Dut) -> Rfc2544Options {
         Rfc2544Options {
@@ -94,6 +109,8 @@ impl Rfc2544Options {
             out: crate::command::default_out("rfc2544"),
             resume: false,
             fwd_batch: 32,
+            fwd_poll: None,
+            saturation: true,
         }
     }
 
@@ -138,6 +155,9 @@ impl Rfc2544Options {
         }
         if self.max_trials == 0 {
             return usage("--max-trials 0: at least 1".into());
+        }
+        if self.fwd_poll == Some(FwdPoll::Rate(0)) {
+            return usage("--fwd-poll rate:0: at least one poll a second".into());
         }
         if !(1..=1024).contains(&self.fwd_batch) {
             return usage(format!("--fwd-batch {}: 1 to 1024 frames", self.fwd_batch));
@@ -229,6 +249,8 @@ pub struct Rfc2544Report {
     pub rps: String,
     /// Per frame size.
     pub sizes: Vec<SizeResult>,
+    /// Where the DUT's cycles went at saturation, when that trial ran.
+    pub saturation: Option<Saturation>,
 }
 
 impl Rfc2544Report {
@@ -360,7 +382,7 @@ pub fn measure(
     let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
     let dut_cpu = cpus.last().copied().unwrap_or(0);
     let source_cpu = cpus.first().copied().filter(|&c| c != dut_cpu);
-    let (running, path, rps) = dut::start(&lab, options.dut, dut_cpu, source_cpu, options.fwd_batch)
+    let (running, path, rps) = dut::start(&lab, options, dut_cpu, source_cpu)
         .map_err(|e| setup(&format!("--dut {}", options.dut.name()))(e.to_string()))?;
     view.started(&format!(
         "latlab rfc2544: {} in {}; {rps}; source ({}) on CPU {}",
@@ -408,8 +430,15 @@ pub fn measure(
                     .map_err(CommandError::setup(
                         "--source xdp: the source's AF_XDP socket in the client",
                     ))?;
-            measure_sizes(
-                options, &todo, &mut tx, &sink, &addrs, source_cpu, stop, view,
+            measure_all(
+                options,
+                &todo,
+                &mut tx,
+                (&sink, &addrs),
+                (source_cpu, dut_cpu),
+                running,
+                stop,
+                view,
             )
         }
         _ => {
@@ -420,12 +449,19 @@ pub fn measure(
             .map_err(CommandError::setup(
                 "the source's AF_PACKET socket in the client",
             ))?;
-            measure_sizes(
-                options, &todo, &mut tx, &sink, &addrs, source_cpu, stop, view,
+            measure_all(
+                options,
+                &todo,
+                &mut tx,
+                (&sink, &addrs),
+                (source_cpu, dut_cpu),
+                running,
+                stop,
+                view,
             )
         }
     };
-    let (measured, failure) = measured?;
+    let (measured, failure, saturation, dut_report) = measured?;
     // Every size of the run in the order asked, those kept from before among them, then any
     // other size the earlier run finished.
     let mut sizes: Vec<SizeResult> = Vec::new();
@@ -438,18 +474,63 @@ pub fn measure(
         }
     }
     sizes.extend(earlier);
-    let dut_report = running.stop().ok().flatten();
     Ok(Measured {
         report: Rfc2544Report {
             out: options.out.clone(),
             dut: options.dut,
             rps,
             sizes,
+            saturation,
         },
         dut_report,
         topology: lab.describe(),
         failure,
     })
+}
+
+/// What [`measure_all`] returns: the sizes measured, why one ended early, the saturation
+/// trial and the DUT's report.
+type AllMeasured = (
+    Vec<SizeResult>,
+    Option<String>,
+    Option<Saturation>,
+    Option<serde_json::Value>,
+);
+
+/// Measures the sizes `todo`, then (unless stopped, or `options.saturation` is off) the
+/// saturation trial with the smallest size; stops the DUT and returns its report too.
+#[allow(clippy::too_many_arguments)]
+fn measure_all<P: FramePort>(
+    options: &Rfc2544Options,
+    todo: &[usize],
+    tx: &mut P,
+    (sink, addrs): (&UdpSocket, &FrameAddrs),
+    (source_cpu, dut_cpu): (Option<usize>, usize),
+    running: dut::RunningDut,
+    stop: &Stop,
+    view: &mut dyn LiveView,
+) -> Result<AllMeasured, CommandError> {
+    let (measured, failure) =
+        measure_sizes(options, todo, tx, sink, addrs, source_cpu, stop, view)?;
+    let smallest = todo.iter().min().copied();
+    let Some(size) = smallest.filter(|_| options.saturation && !stop.is_raised()) else {
+        let dut_report = running.stop().ok().flatten();
+        return Ok((measured, failure, None, dut_report));
+    };
+    view.started(&format!(
+        "saturation: {size}-byte frames as fast as the source goes for {:?}, CPU {dut_cpu} sampled",
+        options.trial
+    ));
+    let frame =
+        latlab_engine::blaster::stampable_udp_frame(addrs, size).map_err(CommandError::Options)?;
+    let cpus = (source_cpu, dut_cpu);
+    match saturation::measure(tx, sink, &frame, options.trial, cpus, running, stop) {
+        Ok((s, dut_report)) => Ok((measured, failure, Some(s), dut_report)),
+        Err(e) => {
+            let failure = failure.or(Some(format!("the saturation trial: {e}")));
+            Ok((measured, failure, None, None))
+        }
+    }
 }
 
 /// The UDP port the AF_XDP source's program takes frames for: none come (the source only

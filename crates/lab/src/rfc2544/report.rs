@@ -181,6 +181,9 @@ pub(super) fn markdown(report: &Rfc2544Report, how: &str, figures: &[String]) ->
     for f in figures {
         let _ = writeln!(md, "![{f}]({f})\n");
     }
+    if let Some(saturation) = &report.saturation {
+        md.push_str(&saturation.markdown());
+    }
     md.push_str(&conclusions(report));
     md
 }

@@ -115,13 +115,23 @@ impl Testpmd {
             // Line-buffered, so its "Press enter to exit" reaches the log when printed.
             .args(["netns", "exec", ns, "stdbuf", "-oL", "dpdk-testpmd"])
             // No hugepages here: 512 MB of ordinary memory, and no PCI devices to probe.
-            .args(["--no-huge", "-m", "512", "--no-pci", "--file-prefix", &prefix])
+            .args([
+                "--no-huge",
+                "-m",
+                "512",
+                "--no-pci",
+                "--file-prefix",
+                &prefix,
+            ])
             .arg(format!("--lcores=0@{main_cpu},1@{cpu}"))
             .args(["--main-lcore", "0"])
             .args(["--vdev", &vdev(0, a), "--vdev", &vdev(1, b)])
             .arg("--")
             .args(["--forward-mode=io", "--auto-start", "--nb-cores=1"])
-            .args(["--total-num-mbufs=16384", &format!("--burst={}", burst.clamp(1, 512))])
+            .args([
+                "--total-num-mbufs=16384",
+                &format!("--burst={}", burst.clamp(1, 512)),
+            ])
             .stdin(Stdio::piped())
             .stdout(out)
             .stderr(err);
@@ -195,7 +205,11 @@ impl Drop for Testpmd {
 
 /// The last line of testpmd's output that says what went wrong (or its last line).
 fn last_error(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     lines
         .iter()
         .rev()

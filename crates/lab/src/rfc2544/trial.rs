@@ -67,7 +67,13 @@ pub(super) fn run<P: FramePort>(
 ) -> io::Result<TrialRun> {
     let source_done = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let counter = s.spawn(|| count_until_quiet(sink, &source_done, latency));
+        let counter = s.spawn(|| {
+            // The sink shares the source's core: the DUT's core is the DUT's alone.
+            if let Some(cpu) = source_cpu {
+                latlab_io::cpu::pin_current_thread(cpu)?;
+            }
+            count_until_quiet(sink, &source_done, latency)
+        });
         let source = s.spawn(|| {
             if let Some(cpu) = source_cpu {
                 latlab_io::cpu::pin_current_thread(cpu)?;
@@ -104,7 +110,7 @@ pub(super) fn run<P: FramePort>(
 /// Counts the datagrams arriving on `sink` until the source is done and the sink has been
 /// quiet for [`QUIET`] (or [`MAX_DRAIN`] passed), so no frame of this trial is left to be
 /// counted in the next one.
-fn count_until_quiet(
+pub(super) fn count_until_quiet(
     sink: &UdpSocket,
     source_done: &AtomicBool,
     mut latency: Option<&mut LatencyHistogram>,

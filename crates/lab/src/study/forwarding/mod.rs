@@ -23,9 +23,10 @@ use serde::{Deserialize, Serialize};
 use super::points::{Existing, PointsDir};
 use super::{Shard, StudyError, StudyFile, StudyKind, StudyProgress, StudyReport};
 use crate::command::{CommandError, Quiet};
-use crate::rfc2544::{self, Dut, Rfc2544Options, SizeResult};
+use crate::rfc2544::{self, Dut, FwdPoll, Rfc2544Options, Saturation, SizeResult};
 
 pub mod report;
+mod table2;
 
 /// What the study measures.
 #[derive(Clone, Debug)]
@@ -45,6 +46,9 @@ pub struct ForwardingStudyOptions {
     /// Batch sizes `latlab fwd` over AF_XDP is also measured at, 64-byte frames (the paper's
     /// batch-size effect); empty for none.
     pub batches: Vec<usize>,
+    /// Poll modes `latlab fwd` over AF_XDP is also measured in, 64-byte frames (the paper's
+    /// poll-rate effect); empty for none.
+    pub polls: Vec<FwdPoll>,
     /// Continue an interrupted study, keeping the DUTs it measured.
     pub resume: bool,
     /// This job's share of the DUTs.
@@ -63,6 +67,12 @@ impl ForwardingStudyOptions {
             max_trials: 8,
             source: crate::command::Io::Xdp,
             batches: vec![1, 4, 16, 64],
+            polls: vec![
+                FwdPoll::Busy,
+                FwdPoll::Block,
+                FwdPoll::Rate(100_000),
+                FwdPoll::Rate(10_000),
+            ],
             resume: false,
             shard: Shard::WHOLE,
         }
@@ -82,6 +92,14 @@ impl ForwardingStudyOptions {
             ("--max-trials".to_string(), self.max_trials.to_string()),
             ("--source".to_string(), self.source.name().to_string()),
             ("--batches".to_string(), list(&self.batches)),
+            (
+                "--polls".to_string(),
+                self.polls
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
         ])
     }
 
@@ -112,6 +130,12 @@ pub struct DutPoint {
     /// `latlab fwd`'s batch size, for a point of the batch-size series (not in Table I).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fwd_batch: Option<usize>,
+    /// `latlab fwd`'s poll mode, for a point of the poll series (not in Table I).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fwd_poll: Option<String>,
+    /// The saturation trial: the DUT's CPU by step (Table II).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturation: Option<Saturation>,
     /// What the DUT reported at its end (`latlab fwd`: counters and `cycles`).
     pub dut_report: Option<serde_json::Value>,
     /// Why a size ended early, if one did.
@@ -146,16 +170,30 @@ pub fn run(
     StudyFile::new(StudyKind::Forwarding, topology)
         .with_parameters(options.parameters())
         .write(&options.out)?;
-    // Every DUT, then latlab fwd over AF_XDP at each batch size with 64-byte frames.
+    // Every DUT, then latlab fwd over AF_XDP at each batch size and in each poll mode with
+    // 64-byte frames.
+    let fwd64 = || {
+        let mut o = options.rfc2544(Dut::FwdXdp);
+        o.sizes = vec![64];
+        o
+    };
     let units: Vec<(String, Rfc2544Options, Option<usize>)> = options
         .duts
         .iter()
         .map(|d| (format!("dut-{}", d.name()), options.rfc2544(*d), None))
         .chain(options.batches.iter().map(|&b| {
-            let mut o = options.rfc2544(Dut::FwdXdp);
-            o.sizes = vec![64];
+            let mut o = fwd64();
             o.fwd_batch = b;
             (format!("batch-{b}"), o, Some(b))
+        }))
+        .chain(options.polls.iter().map(|&poll| {
+            let mut o = fwd64();
+            o.fwd_poll = Some(poll);
+            (
+                format!("poll-{}", poll.to_string().replace(':', "-")),
+                o,
+                None,
+            )
         }))
         .collect();
     let total = options.shard.share_of(units.len());
@@ -180,6 +218,8 @@ pub fn run(
                 receive_work: String::new(),
                 sizes: Vec::new(),
                 fwd_batch: *batch,
+                fwd_poll: None,
+                saturation: None,
                 dut_report: None,
                 failure: None,
                 left_out: Some(why),
@@ -197,6 +237,8 @@ pub fn run(
             receive_work: measured.report.rps.clone(),
             sizes: measured.report.sizes,
             fwd_batch: *batch,
+            fwd_poll: key.starts_with("poll-").then(|| rfc.poll().to_string()),
+            saturation: measured.report.saturation,
             dut_report: measured.dut_report,
             failure: measured.failure,
             left_out: None,

@@ -17,6 +17,8 @@ struct Loaded {
     duts: Vec<DutPoint>,
     /// `latlab fwd` over AF_XDP at each batch size, smallest first.
     batches: Vec<DutPoint>,
+    /// `latlab fwd` over AF_XDP in each poll mode, as measured.
+    polls: Vec<DutPoint>,
     /// Files that did not read.
     skipped: Vec<String>,
     /// DUTs that could not run here, each with the reason.
@@ -28,6 +30,7 @@ fn load(out: &Path) -> Result<Loaded, StudyError> {
     let mut l = Loaded {
         duts: Vec::new(),
         batches: Vec::new(),
+        polls: Vec::new(),
         skipped: Vec::new(),
         left_out: Vec::new(),
     };
@@ -42,6 +45,7 @@ fn load(out: &Path) -> Result<Loaded, StudyError> {
                 ..
             }) => l.left_out.push((dut, why)),
             Ok(p) if p.fwd_batch.is_some() => l.batches.push(p),
+            Ok(p) if p.fwd_poll.is_some() => l.polls.push(p),
             Ok(p) => l.duts.push(p),
             Err(e) => l.skipped.push(format!("{}: {e}", f.path.display())),
         }
@@ -94,6 +98,7 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
     write_atomic(&out.join("fig2-ndr.svg"), svg.as_bytes())?;
     let mut md = markdown(&l, topology);
     md.push_str(&batch_section(&l.batches));
+    md.push_str(&poll_section(&l.polls));
     let report = out.join("report.md");
     write_atomic(&report, md.as_bytes())?;
     Ok(report)
@@ -168,40 +173,7 @@ fn markdown(l: &Loaded, topology: &str) -> String {
             .collect();
         let _ = writeln!(md, "| {} | {} |", p.dut, cells.join(" | "));
     }
-    md.push_str("\n## Table II: cycles per packet by step\n\nFrom the DUT's own TSC accounting over its whole run (every trial), the timer's cost subtracted; `accounted` is the steps' share of the run's cycles per packet (near 1 at saturation). The kernel's forwarders are not in it: this machine has no hardware counters and latlab does not sample the kernel's functions.\n\n| DUT | RX | processing | TX | buffers | steps | run (cycles/s ÷ packets/s) | accounted | mean batch |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    let mut any = false;
-    for p in duts {
-        let Some(c) = p.dut_report.as_ref().and_then(|r| r.get("cycles")) else {
-            continue;
-        };
-        let f = |k: &str| c[k].as_f64().map_or("-".into(), |v| format!("{v:.0}"));
-        let step = |k: &str| {
-            c["per_packet"][k]
-                .as_f64()
-                .map_or("-".into(), |v| format!("{v:.0}"))
-        };
-        any = true;
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            p.dut,
-            step("rx"),
-            step("processing"),
-            step("tx"),
-            step("buffers"),
-            f("steps_total"),
-            f("measured_untimed"),
-            c["accounted"]
-                .as_f64()
-                .map_or("-".into(), |v| format!("{v:.2}")),
-            c["mean_batch"]
-                .as_f64()
-                .map_or("-".into(), |v| format!("{v:.1}")),
-        );
-    }
-    if !any {
-        md.push_str("| (no DUT measured that accounts its cycles) | | | | | | | | |\n");
-    }
+    md.push_str(&super::table2::markdown(duts));
     md.push_str(&conclusions(duts, kernel));
     if !skipped.is_empty() {
         md.push_str("\nSkipped point files:\n");
@@ -257,13 +229,13 @@ fn conclusions(duts: &[DutPoint], kernel: Option<u64>) -> String {
             if let Some(a) = c["accounted"].as_f64() {
                 let _ = writeln!(
                     md,
-                    "- {}: its steps account for {:.0}% of the run's cycles per packet{}.",
+                    "- {}: at saturation its steps account for {:.0}% of its cycles per packet{}.",
                     p.dut,
                     a * 100.0,
                     if (0.9..=1.1).contains(&a) {
                         " (within 10%)"
                     } else {
-                        " (the rest is empty polls and waiting between trials: the whole run is not at saturation)"
+                        " (the rest is the loop's own time, empty polls and waiting: not within 10%)"
                     }
                 );
             }
@@ -275,10 +247,32 @@ fn conclusions(duts: &[DutPoint], kernel: Option<u64>) -> String {
 /// The batch-size series: `latlab fwd` over AF_XDP with 64-byte frames at each batch size,
 /// its NDR, the worst-case latency there, and where its cycles went.
 fn batch_section(batches: &[DutPoint]) -> String {
-    if batches.is_empty() {
+    let label = |p: &DutPoint| p.fwd_batch.unwrap_or(0).to_string();
+    series_section(
+        "## The batch size (`latlab fwd` over AF_XDP, 64 bytes)\n\nThe paper's batch-size effect: frames taken per receive call at most, against the throughput and the latency.\n\n| batch",
+        batches,
+        &label,
+    )
+}
+
+/// The poll-mode series: `latlab fwd` over AF_XDP with 64-byte frames spinning, blocking, and
+/// polling at fixed rates.
+fn poll_section(polls: &[DutPoint]) -> String {
+    let label = |p: &DutPoint| p.fwd_poll.clone().unwrap_or_default();
+    series_section(
+        "## The poll rate (`latlab fwd` over AF_XDP, 64 bytes)\n\nThe paper's poll-rate effect: spinning (`busy`), sleeping in poll(2) until a frame comes (`block`), or polling N times a second (`rate:N`), against the throughput and the latency.\n\n| poll",
+        polls,
+        &label,
+    )
+}
+
+/// A series of `latlab fwd` points at 64 bytes: `head` (a title, a text, and the first column's
+/// name), then a row per point labelled by `label`.
+fn series_section(head: &str, points: &[DutPoint], label: &dyn Fn(&DutPoint) -> String) -> String {
+    if points.is_empty() {
         return String::new();
     }
-    let mut md = String::from("\n## The batch size (`latlab fwd` over AF_XDP, 64 bytes)\n\nThe paper's batch-size effect: frames taken per receive call at most, against the throughput and the latency.\n\n| batch | NDR [Mpps] | worst-case latency at the NDR [µs] | mean batch | cycles per packet (steps) | RX | TX |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut md = format!("\n{head} | NDR [Mpps] | worst-case latency at the NDR [µs] | mean batch | cycles per packet (steps) | RX | TX |\n|---:|---:|---:|---:|---:|---:|---:|\n");
     let figure = |p: &DutPoint, key: &str| {
         p.dut_report
             .as_ref()
@@ -290,7 +284,7 @@ fn batch_section(batches: &[DutPoint]) -> String {
             .and_then(|r| r["cycles"]["per_packet"][key].as_f64())
     };
     let show = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
-    for p in batches {
+    for p in points {
         let s = p.sizes.iter().find(|s| s.frame_size == 64);
         let worst = s
             .and_then(|s| s.latency.iter().find(|l| l.percent_of_ndr == 100))
@@ -299,7 +293,7 @@ fn batch_section(batches: &[DutPoint]) -> String {
         let _ = writeln!(
             md,
             "| {} | {} | {} | {} | {} | {} | {} |",
-            p.fwd_batch.unwrap_or(0),
+            label(p),
             s.and_then(|s| s.ndr_pps)
                 .map_or("-".into(), |n| mpps(n as f64)),
             show(worst, 1),
@@ -310,13 +304,13 @@ fn batch_section(batches: &[DutPoint]) -> String {
         );
     }
     let ndr = |p: &DutPoint| p.sizes.iter().find(|s| s.frame_size == 64)?.ndr_pps;
-    if let (Some(first), Some(last)) = (batches.first(), batches.last()) {
-        if let (Some(a), Some(b), true) = (ndr(first), ndr(last), batches.len() > 1) {
+    if let (Some(first), Some(last)) = (points.first(), points.last()) {
+        if let (Some(a), Some(b), true) = (ndr(first), ndr(last), points.len() > 1) {
             let _ = writeln!(
                 md,
-                "\n- From a batch of {} to one of {} the NDR goes from {} to {} Mpps ({:.2}×).",
-                first.fwd_batch.unwrap_or(0),
-                last.fwd_batch.unwrap_or(0),
+                "\n- From {} to {} the NDR goes from {} to {} Mpps ({:.2}×).",
+                label(first),
+                label(last),
                 mpps(a as f64),
                 mpps(b as f64),
                 b as f64 / a.max(1) as f64
