@@ -18,18 +18,6 @@ pub fn is_ignored(signal: i32) -> io::Result<bool> {
     Ok(old.sa_sigaction == libc::SIG_IGN)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_signal_with_its_default_action_is_not_ignored_and_a_bad_number_is_an_error() {
-        // The test harness leaves SIGTERM to its default action.
-        assert!(!is_ignored(libc::SIGTERM).unwrap());
-        assert!(is_ignored(-1).is_err());
-    }
-}
-
 /// Makes the child `command` will start end (SIGKILL) when the thread that starts it ends, so
 /// a peer started by a run that is killed does not outlive it. Start the child from a thread
 /// that lives as long as the child should.
@@ -43,5 +31,17 @@ pub fn end_child_with_parent(command: &mut std::process::Command) {
             }
             Ok(())
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_with_its_default_action_is_not_ignored_and_a_bad_number_is_an_error() {
+        // The test harness leaves SIGTERM to its default action.
+        assert!(!is_ignored(libc::SIGTERM).unwrap());
+        assert!(is_ignored(-1).is_err());
     }
 }

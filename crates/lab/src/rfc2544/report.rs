@@ -305,6 +305,7 @@ mod tests {
             dut: Dut::Kernel,
             rps: "RPS on CPU 1".into(),
             sizes,
+            saturation: None,
         }
     }
 
