@@ -62,6 +62,12 @@ impl Bisection {
             return Next::Done(None);
         }
         let low = self.passed.unwrap_or(self.min);
+        if low >= failed {
+            // A value passed above one that failed (a noisy device, or the PDR search reading
+            // the NDR's trials): RFC 2544's premise does not hold, and the highest value that
+            // passed is the answer by its definition.
+            return Next::Done(self.passed);
+        }
         if failed - low <= self.resolution {
             return match self.passed {
                 Some(p) => Next::Done(Some(p)),
@@ -80,6 +86,21 @@ impl Bisection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pass_above_a_failure_ends_the_search_at_the_highest_pass() {
+        // The PDR search reads the NDR's trials: 100 lost 0.3% (a PDR pass), 75 lost 2% (a
+        // fail), 50 lost nothing.
+        let mut b = Bisection::new(1, 100, 1);
+        for (value, passed) in [(100, true), (50, true), (75, false)] {
+            b.record(value, passed);
+        }
+        assert_eq!(b.next(), Next::Done(Some(100)));
+        let mut b = Bisection::new(1, 100, 1);
+        b.record(60, true);
+        b.record(40, false);
+        assert_eq!(b.next(), Next::Done(Some(60)));
+    }
 
     /// Runs a search against "passes iff value <= limit"; returns the result and the trials.
     fn search(min: u64, max: u64, resolution: u64, limit: u64) -> (Option<u64>, Vec<u64>) {
