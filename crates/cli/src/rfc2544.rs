@@ -14,7 +14,9 @@ use crate::STOP;
 #[derive(Debug, clap::Args)]
 pub(crate) struct Rfc2544Args {
     /// The forwarder in the middle namespace: kernel (IP forwarding), bridge (a Linux bridge),
-    /// fwd (latlab fwd over AF_PACKET), fwd-xdp (over AF_XDP), emu (latlab emu, no impairment).
+    /// fwd (latlab fwd over AF_PACKET), fwd-xdp (over AF_XDP), emu (latlab emu, no impairment),
+    /// testpmd or testpmd-xdp (DPDK's testpmd over its AF_PACKET or AF_XDP driver); or external:
+    /// a forwarder you started between --iface-a and --iface-b of this host.
     #[arg(long, value_name = "DUT")]
     dut: Dut,
     /// Frame sizes in bytes on the wire, 64 to 1518 (default: RFC 2544's 64,128,256,512,1024,
@@ -66,6 +68,20 @@ pub(crate) struct Rfc2544Args {
     /// for the cycles per packet by step).
     #[arg(long)]
     no_saturation: bool,
+    /// --dut external: the interface the frames leave by, towards the DUT.
+    #[arg(long, value_name = "IF")]
+    iface_a: Option<String>,
+    /// --dut external: the interface the DUT's frames come back on (only the blaster's frames
+    /// are counted there).
+    #[arg(long, value_name = "IF")]
+    iface_b: Option<String>,
+    /// --dut external: the frames' destination MAC (a router's MAC on --iface-a's side; by
+    /// default a locally administered address an L2 forwarder passes on).
+    #[arg(long, value_parser = latlab_lab::units::parse_mac, value_name = "MAC")]
+    dst_mac: Option<[u8; 6]>,
+    /// --dut external: the frames' destination address [default: 198.19.0.1].
+    #[arg(long, value_name = "IP")]
+    dst_ip: Option<std::net::Ipv4Addr>,
 }
 
 /// Parses one `--sizes` value.
@@ -113,6 +129,14 @@ impl Rfc2544Args {
         options.fwd_batch = self.fwd_batch;
         options.fwd_poll = self.fwd_poll;
         options.saturation = !self.no_saturation;
+        options.iface_a = self.iface_a;
+        options.iface_b = self.iface_b;
+        if let Some(mac) = self.dst_mac {
+            options.dst_mac = mac;
+        }
+        if let Some(ip) = self.dst_ip {
+            options.dst_ip = ip;
+        }
         options.check()?;
         Ok(options)
     }

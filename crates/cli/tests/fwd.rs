@@ -328,6 +328,72 @@ fn rfc2544_through_dpdk_testpmd_finds_a_non_zero_ndr_and_leaves_no_testpmd_runni
 }
 
 #[test]
+fn rfc2544_measures_an_external_dut_between_two_interfaces_of_its_namespace() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    let (c, e, s) = (lab.client.name(), lab.emu.name(), lab.server.name());
+    let ip = |args: &[&str]| {
+        let out = Command::new("ip").args(args).output().unwrap();
+        assert!(out.status.success(), "ip {args:?}: {out:?}");
+    };
+    // The DUT, started by hand as a user would: a Linux bridge in the middle namespace (with
+    // br_netfilter's iptables pass off, which drops the blaster's bridged frames).
+    ip(&["-n", e, "link", "add", "br0", "type", "bridge"]);
+    for dev in ["emu-a", "emu-b"] {
+        ip(&["-n", e, "link", "set", dev, "master", "br0"]);
+    }
+    ip(&["-n", e, "link", "set", "br0", "up"]);
+    let _ = Command::new("ip")
+        .args(["netns", "exec", e, "sh", "-c"])
+        .arg("[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ] && echo 0 > /proc/sys/net/bridge/bridge-nf-call-iptables")
+        .status();
+    // The tester's two interfaces in one namespace: the server's veth joins the client's.
+    ip(&["-n", s, "link", "set", "veth0", "name", "veth1"]);
+    ip(&["-n", s, "link", "set", "veth1", "netns", c]);
+    ip(&["-n", c, "link", "set", "veth1", "up"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("external");
+    let run = common::in_ns(c)
+        .args(["rfc2544", "--dut", "external", "--iface-a", "veth0"])
+        .args(["--iface-b", "veth1", "--sizes", "64", "--trial", "200ms"])
+        .args(["--max-trials", "6", "--no-loss-sweep", "--b2b-repeats", "0"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let results = common::read_json(&out.join("rfc2544.json"));
+    assert_eq!(results["dut"], "external");
+    assert_eq!(results["iface_a"], "veth0");
+    assert!(results["topology"]
+        .as_str()
+        .unwrap()
+        .contains("external DUT"));
+    let size = &results["sizes"][0];
+    assert!(size["ndr_pps"].as_u64().unwrap() > 0, "{size}");
+    // Latency from every frame the sink on veth1 took for the blaster's.
+    let at_ndr = size["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["percent_of_ndr"] == 100)
+        .unwrap();
+    assert!(
+        at_ndr["trials"][0]["frames"].as_u64().unwrap() > 0,
+        "{at_ndr}"
+    );
+    // An external DUT's CPU is not known: no saturation trial.
+    assert!(results["saturation"].is_null(), "{results}");
+}
+
+#[test]
 fn rfc2544_with_an_af_xdp_source_counts_only_frames_that_left_and_finds_a_non_zero_ndr() {
     let _turn = common::engines();
     if !common::namespaces_or_skip() {
@@ -363,6 +429,27 @@ fn rfc2544_with_an_af_xdp_source_counts_only_frames_that_left_and_finds_a_non_ze
 #[test]
 fn bad_rfc2544_flags_name_themselves() {
     common::one_line_error(&["rfc2544", "--dut", "ovs"], "--dut");
+    common::one_line_error(&["rfc2544", "--dut", "external"], "--iface-a");
+    common::one_line_error(
+        &["rfc2544", "--dut", "kernel", "--iface-b", "veth1"],
+        "--iface-b",
+    );
+    common::one_line_error(
+        &[
+            "rfc2544",
+            "--dut",
+            "external",
+            "--iface-a",
+            "x",
+            "--iface-b",
+            "x",
+        ],
+        "--iface-a",
+    );
+    common::one_line_error(
+        &["rfc2544", "--dut", "external", "--dst-mac", "02:00:00"],
+        "--dst-mac",
+    );
     common::one_line_error(
         &["rfc2544", "--dut", "fwd", "--fwd-poll", "rate:0"],
         "--fwd-poll",

@@ -95,9 +95,47 @@ pub fn format_rate(pps: f64) -> String {
     }
 }
 
+/// Parses a MAC address: six hexadecimal bytes separated by colons (`aa:bb:cc:dd:ee:ff`).
+pub fn parse_mac(text: &str) -> Result<[u8; 6], String> {
+    let bad = || format!("{text:?} is not a MAC address (aa:bb:cc:dd:ee:ff)");
+    let mut mac = [0u8; 6];
+    let mut parts = text.split(':');
+    for b in &mut mac {
+        let part = parts
+            .next()
+            .filter(|p| (1..=2).contains(&p.len()))
+            .ok_or_else(bad)?;
+        *b = u8::from_str_radix(part, 16).map_err(|_| bad())?;
+    }
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    Ok(mac)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mac_addresses_are_read_and_anything_else_refused() {
+        assert_eq!(
+            parse_mac("02:1a:7a:B0:00:2"),
+            Ok([0x02, 0x1a, 0x7a, 0xb0, 0x00, 0x02])
+        );
+        for bad in [
+            "",
+            "02:00:00",
+            "02:00:00:00:00:00:00",
+            "02:00:00:00:00:zz",
+            "002:0:0:0:0:0",
+        ] {
+            assert!(
+                parse_mac(bad).unwrap_err().contains("not a MAC address"),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn durations_take_every_unit() {

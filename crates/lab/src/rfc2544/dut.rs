@@ -36,10 +36,13 @@ pub enum Dut {
     Testpmd,
     /// DPDK's testpmd over its AF_XDP driver.
     TestpmdXdp,
+    /// A forwarder the user started between two interfaces of this host (`--iface-a`,
+    /// `--iface-b`); the lab builds nothing.
+    External,
 }
 
 impl Dut {
-    /// Every DUT the lab builds.
+    /// Every DUT the lab builds (not [`Dut::External`], which the user starts).
     pub const ALL: [Dut; 7] = [
         Dut::Kernel,
         Dut::Bridge,
@@ -78,6 +81,7 @@ impl Dut {
             Dut::Emu => "emu",
             Dut::Testpmd => "testpmd",
             Dut::TestpmdXdp => "testpmd-xdp",
+            Dut::External => "external",
         }
     }
 }
@@ -86,8 +90,9 @@ impl std::str::FromStr for Dut {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Dut::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Dut::ALL.iter().map(|d| d.name()).collect();
+        let every = Dut::ALL.into_iter().chain([Dut::External]);
+        every.clone().find(|d| d.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = every.map(|d| d.name()).collect();
             format!("unknown DUT {s:?}: expected one of {}", names.join(", "))
         })
     }
@@ -117,6 +122,16 @@ pub(super) struct RunningDut {
 }
 
 impl RunningDut {
+    /// An external DUT: nothing of the lab's runs.
+    pub(super) fn external() -> RunningDut {
+        RunningDut {
+            stop: Arc::new(Stop::new()),
+            thread: None,
+            testpmd: None,
+            fwd_live: None,
+        }
+    }
+
     /// Starts `latlab fwd`'s report again from now, so that the report at [`RunningDut::stop`]
     /// covers only what follows (a window at saturation); false for a DUT that is not `fwd`.
     pub(super) fn restart_report(&self) -> bool {
@@ -176,9 +191,11 @@ pub(super) fn start(
 ) -> Result<(RunningDut, Path, String), TopologyError> {
     let (dut, fwd_batch, fwd_poll) = (options.dut, options.fwd_batch, options.poll());
     let mac = |ns: &str, dev: &str| -> Result<[u8; 6], TopologyError> {
-        parse_mac(&crate::topology::mac_of(ns, dev)?).ok_or_else(|| TopologyError::Command {
-            command: format!("ip -n {ns} link show {dev}"),
-            stderr: "no MAC address".into(),
+        crate::units::parse_mac(&crate::topology::mac_of(ns, dev)?).map_err(|_| {
+            TopologyError::Command {
+                command: format!("ip -n {ns} link show {dev}"),
+                stderr: "no MAC address".into(),
+            }
         })
     };
     let client_mac = mac(lab.client.name(), "veth0")?;
@@ -495,13 +512,4 @@ fn route_through_kernel(lab: &ClientEmuServer) -> Result<(Ipv4Addr, Ipv4Addr), T
             stderr: err.to_string(),
         })?;
     Ok((Ipv4Addr::new(198, 18, 2, 1), Ipv4Addr::new(198, 18, 1, 2)))
-}
-
-fn parse_mac(text: &str) -> Option<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let mut parts = text.split(':');
-    for b in &mut mac {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    parts.next().is_none().then_some(mac)
 }

@@ -83,6 +83,8 @@ pub(super) fn parameters(
         ),
         ("fwd_batch", "--fwd-batch", json!(options.fwd_batch)),
         ("fwd_poll", "--fwd-poll", json!(options.poll().to_string())),
+        ("iface_a", "--iface-a", json!(options.iface_a)),
+        ("iface_b", "--iface-b", json!(options.iface_b)),
     ]
 }
 

@@ -16,6 +16,7 @@
 //! measured so far stay.
 
 mod dut;
+mod external;
 mod folder;
 mod report;
 mod saturation;
@@ -42,6 +43,7 @@ pub use saturation::Saturation;
 
 use folder::{earlier_sizes, write_results, RESULTS};
 use search::measure_sizes;
+use trial::Sink;
 
 use crate::command::{CommandError, Io, LiveView};
 use crate::topology::ClientEmuServer;
@@ -86,6 +88,14 @@ pub struct Rfc2544Options {
     /// After the searches, one trial as fast as the source goes with the DUT's CPU sampled
     /// (Table II's cycles per packet by step).
     pub saturation: bool,
+    /// An external DUT's interfaces on this host: where the frames leave, where they return.
+    pub iface_a: Option<String>,
+    /// See `iface_a`.
+    pub iface_b: Option<String>,
+    /// The frames' destination MAC for an external DUT.
+    pub dst_mac: [u8; 6],
+    /// The frames' destination address for an external DUT.
+    pub dst_ip: std::net::Ipv4Addr,
 }
 
 impl Rfc2544Options {
@@ -111,6 +121,10 @@ impl Rfc2544Options {
             fwd_batch: 32,
             fwd_poll: None,
             saturation: true,
+            iface_a: None,
+            iface_b: None,
+            dst_mac: external::DEFAULT_DST_MAC,
+            dst_ip: external::DEFAULT_DST_IP,
         }
     }
 
@@ -155,6 +169,27 @@ impl Rfc2544Options {
         }
         if self.max_trials == 0 {
             return usage("--max-trials 0: at least 1".into());
+        }
+        let external = self.dut == Dut::External;
+        match (&self.iface_a, &self.iface_b) {
+            (Some(a), Some(b)) if external && a == b => {
+                return usage(format!(
+                    "--iface-a {a} --iface-b {b}: two different interfaces"
+                ))
+            }
+            (Some(_), Some(_)) if external => {}
+            _ if external => return usage("--dut external needs --iface-a and --iface-b".into()),
+            (Some(_), _) => {
+                return usage(
+                    "--iface-a: only with --dut external (the lab builds the others)".into(),
+                )
+            }
+            (_, Some(_)) => {
+                return usage(
+                    "--iface-b: only with --dut external (the lab builds the others)".into(),
+                )
+            }
+            _ => {}
         }
         if self.fwd_poll == Some(FwdPoll::Rate(0)) {
             return usage("--fwd-poll rate:0: at least one poll a second".into());
@@ -371,23 +406,62 @@ pub fn measure(
             source: std::io::Error::other(e),
         }
     };
-    if let Some(why) = crate::topology::why_no_namespaces() {
-        return Err(setup("the client — dut — server namespaces")(why));
-    }
-    if let Some(why) = options.dut.unavailable() {
-        return Err(setup(&format!("--dut {}", options.dut.name()))(why));
-    }
-    let _ = crate::clean::remove_stale_namespaces();
-    let lab = ClientEmuServer::build().map_err(|e| setup("building the lab")(e.to_string()))?;
     let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
     let dut_cpu = cpus.last().copied().unwrap_or(0);
     let source_cpu = cpus.first().copied().filter(|&c| c != dut_cpu);
-    let (running, path, rps) = dut::start(&lab, options, dut_cpu, source_cpu)
-        .map_err(|e| setup(&format!("--dut {}", options.dut.name()))(e.to_string()))?;
+    // The lab (none for an external DUT), the DUT, the frames' addresses, the sink, and the
+    // namespace the source sends from (`None`: this process's own, an external DUT's).
+    let (_lab, running, addrs, sink, rps, topology, source_at) = if options.dut == Dut::External {
+        let e = external::setup(options)?;
+        let (rps, topology) = (e.placement(), e.describe());
+        let source_at = (None, e.iface_a.clone());
+        let running = dut::RunningDut::external();
+        (None, running, e.addrs, e.sink, rps, topology, source_at)
+    } else {
+        if let Some(why) = crate::topology::why_no_namespaces() {
+            return Err(setup("the client — dut — server namespaces")(why));
+        }
+        if let Some(why) = options.dut.unavailable() {
+            return Err(setup(&format!("--dut {}", options.dut.name()))(why));
+        }
+        let _ = crate::clean::remove_stale_namespaces();
+        let lab = ClientEmuServer::build().map_err(|e| setup("building the lab")(e.to_string()))?;
+        let (running, path, rps) = dut::start(&lab, options, dut_cpu, source_cpu)
+            .map_err(|e| setup(&format!("--dut {}", options.dut.name()))(e.to_string()))?;
+        let sink = latlab_io::netns::run_in(lab.server.name(), move || {
+            let options = UdpOptions {
+                rcvbuf: Some(4 << 20),
+                rx_timestamps: true,
+                ..UdpOptions::default()
+            };
+            UdpSocket::bind(
+                std::net::SocketAddr::from(([0, 0, 0, 0], dut::SINK_PORT)),
+                &options,
+            )
+        })
+        .and_then(|r| r)
+        .map_err(CommandError::setup("the sink in the server"))?;
+        let addrs = FrameAddrs {
+            src_mac: path.client_mac,
+            dst_mac: path.next_hop,
+            src: path.src,
+            dst: path.dst,
+        };
+        let source_at = (Some(lab.client.name().to_string()), "veth0".to_string());
+        let topology = lab.describe();
+        (
+            Some(lab),
+            running,
+            addrs,
+            Sink::Udp(sink),
+            rps,
+            topology,
+            source_at,
+        )
+    };
     view.started(&format!(
-        "latlab rfc2544: {} in {}; {rps}; source ({}) on CPU {}",
+        "latlab rfc2544: {} in {topology}; {rps}; source ({}) on CPU {}",
         options.dut.name(),
-        lab.describe(),
         options.source.name(),
         source_cpu.map_or("any".into(), |c| c.to_string())
     ));
@@ -398,25 +472,8 @@ pub fn measure(
             sizes.join(", ")
         ));
     }
-    let sink = latlab_io::netns::run_in(lab.server.name(), move || {
-        let options = UdpOptions {
-            rcvbuf: Some(4 << 20),
-            rx_timestamps: true,
-            ..UdpOptions::default()
-        };
-        UdpSocket::bind(
-            std::net::SocketAddr::from(([0, 0, 0, 0], dut::SINK_PORT)),
-            &options,
-        )
-    })
-    .and_then(|r| r)
-    .map_err(CommandError::setup("the sink in the server"))?;
-    let addrs = FrameAddrs {
-        src_mac: path.client_mac,
-        dst_mac: path.next_hop,
-        src: path.src,
-        dst: path.dst,
-    };
+    // Opens the source's port in its namespace.
+    let (source_ns, source_iface) = source_at;
     let measured = match options.source {
         Io::Xdp => {
             // Only frames to a port nobody sends to come to the socket: the client's stack
@@ -424,12 +481,11 @@ pub fn measure(
             let xdp = XdpOptions::new(Redirect::Endpoint {
                 udp_port: SOURCE_XDP_PORT,
             });
-            let mut tx =
-                latlab_io::netns::run_in(lab.client.name(), move || XdpSocket::open("veth0", &xdp))
-                    .and_then(|r| r)
-                    .map_err(CommandError::setup(
-                        "--source xdp: the source's AF_XDP socket in the client",
-                    ))?;
+            let iface = source_iface.clone();
+            let mut tx = in_namespace(source_ns.as_deref(), move || XdpSocket::open(&iface, &xdp))
+                .map_err(CommandError::setup(
+                    "--source xdp: the source's AF_XDP socket",
+                ))?;
             measure_all(
                 options,
                 &todo,
@@ -442,13 +498,11 @@ pub fn measure(
             )
         }
         _ => {
-            let mut tx = latlab_io::netns::run_in(lab.client.name(), || {
-                PacketSocket::open("veth0", &PacketOptions::default())
+            let iface = source_iface.clone();
+            let mut tx = in_namespace(source_ns.as_deref(), move || {
+                PacketSocket::open(&iface, &PacketOptions::default())
             })
-            .and_then(|r| r)
-            .map_err(CommandError::setup(
-                "the source's AF_PACKET socket in the client",
-            ))?;
+            .map_err(CommandError::setup("the source's AF_PACKET socket"))?;
             measure_all(
                 options,
                 &todo,
@@ -483,7 +537,7 @@ pub fn measure(
             saturation,
         },
         dut_report,
-        topology: lab.describe(),
+        topology,
         failure,
     })
 }
@@ -504,7 +558,7 @@ fn measure_all<P: FramePort>(
     options: &Rfc2544Options,
     todo: &[usize],
     tx: &mut P,
-    (sink, addrs): (&UdpSocket, &FrameAddrs),
+    (sink, addrs): (&Sink, &FrameAddrs),
     (source_cpu, dut_cpu): (Option<usize>, usize),
     running: dut::RunningDut,
     stop: &Stop,
@@ -513,7 +567,9 @@ fn measure_all<P: FramePort>(
     let (measured, failure) =
         measure_sizes(options, todo, tx, sink, addrs, source_cpu, stop, view)?;
     let smallest = todo.iter().min().copied();
-    let Some(size) = smallest.filter(|_| options.saturation && !stop.is_raised()) else {
+    // An external DUT's CPU is not known here: no saturation trial.
+    let sampled = options.saturation && options.dut != Dut::External;
+    let Some(size) = smallest.filter(|_| sampled && !stop.is_raised()) else {
         let dut_report = running.stop().ok().flatten();
         return Ok((measured, failure, None, dut_report));
     };
@@ -530,6 +586,17 @@ fn measure_all<P: FramePort>(
             let failure = failure.or(Some(format!("the saturation trial: {e}")));
             Ok((measured, failure, None, None))
         }
+    }
+}
+
+/// Runs `f` in namespace `ns` (`None`: this thread's own).
+fn in_namespace<T: Send + 'static>(
+    ns: Option<&str>,
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    match ns {
+        Some(ns) => latlab_io::netns::run_in(ns, f).and_then(|r| r),
+        None => f(),
     }
 }
 

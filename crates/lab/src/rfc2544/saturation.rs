@@ -15,12 +15,12 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::trial::Sink;
 use latlab_bench::kernel_steps::{KernelStep, KernelStepReport};
 use latlab_engine::blaster;
 use latlab_engine::Stop;
 use latlab_io::port::FramePort;
 use latlab_io::profile::{KernelSymbols, Profiler};
-use latlab_io::udp::UdpSocket;
 use serde::{Deserialize, Serialize};
 
 use super::dut::RunningDut;
@@ -87,7 +87,7 @@ impl Saturation {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn measure<P: FramePort>(
     tx: &mut P,
-    sink: &UdpSocket,
+    sink: &Sink,
     frame: &[u8],
     duration: Duration,
     (source_cpu, dut_cpu): (Option<usize>, usize),

@@ -3,13 +3,13 @@
 //! back-to-back, every trial recorded into the size's result; and the [`Budget`] that says
 //! how far the run is.
 
+use super::trial::Sink;
 use latlab_bench::latency::{LatencyFigures, TrialsSummary};
 use latlab_bench::sweep::{BackToBack, BurstConfig, LossSweep};
 use latlab_bench::throughput::{Throughput, ThroughputConfig, PDR_LOSS};
 use latlab_engine::blaster::{self, FrameAddrs};
 use latlab_engine::Stop;
 use latlab_io::port::FramePort;
-use latlab_io::udp::UdpSocket;
 use latlab_stats::LatencyHistogram;
 
 use super::{trial, LatencyPoint, Rfc2544Options, SizeResult, TrialRecord};
@@ -23,7 +23,7 @@ pub(super) fn measure_sizes<P: FramePort>(
     options: &Rfc2544Options,
     todo: &[usize],
     tx: &mut P,
-    sink: &UdpSocket,
+    sink: &Sink,
     addrs: &FrameAddrs,
     source_cpu: Option<usize>,
     stop: &Stop,

@@ -1,16 +1,23 @@
 //! One trial: raw UDP frames from the client's AF_PACKET or AF_XDP ring at a rate for a
-//! duration, on the source's own core, counted by a UDP socket in the server.
+//! duration, on the source's own core, counted by a UDP socket in the server (or, for an external
+//! DUT, by an AF_PACKET socket on the interface the frames leave it by).
 
 use std::io;
+use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use latlab_bench::TrialCounts;
 use latlab_engine::blaster;
 use latlab_engine::Stop;
+use latlab_io::packet::PacketSocket;
 use latlab_io::port::{DatagramRx, FramePort, UdpMode, UdpPort};
 use latlab_io::udp::UdpSocket;
 use latlab_stats::LatencyHistogram;
+use latlab_wire::ethernet::EtherType;
+use latlab_wire::ipv4::Protocol;
+use latlab_wire::udp_frame;
 
 /// The sink counts until no frame came for this long after the source stopped (frames still
 /// in the DUT, or in the sink's socket buffer)…
@@ -57,7 +64,7 @@ pub(super) enum Load {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run<P: FramePort>(
     tx: &mut P,
-    sink: &UdpSocket,
+    sink: &Sink,
     frame: &[u8],
     load: Load,
     duration: Duration,
@@ -107,33 +114,97 @@ pub(super) fn run<P: FramePort>(
     })
 }
 
-/// Counts the datagrams arriving on `sink` until the source is done and the sink has been
-/// quiet for [`QUIET`] (or [`MAX_DRAIN`] passed), so no frame of this trial is left to be
-/// counted in the next one.
+/// Where a trial's frames are counted.
+pub(super) enum Sink {
+    /// A UDP socket in the server namespace (the DUTs the lab builds).
+    Udp(UdpSocket),
+    /// An AF_PACKET socket on the interface the frames leave the DUT by (an external DUT):
+    /// only the blaster's frames, UDP to `dst`, count; anything else on that interface is
+    /// left alone.
+    Frames {
+        /// The socket; only the counting thread of a trial takes it.
+        port: Box<Mutex<PacketSocket>>,
+        /// The blaster's destination.
+        dst: SocketAddrV4,
+    },
+}
+
+/// The UDP payload of `frame` when it is one of the blaster's frames to `dst`.
+fn blasted_payload(frame: &[u8], dst: SocketAddrV4) -> Option<&[u8]> {
+    let f = udp_frame::Frame::new_checked(frame).ok()?;
+    let ours = f.ethernet().ethertype() == EtherType::Ipv4
+        && f.ipv4().protocol() == Protocol::Udp
+        && f.dst() == dst;
+    ours.then(|| f.payload())
+}
+
+/// Counts what arrives at `sink` until the source is done and the sink has been quiet for
+/// [`QUIET`] (or [`MAX_DRAIN`] passed), so no frame of this trial is left to be counted in the
+/// next one.
 pub(super) fn count_until_quiet(
-    sink: &UdpSocket,
+    sink: &Sink,
     source_done: &AtomicBool,
     mut latency: Option<&mut LatencyHistogram>,
 ) -> io::Result<u64> {
-    let mut port = UdpPort::new(sink, UdpMode::Batched, blaster::SINK_SIZES);
+    // Records the one-way latency of a datagram whose payload starts with its send stamp.
+    let mut stamp = |data: &[u8], rx_ns: u64| {
+        let Some(h) = latency.as_deref_mut() else {
+            return;
+        };
+        // A datagram too short for a stamp, or stamped after it arrived, is not timed.
+        let sent = data.get(..8).map(|b| {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(b);
+            u64::from_le_bytes(bytes)
+        });
+        if let Some(sent) = sent.filter(|&s| s > 0 && s <= rx_ns) {
+            h.record(rx_ns - sent);
+        }
+    };
+    match sink {
+        Sink::Udp(socket) => {
+            let mut port = UdpPort::new(socket, UdpMode::Batched, blaster::SINK_SIZES);
+            until_quiet(source_done, |wait| {
+                if wait {
+                    port.wait_readable(Some(Duration::from_millis(5)))?;
+                    return Ok(0);
+                }
+                port.recv(|d| stamp(d.data, d.rx_ns))
+            })
+        }
+        Sink::Frames { port, dst } => {
+            let mut port = port
+                .lock()
+                .map_err(|_| io::Error::other("the sink's socket was poisoned"))?;
+            until_quiet(source_done, |wait| {
+                if wait {
+                    port.wait_readable(Some(Duration::from_millis(5)))?;
+                    return Ok(0);
+                }
+                let mut ours = 0;
+                port.recv_frames(&mut |frame, rx_ns| {
+                    if let Some(payload) = blasted_payload(frame, *dst) {
+                        ours += 1;
+                        stamp(payload, rx_ns);
+                    }
+                })?;
+                Ok(ours)
+            })
+        }
+    }
+}
+
+/// The counting loop: `recv(false)` takes what is ready and says how much of it counts,
+/// `recv(true)` waits a little for more.
+fn until_quiet(
+    source_done: &AtomicBool,
+    mut recv: impl FnMut(bool) -> io::Result<usize>,
+) -> io::Result<u64> {
     let mut count = 0u64;
     let mut last = Instant::now();
     let mut done_at = None;
     loop {
-        let n = port.recv(|d| {
-            let Some(h) = latency.as_deref_mut() else {
-                return;
-            };
-            // A datagram too short for a stamp, or stamped after it arrived, is not timed.
-            let stamp = d.data.get(..8).map(|b| {
-                let mut bytes = [0u8; 8];
-                bytes.copy_from_slice(b);
-                u64::from_le_bytes(bytes)
-            });
-            if let Some(sent) = stamp.filter(|&s| s > 0 && s <= d.rx_ns) {
-                h.record(d.rx_ns - sent);
-            }
-        })?;
+        let n = recv(false)?;
         count += n as u64;
         let now = Instant::now();
         if n > 0 {
@@ -149,7 +220,37 @@ pub(super) fn count_until_quiet(
             }
         }
         if n == 0 {
-            port.wait_readable(Some(Duration::from_millis(5)))?;
+            recv(true)?;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latlab_engine::blaster::{stampable_udp_frame, FrameAddrs};
+
+    #[test]
+    fn only_the_blasters_frames_to_its_destination_count() {
+        let dst = SocketAddrV4::new([198, 19, 0, 1].into(), 9);
+        let addrs = |dst: SocketAddrV4| FrameAddrs {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src: "198.18.0.1:4000".parse().unwrap(),
+            dst: dst.into(),
+        };
+        let frame = stampable_udp_frame(&addrs(dst), 64).unwrap();
+        assert!(blasted_payload(&frame, dst).is_some_and(|p| p.len() >= 8));
+        let elsewhere = stampable_udp_frame(&addrs(SocketAddrV4::new(*dst.ip(), 10)), 64).unwrap();
+        assert_eq!(blasted_payload(&elsewhere, dst), None);
+        let mut arp = frame.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(blasted_payload(&arp, dst), None);
+        assert_eq!(
+            blasted_payload(&frame[..20], dst),
+            None,
+            "a runt is not counted"
+        );
+        assert_eq!(blasted_payload(&[], dst), None);
     }
 }

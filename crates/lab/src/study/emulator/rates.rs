@@ -21,18 +21,7 @@ use crate::study::{StudyError, StudyProgress};
 use crate::topology::ClientEmuServer;
 
 fn parse_mac(text: &str) -> Result<[u8; 6], StudyError> {
-    let mut mac = [0u8; 6];
-    let parts: Vec<&str> = text.split(':').collect();
-    if parts.len() != 6 {
-        return Err(StudyError::Io(io::Error::other(format!(
-            "{text:?} is not a MAC address"
-        ))));
-    }
-    for (b, p) in mac.iter_mut().zip(parts) {
-        *b = u8::from_str_radix(p, 16)
-            .map_err(|_| io::Error::other(format!("{text:?} is not a MAC address")))?;
-    }
-    Ok(mac)
+    crate::units::parse_mac(text).map_err(|e| StudyError::Io(io::Error::other(e)))
 }
 
 /// Forwarding rate at every RFC 2544 frame size, one way (client → server), through the kernel
