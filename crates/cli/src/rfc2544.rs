@@ -14,7 +14,8 @@ use crate::STOP;
 #[derive(Debug, clap::Args)]
 pub(crate) struct Rfc2544Args {
     /// The forwarder in the middle namespace: kernel (IP forwarding), bridge (a Linux bridge),
-    /// fwd (latlab fwd over AF_PACKET), fwd-xdp (over AF_XDP), emu (latlab emu, no impairment),
+    /// fwd (latlab fwd over AF_PACKET), fwd-xdp (over AF_XDP), emu or emu-xdp (latlab emu, no
+    /// impairment, over AF_PACKET or AF_XDP),
     /// testpmd or testpmd-xdp (DPDK's testpmd over its AF_PACKET or AF_XDP driver); or external:
     /// a forwarder you started between --iface-a and --iface-b of this host.
     #[arg(long, value_name = "DUT")]

@@ -32,6 +32,8 @@ pub enum Dut {
     FwdXdp,
     /// `latlab emu` with no impairment, over AF_PACKET, run to completion.
     Emu,
+    /// `latlab emu` with no impairment, over AF_XDP, run to completion.
+    EmuXdp,
     /// DPDK's testpmd (`io` forwarding) over its AF_PACKET driver.
     Testpmd,
     /// DPDK's testpmd over its AF_XDP driver.
@@ -43,12 +45,13 @@ pub enum Dut {
 
 impl Dut {
     /// Every DUT the lab builds (not [`Dut::External`], which the user starts).
-    pub const ALL: [Dut; 7] = [
+    pub const ALL: [Dut; 8] = [
         Dut::Kernel,
         Dut::Bridge,
         Dut::Fwd,
         Dut::FwdXdp,
         Dut::Emu,
+        Dut::EmuXdp,
         Dut::Testpmd,
         Dut::TestpmdXdp,
     ];
@@ -79,6 +82,7 @@ impl Dut {
             Dut::Fwd => "fwd",
             Dut::FwdXdp => "fwd-xdp",
             Dut::Emu => "emu",
+            Dut::EmuXdp => "emu-xdp",
             Dut::Testpmd => "testpmd",
             Dut::TestpmdXdp => "testpmd-xdp",
             Dut::External => "external",
@@ -249,7 +253,12 @@ pub(super) fn start(
                     testpmd = Some(started);
                     None
                 }
-                _ => Some(spawn_loop(lab, cpu, &stop, open_packet, run_emu)?),
+                Dut::EmuXdp => Some(spawn_loop(lab, cpu, &stop, open_xdp, |a, b, s| {
+                    run_emu(a, b, s, PollMode::Block)
+                })?),
+                _ => Some(spawn_loop(lab, cpu, &stop, open_packet, |a, b, s| {
+                    run_emu(a, b, s, PollMode::Busy)
+                })?),
             };
             (thread, path)
         }
@@ -261,7 +270,7 @@ pub(super) fn start(
         fwd_live,
     };
     let mut placed = rps;
-    if matches!(dut, Dut::FwdXdp | Dut::TestpmdXdp) {
+    if matches!(dut, Dut::FwdXdp | Dut::EmuXdp | Dut::TestpmdXdp) {
         placed += &format!("; {}", napi_on(lab, cpu)?);
     }
     Ok((running, path, placed))
@@ -292,13 +301,20 @@ fn run_fwd<P: FramePort>(
     }))
 }
 
-fn run_emu<P: FramePort>(a: &mut P, b: &mut P, stop: &Stop) -> io::Result<serde_json::Value> {
+/// `latlab emu` with no impairment: spinning over AF_PACKET; blocking over AF_XDP, whose NAPI
+/// pollers share its core.
+fn run_emu<P: FramePort>(
+    a: &mut P,
+    b: &mut P,
+    stop: &Stop,
+    poll: PollMode,
+) -> io::Result<serde_json::Value> {
     let none = LinkConfig {
         limit_frames: Some(100_000),
         ..LinkConfig::default()
     };
     let live = EmulatorLive::default();
-    let r = emulator::run(a, b, none.clone(), none, 2048, PollMode::Busy, stop, &live)?;
+    let r = emulator::run(a, b, none.clone(), none, 2048, poll, stop, &live)?;
     Ok(crate::emureport::report_json(&r))
 }
 

@@ -147,6 +147,7 @@ fn the_report_has_table_one_against_the_kernel_fig_two_and_table_two() {
 fn the_default_study_measures_every_dut_the_lab_builds_with_their_parameters_kept() {
     let o = ForwardingStudyOptions::new("/nowhere".into());
     assert_eq!(o.duts, Dut::ALL);
+    assert!(o.duts.contains(&Dut::EmuXdp) && !o.duts.contains(&Dut::External));
     assert_eq!(o.sizes, rfc2544::FRAME_SIZES);
     let p = o.parameters();
     assert_eq!(p["--sizes"], "64,128,256,512,1024,1280,1518");
