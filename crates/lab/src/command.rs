@@ -197,6 +197,39 @@ pub(crate) fn write_json(path: &Path, value: &serde_json::Value) -> io::Result<(
     crate::results::write_atomic(path, format!("{value:#}\n").as_bytes())
 }
 
+/// Whether the peer program `binary` runs here (started with `probe` as its arguments); when it
+/// does not, installs `packages` from Debian's packages with `apt-get` and asks again. `Err`
+/// says why it cannot be had.
+pub fn debian_tool(binary: &str, probe: &[&str], packages: &[&str]) -> Result<(), String> {
+    use std::process::{Command, Stdio};
+    let found = || {
+        Command::new(binary)
+            .args(probe)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
+    };
+    if found() {
+        return Ok(());
+    }
+    let installed = Command::new("apt-get")
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(packages)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if installed && found() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{binary} is not installed and `apt-get install {}` did not install it",
+            packages.join(" ")
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

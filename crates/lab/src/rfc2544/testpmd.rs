@@ -26,32 +26,7 @@ const START: Duration = Duration::from_secs(30);
 /// Whether testpmd can be run here: `Err` says why not. Installs it from Debian's packages
 /// when it is missing and `apt-get` can.
 pub(super) fn available() -> Result<(), String> {
-    let found = || {
-        Command::new("dpdk-testpmd")
-            .arg("--help")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok()
-    };
-    if found() {
-        return Ok(());
-    }
-    let installed = Command::new("apt-get")
-        .args(["install", "-y", "-qq", "--no-install-recommends"])
-        .args(PACKAGES)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if installed && found() {
-        Ok(())
-    } else {
-        Err(format!(
-            "dpdk-testpmd is not installed and `apt-get install {}` did not install it",
-            PACKAGES.join(" ")
-        ))
-    }
+    crate::command::debian_tool("dpdk-testpmd", &["--help"], &PACKAGES)
 }
 
 /// Which of DPDK's drivers testpmd opens the veths with.

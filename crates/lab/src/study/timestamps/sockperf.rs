@@ -13,28 +13,7 @@ const PORT: u16 = 11111;
 /// Whether sockperf can be run: `Err` says why not. Installs it from Debian's packages when
 /// it is missing and `apt-get` can.
 pub(super) fn available() -> Result<(), String> {
-    let found = || {
-        Command::new("sockperf")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok()
-    };
-    if found() {
-        return Ok(());
-    }
-    let installed = Command::new("apt-get")
-        .args(["install", "-y", "-qq", "sockperf"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if installed && found() {
-        Ok(())
-    } else {
-        Err("sockperf is not installed and `apt-get install sockperf` did not install it".into())
-    }
+    crate::command::debian_tool("sockperf", &["--version"], &["sockperf"])
 }
 
 /// Runs `sockperf ping-pong` from namespace `client` (on CPU `client_cpu`) to a `sockperf
