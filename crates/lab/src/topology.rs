@@ -449,6 +449,18 @@ pub(crate) fn ip(args: &[&str]) -> Result<String, TopologyError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Writes `value` to `/sys/class/net/DEV/FILE` as namespace `ns` sees it (sysfs shows a
+/// namespace's devices only when mounted in it, which `ip netns exec` does).
+pub(crate) fn set_net_sysfs(
+    ns: &str,
+    dev: &str,
+    file: &str,
+    value: &str,
+) -> Result<(), TopologyError> {
+    let write = format!("echo {value} > /sys/class/net/{dev}/{file}");
+    ip(&["netns", "exec", ns, "sh", "-c", &write]).map(|_| ())
+}
+
 /// Whether a namespace of this name exists now.
 pub fn namespace_exists(name: &str) -> bool {
     latlab_io::netns::path(name).exists()

@@ -4,7 +4,6 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::process::Command;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -17,7 +16,7 @@ use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
 use latlab_link::LinkConfig;
 
 use super::testpmd::{self, Driver, Testpmd};
-use crate::topology::{ip, ClientEmuServer, TopologyError};
+use crate::topology::{ip, set_net_sysfs, ClientEmuServer, TopologyError};
 
 /// Which forwarder is measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,22 +136,21 @@ impl RunningDut {
     }
 
     /// Starts `latlab fwd`'s report again from now, so that the report at [`RunningDut::stop`]
-    /// covers only what follows (a window at saturation); false for a DUT that is not `fwd`.
-    pub(super) fn restart_report(&self) -> bool {
+    /// covers only what follows (a window at saturation); nothing for a DUT that is not `fwd`.
+    pub(super) fn restart_report(&self) {
         let Some(live) = &self.fwd_live else {
-            return false;
+            return;
         };
         live.restart
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        // The loop lowers the flag at its next round; a DUT that stopped never does.
+        // The loop lowers the flag at its next round (a DUT that stopped never does: then its
+        // report covers its whole run).
         let asked = std::time::Instant::now();
-        while live.restart.load(std::sync::atomic::Ordering::Relaxed) {
-            if asked.elapsed() > std::time::Duration::from_secs(1) {
-                return false;
-            }
+        while live.restart.load(std::sync::atomic::Ordering::Relaxed)
+            && asked.elapsed() < std::time::Duration::from_secs(1)
+        {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        true
     }
 
     /// Stops the DUT's loop (if it has one) and returns its report as JSON.
@@ -367,23 +365,7 @@ fn steer_receive_work(
         steered.push((lab.server.name(), "veth0", ends));
     }
     for &(ns, dev, cpu) in &steered {
-        // sysfs shows a namespace's devices only when mounted in it: `ip netns exec` does so.
-        let file = format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus");
-        let mask = mask(cpu);
-        let out = Command::new("ip")
-            .args(["netns", "exec", ns, "sh", "-c"])
-            .arg(format!("echo {mask} > {file}"))
-            .output()
-            .map_err(|e| TopologyError::Command {
-                command: format!("writing {file}"),
-                stderr: e.to_string(),
-            })?;
-        if !out.status.success() {
-            return Err(TopologyError::Command {
-                command: format!("echo {mask} > {file} in {ns}"),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            });
-        }
+        set_net_sysfs(ns, dev, "queues/rx-0/rps_cpus", &mask(cpu))?;
     }
     let mut said = format!(
         "RPS: receive work of {} and {} on CPU {cpu} (rps_cpus {})",
@@ -419,8 +401,7 @@ fn napi_on(lab: &ClientEmuServer, cpu: usize) -> Result<String, TopologyError> {
     };
     let before = pollers();
     for dev in devs {
-        let write = format!("echo 1 > /sys/class/net/{dev}/threaded");
-        ip(&["netns", "exec", lab.emu.name(), "sh", "-c", &write])?;
+        set_net_sysfs(lab.emu.name(), dev, "threaded", "1")?;
     }
     let since = std::time::Instant::now();
     let ours = loop {

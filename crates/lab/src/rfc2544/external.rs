@@ -15,8 +15,9 @@ use std::sync::Mutex;
 use latlab_engine::blaster::FrameAddrs;
 use latlab_io::packet::{PacketOptions, PacketSocket};
 
+use super::dut::{self, RunningDut};
 use super::trial::Sink;
-use super::{dut, Rfc2544Options};
+use super::{Rfc2544Options, Setup};
 use crate::command::CommandError;
 
 /// The blaster's default destination MAC for an external DUT: locally administered, unicast.
@@ -26,32 +27,9 @@ pub(super) const SRC: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0,
 /// The blaster's default destination address for an external DUT.
 pub(super) const DEFAULT_DST_IP: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
 
-/// The two interfaces, the frames' addresses and the sink.
-pub(super) struct External {
-    pub(super) iface_a: String,
-    pub(super) iface_b: String,
-    pub(super) addrs: FrameAddrs,
-    pub(super) sink: Sink,
-}
-
-impl External {
-    /// Where the DUT's receive work runs: the user's business.
-    pub(super) fn placement(&self) -> String {
-        "external DUT: its cores and receive work are as its owner set them".into()
-    }
-
-    /// The topology, for the results.
-    pub(super) fn describe(&self) -> String {
-        format!(
-            "this host's {} (source) — external DUT — this host's {} (sink)",
-            self.iface_a, self.iface_b
-        )
-    }
-}
-
 /// Opens the sink on `--iface-b` and finds the source's MAC on `--iface-a`; errors name the
 /// flag.
-pub(super) fn setup(options: &Rfc2544Options) -> Result<External, CommandError> {
+pub(super) fn setup(options: &Rfc2544Options) -> Result<Setup, CommandError> {
     let (Some(a), Some(b)) = (&options.iface_a, &options.iface_b) else {
         return Err(CommandError::Usage(
             "--dut external needs --iface-a and --iface-b".into(),
@@ -63,9 +41,12 @@ pub(super) fn setup(options: &Rfc2544Options) -> Result<External, CommandError> 
         &format!("--iface-b {b}: the sink's socket"),
     ))?;
     let dst = SocketAddrV4::new(options.dst_ip, dut::SINK_PORT);
-    Ok(External {
-        iface_a: a.clone(),
-        iface_b: b.clone(),
+    Ok(Setup {
+        lab: None,
+        running: RunningDut::external(),
+        source_at: (None, a.clone()),
+        placement: "external DUT: its cores and receive work are as its owner set them".into(),
+        topology: format!("this host's {a} (source) — external DUT — this host's {b} (sink)"),
         addrs: FrameAddrs {
             src_mac,
             dst_mac: options.dst_mac,

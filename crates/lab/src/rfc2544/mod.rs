@@ -21,6 +21,7 @@ mod folder;
 mod report;
 mod saturation;
 mod search;
+mod setup;
 mod testpmd;
 mod trial;
 
@@ -33,7 +34,6 @@ use latlab_engine::blaster::FrameAddrs;
 use latlab_engine::Stop;
 use latlab_io::packet::{PacketOptions, PacketSocket};
 use latlab_io::port::FramePort;
-use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
 
 pub use dut::Dut;
@@ -43,10 +43,10 @@ pub use saturation::Saturation;
 
 use folder::{earlier_sizes, write_results, RESULTS};
 use search::measure_sizes;
+use setup::{in_namespace, Setup};
 use trial::Sink;
 
 use crate::command::{CommandError, Io, LiveView};
-use crate::topology::ClientEmuServer;
 use crate::units::{format_rate, format_us};
 
 /// RFC 2544's frame sizes for Ethernet.
@@ -399,68 +399,25 @@ pub fn measure(
         .copied()
         .filter(|size| !kept.iter().any(|s| s.frame_size == *size))
         .collect();
-    let setup = |what: &str| {
-        let what = what.to_string();
-        move |e: String| CommandError::Setup {
-            context: what,
-            source: std::io::Error::other(e),
-        }
-    };
     let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
     let dut_cpu = cpus.last().copied().unwrap_or(0);
     let source_cpu = cpus.first().copied().filter(|&c| c != dut_cpu);
-    // The lab (none for an external DUT), the DUT, the frames' addresses, the sink, and the
-    // namespace the source sends from (`None`: this process's own, an external DUT's).
-    let (_lab, running, addrs, sink, rps, topology, source_at) = if options.dut == Dut::External {
-        let e = external::setup(options)?;
-        let (rps, topology) = (e.placement(), e.describe());
-        let source_at = (None, e.iface_a.clone());
-        let running = dut::RunningDut::external();
-        (None, running, e.addrs, e.sink, rps, topology, source_at)
+    let setup = if options.dut == Dut::External {
+        external::setup(options)?
     } else {
-        if let Some(why) = crate::topology::why_no_namespaces() {
-            return Err(setup("the client — dut — server namespaces")(why));
-        }
-        if let Some(why) = options.dut.unavailable() {
-            return Err(setup(&format!("--dut {}", options.dut.name()))(why));
-        }
-        let _ = crate::clean::remove_stale_namespaces();
-        let lab = ClientEmuServer::build().map_err(|e| setup("building the lab")(e.to_string()))?;
-        let (running, path, rps) = dut::start(&lab, options, dut_cpu, source_cpu)
-            .map_err(|e| setup(&format!("--dut {}", options.dut.name()))(e.to_string()))?;
-        let sink = latlab_io::netns::run_in(lab.server.name(), move || {
-            let options = UdpOptions {
-                rcvbuf: Some(4 << 20),
-                rx_timestamps: true,
-                ..UdpOptions::default()
-            };
-            UdpSocket::bind(
-                std::net::SocketAddr::from(([0, 0, 0, 0], dut::SINK_PORT)),
-                &options,
-            )
-        })
-        .and_then(|r| r)
-        .map_err(CommandError::setup("the sink in the server"))?;
-        let addrs = FrameAddrs {
-            src_mac: path.client_mac,
-            dst_mac: path.next_hop,
-            src: path.src,
-            dst: path.dst,
-        };
-        let source_at = (Some(lab.client.name().to_string()), "veth0".to_string());
-        let topology = lab.describe();
-        (
-            Some(lab),
-            running,
-            addrs,
-            Sink::Udp(sink),
-            rps,
-            topology,
-            source_at,
-        )
+        setup::lab(options, dut_cpu, source_cpu)?
     };
+    let Setup {
+        lab: _lab,
+        running,
+        addrs,
+        sink,
+        source_at: (source_ns, source_iface),
+        placement,
+        topology,
+    } = setup;
     view.started(&format!(
-        "latlab rfc2544: {} in {topology}; {rps}; source ({}) on CPU {}",
+        "latlab rfc2544: {} in {topology}; {placement}; source ({}) on CPU {}",
         options.dut.name(),
         options.source.name(),
         source_cpu.map_or("any".into(), |c| c.to_string())
@@ -472,8 +429,7 @@ pub fn measure(
             sizes.join(", ")
         ));
     }
-    // Opens the source's port in its namespace.
-    let (source_ns, source_iface) = source_at;
+    let cpus = (source_cpu, dut_cpu);
     let measured = match options.source {
         Io::Xdp => {
             // Only frames to a port nobody sends to come to the socket: the client's stack
@@ -481,34 +437,31 @@ pub fn measure(
             let xdp = XdpOptions::new(Redirect::Endpoint {
                 udp_port: SOURCE_XDP_PORT,
             });
-            let iface = source_iface.clone();
-            let mut tx = in_namespace(source_ns.as_deref(), move || XdpSocket::open(&iface, &xdp))
-                .map_err(CommandError::setup(
-                    "--source xdp: the source's AF_XDP socket",
-                ))?;
+            let open = move || XdpSocket::open(&source_iface, &xdp);
+            let mut tx = in_namespace(source_ns.as_deref(), open).map_err(CommandError::setup(
+                "--source xdp: the source's AF_XDP socket",
+            ))?;
             measure_all(
                 options,
                 &todo,
                 &mut tx,
                 (&sink, &addrs),
-                (source_cpu, dut_cpu),
+                cpus,
                 running,
                 stop,
                 view,
             )
         }
         _ => {
-            let iface = source_iface.clone();
-            let mut tx = in_namespace(source_ns.as_deref(), move || {
-                PacketSocket::open(&iface, &PacketOptions::default())
-            })
-            .map_err(CommandError::setup("the source's AF_PACKET socket"))?;
+            let open = move || PacketSocket::open(&source_iface, &PacketOptions::default());
+            let mut tx = in_namespace(source_ns.as_deref(), open)
+                .map_err(CommandError::setup("the source's AF_PACKET socket"))?;
             measure_all(
                 options,
                 &todo,
                 &mut tx,
                 (&sink, &addrs),
-                (source_cpu, dut_cpu),
+                cpus,
                 running,
                 stop,
                 view,
@@ -532,7 +485,7 @@ pub fn measure(
         report: Rfc2544Report {
             out: options.out.clone(),
             dut: options.dut,
-            rps,
+            rps: placement,
             sizes,
             saturation,
         },
@@ -586,17 +539,6 @@ fn measure_all<P: FramePort>(
             let failure = failure.or(Some(format!("the saturation trial: {e}")));
             Ok((measured, failure, None, None))
         }
-    }
-}
-
-/// Runs `f` in namespace `ns` (`None`: this thread's own).
-fn in_namespace<T: Send + 'static>(
-    ns: Option<&str>,
-    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
-) -> std::io::Result<T> {
-    match ns {
-        Some(ns) => latlab_io::netns::run_in(ns, f).and_then(|r| r),
-        None => f(),
     }
 }
 

@@ -13,9 +13,9 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::trial::Sink;
+use super::trial::{self, Load, Sink};
 use latlab_bench::kernel_steps::{KernelStep, KernelStepReport};
 use latlab_engine::blaster;
 use latlab_engine::Stop;
@@ -24,7 +24,6 @@ use latlab_io::profile::{KernelSymbols, Profiler};
 use serde::{Deserialize, Serialize};
 
 use super::dut::RunningDut;
-use super::trial::count_until_quiet;
 
 /// Samples per second of CPU time.
 const PROFILE_HZ: u64 = 10_000;
@@ -84,7 +83,6 @@ impl Saturation {
 /// `dut_cpu` is sampled and `latlab fwd`'s report starts again; stops the DUT as soon as the
 /// source has sent (so its report is the saturated window) and returns what the trial
 /// measured and the DUT's report.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn measure<P: FramePort>(
     tx: &mut P,
     sink: &Sink,
@@ -96,12 +94,11 @@ pub(super) fn measure<P: FramePort>(
 ) -> io::Result<(Saturation, Option<serde_json::Value>)> {
     let tsc_hz = latlab_io::tsc::frequency_hz(Duration::from_millis(20));
     let symbols = KernelSymbols::load();
-    let source_done = AtomicBool::new(false);
     running.restart_report();
     let profiler = Profiler::start(dut_cpu, PROFILE_HZ);
-    let started = Instant::now();
     let spinning = AtomicBool::new(true);
-    let (sent, received, samples, dut_report) = std::thread::scope(|s| {
+    let (mut samples, mut dut_report) = (None, None);
+    let trial = std::thread::scope(|s| {
         s.spawn(|| {
             let placed = latlab_io::cpu::pin_current_thread(dut_cpu)
                 .and_then(|()| latlab_io::cpu::set_current_thread_idle_class());
@@ -109,57 +106,45 @@ pub(super) fn measure<P: FramePort>(
                 std::hint::spin_loop();
             }
         });
-        let counter = s.spawn(|| {
-            if let Some(cpu) = source_cpu {
-                latlab_io::cpu::pin_current_thread(cpu)?;
-            }
-            count_until_quiet(sink, &source_done, None)
-        });
-        let source = s.spawn(|| {
-            if let Some(cpu) = source_cpu {
-                latlab_io::cpu::pin_current_thread(cpu)?;
-            }
-            blaster::blast(tx, frame, None, duration, stop)
-        });
-        let sent = source
-            .join()
-            .map_err(|_| io::Error::other("the source thread panicked"));
-        let samples = profiler.map(|p| p.stop());
+        let load = Load::Rate(None);
+        let trial = trial::run_then(
+            tx,
+            sink,
+            frame,
+            load,
+            duration,
+            (source_cpu, stop),
+            None,
+            || {
+                samples = Some(profiler.and_then(|p| p.stop()));
+                spinning.store(false, Ordering::Relaxed);
+                dut_report = Some(running.stop());
+            },
+        );
         spinning.store(false, Ordering::Relaxed);
-        let dut_report = running.stop();
-        source_done.store(true, Ordering::Relaxed);
-        let received = counter
-            .join()
-            .map_err(|_| io::Error::other("the sink thread panicked"));
-        (sent, received, samples, dut_report)
-    });
-    let sent = sent??;
-    let received = received??;
-    let elapsed = started.elapsed();
+        trial
+    })?;
+    let samples = samples.unwrap_or_else(|| Err(io::Error::other("the trial did not run")));
     let (profile, profile_error, lost_samples) = match (samples, symbols) {
-        (Ok(Ok(samples)), Ok(symbols)) => {
+        (Ok(samples), Ok(symbols)) => {
             let functions = samples.by_function(&symbols);
             let report = KernelStepReport::from_functions(&functions, samples.user, PROFILE_HZ);
             (Some(report), None, samples.lost)
         }
-        (Err(e) | Ok(Err(e)), _) | (_, Err(e)) => (None, Some(e.to_string()), 0),
+        (Err(e), _) | (_, Err(e)) => (None, Some(e.to_string()), 0),
     };
     let saturation = Saturation {
         frame_size: frame.len() + blaster::FCS_LEN,
-        seconds: if sent.elapsed_ns > 0 {
-            sent.elapsed_ns as f64 / 1e9
-        } else {
-            elapsed.as_secs_f64()
-        },
-        sent: sent.sent,
-        received,
+        seconds: trial.elapsed_ns as f64 / 1e9,
+        sent: trial.counts.sent,
+        received: trial.counts.received,
         cpu: dut_cpu,
         tsc_hz,
         profile,
         profile_error,
         lost_samples,
     };
-    Ok((saturation, dut_report?))
+    Ok((saturation, dut_report.transpose()?.flatten()))
 }
 
 impl Saturation {

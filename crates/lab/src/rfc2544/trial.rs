@@ -72,6 +72,31 @@ pub(super) fn run<P: FramePort>(
     stop: &Stop,
     latency: Option<&mut LatencyHistogram>,
 ) -> io::Result<TrialRun> {
+    run_then(
+        tx,
+        sink,
+        frame,
+        load,
+        duration,
+        (source_cpu, stop),
+        latency,
+        || {},
+    )
+}
+
+/// As [`run`], calling `at_source_end` once the source has sent (or failed), before the sink
+/// drains: the moment to read what the DUT did while it was loaded.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_then<P: FramePort>(
+    tx: &mut P,
+    sink: &Sink,
+    frame: &[u8],
+    load: Load,
+    duration: Duration,
+    (source_cpu, stop): (Option<usize>, &Stop),
+    latency: Option<&mut LatencyHistogram>,
+    at_source_end: impl FnOnce(),
+) -> io::Result<TrialRun> {
     let source_done = AtomicBool::new(false);
     std::thread::scope(|s| {
         let counter = s.spawn(|| {
@@ -99,6 +124,7 @@ pub(super) fn run<P: FramePort>(
         let sent = source
             .join()
             .map_err(|_| io::Error::other("the source thread panicked"));
+        at_source_end();
         source_done.store(true, Ordering::Relaxed);
         let received = counter
             .join()
@@ -141,7 +167,7 @@ fn blasted_payload(frame: &[u8], dst: SocketAddrV4) -> Option<&[u8]> {
 /// Counts what arrives at `sink` until the source is done and the sink has been quiet for
 /// [`QUIET`] (or [`MAX_DRAIN`] passed), so no frame of this trial is left to be counted in the
 /// next one.
-pub(super) fn count_until_quiet(
+fn count_until_quiet(
     sink: &Sink,
     source_done: &AtomicBool,
     mut latency: Option<&mut LatencyHistogram>,

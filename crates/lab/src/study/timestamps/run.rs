@@ -264,10 +264,7 @@ fn undo_all(settings: &[(String, &'static str, Receive)]) -> Result<(), String> 
 /// Turns `setting` of `iface` in namespace `ns` on or off, from inside the namespace (`ip
 /// netns exec` mounts that namespace's sysfs); the error says what and why not.
 fn set_receive(ns: &str, iface: &str, setting: &Receive, on: bool) -> Result<(), String> {
-    let sysfs = |file: &str, value: String| {
-        let write = format!("echo {value} > /sys/class/net/{iface}/{file}");
-        crate::topology::ip(&["netns", "exec", ns, "sh", "-c", &write]).map(|_| ())
-    };
+    let sysfs = |file: &str, value: String| crate::topology::set_net_sysfs(ns, iface, file, &value);
     match *setting {
         Receive::Rps(mask) => {
             let mask = if on { mask } else { 0 };
