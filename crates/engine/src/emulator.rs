@@ -47,9 +47,6 @@ pub use tap::{tap_ring, TapRecord, TAP_SNAP};
 
 use tap::Tap;
 
-/// Spin instead of sleeping when the next departure is this close.
-const SPIN_NS: u64 = 100_000;
-
 /// One bridged interface as the run-to-completion loop uses it: the frame port of latlab-io.
 pub use latlab_io::port::FramePort as Port;
 
@@ -380,14 +377,41 @@ pub struct EmulatorReport {
     pub changes: Vec<ConfigChange>,
     /// Frames sent but not copied to the tap, whose ring was full ([`run`] only).
     pub tap_full: u64,
+    /// How much of its CPU the emulator used.
+    pub cpu: CpuUse,
+}
+
+/// The CPU an emulator run used: its threads' CPU time (the kernel's work inside their
+/// system calls included) over the time it ran, and how a blocking loop waited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuUse {
+    /// Wall-clock time from start to stop, ns.
+    pub elapsed_ns: u64,
+    /// CPU time of the emulator's threads, ns (both stages for the pipeline).
+    pub cpu_ns: u64,
+    /// Threads that ran the emulator (1 run to completion, 2 pipelined).
+    pub threads: u32,
+    /// With [`PollMode::Block`], the spin before each departure it had learned at the end
+    /// ([`crate::wait::SleepSpin`]); `None` when it never slept.
+    pub spin_ns: Option<u64>,
+}
+
+impl CpuUse {
+    /// CPU time over elapsed time: 1.0 is one core busy all the time.
+    pub fn cores(&self) -> f64 {
+        self.cpu_ns as f64 / self.elapsed_ns.max(1) as f64
+    }
 }
 
 /// Bridges `a` and `b` until `stop` is raised, impairing A→B frames by `a_to_b` and B→A frames
 /// by `b_to_a`: a [`latlab_link::LinkConfig`] each, or [`Flows`] (a default link and per-flow rules).
 ///
 /// With [`PollMode::Busy`] the loop never sleeps (a core at 100%, frames picked up within
-/// microseconds); with [`PollMode::Block`] it sleeps in `ppoll` when nothing is due, and a
-/// frame arriving then waits for the thread to wake.
+/// microseconds); with [`PollMode::Block`] it needs no core of its own: when nothing is due it
+/// sleeps in `ppoll` until a frame arrives or shortly before the next departure, and spins the
+/// last stretch ([`crate::wait::SleepSpin`], learned from how late its sleeps woke). After it
+/// handled a frame it polls on for that stretch before sleeping, so the second half of a round
+/// trip is taken without a wake-up; a frame arriving while it sleeps waits for the wake-up.
 ///
 /// Between two frames, it applies the configuration changes submitted through
 /// `live.control` and publishes snapshots of its counters when asked (see
@@ -405,11 +429,13 @@ pub fn run<P: Port>(
 ) -> io::Result<EmulatorReport> {
     let _ = latlab_io::cpu::set_timer_slack_ns(1);
     let start = now_ns();
+    let cpu_start = latlab_io::clock::thread_cpu_ns();
     let mut ab = Direction::new(a_to_b.into(), start, max_frame, live.a_to_b.clone())?;
     let mut ba = Direction::new(b_to_a.into(), start, max_frame, live.b_to_a.clone())?;
     let control = &live.control;
     let mut last_publish = None;
     let mut tap = control.take_tap().map(Tap::new);
+    let mut waits = crate::wait::SleepSpin::new();
     while !stop.is_raised() {
         let got = a.recv_frames(&mut |frame, rx_ns| ab.arrive(rx_ns, frame, 0, &mut tap))?
             + b.recv_frames(&mut |frame, rx_ns| ba.arrive(rx_ns, frame, 1, &mut tap))?;
@@ -432,7 +458,11 @@ pub fn run<P: Port>(
         if sent_a > 0 {
             a.flush()?;
         }
-        if got > 0 || sent_a + sent_b > 0 || poll == PollMode::Busy {
+        if poll == PollMode::Busy {
+            continue;
+        }
+        if got > 0 || sent_a + sent_b > 0 {
+            waits.lingers(now);
             continue;
         }
         // Idle: sleep until a frame arrives or shortly before the next departure; spin the
@@ -441,12 +471,11 @@ pub fn run<P: Port>(
             .into_iter()
             .flatten()
             .min();
-        let wait = match next {
-            Some(d) if d <= now + SPIN_NS => continue,
-            Some(d) => Duration::from_nanos(d - now - SPIN_NS),
-            None => Duration::from_millis(10),
-        };
-        P::wait_either(a, b, wait.min(Duration::from_millis(10)))?;
+        let sleep = waits.sleep_for(now, next, Duration::from_millis(10));
+        if !sleep.is_zero() {
+            P::wait_either(a, b, sleep)?;
+            waits.woke(now_ns());
+        }
     }
     let now = now_ns();
     control.publish(snapshot(
@@ -458,6 +487,12 @@ pub fn run<P: Port>(
         b_to_a: ba.finish(b.kernel_drops(), b.wire_frame_stats()),
         changes: control.changes(),
         tap_full: tap.map_or(0, |t| t.full),
+        cpu: CpuUse {
+            elapsed_ns: now.saturating_sub(start),
+            cpu_ns: latlab_io::clock::thread_cpu_ns() - cpu_start,
+            threads: 1,
+            spin_ns: (poll == PollMode::Block).then(|| waits.spin_ns()),
+        },
     })
 }
 
@@ -480,13 +515,19 @@ struct Slot {
     data: [u8; PIPE_FRAME],
 }
 
-/// What the pipeline's TX stage hands back: its reports, and the rings from the RX stage
-/// (whose frames are still on their way at exit).
-type TxStageEnd = ([DirectionReport; 2], [Consumer<Slot>; 2]);
+/// What the pipeline's TX stage hands back: its reports, the rings from the RX stage (whose
+/// frames are still on their way at exit), and its CPU time.
+type TxStageEnd = ([DirectionReport; 2], [Consumer<Slot>; 2], u64);
 
 /// What the pipeline's RX stage hands back: per direction, `[frames, bytes]` read and
-/// dropped for a full ring, and its sockets.
-type RxStageEnd = ([[u64; 2]; 2], [[u64; 2]; 2], PacketSocket, PacketSocket);
+/// dropped for a full ring, its sockets, and its CPU time.
+type RxStageEnd = (
+    [[u64; 2]; 2],
+    [[u64; 2]; 2],
+    PacketSocket,
+    PacketSocket,
+    u64,
+);
 
 /// The sockets of a pipelined bridge: each interface has a socket read by the RX stage and
 /// another written by the TX stage, so the two stages never share one.
@@ -539,6 +580,7 @@ pub fn run_pipeline(
             if let Some(cpu) = tx_cpu {
                 latlab_io::cpu::pin_current_thread(cpu)?;
             }
+            let cpu_start = latlab_io::clock::thread_cpu_ns();
             let mut reports = [
                 DirectionReport::new(&pipes[0]),
                 DirectionReport::new(&pipes[1]),
@@ -582,12 +624,18 @@ pub fn run_pipeline(
             let [ab, ba] = reports;
             // The rings go back with the reports: what the RX stage still hands them until it
             // stops is counted as queued at exit.
-            Ok(([finish(ab, &pipes[0]), finish(ba, &pipes[1])], from_rx))
+            let cpu_ns = latlab_io::clock::thread_cpu_ns() - cpu_start;
+            Ok((
+                [finish(ab, &pipes[0]), finish(ba, &pipes[1])],
+                from_rx,
+                cpu_ns,
+            ))
         });
         let rx_stage = s.spawn(move || -> io::Result<RxStageEnd> {
             if let Some(cpu) = rx_cpu {
                 latlab_io::cpu::pin_current_thread(cpu)?;
             }
+            let cpu_start = latlab_io::clock::thread_cpu_ns();
             let mut full = [[0u64; 2]; 2];
             let mut arrived = [[0u64; 2]; 2];
             let mut to_tx = [to_tx_ab, to_tx_ba];
@@ -612,12 +660,13 @@ pub fn run_pipeline(
                     })?;
                 }
             }
-            Ok((arrived, full, rx_a, rx_b))
+            let cpu_ns = latlab_io::clock::thread_cpu_ns() - cpu_start;
+            Ok((arrived, full, rx_a, rx_b, cpu_ns))
         });
-        let ([ab, ba], rings) = tx_stage
+        let ([ab, ba], rings, tx_cpu_ns) = tx_stage
             .join()
             .map_err(|_| io::Error::other("the TX stage panicked"))??;
-        let (arrived, full, rx_a, rx_b) = rx_stage
+        let (arrived, full, rx_a, rx_b, rx_cpu_ns) = rx_stage
             .join()
             .map_err(|_| io::Error::other("the RX stage panicked"))??;
         let report = |mut d: DirectionReport, i: usize, rx: &PacketSocket| {
@@ -634,399 +683,15 @@ pub fn run_pipeline(
             b_to_a: report(ba, 1, &rx_b),
             changes: Vec::new(),
             tap_full: 0,
+            cpu: CpuUse {
+                elapsed_ns: now_ns().saturating_sub(start),
+                cpu_ns: tx_cpu_ns + rx_cpu_ns,
+                threads: 2,
+                spin_ns: None,
+            },
         })
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use latlab_io::port::TimestampSource;
-    use latlab_link::LinkConfig;
-
-    /// A frame port in memory: frames handed to the emulator once, frames it sends kept, and
-    /// an MTU (with the Ethernet header) that longer frames cannot pass.
-    struct MemoryPort {
-        incoming: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
-        sent: Vec<Vec<u8>>,
-        mtu_limit: usize,
-    }
-
-    impl MemoryPort {
-        fn new(incoming: &[usize], mtu_limit: usize) -> MemoryPort {
-            MemoryPort {
-                incoming: std::sync::Arc::new(std::sync::Mutex::new(
-                    incoming.iter().map(|&len| vec![0xab; len]).collect(),
-                )),
-                sent: Vec::new(),
-                mtu_limit,
-            }
-        }
-    }
-
-    impl Port for MemoryPort {
-        fn recv_frames(&mut self, f: &mut dyn FnMut(&[u8], u64)) -> io::Result<usize> {
-            let frames = std::mem::take(&mut *self.incoming.lock().unwrap());
-            for frame in &frames {
-                f(frame, now_ns());
-            }
-            Ok(frames.len())
-        }
-
-        fn try_queue_frame(&mut self, frame: &[u8]) -> io::Result<FrameQueued> {
-            Ok(if frame.len() > self.mtu_limit {
-                FrameQueued::TooLong
-            } else if frame.len() < 14 {
-                FrameQueued::TooShort
-            } else {
-                self.sent.push(frame.to_vec());
-                FrameQueued::Queued
-            })
-        }
-
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-
-        fn kernel_drops(&self) -> u64 {
-            0
-        }
-
-        fn wait_either(_: &mut Self, _: &mut Self, timeout: Duration) -> io::Result<()> {
-            std::thread::sleep(timeout.min(Duration::from_millis(1)));
-            Ok(())
-        }
-
-        fn wait_readable(&mut self, _: Option<Duration>) -> io::Result<bool> {
-            Ok(false)
-        }
-
-        fn timestamp_source(&self) -> TimestampSource {
-            TimestampSource::UserSpace
-        }
-    }
-
-    /// Bridges `a` and `b` with `a_to_b` (and no impairment back) for `ms` milliseconds.
-    fn bridge(
-        a: &mut MemoryPort,
-        b: &mut MemoryPort,
-        a_to_b: impl Into<Flows>,
-        ms: u64,
-    ) -> EmulatorReport {
-        let stop = Stop::new();
-        let live = EmulatorLive::default();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(Duration::from_millis(ms));
-                stop.raise();
-            });
-            let no_impairment = LinkConfig::default();
-            run(
-                a,
-                b,
-                a_to_b,
-                no_impairment,
-                9000,
-                PollMode::Block,
-                &stop,
-                &live,
-            )
-        })
-        .unwrap()
-    }
-
-    #[test]
-    fn a_frame_longer_than_the_far_sides_mtu_is_counted_and_the_emulator_goes_on() {
-        let mut a = MemoryPort::new(&[100, 1600, 100, 8], 1514);
-        let mut b = MemoryPort::new(&[], 1514);
-        // A runt goes through the link (which keeps runts here) to a port that cannot send it.
-        let keep_runts = LinkConfig {
-            drop_runts: false,
-            ..LinkConfig::default()
-        };
-        let report = bridge(&mut a, &mut b, keep_runts, 100);
-        let lens: Vec<usize> = b.sent.iter().map(Vec::len).collect();
-        assert_eq!(lens, [100, 100]);
-        let d = &report.a_to_b;
-        assert_eq!(
-            (d.arrived, d.sent, d.tx_too_long, d.tx_too_short),
-            (4, 2, 1, 1)
-        );
-        assert_eq!(d.unaccounted(), 0);
-    }
-
-    #[test]
-    fn frames_still_held_at_exit_are_reported_so_every_frame_is_accounted_for() {
-        let mut a = MemoryPort::new(&[100; 5], 1514);
-        let mut b = MemoryPort::new(&[], 1514);
-        let held = LinkConfig {
-            delay_ns: 10_000_000_000,
-            duplicate: 1.0,
-            ..LinkConfig::default()
-        };
-        let report = bridge(&mut a, &mut b, held, 50);
-        let d = &report.a_to_b;
-        assert!(b.sent.is_empty());
-        assert_eq!((d.arrived, d.link.duplicated, d.sent), (5, 5, 0));
-        assert_eq!(d.queued_at_exit, 10, "every frame and its copy still held");
-        assert_eq!(d.unaccounted(), 0);
-        assert_eq!(report.b_to_a.unaccounted(), 0);
-    }
-
-    /// A frame of 100 bytes carrying `seq` in its first byte.
-    fn numbered(seq: u8) -> Vec<u8> {
-        let mut frame = vec![0xab; 100];
-        frame[0] = seq;
-        frame
-    }
-
-    /// A 64-byte IPv4/UDP frame to port `dport`, carrying `seq` in its last byte.
-    fn udp_to(dport: u16, seq: u8) -> Vec<u8> {
-        let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
-        frame.extend([0x45, 0, 0, 50, 0, 0, 0x40, 0, 64, 17, 0, 0]);
-        frame.extend([10, 0, 0, 1, 10, 0, 0, 2, 0x9c, 0x40]);
-        frame.extend(dport.to_be_bytes());
-        frame.extend([0, 30, 0, 0]);
-        frame.resize(64, 0);
-        frame[63] = seq;
-        frame
-    }
-
-    #[test]
-    fn a_rule_drops_all_udp_to_one_port_while_other_frames_pass() {
-        let mut a = MemoryPort::new(&[], 1514);
-        let mut b = MemoryPort::new(&[], 1514);
-        // Interleaved: to the game port, to port 7, and a frame that is not IP.
-        let frames: Vec<Vec<u8>> = (0..30u8)
-            .map(|i| match i % 3 {
-                0 => udp_to(27015, i),
-                1 => udp_to(7, i),
-                _ => numbered(i),
-            })
-            .collect();
-        a.incoming.lock().unwrap().extend(frames.iter().cloned());
-        let lose_the_game = latlab_link::FlowRule {
-            matcher: latlab_link::FlowMatch::parse("--flow", "proto=udp dport=27015").unwrap(),
-            config: LinkConfig {
-                loss: latlab_link::LossModel::Bernoulli { p: 1.0 },
-                ..LinkConfig::default()
-            },
-        };
-        let flows = Flows {
-            default: LinkConfig::default(),
-            rules: vec![lose_the_game],
-        };
-        let report = bridge(&mut a, &mut b, flows, 100);
-        let through: Vec<Vec<u8>> = frames
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| i % 3 != 0)
-            .map(|(_, f)| f.clone())
-            .collect();
-        assert_eq!(b.sent, through, "the others pass, in order");
-        let d = &report.a_to_b;
-        assert_eq!((d.arrived, d.sent, d.link.dropped_loss), (30, 20, 10));
-        let [game, rest] = &d.flows[..] else {
-            panic!("one rule and the default: {:?}", d.flows)
-        };
-        assert_eq!(game.matcher.as_deref(), Some("proto=udp dport=27015"));
-        assert_eq!(
-            (game.link.arrived, game.link.dropped_loss, game.sent),
-            (10, 10, 0)
-        );
-        assert_eq!(rest.matcher, None);
-        assert_eq!(
-            (rest.link.arrived, rest.link.dropped(), rest.sent),
-            (20, 0, 20)
-        );
-        let mut link = LinkCounters::default();
-        for flow in &d.flows {
-            assert_eq!(flow.unaccounted(), 0, "{flow:?}");
-            link += flow.link;
-        }
-        assert_eq!(link, d.link, "the flows add up to the direction");
-        assert_eq!(game.sent + rest.sent, d.sent);
-        assert_eq!(d.unaccounted(), 0);
-        assert!(report.b_to_a.flows.is_empty(), "no rules, no flows");
-    }
-
-    #[test]
-    fn a_change_while_running_keeps_held_frames_and_their_order_and_applies_to_new_ones() {
-        let mut a = MemoryPort::new(&[], 1514);
-        let mut b = MemoryPort::new(&[], 1514);
-        let feed = a.incoming.clone();
-        feed.lock().unwrap().extend((0..10).map(numbered));
-        let slow = LinkConfig {
-            delay_ns: 200_000_000,
-            ..LinkConfig::default()
-        };
-        let fast = LinkConfig {
-            delay_ns: 1_000_000,
-            ..LinkConfig::default()
-        };
-        let stop = Stop::new();
-        let live = EmulatorLive::default();
-        let report = std::thread::scope(|s| {
-            let (live, stop, fast) = (&live, &stop, fast.clone());
-            s.spawn(move || {
-                std::thread::sleep(Duration::from_millis(50));
-                let ticket = live.control.submit(LinkDirection::AToB, fast);
-                assert!(live.control.wait_applied(ticket, Duration::from_secs(2)));
-                let snapshot = live.control.snapshot(Duration::from_secs(2)).unwrap();
-                assert_eq!(snapshot.a_to_b.queued_frames, 10, "held across the change");
-                feed.lock().unwrap().extend((10..20).map(numbered));
-                std::thread::sleep(Duration::from_millis(400));
-                stop.raise();
-            });
-            let none = LinkConfig::default();
-            run(
-                &mut a,
-                &mut b,
-                slow,
-                none,
-                9000,
-                PollMode::Block,
-                stop,
-                live,
-            )
-            .unwrap()
-        });
-        let order: Vec<u8> = b.sent.iter().map(|f| f[0]).collect();
-        assert_eq!(
-            order,
-            (0..20).collect::<Vec<u8>>(),
-            "none lost, none reordered"
-        );
-        let d = &report.a_to_b;
-        assert_eq!((d.arrived, d.sent, d.unaccounted()), (20, 20, 0));
-        assert_eq!(d.bytes.arrived, 2000);
-        assert_eq!(d.bytes.sent, 2000);
-        assert_eq!(report.changes.len(), 1);
-        let change = &report.changes[0];
-        assert_eq!(change.direction, LinkDirection::AToB);
-        assert_eq!(change.config, fast);
-        assert!(change.refused.is_none());
-        assert!(
-            (40_000_000..400_000_000).contains(&change.at_ns),
-            "{}",
-            change.at_ns
-        );
-    }
-
-    #[test]
-    fn snapshots_are_published_on_request_and_at_exit() {
-        let mut a = MemoryPort::new(&[100; 5], 1514);
-        let mut b = MemoryPort::new(&[], 1514);
-        let stop = Stop::new();
-        let live = EmulatorLive::default();
-        std::thread::scope(|s| {
-            let (live, stop) = (&live, &stop);
-            s.spawn(move || {
-                std::thread::sleep(Duration::from_millis(50));
-                let first = live.control.snapshot(Duration::from_secs(2)).unwrap();
-                assert_eq!(first.a_to_b.report.arrived, 5);
-                assert_eq!(first.a_to_b.report.sent, 5);
-                // A second request within 50 ms gets no fresher copy than the engine allows.
-                let second = live.control.snapshot(Duration::from_millis(200)).unwrap();
-                assert!(
-                    second.at_ns >= first.at_ns + PUBLISH_EVERY_NS || second.at_ns == first.at_ns
-                );
-                stop.raise();
-            });
-            let none = LinkConfig::default();
-            run(
-                &mut a,
-                &mut b,
-                none.clone(),
-                none,
-                9000,
-                PollMode::Block,
-                stop,
-                live,
-            )
-            .unwrap()
-        });
-        let last = live.control.snapshot(Duration::ZERO).unwrap();
-        assert_eq!(last.a_to_b.report.sent, 5);
-        assert_eq!(last.a_to_b.report.bytes.sent, 500);
-    }
-
-    #[test]
-    fn the_tap_sees_every_frame_sent_with_its_arrival_and_departure_times() {
-        let mut a = MemoryPort::new(&[], 1514);
-        let mut b = MemoryPort::new(&[], 1514);
-        a.incoming.lock().unwrap().extend((0..10).map(numbered));
-        let (ring, mut records) = tap_ring(64);
-        let live = EmulatorLive::default();
-        live.control.set_tap(ring);
-        let twice = LinkConfig {
-            delay_ns: 2_000_000,
-            duplicate: 1.0,
-            ..LinkConfig::default()
-        };
-        let stop = Stop::new();
-        let report = std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(Duration::from_millis(100));
-                stop.raise();
-            });
-            let none = LinkConfig::default();
-            run(
-                &mut a,
-                &mut b,
-                twice,
-                none,
-                9000,
-                PollMode::Block,
-                &stop,
-                &live,
-            )
-            .unwrap()
-        });
-        assert_eq!((report.a_to_b.sent, report.tap_full), (20, 0));
-        let mut seen = Vec::new();
-        while let Ok(r) = records.pop() {
-            assert_eq!(r.direction, LinkDirection::AToB);
-            assert_eq!((r.len, r.frame().len()), (100, 100));
-            assert!(r.intended_ns >= r.arrival_ns + 2_000_000, "{r:?}");
-            assert!(r.departure_ns >= r.intended_ns);
-            seen.push((r.data[0], r.arrival_ns));
-        }
-        assert_eq!(seen.len(), 20);
-        // Each frame and its copy carry the same arrival stamp.
-        for seq in 0..10u8 {
-            let stamps: Vec<u64> = seen.iter().filter(|s| s.0 == seq).map(|s| s.1).collect();
-            assert_eq!(stamps.len(), 2);
-            assert_eq!(stamps[0], stamps[1]);
-        }
-    }
-
-    #[test]
-    fn a_full_tap_ring_is_counted_and_the_bridge_goes_on() {
-        let mut a = MemoryPort::new(&[100; 40], 1514);
-        let mut b = MemoryPort::new(&[], 1514);
-        let (ring, _records) = tap_ring(16);
-        let live = EmulatorLive::default();
-        live.control.set_tap(ring);
-        let stop = Stop::new();
-        let report = std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(Duration::from_millis(50));
-                stop.raise();
-            });
-            let none = LinkConfig::default();
-            run(
-                &mut a,
-                &mut b,
-                none.clone(),
-                none,
-                9000,
-                PollMode::Block,
-                &stop,
-                &live,
-            )
-            .unwrap()
-        });
-        assert_eq!((report.a_to_b.sent, report.tap_full), (40, 24));
-    }
-}
+mod tests;

@@ -30,6 +30,7 @@ use latlab_wire::probe;
 /// Where a generator over AF_XDP sends: the Ethernet, IPv4 and UDP addresses of its frames.
 pub use crate::blaster::FrameAddrs;
 use crate::blaster::FCS_LEN;
+use crate::wait::SleepSpin;
 use crate::{PollMode, Stop};
 use latlab_wire::udp_frame::HEADERS_LEN;
 
@@ -106,10 +107,10 @@ impl GeneratorResult {
     }
 }
 
-/// Spin this long before a send deadline instead of sleeping through it (block mode).
-const SPIN_NS: u64 = 50_000;
 /// The longest a blocked loop sleeps (so progress and the stop flag are looked at).
 const MAX_WAIT_NS: u64 = latlab_probe::PROGRESS_NS;
+/// [`MAX_WAIT_NS`] as a duration.
+const MAX_WAIT: Duration = Duration::from_nanos(MAX_WAIT_NS);
 /// Receive slots are at least this long, so foreign datagrams longer than ours are read whole
 /// and dropped.
 const MIN_RX_SLOT: usize = 2048;
@@ -441,6 +442,7 @@ fn one_loop<T: DatagramTx, B: Background, M: Metering, R: DatagramRx>(
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> io::Result<bool> {
+    let mut waits = SleepSpin::new();
     loop {
         if stop.is_raised() {
             return Ok(true);
@@ -454,15 +456,20 @@ fn one_loop<T: DatagramTx, B: Background, M: Metering, R: DatagramRx>(
             return Ok(false);
         }
         if poll == PollMode::Block && got == 0 {
-            let wake = match tx.sending.poll_timeout() {
-                Some(due) => due.saturating_sub(SPIN_NS),
-                None if tx.sending.is_finished() => rx.receiving.poll_timeout(),
+            // The next send is a deadline to keep (sleep, then spin the last stretch); the
+            // end of the grace period is not.
+            let sleep = match tx.sending.poll_timeout() {
+                Some(due) => waits.sleep_for(now, Some(due), MAX_WAIT),
+                None if tx.sending.is_finished() => {
+                    let end = rx.receiving.poll_timeout().min(now + MAX_WAIT_NS);
+                    Duration::from_nanos(end.saturating_sub(now))
+                }
                 // Probes handed out and not yet taken by a port: no sleeping.
-                None => now,
+                None => Duration::ZERO,
             };
-            let wake = wake.min(now + MAX_WAIT_NS);
-            if wake > now {
-                rx.wait(Duration::from_nanos(wake - now))?;
+            if !sleep.is_zero() {
+                rx.wait(sleep)?;
+                waits.woke(now_ns());
             }
         }
     }
@@ -484,14 +491,17 @@ fn split<T: DatagramTx, B: Background, M: Metering + Send, R: DatagramRx>(
         let sender = s.spawn(|| -> io::Result<()> {
             cpu::pin_current_thread(tx_cpu)?;
             let _ = cpu::set_timer_slack_ns(1);
+            let mut waits = SleepSpin::new();
             let result = (|| {
                 while !stop.is_raised() && !tx.sending.is_finished() {
                     let now = now_ns();
                     tx.send_due(now)?;
                     sent.store(tx.sending.status().sent, Ordering::Relaxed);
-                    if let Some(due) = tx.sending.poll_timeout() {
-                        if poll == PollMode::Block && due > now + SPIN_NS {
-                            std::thread::sleep(Duration::from_nanos(due - now - SPIN_NS));
+                    if let (Some(due), PollMode::Block) = (tx.sending.poll_timeout(), poll) {
+                        let sleep = waits.sleep_for(now, Some(due), MAX_WAIT);
+                        if !sleep.is_zero() {
+                            std::thread::sleep(sleep);
+                            waits.woke(now_ns());
                         }
                     }
                 }

@@ -8,6 +8,8 @@
 //! - [`emulator`]: the link emulator's bridge; [`blaster`]: raw frames at a fixed rate.
 //! - [`forwarder`]: the L2 forwarder (both directions, no lookup) with its TSC cycle
 //!   accounting per step.
+//! - [`wait`]: how a blocking loop keeps a deadline without a core of its own (sleep, then
+//!   spin a stretch learned from its own wake-ups).
 //!
 //! The generator, the reflector and the game server are written once, generic over a
 //! [`latlab_io::port::DatagramPort`] (kernel UDP sockets, one datagram per call or in batches,
@@ -27,6 +29,7 @@ pub mod forwarder;
 pub mod game;
 pub mod generator;
 pub mod reflector;
+pub mod wait;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -38,8 +41,9 @@ pub enum PollMode {
     /// Spin on non-blocking batch calls: lowest latency, one core at 100%.
     #[default]
     Busy,
-    /// Sleep in `ppoll` until a packet arrives or the next send is due (with 1 ns timer slack
-    /// and a final spin before each send deadline).
+    /// Sleep in `ppoll` until a packet arrives or shortly before the next deadline (1 ns
+    /// timer slack), then spin the last stretch, sized by how late the loop's sleeps woke
+    /// ([`wait::SleepSpin`]).
     Block,
 }
 

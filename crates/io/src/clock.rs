@@ -30,6 +30,18 @@ pub(crate) fn monotonic_ns() -> u64 {
     timespec_ns(&ts)
 }
 
+/// The CPU time the calling thread has used, ns (`CLOCK_THREAD_CPUTIME_ID`): user and
+/// system time, the kernel's work done inside its system calls included.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec and the calling thread's CPU clock exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    timespec_ns(&ts)
+}
+
 /// Converts a `timespec` to nanoseconds; negative times become 0.
 #[inline]
 pub(crate) fn timespec_ns(ts: &libc::timespec) -> u64 {
