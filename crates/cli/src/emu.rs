@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use latlab_lab::command::{Io, PollMode};
-use latlab_lab::emu::{EmuMode, EmuOptions, RxRing};
+use latlab_lab::command::Io;
+use latlab_lab::emu::{EmuMode, EmuOptions, EmuPoll, RxRing};
 use latlab_lab::emuconfig::{ImpairmentFlags, LinkSources};
 use latlab_lab::units::parse_duration;
 
@@ -17,6 +17,13 @@ use crate::{emu_io, parse_xdp_frames, STOP};
 enum RxRingArg {
     V2,
     V3,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum PollArg {
+    Auto,
+    Busy,
+    Block,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -104,12 +111,14 @@ pub(crate) struct EmuArgs {
     #[arg(long, default_value_t = 2048, value_name = "BYTES")]
     frame_size: usize,
     /// busy: spin (frames picked up within microseconds, one core at 100%); block: sleep
-    /// when nothing is due (run-to-completion only).
-    #[arg(long, default_value = "busy", value_name = "MODE")]
-    poll: PollMode,
+    /// until a frame arrives or shortly before the next departure, then spin the last
+    /// microseconds (no core of its own needed); auto: busy when 3 or more CPUs are allowed,
+    /// else block (run-to-completion only).
+    #[arg(long, default_value = "auto", value_name = "MODE")]
+    poll: PollArg,
     /// run-to-completion: one loop for both directions; pipeline: an RX stage and a TX stage
-    /// on their own pinned cores joined by lock-free rings; auto: pipeline when 3 or more
-    /// cores are free.
+    /// on their own pinned cores joined by lock-free rings (both spinning); auto: pipeline
+    /// when 3 or more cores are free and --poll is not block.
     #[arg(long, default_value = "auto", value_name = "MODE")]
     mode: ModeArg,
     /// AF_PACKET receive ring: v2 hands each frame over as it arrives (microseconds); v3
@@ -178,7 +187,11 @@ impl EmuArgs {
             flows: self.flow,
         };
         let mut options = EmuOptions::new(self.iface_a, self.iface_b, &sources)?;
-        options.poll = self.poll;
+        options.poll = match self.poll {
+            PollArg::Auto => EmuPoll::Auto,
+            PollArg::Busy => EmuPoll::Busy,
+            PollArg::Block => EmuPoll::Block,
+        };
         options.mode = match self.mode {
             ModeArg::Auto => EmuMode::Auto,
             ModeArg::RunToCompletion => EmuMode::RunToCompletion,

@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use assert_cmd::cargo::cargo_bin;
@@ -137,6 +137,73 @@ fn emu_between_namespaces(extra: &[&str], delay_ms: u64) {
         assert!(d["release_error_ns"]["p50"].as_f64().is_some(), "{d}");
         assert_eq!(d["dropped_by_emulator"]["tx_ring_full"], 0);
     }
+}
+
+/// On one CPU, `--poll auto` (the default) sleeps until a frame or a departure is due and
+/// spins the last stretch: it says so, keeps its delay, reports the spin it learned, and uses
+/// a fraction of the core a spinning loop would.
+#[test]
+fn emu_on_one_cpu_sleeps_until_due_and_keeps_its_delay() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let emu_json = dir.path().join("emu.json");
+    let run_json = dir.path().join("run.json");
+    let emu = Command::new("taskset")
+        .args(["-c", "0", "ip", "netns", "exec", lab.emu.name()])
+        .arg(cargo_bin("latlab"))
+        .args(["emu", "--iface-a", "emu-a", "--iface-b", "emu-b"])
+        .args(["--delay", "1ms", "--duration", "3s", "--json"])
+        .arg(&emu_json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let target = format!("{}:7777", lab.server_addr);
+    let mut echo = common::echo_in(
+        lab.server.name(),
+        &target,
+        &["--poll", "block", "--duration", "3s"],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let json = run_json.to_str().unwrap();
+    let args = [
+        "--rate",
+        "1k",
+        "--duration",
+        "1s",
+        "--poll",
+        "block",
+        "--json",
+        json,
+    ];
+    common::gen_in(lab.client.name(), &target, &args);
+    let out = emu.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(echo.wait().unwrap().success());
+    assert!(
+        stderr.contains("one loop, sleeping until due, then spinning the last microseconds"),
+        "{stderr}"
+    );
+    let p50 = common::read_json(&run_json)["latency_ns"]["p50"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (1.9e6..3.0e6).contains(&p50),
+        "p50 {p50} ns, 2 ms configured"
+    );
+    let cpu = &common::read_json(&emu_json)["cpu"];
+    assert_eq!(cpu["threads"], 1, "{cpu}");
+    let spin = cpu["spin_ns"]
+        .as_u64()
+        .expect("a blocking loop reports its spin");
+    assert!((5_000..=200_000).contains(&spin), "{cpu}");
+    // 2 kpps of frames for 1 s of 3: a spinning loop would use the whole core.
+    assert!(cpu["cores"].as_f64().unwrap() < 0.7, "{cpu}");
 }
 
 /// Two reflectors on two ports behind `latlab emu --flow 'proto=udp dport=7777 / delay=5ms'`:

@@ -31,6 +31,43 @@ pub enum EmuMode {
     Pipeline,
 }
 
+/// How the run-to-completion loop waits for frames and departures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EmuPoll {
+    /// Spin when [`EmuPoll::SPIN_CPUS`] or more CPUs are allowed, else sleep.
+    #[default]
+    Auto,
+    /// Spin: frames picked up within a microsecond, one core at 100%.
+    Busy,
+    /// Sleep until a frame arrives or shortly before the next departure, then spin the last
+    /// stretch: no core of its own needed.
+    Block,
+}
+
+impl EmuPoll {
+    /// The CPUs [`EmuPoll::Auto`] needs before it spins: one for the emulator, and two for
+    /// what sends and answers through it.
+    pub const SPIN_CPUS: usize = 3;
+
+    /// The wait of a loop allowed `cpus` CPUs.
+    pub fn resolve(self, cpus: usize) -> PollMode {
+        match self {
+            EmuPoll::Busy => PollMode::Busy,
+            EmuPoll::Block => PollMode::Block,
+            EmuPoll::Auto if cpus >= EmuPoll::SPIN_CPUS => PollMode::Busy,
+            EmuPoll::Auto => PollMode::Block,
+        }
+    }
+}
+
+/// How `poll` waits, for the line that starts the bridge.
+fn waits(poll: PollMode) -> &'static str {
+    match poll {
+        PollMode::Busy => "spinning",
+        PollMode::Block => "sleeping until due, then spinning the last microseconds",
+    }
+}
+
 /// Everything `latlab emu` takes, checked.
 #[derive(Clone, Debug)]
 pub struct EmuOptions {
@@ -45,7 +82,7 @@ pub struct EmuOptions {
     /// Largest frame bridged, bytes.
     pub frame_size: usize,
     /// Spin or sleep (run to completion only).
-    pub poll: PollMode,
+    pub poll: EmuPoll,
     /// One loop or a pipeline.
     pub mode: EmuMode,
     /// The AF_PACKET receive ring.
@@ -83,7 +120,7 @@ impl EmuOptions {
             a_to_b,
             b_to_a,
             frame_size: sources.frame_size,
-            poll: PollMode::Busy,
+            poll: EmuPoll::Auto,
             mode: EmuMode::Auto,
             rx_ring: RxRing::V2,
             io: Io::Packet,
@@ -215,8 +252,14 @@ fn run_packet(
     let pipeline = match options.mode {
         EmuMode::Pipeline => true,
         EmuMode::RunToCompletion => false,
-        // The API and the capture are served by the one loop only.
-        EmuMode::Auto => cpus.len() >= 3 && options.api.is_none() && options.pcap.is_none(),
+        // The API and the capture are served by the one loop only, and only the one loop
+        // sleeps.
+        EmuMode::Auto => {
+            cpus.len() >= 3
+                && options.api.is_none()
+                && options.pcap.is_none()
+                && options.poll != EmuPoll::Block
+        }
     };
     // The pipeline's TX stage writes through sockets of its own.
     let tx_sockets = if pipeline {
@@ -232,9 +275,12 @@ fn run_packet(
         options.iface_a,
         options.iface_b,
         if pipeline {
-            "pipeline: RX and TX stages on their own cores"
+            "pipeline: RX and TX stages on their own cores".to_string()
         } else {
-            "run to completion: one loop"
+            format!(
+                "run to completion: one loop, {}",
+                waits(options.poll.resolve(cpus.len()))
+            )
         }
     ));
     watched_bridge(options, stop, view, |live| match tx_sockets {
@@ -289,12 +335,14 @@ fn run_xdp(
             format!("{attach:?}").to_lowercase()
         )
     };
+    let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default().len();
     view.started(&format!(
-        "latlab emu: bridging {} and {} over AF_XDP ({}; {}), run to completion; Ctrl-C stops",
+        "latlab emu: bridging {} and {} over AF_XDP ({}; {}), run to completion, {}; Ctrl-C stops",
         options.iface_a,
         options.iface_b,
         describe(&sock_a),
-        describe(&sock_b)
+        describe(&sock_b),
+        waits(options.poll.resolve(cpus)),
     ));
     watched_bridge(options, stop, view, |live| {
         one_loop(options, &mut sock_a, &mut sock_b, stop, live)
@@ -372,7 +420,9 @@ fn one_loop<P: emulator::Port>(
     live: &EmulatorLive,
 ) -> std::io::Result<EmulatorReport> {
     let (ab, ba) = (options.a_to_b.clone(), options.b_to_a.clone());
-    emulator::run(a, b, ab, ba, options.frame_size, options.poll, stop, live)
+    let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default().len();
+    let poll = options.poll.resolve(cpus);
+    emulator::run(a, b, ab, ba, options.frame_size, poll, stop, live)
 }
 
 /// The live counters line of a running bridge.
@@ -387,4 +437,23 @@ fn counters(live: &EmulatorLive) -> String {
         y.sent.load(Relaxed),
         y.dropped.load(Relaxed)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_spins_only_with_three_cpus_or_more() {
+        for (cpus, poll) in [
+            (1, PollMode::Block),
+            (2, PollMode::Block),
+            (3, PollMode::Busy),
+            (8, PollMode::Busy),
+        ] {
+            assert_eq!(EmuPoll::Auto.resolve(cpus), poll, "{cpus} CPUs");
+        }
+        assert_eq!(EmuPoll::Busy.resolve(1), PollMode::Busy);
+        assert_eq!(EmuPoll::Block.resolve(8), PollMode::Block);
+    }
 }

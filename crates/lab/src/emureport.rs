@@ -3,7 +3,7 @@
 //! writes what it always has).
 
 use latlab_engine::emulator::{
-    ByteCounters, ConfigChange, DirectionReport, EmulatorReport, FlowReport,
+    ByteCounters, ConfigChange, CpuUse, DirectionReport, EmulatorReport, FlowReport,
 };
 use latlab_stats::Summary;
 
@@ -101,6 +101,18 @@ pub fn report_json(report: &EmulatorReport) -> serde_json::Value {
         "b_to_a": direction_json(&report.b_to_a),
         "changes": changes_json(&report.changes),
         "pcap_dropped": report.tap_full,
+        "cpu": cpu_json(&report.cpu),
+    })
+}
+
+/// The CPU the emulator used, and how a blocking loop waited.
+fn cpu_json(cpu: &CpuUse) -> serde_json::Value {
+    serde_json::json!({
+        "elapsed_ns": cpu.elapsed_ns,
+        "cpu_ns": cpu.cpu_ns,
+        "cores": cpu.cores(),
+        "threads": cpu.threads,
+        "spin_ns": cpu.spin_ns,
     })
 }
 
@@ -141,7 +153,29 @@ pub fn summary_text(report: &EmulatorReport) -> String {
             out.push_str(&flow_line(f));
         }
     }
+    out.push_str(&cpu_line(&report.cpu));
     out
+}
+
+/// `CPU: 0.23 of a core (1 thread), sleeping until 12.0 µs before each departure`.
+fn cpu_line(cpu: &CpuUse) -> String {
+    let threads = if cpu.threads == 1 {
+        "thread"
+    } else {
+        "threads"
+    };
+    let wait = match cpu.spin_ns {
+        Some(ns) => format!(
+            ", sleeping until {} before each departure",
+            format_us(ns as f64)
+        ),
+        None => String::new(),
+    };
+    format!(
+        "CPU: {:.2} of a core ({} {threads}){wait}\n",
+        cpu.cores(),
+        cpu.threads
+    )
 }
 
 /// A flow's line under its direction's: `  flow proto=udp dport=27015 (loss=5%): ...`.
@@ -220,6 +254,7 @@ mod tests {
             b_to_a: direction(false),
             changes: Vec::new(),
             tap_full: 0,
+            cpu: CpuUse::default(),
         }
     }
 

@@ -338,6 +338,40 @@ impl ClientEmuServer {
             self.server_addr
         )
     }
+
+    /// Puts the receive work of both of the emulator namespace's veths on `cpu` with RPS (veth
+    /// otherwise receives on the sender's core, which would hand what runs there a free core,
+    /// or make it wait behind the sender), and that of the client's and the server's veths on
+    /// `ends_cpu` (else their receive work runs on the middle's core, inside its transmit);
+    /// says what was set.
+    pub(crate) fn steer_receive_work(
+        &self,
+        cpu: usize,
+        ends_cpu: Option<usize>,
+    ) -> Result<String, TopologyError> {
+        let mask = |cpu: usize| format!("{:x}", 1u64 << cpu.min(63));
+        let mut steered = vec![
+            (self.emu.name(), ClientEmuServer::EMU_A, cpu),
+            (self.emu.name(), ClientEmuServer::EMU_B, cpu),
+        ];
+        if let Some(ends) = ends_cpu {
+            steered.push((self.client.name(), "veth0", ends));
+            steered.push((self.server.name(), "veth0", ends));
+        }
+        for &(ns, dev, cpu) in &steered {
+            set_net_sysfs(ns, dev, "queues/rx-0/rps_cpus", &mask(cpu))?;
+        }
+        let mut said = format!(
+            "RPS: receive work of {} and {} on CPU {cpu} (rps_cpus {})",
+            ClientEmuServer::EMU_A,
+            ClientEmuServer::EMU_B,
+            mask(cpu)
+        );
+        if let Some(ends) = ends_cpu {
+            said += &format!(", of the client's and the server's veth0 on CPU {ends}");
+        }
+        Ok(said)
+    }
 }
 
 /// Makes each of two hosts (each with its `veth0`) know the other's MAC address for good.

@@ -201,7 +201,7 @@ pub(super) fn start(
         })
     };
     let client_mac = mac(lab.client.name(), "veth0")?;
-    let rps = steer_receive_work(lab, cpu, ends_cpu)?;
+    let rps = lab.steer_receive_work(cpu, ends_cpu)?;
     let stop = Arc::new(Stop::new());
     let mut testpmd = None;
     let fwd_live = matches!(dut, Dut::Fwd | Dut::FwdXdp).then(Arc::<ForwarderLive>::default);
@@ -344,39 +344,6 @@ fn spawn_loop<P: FramePort + 'static>(
             command: "starting the DUT's thread".into(),
             stderr: e.to_string(),
         })
-}
-
-/// Puts the receive work of both DUT veths on `cpu` with RPS (veth otherwise receives on the
-/// sender's core, which would hand the kernel's forwarders a free core), and that of the
-/// client's and the server's veths on `ends_cpu` (else the sink's receive work would run on the
-/// DUT's core, inside its transmit); says what was set.
-fn steer_receive_work(
-    lab: &ClientEmuServer,
-    cpu: usize,
-    ends_cpu: Option<usize>,
-) -> Result<String, TopologyError> {
-    let mask = |cpu: usize| format!("{:x}", 1u64 << cpu.min(63));
-    let mut steered = vec![
-        (lab.emu.name(), ClientEmuServer::EMU_A, cpu),
-        (lab.emu.name(), ClientEmuServer::EMU_B, cpu),
-    ];
-    if let Some(ends) = ends_cpu {
-        steered.push((lab.client.name(), "veth0", ends));
-        steered.push((lab.server.name(), "veth0", ends));
-    }
-    for &(ns, dev, cpu) in &steered {
-        set_net_sysfs(ns, dev, "queues/rx-0/rps_cpus", &mask(cpu))?;
-    }
-    let mut said = format!(
-        "RPS: receive work of {} and {} on CPU {cpu} (rps_cpus {})",
-        ClientEmuServer::EMU_A,
-        ClientEmuServer::EMU_B,
-        mask(cpu)
-    );
-    if let Some(ends) = ends_cpu {
-        said += &format!(", of the client's and the server's veth0 on CPU {ends}");
-    }
-    Ok(said)
 }
 
 /// Puts the receive work of the DUT's veths, once an XDP program is on them, on `cpu`: a veth

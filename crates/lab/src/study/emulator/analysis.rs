@@ -106,14 +106,22 @@ pub(super) fn mean_error(pt: &EmuPoint, base: &EmuPoint, d: u64) -> f64 {
 
 /// (p50, p99, max) of an emu point's A→B release error, ns.
 pub(super) fn release(pt: &EmuPoint) -> (Option<f64>, Option<f64>, Option<f64>) {
-    let Some(e) = pt
-        .emulator
-        .as_ref()
-        .map(|e| &e["a_to_b"]["release_error_ns"])
-    else {
+    release_of(pt, "a_to_b")
+}
+
+/// (p50, p99, max) of an emu point's release error in direction `dir` (`a_to_b` or
+/// `b_to_a`), ns.
+pub(super) fn release_of(pt: &EmuPoint, dir: &str) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let Some(e) = pt.emulator.as_ref().map(|e| &e[dir]["release_error_ns"]) else {
         return (None, None, None);
     };
     (e["p50"].as_f64(), e["p99"].as_f64(), e["max"].as_f64())
+}
+
+/// The cores the emulator used during an emu point (CPU time over elapsed time), if its
+/// report says.
+pub(super) fn emulator_cores(pt: &EmuPoint) -> Option<f64> {
+    pt.emulator.as_ref()?["cpu"]["cores"].as_f64()
 }
 
 /// A percentile of a summary, ns.

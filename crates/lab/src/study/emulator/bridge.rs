@@ -10,6 +10,7 @@ use latlab_io::packet::{PacketOptions, PacketSocket};
 use latlab_io::Io;
 use latlab_link::LinkConfig;
 
+use crate::emu::EmuPoll;
 use crate::topology::ClientEmuServer;
 
 /// Runs `f` while `latlab emu` bridges the lab's emulator namespace (run to completion, busy
@@ -39,6 +40,71 @@ pub(crate) struct Bridge {
     pub(crate) poll: PollMode,
     pub(crate) cpu: Option<usize>,
     pub(crate) timer_slack_ns: Option<u64>,
+}
+
+/// How the lab gives its cores out while it measures latency through the bridge, so that it
+/// measures the emulated link and not its own contention: the emulator on a CPU of its own
+/// (the last one allowed), spinning only when [`EmuPoll::Auto`] finds cores to spare and
+/// otherwise sleeping until due and spinning the last stretch; the generator and the
+/// reflector, both blocking, together on another (the last of the rest). On one CPU nothing
+/// is pinned and the emulator sleeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CorePlan {
+    /// The emulator's CPU.
+    pub(crate) emulator: Option<usize>,
+    /// The generator's and the reflector's CPU.
+    pub(crate) ends: Option<usize>,
+    /// How the emulator waits.
+    pub(crate) poll: PollMode,
+}
+
+impl CorePlan {
+    /// The plan for a process allowed `cpus`.
+    pub(crate) fn for_cpus(cpus: &[usize]) -> CorePlan {
+        let poll = EmuPoll::Auto.resolve(cpus.len());
+        match cpus {
+            [.., ends, emulator] => CorePlan {
+                emulator: Some(*emulator),
+                ends: Some(*ends),
+                poll,
+            },
+            _ => CorePlan {
+                emulator: None,
+                ends: None,
+                poll,
+            },
+        }
+    }
+
+    /// The plan for the CPUs this process is allowed.
+    pub(crate) fn allowed() -> CorePlan {
+        CorePlan::for_cpus(&latlab_io::cpu::allowed_cpus().unwrap_or_default())
+    }
+
+    /// The bridge over `io` as the plan runs it (1 ns timer slack).
+    pub(crate) fn bridge(self, io: Io) -> Bridge {
+        Bridge {
+            io,
+            poll: self.poll,
+            cpu: self.emulator,
+            timer_slack_ns: Some(1),
+        }
+    }
+
+    /// `emulator on CPU 1, sleeping until due then spinning; generator and reflector on CPU 0,
+    /// blocking`.
+    pub(crate) fn describe(self) -> String {
+        let on = |cpu: Option<usize>| cpu.map_or("unpinned".to_string(), |c| format!("on CPU {c}"));
+        let waits = match self.poll {
+            PollMode::Busy => "spinning",
+            PollMode::Block => "sleeping until due, then spinning the last stretch",
+        };
+        format!(
+            "emulator {}, {waits}; generator and reflector {}, blocking",
+            on(self.emulator),
+            on(self.ends)
+        )
+    }
 }
 
 /// [`with_emulator`] with the bridge run as `bridge` says.
@@ -140,4 +206,42 @@ fn spawn_bridge<P: emulator::Port + 'static>(
                 &EmulatorLive::default(),
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_emulator_gets_the_last_cpu_and_sleeps_unless_three_are_free() {
+        let two = CorePlan::for_cpus(&[0, 1]);
+        assert_eq!(
+            two,
+            CorePlan {
+                emulator: Some(1),
+                ends: Some(0),
+                poll: PollMode::Block
+            }
+        );
+        assert_eq!(
+            two.describe(),
+            "emulator on CPU 1, sleeping until due, then spinning the last stretch; \
+             generator and reflector on CPU 0, blocking"
+        );
+        let four = CorePlan::for_cpus(&[2, 3, 5, 7]);
+        assert_eq!(
+            (four.emulator, four.ends, four.poll),
+            (Some(7), Some(5), PollMode::Busy)
+        );
+        let one = CorePlan::for_cpus(&[3]);
+        assert_eq!(
+            (one.emulator, one.ends, one.poll),
+            (None, None, PollMode::Block)
+        );
+        let bridge = two.bridge(Io::Packet);
+        assert_eq!(
+            (bridge.cpu, bridge.poll, bridge.timer_slack_ns),
+            (Some(1), PollMode::Block, Some(1))
+        );
+    }
 }

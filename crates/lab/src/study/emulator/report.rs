@@ -26,6 +26,7 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
     md.push_str(&format!("Topology: {topology}. Round trips of latlab probes, client → server → client; delays are on the client→server direction only.\n\n"));
     md.push_str(&tables::added_latency(&a));
     md.push_str(&tables::accuracy(&a));
+    md.push_str(&tables::release_target(&a));
     md.push_str(&tables::loss_models(&a));
     md.push_str("\n![accuracy](accuracy.svg)\n\n");
     md.push_str(&tables::forwarding_rate(&a));

@@ -12,7 +12,7 @@ use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_io::Io;
 use latlab_link::{LinkConfig, LossModel};
 
-use super::bridge::with_emulator;
+use super::bridge::{with_bridge, CorePlan};
 use super::rates::measure_rates;
 use super::{EmuPoint, EmuStudyOptions, TRACE_DELAY_NS};
 use crate::measure::{self, GenOptions, ThreadChoice};
@@ -100,7 +100,8 @@ pub(super) fn measure_all(
     };
     let points = PointsDir::create(&options.out, existing)?;
     let lab = ClientEmuServer::build()?;
-    let topology = lab.describe();
+    let plan = CorePlan::allowed();
+    let topology = format!("{}; cores: {}", lab.describe(), plan.describe());
     progress.note(&format!("lab: {topology}"));
     StudyFile::new(StudyKind::Emulator, &topology)
         .with_parameters(options.parameters())
@@ -120,6 +121,9 @@ pub(super) fn measure_all(
     let echo = {
         let s = echo_stop.clone();
         std::thread::spawn(move || {
+            if let Some(cpu) = plan.ends {
+                latlab_io::cpu::pin_current_thread(cpu)?;
+            }
             let config = ReflectorConfig {
                 poll: PollMode::Block,
                 ..ReflectorConfig::default()
@@ -127,7 +131,7 @@ pub(super) fn measure_all(
             reflector::run_udp(&echo_socket, &config, &s, &ReflectorCounters::default())
         })
     };
-    let result = measure_latencies(options, &lab, routed, stop, progress, &points).and_then(
+    let result = measure_latencies(options, &lab, routed, plan, stop, progress, &points).and_then(
         |latency_points| {
             let rates = Share {
                 shard: options.shard,
@@ -165,6 +169,7 @@ fn measure_latencies(
     options: &EmuStudyOptions,
     lab: &ClientEmuServer,
     routed: (Ipv4Addr, Ipv4Addr),
+    cores: CorePlan,
     stop: &Stop,
     progress: &mut dyn StudyProgress,
     points: &PointsDir,
@@ -217,7 +222,7 @@ fn measure_latencies(
         progress.note(&format!("measuring {describe}"));
         let key = format!("{path}-d{delay_ns}ns-{}pps", rate as u64);
         let point = if path == "kernel" {
-            let (run, result) = measure_once(lab, routed, rate, options.duration, stop)?;
+            let (run, result) = measure_once(lab, routed, rate, options.duration, cores, stop)?;
             EmuPoint {
                 path,
                 delay_ns,
@@ -243,8 +248,8 @@ fn measure_latencies(
                 limit_frames: Some((in_flight * 2).max(1000)),
                 ..LinkConfig::default()
             };
-            let ((run, result), emu) = with_emulator(lab, Io::Packet, ab, ba, || {
-                measure_once(lab, bridged, rate, options.duration, stop)
+            let ((run, result), emu) = with_bridge(lab, cores.bridge(Io::Packet), ab, ba, || {
+                measure_once(lab, bridged, rate, options.duration, cores, stop)
             })?;
             let (configured_loss, expected_mean_burst) = match loss {
                 Some(LossModel::Bernoulli { p }) => (Some(p), Some(1.0 / (1.0 - p))),
@@ -274,6 +279,7 @@ fn measure_once(
     (client, target): (Ipv4Addr, SocketAddr),
     rate: f64,
     duration: Duration,
+    plan: CorePlan,
     stop: &Stop,
 ) -> Result<(RunSummary, latlab_engine::generator::GeneratorResult), StudyError> {
     let mut gen = GenOptions::new(target);
@@ -290,7 +296,8 @@ fn measure_once(
         measure::open_sockets(bind, 1, Some(4 << 20))
     })??;
     measure::check_target(&check, target, Duration::from_secs(3))?;
-    let threads = measure::pick_threads(ThreadChoice::One, None);
+    // One loop on the plan's CPU for the ends: every CPU but the emulator's.
+    let threads = measure::pick_threads(ThreadChoice::One, plan.emulator);
     let setup = measure::setup(&gen, format!("{rate} pps"), "client-emu-server", threads);
     Ok(measure::run(
         &gen,

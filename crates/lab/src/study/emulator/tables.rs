@@ -1,7 +1,7 @@
 //! The tables of the emulator study's `report.md`: added latency at delay 0, accuracy, loss
 //! models and forwarding rate, as Markdown.
 
-use super::analysis::{mean_error, p, release, us, Analysis};
+use super::analysis::{emulator_cores, mean_error, p, release, release_of, us, Analysis};
 use super::{RatePoint, FRAME_SIZES};
 use crate::units::format_us;
 
@@ -74,6 +74,82 @@ pub(super) fn accuracy(a: &Analysis) -> String {
                 ));
             }
         }
+    }
+    md
+}
+
+/// The release-error target: p50 at most this, ns.
+pub(super) const TARGET_P50_NS: f64 = 5_000.0;
+/// The release-error target: p99 at most this, ns.
+pub(super) const TARGET_P99_NS: f64 = 50_000.0;
+
+/// Per rate, the worst release error of every emu point (delay 0 and each D, both
+/// directions) against the target, with the emulator's CPU; then the rates where it holds.
+pub(super) fn release_target(a: &Analysis) -> String {
+    let mut md = String::new();
+    md.push_str(&format!(
+        "\n## Release error against the target (p50 ≤ {:.0} µs, p99 ≤ {:.0} µs)\n\nThe worst of every emulator point at the rate (delay 0 and each D, both directions). The emulator's CPU is its thread's CPU time over the run's.\n\n| rate | worst p50 [µs] | worst p99 [µs] | emulator CPU [cores] | holds |\n|---:|---:|---:|---:|---|\n",
+        TARGET_P50_NS / 1000.0,
+        TARGET_P99_NS / 1000.0
+    ));
+    let (mut held, mut missed) = (Vec::new(), Vec::new());
+    for &rate in &a.rates {
+        let pts: Vec<_> = a
+            .points
+            .iter()
+            .filter(|p| p.path == "emu" && p.rate_pps == rate)
+            .collect();
+        let worst = |i: usize| {
+            pts.iter()
+                .flat_map(|p| ["a_to_b", "b_to_a"].map(|d| release_of(p, d)))
+                .filter_map(|r| [r.0, r.1][i])
+                .reduce(f64::max)
+        };
+        let (Some(p50), Some(p99)) = (worst(0), worst(1)) else {
+            continue;
+        };
+        let cores: Vec<f64> = pts.iter().filter_map(|p| emulator_cores(p)).collect();
+        let cpu = match (
+            cores.iter().copied().reduce(f64::min),
+            cores.iter().copied().reduce(f64::max),
+        ) {
+            (Some(lo), Some(hi)) => format!("{lo:.2}–{hi:.2}"),
+            _ => "-".into(),
+        };
+        let holds = p50 <= TARGET_P50_NS && p99 <= TARGET_P99_NS;
+        md.push_str(&format!(
+            "| {rate:.0} | {:.1} | {:.1} | {cpu} | {} |\n",
+            p50 / 1000.0,
+            p99 / 1000.0,
+            if holds { "yes" } else { "no" }
+        ));
+        if holds {
+            held.push(rate);
+        } else {
+            missed.push(rate);
+        }
+    }
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|r| format!("{r:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(&top) = held.last() {
+        md.push_str(&format!("\nThe target holds at {} pps", list(&held)));
+        match missed.iter().find(|&&r| r > top) {
+            None if missed.is_empty() => md.push_str(", every rate measured.\n"),
+            None => md.push_str(&format!("; not at {} pps.\n", list(&missed))),
+            Some(&above) => md.push_str(&format!(
+                "; not at {} pps. It no longer holds above {top:.0} pps (it fails at {above:.0} pps).\n",
+                list(&missed)
+            )),
+        }
+    } else if !missed.is_empty() {
+        md.push_str(&format!(
+            "\nThe target holds at none of the rates measured ({} pps).\n",
+            list(&missed)
+        ));
     }
     md
 }

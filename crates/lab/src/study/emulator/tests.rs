@@ -175,3 +175,76 @@ fn the_report_of_a_synthetic_study() {
     write(&out, "namespaces (test)").unwrap();
     assert_eq!(fs::read_to_string(&report_path).unwrap(), report);
 }
+
+/// An emu point's report with the given release-error p50 and p99 (ns) on A→B and B→A, and
+/// the emulator's CPU.
+fn emulator_with_release(a_to_b: (f64, f64), b_to_a: (f64, f64), cores: f64) -> serde_json::Value {
+    let dir = |(p50, p99): (f64, f64)| serde_json::json!({"release_error_ns": {"p50": p50, "p99": p99, "max": p99 * 2.0}});
+    serde_json::json!({
+        "a_to_b": dir(a_to_b),
+        "b_to_a": dir(b_to_a),
+        "cpu": {"cores": cores},
+    })
+}
+
+#[test]
+fn the_release_target_is_checked_per_rate_over_every_point_and_both_directions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("study");
+    let points = PointsDir::create(&out, Existing::Refuse).unwrap();
+    let us = |v: f64| v * 1000.0;
+    // Per rate: (delay, A→B p50/p99, B→A p50/p99, cores) of its emu points. At 1 kpps the
+    // delay-0 point's A→B p50 misses; at 20 kpps every point holds; at 40 kpps only B→A's
+    // p99 of the 1 ms point misses.
+    let plan = [
+        (1_000.0, 0, (us(31.0), us(40.0)), (us(2.0), us(9.0)), 0.12),
+        (
+            1_000.0,
+            1_000_000,
+            (us(0.5), us(20.0)),
+            (us(2.0), us(9.0)),
+            0.2,
+        ),
+        (20_000.0, 0, (us(2.0), us(30.0)), (us(2.1), us(36.0)), 0.97),
+        (
+            20_000.0,
+            1_000_000,
+            (us(0.3), us(14.0)),
+            (us(2.2), us(20.0)),
+            0.99,
+        ),
+        (40_000.0, 0, (us(2.0), us(30.0)), (us(2.1), us(36.0)), 0.98),
+        (
+            40_000.0,
+            1_000_000,
+            (us(0.3), us(14.0)),
+            (us(2.2), us(61.0)),
+            0.99,
+        ),
+    ];
+    for (rate, delay_ns, ab, ba, cores) in plan {
+        let p = EmuPoint {
+            path: "emu".into(),
+            delay_ns,
+            rate_pps: rate,
+            run: run(40.0 + delay_ns as f64 / 1000.0, 1000, 0, rate),
+            loss_bursts: Vec::new(),
+            configured_loss: None,
+            expected_mean_burst: None,
+            emulator: Some(emulator_with_release(ab, ba, cores)),
+            trace: None,
+        };
+        let key = format!("emu-d{delay_ns}ns-{}pps", rate as u64);
+        points.write(&key, &p, None).unwrap();
+    }
+    write(&out, "namespaces (test)").unwrap();
+    let report = fs::read_to_string(out.join("report.md")).unwrap();
+    for line in [
+        "| 1000 | 31.0 | 40.0 | 0.12–0.20 | no |",
+        "| 20000 | 2.2 | 36.0 | 0.97–0.99 | yes |",
+        "| 40000 | 2.2 | 61.0 | 0.98–0.99 | no |",
+        "The target holds at 20000 pps; not at 1000, 40000 pps. It no longer holds above 20000 pps (it fails at 40000 pps).",
+    ] {
+        assert!(report.contains(line), "{line:?} missing:\n{report}");
+    }
+}
