@@ -60,6 +60,22 @@ pub fn set_current_thread_idle_class() -> io::Result<()> {
     Ok(())
 }
 
+/// Time the hypervisor gave this machine's CPUs to others while they had work (the `steal`
+/// column of `/proc/stat`'s `cpu` line, all CPUs summed), ns; `None` where the kernel does not
+/// report it. On a guest, a thread can stall for tens of milliseconds while its vCPU is
+/// stolen, which no scheduling inside the guest prevents.
+pub fn steal_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_steal_ns(&stat)
+}
+
+/// [`steal_ns`] from the text of `/proc/stat` (ticks of `USER_HZ`, 100 per second on Linux).
+fn parse_steal_ns(stat: &str) -> Option<u64> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    Some(ticks * 10_000_000)
+}
+
 /// Sets the calling thread's timer slack (`PR_SET_TIMERSLACK`), so short sleeps wake on time.
 ///
 /// The default slack of 50 µs makes a 1 µs sleep last ~56 µs; 1 ns brings it to a few µs.
@@ -76,6 +92,16 @@ pub fn set_timer_slack_ns(ns: u64) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steal_is_the_eighth_number_of_the_cpu_line() {
+        let stat = "cpu  1940119 0 424218 1759517 23726 0 136851 23734 0 0\n\
+                    cpu0 877726 0 214870 982277 7182 0 58247 11769 0 0\n";
+        assert_eq!(parse_steal_ns(stat), Some(23_734 * 10_000_000));
+        assert_eq!(parse_steal_ns("cpu  1 2 3 4\n"), None);
+        assert_eq!(parse_steal_ns("intr 5\n"), None);
+        assert!(steal_ns().is_some());
+    }
 
     #[test]
     fn a_thread_can_be_pinned_to_an_allowed_cpu() {

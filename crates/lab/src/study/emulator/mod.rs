@@ -120,6 +120,10 @@ pub struct EmuPoint {
     pub expected_mean_burst: Option<f64>,
     /// The emulator's report (emu points), as `latlab emu --json` writes it.
     pub emulator: Option<serde_json::Value>,
+    /// CPU time the hypervisor took from this machine while the point ran (all CPUs, ns):
+    /// a guest's threads stall while their vCPU is stolen, whatever the lab's plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_steal_ns: Option<u64>,
     /// Per-packet (send time from the first probe, latency) in ns, kept for the 100 µs points
     /// (the paper's Fig. 6).
     #[serde(default, skip_serializing_if = "Option::is_none")]

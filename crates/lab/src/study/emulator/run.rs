@@ -221,7 +221,8 @@ fn measure_latencies(
         progress.point(&describe, i, total);
         progress.note(&format!("measuring {describe}"));
         let key = format!("{path}-d{delay_ns}ns-{}pps", rate as u64);
-        let point = if path == "kernel" {
+        let steal_before = latlab_io::cpu::steal_ns();
+        let mut point = if path == "kernel" {
             let (run, result) = measure_once(lab, routed, rate, options.duration, cores, stop)?;
             EmuPoint {
                 path,
@@ -232,6 +233,7 @@ fn measure_latencies(
                 configured_loss: None,
                 expected_mean_burst: None,
                 emulator: None,
+                host_steal_ns: None,
                 trace: None,
             }
         } else {
@@ -266,9 +268,13 @@ fn measure_latencies(
                 configured_loss,
                 expected_mean_burst,
                 emulator: Some(emu),
+                host_steal_ns: None,
                 trace,
             }
         };
+        point.host_steal_ns = steal_before
+            .zip(latlab_io::cpu::steal_ns())
+            .map(|(a, b)| b.saturating_sub(a));
         points.write(&key, &point, None)?;
     }
     Ok(units)

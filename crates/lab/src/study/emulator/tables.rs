@@ -88,7 +88,7 @@ pub(super) const TARGET_P99_NS: f64 = 50_000.0;
 pub(super) fn release_target(a: &Analysis) -> String {
     let mut md = String::new();
     md.push_str(&format!(
-        "\n## Release error against the target (p50 ≤ {:.0} µs, p99 ≤ {:.0} µs)\n\nThe worst of every emulator point at the rate (delay 0 and each D, both directions). The emulator's CPU is its thread's CPU time over the run's.\n\n| rate | worst p50 [µs] | worst p99 [µs] | emulator CPU [cores] | holds |\n|---:|---:|---:|---:|---|\n",
+        "\n## Release error against the target (p50 ≤ {:.0} µs, p99 ≤ {:.0} µs)\n\nThe worst of every emulator point at the rate (delay 0 and each D, both directions). The emulator's CPU is its thread's CPU time over the run's. Host steal is the CPU time the hypervisor took from this machine during those points (`/proc/stat`): a thread whose vCPU is stolen stalls for milliseconds whatever the lab's plan.\n\n| rate | worst p50 [µs] | worst p99 [µs] | emulator CPU [cores] | host steal [ms] | holds |\n|---:|---:|---:|---:|---:|---|\n",
         TARGET_P50_NS / 1000.0,
         TARGET_P99_NS / 1000.0
     ));
@@ -116,9 +116,14 @@ pub(super) fn release_target(a: &Analysis) -> String {
             (Some(lo), Some(hi)) => format!("{lo:.2}–{hi:.2}"),
             _ => "-".into(),
         };
+        let steal = pts
+            .iter()
+            .filter_map(|p| p.host_steal_ns)
+            .reduce(|a, b| a + b)
+            .map_or("-".into(), |ns| format!("{:.0}", ns as f64 / 1e6));
         let holds = p50 <= TARGET_P50_NS && p99 <= TARGET_P99_NS;
         md.push_str(&format!(
-            "| {rate:.0} | {:.1} | {:.1} | {cpu} | {} |\n",
+            "| {rate:.0} | {:.1} | {:.1} | {cpu} | {steal} | {} |\n",
             p50 / 1000.0,
             p99 / 1000.0,
             if holds { "yes" } else { "no" }

@@ -88,6 +88,7 @@ pub(crate) fn synthetic_study(out: &Path) {
         configured_loss: None,
         expected_mean_burst: None,
         emulator: (path == "emu").then(|| emulator_json(2_000.0)),
+        host_steal_ns: None,
         trace: (delay_ns == TRACE_DELAY_NS)
             .then(|| (0..4000u64).map(|i| (i * 1_000, 140_000 + i % 7)).collect()),
     };
@@ -115,6 +116,7 @@ pub(crate) fn synthetic_study(out: &Path) {
             configured_loss: Some(loss),
             expected_mean_burst: Some(burst),
             emulator: Some(emulator_json(2_000.0)),
+            host_steal_ns: None,
             trace: None,
         };
         points
@@ -232,6 +234,7 @@ fn the_release_target_is_checked_per_rate_over_every_point_and_both_directions()
             configured_loss: None,
             expected_mean_burst: None,
             emulator: Some(emulator_with_release(ab, ba, cores)),
+            host_steal_ns: Some(if rate == 40_000.0 { 120_000_000 } else { 0 }),
             trace: None,
         };
         let key = format!("emu-d{delay_ns}ns-{}pps", rate as u64);
@@ -240,9 +243,9 @@ fn the_release_target_is_checked_per_rate_over_every_point_and_both_directions()
     write(&out, "namespaces (test)").unwrap();
     let report = fs::read_to_string(out.join("report.md")).unwrap();
     for line in [
-        "| 1000 | 31.0 | 40.0 | 0.12–0.20 | no |",
-        "| 20000 | 2.2 | 36.0 | 0.97–0.99 | yes |",
-        "| 40000 | 2.2 | 61.0 | 0.98–0.99 | no |",
+        "| 1000 | 31.0 | 40.0 | 0.12–0.20 | 0 | no |",
+        "| 20000 | 2.2 | 36.0 | 0.97–0.99 | 0 | yes |",
+        "| 40000 | 2.2 | 61.0 | 0.98–0.99 | 240 | no |",
         "The target holds at 20000 pps; not at 1000, 40000 pps. It no longer holds above 20000 pps (it fails at 40000 pps).",
     ] {
         assert!(report.contains(line), "{line:?} missing:\n{report}");
