@@ -78,51 +78,9 @@ fn emu_between_namespaces(extra: &[&str], delay_ms: u64) {
         return;
     }
     let lab = ClientEmuServer::build().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let emu_json = dir.path().join("emu.json");
-    let run_json = dir.path().join("run.json");
-    let mut emu = common::in_ns(lab.emu.name())
-        .args([
-            "emu",
-            "--iface-a",
-            "emu-a",
-            "--iface-b",
-            "emu-b",
-            "--duration",
-            "4s",
-        ])
-        .args(["--delay", &format!("{delay_ms}ms")])
-        .args(extra)
-        .arg("--json")
-        .arg(&emu_json)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let target = format!("{}:7777", lab.server_addr);
-    let mut echo = common::echo_in(
-        lab.server.name(),
-        &target,
-        &["--poll", "block", "--duration", "4s"],
-    );
-    std::thread::sleep(Duration::from_millis(500));
-    let json = run_json.to_str().unwrap();
-    common::gen_in(
-        lab.client.name(),
-        &target,
-        &[
-            "--rate",
-            "1k",
-            "--duration",
-            "1s",
-            "--poll",
-            "block",
-            "--json",
-            json,
-        ],
-    );
-    assert!(emu.wait().unwrap().success());
-    assert!(echo.wait().unwrap().success());
-    let run = common::read_json(&run_json);
+    let delay = format!("{delay_ms}ms");
+    let args = [&["--delay", &delay][..], extra].concat();
+    let (_, run, report) = probes_through(&lab, common::in_ns(lab.emu.name()), &args, 4);
     let p50 = run["latency_ns"]["p50"].as_f64().unwrap();
     // The delay each way: twice it per round trip, plus the veth's tens of microseconds.
     let rtt = 2.0 * delay_ms as f64 * 1e6;
@@ -130,13 +88,63 @@ fn emu_between_namespaces(extra: &[&str], delay_ms: u64) {
         (rtt - 0.1e6..rtt + 1.0e6).contains(&p50),
         "p50 {p50} ns, {rtt} ns configured"
     );
-    let report = common::read_json(&emu_json);
     for dir in ["a_to_b", "b_to_a"] {
         let d = &report[dir];
         assert!(d["link"]["delivered"].as_u64().unwrap() >= 900, "{d}");
         assert!(d["release_error_ns"]["p50"].as_f64().is_some(), "{d}");
         assert_eq!(d["dropped_by_emulator"]["tx_ring_full"], 0);
     }
+}
+
+/// Runs `latlab emu ARGS` between the lab's namespaces for `secs` seconds, started by
+/// `launcher` (a command that runs latlab in the emulator's namespace) beside
+/// an echo in the server for as long, and sends 1 s of probes at 1 kpps from the client;
+/// checks that each succeeded and returns the emulator's standard error, the probes' run
+/// JSON and the emulator's `--json`.
+fn probes_through(
+    lab: &ClientEmuServer,
+    mut launcher: Command,
+    args: &[&str],
+    secs: u64,
+) -> (String, serde_json::Value, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let emu_json = dir.path().join("emu.json");
+    let run_json = dir.path().join("run.json");
+    let duration = format!("{secs}s");
+    let emu = launcher
+        .args(["emu", "--iface-a", "emu-a", "--iface-b", "emu-b"])
+        .args(args)
+        .args(["--duration", &duration, "--json"])
+        .arg(&emu_json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let target = format!("{}:7777", lab.server_addr);
+    let mut echo = common::echo_in(
+        lab.server.name(),
+        &target,
+        &["--poll", "block", "--duration", &duration],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let json = run_json.to_str().unwrap();
+    let probes = [
+        "--rate",
+        "1k",
+        "--duration",
+        "1s",
+        "--poll",
+        "block",
+        "--json",
+        json,
+    ];
+    common::gen_in(lab.client.name(), &target, &probes);
+    let out = emu.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    assert!(echo.wait().unwrap().success());
+    let run = common::read_json(&run_json);
+    (stderr, run, common::read_json(&emu_json))
 }
 
 /// On one CPU, `--poll auto` (the default) sleeps until a frame or a departure is due and
@@ -149,54 +157,21 @@ fn emu_on_one_cpu_sleeps_until_due_and_keeps_its_delay() {
         return;
     }
     let lab = ClientEmuServer::build().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let emu_json = dir.path().join("emu.json");
-    let run_json = dir.path().join("run.json");
-    let emu = Command::new("taskset")
+    let mut on_cpu_0 = Command::new("taskset");
+    on_cpu_0
         .args(["-c", "0", "ip", "netns", "exec", lab.emu.name()])
-        .arg(cargo_bin("latlab"))
-        .args(["emu", "--iface-a", "emu-a", "--iface-b", "emu-b"])
-        .args(["--delay", "1ms", "--duration", "3s", "--json"])
-        .arg(&emu_json)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let target = format!("{}:7777", lab.server_addr);
-    let mut echo = common::echo_in(
-        lab.server.name(),
-        &target,
-        &["--poll", "block", "--duration", "3s"],
-    );
-    std::thread::sleep(Duration::from_millis(500));
-    let json = run_json.to_str().unwrap();
-    let args = [
-        "--rate",
-        "1k",
-        "--duration",
-        "1s",
-        "--poll",
-        "block",
-        "--json",
-        json,
-    ];
-    common::gen_in(lab.client.name(), &target, &args);
-    let out = emu.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(echo.wait().unwrap().success());
+        .arg(cargo_bin("latlab"));
+    let (stderr, run, report) = probes_through(&lab, on_cpu_0, &["--delay", "1ms"], 3);
     assert!(
         stderr.contains("one loop, sleeping until due, then spinning the last microseconds"),
         "{stderr}"
     );
-    let p50 = common::read_json(&run_json)["latency_ns"]["p50"]
-        .as_f64()
-        .unwrap();
+    let p50 = run["latency_ns"]["p50"].as_f64().unwrap();
     assert!(
         (1.9e6..3.0e6).contains(&p50),
         "p50 {p50} ns, 2 ms configured"
     );
-    let cpu = &common::read_json(&emu_json)["cpu"];
+    let cpu = &report["cpu"];
     assert_eq!(cpu["threads"], 1, "{cpu}");
     let spin = cpu["spin_ns"]
         .as_u64()
@@ -379,16 +354,11 @@ fn report_draws_an_emulator_study_again_as_the_study_wrote_it() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("study");
-    let run = assert_cmd::Command::new(cargo_bin("latlab"))
-        .args(["study", "emulator", "--duration", "600ms", "--rates", "1k"])
-        .args(["--delays", "100us", "--rate-duration", "100ms", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    common::succeeds(
+        std::process::Command::new(cargo_bin("latlab"))
+            .args(["study", "emulator", "--duration", "600ms", "--rates", "1k"])
+            .args(["--delays", "100us", "--rate-duration", "100ms", "--out"])
+            .arg(&out),
     );
     let written = common::artefacts(&out);
     for f in ["study.json", "report.md", "accuracy.svg", "per-packet.svg"] {

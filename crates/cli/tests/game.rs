@@ -154,17 +154,12 @@ fn report_draws_a_study_folder_again_as_the_study_wrote_it() {
     let _turn = common::engines();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("study");
-    let run = assert_cmd::Command::new(cargo_bin("latlab"))
-        .args(["study", "game-server", "--loopback", "--clients", "4"])
-        .args(["--loads", "2k", "--rcvbuf", "default", "--io", "socket"])
-        .args(["--duration", "300ms", "--no-flood", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    common::succeeds(
+        std::process::Command::new(cargo_bin("latlab"))
+            .args(["study", "game-server", "--loopback", "--clients", "4"])
+            .args(["--loads", "2k", "--rcvbuf", "default", "--io", "socket"])
+            .args(["--duration", "300ms", "--no-flood", "--out"])
+            .arg(&out),
     );
     let written = common::artefacts(&out);
     for f in [

@@ -16,17 +16,12 @@ fn rfc2544_through_the_kernel_finds_a_non_zero_ndr_with_short_trials() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rfc2544");
-    let run = Command::new(assert_cmd::cargo::cargo_bin("latlab"))
-        .args(["rfc2544", "--dut", "kernel", "--sizes", "64,512"])
-        .args(["--trial", "150ms", "--max-trials", "6", "--no-loss-sweep"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    common::succeeds(
+        Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+            .args(["rfc2544", "--dut", "kernel", "--sizes", "64,512"])
+            .args(["--trial", "150ms", "--max-trials", "6", "--no-loss-sweep"])
+            .arg("--out")
+            .arg(&out),
     );
     let results = common::read_json(&out.join("rfc2544.json"));
     assert_eq!(results["dut"], "kernel");
@@ -217,18 +212,13 @@ fn rfc2544_measures_an_external_dut_between_two_interfaces_of_its_namespace() {
     ip(&["-n", c, "link", "set", "veth1", "up"]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("external");
-    let run = common::in_ns(c)
-        .args(["rfc2544", "--dut", "external", "--iface-a", "veth0"])
-        .args(["--iface-b", "veth1", "--sizes", "64", "--trial", "200ms"])
-        .args(["--max-trials", "6", "--no-loss-sweep", "--b2b-repeats", "0"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    common::succeeds(
+        common::in_ns(c)
+            .args(["rfc2544", "--dut", "external", "--iface-a", "veth0"])
+            .args(["--iface-b", "veth1", "--sizes", "64", "--trial", "200ms"])
+            .args(["--max-trials", "6", "--no-loss-sweep", "--b2b-repeats", "0"])
+            .arg("--out")
+            .arg(&out),
     );
     let results = common::read_json(&out.join("rfc2544.json"));
     assert_eq!(results["dut"], "external");
@@ -262,19 +252,14 @@ fn rfc2544_with_an_af_xdp_source_counts_only_frames_that_left_and_finds_a_non_ze
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rfc2544-xdp");
-    let run = Command::new(assert_cmd::cargo::cargo_bin("latlab"))
-        .args([
-            "rfc2544", "--dut", "kernel", "--sizes", "64", "--source", "xdp",
-        ])
-        .args(["--trial", "150ms", "--max-trials", "5", "--no-loss-sweep"])
-        .args(["--b2b-repeats", "0", "--latency-trials", "0", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    common::succeeds(
+        Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+            .args([
+                "rfc2544", "--dut", "kernel", "--sizes", "64", "--source", "xdp",
+            ])
+            .args(["--trial", "150ms", "--max-trials", "5", "--no-loss-sweep"])
+            .args(["--b2b-repeats", "0", "--latency-trials", "0", "--out"])
+            .arg(&out),
     );
     let results = common::read_json(&out.join("rfc2544.json"));
     assert_eq!(results["source_io"], "xdp");
@@ -427,10 +412,7 @@ fn a_short_forwarding_study_writes_table_one_fig_two_and_table_two() {
         if resume {
             c.arg("--resume");
         }
-        let run = c.output().unwrap();
-        let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
-        assert!(run.status.success(), "{stderr}");
-        stderr
+        String::from_utf8_lossy(&common::succeeds(&mut c).stderr).into_owned()
     };
     study(false);
     for dut in ["kernel", "fwd-xdp"] {

@@ -208,19 +208,14 @@ fn the_game_server_studys_client_replays_a_capture_paced_to_each_load() {
     let out = dir.path().join("study");
     // 40 messages 40 ms apart on average: 25 a second. At a load of 100 a second the client
     // plays them four times as fast: the whole stream in 390 ms.
-    let run = assert_cmd::Command::new(cargo_bin("latlab"))
-        .args(["study", "game-server", "--loopback", "--clients", "2"])
-        .args(["--loads", "100", "--rcvbuf", "default", "--io", "socket"])
-        .args(["--duration", "500ms", "--no-flood", "--trace"])
-        .arg(&pcap)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    common::succeeds(
+        std::process::Command::new(cargo_bin("latlab"))
+            .args(["study", "game-server", "--loopback", "--clients", "2"])
+            .args(["--loads", "100", "--rcvbuf", "default", "--io", "socket"])
+            .args(["--duration", "500ms", "--no-flood", "--trace"])
+            .arg(&pcap)
+            .arg("--out")
+            .arg(&out),
     );
     let study = common::read_json(&out.join("study.json"));
     let name = study["parameters"]["traffic"].as_str().unwrap();

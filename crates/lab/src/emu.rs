@@ -249,6 +249,7 @@ fn run_packet(
     let mut sock_a = open("--iface-a", &options.iface_a)?;
     let mut sock_b = open("--iface-b", &options.iface_b)?;
     let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
+    let poll = options.poll.resolve(cpus.len());
     let pipeline = match options.mode {
         EmuMode::Pipeline => true,
         EmuMode::RunToCompletion => false,
@@ -277,10 +278,7 @@ fn run_packet(
         if pipeline {
             "pipeline: RX and TX stages on their own cores".to_string()
         } else {
-            format!(
-                "run to completion: one loop, {}",
-                waits(options.poll.resolve(cpus.len()))
-            )
+            format!("run to completion: one loop, {}", waits(poll))
         }
     ));
     watched_bridge(options, stop, view, |live| match tx_sockets {
@@ -300,7 +298,7 @@ fn run_packet(
             let (ab, ba) = (options.a_to_b.clone(), options.b_to_a.clone());
             emulator::run_pipeline(sockets, ab, ba, 4096, stage_cpus, stop, live)
         }
-        None => one_loop(options, &mut sock_a, &mut sock_b, stop, live),
+        None => one_loop(options, poll, &mut sock_a, &mut sock_b, stop, live),
     })
 }
 
@@ -336,16 +334,17 @@ fn run_xdp(
         )
     };
     let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default().len();
+    let poll = options.poll.resolve(cpus);
     view.started(&format!(
         "latlab emu: bridging {} and {} over AF_XDP ({}; {}), run to completion, {}; Ctrl-C stops",
         options.iface_a,
         options.iface_b,
         describe(&sock_a),
         describe(&sock_b),
-        waits(options.poll.resolve(cpus)),
+        waits(poll),
     ));
     watched_bridge(options, stop, view, |live| {
-        one_loop(options, &mut sock_a, &mut sock_b, stop, live)
+        one_loop(options, poll, &mut sock_a, &mut sock_b, stop, live)
     })
 }
 
@@ -411,17 +410,17 @@ fn watched_bridge(
     Ok(report)
 }
 
-/// The run-to-completion loop over the two ports, with the links of `options`.
+/// The run-to-completion loop over the two ports, with the links of `options`, waiting as
+/// `poll` (resolved once, as the start line says).
 fn one_loop<P: emulator::Port>(
     options: &EmuOptions,
+    poll: PollMode,
     a: &mut P,
     b: &mut P,
     stop: &Stop,
     live: &EmulatorLive,
 ) -> std::io::Result<EmulatorReport> {
     let (ab, ba) = (options.a_to_b.clone(), options.b_to_a.clone());
-    let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default().len();
-    let poll = options.poll.resolve(cpus);
     emulator::run(a, b, ab, ba, options.frame_size, poll, stop, live)
 }
 

@@ -51,6 +51,18 @@ pub(crate) fn namespaces_or_skip() -> bool {
     }
 }
 
+/// Runs `cmd` to its end, checks that it succeeds (else fails with its standard error), and
+/// returns its output.
+pub(crate) fn succeeds(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// The JSON document in the file at `path`.
 pub(crate) fn read_json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()

@@ -91,8 +91,8 @@ impl CorePlan {
         }
     }
 
-    /// `emulator on CPU 1, sleeping until due then spinning; generator and reflector on CPU 0,
-    /// blocking`.
+    /// `emulator on CPU 1, sleeping until due, then spinning the last stretch; generator and
+    /// reflector on CPU 0, blocking`.
     pub(crate) fn describe(self) -> String {
         let on = |cpu: Option<usize>| cpu.map_or("unpinned".to_string(), |c| format!("on CPU {c}"));
         let waits = match self.poll {

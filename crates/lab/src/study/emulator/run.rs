@@ -285,7 +285,7 @@ fn measure_once(
     (client, target): (Ipv4Addr, SocketAddr),
     rate: f64,
     duration: Duration,
-    plan: CorePlan,
+    cores: CorePlan,
     stop: &Stop,
 ) -> Result<(RunSummary, latlab_engine::generator::GeneratorResult), StudyError> {
     let mut gen = GenOptions::new(target);
@@ -303,7 +303,7 @@ fn measure_once(
     })??;
     measure::check_target(&check, target, Duration::from_secs(3))?;
     // One loop on the plan's CPU for the ends: every CPU but the emulator's.
-    let threads = measure::pick_threads(ThreadChoice::One, plan.emulator);
+    let threads = measure::pick_threads(ThreadChoice::One, cores.emulator);
     let setup = measure::setup(&gen, format!("{rate} pps"), "client-emu-server", threads);
     Ok(measure::run(
         &gen,

@@ -79,9 +79,9 @@ pub(super) fn accuracy(a: &Analysis) -> String {
 }
 
 /// The release-error target: p50 at most this, ns.
-pub(super) const TARGET_P50_NS: f64 = 5_000.0;
+const TARGET_P50_NS: f64 = 5_000.0;
 /// The release-error target: p99 at most this, ns.
-pub(super) const TARGET_P99_NS: f64 = 50_000.0;
+const TARGET_P99_NS: f64 = 50_000.0;
 
 /// Per rate, the worst release error of every emu point (delay 0 and each D, both
 /// directions) against the target, with the emulator's CPU; then the rates where it holds.
