@@ -8,14 +8,17 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use latlab_link::{Fate, Link, LinkConfig, Pipe};
 
 const SIZES: [usize; 2] = [64, 1500];
-/// Frames held in the queue in steady state: none (no delay) or 500 (the delay is 500 gaps).
-const HELD: [u64; 2] = [0, 500];
+/// Frames held in the queue in steady state: none (no delay), 500 or 20,000 (the delay is that
+/// many gaps: 2.5 ms and 100 ms).
+const HELD: [u64; 3] = [0, 500, 20_000];
 /// Time between arrivals: 5 µs, 200 kpps.
 const GAP_NS: u64 = 5_000;
 
 fn config(held: u64) -> LinkConfig {
     LinkConfig {
         delay_ns: held * GAP_NS,
+        // Room for every frame the delay holds (the default limit is netem's 1,000).
+        limit_frames: Some(2 * held as usize + 1_000),
         ..LinkConfig::default()
     }
 }

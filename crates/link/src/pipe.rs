@@ -1,15 +1,14 @@
 //! The pipe: a [`Link`] that holds the frames it delivers until they are due.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use crate::{Conditions, ConfigError, Fate, Link, LinkConfig, LinkCounters};
 
 mod flows;
 mod pool;
+mod queue;
 
 pub use flows::FlowPipes;
 use pool::{IdleLists, Pool};
+use queue::DelayQueue;
 
 /// Most frames a pipe holds when its configuration sets no [`LinkConfig::limit_frames`]; a
 /// delivered frame (or copy) that finds this many held is dropped and counted in
@@ -70,8 +69,9 @@ pub struct Pipe {
     /// The model: fates, departure times, counters, queue occupancy.
     link: Link,
     /// The frames held as `(departure, arrival order, buffer)`, earliest departure first (then
-    /// earliest arrival); `len() == link.queued_frames()`.
-    queue: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    /// earliest arrival): a FIFO for frames in order, a heap for those that pass others;
+    /// `len() == link.queued_frames()`.
+    queue: DelayQueue,
     /// Every buffer made, held or idle, each sized to the frames of its class; a buffer's
     /// length is its frame's.
     pool: Pool,
@@ -129,7 +129,7 @@ impl Pipe {
     pub fn new(config: LinkConfig, start_ns: u64) -> Result<Pipe, ConfigError> {
         Ok(Pipe {
             link: Link::new(config, start_ns)?,
-            queue: BinaryHeap::new(),
+            queue: DelayQueue::default(),
             pool: Pool::default(),
             seq: 0,
             dropped_no_buffer: 0,
@@ -162,7 +162,7 @@ impl Pipe {
     /// bytes are sent (or copied); until then the pipe is borrowed.
     #[inline]
     pub fn poll_departure(&mut self, now: u64) -> Option<Departure<'_>> {
-        let Some(&Reverse((departure_ns, _, buffer))) = self.queue.peek() else {
+        let Some((departure_ns, _, buffer)) = self.queue.peek() else {
             self.trim_if_drained();
             return None;
         };
@@ -186,9 +186,7 @@ impl Pipe {
     /// The departure time of the next frame, `None` if the pipe holds none.
     #[inline]
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.queue
-            .peek()
-            .map(|&Reverse((departure_ns, _, _))| departure_ns)
+        self.queue.peek().map(|(departure_ns, _, _)| departure_ns)
     }
 
     /// Changes the conditions at `now` without losing held frames: they keep their departure
@@ -229,7 +227,7 @@ impl Pipe {
     /// idle ones, and the slots of its queue and pool (the allocator's own overhead aside).
     /// It follows the bytes queued, never [`LinkConfig::limit_frames`] times a frame size.
     pub fn held_bytes(&self) -> usize {
-        self.pool.held_bytes() + self.queue.capacity() * std::mem::size_of::<(u64, u64, usize)>()
+        self.pool.held_bytes() + self.queue.capacity() * std::mem::size_of::<queue::Entry>()
     }
 
     /// The conditions in force at the last arrival.
@@ -259,7 +257,7 @@ impl Pipe {
             }
         }
         self.seq += 1;
-        self.queue.push(Reverse((departure_ns, self.seq, buffer)));
+        self.queue.push((departure_ns, self.seq, buffer));
     }
 
     /// Frees what a drained queue no longer needs, if it is drained and more than
@@ -277,7 +275,7 @@ impl Pipe {
     /// The order of the next frame due: its departure time and its arrival order.
     #[inline]
     fn next_due(&self) -> Option<(u64, u64)> {
-        self.queue.peek().map(|&Reverse((at, seq, _))| (at, seq))
+        self.queue.peek().map(|(at, seq, _)| (at, seq))
     }
 }
 
