@@ -2,15 +2,17 @@
 # Kernel sockets vs AF_XDP, side by side in one run, on veth pairs between namespaces (root).
 #   1. generator pps of one core (CPU 1), 64-byte UDP payload (110-byte frames):
 #      latlab gen --io socket, latlab gen --io xdp, and trafgen (netsniff-ng) with the same frame
-#   2. emulator forwarding pps (client -> emu -> server, trafgen blasting from the client on
-#      CPU 1, the forwarder on CPU 0): latlab emu --io packet, latlab emu --io xdp, and the
-#      kernel's own IP forwarding
+#   2. forwarding, RFC 2544 on 64-byte frames: `latlab rfc2544 --dut D` for the kernel's IP
+#      forwarding, latlab emu over AF_PACKET and over AF_XDP (no impairment); each in its own
+#      lab with the DUT's receive work on the DUT's CPU and the ends' on the other; the NDR,
+#      the rate at saturation and the cycles per frame by step there
 #   2b. round trips at 1 kpps (gen and echo) through the same three forwarders, delay 0
 #   3. the game-server rows (socket, batched, xdp) of `latlab study game-server`, 4 clients
-# Every frame is addressed to a MAC address nobody has, so the receiving veth drops it as soon
-# as it arrives (PACKET_OTHERHOST) and every sender pays the same, smallest, receive cost. pps
-# are counted on the receiving veth (what arrived), over the sender's own sending time.
-# Installs netsniff-ng (trafgen) and ethtool from Debian's packages if missing.
+# In part 1 every frame is addressed to a MAC address nobody has, so the receiving veth drops
+# it as soon as it arrives (PACKET_OTHERHOST) and every sender pays the same, smallest, receive
+# cost; pps are counted on the receiving veth (what arrived), over the sender's own sending
+# time.
+# Installs netsniff-ng (trafgen) from Debian's packages if missing.
 #
 # Usage: bench/xdp.sh [SECONDS] [OUT_DIR]    (default 5 s per point; bench/results/xdp-<time>)
 set -euo pipefail
@@ -19,8 +21,8 @@ secs=${1:-5}
 out=${2:-bench/results/xdp-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 [ "$(id -u)" = 0 ] || { echo "bench/xdp.sh needs root (namespaces, AF_XDP)" >&2; exit 1; }
-if ! command -v trafgen >/dev/null || ! command -v ethtool >/dev/null; then
-  apt-get update -qq && apt-get install -y -qq netsniff-ng ethtool
+if ! command -v trafgen >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq netsniff-ng
 fi
 cargo build --release -q
 latlab=$PWD/target/release/latlab
@@ -83,7 +85,28 @@ after=$(rx_packets "$s" veth0)
 record gen "trafgen" "$(python3 -c "print(($after - $before) / $took)")"
 ip netns del "$c"; ip netns del "$s"
 
-# --- 2. emulator forwarding pps -------------------------------------------------------------
+# --- 2. forwarding: RFC 2544 on each forwarder ----------------------------------------------
+# latlab rfc2544 builds its own client — dut — server lab per DUT: the DUT alone on CPU 1 with
+# its interfaces' receive work, the source and both ends' receive work on CPU 0, an AF_XDP
+# source that outruns every DUT, a UDP sink that takes the frames. Its NDR search and its
+# saturation trial (the DUT's CPU sampled, cycles per frame by step) are kept per DUT.
+for dut in kernel emu emu-xdp; do
+  "$latlab" rfc2544 --dut "$dut" --sizes 64 --trial 1s --max-trials 8 --no-loss-sweep \
+    --b2b-repeats 0 --latency-trials 0 --source xdp --out "$out/rfc2544-$dut" \
+    >"$out/rfc2544-$dut.log" 2>&1
+  python3 - "$out/rfc2544-$dut" "$dut" >>"$results" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1] + "/rfc2544.json"))
+size, sat = r["sizes"][0], r["saturation"]
+print(json.dumps({"part": "fwd", "path": sys.argv[2], "ndr": size["ndr_pps"],
+                  "kept_up": size["dut_kept_up"], "saturation": sat["received"] / sat["seconds"]}))
+PY
+done
+
+# --- 2b. round trips at 1 kpps through each forwarder ---------------------------------------
+# gen in the client and echo in the server, both blocking on CPU 1; the forwarder has CPU 0.
+# The bridge carries 198.18.0.1 <-> 198.18.0.2; the kernel routes 198.18.2.1 <-> 198.18.1.2.
+# Offloads stay at their defaults: the bridge finishes checksums itself.
 ip netns add "$c"; ip netns add "$e"; ip netns add "$s"
 ip -n "$c" link add veth0 type veth peer name emu-a netns "$e"
 ip -n "$s" link add veth0 type veth peer name emu-b netns "$e"
@@ -92,33 +115,6 @@ for l in "$c veth0" "$s veth0" "$e emu-a" "$e emu-b"; do set -- $l; ip -n "$1" l
 ip -n "$c" addr add 198.18.2.1/24 dev veth0; ip -n "$s" addr add 198.18.1.2/24 dev veth0
 ip -n "$e" addr add 198.18.2.254/24 dev emu-a; ip -n "$e" addr add 198.18.1.254/24 dev emu-b
 ip -n "$c" route add 198.18.1.0/24 via 198.18.2.254
-ip -n "$e" neigh replace 198.18.1.2 lladdr "$nobody" dev emu-b nud permanent
-emu_a=$(mac "$e" emu-a)
-forward() { # PATH DST_MAC
-  sleep 1
-  local before after took
-  before=$(rx_packets "$s" veth0)
-  took=$(trafgen_run "$c" 1 "$secs" "$2" 198.18.2.1 198.18.1.2)
-  after=$(rx_packets "$s" veth0)
-  record emu "$1" "$(python3 -c "print(($after - $before) / $took)")"
-}
-ip netns exec "$e" sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward'
-forward "kernel IP forwarding" "$emu_a"
-ip netns exec "$e" sh -c 'echo 0 > /proc/sys/net/ipv4/ip_forward'
-for io in packet xdp; do
-  ip netns exec "$e" taskset -c 0 "$latlab" emu --io "$io" --iface-a emu-a --iface-b emu-b \
-    --mode run-to-completion --limit 100000 --json "$out/emu-$io.json" >"$out/emu-$io.log" 2>&1 &
-  pid=$!
-  forward "latlab emu --io $io" "$nobody"
-  kill -INT "$pid"; wait "$pid" || true; pid=
-done
-
-# --- 2b. round trips at 1 kpps through each forwarder ---------------------------------------
-# gen in the client and echo in the server, both blocking on CPU 1; the forwarder has CPU 0.
-# The bridge carries 198.18.0.1 <-> 198.18.0.2; the kernel routes 198.18.2.1 <-> 198.18.1.2.
-# A bridge forwards frames as they are: the senders must finish their own checksums and
-# segments, as a NIC does before the wire.
-for n in "$c" "$s"; do ip netns exec "$n" ethtool -K veth0 tx off tso off gso off >/dev/null; done
 mc=$(mac "$c" veth0); ms=$(mac "$s" veth0)
 ip -n "$c" addr add 198.18.0.1/24 dev veth0; ip -n "$s" addr add 198.18.0.2/24 dev veth0
 ip -n "$c" neigh replace 198.18.0.2 lladdr "$ms" dev veth0 nud permanent
@@ -159,17 +155,26 @@ for n in "$c" "$e" "$s"; do ip netns del "$n"; done
 python3 - "$results" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-for part, title, base in (("gen", "Generator, one core, 110-byte frames", "latlab gen --io socket"),
-                          ("emu", "Forwarding, 110-byte frames, trafgen at full speed", "latlab emu --io packet")):
-    print(f"\n{title}\n\n| path | pps | vs {base} |\n|---|---:|---:|")
-    ref = next(r["pps"] for r in rows if r["part"] == part and r["path"] == base)
-    for r in (r for r in rows if r["part"] == part):
-        print(f"| {r['path']} | {r['pps'] / 1e3:.0f} k | {r['pps'] / ref:.2f}× |")
+print("\nGenerator, one core, 110-byte frames\n\n| path | pps | vs latlab gen --io socket |\n|---|---:|---:|")
+ref = next(r["pps"] for r in rows if r["part"] == "gen" and r["path"] == "latlab gen --io socket")
+for r in (r for r in rows if r["part"] == "gen"):
+    print(f"| {r['path']} | {r['pps'] / 1e3:.0f} k | {r['pps'] / ref:.2f}× |")
+print("\nForwarding, 64-byte frames (latlab rfc2544 --dut D: the DUT's CPU to itself)\n")
+print("| DUT | NDR [kpps] | NDR vs kernel | at saturation [kpps] |\n|---|---:|---:|---:|")
+fwd = [r for r in rows if r["part"] == "fwd"]
+kernel = next(r["ndr"] for r in fwd if r["path"] == "kernel")
+for r in fwd:
+    bound = "" if r["kept_up"] is False else " (kept up with the source: a lower bound)"
+    print(f"| {r['path']} | {r['ndr'] / 1e3:.0f}{bound} | {r['ndr'] / kernel:.2f}× | {r['saturation'] / 1e3:.0f} |")
 print("\nRound trip at 1 kpps through each forwarder, delay 0 (µs, from the intended send time)\n")
 print("| path | p50 | p99 | p99.9 |\n|---|---:|---:|---:|")
 us = lambda v: "-" if v is None else f"{v / 1000:.1f}"
 for r in (r for r in rows if r["part"] == "latency"):
     print(f"| {r['path']} | {us(r['p50'])} | {us(r['p99'])} | {us(r['p99_9'])} |")
 PY
+for dut in kernel emu emu-xdp; do
+  printf '\nCycles per frame at saturation, %s (%s)\n\n' "$dut" "$out/rfc2544-$dut/report.md"
+  grep -A2 '^| RX | TX' "$out/rfc2544-$dut/report.md" || true
+done
 printf '\nGame server, 4 clients, default buffer (%s)\n\n' "$out/game-server/report.md"
 grep -E '^\|(---| (I/O|socket|batched|xdp) \|)' "$out/game-server/report.md" || true
