@@ -43,11 +43,13 @@ pub(crate) struct Bridge {
 }
 
 /// How the lab gives its cores out while it measures latency through the bridge, so that it
-/// measures the emulated link and not its own contention: the emulator on a CPU of its own
-/// (the last one allowed), spinning only when [`EmuPoll::Auto`] finds cores to spare and
-/// otherwise sleeping until due and spinning the last stretch; the generator and the
-/// reflector, both blocking, together on another (the last of the rest). On one CPU nothing
-/// is pinned and the emulator sleeps.
+/// measures the emulated link and not its own contention: the emulator spinning on a CPU of
+/// its own (the last one allowed), the generator and the reflector, both blocking, together
+/// on another (the last of the rest). Only the emulator spins, so no two busy loops take
+/// turns on a core; the ends' receive work runs on their own CPU (a veth receives on the
+/// sender's core). A spinning emulator also wakes for nothing: on a guest, a CPU that sleeps
+/// takes tens of µs to wake. On one CPU nothing is pinned and the emulator sleeps until due
+/// and spins the last stretch, as `latlab emu --poll auto` does when cores are short.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct CorePlan {
     /// The emulator's CPU.
@@ -61,17 +63,16 @@ pub(crate) struct CorePlan {
 impl CorePlan {
     /// The plan for a process allowed `cpus`.
     pub(crate) fn for_cpus(cpus: &[usize]) -> CorePlan {
-        let poll = EmuPoll::Auto.resolve(cpus.len());
         match cpus {
             [.., ends, emulator] => CorePlan {
                 emulator: Some(*emulator),
                 ends: Some(*ends),
-                poll,
+                poll: PollMode::Busy,
             },
             _ => CorePlan {
                 emulator: None,
                 ends: None,
-                poll,
+                poll: EmuPoll::Auto.resolve(cpus.len()),
             },
         }
     }
@@ -91,8 +92,7 @@ impl CorePlan {
         }
     }
 
-    /// `emulator on CPU 1, sleeping until due, then spinning the last stretch; generator and
-    /// reflector on CPU 0, blocking`.
+    /// `emulator on CPU 1, spinning; generator and reflector on CPU 0, blocking`.
     pub(crate) fn describe(self) -> String {
         let on = |cpu: Option<usize>| cpu.map_or("unpinned".to_string(), |c| format!("on CPU {c}"));
         let waits = match self.poll {
@@ -213,20 +213,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_emulator_gets_the_last_cpu_and_sleeps_unless_three_are_free() {
+    fn the_emulator_spins_on_the_last_cpu_and_sleeps_only_when_alone() {
         let two = CorePlan::for_cpus(&[0, 1]);
         assert_eq!(
             two,
             CorePlan {
                 emulator: Some(1),
                 ends: Some(0),
-                poll: PollMode::Block
+                poll: PollMode::Busy
             }
         );
         assert_eq!(
             two.describe(),
-            "emulator on CPU 1, sleeping until due, then spinning the last stretch; \
-             generator and reflector on CPU 0, blocking"
+            "emulator on CPU 1, spinning; generator and reflector on CPU 0, blocking"
         );
         let four = CorePlan::for_cpus(&[2, 3, 5, 7]);
         assert_eq!(
@@ -238,10 +237,15 @@ mod tests {
             (one.emulator, one.ends, one.poll),
             (None, None, PollMode::Block)
         );
+        assert_eq!(
+            one.describe(),
+            "emulator unpinned, sleeping until due, then spinning the last stretch; \
+             generator and reflector unpinned, blocking"
+        );
         let bridge = two.bridge(Io::Packet);
         assert_eq!(
             (bridge.cpu, bridge.poll, bridge.timer_slack_ns),
-            (Some(1), PollMode::Block, Some(1))
+            (Some(1), PollMode::Busy, Some(1))
         );
     }
 }
