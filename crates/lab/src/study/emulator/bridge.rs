@@ -47,8 +47,8 @@ pub(crate) struct Bridge {
 /// its own (the last one allowed), the generator and the reflector, both blocking, together
 /// on another (the last of the rest). Only the emulator spins, so no two busy loops take
 /// turns on a core; the ends' receive work runs on their own CPU (a veth receives on the
-/// sender's core). A spinning emulator also wakes for nothing: on a guest, a CPU that sleeps
-/// takes tens of µs to wake. On one CPU nothing is pinned and the emulator sleeps until due
+/// sender's core). A spinning emulator never waits for a wake-up, which on a guest takes tens
+/// of µs (a sleeping vCPU is halted). On one CPU nothing is pinned and the emulator sleeps until due
 /// and spins the last stretch, as `latlab emu --poll auto` does when cores are short.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct CorePlan {
