@@ -392,7 +392,7 @@ pub struct CpuUse {
     /// Threads that ran the emulator (1 run to completion, 2 pipelined).
     pub threads: u32,
     /// With [`PollMode::Block`], the spin before each departure it had learned at the end
-    /// ([`crate::wait::SleepSpin`]); `None` when it never slept.
+    /// ([`crate::wait::SleepSpin`]); `None` for a loop that spins.
     pub spin_ns: Option<u64>,
 }
 

@@ -111,7 +111,16 @@ impl SleepSpin {
 mod tests {
     use super::*;
 
-    const MS: Duration = Duration::from_millis(10);
+    const MAX_SLEEP: Duration = Duration::from_millis(10);
+
+    /// One timed sleep at `now` before a deadline 1 ms away, woken `late` ns after the sleep
+    /// asked; returns the time after it.
+    fn sleep_woken_late(s: &mut SleepSpin, now: u64, late: u64) -> u64 {
+        let sleep = s.sleep_for(now, Some(now + 1_000_000), MAX_SLEEP);
+        let now = now + sleep.as_nanos() as u64 + late;
+        s.woke(now);
+        now
+    }
 
     #[test]
     fn the_spin_follows_the_latest_wake_up_of_the_window() {
@@ -119,25 +128,17 @@ mod tests {
         assert_eq!(s.spin_ns(), FIRST_GUESS_NS + MARGIN_NS);
         let mut now = 1_000_000_000;
         for _ in 0..WINDOW {
-            let sleep = s.sleep_for(now, Some(now + 1_000_000), MS);
-            now += sleep.as_nanos() as u64 + 2_000;
-            s.woke(now);
+            now = sleep_woken_late(&mut s, now, 2_000);
         }
         assert_eq!(s.spin_ns(), 2_000 + MARGIN_NS);
         // One late wake-up widens it at once, for WINDOW sleeps.
-        let sleep = s.sleep_for(now, Some(now + 1_000_000), MS);
-        now += sleep.as_nanos() as u64 + 40_000;
-        s.woke(now);
+        now = sleep_woken_late(&mut s, now, 40_000);
         assert_eq!(s.spin_ns(), 40_000 + MARGIN_NS);
         for _ in 0..WINDOW - 1 {
-            let sleep = s.sleep_for(now, Some(now + 1_000_000), MS);
-            now += sleep.as_nanos() as u64 + 2_000;
-            s.woke(now);
+            now = sleep_woken_late(&mut s, now, 2_000);
             assert_eq!(s.spin_ns(), 40_000 + MARGIN_NS);
         }
-        let sleep = s.sleep_for(now, Some(now + 1_000_000), MS);
-        now += sleep.as_nanos() as u64 + 2_000;
-        s.woke(now);
+        sleep_woken_late(&mut s, now, 2_000);
         assert_eq!(s.spin_ns(), 2_000 + MARGIN_NS);
     }
 
@@ -146,14 +147,10 @@ mod tests {
         let mut s = SleepSpin::new();
         let mut now = 1_000_000_000;
         for _ in 0..WINDOW {
-            let sleep = s.sleep_for(now, Some(now + 1_000_000), MS);
-            now += sleep.as_nanos() as u64;
-            s.woke(now);
+            now = sleep_woken_late(&mut s, now, 0);
         }
         assert_eq!(s.spin_ns(), MIN_SPIN_NS.max(MARGIN_NS));
-        let sleep = s.sleep_for(now, Some(now + 1_000_000), MS);
-        now += sleep.as_nanos() as u64 + 5_000_000;
-        s.woke(now);
+        sleep_woken_late(&mut s, now, 5_000_000);
         assert_eq!(s.spin_ns(), MAX_SPIN_NS);
     }
 
@@ -163,16 +160,19 @@ mod tests {
         let spin = s.spin_ns();
         let now = 1_000_000_000;
         // Woken by a frame before the deadline.
-        let sleep = s.sleep_for(now, Some(now + 1_000_000), MS);
+        let sleep = s.sleep_for(now, Some(now + 1_000_000), MAX_SLEEP);
         assert_eq!(sleep.as_nanos() as u64, 1_000_000 - spin);
         s.woke(now + 100_000);
         assert_eq!(s.spin_ns(), spin);
         // Nothing due: the longest sleep, untimed.
-        assert_eq!(s.sleep_for(now, None, MS), MS);
+        assert_eq!(s.sleep_for(now, None, MAX_SLEEP), MAX_SLEEP);
         s.woke(now + 30_000_000);
         assert_eq!(s.spin_ns(), spin);
         // A deadline past the longest sleep: untimed too.
-        assert_eq!(s.sleep_for(now, Some(now + 50_000_000), MS), MS);
+        assert_eq!(
+            s.sleep_for(now, Some(now + 50_000_000), MAX_SLEEP),
+            MAX_SLEEP
+        );
         s.woke(now + 30_000_000);
         assert_eq!(s.spin_ns(), spin);
     }
@@ -182,7 +182,8 @@ mod tests {
         let mut s = SleepSpin::new();
         let spin = s.spin_ns();
         let now = 1_000_000_000;
-        let sleep = |s: &mut SleepSpin, now: u64, left: u64| s.sleep_for(now, Some(now + left), MS);
+        let sleep =
+            |s: &mut SleepSpin, now: u64, left: u64| s.sleep_for(now, Some(now + left), MAX_SLEEP);
         assert_eq!(sleep(&mut s, now, 3 * spin), Duration::from_nanos(2 * spin));
         // At most half the time left, when that is shorter than the spin.
         assert_eq!(
@@ -193,7 +194,7 @@ mod tests {
         assert_eq!(sleep(&mut s, now, 2 * MIN_SPIN_NS - 1), Duration::ZERO);
         assert!(s.asked.is_none());
         s.lingers(now);
-        assert_eq!(s.sleep_for(now + spin - 1, None, MS), Duration::ZERO);
-        assert_eq!(s.sleep_for(now + spin, None, MS), MS);
+        assert_eq!(s.sleep_for(now + spin - 1, None, MAX_SLEEP), Duration::ZERO);
+        assert_eq!(s.sleep_for(now + spin, None, MAX_SLEEP), MAX_SLEEP);
     }
 }

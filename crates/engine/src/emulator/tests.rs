@@ -73,8 +73,18 @@ fn bridge(
     a_to_b: impl Into<Flows>,
     ms: u64,
 ) -> EmulatorReport {
+    bridge_live(a, b, a_to_b, ms, &EmulatorLive::default())
+}
+
+/// [`bridge`], with the live counters and controls of `live` (a tap set on it, say).
+fn bridge_live(
+    a: &mut MemoryPort,
+    b: &mut MemoryPort,
+    a_to_b: impl Into<Flows>,
+    ms: u64,
+    live: &EmulatorLive,
+) -> EmulatorReport {
     let stop = Stop::new();
-    let live = EmulatorLive::default();
     std::thread::scope(|s| {
         s.spawn(|| {
             std::thread::sleep(Duration::from_millis(ms));
@@ -89,7 +99,7 @@ fn bridge(
             9000,
             PollMode::Block,
             &stop,
-            &live,
+            live,
         )
     })
     .unwrap()
@@ -322,25 +332,7 @@ fn the_tap_sees_every_frame_sent_with_its_arrival_and_departure_times() {
         duplicate: 1.0,
         ..LinkConfig::default()
     };
-    let stop = Stop::new();
-    let report = std::thread::scope(|s| {
-        s.spawn(|| {
-            std::thread::sleep(Duration::from_millis(100));
-            stop.raise();
-        });
-        let none = LinkConfig::default();
-        run(
-            &mut a,
-            &mut b,
-            twice,
-            none,
-            9000,
-            PollMode::Block,
-            &stop,
-            &live,
-        )
-        .unwrap()
-    });
+    let report = bridge_live(&mut a, &mut b, twice, 100, &live);
     assert_eq!((report.a_to_b.sent, report.tap_full), (20, 0));
     let mut seen = Vec::new();
     while let Ok(r) = records.pop() {
@@ -366,24 +358,6 @@ fn a_full_tap_ring_is_counted_and_the_bridge_goes_on() {
     let (ring, _records) = tap_ring(16);
     let live = EmulatorLive::default();
     live.control.set_tap(ring);
-    let stop = Stop::new();
-    let report = std::thread::scope(|s| {
-        s.spawn(|| {
-            std::thread::sleep(Duration::from_millis(50));
-            stop.raise();
-        });
-        let none = LinkConfig::default();
-        run(
-            &mut a,
-            &mut b,
-            none.clone(),
-            none,
-            9000,
-            PollMode::Block,
-            &stop,
-            &live,
-        )
-        .unwrap()
-    });
+    let report = bridge_live(&mut a, &mut b, LinkConfig::default(), 50, &live);
     assert_eq!((report.a_to_b.sent, report.tap_full), (40, 24));
 }
