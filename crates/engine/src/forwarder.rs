@@ -171,6 +171,20 @@ pub fn run<P: FramePort>(
 ) -> io::Result<ForwarderReport> {
     let _ = latlab_io::cpu::set_timer_slack_ns(1);
     let (hz, calibration) = calibrate();
+    run_calibrated(a, b, config, stop, live, hz, calibration)
+}
+
+/// [`run`] with the counter's frequency and the cost of one read given (the tests give reads
+/// no cost, to read back the raw cycles each part of the loop was given).
+fn run_calibrated<P: FramePort>(
+    a: &mut P,
+    b: &mut P,
+    config: ForwarderConfig,
+    stop: &Stop,
+    live: &ForwarderLive,
+    hz: f64,
+    calibration: Calibration,
+) -> io::Result<ForwarderReport> {
     let batch = config.batch.max(1);
     let mut account = CycleAccount::new();
     let (mut ab, mut ba) = (FwdDirection::default(), FwdDirection::default());

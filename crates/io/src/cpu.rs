@@ -89,6 +89,14 @@ pub fn set_timer_slack_ns(ns: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// The calling thread's timer slack in ns (`PR_GET_TIMERSLACK`).
+pub fn timer_slack_ns() -> io::Result<u64> {
+    // SAFETY: PR_GET_TIMERSLACK takes no argument and touches no memory of ours; it returns
+    // the slack, or -1 on error.
+    let slack = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+    u64::try_from(slack).map_err(|_| io::Error::last_os_error())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,8 +131,20 @@ mod tests {
 
     #[test]
     fn timer_slack_can_be_set() {
-        std::thread::spawn(|| set_timer_slack_ns(1).unwrap())
-            .join()
-            .unwrap();
+        // In a thread of its own, whose slack goes with it; still put back and checked.
+        std::thread::spawn(|| {
+            let before = timer_slack_ns().unwrap();
+            for ns in [1, 12_345, before + 1] {
+                set_timer_slack_ns(ns).unwrap();
+                assert_eq!(timer_slack_ns().unwrap(), ns, "the slack set");
+            }
+            // 0 would give the thread its default slack back: it is taken as 1 ns.
+            set_timer_slack_ns(0).unwrap();
+            assert_eq!(timer_slack_ns().unwrap(), 1);
+            set_timer_slack_ns(before).unwrap();
+            assert_eq!(timer_slack_ns().unwrap(), before, "restored");
+        })
+        .join()
+        .unwrap();
     }
 }

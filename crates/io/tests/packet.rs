@@ -3,6 +3,7 @@
 //! except under CI=true, where they fail). Every test runs once per [`RxRing`], as
 //! `<test>::v2` and `<test>::v3`.
 
+use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -94,13 +95,56 @@ fn namespace(n: u32, ring: RxRing) -> Option<Namespace> {
 
 /// Opens a socket on `ifname` in `ns` with `options`, its RX ring replaced by the namespace's.
 fn open(ns: &Namespace, ifname: &'static str, options: &PacketOptions) -> PacketSocket {
-    let options = PacketOptions {
-        rx_ring: ns.ring,
-        ..options.clone()
-    };
+    open_ring(
+        ns,
+        ifname,
+        &PacketOptions {
+            rx_ring: ns.ring,
+            ..options.clone()
+        },
+    )
+}
+
+/// Opens a socket on `ifname` in `ns` with `options` as they are, RX ring included.
+fn open_ring(ns: &Namespace, ifname: &'static str, options: &PacketOptions) -> PacketSocket {
+    let options = options.clone();
     netns::run_in(&ns.name, move || PacketSocket::open(ifname, &options))
         .unwrap()
         .unwrap_or_else(|e| panic!("open {ifname}: {e}"))
+}
+
+/// The retire timer the kernel runs for `socket`'s RX ring, in ms, read back from the socket
+/// diagnostics (`ss -0 -e`, the `tmo:` of its `ring_rx`): the timeout asked for, or the kernel's
+/// own choice when none was (`block_timeout_ms` 0); 0 for a V2 ring, which has no timer.
+fn retire_timer_ms(ns: &Namespace, socket: &PacketSocket) -> u32 {
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", socket.as_raw_fd())).unwrap();
+    let link = link.to_string_lossy();
+    let inode = link
+        .strip_prefix("socket:[")
+        .and_then(|l| l.strip_suffix(']'))
+        .unwrap_or_else(|| panic!("fd {}: {link}", socket.as_raw_fd()));
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "ss", "-0", "-a", "-e"])
+        .output()
+        .expect("ip netns exec ss");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "ss: {out:?}");
+    // The socket's line names its inode; its details follow on lines that start with a tab.
+    let ino = format!("ino:{inode}");
+    let details = text
+        .lines()
+        .skip_while(|l| !l.split_whitespace().any(|w| w == ino))
+        .skip(1)
+        .take_while(|l| l.starts_with('\t'));
+    let ring_rx = details
+        .filter_map(|l| l.trim().strip_prefix("ring_rx("))
+        .next()
+        .unwrap_or_else(|| panic!("no ring_rx for {ino} in:\n{text}"));
+    ring_rx
+        .split([',', ')'])
+        .find_map(|f| f.strip_prefix("tmo:"))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no tmo in ring_rx({ring_rx}"))
 }
 
 /// Test frame `id` of `len` bytes (at least 18): a to b, our ethertype, the id, then a pattern
@@ -192,14 +236,34 @@ fn a_thousand_frames_of_every_size_arrive_in_order_intact_and_stamped(ring: RxRi
     );
 }
 
-/// Sends `count` lone 100-byte frames from `a` to `b` of test namespace `n`, one every 2 ms,
-/// and returns, sorted, how long after its kernel stamp each frame was handed to user space:
-/// the time `recv_batch` returned it less its `kernel_rx_ns`. `None` when skipped.
-fn hand_over_waits(n: u32, ring: RxRing, count: u32) -> Option<Vec<u64>> {
-    let ns = namespace(n, ring)?;
-    let opts = PacketOptions::default();
-    let mut a = open(&ns, "a", &opts);
-    let mut b = open(&ns, "b", &opts);
+/// How long after its kernel stamp `b` handed frame `id` to user space: the time
+/// `recv_batch` returned it less its `kernel_rx_ns`.
+fn hand_over_wait(b: &mut PacketSocket, id: u32) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        assert!(Instant::now() < deadline, "frame {id} never arrived");
+        b.wait_readable(Some(Duration::from_millis(20))).unwrap();
+        let mut stamp = None;
+        b.recv_batch(|f, ns, _| {
+            if id_of(f) == Some(id) {
+                stamp = Some(ns);
+            }
+        })
+        .unwrap();
+        let returned_at = now_ns();
+        if let Some(stamp) = stamp {
+            return returned_at - stamp;
+        }
+    }
+}
+
+/// Sends `count` lone 100-byte frames from `a`, one every 2 ms, and returns for each how long
+/// each of `receivers` (in turn) took to hand it to user space ([`hand_over_wait`]).
+fn hand_over_waits_of(
+    a: &mut PacketSocket,
+    receivers: &mut [&mut PacketSocket],
+    count: u32,
+) -> Vec<Vec<u64>> {
     let gap = Duration::from_millis(2);
     let start = Instant::now();
     let mut waits = Vec::new();
@@ -207,24 +271,29 @@ fn hand_over_waits(n: u32, ring: RxRing, count: u32) -> Option<Vec<u64>> {
         if let Some(rest) = (start + gap * id).checked_duration_since(Instant::now()) {
             std::thread::sleep(rest);
         }
-        send_all(&mut a, &[frame(id, 100)]);
-        let deadline = Instant::now() + Duration::from_secs(1);
-        let mut stamp = None;
-        while stamp.is_none() {
-            assert!(Instant::now() < deadline, "frame {id} never arrived");
-            b.wait_readable(Some(Duration::from_millis(20))).unwrap();
-            b.recv_batch(|f, ns, _| {
-                if id_of(f) == Some(id) {
-                    stamp = Some(ns);
-                }
-            })
-            .unwrap();
-            let returned_at = now_ns();
-            if let Some(stamp) = stamp {
-                waits.push(returned_at - stamp);
-            }
-        }
+        send_all(a, &[frame(id, 100)]);
+        waits.push(
+            receivers
+                .iter_mut()
+                .map(|b| hand_over_wait(b, id))
+                .collect(),
+        );
     }
+    waits
+}
+
+/// Sends `count` lone 100-byte frames from `a` to `b` of test namespace `n`, one every 2 ms,
+/// and returns, sorted, how long after its kernel stamp each frame was handed to user space
+/// ([`hand_over_wait`]). `None` when skipped.
+fn hand_over_waits(n: u32, ring: RxRing, count: u32) -> Option<Vec<u64>> {
+    let ns = namespace(n, ring)?;
+    let opts = PacketOptions::default();
+    let mut a = open(&ns, "a", &opts);
+    let mut b = open(&ns, "b", &opts);
+    let mut waits: Vec<u64> = hand_over_waits_of(&mut a, &mut [&mut b], count)
+        .into_iter()
+        .map(|w| w[0])
+        .collect();
     waits.sort_unstable();
     let ring_name = match ring {
         RxRing::V2 => "V2".to_owned(),
@@ -241,11 +310,51 @@ fn hand_over_waits(n: u32, ring: RxRing, count: u32) -> Option<Vec<u64>> {
 }
 
 fn a_lone_frame_is_handed_over_within_a_few_block_timeouts(ring: RxRing) {
-    let Some(waits) = hand_over_waits(7, ring, 20) else {
-        return;
+    let Some(ns) = namespace(7, ring) else { return };
+    let opts = PacketOptions::default();
+    let mut a = open(&ns, "a", &opts);
+    let mut b = open(&ns, "b", &opts);
+    // Beside it on `b`, a V3 ring left to the kernel's own retire timer, which it derives
+    // from the link (8 ms here): what a block timeout that was not applied would give.
+    let mut unset = open_ring(
+        &ns,
+        "b",
+        &PacketOptions {
+            rx_ring: RxRing::V3,
+            block_timeout_ms: 0,
+            ..opts.clone()
+        },
+    );
+    // The timers the kernel runs, read back: the one asked for (V2 has none), and its own.
+    let timer_ms = retire_timer_ms(&ns, &b);
+    let kernel_ms = retire_timer_ms(&ns, &unset);
+    let asked_ms = match ring {
+        RxRing::V2 => 0,
+        RxRing::V3 => opts.block_timeout_ms,
     };
-    // V3: up to two timer periods, plus room for a preempted guest.
-    assert!(waits[waits.len() / 2] < 20_000_000, "{waits:?}");
+    assert_eq!(timer_ms, asked_ms, "the kernel's retire timer for {ring:?}");
+    assert_ne!(opts.block_timeout_ms, 0, "the default asks for a timeout");
+    // The same lone frames through both: `b` hands each over first, within its own timer,
+    // and the ring without a timeout a timer period of the kernel's later. Compared frame by
+    // frame under the same load, by half the difference of the timers (a guest preempted for
+    // longer than the kernel's timer on most frames would fail it).
+    if kernel_ms < asked_ms + 4 {
+        eprintln!(
+            "the kernel's own retire timer ({kernel_ms} ms) is too close to {asked_ms} ms to \
+             tell the two apart by time: compared by the timers read back only"
+        );
+        return;
+    }
+    let waits = hand_over_waits_of(&mut a, &mut [&mut b, &mut unset], 20);
+    let mut sooner: Vec<i64> = waits.iter().map(|w| w[1] as i64 - w[0] as i64).collect();
+    sooner.sort_unstable();
+    let median = sooner[sooner.len() / 2];
+    let margin = i64::from(kernel_ms - asked_ms) * 1_000_000 / 2;
+    assert!(
+        median > margin,
+        "{ring:?} (timer {asked_ms} ms) hands a lone frame over a median {median} ns before a V3 \
+         ring on the kernel's {kernel_ms} ms timer, not more than {margin} ns: {waits:?}"
+    );
 }
 
 /// The link emulator must see a frame within microseconds to emulate delays below 1 ms; V3
