@@ -47,6 +47,8 @@ pub const TPID_8021Q: u16 = 0x8100;
 pub const TPID_8021AD: u16 = 0x88a8;
 const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
+/// The shortest TCP header (data offset 5).
+const TCP_HEADER_MIN: usize = 20;
 
 /// How a super-frame is to be cut into wire frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -228,8 +230,15 @@ fn be16(bytes: &[u8], at: usize) -> Result<u16> {
     Ok(u16::from_be_bytes([b[0], b[1]]))
 }
 
-fn put16(bytes: &mut [u8], at: usize, value: u16) {
-    bytes[at..at + 2].copy_from_slice(&value.to_be_bytes());
+/// Writes `value` at `at`; `Truncated` (and nothing written) when the two bytes are not all
+/// inside `bytes`. Every offset here comes from metadata or a header, so none is trusted.
+fn put16(bytes: &mut [u8], at: usize, value: u16) -> Result<()> {
+    let end = at.checked_add(2).ok_or(Error::BadLength)?;
+    bytes
+        .get_mut(at..end)
+        .ok_or(Error::Truncated)?
+        .copy_from_slice(&value.to_be_bytes());
+    Ok(())
 }
 
 /// The pseudo-header sum of a transport segment of `len` bytes and protocol `proto` inside the
@@ -270,12 +279,12 @@ fn segment(
     mut emit: impl FnMut(&[u8]),
 ) -> Result<usize> {
     let (l3, ethertype) = network_header(whole)?;
-    let (proto, header_len) = match kind {
+    let (proto, header_len, header_min) = match kind {
         Segmentation::Tcp4 | Segmentation::Tcp6 => {
             let offset = whole.get(l4 + 12).ok_or(Error::Truncated)?;
-            (PROTO_TCP, usize::from(offset >> 4) * 4)
+            (PROTO_TCP, usize::from(offset >> 4) * 4, TCP_HEADER_MIN)
         }
-        Segmentation::Udp => (PROTO_UDP, 8),
+        Segmentation::Udp => (PROTO_UDP, 8, 8),
     };
     match (kind, ethertype) {
         (Segmentation::Tcp4, ETHERTYPE_IPV4)
@@ -286,13 +295,26 @@ fn segment(
     let v4 = ethertype == ETHERTYPE_IPV4;
     let l3_min = if v4 { 20 } else { 40 };
     let headers = l4 + header_len;
-    if header_len < 8 || l4 < l3 + l3_min || headers > whole.len() {
+    // The TCP header's own data offset, not only the metadata, must leave room for the
+    // fields rewritten below (flags at 13, the checksum at 16..18): a data offset under 5
+    // words is refused, as a receiver would.
+    if header_len < header_min || l4 < l3 + l3_min || headers > whole.len() {
         return Err(Error::BadLength);
     }
-    if v4 && (whole[l3] >> 4 != 4 || l3 + usize::from(whole[l3] & 0xf) * 4 > l4) {
-        return Err(Error::Malformed);
+    if v4 {
+        let ihl = usize::from(whole[l3] & 0xf) * 4;
+        if whole[l3] >> 4 != 4 || ihl < 20 || l3 + ihl > l4 {
+            return Err(Error::Malformed);
+        }
     }
     let payload = &whole[headers..];
+    // The largest segment (the first) must have lengths its headers can carry; checked before
+    // anything is emitted, so an `Err` never follows emitted segments.
+    let largest = headers + payload.len().min(usize::from(size));
+    let ip_len_field = if v4 { largest - l3 } else { largest - l3 - 40 };
+    if u16::try_from(ip_len_field).is_err() || u16::try_from(largest - l4).is_err() {
+        return Err(Error::BadLength);
+    }
     let chunks = payload.chunks(usize::from(size));
     let count = chunks.len().max(1);
     let seq = u32::from(be16(whole, l4 + 4)?) << 16 | u32::from(be16(whole, l4 + 6)?);
@@ -309,26 +331,32 @@ fn segment(
                 buf,
                 l3 + 2,
                 u16::try_from(ip_len).map_err(|_| Error::BadLength)?,
-            );
-            put16(buf, l3 + 4, ip_id.wrapping_add(i as u16));
-            put16(buf, l3 + 10, 0);
+            )?;
+            put16(buf, l3 + 4, ip_id.wrapping_add(i as u16))?;
+            put16(buf, l3 + 10, 0)?;
             let ihl = usize::from(buf[l3] & 0xf) * 4;
-            let sum = checksum::internet(&buf[l3..l3 + ihl]);
-            put16(buf, l3 + 10, sum);
+            let sum = checksum::internet(buf.get(l3..l3 + ihl).ok_or(Error::Truncated)?);
+            put16(buf, l3 + 10, sum)?;
         } else {
-            let len = u16::try_from(ip_len - 40).map_err(|_| Error::BadLength)?;
-            put16(buf, l3 + 4, len);
+            let len = ip_len.checked_sub(40).ok_or(Error::BadLength)?;
+            put16(
+                buf,
+                l3 + 4,
+                u16::try_from(len).map_err(|_| Error::BadLength)?,
+            )?;
         }
         let l4_len = buf.len() - l4;
         let check_at = match proto {
             PROTO_TCP => {
                 let seq = seq.wrapping_add((i as u32).wrapping_mul(u32::from(size)));
-                buf[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
+                put16(buf, l4 + 4, (seq >> 16) as u16)?;
+                put16(buf, l4 + 6, seq as u16)?;
+                let flags = buf.get_mut(l4 + 13).ok_or(Error::Truncated)?;
                 if i + 1 < count {
-                    buf[l4 + 13] &= !(0x01 | 0x08); // FIN, PSH: the last segment's
+                    *flags &= !(0x01 | 0x08); // FIN, PSH: the last segment's
                 }
                 if i > 0 {
-                    buf[l4 + 13] &= !0x80; // CWR: the first segment's
+                    *flags &= !0x80; // CWR: the first segment's
                 }
                 l4 + 16
             }
@@ -337,11 +365,11 @@ fn segment(
                     buf,
                     l4 + 4,
                     u16::try_from(l4_len).map_err(|_| Error::BadLength)?,
-                );
+                )?;
                 l4 + 6
             }
         };
-        put16(buf, check_at, 0);
+        put16(buf, check_at, 0)?;
         let pseudo = pseudo_header(buf, l3, ethertype, proto, l4_len)?;
         let sum = !checksum::combine(&[pseudo, checksum::data(&buf[l4..])]);
         let sum = if sum == 0 && proto == PROTO_UDP {
@@ -349,7 +377,7 @@ fn segment(
         } else {
             sum
         };
-        put16(buf, check_at, sum);
+        put16(buf, check_at, sum)?;
         emit(buf);
     }
     Ok(count)

@@ -91,8 +91,14 @@ impl Restorer {
         let offload = match Offload::from_virtio(vnet) {
             Ok(offload) if !truncated => offload,
             // A frame cut short cannot be finished; metadata that cannot be done is not.
-            _ => {
+            Ok(_) => {
                 self.stats.unfinished += 1;
+                self.stats.unfinished_by.cut += 1;
+                Offload::default()
+            }
+            Err(_) => {
+                self.stats.unfinished += 1;
+                self.stats.unfinished_by.metadata += 1;
                 Offload::default()
             }
         };
@@ -113,8 +119,12 @@ impl Restorer {
                     self.stats.segments += done.frames as u64;
                 }
             }
-            Err(_) => {
+            Err(e) => {
                 self.stats.unfinished += 1;
+                match e {
+                    latlab_wire::Error::OtherProtocol => self.stats.unfinished_by.protocol += 1,
+                    _ => self.stats.unfinished_by.headers += 1,
+                }
                 f(data, frame.rx_ns, truncated);
                 n = 1;
             }
@@ -233,8 +243,23 @@ mod tests {
             &mut restorer,
             &ring_frame(&frame, &[0; 10], libc::TP_STATUS_COPY),
         );
-        assert_eq!(out, [frame]);
+        assert_eq!(out, std::slice::from_ref(&frame));
         assert_eq!(restorer.stats.truncated, 1);
-        assert_eq!(restorer.stats.unfinished, 2);
+        // GSO TCPV4 metadata over a TCP header whose data offset says 8 bytes: the fields a
+        // segment rewrites are not in it (what the offload fuzz target found).
+        let mut short = frame.clone();
+        short[14 + 20 + 12] = 0x20;
+        let gso = [1, 1, 54, 0, 0x0b, 0, 34, 0, 16, 0];
+        assert_eq!(hand(&mut restorer, &ring_frame(&short, &gso, 0)), [short]);
+        // GSO TCPV6 metadata over an IPv4 frame.
+        let v6 = [1, 4, 54, 0, 0x0b, 0, 34, 0, 16, 0];
+        assert_eq!(hand(&mut restorer, &ring_frame(&frame, &v6, 0)), [frame]);
+        assert_eq!(restorer.stats.unfinished, 4);
+        let by = restorer.stats.unfinished_by;
+        assert_eq!(
+            (by.metadata, by.cut, by.headers, by.protocol),
+            (1, 1, 1, 1),
+            "{by:?}"
+        );
     }
 }

@@ -54,8 +54,11 @@ pub struct WireFrameStats {
     /// Frames longer than a ring slot read whole from the socket's queue (AF_PACKET).
     pub read_whole: u64,
     /// Frames whose metadata did not fit them (or a segmentation type that cannot be done
-    /// here, such as UFO): handed on as they came (AF_PACKET).
+    /// here, such as UFO): handed on as they came (AF_PACKET). By cause in
+    /// [`WireFrameStats::unfinished_by`].
     pub unfinished: u64,
+    /// [`WireFrameStats::unfinished`] by cause.
+    pub unfinished_by: UnfinishedCauses,
     /// Frames longer than a ring slot whose whole copy was not there (the socket's receive
     /// buffer was full): handed on cut (AF_PACKET).
     pub truncated: u64,
@@ -63,6 +66,21 @@ pub struct WireFrameStats {
     /// cut short on their way to AF_XDP, which no receiver can use. Handed on as they came;
     /// the sender's side must segment them (`ethtool -K IF tso off gso off`).
     pub cut_super_frames: u64,
+}
+
+/// Why frames with offload metadata could not be finished (each handed on as it came).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnfinishedCauses {
+    /// The `virtio_net_hdr` was missing or asked for what cannot be done here (UFO, an unknown
+    /// segmentation type, a zero segment size).
+    pub metadata: u64,
+    /// The frame was cut short on its way (a ring slot), so it cannot be finished.
+    pub cut: u64,
+    /// An offset from the metadata or a length from the frame's own headers lies outside the
+    /// frame, or a header is shorter than its format allows.
+    pub headers: u64,
+    /// The segmentation type does not match the frame's EtherType.
+    pub protocol: u64,
 }
 
 /// One interface as a bridge uses it: frames in with their arrival stamps, frames out through a

@@ -337,3 +337,77 @@ fn no_prefix_of_any_frame_and_no_metadata_panics() {
         }
     }
 }
+
+/// The fuzz target's layout: 10 bytes of `virtio_net_hdr`, 4 bytes of out-of-band VLAN tag
+/// (used when its first byte is odd), then the frame.
+fn fuzz_case(hex: &str) -> (Offload, Option<VlanTag>, Vec<u8>) {
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let offload = Offload::from_virtio(&bytes[..10]).unwrap();
+    let tag = (bytes[10] & 1 == 1).then(|| VlanTag {
+        tpid: u16::from_be_bytes([bytes[10] & 0xfe, bytes[11]]),
+        tci: u16::from_be_bytes([bytes[12], bytes[13]]),
+    });
+    (offload, tag, bytes[14..].to_vec())
+}
+
+/// The crash `cargo fuzz run offload` found: TCPv4 GSO metadata over a frame whose TCP data
+/// offset says 8 bytes, so the flags (13) and the checksum (16..18) the segmenter rewrites lay
+/// past the end of the 50-byte frame; `put16` indexed out of range.
+#[test]
+fn a_tcp_header_shorter_than_its_rewritten_fields_is_refused_not_a_panic() {
+    let (offload, tag, frame) = fuzz_case(
+        "010100ff0b00220010000000000002000100000202000000ffff08004501010000f40122001000000000\
+         ffffffffffffff000000000108004243444546f690f7",
+    );
+    assert_eq!(frame.len(), 50);
+    assert_eq!(offload.segmentation, Some((Segmentation::Tcp4, 11)));
+    let (done, out) = finish_all(&frame, tag, offload);
+    assert_eq!(done, Err(Error::BadLength));
+    assert!(out.is_empty());
+}
+
+#[test]
+fn a_tcp_data_offset_under_five_words_is_refused_whatever_the_frame_length() {
+    let offload = Offload {
+        checksum: Some(ChecksumAt {
+            start: 34,
+            offset: 16,
+        }),
+        segmentation: Some((Segmentation::Tcp4, 100)),
+    };
+    let good = unfinished_v4(PROTO_TCP, 300, 0x10);
+    assert_eq!(finish_all(&good, None, offload).1.len(), 3);
+    for words in 0..5u8 {
+        let mut short = good.clone();
+        short[34 + 12] = words << 4;
+        let (done, out) = finish_all(&short, None, offload);
+        assert_eq!(done, Err(Error::BadLength), "data offset {words}");
+        assert!(out.is_empty());
+    }
+    // An IPv4 header length under 20 bytes is refused too (the header checksum covers it).
+    let mut ihl = good.clone();
+    ihl[14] = 0x44;
+    assert_eq!(finish_all(&ihl, None, offload).0, Err(Error::Malformed));
+}
+
+#[test]
+fn a_super_frame_whose_segments_would_overflow_their_length_fields_emits_nothing() {
+    // UDP GSO metadata over a frame longer than 64 KiB, one segment of all of it: the first
+    // segment's lengths cannot be written, so nothing is emitted (not some segments, then an
+    // error that makes the bridge hand on the original as well).
+    let mut frame = unfinished_v4(PROTO_UDP, 1000, 0);
+    frame.resize(70_000, 0);
+    let offload = Offload {
+        checksum: Some(ChecksumAt {
+            start: 34,
+            offset: 6,
+        }),
+        segmentation: Some((Segmentation::Udp, u16::MAX)),
+    };
+    let (done, out) = finish_all(&frame, None, offload);
+    assert_eq!(done, Err(Error::BadLength));
+    assert!(out.is_empty());
+}
