@@ -9,7 +9,7 @@ use latlab_lab::echo::EchoOptions;
 use latlab_lab::units::{parse_bytes, parse_duration};
 
 use crate::progress::Counters;
-use crate::{echo_io, parse_xdp_frames, STOP};
+use crate::{parse_xdp_frames, values, STOP};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct EchoArgs {
@@ -17,7 +17,7 @@ pub(crate) struct EchoArgs {
     #[arg(long, value_name = "ADDR")]
     listen: String,
     /// socket, or xdp (needs --iface and root; takes the UDP port's frames before the kernel).
-    #[arg(long, default_value = "socket", value_name = "IO", value_parser = echo_io())]
+    #[arg(long, default_value = "socket", value_name = "IO", value_parser = values::socket_io())]
     io: Io,
     /// The interface that AF_XDP serves (--io xdp).
     #[arg(long, value_name = "IF")]
@@ -28,7 +28,7 @@ pub(crate) struct EchoArgs {
     xdp_frames: u32,
     /// busy: spin on the socket (lowest latency, one core at 100%); block: sleep until packets
     /// arrive.
-    #[arg(long, default_value = "busy", value_name = "MODE")]
+    #[arg(long, default_value = "busy", value_name = "MODE", value_parser = values::poll())]
     poll: PollMode,
     /// Datagrams per recvmmsg/sendmmsg call.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]

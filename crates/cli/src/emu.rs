@@ -11,7 +11,7 @@ use latlab_lab::emuconfig::{ImpairmentFlags, LinkSources};
 use latlab_lab::units::parse_duration;
 
 use crate::progress::Counters;
-use crate::{emu_io, parse_xdp_frames, STOP};
+use crate::{parse_xdp_frames, values, STOP};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum RxRingArg {
@@ -128,7 +128,7 @@ pub(crate) struct EmuArgs {
     rx_ring: RxRingArg,
     /// packet: AF_PACKET rings beside the kernel stack; xdp: AF_XDP, every frame of both
     /// interfaces taken before the kernel stack by an XDP program (root; run to completion).
-    #[arg(long, default_value = "packet", value_name = "IO", value_parser = emu_io())]
+    #[arg(long, default_value = "packet", value_name = "IO", value_parser = values::frame_io())]
     io: Io,
     /// AF_XDP UMEM frames (--io xdp), a power of two from 64 to 1048576: half for receiving,
     /// half for sending; each of the four rings holds half as many entries.

@@ -9,7 +9,7 @@ use latlab_lab::fwd::{FwdOptions, FwdPoll, MAX_BATCH};
 use latlab_lab::units::parse_duration;
 
 use crate::progress::Counters;
-use crate::{emu_io, STOP};
+use crate::{values, STOP};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct FwdArgs {
@@ -21,14 +21,14 @@ pub(crate) struct FwdArgs {
     iface_b: String,
     /// packet: AF_PACKET rings beside the kernel stack; xdp: AF_XDP, every frame of both
     /// interfaces taken before the kernel stack by an XDP program (root).
-    #[arg(long, default_value = "packet", value_name = "IO", value_parser = emu_io())]
+    #[arg(long, default_value = "packet", value_name = "IO", value_parser = values::frame_io())]
     io: Io,
     /// Frames per receive call at most, 1 to 4096.
     #[arg(long, default_value_t = 32, value_parser = parse_batch, value_name = "N")]
     batch: usize,
     /// busy: spin (one core at 100%); block: wait in poll(2) when nothing came; rate:N: poll
     /// both interfaces N times per second, sleeping between.
-    #[arg(long, default_value = "busy", value_name = "MODE")]
+    #[arg(long, default_value = "busy", value_name = "MODE", value_parser = values::fwd_poll())]
     poll: FwdPoll,
     /// Pin the loop to this CPU (default: the last this process may run on).
     #[arg(long, value_name = "N")]

@@ -11,7 +11,7 @@ use latlab_lab::gen::GenCommand;
 use latlab_lab::measure::{ClockChoice, GenOptions, ThreadChoice};
 use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
 
-use crate::{echo_io, parse_xdp_frames, progress, STOP};
+use crate::{parse_xdp_frames, progress, values, STOP};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct GenArgs {
@@ -29,11 +29,15 @@ pub(crate) struct GenArgs {
     rate: Option<f64>,
     /// Send a game's traffic instead of --rate/--pattern/--size: each probe has the model's
     /// size and follows the one before by the model's gap (open loop, from the intended
-    /// times). The rows of Table 1 of Harcsik et al. (NetGames '07): anarchy-online, wow,
-    /// counter-strike, halo3-intense, halo3-moderate, gears-of-war, tony-hawk, test-drive;
-    /// or fixed:SIZE@INTERVAL (fixed:100@50ms). Messages below the 56-byte probe header are
-    /// sent at 56 bytes and counted ("raised").
-    #[arg(long, value_name = "MODEL", conflicts_with_all = ["rate", "pattern", "size", "trace"])]
+    /// times). A row of Table 1 of Harcsik et al. (NetGames '07) by name, or
+    /// fixed:SIZE@INTERVAL (fixed:100@50ms); NAME*SPEED runs a model SPEED times as fast.
+    /// Messages below the 56-byte probe header are sent at 56 bytes and counted ("raised").
+    #[arg(
+        long,
+        value_name = "MODEL",
+        value_parser = values::model(),
+        conflicts_with_all = ["rate", "pattern", "size", "trace"]
+    )]
     model: Option<TrafficModel>,
     /// Replay one stream of a pcap or pcapng capture instead of --rate/--pattern/--size: its
     /// payload sizes and gaps, open loop from the intended times, once (--duration defaults to
@@ -60,7 +64,7 @@ pub(crate) struct GenArgs {
     )]
     size: usize,
     /// constant: exactly 1/rate apart; poisson: exponential gaps (seeded).
-    #[arg(long, default_value = "constant", value_name = "PATTERN")]
+    #[arg(long, default_value = "constant", value_name = "PATTERN", value_parser = values::pattern())]
     pattern: Pattern,
     /// Number of flows (source ports); probes go round-robin over them.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -72,10 +76,10 @@ pub(crate) struct GenArgs {
     #[arg(long, value_parser = parse_duration, default_value = "500ms", value_name = "DUR")]
     grace: Duration,
     /// busy: spin (lowest latency); block: sleep until a packet arrives or a probe is due.
-    #[arg(long, default_value = "busy", value_name = "MODE")]
+    #[arg(long, default_value = "busy", value_name = "MODE", value_parser = values::poll())]
     poll: PollMode,
     /// auto, 1 (one loop) or 2 (send and receive threads on their own cores).
-    #[arg(long, default_value = "auto", value_name = "N")]
+    #[arg(long, default_value = "auto", value_name = "N", value_parser = values::threads())]
     threads: ThreadChoice,
     /// Datagrams per sendmmsg/recvmmsg call.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -95,7 +99,7 @@ pub(crate) struct GenArgs {
     /// socket: kernel UDP sockets with recvmmsg/sendmmsg; xdp: AF_XDP on --iface, probes
     /// built as whole frames in user space and responses taken before the kernel's stack
     /// (root; IPv4; every flow from one source port).
-    #[arg(long, default_value = "socket", value_name = "IO", value_parser = echo_io())]
+    #[arg(long, default_value = "socket", value_name = "IO", value_parser = values::socket_io())]
     io: Io,
     /// The interface towards the target that AF_XDP serves (--io xdp).
     #[arg(long, value_name = "IF")]
@@ -107,7 +111,7 @@ pub(crate) struct GenArgs {
     /// Whether this host and the responder read one clock, which one-way delays need.
     /// auto: shared when the target is an address of this host; shared: the user says so
     /// (one host, or clocks kept together by PTP); separate: report round trips only.
-    #[arg(long, default_value = "auto", value_name = "CLOCK", value_parser = ClockChoice::parse)]
+    #[arg(long, default_value = "auto", value_name = "CLOCK", value_parser = values::clock())]
     clock: ClockChoice,
     /// Write the summary to this JSON file.
     #[arg(long, value_name = "FILE")]

@@ -9,16 +9,13 @@ use latlab_lab::rfc2544::{Dut, Rfc2544Options};
 use latlab_lab::units::parse_duration;
 
 use crate::progress::Counters;
-use crate::STOP;
+use crate::{values, STOP};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Rfc2544Args {
-    /// The forwarder in the middle namespace: kernel (IP forwarding), bridge (a Linux bridge),
-    /// fwd (latlab fwd over AF_PACKET), fwd-xdp (over AF_XDP), emu or emu-xdp (latlab emu, no
-    /// impairment, over AF_PACKET or AF_XDP),
-    /// testpmd or testpmd-xdp (DPDK's testpmd over its AF_PACKET or AF_XDP driver); or external:
-    /// a forwarder you started between --iface-a and --iface-b of this host.
-    #[arg(long, value_name = "DUT")]
+    /// The forwarder: one the lab builds in the middle namespace, or external, one you started
+    /// between --iface-a and --iface-b of this host.
+    #[arg(long, value_name = "DUT", value_parser = values::dut())]
     dut: Dut,
     /// Frame sizes in bytes on the wire, 64 to 1518 (default: RFC 2544's 64,128,256,512,1024,
     /// 1280,1518).
@@ -46,7 +43,7 @@ pub(crate) struct Rfc2544Args {
     latency_trials: u32,
     /// The source's frame port in the client: packet (an AF_PACKET TX ring) or xdp (an AF_XDP
     /// TX ring, copy mode on veth; root), for a source that outruns a faster DUT.
-    #[arg(long, default_value = "packet", value_name = "IO", value_parser = crate::emu_io())]
+    #[arg(long, default_value = "packet", value_name = "IO", value_parser = values::frame_io())]
     source: Io,
     /// The results folder (must not exist unless --resume; default
     /// latlab-results/rfc2544-<time>).
@@ -63,7 +60,7 @@ pub(crate) struct Rfc2544Args {
     /// How latlab fwd as the DUT waits for frames: busy (spin), block (poll(2) when nothing
     /// came) or rate:N (poll N times a second, sleeping between) [default: block for fwd-xdp,
     /// whose NAPI pollers share its core; busy for fwd].
-    #[arg(long, value_name = "MODE")]
+    #[arg(long, value_name = "MODE", value_parser = values::fwd_poll())]
     fwd_poll: Option<latlab_lab::rfc2544::FwdPoll>,
     /// Leave out the saturation trial (the source as fast as it goes, the DUT's CPU sampled
     /// for the cycles per packet by step).

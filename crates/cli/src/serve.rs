@@ -4,12 +4,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use latlab_lab::command::{parse_server_io, resolve, PollMode, ServerIo};
+use latlab_lab::command::{resolve, PollMode, ServerIo};
 use latlab_lab::serve::ServeOptions;
 use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
 
 use crate::progress::Counters;
-use crate::{parse_xdp_frames, STOP};
+use crate::{parse_xdp_frames, values, STOP};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
@@ -18,7 +18,7 @@ pub(crate) struct ServeArgs {
     listen: String,
     /// socket: one recvfrom/sendto per packet and copy; batched: recvmmsg/sendmmsg; xdp:
     /// AF_XDP on --iface, IPv4/UDP in user space (root).
-    #[arg(long, default_value = "socket", value_name = "IO", value_parser = parse_server_io)]
+    #[arg(long, default_value = "socket", value_name = "IO", value_parser = values::server_io())]
     io: ServerIo,
     /// The interface that AF_XDP serves (--io xdp).
     #[arg(long, value_name = "IF")]
@@ -49,7 +49,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65535), value_name = "N")]
     max_clients_per_host: Option<u32>,
     /// block: sleep until packets arrive (as a plain game server); busy: spin.
-    #[arg(long, default_value = "block", value_name = "MODE")]
+    #[arg(long, default_value = "block", value_name = "MODE", value_parser = values::poll())]
     poll: PollMode,
     /// Pin the server to this CPU.
     #[arg(long, value_name = "N")]

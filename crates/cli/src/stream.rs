@@ -10,7 +10,7 @@ use latlab_lab::stream::message::{HEADER_LEN, MAX_LEN};
 use latlab_lab::stream::{RecvCommand, SendCommand, TransportSpec};
 use latlab_lab::units::parse_duration;
 
-use crate::STOP;
+use crate::{values, STOP};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum StreamCommand {
@@ -21,8 +21,16 @@ pub(crate) enum StreamCommand {
     Recv(RecvArgs),
 }
 
-/// `--transport`: udp | tcp[:cc=reno|cubic|bbr][,thin][,rto_min=DUR] | enet[:unreliable] |
-/// kcp[:mode=fast|normal] | quic[:datagrams]; udt and sctp are refused with the reason.
+/// `stream`'s about, naming the transports it drives.
+pub(crate) fn about() -> String {
+    format!(
+        "One thin stream of messages over a real transport ({}): a receiver, and a sender that \
+         measures one-way application latency and bytes on the wire",
+        values::transport_names().join(", ")
+    )
+}
+
+/// `--transport`: a form of `TRANSPORTS_HELP`; udt and sctp are refused with the reason.
 fn parse_transport(text: &str) -> Result<TransportSpec, String> {
     text.parse()
 }
@@ -63,10 +71,8 @@ pub(crate) struct SendArgs {
     /// The receiver: ADDR:PORT of a `latlab stream recv`.
     #[arg(long, value_name = "ADDR")]
     target: String,
-    /// udp | tcp[:cc=reno|cubic|bbr][,thin][,rto_min=DUR] | enet[:unreliable] |
-    /// kcp[:mode=fast|normal] | quic[:datagrams]. The receiver must run the same. (udt and
-    /// sctp are refused: no maintained UDT crate, no SCTP in this kernel.)
-    #[arg(long, value_name = "T", value_parser = parse_transport)]
+    // Its help lists the transports and their options (`values::transport_help`).
+    #[arg(long, value_name = "T", value_parser = parse_transport, help = values::transport_help())]
     transport: TransportSpec,
     /// Bytes per message (the paper's thin streams: 100), 24 to 65507.
     #[arg(long, default_value = "100", value_name = "BYTES", value_parser = parse_size, allow_hyphen_values = true)]
@@ -75,11 +81,15 @@ pub(crate) struct SendArgs {
     #[arg(long, default_value = "50ms", value_name = "DUR", value_parser = parse_interval, allow_hyphen_values = true)]
     interval: Duration,
     /// Send a game's traffic instead of --size/--interval: the model's sizes and gaps (open
-    /// loop, from the intended times), a Table 1 row of Harcsik et al. (anarchy-online, wow,
-    /// counter-strike, halo3-intense, halo3-moderate, gears-of-war, tony-hawk, test-drive) or
+    /// loop, from the intended times), a Table 1 row of Harcsik et al. by name or
     /// fixed:SIZE@INTERVAL; NAME*SPEED runs it SPEED times as fast. Messages below the 24-byte
     /// message header are sent at 24 bytes and counted (raised).
-    #[arg(long, value_name = "MODEL", conflicts_with_all = ["size", "interval"])]
+    #[arg(
+        long,
+        value_name = "MODEL",
+        value_parser = values::model(),
+        conflicts_with_all = ["size", "interval"]
+    )]
     model: Option<latlab_lab::command::TrafficModel>,
     /// Seed of the model's draws.
     #[arg(long, default_value_t = 1, value_name = "N", requires = "model")]
@@ -103,8 +113,8 @@ pub(crate) struct RecvArgs {
     /// ADDR:PORT to listen on: TCP for control (and tcp's data), UDP for the other transports.
     #[arg(long, value_name = "ADDR")]
     listen: String,
-    /// The transport to serve, with its options, as the senders name it.
-    #[arg(long, value_name = "T", value_parser = parse_transport)]
+    // The transport to serve, with its options, as the senders name it.
+    #[arg(long, value_name = "T", value_parser = parse_transport, help = values::transport_help())]
     transport: TransportSpec,
     /// Rewrite this JSON file with every run served, after each run.
     #[arg(long, value_name = "FILE")]

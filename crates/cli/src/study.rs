@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Subcommand;
-use latlab_lab::command::{default_out, parse_server_io, ServerIo};
+use latlab_lab::command::{default_out, ServerIo};
 use latlab_lab::study::Shard;
 use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
 
-use crate::{progress, STOP};
+use crate::{progress, values, STOP};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum StudyCommand {
@@ -29,16 +29,16 @@ pub(crate) enum StudyCommand {
     Transports(TransportStudyArgs),
     /// Packet forwarders measured as RFC 2544 asks (Emmerich et al.): Table I (64-byte
     /// throughput against the kernel's IP forwarding), Fig. 2 (NDR by frame size) and Table II
-    /// (latlab fwd's cycles per packet by step), for the kernel, a Linux bridge, latlab fwd over
-    /// AF_PACKET and AF_XDP and latlab emu (namespaces; root).
+    /// (latlab fwd's cycles per packet by step), for every forwarder latlab rfc2544 builds
+    /// (namespaces; root).
     Forwarding(ForwardingStudyArgs),
 }
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ForwardingStudyArgs {
-    /// The forwarders, comma separated: kernel, bridge, fwd, fwd-xdp, emu, testpmd,
-    /// testpmd-xdp [default: all; testpmd left out when it cannot be installed].
-    #[arg(long, value_delimiter = ',')]
+    /// The forwarders, comma separated [default: all; testpmd and testpmd-xdp left out when
+    /// testpmd cannot be installed].
+    #[arg(long, value_delimiter = ',', value_name = "DUT,...", value_parser = values::built_dut())]
     duts: Vec<latlab_lab::rfc2544::Dut>,
     /// Frame sizes in bytes, comma separated [default: 64,128,256,512,1024,1280,1518].
     #[arg(long, value_delimiter = ',')]
@@ -59,17 +59,17 @@ pub(crate) struct ForwardingStudyArgs {
     )]
     batches: Vec<usize>,
     /// Poll modes latlab fwd over AF_XDP is also measured in with 64-byte frames (the
-    /// poll-rate effect): busy, block, rate:N, comma separated; none for none.
+    /// poll-rate effect), comma separated; none for none.
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "busy,block,rate:100000,rate:10000",
-        value_parser = parse_poll,
+        value_parser = values::fwd_polls(),
         value_name = "MODE,..."
     )]
     polls: Vec<String>,
     /// The source's frame port: packet (AF_PACKET) or xdp (AF_XDP, faster on veth).
-    #[arg(long, default_value = "xdp", value_parser = crate::emu_io(), value_name = "IO")]
+    #[arg(long, default_value = "xdp", value_parser = values::frame_io(), value_name = "IO")]
     source: latlab_lab::command::Io,
     /// Results folder (default latlab-results/forwarding-<time>).
     #[arg(long, value_name = "DIR")]
@@ -95,13 +95,10 @@ pub(crate) struct TransportStudyArgs {
     losses: Vec<f64>,
     /// Loss models, comma separated: random (each frame on its own) and bursty
     /// (Gilbert-Elliott, the same mean in bursts of 3 frames).
-    #[arg(long, value_delimiter = ',', default_value = "random,bursty")]
+    #[arg(long, value_delimiter = ',', default_value = "random,bursty", value_parser = values::loss_kind())]
     loss_models: Vec<latlab_lab::study::transports::LossKind>,
-    /// Transports, comma separated, as `latlab stream --transport` spells them (options after
-    /// a colon, separated by `+` here: tcp:cc=reno+thin, latlab:thin:min-rto=120ms+rdb=600) [default: udp, tcp (cubic), tcp
-    /// (reno, thin), modified tcp (reno, thin, rto_min=10ms), enet, kcp (fast), quic, latlab's
-    /// tcp-like, thin and rack with RDB].
-    #[arg(long, value_delimiter = ',', value_parser = parse_transport)]
+    // Its help names the transports (`values::transports_study_help`).
+    #[arg(long, value_delimiter = ',', value_parser = parse_transport, help = values::transports_study_help())]
     transports: Vec<latlab_lab::stream::TransportSpec>,
     /// Streams of each transport at once per cell (on two cores, 10 of each of nine
     /// transports, the defaults but modified TCP, kept plain UDP's p99 within 2 ms of the path;
@@ -138,14 +135,6 @@ pub(crate) struct TransportStudyArgs {
 }
 
 /// `2.5%` or `2.5` → 0.025.
-/// One `--polls` value: a poll mode, or "none".
-fn parse_poll(text: &str) -> Result<String, String> {
-    if text != "none" {
-        text.parse::<latlab_lab::rfc2544::FwdPoll>()?;
-    }
-    Ok(text.to_string())
-}
-
 fn parse_percent(text: &str) -> Result<f64, String> {
     let number = text.strip_suffix('%').unwrap_or(text);
     match number.parse::<f64>() {
@@ -222,7 +211,7 @@ pub(crate) struct GameStudyArgs {
     rcvbuf: Vec<String>,
     /// Server I/O modes, comma separated (xdp is left out, with the reason, where AF_XDP
     /// cannot be had).
-    #[arg(long, value_delimiter = ',', default_value = "socket,batched,xdp", value_parser = parse_server_io)]
+    #[arg(long, value_delimiter = ',', default_value = "socket,batched,xdp", value_parser = values::server_io())]
     io: Vec<ServerIo>,
     /// Sending time per point.
     #[arg(long, value_parser = parse_duration, default_value = "2s", value_name = "DUR")]
@@ -247,9 +236,8 @@ pub(crate) struct GameStudyArgs {
     #[arg(long)]
     loopback: bool,
     /// The measuring client plays a game's traffic instead of constant-rate 128-byte probes:
-    /// the model's sizes, and its gaps paced to each point's load (a Table 1 row such as
-    /// counter-strike, or fixed:SIZE@INTERVAL; see `latlab gen --help`).
-    #[arg(long, value_name = "MODEL", conflicts_with = "trace")]
+    /// the model's sizes, and its gaps paced to each point's load (see `latlab gen --help`).
+    #[arg(long, value_name = "MODEL", value_parser = values::model(), conflicts_with = "trace")]
     model: Option<latlab_lab::command::TrafficModel>,
     /// The measuring client replays one stream of a pcap or pcapng capture: its sizes, and
     /// its gaps paced to each point's load (once: a stream shorter than --duration at that

@@ -42,20 +42,30 @@ pub enum FwdPoll {
     Rate(u32),
 }
 
+impl FwdPoll {
+    /// The forms the command line takes, `N` standing for a number of polls per second.
+    pub const FORMS: [&'static str; 3] = ["busy", "block", "rate:N"];
+}
+
 impl std::str::FromStr for FwdPoll {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "busy" => Ok(FwdPoll::Busy),
-            "block" => Ok(FwdPoll::Block),
-            _ => match s.strip_prefix("rate:").map(str::parse::<u32>) {
+        let [busy, block, rate] = FwdPoll::FORMS;
+        // `rate:N`: the form without its `N`, then the number.
+        let rate_prefix = rate.trim_end_matches('N');
+        if s == busy {
+            Ok(FwdPoll::Busy)
+        } else if s == block {
+            Ok(FwdPoll::Block)
+        } else {
+            match s.strip_prefix(rate_prefix).map(str::parse::<u32>) {
                 Some(Ok(n)) if n >= 1 => Ok(FwdPoll::Rate(n)),
                 _ => Err(format!(
-                    "{s:?} is not a poll mode: expected busy, block or rate:N (N ≥ 1 polls per \
-                     second)"
+                    "{s:?} is not a poll mode: expected {busy}, {block} or {rate} (N ≥ 1 polls \
+                     per second)"
                 )),
-            },
+            }
         }
     }
 }

@@ -51,17 +51,20 @@ impl std::str::FromStr for PollMode {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "busy" => Ok(PollMode::Busy),
-            "block" => Ok(PollMode::Block),
-            other => Err(format!(
-                "unknown poll mode {other:?}: expected busy or block"
-            )),
-        }
+        PollMode::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                let names = PollMode::ALL.map(PollMode::name);
+                format!("unknown poll mode {s:?}: expected {}", names.join(" or "))
+            })
     }
 }
 
 impl PollMode {
+    /// Every mode, in the order the command line lists them (its `--poll` values).
+    pub const ALL: [PollMode; 2] = [PollMode::Busy, PollMode::Block];
+
     /// The name used on the command line and in results.
     pub fn name(self) -> &'static str {
         match self {

@@ -34,6 +34,13 @@ pub enum TimestampSource {
 }
 
 impl TimestampSource {
+    /// Every source, as results files may name them (`timestamp_source`).
+    pub const ALL: [TimestampSource; 3] = [
+        TimestampSource::KernelSoftware,
+        TimestampSource::UserSpace,
+        TimestampSource::XdpProgram,
+    ];
+
     /// The name written into results files.
     pub fn name(self) -> &'static str {
         match self {

@@ -13,7 +13,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub use latlab_engine::game::{parse_server_io, ServerIo};
+pub use latlab_engine::game::{parse_server_io, ServerIo, SERVER_IOS};
 pub use latlab_engine::generator::Progress;
 pub use latlab_engine::{PollMode, Stop};
 pub use latlab_io::signal;

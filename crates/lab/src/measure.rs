@@ -80,16 +80,42 @@ pub enum ThreadChoice {
     Two,
 }
 
+impl ThreadChoice {
+    /// Every choice, in the order the command line lists them (its `--threads` values).
+    pub const ALL: [ThreadChoice; 3] = [ThreadChoice::Auto, ThreadChoice::One, ThreadChoice::Two];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadChoice::Auto => "auto",
+            ThreadChoice::One => "1",
+            ThreadChoice::Two => "2",
+        }
+    }
+}
+
 impl std::str::FromStr for ThreadChoice {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "auto" => Ok(ThreadChoice::Auto),
-            "1" => Ok(ThreadChoice::One),
-            "2" => Ok(ThreadChoice::Two),
-            other => Err(format!("{other:?} is not auto, 1 or 2")),
-        }
+        ThreadChoice::ALL
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "{s:?} is not {}",
+                    or_list(&ThreadChoice::ALL.map(ThreadChoice::name))
+                )
+            })
+    }
+}
+
+/// `a`, `a or b`, `a, b or c`: the names of a flag's values in an error.
+fn or_list(names: &[&str]) -> String {
+    match names.split_last() {
+        None => String::new(),
+        Some((last, [])) => (*last).to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
     }
 }
 
@@ -149,14 +175,31 @@ pub enum ClockChoice {
 }
 
 impl ClockChoice {
+    /// Every choice, in the order the command line lists them (its `--clock` values).
+    pub const ALL: [ClockChoice; 3] = [
+        ClockChoice::Auto,
+        ClockChoice::Shared,
+        ClockChoice::Separate,
+    ];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClockChoice::Auto => "auto",
+            ClockChoice::Shared => "shared",
+            ClockChoice::Separate => "separate",
+        }
+    }
+
     /// `auto`, `shared` or `separate`.
     pub fn parse(text: &str) -> Result<ClockChoice, String> {
-        match text {
-            "auto" => Ok(ClockChoice::Auto),
-            "shared" => Ok(ClockChoice::Shared),
-            "separate" => Ok(ClockChoice::Separate),
-            _ => Err(format!("{text:?} is not a clock: auto, shared or separate")),
-        }
+        ClockChoice::ALL
+            .into_iter()
+            .find(|c| c.name() == text)
+            .ok_or_else(|| {
+                let names = ClockChoice::ALL.map(ClockChoice::name);
+                format!("{text:?} is not a clock: {}", or_list(&names))
+            })
     }
 
     /// Whether the clocks are shared on a run of `topology` (as [`RunSetup::topology`] names

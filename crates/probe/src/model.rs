@@ -298,6 +298,10 @@ impl TrafficModel {
         "test-drive",
     ];
 
+    /// The forms the text takes besides [`TrafficModel::NAMES`]: one size at one interval,
+    /// and a model at SPEED times its pace.
+    pub const FORMS: [&'static str; 2] = ["fixed:SIZE@INTERVAL", "NAME*SPEED"];
+
     /// The model of one row of [`TABLE_1`].
     pub fn game(row: &'static TableRow) -> TrafficModel {
         TrafficModel {
@@ -421,9 +425,9 @@ impl fmt::Display for TrafficModel {
 pub enum ModelError {
     /// The name is neither a Table 1 model nor `fixed:…`.
     #[error(
-        "unknown model {0:?}: expected one of anarchy-online, wow, counter-strike, \
-         halo3-intense, halo3-moderate, gears-of-war, tony-hawk, test-drive, or \
-         fixed:SIZE@INTERVAL (e.g. fixed:100@50ms)"
+        "unknown model {0:?}: expected one of {names}, or {fixed} (e.g. fixed:100@50ms)",
+        names = TrafficModel::NAMES.join(", "),
+        fixed = TrafficModel::FORMS[0]
     )]
     Unknown(String),
     /// `fixed:` without the `@` between size and interval.

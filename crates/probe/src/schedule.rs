@@ -131,17 +131,20 @@ impl std::str::FromStr for Pattern {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "constant" => Ok(Pattern::Constant),
-            "poisson" => Ok(Pattern::Poisson),
-            other => Err(format!(
-                "unknown pattern {other:?}: expected constant or poisson"
-            )),
-        }
+        Pattern::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                let names = Pattern::ALL.map(Pattern::name);
+                format!("unknown pattern {s:?}: expected {}", names.join(" or "))
+            })
     }
 }
 
 impl Pattern {
+    /// Every pattern, in the order the command line lists them (its `--pattern` values).
+    pub const ALL: [Pattern; 2] = [Pattern::Constant, Pattern::Poisson];
+
     /// The name used on the command line and in results.
     pub fn name(self) -> &'static str {
         match self {

@@ -88,7 +88,7 @@ pub struct TcpOptions {
 
 /// Transports named for the comparison that this machine or build cannot run: the one line
 /// that says why.
-const UNAVAILABLE: &[(&str, &str)] = &[
+pub const UNAVAILABLE: &[(&str, &str)] = &[
     (
         "sctp",
         "sctp is not available: this kernel has no SCTP (socket(…, IPPROTO_SCTP) fails with \
@@ -101,10 +101,11 @@ const UNAVAILABLE: &[(&str, &str)] = &[
     ),
 ];
 
-/// The transports and their options, for `--help` and errors.
+/// The transports and their options, for `--help` and errors: every form [`TransportSpec`]'s
+/// `FromStr` takes (latlab's keys are `latlab_transport::Recovery`'s, and `urgent`).
 pub const TRANSPORTS_HELP: &str = "udp | tcp[:cc=reno|cubic|bbr][,thin][,rto_min=DUR] | \
-     enet[:unreliable] | kcp[:mode=fast|normal] | quic[:datagrams] | \
-     latlab[:tcp-like|thin|rack[:KEY=VALUE,...][,urgent]]";
+     enet[:reliable|unreliable] | kcp[:mode=fast|normal] | quic[:stream|datagrams] | \
+     latlab[:tcp-like|thin|rack[:KEY=VALUE|urgent,...]]";
 
 impl TransportSpec {
     /// Whether the transport delivers every message (a lost one is then a failure).

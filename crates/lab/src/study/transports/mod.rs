@@ -84,6 +84,9 @@ pub enum LossKind {
 }
 
 impl LossKind {
+    /// Every kind, in the order the command line lists them (its `--loss-models` values).
+    pub const ALL: [LossKind; 2] = [LossKind::Random, LossKind::Bursty];
+
     /// The name on the command line and in keys.
     pub fn name(self) -> &'static str {
         match self {
@@ -114,11 +117,13 @@ impl std::str::FromStr for LossKind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "random" => Ok(LossKind::Random),
-            "bursty" => Ok(LossKind::Bursty),
-            other => Err(format!("{other:?}: expected random or bursty")),
-        }
+        LossKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let names = LossKind::ALL.map(LossKind::name);
+                format!("{s:?}: expected {}", names.join(" or "))
+            })
     }
 }
 
@@ -182,7 +187,7 @@ pub struct TransportStudyOptions {
     pub losses: Vec<f64>,
     /// Loss models.
     pub loss_kinds: Vec<LossKind>,
-    /// The transports, as `latlab stream --transport` spells them.
+    /// The transports, as `latlab stream send --transport` spells them.
     pub transports: Vec<TransportSpec>,
     /// Streams of each transport at once per cell.
     pub streams: u32,
