@@ -303,8 +303,8 @@ fn without_privileges_xdp_says_why_and_which_io_works_instead() {
         .arg("-u")
         .output()
         .is_ok_and(|o| o.stdout.starts_with(b"0"));
-    let setpriv = Command::new("setpriv").arg("--version").output().is_ok();
-    let prefix: Vec<String> = if as_root && setpriv {
+    let setpriv = latlab_io::precondition::need_program("setpriv", "util-linux");
+    let prefix: Vec<String> = if as_root && setpriv.is_none() {
         [
             "setpriv",
             "--reuid=65534",
@@ -317,7 +317,7 @@ fn without_privileges_xdp_says_why_and_which_io_works_instead() {
     } else if !as_root {
         Vec::new()
     } else {
-        eprintln!("skipped: setpriv (util-linux) is missing");
+        latlab_io::precondition::missing(setpriv.unwrap_or_default());
         return;
     };
     for (args, flag) in [

@@ -352,7 +352,7 @@ fn a_split_generator_measures_like_one_loop() {
     let _turn = turn();
     let cpus = latlab_io::cpu::allowed_cpus().unwrap();
     if cpus.len() < 2 {
-        eprintln!("skipped: one CPU, no room for a split generator");
+        latlab_io::precondition::missing("one CPU, no room for a split generator");
         return;
     }
     let echo = Echo::start(PollMode::Block);

@@ -4,7 +4,8 @@
 //! batches and kernel software timestamps (`SO_TIMESTAMPING`), AF_PACKET and AF_XDP sockets,
 //! busy polling, socket buffer sizes, the clock, CPU pinning, timer slack, network namespaces,
 //! the ownership locks ([`lock`]) that mark what a live run holds, inherited signal
-//! dispositions ([`signal`]), and a CPU-wide sampling profiler on the software CPU clock
+//! dispositions ([`signal`]), the one rule for a test whose precondition is missing
+//! ([`precondition`]: skipped with the reason, failed under CI), and a CPU-wide sampling profiler on the software CPU clock
 //! ([`profile`]) for where a forwarder's kernel time goes. Every `unsafe` block of the project is in this crate, each with a
 //! `// SAFETY:` line saying why it holds.
 //!
@@ -43,6 +44,7 @@ pub mod netns;
 pub mod packet;
 mod poll;
 pub mod port;
+pub mod precondition;
 pub mod profile;
 pub mod signal;
 mod sockopt;

@@ -85,11 +85,7 @@ mod tests {
             .args(["netns", "add", &name])
             .status();
         if !added.is_ok_and(|s| s.success()) {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "under CI=true `ip netns add` must work"
-            );
-            eprintln!("skipped: `ip netns add` does not work here");
+            crate::precondition::missing("`ip netns add` does not work here");
             return;
         }
         delete(&name).unwrap();

@@ -21,11 +21,7 @@ fn ip(args: &[&str]) -> bool {
 fn offloads_of_a_veth_can_be_turned_off() {
     let name = format!("latlab-iotest-{}-ethtool", std::process::id());
     if !ip(&["netns", "add", &name]) {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "under CI=true namespaces must work"
-        );
-        eprintln!("skipped: cannot make a network namespace (not root?)");
+        latlab_io::precondition::missing("cannot make a network namespace (not root?)");
         return;
     }
     let ns = Namespace(name);

@@ -69,11 +69,7 @@ fn ip(args: &[&str]) -> bool {
 fn namespace(n: u32, ring: RxRing) -> Option<Namespace> {
     let name = format!("latlab-iotest-{}-{n}-{ring:?}", std::process::id());
     if !ip(&["netns", "add", &name]) {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "under CI=true namespaces must work"
-        );
-        eprintln!("skipped: cannot make a network namespace (not root?)");
+        latlab_io::precondition::missing("cannot make a network namespace (not root?)");
         return None;
     }
     let ns = Namespace { name, ring };

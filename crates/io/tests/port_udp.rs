@@ -172,11 +172,7 @@ fn namespace() -> Option<Namespace> {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "under CI=true namespaces must work"
-        );
-        eprintln!("skipped: cannot make a network namespace (not root?)");
+        latlab_io::precondition::missing("cannot make a network namespace (not root?)");
         return None;
     }
     let ns = Namespace(name);

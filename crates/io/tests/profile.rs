@@ -25,21 +25,8 @@ fn spinning() -> MutexGuard<'static, ()> {
 /// Whether this process runs as root; when not, says so and returns false, but under
 /// `CI=true` fails instead: there the test must run.
 fn root_or_skip() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        .and_then(|id| id.parse::<u32>().ok());
-    if euid == Some(0) {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "under CI=true the profiler test must run as root"
-    );
-    eprintln!("skipped: the profiler needs root");
-    false
+    let root = latlab_io::precondition::is_root();
+    latlab_io::precondition::met((!root).then_some("the profiler needs root"))
 }
 
 /// Kernel functions of the UDP send path over loopback; a profile of a CPU sending datagrams

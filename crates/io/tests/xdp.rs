@@ -52,11 +52,7 @@ fn ip_output(args: &[&str]) -> String {
 fn pair(n: u32) -> Option<Pair> {
     let ns = format!("latlab-xdptest-{}-{n}", std::process::id());
     if !ip(&["netns", "add", &ns]) {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "under CI=true namespaces must work"
-        );
-        eprintln!("skipped: cannot make a network namespace (not root?)");
+        latlab_io::precondition::missing("cannot make a network namespace (not root?)");
         return None;
     }
     let pair = Pair {

@@ -183,12 +183,20 @@ fn garbage_datagrams_and_connections_do_not_stop_the_receiver() {
     }
 }
 
-/// Whether this kernel has `TCP_RTO_MIN_US` (6.16 on); says so when it has not.
+/// Whether this kernel has `TCP_RTO_MIN_US` (Linux 6.16 on). When it has not, checks the
+/// fallback instead (the sender would set its namespace's sysctl) and says so.
 fn has_rto_min_us() -> bool {
+    use latlab_lab::stream::tcp::{rto_min_way, RtoMinWay};
     let missing = latlab_io::tcp::try_rto_min(Duration::from_millis(40)).unwrap()
         == latlab_io::tcp::RtoMinSupport::Missing;
     if missing {
-        eprintln!("skipped: this kernel has no TCP_RTO_MIN_US (before 6.16)");
+        assert_eq!(
+            rto_min_way(Duration::from_millis(10)),
+            Ok(RtoMinWay::Namespace)
+        );
+        eprintln!(
+            "this kernel has no TCP_RTO_MIN_US (Linux 6.16 on): checked the namespace fallback"
+        );
     }
     !missing
 }

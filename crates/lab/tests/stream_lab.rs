@@ -44,12 +44,7 @@ struct Lab {
 
 impl Lab {
     fn start() -> Option<Lab> {
-        if let Some(reason) = why_no_namespaces() {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "under CI=true: {reason}"
-            );
-            eprintln!("skipped: {reason}");
+        if !latlab_io::precondition::met(why_no_namespaces()) {
             return None;
         }
         let topo = ClientEmuServer::build().unwrap();

@@ -38,17 +38,7 @@ pub(crate) fn one_line_error(args: &[&str], needle: &str) {
 /// Whether network namespaces work here; when they do not, says why and returns false, but
 /// under `CI=true` fails instead: there the namespace tests must run.
 pub(crate) fn namespaces_or_skip() -> bool {
-    match latlab_lab::topology::why_no_namespaces() {
-        None => true,
-        Some(reason) => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "under CI=true the namespace tests must run, but: {reason}"
-            );
-            eprintln!("skipped: {reason}");
-            false
-        }
-    }
+    latlab_io::precondition::met(latlab_lab::topology::why_no_namespaces())
 }
 
 /// Runs `cmd` to its end, checks that it succeeds (else fails with its standard error), and

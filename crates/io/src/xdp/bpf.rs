@@ -738,11 +738,7 @@ mod tests {
         if err.kind() == io::ErrorKind::PermissionDenied
             && !err.to_string().contains("verifier log")
         {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "under CI=true bpf() must work: {err}"
-            );
-            eprintln!("skipped: {err}");
+            crate::precondition::missing(format_args!("bpf() is not allowed here: {err}"));
             return;
         }
         let text = err.to_string();

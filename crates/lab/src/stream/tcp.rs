@@ -248,12 +248,19 @@ mod tests {
     use super::*;
     use std::net::TcpListener;
 
-    /// Whether this kernel has `TCP_RTO_MIN_US`; says so when it has not.
+    /// Whether this kernel has `TCP_RTO_MIN_US` (Linux 6.16 on). When it has not, checks the
+    /// fallback instead (the sender sets its namespace's sysctl) and says so.
     fn has_rto_min_us() -> bool {
         let missing = latlab_io::tcp::try_rto_min(Duration::from_millis(40)).unwrap()
             == latlab_io::tcp::RtoMinSupport::Missing;
         if missing {
-            eprintln!("skipped: this kernel has no TCP_RTO_MIN_US (before 6.16)");
+            assert_eq!(
+                rto_min_way(Duration::from_millis(10)),
+                Ok(RtoMinWay::Namespace)
+            );
+            eprintln!(
+                "this kernel has no TCP_RTO_MIN_US (Linux 6.16 on): checked the namespace fallback"
+            );
         }
         !missing
     }

@@ -494,11 +494,7 @@ mod tests {
         let meter = match SourceMeter::create("veth-x", SourceLimit::new(2000.0).unwrap()) {
             Ok(m) => m,
             Err(err) if err.kind() == io::ErrorKind::PermissionDenied => {
-                assert!(
-                    std::env::var("CI").as_deref() != Ok("true"),
-                    "under CI=true bpf() must work: {err}"
-                );
-                eprintln!("skipped: {err}");
+                crate::precondition::missing(format_args!("bpf() is not allowed here: {err}"));
                 return;
             }
             Err(err) => panic!("{err}"),
