@@ -81,19 +81,35 @@ fn emu_between_namespaces(extra: &[&str], delay_ms: u64) {
     let delay = format!("{delay_ms}ms");
     let args = [&["--delay", &delay][..], extra].concat();
     let (_, run, report) = probes_through(&lab, common::in_ns(lab.emu.name()), &args, 4);
-    let p50 = run["latency_ns"]["p50"].as_f64().unwrap();
-    // The delay each way: twice it per round trip, plus the veth's tens of microseconds.
-    let rtt = 2.0 * delay_ms as f64 * 1e6;
-    assert!(
-        (rtt - 0.1e6..rtt + 1.0e6).contains(&p50),
-        "p50 {p50} ns, {rtt} ns configured"
-    );
+    holds_its_delay(&run, &report, delay_ms);
     for dir in ["a_to_b", "b_to_a"] {
         let d = &report[dir];
         assert!(d["link"]["delivered"].as_u64().unwrap() >= 900, "{d}");
-        assert!(d["release_error_ns"]["p50"].as_f64().is_some(), "{d}");
         assert_eq!(d["dropped_by_emulator"]["tx_ring_full"], 0);
     }
+}
+
+/// The emulator kept a delay of `delay_ms` each way, checked from what it decided and from the
+/// probes' stamps, not from how fast a loaded guest ran: no frame left before it was due (the
+/// emulator's count), so no round trip took less than twice the delay; and the fastest of
+/// about a thousand round trips took less than three times it, so the delay was not applied
+/// twice (one unhurried probe of the thousand is enough, however loaded the machine).
+fn holds_its_delay(run: &serde_json::Value, report: &serde_json::Value, delay_ms: u64) {
+    for dir in ["a_to_b", "b_to_a"] {
+        let d = &report[dir];
+        assert_eq!(d["released_early"], 0, "{d}");
+        assert!(
+            d["release_error_ns"]["count"].as_u64().unwrap() >= 900,
+            "{d}"
+        );
+    }
+    let rtt = 2 * delay_ms * 1_000_000;
+    let latency = &run["latency_ns"];
+    let min = latency["min"].as_u64().unwrap();
+    assert!(
+        (rtt..rtt + delay_ms * 1_000_000).contains(&min),
+        "fastest round trip {min} ns, {rtt} ns configured: {latency}"
+    );
 }
 
 /// Runs `latlab emu ARGS` between the lab's namespaces for `secs` seconds, started by
@@ -166,19 +182,30 @@ fn emu_on_one_cpu_sleeps_until_due_and_keeps_its_delay() {
         stderr.contains("one loop, sleeping until due, then spinning the last microseconds"),
         "{stderr}"
     );
-    let p50 = run["latency_ns"]["p50"].as_f64().unwrap();
-    assert!(
-        (1.9e6..3.0e6).contains(&p50),
-        "p50 {p50} ns, 2 ms configured"
-    );
+    holds_its_delay(&run, &report, 1);
     let cpu = &report["cpu"];
     assert_eq!(cpu["threads"], 1, "{cpu}");
     let spin = cpu["spin_ns"]
         .as_u64()
         .expect("a blocking loop reports its spin");
-    assert!((5_000..=200_000).contains(&spin), "{cpu}");
-    // 2 kpps of frames for 1 s of 3: a spinning loop would use the whole core.
-    assert!(cpu["cores"].as_f64().unwrap() < 0.7, "{cpu}");
+    // The spin it reports is the one learned from its own sleeps: the latest wake-up of the
+    // last 32 timed sleeps plus the margin, within the bounds (not the first guess, which
+    // stays in the window until 32 sleeps were timed).
+    let sleeps = &cpu["sleeps"];
+    let timed = sleeps["timed"].as_u64().unwrap();
+    let latest = sleeps["latest_late_ns"].as_u64().unwrap();
+    assert!(timed >= latlab_engine::wait::WINDOW as u64, "{cpu}");
+    assert_eq!(
+        spin,
+        latlab_engine::wait::SleepReport::spin_for(latest),
+        "{cpu}"
+    );
+    // It slept: 2 kpps of frames for 1 s of 3 leave most of the run idle, and a loop that
+    // sleeps until due is away sleeping for most of it (a spinning one never is). From the
+    // loop's own account of its sleeps, not from the CPU time a loaded guest gave it.
+    let slept = sleeps["slept_ns"].as_u64().unwrap();
+    let elapsed = cpu["elapsed_ns"].as_u64().unwrap();
+    assert!(slept > elapsed / 2 && slept <= elapsed, "{cpu}");
 }
 
 /// Two reflectors on two ports behind `latlab emu --flow 'proto=udp dport=7777 / delay=5ms'`:
@@ -214,7 +241,7 @@ fn a_flow_rule_delays_one_port_and_not_the_other() {
         common::echo_in(lab.server.name(), &target, &args)
     });
     std::thread::sleep(Duration::from_millis(500));
-    let p50 = |target: &str| {
+    let fastest = |target: &str| {
         let json = dir.path().join("run.json");
         let args = [
             "--rate",
@@ -227,21 +254,26 @@ fn a_flow_rule_delays_one_port_and_not_the_other() {
         ];
         let args = [&args[..], &[json.to_str().unwrap()]].concat();
         common::gen_in(lab.client.name(), target, &args);
-        common::read_json(&json)["latency_ns"]["p50"]
+        common::read_json(&json)["latency_ns"]["min"]
             .as_f64()
             .unwrap()
     };
-    let (slow, fast) = (p50(&targets[0]), p50(&targets[1]));
+    let (slow, fast) = (fastest(&targets[0]), fastest(&targets[1]));
     let out = emu.wait_with_output().unwrap();
     assert!(out.status.success());
     for echo in &mut echoes {
         assert!(echo.wait().unwrap().success());
     }
+    // The fastest round trip of each port (see holds_its_delay): 5 ms and some, not twice
+    // it; and under a millisecond where nothing was added.
     assert!(
-        (5.0e6..6.5e6).contains(&slow),
-        "port 7777: p50 {slow} ns, 5 ms added"
+        (5.0e6..7.5e6).contains(&slow),
+        "port 7777: fastest round trip {slow} ns, 5 ms added"
     );
-    assert!(fast < 1.0e6, "port 7778: p50 {fast} ns, nothing added");
+    assert!(
+        fast < 1.0e6,
+        "port 7778: fastest round trip {fast} ns, nothing added"
+    );
 
     let report = common::read_json(&emu_json);
     let flows = |dir: &str| report[dir]["flows"].as_array().unwrap().clone();
@@ -336,10 +368,12 @@ fn a_short_emulator_study_writes_its_report() {
         assert!(report.contains(section), "{section} missing:\n{report}");
     }
     let point = common::read_json(&out.join("points/emu-d1000000ns-1000pps.json"));
-    let p50 = point["run"]["latency_ns"]["p50"].as_f64().unwrap();
+    // 1 ms one way: no round trip under 1 ms, and the fastest well under 2 ms (the delay
+    // taken once), however loaded the machine (see holds_its_delay).
+    let min = point["run"]["latency_ns"]["min"].as_u64().unwrap();
     assert!(
-        (1.0e6..1.5e6).contains(&p50),
-        "1 ms one way: round trip p50 {p50} ns"
+        (1_000_000..1_500_000).contains(&min),
+        "1 ms one way: fastest round trip {min} ns"
     );
     assert!(std::fs::read_to_string(out.join("accuracy.svg"))
         .unwrap()
@@ -408,10 +442,16 @@ fn a_delay_on_one_direction_shows_in_that_one_way_delay_only() {
 
     let summary = common::read_json(&out.join("summary.json"));
     assert_eq!(summary["clock"], "shared", "{summary}");
-    let p50 = |key: &str| summary[key]["p50"].as_f64().unwrap();
-    let (forward, back, rtt) = (p50("forward_ns"), p50("return_ns"), p50("latency_ns"));
-    assert!((2.0e6..2.8e6).contains(&forward), "out {forward} ns");
-    assert!(back < 0.5e6, "back {back} ns");
+    // The fastest of each (see holds_its_delay): the 2 ms on the way out only.
+    let fastest = |key: &str| summary[key]["min"].as_f64().unwrap();
+    let (forward, back, rtt) = (
+        fastest("forward_ns"),
+        fastest("return_ns"),
+        fastest("latency_ns"),
+    );
+    assert!((2.0e6..3.0e6).contains(&forward), "out {forward} ns");
+    assert!(back < 1.0e6, "back {back} ns");
+    // A round trip is its two ways: the fastest one is no faster than the fastest of each.
     assert!(forward + back <= rtt * 1.01, "{forward} + {back} > {rtt}");
     for file in [
         "forward.hlog",

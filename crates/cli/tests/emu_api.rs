@@ -115,8 +115,10 @@ fn samples(text: &str, labels: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
-fn p50_ms(run: &serde_json::Value) -> f64 {
-    run["latency_ns"]["p50"].as_f64().unwrap() / 1e6
+/// The fastest round trip of a run, ms: the delay the bridge applied shows in it however
+/// loaded the machine (one unhurried probe of a thousand is enough), unlike the median.
+fn fastest_ms(run: &serde_json::Value) -> f64 {
+    run["latency_ns"]["min"].as_f64().unwrap() / 1e6
 }
 
 fn api_changes_a_running_bridge(io: &[&str]) {
@@ -170,9 +172,9 @@ fn api_changes_a_running_bridge(io: &[&str]) {
 
     let slow = gen(&lab, dir.path(), "before.json", 1000);
     assert!(
-        (1.9..3.5).contains(&p50_ms(&slow)),
-        "p50 {} ms at 1 ms each way",
-        p50_ms(&slow)
+        (2.0..3.0).contains(&fastest_ms(&slow)),
+        "fastest round trip {} ms at 1 ms each way",
+        fastest_ms(&slow)
     );
 
     // The change lands in the middle of a run: no probe lost or reordered across it. A flood
@@ -214,9 +216,9 @@ fn api_changes_a_running_bridge(io: &[&str]) {
 
     let fast = gen(&lab, dir.path(), "after.json", 1000);
     assert!(
-        (9.9..11.5).contains(&p50_ms(&fast)),
-        "p50 {} ms at 5 ms each way",
-        p50_ms(&fast)
+        (10.0..15.0).contains(&fastest_ms(&fast)),
+        "fastest round trip {} ms at 5 ms each way",
+        fastest_ms(&fast)
     );
 
     // Watched: the metrics add up, and to the report at exit.

@@ -392,8 +392,9 @@ pub struct CpuUse {
     /// Threads that ran the emulator (1 run to completion, 2 pipelined).
     pub threads: u32,
     /// With [`PollMode::Block`], the spin before each departure it had learned at the end
-    /// ([`crate::wait::SleepSpin`]); `None` for a loop that spins.
-    pub spin_ns: Option<u64>,
+    /// and what it learned it from ([`crate::wait::SleepSpin`]); `None` for a loop that
+    /// spins.
+    pub sleeps: Option<crate::wait::SleepReport>,
 }
 
 impl CpuUse {
@@ -471,7 +472,9 @@ pub fn run<P: Port>(
             .into_iter()
             .flatten()
             .min();
-        let sleep = waits.sleep_for(now, next, Duration::from_millis(10));
+        // From the time now, not the loop's start: the sleep ends at the spin before the
+        // deadline however long this round's work took, and it is counted from here.
+        let sleep = waits.sleep_for(now_ns(), next, Duration::from_millis(10));
         if !sleep.is_zero() {
             P::wait_either(a, b, sleep)?;
             waits.woke(now_ns());
@@ -491,7 +494,7 @@ pub fn run<P: Port>(
             elapsed_ns: now.saturating_sub(start),
             cpu_ns: latlab_io::clock::thread_cpu_ns() - cpu_start,
             threads: 1,
-            spin_ns: (poll == PollMode::Block).then(|| waits.spin_ns()),
+            sleeps: (poll == PollMode::Block).then(|| waits.report()),
         },
     })
 }
@@ -687,7 +690,7 @@ pub fn run_pipeline(
                 elapsed_ns: now_ns().saturating_sub(start),
                 cpu_ns: tx_cpu_ns + rx_cpu_ns,
                 threads: 2,
-                spin_ns: None,
+                sleeps: None,
             },
         })
     })

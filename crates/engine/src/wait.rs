@@ -21,12 +21,42 @@ const MARGIN_NS: u64 = 5_000;
 /// The lateness assumed before any sleep was timed.
 const FIRST_GUESS_NS: u64 = 50_000;
 
+/// What a blocking loop's sleeps were, for its report: the spin it ended with and what it was
+/// learned from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SleepReport {
+    /// The spin before each deadline at the end ([`SleepSpin::spin_ns`]).
+    pub spin_ns: u64,
+    /// The latest wake-up among the last [`WINDOW`] timed sleeps, which sized it (the first
+    /// guess until that many were timed).
+    pub latest_late_ns: u64,
+    /// Timed sleeps that ended at or after their deadline (those that teach the spin).
+    pub timed_sleeps: u64,
+    /// The time the loop asked to sleep, in all (a frame may have cut a sleep short).
+    pub asked_ns: u64,
+    /// The time the loop was away sleeping, in all: from each [`SleepSpin::sleep_for`] that
+    /// gave a sleep to the [`SleepSpin::woke`] after it.
+    pub slept_ns: u64,
+}
+
+impl SleepReport {
+    /// The spin [`SleepSpin`] derives from a latest wake-up of `latest_late_ns`.
+    pub fn spin_for(latest_late_ns: u64) -> u64 {
+        (latest_late_ns + MARGIN_NS).clamp(MIN_SPIN_NS, MAX_SPIN_NS)
+    }
+}
+
 /// The spin before each deadline of a blocking loop, sized by how late its sleeps woke.
 #[derive(Clone, Debug)]
 pub struct SleepSpin {
     late: [u64; WINDOW],
     next: usize,
     spin_ns: u64,
+    timed: u64,
+    asked_ns: u64,
+    slept_ns: u64,
+    /// When the sleep under way began, if one is.
+    sleeping_since: Option<u64>,
     /// The deadline of the sleep under way (`wake_at`), if it was timed.
     asked: Option<u64>,
     linger_until: u64,
@@ -45,6 +75,10 @@ impl SleepSpin {
             late: [FIRST_GUESS_NS; WINDOW],
             next: 0,
             spin_ns: 0,
+            timed: 0,
+            asked_ns: 0,
+            slept_ns: 0,
+            sleeping_since: None,
             asked: None,
             linger_until: 0,
         };
@@ -57,17 +91,35 @@ impl SleepSpin {
         self.spin_ns
     }
 
+    /// The spin and what it was learned from.
+    pub fn report(&self) -> SleepReport {
+        SleepReport {
+            spin_ns: self.spin_ns,
+            latest_late_ns: self.late.iter().copied().max().unwrap_or(0),
+            timed_sleeps: self.timed,
+            asked_ns: self.asked_ns,
+            slept_ns: self.slept_ns,
+        }
+    }
+
     /// How long to sleep at `now` before a deadline `due` (`None`: nothing due), capped at
     /// `max`: until the spin (at most half the time left) before it. Zero when the loop should
     /// spin instead: the deadline is within [`MIN_SPIN_NS`] twice, or the loop handled a frame
     /// within the last spin. A timed sleep is remembered, and its lateness noted by
     /// [`SleepSpin::woke`].
     pub fn sleep_for(&mut self, now: u64, due: Option<u64>, max: Duration) -> Duration {
+        let sleep = self.next_sleep(now, due, max);
+        self.sleeping_since = (!sleep.is_zero()).then_some(now);
+        sleep
+    }
+
+    fn next_sleep(&mut self, now: u64, due: Option<u64>, max: Duration) -> Duration {
         self.asked = None;
         if now < self.linger_until {
             return Duration::ZERO;
         }
         let Some(due) = due else {
+            self.asked_ns += max.as_nanos() as u64;
             return max;
         };
         // Never spin more than half the time left: a loop whose deadlines come closer than
@@ -79,9 +131,11 @@ impl SleepSpin {
         }
         let sleep = left - spin;
         if u128::from(sleep) > max.as_nanos() {
+            self.asked_ns += max.as_nanos() as u64;
             return max;
         }
         self.asked = Some(due - spin);
+        self.asked_ns += sleep;
         Duration::from_nanos(sleep)
     }
 
@@ -89,9 +143,13 @@ impl SleepSpin {
     /// that ended at or after its deadline was ended by its timer (or would have been), and
     /// how late it woke resizes the spin; one a frame cut short teaches nothing.
     pub fn woke(&mut self, now: u64) {
+        if let Some(since) = self.sleeping_since.take() {
+            self.slept_ns += now.saturating_sub(since);
+        }
         if let Some(wake_at) = self.asked.take().filter(|&w| now >= w) {
             self.late[self.next] = now.saturating_sub(wake_at);
             self.next = (self.next + 1) % WINDOW;
+            self.timed += 1;
             self.resize();
         }
     }
@@ -103,7 +161,7 @@ impl SleepSpin {
 
     fn resize(&mut self) {
         let latest = self.late.iter().copied().max().unwrap_or(0);
-        self.spin_ns = (latest + MARGIN_NS).clamp(MIN_SPIN_NS, MAX_SPIN_NS);
+        self.spin_ns = SleepReport::spin_for(latest);
     }
 }
 
@@ -175,6 +233,47 @@ mod tests {
         );
         s.woke(now + 30_000_000);
         assert_eq!(s.spin_ns(), spin);
+    }
+
+    #[test]
+    fn the_report_counts_timed_sleeps_and_the_sleep_asked_and_names_the_spin_s_source() {
+        let mut s = SleepSpin::new();
+        let first = s.report();
+        assert_eq!(first.timed_sleeps, 0);
+        assert_eq!(first.latest_late_ns, FIRST_GUESS_NS);
+        assert_eq!(first.spin_ns, SleepReport::spin_for(FIRST_GUESS_NS));
+        let mut now = 1_000_000_000;
+        let mut asked = 0;
+        for late in [3_000, 7_000, 1_000] {
+            let sleep = s
+                .sleep_for(now, Some(now + 1_000_000), MAX_SLEEP)
+                .as_nanos() as u64;
+            asked += sleep;
+            now += sleep + late;
+            s.woke(now);
+        }
+        // Cut short by a frame: asked, not timed.
+        asked += s
+            .sleep_for(now, Some(now + 1_000_000), MAX_SLEEP)
+            .as_nanos() as u64;
+        s.woke(now + 10);
+        // Nothing due: the longest sleep is asked.
+        asked += s.sleep_for(now, None, MAX_SLEEP).as_nanos() as u64;
+        let r = s.report();
+        assert_eq!(r.timed_sleeps, 3);
+        assert_eq!(r.asked_ns, asked);
+        // Away from each sleep_for to its woke: three sleeps woken late, one cut short (the
+        // last sleep has not woken yet).
+        assert_eq!(r.slept_ns, 3 * 945_000 + 3_000 + 7_000 + 1_000 + 10);
+        // Every sleep before a deadline left the first guess's spin: 1 ms less 55 µs.
+        assert_eq!(asked, 4 * (1_000_000 - 55_000) + 10_000_000);
+        // Until WINDOW sleeps are timed the first guess is still in the window.
+        assert_eq!(r.latest_late_ns, FIRST_GUESS_NS);
+        for _ in 0..WINDOW {
+            now = sleep_woken_late(&mut s, now, 9_000);
+        }
+        let r = s.report();
+        assert_eq!((r.latest_late_ns, r.spin_ns), (9_000, 9_000 + MARGIN_NS));
     }
 
     #[test]

@@ -29,6 +29,12 @@ fn direction_json(d: &DirectionReport) -> serde_json::Value {
             "segments": d.wire.segments,
             "read_whole": d.wire.read_whole,
             "unfinished": d.wire.unfinished,
+            "unfinished_by_cause": {
+                "metadata": d.wire.unfinished_by.metadata,
+                "cut": d.wire.unfinished_by.cut,
+                "headers": d.wire.unfinished_by.headers,
+                "protocol": d.wire.unfinished_by.protocol,
+            },
             "truncated": d.wire.truncated,
             "cut_super_frames": d.wire.cut_super_frames,
         },
@@ -112,7 +118,13 @@ fn cpu_json(cpu: &CpuUse) -> serde_json::Value {
         "cpu_ns": cpu.cpu_ns,
         "cores": cpu.cores(),
         "threads": cpu.threads,
-        "spin_ns": cpu.spin_ns,
+        "spin_ns": cpu.sleeps.map(|s| s.spin_ns),
+        "sleeps": cpu.sleeps.map(|s| serde_json::json!({
+            "latest_late_ns": s.latest_late_ns,
+            "timed": s.timed_sleeps,
+            "asked_ns": s.asked_ns,
+            "slept_ns": s.slept_ns,
+        })),
     })
 }
 
@@ -164,7 +176,7 @@ fn cpu_line(cpu: &CpuUse) -> String {
     } else {
         "threads"
     };
-    let wait = match cpu.spin_ns {
+    let wait = match cpu.sleeps.map(|s| s.spin_ns) {
         Some(ns) => format!(
             ", sleeping until {} before each departure",
             format_us(ns as f64)
