@@ -59,23 +59,15 @@ fn gen_sends_the_models_sizes_with_its_gaps() {
     let want = expected("halo3-intense", duration);
 
     // Every message, in order, with the model's size (raised to the probe header).
-    let sizes: Vec<usize> = seen.iter().map(|s| s.0).collect();
+    let sizes: Vec<usize> = seen.iter().map(|s| s.size).collect();
     let want_sizes: Vec<usize> = want.iter().map(|w| w.0).collect();
     assert_eq!(sizes, want_sizes);
 
-    // Each arrival is its due time plus one common offset (the first send's start-up): the
-    // open-loop schedule sends from the intended times, so errors do not add up. Loopback
-    // and a shared machine allow a few milliseconds of scheduling noise.
-    let first = seen[0].1;
-    let late: Vec<f64> = seen
-        .iter()
-        .zip(&want)
-        .map(|((_, at), (_, due))| at.duration_since(first).as_nanos() as f64 - *due as f64)
-        .collect();
-    let errors = common::spread_around_median(&late);
-    let median = errors[errors.len() / 2];
-    assert!(median < 1e6, "median error {median} ns");
-    assert!(errors[errors.len() * 9 / 10] < 5e6, "errors {errors:?}");
+    // Each was meant to leave at its due time from one start: the open-loop schedule sends
+    // from the intended times, so gaps do not add up (checked from the stamps the sender
+    // decided, to the nanosecond, not from when a loaded machine delivered them).
+    let due: Vec<u64> = want.iter().map(|w| w.1).collect();
+    common::sent_as_scheduled(&seen, &due, 0);
 
     // The result says which model ran and how many messages were raised to the header.
     let summary = common::read_json(&json);
@@ -124,12 +116,10 @@ fn a_fixed_model_sends_one_size_at_one_interval() {
     assert!(out.status.success());
     let seen = recorder.finish();
     assert_eq!(seen.len(), 20, "1 s at one message every 50 ms");
-    assert!(seen.iter().all(|s| s.0 == 100));
-    let last = seen[19].1.duration_since(seen[0].1);
-    assert!(
-        (last.as_secs_f64() - 0.95).abs() < 0.005,
-        "19 gaps of 50 ms took {last:?}"
-    );
+    assert!(seen.iter().all(|s| s.size == 100));
+    // 19 gaps of exactly 50 ms between the intended send times.
+    let due: Vec<u64> = (0..20).map(|i| i * 50_000_000).collect();
+    common::sent_as_scheduled(&seen, &due, 0);
     assert!(start.elapsed() < Duration::from_secs(10));
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("model fixed:100@50000000ns"), "{table}");

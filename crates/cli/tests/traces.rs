@@ -142,23 +142,19 @@ fn gen_replays_the_captures_sizes_with_its_gaps() {
         );
         let seen = recorder.finish();
         // Every message once, in order, at its size (30 raised to the 56-byte header).
-        let sizes: Vec<usize> = seen.iter().map(|s| s.0).collect();
+        let sizes: Vec<usize> = seen.iter().map(|s| s.size).collect();
         let want: Vec<usize> = packets.iter().map(|p| p.1.max(56)).collect();
         assert_eq!(sizes, want, "speed {speed}");
-        // Each arrival is its due time plus one common offset (the first send's start-up),
-        // within the noise of a shared machine: errors do not add up along the replay.
-        let mut due = 0.0;
-        let mut late = Vec::new();
-        for (i, (_, at)) in seen.iter().enumerate() {
-            due += packets[i].0 as f64 / speed;
-            late.push(at.duration_since(seen[0].1).as_nanos() as f64 - due);
+        // Each was meant to leave at the capture's gaps over the speed from one start: the
+        // intended send times the sender stamped (what it decided; a loaded machine delays
+        // arrivals, not these), to the microsecond the speed's division may round to.
+        let mut due = Vec::new();
+        let mut at = 0.0;
+        for p in &packets {
+            at += p.0 as f64 / speed;
+            due.push(at as u64);
         }
-        let errors = common::spread_around_median(&late);
-        assert!(errors[errors.len() / 2] < 1e6, "speed {speed}: {errors:?}");
-        assert!(
-            errors[errors.len() * 9 / 10] < 5e6,
-            "speed {speed}: {errors:?}"
-        );
+        common::sent_as_scheduled(&seen, &due, 1_000);
         let summary = common::read_json(&json);
         assert_eq!(summary["setup"]["pattern"], "trace");
         assert_eq!(summary["raised"], 10);

@@ -360,10 +360,15 @@ fn a_lone_frame_reaches_user_space_within_microseconds_with_v2() {
     let Some(v2) = hand_over_waits(8, RxRing::V2, 200) else {
         return;
     };
-    // For comparison in the output only: V3's figure is bounded by the test above.
-    hand_over_waits(9, RxRing::V3, 200);
-    let median = v2[v2.len() / 2];
-    assert!(median < 200_000, "median {median} ns: {v2:?}");
+    // Side by side with V3 in the same run, on the same machine's load: V2 hands a lone frame
+    // over without waiting for a block timer, so in less than half V3's median wait (which
+    // includes the timer's). A timing figure of its own belongs in a benchmark.
+    let v3 = hand_over_waits(9, RxRing::V3, 200).expect("the V2 namespace worked");
+    let (m2, m3) = (v2[v2.len() / 2], v3[v3.len() / 2]);
+    assert!(
+        m2 < m3 / 2,
+        "V2's median wait {m2} ns is not under half V3's {m3} ns: {v2:?} {v3:?}"
+    );
 }
 
 fn a_socket_ignoring_outgoing_frames_does_not_read_what_leaves_its_interface(ring: RxRing) {

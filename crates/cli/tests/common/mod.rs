@@ -100,11 +100,23 @@ pub(crate) fn report_redraws_as_written(out: &std::path::Path) -> String {
     String::from_utf8_lossy(&report.stdout).into_owned()
 }
 
-/// A reflector that writes down the size and arrival time of every datagram it returns.
+/// What a [`Recorder`] saw of one datagram.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Seen {
+    /// Its size, bytes.
+    pub(crate) size: usize,
+    /// When it arrived (`CLOCK_REALTIME` ns, the clock the probes' stamps use).
+    pub(crate) at_ns: u64,
+    /// The intended send time the probe carries (`None` for a datagram that is not a probe).
+    pub(crate) intended_ns: Option<u64>,
+}
+
+/// A reflector that writes down the size, arrival time and intended send time of every
+/// datagram it returns.
 pub(crate) struct Recorder {
     pub(crate) addr: std::net::SocketAddr,
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Vec<(usize, std::time::Instant)>>>,
+    thread: Option<std::thread::JoinHandle<Vec<Seen>>>,
 }
 
 impl Recorder {
@@ -121,7 +133,15 @@ impl Recorder {
             let mut buf = vec![0u8; 65_536];
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 if let Ok((n, from)) = socket.recv_from(&mut buf) {
-                    seen.push((n, std::time::Instant::now()));
+                    let at_ns = latlab_io::clock::now_ns();
+                    let intended_ns = latlab_wire::probe::Packet::new_checked(&buf[..n])
+                        .ok()
+                        .map(|p| p.intended_send_ns());
+                    seen.push(Seen {
+                        size: n,
+                        at_ns,
+                        intended_ns,
+                    });
                     let _ = socket.send_to(&buf[..n], from);
                 }
             }
@@ -134,20 +154,33 @@ impl Recorder {
         }
     }
 
-    pub(crate) fn finish(mut self) -> Vec<(usize, std::time::Instant)> {
+    pub(crate) fn finish(mut self) -> Vec<Seen> {
         self.done.store(true, std::sync::atomic::Ordering::Relaxed);
         self.thread.take().unwrap().join().unwrap()
     }
 }
 
-/// `|x − median(x)|` for every x, sorted: how far each value is from the common offset.
-pub(crate) fn spread_around_median(values: &[f64]) -> Vec<f64> {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let median = sorted[sorted.len() / 2];
-    let mut spread: Vec<f64> = values.iter().map(|v| (v - median).abs()).collect();
-    spread.sort_by(f64::total_cmp);
-    spread
+/// Checks the intended send times `seen` carry against the schedule `due` (ns from the first
+/// message's): the first message's intended time plus its due time, to `tolerance_ns` (0: to
+/// the nanosecond). This is what the open-loop sender decided, which no load can move; and
+/// every message arrived after it was due (same clock, same host).
+pub(crate) fn sent_as_scheduled(seen: &[Seen], due: &[u64], tolerance_ns: u64) {
+    assert_eq!(seen.len(), due.len());
+    let intended: Vec<u64> = seen
+        .iter()
+        .map(|s| s.intended_ns.expect("every datagram is a probe"))
+        .collect();
+    let (start, first_due) = (intended[0], due[0]);
+    for (i, (&at, &due)) in intended.iter().zip(due).enumerate() {
+        let want = start + (due - first_due);
+        assert!(
+            at.abs_diff(want) <= tolerance_ns,
+            "message {i}: intended {} ns after the first, due {} ns after it",
+            at - start,
+            due - first_due
+        );
+        assert!(seen[i].at_ns >= at, "message {i} arrived before it was due");
+    }
 }
 
 /// `latlab echo --listen TARGET ARGS…` in namespace `ns`, its output dropped; wait on the child.
