@@ -4,7 +4,7 @@
 //! | parser | accepts |
 //! |---|---|
 //! | [`duration_ns`] | `250ns`, `100us`, `1.5ms`, `2s`, `0` |
-//! | [`probability`] | `1%`, `0.01`, `0` |
+//! | [`probability`] | `1%`, `0.01`, `0` (kept to a millionth of a percent) |
 //! | [`rate_bps`] | `1gbit`, `100mbit`, `56kbit`, `9600bit`, `1000000` (bits per second) |
 //! | [`bytes`] | `1500`, `64k`, `1m` (powers of 1024, as `tc`) |
 //! | [`loss`] | `none`, `1%`, `random:1%`, `gemodel:P[,R[,1-H[,1-K]]]`, `state:P13[,P31[,P32[,P23[,P14]]]]` |
@@ -52,8 +52,13 @@ pub fn duration_ns(flag: &str, text: &str) -> Result<u64, ConfigError> {
     to_u64(flag, text, value * scale)
 }
 
-/// A probability 0..=1: a percentage (`1%`) or a fraction (`0.01`). A bare number above 1 is
-/// refused rather than read as a percentage.
+/// The resolution probabilities are kept at: a millionth of a percent, the precision every
+/// setting is shown at (the API, the report, `--json`), so what is shown is what runs.
+pub const PROBABILITY_RESOLUTION: f64 = 1e-8;
+
+/// A probability 0..=1: a percentage (`1%`) or a fraction (`0.01`), rounded to
+/// [`PROBABILITY_RESOLUTION`]. A bare number above 1 is refused rather than read as a
+/// percentage.
 pub fn probability(flag: &str, text: &str) -> Result<f64, ConfigError> {
     let trimmed = text.trim();
     let value = if let Some(percent) = trimmed.strip_suffix('%') {
@@ -69,7 +74,11 @@ pub fn probability(flag: &str, text: &str) -> Result<f64, ConfigError> {
         value
     };
     check_probability(flag, value)?;
-    Ok(value)
+    // Divided by the exact steps per unit, so that k steps is the double nearest k × 1e-8,
+    // the one the shown text reads back as.
+    const STEPS: f64 = 100_000_000.0;
+    debug_assert_eq!(STEPS * PROBABILITY_RESOLUTION, 1.0);
+    Ok((value * STEPS).round() / STEPS)
 }
 
 /// A rate in bits per second: a number and `bit`, `kbit`, `mbit`, `gbit` or `tbit` (powers of
@@ -396,6 +405,13 @@ mod tests {
     fn loss_models_take_netem_forms_with_netem_defaults() {
         assert_eq!(loss("--loss", "none"), Ok(LossModel::None));
         assert_eq!(loss("--loss", "0%"), Ok(LossModel::None));
+        // Below a millionth of a percent is none (what the link_spec fuzz target found: it
+        // was kept, and shown as loss=0%, which reads back as no loss at all).
+        assert_eq!(
+            loss("--loss", ".000000000000000000004"),
+            Ok(LossModel::None)
+        );
+        assert_eq!(probability("--x", "0.0000123456789%"), Ok(0.00000012));
         assert_eq!(loss("--loss", "1%"), Ok(LossModel::Bernoulli { p: 0.01 }));
         assert_eq!(
             loss("--loss", "random:0.5%"),
