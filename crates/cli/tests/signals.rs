@@ -480,3 +480,102 @@ fn a_run_killed_outright_is_cleaned_up_by_the_next_run_and_by_latlab_clean() {
         "a live run's namespace was removed"
     );
 }
+
+/// A latlab child of the test, killed (by its PID) and reaped on drop if it still runs, so a
+/// test that fails half-way leaves no emulator behind.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// `latlab emu --pcap FILE` with the lab's emulator namespace, running until stopped.
+fn emu_with_pcap(lab: &ClientEmuServer, pcap: &Path) -> Running {
+    let child = common::in_ns(lab.emu.name())
+        .args([
+            "emu",
+            "--iface-a",
+            ClientEmuServer::EMU_A,
+            "--iface-b",
+            ClientEmuServer::EMU_B,
+            "--delay",
+            "1ms",
+            "--poll",
+            "block",
+            "--mode",
+            "run-to-completion",
+        ])
+        .arg("--pcap")
+        .arg(pcap)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    Running(child)
+}
+
+#[test]
+fn latlab_clean_removes_the_pcap_partial_of_an_emu_killed_outright_and_keeps_a_live_ones() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // `ip netns exec` execs latlab, so each child's id is latlab's own.
+    let partial_of = |name: &str, pid: u32| dir.path().join(format!(".{name}.partial-{pid}"));
+
+    let mut killed = emu_with_pcap(&lab, &dir.path().join("killed.pcapng"));
+    let started = first_stderr_line(&mut killed.0);
+    assert!(started.contains("latlab emu"), "{started}");
+    let left = partial_of("killed.pcapng", killed.0.id());
+    wait_for("the killed emu's partial capture", || left.exists());
+    send("KILL", &killed.0.id().to_string());
+    killed.0.wait().unwrap();
+    assert!(left.exists(), "kill -9 leaves the partial capture");
+    wait_for("the killed emu's lock to be free", || {
+        matches!(OwnerLock::open(&left), Ok(Some(_)))
+    });
+
+    let mut live = emu_with_pcap(&lab, &dir.path().join("live.pcapng"));
+    let started = first_stderr_line(&mut live.0);
+    assert!(started.contains("latlab emu"), "{started}");
+    let writing = partial_of("live.pcapng", live.0.id());
+    wait_for("the live emu's partial capture", || writing.exists());
+
+    let clean = Command::new(cargo_bin("latlab"))
+        .arg("clean")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&clean.stdout);
+    assert!(
+        clean.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&clean.stderr)
+    );
+    assert!(
+        stdout.contains(&format!(
+            "removed 1 partial result left by a run that ended: {}",
+            left.display()
+        )),
+        "{stdout}"
+    );
+    assert!(!left.exists(), "{stdout}");
+    assert!(
+        writing.exists(),
+        "a live emu's capture was removed: {stdout}"
+    );
+    assert!(!stdout.contains("live.pcapng"), "{stdout}");
+
+    // The live one, stopped as usual, renames its capture into place.
+    send("TERM", &live.0.id().to_string());
+    assert_eq!(exit_code(&mut live.0), Some(143));
+    assert!(dir.path().join("live.pcapng").is_file());
+    assert_eq!(partials_under(dir.path()), Vec::<PathBuf>::new());
+}

@@ -9,13 +9,14 @@
 //! [`latlab_engine::emulator::TAP_SNAP`] bytes of each frame are kept, with its whole length.
 //!
 //! The frames come from the engine's tap ring, read by a thread of its own, so the frame path
-//! never waits on the disk. The file is written under a temporary name and renamed once
-//! complete, at the end of the run (Ctrl-C and SIGTERM included): it is whole or absent.
+//! never waits on the disk. The file is written as every partial result is
+//! ([`crate::results::PartialFile`]): under `.FILE.partial-PID`, locked by its writer, and
+//! renamed once complete, at the end of the run (Ctrl-C and SIGTERM included): it is whole or
+//! absent, and what a run killed outright left is removed by `latlab clean`.
 
 use std::borrow::Cow;
-use std::fs::File;
 use std::io::{self, BufWriter};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -27,6 +28,8 @@ use pcap_file::pcapng::blocks::interface_description::{
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
 use rtrb::Consumer;
+
+use crate::results::PartialFile;
 
 /// Frames the ring between the engine and the writer holds.
 pub const PCAP_RING_FRAMES: usize = 8192;
@@ -54,9 +57,9 @@ pub fn write(
     mut ring: Consumer<TapRecord>,
     done: &AtomicBool,
 ) -> io::Result<PcapWritten> {
-    let partial = partial_path(path);
-    let file = BufWriter::with_capacity(1 << 20, File::create(&partial)?);
-    let result = (|| {
+    let partial = PartialFile::create(path)?;
+    let file = BufWriter::with_capacity(1 << 20, partial.file());
+    let written = (|| -> io::Result<PcapWritten> {
         let mut w = PcapNgWriter::new(file).map_err(pcap_error)?;
         for (name, other) in [(ifaces[0], ifaces[1]), (ifaces[1], ifaces[0])] {
             let idb = InterfaceDescriptionBlock {
@@ -101,28 +104,12 @@ pub fn write(
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
-        let file = w.into_inner();
-        let file = file.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
+        w.into_inner().into_inner().map_err(|e| e.into_error())?;
         Ok(written)
-    })();
-    match result {
-        Ok(written) => {
-            std::fs::rename(&partial, path)?;
-            Ok(written)
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&partial);
-            Err(e)
-        }
-    }
-}
-
-/// Where the file is written until it is complete.
-fn partial_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
-    path.with_file_name(name)
+    })()?;
+    // On an error above, `partial` is removed as it drops.
+    partial.commit()?;
+    Ok(written)
 }
 
 fn pcap_error(e: pcap_file::PcapError) -> io::Error {

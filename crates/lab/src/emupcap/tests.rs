@@ -1,6 +1,9 @@
+use std::fs::File;
+
 use pcap_file::pcapng::{Block, PcapNgReader};
 
 use super::*;
+use crate::results::temp_name;
 
 fn record(direction: LinkDirection, seq: u8, len: usize, arrival_ns: u64) -> TapRecord {
     let mut data = [0u8; TAP_SNAP];
@@ -35,7 +38,7 @@ fn the_capture_reads_back_with_one_interface_per_side_and_every_frames_times() {
     let done = AtomicBool::new(true);
     let written = write(&path, ["emu-a", "emu-b"], consumer, &done).unwrap();
     assert_eq!(written.frames, [1, 2]);
-    assert!(!partial_path(&path).exists());
+    assert!(!temp_name(&path).exists());
 
     let mut reader = PcapNgReader::new(File::open(&path).unwrap()).unwrap();
     let mut idbs = Vec::new();
@@ -77,4 +80,57 @@ fn the_capture_reads_back_with_one_interface_per_side_and_every_frames_times() {
         packets[0].options,
         [EnhancedPacketOption::Comment(Cow::Owned(comment))]
     );
+}
+
+#[test]
+fn the_capture_being_written_is_a_locked_partial_result_that_latlab_clean_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("emu.pcapng");
+    let partial = temp_name(&path);
+    assert_eq!(
+        partial.file_name().unwrap().to_string_lossy(),
+        format!(".emu.pcapng.partial-{}", std::process::id())
+    );
+    assert!(crate::clean::is_partial(&partial), "{}", partial.display());
+    let (mut producer, consumer) = latlab_engine::emulator::tap_ring(64);
+    let done = AtomicBool::new(false);
+    /// Raises `done` when dropped, so a failing assertion ends the writer instead of leaving the
+    /// scope waiting for it.
+    struct Raise<'a>(&'a AtomicBool);
+    impl Drop for Raise<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| write(&path, ["emu-a", "emu-b"], consumer, &done));
+        let raise = Raise(&done);
+        producer
+            .push(record(LinkDirection::AToB, 1, 100, 1_000))
+            .unwrap();
+        let start = std::time::Instant::now();
+        while !partial.exists() {
+            assert!(start.elapsed() < Duration::from_secs(10), "no partial file");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Its writer holds the lock: neither `latlab clean` nor another owner can have it.
+        let removed = crate::clean::remove_partials(dir.path()).unwrap();
+        assert!(removed.partials.is_empty(), "{:?}", removed.partials);
+        assert!(removed.failed.is_empty(), "{:?}", removed.failed);
+        assert!(partial.exists());
+        assert!(latlab_io::lock::OwnerLock::open(&partial)
+            .unwrap()
+            .is_none());
+        // A second capture to the same file while the first runs is refused, not written over.
+        let (_p, other) = latlab_engine::emulator::tap_ring(1);
+        let refused = write(&path, ["emu-a", "emu-b"], other, &AtomicBool::new(true));
+        assert_eq!(refused.unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        assert!(
+            partial.exists(),
+            "the refused writer removed the live one's file"
+        );
+        drop(raise);
+        assert_eq!(writer.join().unwrap().unwrap().frames, [0, 1]);
+    });
+    assert!(path.is_file() && !partial.exists());
 }
