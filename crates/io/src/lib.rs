@@ -3,6 +3,7 @@
 //! Everything that needs a system call lives here: UDP sockets with `recvmmsg`/`sendmmsg`
 //! batches and kernel software timestamps (`SO_TIMESTAMPING`), AF_PACKET and AF_XDP sockets,
 //! busy polling, socket buffer sizes, the clock, CPU pinning, timer slack, network namespaces,
+//! whether the kernel has SCTP ([`sctp`]),
 //! the ownership locks ([`lock`]) that mark what a live run holds, inherited signal
 //! dispositions ([`signal`]), the one rule for a test whose precondition is missing
 //! ([`precondition`]: skipped with the reason, failed under CI), and a CPU-wide sampling profiler on the software CPU clock
@@ -46,6 +47,7 @@ mod poll;
 pub mod port;
 pub mod precondition;
 pub mod profile;
+pub mod sctp;
 pub mod signal;
 mod sockopt;
 pub mod tcp;

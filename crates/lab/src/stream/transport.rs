@@ -86,20 +86,55 @@ pub struct TcpOptions {
     pub rto_min: Option<Duration>,
 }
 
-/// Transports named for the comparison that this machine or build cannot run: the one line
-/// that says why.
-pub const UNAVAILABLE: &[(&str, &str)] = &[
-    (
-        "sctp",
-        "sctp is not available: this kernel has no SCTP (socket(…, IPPROTO_SCTP) fails with \
-         EPROTONOSUPPORT)",
-    ),
-    (
-        "udt",
-        "udt is not available: there is no maintained UDT crate, and latlab does not build C++ \
-         libraries",
-    ),
-];
+/// What says, in one line, why a transport is refused here.
+pub type Refusal = fn() -> String;
+
+/// Transports named for the comparison that latlab cannot run here, each with what says why
+/// (`sctp`'s asks this kernel, [`sctp_refusal`]).
+pub const UNAVAILABLE: &[(&str, Refusal)] = &[("sctp", sctp_refusal), ("udt", udt_refusal)];
+
+/// Why `sctp` is refused here: what this kernel answered [`latlab_io::sctp::probe`].
+pub fn sctp_refusal() -> String {
+    sctp_refusal_for(&latlab_io::sctp::probe())
+}
+
+/// Why `sctp` is refused, given what the kernel answered to the probe.
+fn sctp_refusal_for(probe: &io::Result<()>) -> String {
+    use latlab_io::sctp::{errno_name, means_absent, PROBE_CALL};
+    match probe {
+        Ok(()) => format!(
+            "sctp is not available: this kernel has SCTP ({PROBE_CALL} succeeds), but latlab has \
+             no SCTP transport adapter yet: it takes an Endpoint in lab/src/stream (a module \
+             beside tcp.rs, an arm in each open_*, the receiver accepting SCTP on its port) over \
+             a one-to-one SCTP socket: one message per sendmsg (SCTP keeps message boundaries, \
+             no length prefix), SCTP_NODELAY, and as options unordered delivery (SCTP_UNORDERED \
+             in SCTP_DEFAULT_SNDINFO) and PR-SCTP (SCTP_PR_SUPPORTED, SCTP_DEFAULT_PRINFO with \
+             SCTP_PR_SCTP_TTL or SCTP_PR_SCTP_RTX), its wire counts from SCTP_GET_ASSOC_STATS"
+        ),
+        Err(e) => {
+            let errno = e.raw_os_error();
+            let name = match errno.and_then(errno_name) {
+                Some(name) => name.to_string(),
+                None => format!("errno {}", errno.unwrap_or(0)),
+            };
+            let what = if errno.is_some_and(means_absent) {
+                "this kernel has no SCTP"
+            } else {
+                "SCTP sockets cannot be opened here"
+            };
+            format!("sctp is not available: {what} ({PROBE_CALL} fails with {name}: {e})")
+        }
+    }
+}
+
+/// Why `udt` is refused: no kernel has it, and no crate latlab could drive has it either.
+pub fn udt_refusal() -> String {
+    "udt is not available: UDT is a user-space protocol over UDP (no kernel has it, so there is \
+     nothing to probe) and there is no maintained UDT crate: `udt` binds the C++ UDT4 library, \
+     which latlab does not build, and `tokio-udt` is an unfinished alpha on a Tokio runtime, \
+     which the stream's poll loop does not run"
+        .to_string()
+}
 
 /// The transports and their options, for `--help` and errors: every form [`TransportSpec`]'s
 /// `FromStr` takes (latlab's keys are `latlab_transport::Recovery`'s, and `urgent`).
@@ -252,7 +287,7 @@ impl FromStr for TransportSpec {
     fn from_str(text: &str) -> Result<TransportSpec, String> {
         let (name, opts) = text.split_once(':').unwrap_or((text, ""));
         if let Some((_, why)) = UNAVAILABLE.iter().find(|(n, _)| *n == name) {
-            return Err((*why).to_string());
+            return Err(why());
         }
         if name == "latlab" {
             // The rest is the transport's own policy text, colons and all, but for `urgent`,
@@ -326,7 +361,7 @@ impl FromStr for TransportSpec {
             _ => {
                 return Err(format!(
                     "{name:?} is not a transport (transports: {TRANSPORTS_HELP}; \
-                     not on this machine: sctp, udt)"
+                     refused here, with the reason: sctp, udt)"
                 ))
             }
         };
@@ -406,10 +441,9 @@ mod tests {
 
     #[test]
     fn a_transport_this_machine_lacks_is_refused_with_the_reason() {
-        let err = "sctp".parse::<TransportSpec>().unwrap_err();
-        assert!(err.contains("no SCTP"), "{err}");
         let err = "udt".parse::<TransportSpec>().unwrap_err();
         assert!(err.contains("no maintained UDT crate"), "{err}");
+        assert!(err.contains("user-space protocol over UDP"), "{err}");
         let err = "tcp:cc=vegas".parse::<TransportSpec>().unwrap_err();
         assert_eq!(err, "tcp: cc=vegas: not one of reno, cubic, bbr");
         for (text, value) in [
@@ -444,5 +478,64 @@ mod tests {
             .map(|t| t.parse::<TransportSpec>().unwrap().is_reliable())
             .collect();
         assert_eq!(reliable, [false, true, true, false, true, true]);
+    }
+
+    /// Linux's numbers, for the test's own probe and the refusals it builds.
+    const IPPROTO_SCTP: i32 = 132;
+    const EPROTONOSUPPORT: i32 = 93;
+    const EPERM: i32 = 1;
+
+    /// The test's own probe, apart from latlab_io's: a one-to-one SCTP socket over IPv4.
+    fn kernel_answer() -> io::Result<()> {
+        socket2::Socket::new(
+            socket2::Domain::IPV4,
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::from(IPPROTO_SCTP)),
+        )
+        .map(drop)
+    }
+
+    #[test]
+    fn sctp_is_refused_with_what_this_kernel_answers() {
+        let err = "sctp".parse::<TransportSpec>().unwrap_err();
+        assert!(
+            err.contains("socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP)"),
+            "{err}"
+        );
+        match kernel_answer() {
+            Err(e) => {
+                let errno = e.raw_os_error().expect("socket() fails with an errno");
+                let name = latlab_io::sctp::errno_name(errno)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("errno {errno}"));
+                assert!(err.contains(&format!("fails with {name}: {e}")), "{err}");
+                if errno == EPROTONOSUPPORT {
+                    // The kernel was built without SCTP.
+                    assert!(err.contains("this kernel has no SCTP"), "{err}");
+                }
+            }
+            Ok(()) => {
+                assert!(err.contains("this kernel has SCTP"), "{err}");
+                assert!(err.contains("no SCTP transport adapter yet"), "{err}");
+            }
+        }
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+
+    #[test]
+    fn the_sctp_refusal_follows_the_kernel_answer() {
+        let absent = io::Error::from_raw_os_error(EPROTONOSUPPORT);
+        let line = sctp_refusal_for(&Err(absent));
+        assert!(line.contains("this kernel has no SCTP"), "{line}");
+        assert!(line.contains("fails with EPROTONOSUPPORT: "), "{line}");
+        // Refused by a policy (seccomp, an LSM), not missing: not said to be missing.
+        let line = sctp_refusal_for(&Err(io::Error::from_raw_os_error(EPERM)));
+        assert!(line.contains("cannot be opened here"), "{line}");
+        assert!(line.contains("fails with EPERM: "), "{line}");
+        let line = sctp_refusal_for(&Ok(()));
+        assert!(line.contains("this kernel has SCTP"), "{line}");
+        for needed in ["Endpoint", "one-to-one", "SCTP_UNORDERED", "PR-SCTP"] {
+            assert!(line.contains(needed), "{line} lacks {needed}");
+        }
     }
 }
