@@ -3,11 +3,11 @@
 //! Everything that needs a system call lives here: UDP sockets with `recvmmsg`/`sendmmsg`
 //! batches and kernel software timestamps (`SO_TIMESTAMPING`), AF_PACKET and AF_XDP sockets,
 //! busy polling, socket buffer sizes, the clock, CPU pinning, timer slack, network namespaces,
-//! whether the kernel has SCTP ([`sctp`]),
-//! the ownership locks ([`lock`]) that mark what a live run holds, inherited signal
-//! dispositions ([`signal`]), the one rule for a test whose precondition is missing
-//! ([`precondition`]: skipped with the reason, failed under CI), and a CPU-wide sampling profiler on the software CPU clock
-//! ([`profile`]) for where a forwarder's kernel time goes. Every `unsafe` block of the project is in this crate, each with a
+//! whether the kernel has SCTP ([`sctp`]), the ownership locks ([`lock`]) that mark what a live
+//! run holds, inherited signal dispositions ([`signal`]), the one rule for a test whose
+//! precondition is missing ([`precondition`]: skipped with the reason, failed under CI), and a
+//! CPU-wide sampling profiler on the software CPU clock ([`profile`]) for where a forwarder's
+//! kernel time goes. Every `unsafe` block of the project is in this crate, each with a
 //! `// SAFETY:` line saying why it holds.
 //!
 //! Engines do not use the sockets directly but the two shapes of [`port`]: a datagram port
