@@ -374,12 +374,21 @@ fn demo_across_two_namespaces_measures_and_removes_them() {
     );
     let summary = common::read_json(&out.join("summary.json"));
     let emu = &summary["emulated_link"];
-    let added = emu["measured_p50_ns"].as_f64().unwrap() - emu["baseline_p50_ns"].as_f64().unwrap();
+    assert!(emu["measured_p50_ns"].as_u64().is_some(), "{emu}");
+    assert!(emu["baseline_p50_ns"].as_u64().is_some(), "{emu}");
+    // The 1 ms each way, from what the bridge decided and the fastest probe, not from the
+    // difference of two medians measured a second apart on a loaded machine: no frame left
+    // early, no round trip under 2 ms, and the fastest under 3 ms (not applied twice).
+    let report = common::read_json(&out.join("emulated-link/emulator.json"));
+    for dir in ["a_to_b", "b_to_a"] {
+        assert_eq!(report[dir]["released_early"], 0, "{report}");
+    }
+    let run = common::read_json(&out.join("emulated-link/summary.json"));
+    let fastest = run["latency_ns"]["min"].as_u64().unwrap();
     assert!(
-        (1.5e6..3.0e6).contains(&added),
-        "the emulator added {added} ns, 2 ms configured"
+        (2_000_000..3_000_000).contains(&fastest),
+        "fastest round trip through the emulated link {fastest} ns, 2 ms configured"
     );
-    assert!(out.join("emulated-link/emulator.json").is_file());
     let after = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(
         !String::from_utf8_lossy(&after.stdout).contains("-client"),
