@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use latlab_lab::command::Io;
+use latlab_lab::emu::config::{ImpairmentFlags, LinkSources};
 use latlab_lab::emu::{EmuMode, EmuOptions, EmuPoll, RxRing};
-use latlab_lab::emuconfig::{ImpairmentFlags, LinkSources};
 use latlab_lab::units::parse_duration;
 
 use crate::progress::Counters;

@@ -14,51 +14,7 @@ use latlab_wire::probe;
 
 use crate::results::{RunSetup, RunSummary};
 
-/// Errors of a measurement.
-#[derive(Debug, thiserror::Error)]
-pub enum MeasureError {
-    /// Nothing answered at the target.
-    #[error("--target {target}: {reason}")]
-    Unreachable {
-        /// The target.
-        target: SocketAddr,
-        /// What happened.
-        reason: String,
-    },
-    /// A configuration value is out of range; the message names the option (`--rate`,
-    /// `--size`, `--flows`) where the probe core names the field.
-    #[error("{}", naming_option(.0))]
-    Config(#[from] latlab_probe::Error),
-    /// A socket or thread call failed.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The system's error.
-        source: io::Error,
-    },
-}
-
-/// The option of [`GenOptions`] (as its flag) that sets a [`ProbeConfig`] field.
-pub fn option_of_field(field: &str) -> &str {
-    match field {
-        "rate_pps" => "--rate",
-        "payload_len" => "--size",
-        "flows" => "--flows",
-        "traffic" => "--model",
-        other => other,
-    }
-}
-
-/// A probe configuration error with its field named by the option that sets it.
-fn naming_option(error: &latlab_probe::Error) -> String {
-    let field = error.field();
-    let text = error.to_string();
-    match text.strip_prefix(field) {
-        Some(rest) => format!("{}{rest}", option_of_field(field)),
-        None => text,
-    }
-}
+pub use crate::error::{option_of_field, MeasureError};
 
 fn io_err(context: &str) -> impl FnOnce(io::Error) -> MeasureError + '_ {
     move |source| MeasureError::Io {

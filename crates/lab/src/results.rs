@@ -279,7 +279,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// holds the lock on it ([`latlab_io::lock`]) while it is written (the lock goes with the open
 /// file, renamed or not), so [`crate::clean`] removes it only once its writer is gone, however
 /// that went (`kill -9` included). What latlab writes as one file goes through it: the
-/// [`write_atomic`] files and the `emu --pcap` capture ([`crate::emupcap`]); a results folder
+/// [`write_atomic`] files and the `emu --pcap` capture ([`crate::emu::pcap`]); a results folder
 /// is locked as a whole ([`ResultsDir`]).
 #[derive(Debug)]
 pub struct PartialFile {

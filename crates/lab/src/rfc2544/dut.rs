@@ -313,7 +313,7 @@ fn run_emu<P: FramePort>(
     };
     let live = EmulatorLive::default();
     let r = emulator::run(a, b, none.clone(), none, 2048, poll, stop, &live)?;
-    Ok(crate::emureport::report_json(&r))
+    Ok(crate::emu::report::report_json(&r))
 }
 
 /// Opens both DUT interfaces with `open` in the DUT's namespace and runs `forward` over them

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use rusty_enet as enet;
 
-use super::transport::Endpoint;
+use super::endpoint::Endpoint;
 use super::wire::{CountingSocket, WireCounts};
 
 impl enet::Socket for CountingSocket {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use kcp::Kcp;
 
-use super::transport::Endpoint;
+use super::endpoint::Endpoint;
 use super::wire::{CountingSocket, WireCounts};
 
 /// The socket KCP's output writes to and the endpoint reads from, and where to send.

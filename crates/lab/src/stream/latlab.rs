@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use latlab_transport::{Config, ConnectionHandle, Endpoint as Transport, Event, Recovery};
 
-use super::transport::Endpoint;
+use super::endpoint::Endpoint;
 use super::wire::{CountingSocket, WireCounts};
 
 /// The channel messages go on: reliable-ordered in [`Config::default`]'s channel list.

@@ -17,6 +17,7 @@
 //! stop it; a reliable transport that loses a message makes the run fail, said as such.
 
 pub mod control;
+pub mod endpoint;
 pub mod enet;
 pub mod kcp;
 pub mod latlab;

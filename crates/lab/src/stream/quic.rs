@@ -22,8 +22,8 @@ use quinn_proto::{
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
+use super::endpoint::Endpoint;
 use super::message::{self, frame, Deframer};
-use super::transport::Endpoint;
 use super::wire::{CountingSocket, WireCounts};
 
 /// The name the certificate is made for and the sender asks for.

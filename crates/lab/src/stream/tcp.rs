@@ -10,9 +10,37 @@ use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
+use super::endpoint::Endpoint;
 use super::message::{frame, Deframer};
-use super::transport::{rto_min_out_of_range, Endpoint, TcpOptions};
 use super::wire::{tcp_counts, WireCounts};
+
+/// The options of `tcp`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TcpOptions {
+    /// `TCP_CONGESTION`; `None` keeps the system's default.
+    pub cc: Option<String>,
+    /// "Modified TCP" for thin streams: `TCP_THIN_LINEAR_TIMEOUTS` on the socket.
+    pub thin: bool,
+    /// The sender's minimum retransmission timeout: `TCP_RTO_MIN_US` on its socket, or on a
+    /// kernel without it (before 6.16) `net.ipv4.tcp_rto_min_us` of the sender's network
+    /// namespace (only inside a namespace the lab made). Above 0 and at most
+    /// [`latlab_io::tcp::RTO_MIN_MAX`]; the kernel also wants at least two of its ticks.
+    pub rto_min: Option<Duration>,
+}
+
+/// The one line that refuses `rto_min=TEXT`: the range `TCP_RTO_MIN_US` takes, with this
+/// kernel's tick when it is known (`tick`).
+pub fn rto_min_out_of_range(text: &str, tick: Option<Duration>) -> String {
+    let ticks = match tick {
+        Some(tick) => format!("this kernel's: {tick:?}"),
+        None => "1ms at HZ=1000, 4ms at HZ=250, 10ms at HZ=100".to_string(),
+    };
+    format!(
+        "tcp: rto_min={text}: out of range: TCP_RTO_MIN_US takes more than one kernel tick \
+         ({ticks}) and at most {:?}",
+        latlab_io::tcp::RTO_MIN_MAX
+    )
+}
 
 /// Either side of a `tcp` run.
 #[derive(Debug)]

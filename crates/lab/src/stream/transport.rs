@@ -13,29 +13,10 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::wire::WireCounts;
 use super::{enet, kcp, latlab, quic, tcp, udp};
 
-/// One side of a transport's connection, as the stream command drives it.
-///
-/// Call order: [`send`](Endpoint::send) whenever a message is due (it never blocks: what the
-/// transport cannot take yet waits inside it, in order), and [`poll`](Endpoint::poll) in
-/// between, which does the I/O and the transport's timers and hands over every message that
-/// arrived whole.
-pub trait Endpoint: Send {
-    /// Hands one message to the transport.
-    fn send(&mut self, message: &[u8]) -> io::Result<()>;
-    /// Waits at most `wait` for the network, runs the transport's timers, sends what is due and
-    /// passes each message delivered to the application to `deliver`.
-    fn poll(&mut self, wait: Duration, deliver: &mut dyn FnMut(&[u8])) -> io::Result<()>;
-    /// What this side put on the wire so far.
-    fn wire(&mut self) -> WireCounts;
-    /// Datagrams or bytes from the network this side dropped because they were not its
-    /// transport's (garbage, another run's), counted and ignored.
-    fn foreign(&self) -> u64;
-    /// Ends the connection politely, as far as that takes no more than a moment.
-    fn close(&mut self);
-}
+pub use super::endpoint::Endpoint;
+pub use super::tcp::{rto_min_out_of_range, TcpOptions};
 
 /// A transport and its options, as a user names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,20 +51,6 @@ pub enum TransportSpec {
         /// bidirectional stream.
         datagrams: bool,
     },
-}
-
-/// The options of `tcp`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TcpOptions {
-    /// `TCP_CONGESTION`; `None` keeps the system's default.
-    pub cc: Option<String>,
-    /// "Modified TCP" for thin streams: `TCP_THIN_LINEAR_TIMEOUTS` on the socket.
-    pub thin: bool,
-    /// The sender's minimum retransmission timeout: `TCP_RTO_MIN_US` on its socket, or on a
-    /// kernel without it (before 6.16) `net.ipv4.tcp_rto_min_us` of the sender's network
-    /// namespace (only inside a namespace the lab made). Above 0 and at most
-    /// [`latlab_io::tcp::RTO_MIN_MAX`]; the kernel also wants at least two of its ticks.
-    pub rto_min: Option<Duration>,
 }
 
 /// What says, in one line, why a transport is refused here.
@@ -367,20 +334,6 @@ impl FromStr for TransportSpec {
         };
         Ok(spec)
     }
-}
-
-/// The one line that refuses `rto_min=TEXT`: the range `TCP_RTO_MIN_US` takes, with this
-/// kernel's tick when it is known (`tick`).
-pub fn rto_min_out_of_range(text: &str, tick: Option<Duration>) -> String {
-    let ticks = match tick {
-        Some(tick) => format!("this kernel's: {tick:?}"),
-        None => "1ms at HZ=1000, 4ms at HZ=250, 10ms at HZ=100".to_string(),
-    };
-    format!(
-        "tcp: rto_min={text}: out of range: TCP_RTO_MIN_US takes more than one kernel tick \
-         ({ticks}) and at most {:?}",
-        latlab_io::tcp::RTO_MIN_MAX
-    )
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use super::transport::Endpoint;
+use super::endpoint::Endpoint;
 use super::wire::{CountingSocket, WireCounts};
 
 /// Either side of a `udp` run.

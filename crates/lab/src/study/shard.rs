@@ -138,6 +138,21 @@ pub fn missing(out: &Path) -> Result<Vec<Shard>, StudyError> {
         .collect())
 }
 
+/// Which units of the study a part of it may measure: those of `shard`, numbering the part's
+/// points from `first_unit`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Share {
+    pub(crate) shard: Shard,
+    pub(crate) first_unit: usize,
+}
+
+impl Share {
+    /// Whether the part's point `i` is this job's.
+    pub(crate) fn owns(self, i: usize) -> bool {
+        self.shard.owns(self.first_unit + i)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

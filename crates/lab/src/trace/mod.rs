@@ -15,7 +15,7 @@ use std::sync::Arc;
 use latlab_probe::model::Message;
 use serde::Serialize;
 
-use crate::command::{check_writable, CommandError};
+use crate::error::{check_writable, CommandError};
 use crate::results::write_atomic;
 pub use capture::{Capture, CapturedPacket, ParseError, Protocol};
 pub use stats::{streams, DirectionStats, Stream};

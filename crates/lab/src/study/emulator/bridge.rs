@@ -158,7 +158,7 @@ pub(crate) fn with_bridge<T, E: From<io::Error>>(
         .join()
         .map_err(|_| io::Error::other("the emulator thread panicked"))
         .and_then(|r| r)?;
-    Ok((out?, crate::emureport::report_json(&report)))
+    Ok((out?, crate::emu::report::report_json(&report)))
 }
 
 /// Whether the bridge's AF_XDP sockets can be opened in the lab (they are closed again).

@@ -29,7 +29,7 @@ fn parse_mac(text: &str) -> Result<[u8; 6], StudyError> {
 pub(super) fn measure_rates(
     lab: &ClientEmuServer,
     duration: Duration,
-    share: super::run::Share,
+    share: crate::study::shard::Share,
     stop: &Stop,
     progress: &mut dyn StudyProgress,
     points: &PointsDir,

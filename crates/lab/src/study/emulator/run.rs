@@ -18,7 +18,8 @@ use super::{EmuPoint, EmuStudyOptions, TRACE_DELAY_NS};
 use crate::measure::{self, GenOptions, ThreadChoice};
 use crate::results::RunSummary;
 use crate::study::points::{Existing, PointsDir};
-use crate::study::{Shard, StudyError, StudyFile, StudyKind, StudyProgress};
+use crate::study::shard::Share;
+use crate::study::{StudyError, StudyFile, StudyKind, StudyProgress};
 use crate::topology::ClientEmuServer;
 use crate::units::format_us;
 
@@ -145,21 +146,6 @@ pub(super) fn measure_all(
     result?;
     progress.finish();
     Ok(topology)
-}
-
-/// Which units of the study a part of it may measure: those of `shard`, numbering the part's
-/// points from `first_unit`.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Share {
-    pub(super) shard: Shard,
-    pub(super) first_unit: usize,
-}
-
-impl Share {
-    /// Whether the part's point `i` is this job's.
-    pub(super) fn owns(self, i: usize) -> bool {
-        self.shard.owns(self.first_unit + i)
-    }
 }
 
 /// The latency points: kernel and emulator at delay 0, the emulator at each delay, both at

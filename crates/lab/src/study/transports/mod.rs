@@ -37,6 +37,7 @@ use crate::stream::{TransportSpec, WireReport};
 mod figures;
 pub mod report;
 mod run;
+mod tally;
 mod virtual_time;
 
 /// Runs the study: measures this job's cells into `options.out`'s `points/` folder, then

@@ -6,7 +6,7 @@
 use latlab_engine::Stop;
 use latlab_stats::LatencyHistogram;
 
-use super::run::{grace, point, Tally};
+use super::tally::{grace, point, Tally};
 use super::{Cell, Clock, TransportPoint, TransportStudyOptions};
 use crate::stream::sim::{self, SimOptions};
 use crate::stream::TransportSpec;

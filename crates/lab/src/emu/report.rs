@@ -53,8 +53,8 @@ fn direction_json(d: &DirectionReport) -> serde_json::Value {
 fn flow_json(f: &FlowReport) -> serde_json::Value {
     serde_json::json!({
         "match": f.matcher,
-        "spec": crate::emuapi::spec_text(&f.config),
-        "settings": crate::emuapi::direction_json(&f.config),
+        "spec": crate::emu::api::spec_text(&f.config),
+        "settings": crate::emu::api::direction_json(&f.config),
         "arrived": f.link.arrived,
         "forwarded": f.sent,
         "dropped": f.dropped(),
@@ -91,8 +91,8 @@ fn changes_json(changes: &[ConfigChange]) -> serde_json::Value {
                 "direction": c.direction.name(),
                 "at_s": c.at_ns as f64 / 1e9,
                 "unix_ns": c.unix_ns,
-                "spec": crate::emuapi::spec_text(&c.config),
-                "settings": crate::emuapi::direction_json(&c.config),
+                "spec": crate::emu::api::spec_text(&c.config),
+                "settings": crate::emu::api::direction_json(&c.config),
                 "refused": c.refused,
             })
         })
@@ -192,7 +192,7 @@ fn cpu_line(cpu: &CpuUse) -> String {
 
 /// A flow's line under its direction's: `  flow proto=udp dport=27015 (loss=5%): ...`.
 fn flow_line(f: &FlowReport) -> String {
-    let spec = crate::emuapi::spec_text(&f.config);
+    let spec = crate::emu::api::spec_text(&f.config);
     format!(
         "  flow {} ({}): arrived {}, sent {}, dropped {} (loss model {}, queue {}), queued at exit {}\n",
         f.matcher.as_deref().unwrap_or("default"),

@@ -10,7 +10,7 @@
 //!   bad body is answered 400 with one line naming the key, and nothing changes. With
 //!   per-flow rules, this is the default link (the frames no rule takes); the rules keep
 //!   theirs.
-//! - `GET /metrics`: Prometheus text exposition ([`crate::emumetrics`]).
+//! - `GET /metrics`: Prometheus text exposition ([`crate::emu::metrics`]).
 //!
 //! Guarantees: the engine never waits for this thread (changes and snapshots go through
 //! [`EmulatorControl`]: one relaxed load per engine iteration, a snapshot at most every 50 ms
@@ -26,7 +26,7 @@ use latlab_engine::emulator::{EmulatorControl, LinkDirection};
 use latlab_link::{Flows, JitterDist, LinkConfig, LossModel};
 use tiny_http::{Header, Method, Response, Server};
 
-use crate::emuconfig;
+use super::{config, knob};
 
 /// Longest request body read, bytes.
 pub const MAX_BODY: u64 = 64 * 1024;
@@ -125,7 +125,7 @@ impl State<'_> {
             (Method::Get, "/metrics") => match self.control.snapshot(ENGINE_WAIT) {
                 Some(snapshot) => Answer {
                     status: 200,
-                    body: crate::emumetrics::exposition(&snapshot, &self.control.changes()),
+                    body: crate::emu::metrics::exposition(&snapshot, &self.control.changes()),
                     content_type: "text/plain; version=0.0.4; charset=utf-8",
                 },
                 None => Answer::text(503, "the emulator has not published its counters yet"),
@@ -209,10 +209,10 @@ pub fn merged(current: &LinkConfig, body: &str) -> Result<LinkConfig, String> {
         }
     }
     let mut config = current.clone();
-    emuconfig::apply_spec(&mut config, "body", body)?;
+    config::apply_spec(&mut config, "body", body)?;
     config
         .validate()
-        .map_err(|e| format!("body: {}", emuconfig::naming_key(e)))?;
+        .map_err(|e| format!("body: {}", knob::naming_key(e)))?;
     Ok(config)
 }
 

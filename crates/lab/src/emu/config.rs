@@ -5,103 +5,16 @@
 //! TOML file has the same keys at the top level (both directions) and in `[a_to_b]` and
 //! `[b_to_a]` tables. Later sources override earlier ones: file, then flags, then per-direction
 //! specs. Every error names the key (as its flag) and, for files, the file. Per-flow rules
-//! (`--flow`, `[[flow]]` tables) are read by [`crate::emuflow`] into each direction's
+//! (`--flow`, `[[flow]]` tables) are read by [`crate::emu::flow`] into each direction's
 //! [`Flows`] beside its default link.
 
 use std::path::Path;
 
-use latlab_link::{parse, Flows, LinkConfig, Schedule};
+use latlab_link::{Flows, LinkConfig};
 
-use crate::emuflow::{self, FlowSpec};
-
-/// Every key, as it is spelled after `--` and in specs and files.
-pub const KEYS: [&str; 16] = [
-    "delay",
-    "jitter",
-    "jitter-dist",
-    "dist-table",
-    "correlation",
-    "loss",
-    "duplicate",
-    "corrupt",
-    "reorder",
-    "rate",
-    "overhead",
-    "limit",
-    "limit-bytes",
-    "schedule",
-    "seed",
-    "max-frame",
-];
-
-/// Sets `key` to `value` in `config`. File-valued keys (`schedule`, `dist-table`) read the file.
-pub fn apply(config: &mut LinkConfig, key: &str, value: &str) -> Result<(), String> {
-    let flag = format!("--{key}");
-    let e = |err: latlab_link::ConfigError| err.to_string();
-    match key {
-        "delay" => config.delay_ns = parse::duration_ns(&flag, value).map_err(e)?,
-        "jitter" => config.jitter_ns = parse::duration_ns(&flag, value).map_err(e)?,
-        "jitter-dist" => config.jitter_dist = parse::distribution(&flag, value).map_err(e)?,
-        "dist-table" => {
-            let text = read(&flag, value)?;
-            config.jitter_dist =
-                latlab_link::JitterDist::Table(parse::dist_table(&flag, &text).map_err(e)?);
-        }
-        "correlation" => config.correlation = parse::probability(&flag, value).map_err(e)?,
-        "loss" => config.loss = parse::loss(&flag, value).map_err(e)?,
-        "duplicate" => config.duplicate = parse::probability(&flag, value).map_err(e)?,
-        "corrupt" => config.corrupt = parse::probability(&flag, value).map_err(e)?,
-        "reorder" => config.reorder = Some(parse::reorder(&flag, value).map_err(e)?),
-        "rate" => {
-            config.rate_bps = match value {
-                "none" | "0" => None,
-                v => Some(parse::rate_bps(&flag, v).map_err(e)?),
-            }
-        }
-        "overhead" => {
-            config.overhead_bytes = value
-                .parse()
-                .map_err(|_| format!("{flag}: {value:?} is not a byte count"))?
-        }
-        "limit" => {
-            config.limit_frames = match value {
-                "none" => None,
-                v => Some(
-                    v.parse()
-                        .map_err(|_| format!("{flag}: {v:?} is not a number of frames"))?,
-                ),
-            }
-        }
-        "limit-bytes" => {
-            config.limit_bytes = match value {
-                "none" => None,
-                v => Some(parse::bytes(&flag, v).map_err(e)?),
-            }
-        }
-        "schedule" => {
-            let text = read(&flag, value)?;
-            config.schedule =
-                Some(Schedule::parse(&text).map_err(|err| format!("{flag} {value}: {err}"))?);
-        }
-        "seed" => {
-            config.seed = value
-                .parse()
-                .map_err(|_| format!("{flag}: {value:?} is not a number"))?
-        }
-        "max-frame" => config.max_frame = parse::bytes(&flag, value).map_err(e)?,
-        other => {
-            return Err(format!(
-                "unknown impairment {other:?}: expected one of {}",
-                KEYS.join(", ")
-            ))
-        }
-    }
-    Ok(())
-}
-
-fn read(flag: &str, path: &str) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|err| format!("{flag} {path}: {err}"))
-}
+use super::flow::{self, FlowSpec};
+use super::knob::scalar;
+pub use super::knob::{apply, key_of_field, naming_key, KEYS};
 
 /// Applies a per-direction spec: space-separated `key=value` pairs.
 pub fn apply_spec(config: &mut LinkConfig, flag: &str, spec: &str) -> Result<(), String> {
@@ -157,7 +70,7 @@ pub fn load_file(path: &Path) -> Result<FileSettings, String> {
                     let toml::Value::Table(rule) = rule else {
                         return Err(not_tables());
                     };
-                    settings.flows.push(emuflow::from_table(path, i + 1, rule)?);
+                    settings.flows.push(flow::from_table(path, i + 1, rule)?);
                 }
             }
             (k, v) => settings.both.push((k.to_string(), scalar(path, k, v)?)),
@@ -188,19 +101,6 @@ fn toml_error(text: &str, err: &toml::de::Error) -> String {
             format!("line {line}, column {column}: {what}")
         }
         None => what,
-    }
-}
-
-/// A key's value as text (a string or a number); anything else is an error naming the file.
-pub(crate) fn scalar(path: &Path, key: &str, value: &toml::Value) -> Result<String, String> {
-    match value {
-        toml::Value::String(s) => Ok(s.clone()),
-        toml::Value::Integer(i) => Ok(i.to_string()),
-        toml::Value::Float(f) => Ok(f.to_string()),
-        _ => Err(format!(
-            "--config {}: {key}: expected a string or a number",
-            path.display()
-        )),
     }
 }
 
@@ -269,7 +169,7 @@ pub fn links(sources: &LinkSources) -> Result<(Flows, Flows), String> {
     let mut ba = LinkConfig::default();
     let mut rules = Vec::new();
     for text in &sources.flows {
-        rules.push(emuflow::parse("--flow", text)?);
+        rules.push(flow::parse("--flow", text)?);
     }
     if let Some(path) = &sources.config {
         let file = load_file(path)?;
@@ -325,41 +225,9 @@ pub fn links(sources: &LinkSources) -> Result<(Flows, Flows), String> {
         .map_err(|e| format!("A to B: {}", naming_key(e)))?;
     ba.validate()
         .map_err(|e| format!("B to A: {}", naming_key(e)))?;
-    let [rules_ab, rules_ba] = emuflow::rules(&rules, [ab.seed, ba.seed], sources.frame_size)?;
+    let [rules_ab, rules_ba] = flow::rules(&rules, [ab.seed, ba.seed], sources.frame_size)?;
     let flows = |default, rules| Flows { default, rules };
     Ok((flows(ab, rules_ab), flows(ba, rules_ba)))
-}
-
-/// The key (as its flag) that sets a [`LinkConfig`] field, for the messages of
-/// [`LinkConfig::validate`], which name the field. `None` for a field no key sets alone.
-pub fn key_of_field(field: &str) -> Option<&'static str> {
-    Some(match field {
-        "jitter_dist" => "--dist-table",
-        "correlation" => "--correlation",
-        "loss" => "--loss",
-        "duplicate" => "--duplicate",
-        "corrupt" => "--corrupt",
-        "reorder" => "--reorder",
-        "rate_bps" => "--rate",
-        "limit_frames" => "--limit",
-        "limit_bytes" => "--limit-bytes",
-        "max_frame" => "--max-frame",
-        "schedule" => "--schedule",
-        _ => return None,
-    })
-}
-
-/// A validation error's message with the field at fault named by its key, as the keys are
-/// given (`limit_frames: must be at least 1 frame` becomes `--limit: must be ...`).
-pub fn naming_key(error: latlab_link::ConfigError) -> String {
-    let Some(key) = error.field().and_then(key_of_field) else {
-        return error.to_string();
-    };
-    // The reason may name another field: say which key sets it.
-    error
-        .naming_field_as(key)
-        .to_string()
-        .replace("needs delay_ns above 0", "needs a --delay")
 }
 
 #[cfg(test)]

@@ -11,12 +11,12 @@
 //! matches a frame takes it.
 //!
 //! ```
-//! use latlab_lab::emuflow;
+//! use latlab_lab::emu::flow;
 //!
-//! let rule = emuflow::parse("--flow", "proto=udp dport=27015 dir=a-to-b / loss=5%").unwrap();
+//! let rule = flow::parse("--flow", "proto=udp dport=27015 dir=a-to-b / loss=5%").unwrap();
 //! assert_eq!(rule.matcher.to_string(), "proto=udp dport=27015");
 //! assert_eq!(rule.directions, [true, false]);
-//! let [ab, ba] = emuflow::rules(&[rule], [1, 2], 2048).unwrap();
+//! let [ab, ba] = flow::rules(&[rule], [1, 2], 2048).unwrap();
 //! assert_eq!((ab.len(), ba.len()), (1, 0));
 //! ```
 
@@ -24,7 +24,7 @@ use std::path::Path;
 
 use latlab_link::{FlowMatch, FlowRule, LinkConfig};
 
-use crate::emuconfig;
+use super::knob;
 
 /// What seeds two rules' links apart: rule `i` (from 0) of a direction whose default link has
 /// seed `s` draws from seed `s + (i + 1) · RULE_SEED_STEP`, unless its SPEC names a `seed`.
@@ -79,7 +79,7 @@ pub fn from_table(path: &Path, index: usize, table: &toml::Table) -> Result<Flow
     };
     let mut settings = Vec::new();
     for (key, value) in table.iter().filter(|(k, _)| *k != "match") {
-        settings.push((key.clone(), emuconfig::scalar(path, key, value)?));
+        settings.push((key.clone(), knob::scalar(path, key, value)?));
     }
     let keys: Vec<&str> = text.split_whitespace().collect();
     FlowSpec::new(source, &keys, settings)
@@ -141,10 +141,9 @@ impl FlowSpec {
                         .into(),
                 ));
             }
-            emuconfig::apply(&mut base, key, value).map_err(named)?;
+            knob::apply(&mut base, key, value).map_err(named)?;
         }
-        base.validate()
-            .map_err(|e| named(emuconfig::naming_key(e)))?;
+        base.validate().map_err(|e| named(knob::naming_key(e)))?;
         Ok(base)
     }
 }

@@ -2,6 +2,14 @@
 //! pipeline of pinned RX and TX stages) or AF_XDP, from checked options to a report whose
 //! `--json` file is written before it is returned.
 
+pub mod api;
+pub mod config;
+pub mod flow;
+mod knob;
+pub mod metrics;
+pub mod pcap;
+pub mod report;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -17,7 +25,7 @@ use latlab_link::Flows;
 pub use latlab_io::packet::RxRing;
 
 use crate::command::{watched, write_json, CommandError, Io, LiveView};
-use crate::emuconfig::{self, LinkSources};
+use config::LinkSources;
 
 /// How the AF_PACKET bridge is laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -96,11 +104,11 @@ pub struct EmuOptions {
     pub duration: Option<Duration>,
     /// Write the counters by cause and the release-error histograms to this JSON file.
     pub json: Option<PathBuf>,
-    /// Serve the HTTP API ([`crate::emuapi`]) on this address (run to completion only).
+    /// Serve the HTTP API ([`crate::emu::api`]) on this address (run to completion only).
     pub api: Option<SocketAddr>,
     /// Let the API listen on an address other than loopback.
     pub api_public: bool,
-    /// Write what left each side to this pcapng file ([`crate::emupcap`]; run to completion
+    /// Write what left each side to this pcapng file ([`crate::emu::pcap`]; run to completion
     /// only).
     pub pcap: Option<PathBuf>,
 }
@@ -113,7 +121,7 @@ impl EmuOptions {
         iface_b: String,
         sources: &LinkSources,
     ) -> Result<EmuOptions, CommandError> {
-        let (a_to_b, b_to_a) = emuconfig::links(sources).map_err(CommandError::Usage)?;
+        let (a_to_b, b_to_a) = config::links(sources).map_err(CommandError::Usage)?;
         Ok(EmuOptions {
             iface_a,
             iface_b,
@@ -207,7 +215,7 @@ pub struct EmuReport {
 impl EmuReport {
     /// The lines printed at the end of a run.
     pub fn text(&self) -> String {
-        crate::emureport::summary_text(&self.report)
+        crate::emu::report::summary_text(&self.report)
     }
 }
 
@@ -224,7 +232,7 @@ pub fn run(
         _ => run_packet(options, stop, view),
     }?;
     if let Some(path) = &options.json {
-        write_json(path, &crate::emureport::report_json(&report))?;
+        write_json(path, &crate::emu::report::report_json(&report))?;
     }
     Ok(EmuReport { report })
 }
@@ -361,7 +369,7 @@ fn watched_bridge(
     let api = options
         .api
         .map(|addr| {
-            crate::emuapi::Api::bind(addr).map_err(CommandError::setup(format!("--api {addr}")))
+            crate::emu::api::Api::bind(addr).map_err(CommandError::setup(format!("--api {addr}")))
         })
         .transpose()?;
     if let Some(api) = &api {
@@ -380,11 +388,11 @@ fn watched_bridge(
             s.spawn(move || api.serve(links, &live.control, done));
         }
         let pcap = options.pcap.as_ref().map(|path| {
-            let (ring, records) = emulator::tap_ring(crate::emupcap::PCAP_RING_FRAMES);
+            let (ring, records) = emulator::tap_ring(crate::emu::pcap::PCAP_RING_FRAMES);
             live.control.set_tap(ring);
             let ifaces = [options.iface_a.as_str(), options.iface_b.as_str()];
             let pcap_done = &pcap_done;
-            s.spawn(move || crate::emupcap::write(path, ifaces, records, pcap_done))
+            s.spawn(move || crate::emu::pcap::write(path, ifaces, records, pcap_done))
         });
         let report = watched(
             options.duration,

@@ -64,13 +64,13 @@ fn the_spec_text_of_a_configuration_gives_it_back() {
                 duplicate=0.5% corrupt=0.1% reorder=25%,gap=5 rate=10mbit overhead=0 limit=50 \
                 limit-bytes=65536";
     let mut config = LinkConfig::default();
-    emuconfig::apply_spec(&mut config, "test", spec).unwrap();
+    super::config::apply_spec(&mut config, "test", spec).unwrap();
     assert_eq!(
         spec_text(&config),
         spec.split_whitespace().collect::<Vec<_>>().join(" ")
     );
     let mut again = LinkConfig::default();
-    emuconfig::apply_spec(&mut again, "test", &spec_text(&config)).unwrap();
+    super::config::apply_spec(&mut again, "test", &spec_text(&config)).unwrap();
     assert_eq!(again, config);
     assert_eq!(spec_text(&LinkConfig::default()), "");
 }
