@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use latlab_lab::command::Io;
 use latlab_lab::emu::config::{ImpairmentFlags, LinkSources};
+use latlab_lab::emu::knob::KNOBS;
 use latlab_lab::emu::{EmuMode, EmuOptions, EmuPoll, RxRing};
 use latlab_lab::units::parse_duration;
 
@@ -33,6 +34,43 @@ enum ModeArg {
     Pipeline,
 }
 
+/// The impairment flags, built from the knob table: a new knob's flag comes with its row.
+#[derive(Debug, Default)]
+struct ImpairmentArgs(ImpairmentFlags);
+
+impl clap::FromArgMatches for ImpairmentArgs {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut args = ImpairmentArgs::default();
+        args.update_from_arg_matches(matches)?;
+        Ok(args)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        let given = KNOBS.iter().flat_map(|k| k.flags).filter_map(|f| {
+            let value = matches.get_one::<String>(f.name)?;
+            Some((f.name.to_string(), value.clone()))
+        });
+        self.0 .0 = given.collect();
+        Ok(())
+    }
+}
+
+impl clap::Args for ImpairmentArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        cmd.args(KNOBS.iter().flat_map(|k| k.flags).map(|f| {
+            clap::Arg::new(f.name)
+                .long(f.name)
+                .value_name(f.value_name)
+                .help(f.help.trim_end_matches('.'))
+                .allow_hyphen_values(f.hyphen_values)
+        }))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct EmuArgs {
     /// First interface of the bridge.
@@ -41,54 +79,9 @@ pub(crate) struct EmuArgs {
     /// Second interface of the bridge.
     #[arg(long, value_name = "IF")]
     iface_b: String,
-    /// Delay added to every frame (both directions): 100us, 1ms.
-    #[arg(long, value_name = "DUR")]
-    delay: Option<String>,
-    /// Jitter around the delay.
-    #[arg(long, value_name = "DUR")]
-    jitter: Option<String>,
-    /// Jitter distribution: uniform, normal, pareto, paretonormal.
-    #[arg(long, value_name = "DIST")]
-    jitter_dist: Option<String>,
-    /// Jitter values from a file (one number per line, in units of --jitter).
-    #[arg(long, value_name = "FILE")]
-    dist_table: Option<String>,
-    /// Correlation of successive jitter values, 0..1.
-    #[arg(long, value_name = "P")]
-    correlation: Option<String>,
-    /// Independent loss probability: 1%, 0.01.
-    #[arg(long, value_name = "P", allow_hyphen_values = true)]
-    loss: Option<String>,
-    /// A loss model: gemodel:P,R,1-H,1-K or state:P13,P31,P32,P23,P14 (NetEm's definitions).
-    #[arg(long, value_name = "MODEL")]
-    loss_model: Option<String>,
-    /// Duplication probability.
-    #[arg(long, value_name = "P", allow_hyphen_values = true)]
-    duplicate: Option<String>,
-    /// Corruption probability (one bit flipped).
-    #[arg(long, value_name = "P", allow_hyphen_values = true)]
-    corrupt: Option<String>,
-    /// Reordering: P (sent without the delay with probability P) or P,gap=N.
-    #[arg(long, value_name = "P")]
-    reorder: Option<String>,
-    /// Rate limit: 1gbit, 100mbit, 56kbit.
-    #[arg(long, value_name = "RATE")]
-    rate: Option<String>,
-    /// Per-frame overhead counted by the rate limit, bytes (default 24: preamble, gap, FCS).
-    #[arg(long, value_name = "BYTES")]
-    overhead: Option<String>,
-    /// Queue limit in frames (default 1000).
-    #[arg(long, value_name = "FRAMES")]
-    limit: Option<String>,
-    /// Queue limit in bytes.
-    #[arg(long, value_name = "BYTES")]
-    limit_bytes: Option<String>,
-    /// Conditions that change over time: lines of `TIME DELAY LOSS RATE`.
-    #[arg(long, value_name = "FILE")]
-    schedule: Option<String>,
-    /// Seed of the random choices.
-    #[arg(long, value_name = "N")]
-    seed: Option<String>,
+    /// The impairment flags, one per knob of [`KNOBS`] (`--delay`, `--loss`, …).
+    #[command(flatten)]
+    impairments: ImpairmentArgs,
     /// Impairments of the A→B direction only: "delay=1ms loss=1%".
     #[arg(long, value_name = "SPEC")]
     a_to_b: Option<String>,
@@ -163,24 +156,7 @@ impl EmuArgs {
     fn options(self) -> Result<EmuOptions> {
         let sources = LinkSources {
             config: self.config,
-            flags: ImpairmentFlags {
-                delay: self.delay,
-                jitter: self.jitter,
-                jitter_dist: self.jitter_dist,
-                dist_table: self.dist_table,
-                correlation: self.correlation,
-                loss: self.loss,
-                loss_model: self.loss_model,
-                duplicate: self.duplicate,
-                corrupt: self.corrupt,
-                reorder: self.reorder,
-                rate: self.rate,
-                overhead: self.overhead,
-                limit: self.limit,
-                limit_bytes: self.limit_bytes,
-                schedule: self.schedule,
-                seed: self.seed,
-            },
+            flags: self.impairments.0,
             frame_size: self.frame_size,
             a_to_b: self.a_to_b,
             b_to_a: self.b_to_a,

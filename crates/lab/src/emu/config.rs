@@ -13,8 +13,10 @@ use std::path::Path;
 use latlab_link::{Flows, LinkConfig};
 
 use super::flow::{self, FlowSpec};
-use super::knob::scalar;
-pub use super::knob::{apply, key_of_field, naming_key, KEYS};
+#[cfg(test)]
+use super::knob::keys;
+use super::knob::{self, scalar};
+pub use super::knob::{apply, key_of_field, naming_key};
 
 /// Applies a per-direction spec: space-separated `key=value` pairs.
 pub fn apply_spec(config: &mut LinkConfig, flag: &str, spec: &str) -> Result<(), String> {
@@ -104,42 +106,21 @@ fn toml_error(text: &str, err: &toml::de::Error) -> String {
     }
 }
 
-/// The impairments of `latlab emu` as given on its command line, each value as typed; `None`
-/// where the flag is absent.
-#[derive(Clone, Debug, Default)]
-pub struct ImpairmentFlags {
-    /// `--delay`.
-    pub delay: Option<String>,
-    /// `--jitter`.
-    pub jitter: Option<String>,
-    /// `--jitter-dist`.
-    pub jitter_dist: Option<String>,
-    /// `--dist-table`.
-    pub dist_table: Option<String>,
-    /// `--correlation`.
-    pub correlation: Option<String>,
-    /// `--loss`.
-    pub loss: Option<String>,
-    /// `--loss-model`: the same knob as `--loss`.
-    pub loss_model: Option<String>,
-    /// `--duplicate`.
-    pub duplicate: Option<String>,
-    /// `--corrupt`.
-    pub corrupt: Option<String>,
-    /// `--reorder`.
-    pub reorder: Option<String>,
-    /// `--rate`.
-    pub rate: Option<String>,
-    /// `--overhead`.
-    pub overhead: Option<String>,
-    /// `--limit`.
-    pub limit: Option<String>,
-    /// `--limit-bytes`.
-    pub limit_bytes: Option<String>,
-    /// `--schedule`.
-    pub schedule: Option<String>,
-    /// `--seed`.
-    pub seed: Option<String>,
+/// The impairment flags of `latlab emu` as given on its command line: each flag's name (after
+/// `--`, one of a [`Knob`](super::knob::Knob)'s flags) with its value as typed, in the order
+/// they apply (the order of [`KNOBS`](super::knob::KNOBS)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImpairmentFlags(pub Vec<(String, String)>);
+
+impl<const N: usize> From<[(&str, &str); N]> for ImpairmentFlags {
+    fn from(given: [(&str, &str); N]) -> ImpairmentFlags {
+        ImpairmentFlags(
+            given
+                .iter()
+                .map(|(f, v)| (f.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
 }
 
 /// Where the two directions' impairments come from, in the order they apply: a TOML file,
@@ -185,34 +166,22 @@ pub fn links(sources: &LinkSources) -> Result<(Flows, Flows), String> {
         }
         rules.extend(file.flows);
     }
-    let f = &sources.flags;
-    let max_frame = Some(sources.frame_size.to_string());
-    // (flag, key, value): --loss-model sets the same knob as --loss.
-    let flags: [(&str, &str, &Option<String>); 17] = [
-        ("delay", "delay", &f.delay),
-        ("jitter", "jitter", &f.jitter),
-        ("jitter-dist", "jitter-dist", &f.jitter_dist),
-        ("dist-table", "dist-table", &f.dist_table),
-        ("correlation", "correlation", &f.correlation),
-        ("loss", "loss", &f.loss),
-        ("loss-model", "loss", &f.loss_model),
-        ("duplicate", "duplicate", &f.duplicate),
-        ("corrupt", "corrupt", &f.corrupt),
-        ("reorder", "reorder", &f.reorder),
-        ("rate", "rate", &f.rate),
-        ("overhead", "overhead", &f.overhead),
-        ("limit", "limit", &f.limit),
-        ("limit-bytes", "limit-bytes", &f.limit_bytes),
-        ("schedule", "schedule", &f.schedule),
-        ("seed", "seed", &f.seed),
-        ("frame-size", "max-frame", &max_frame),
-    ];
-    for (flag, key, value) in flags {
-        if let Some(v) = value {
-            let named = |e: String| e.replace(&format!("--{key}"), &format!("--{flag}"));
-            apply(&mut ab, key, v).map_err(named)?;
-            apply(&mut ba, key, v).map_err(named)?;
+    // The flags, then the typed --frame-size as the max-frame knob.
+    let frame_size = sources.frame_size.to_string();
+    let flags = sources
+        .flags
+        .0
+        .iter()
+        .map(|(f, v)| (f.as_str(), v.as_str()))
+        .chain([("frame-size", frame_size.as_str())]);
+    for (flag, value) in flags {
+        let knob = match flag {
+            "frame-size" => knob::knob("max-frame"),
+            _ => knob::knob_of_flag(flag),
         }
+        .ok_or_else(|| format!("--{flag}: not an impairment flag"))?;
+        (knob.set)(&mut ab, &format!("--{flag}"), value)?;
+        (knob.set)(&mut ba, &format!("--{flag}"), value)?;
     }
     ba.seed = ba.seed.wrapping_add(0x9e37_79b9);
     if let Some(spec) = &sources.a_to_b {
@@ -275,24 +244,15 @@ mod tests {
         };
         let error = |flags| links(&sources(flags)).unwrap_err();
         assert_eq!(
-            error(ImpairmentFlags {
-                limit: Some("0".into()),
-                ..ImpairmentFlags::default()
-            }),
+            error(ImpairmentFlags::from([("limit", "0")])),
             "A to B: --limit: must be at least 1 frame"
         );
         assert_eq!(
-            error(ImpairmentFlags {
-                limit_bytes: Some("0".into()),
-                ..ImpairmentFlags::default()
-            }),
+            error(ImpairmentFlags::from([("limit-bytes", "0")])),
             "A to B: --limit-bytes: must be at least 1 byte"
         );
         assert_eq!(
-            error(ImpairmentFlags {
-                reorder: Some("50%".into()),
-                ..ImpairmentFlags::default()
-            }),
+            error(ImpairmentFlags::from([("reorder", "50%")])),
             "A to B: --reorder: needs a --delay: a reordered frame overtakes the delayed ones"
         );
         let mut b_only = sources(ImpairmentFlags::default());
@@ -315,7 +275,7 @@ mod tests {
             "schedule",
         ] {
             let key = key_of_field(field).unwrap();
-            assert!(KEYS.contains(&&key[2..]), "{field} → {key}");
+            assert!(keys().any(|k| k == &key[2..]), "{field} → {key}");
         }
     }
 

@@ -1,96 +1,308 @@
-//! The emulator's knobs, each by the key it is spelled with after `--`, in a per-direction spec
-//! (`--a-to-b "delay=1ms"`), in a TOML file and in a body for the control API: what a key
-//! sets ([`apply`]), and the key that names a [`LinkConfig`] field in an error
-//! ([`naming_key`]). [`super::config`] (flags, specs, files) and [`super::flow`] (per-flow
+//! The emulator's knobs, one table ([`KNOBS`]): each row is a knob's key (in a per-direction
+//! spec `--a-to-b "delay=1ms"`, a TOML file, a `--flow` rule and a body for the control API),
+//! its command-line flags with their help (the CLI builds its impairment flags from them),
+//! the [`LinkConfig`] field its errors are named by ([`naming_key`]), and what it sets. A new
+//! knob is one row. [`super::config`] (flags, specs, files) and [`super::flow`] (per-flow
 //! rules) both stand on it.
 
 use std::path::Path;
 
 use latlab_link::{parse, LinkConfig, Schedule};
 
-/// Every key, as it is spelled after `--` and in specs and files.
-pub const KEYS: [&str; 16] = [
-    "delay",
-    "jitter",
-    "jitter-dist",
-    "dist-table",
-    "correlation",
-    "loss",
-    "duplicate",
-    "corrupt",
-    "reorder",
-    "rate",
-    "overhead",
-    "limit",
-    "limit-bytes",
-    "schedule",
-    "seed",
-    "max-frame",
-];
+/// A command-line flag of a knob: its name after `--`, what `--help` says, and the name of
+/// its value there.
+#[derive(Clone, Copy, Debug)]
+pub struct Flag {
+    /// After `--`.
+    pub name: &'static str,
+    /// Its `--help` line.
+    pub help: &'static str,
+    /// Its value's name in `--help`.
+    pub value_name: &'static str,
+    /// Whether a value may start with `-` (a probability clap would take for a flag).
+    pub hyphen_values: bool,
+}
 
-/// Sets `key` to `value` in `config`. File-valued keys (`schedule`, `dist-table`) read the file.
-pub fn apply(config: &mut LinkConfig, key: &str, value: &str) -> Result<(), String> {
-    let flag = format!("--{key}");
-    let e = |err: latlab_link::ConfigError| err.to_string();
-    match key {
-        "delay" => config.delay_ns = parse::duration_ns(&flag, value).map_err(e)?,
-        "jitter" => config.jitter_ns = parse::duration_ns(&flag, value).map_err(e)?,
-        "jitter-dist" => config.jitter_dist = parse::distribution(&flag, value).map_err(e)?,
-        "dist-table" => {
-            let text = read(&flag, value)?;
-            config.jitter_dist =
-                latlab_link::JitterDist::Table(parse::dist_table(&flag, &text).map_err(e)?);
-        }
-        "correlation" => config.correlation = parse::probability(&flag, value).map_err(e)?,
-        "loss" => config.loss = parse::loss(&flag, value).map_err(e)?,
-        "duplicate" => config.duplicate = parse::probability(&flag, value).map_err(e)?,
-        "corrupt" => config.corrupt = parse::probability(&flag, value).map_err(e)?,
-        "reorder" => config.reorder = Some(parse::reorder(&flag, value).map_err(e)?),
-        "rate" => {
-            config.rate_bps = match value {
+/// One impairment knob: everything that names it, and what it sets.
+#[derive(Clone, Copy, Debug)]
+pub struct Knob {
+    /// Its key in a per-direction spec, a TOML file and an API body (`delay=1ms`).
+    pub key: &'static str,
+    /// The flags that set it on the command line for both directions (`--loss` and
+    /// `--loss-model` set the same knob; `max-frame` has none of its own: `--frame-size` is
+    /// typed, and given to the knob as text).
+    pub flags: &'static [Flag],
+    /// The [`LinkConfig`] field [`LinkConfig::validate`] names when it refuses this knob's
+    /// value, if this knob alone sets it.
+    pub field: Option<&'static str>,
+    /// Sets the knob to `value`, errors naming `flag` (`--delay`, or the flag or key the value
+    /// came with). File-valued knobs (`schedule`, `dist-table`) read the file.
+    pub set: fn(&mut LinkConfig, flag: &str, value: &str) -> Result<(), String>,
+}
+
+const fn flag(name: &'static str, value_name: &'static str, help: &'static str) -> Flag {
+    Flag {
+        name,
+        help,
+        value_name,
+        hyphen_values: false,
+    }
+}
+
+const fn probability_flag(name: &'static str, help: &'static str) -> Flag {
+    Flag {
+        name,
+        help,
+        value_name: "P",
+        hyphen_values: true,
+    }
+}
+
+/// A parser's error as text (it names the flag it was given).
+fn text(err: latlab_link::ConfigError) -> String {
+    err.to_string()
+}
+
+/// Every knob, in the order `--help` lists their flags and a spec is written: a new knob is
+/// one row here (and, for how a running link shows it, one line in [`super::api::spec_text`]
+/// and [`super::api::direction_json`]).
+pub static KNOBS: &[Knob] = &[
+    Knob {
+        key: "delay",
+        flags: &[flag(
+            "delay",
+            "DUR",
+            "Delay added to every frame (both directions): 100us, 1ms.",
+        )],
+        field: None,
+        set: |c, flag, v| {
+            c.delay_ns = parse::duration_ns(flag, v).map_err(text)?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "jitter",
+        flags: &[flag("jitter", "DUR", "Jitter around the delay.")],
+        field: None,
+        set: |c, flag, v| {
+            c.jitter_ns = parse::duration_ns(flag, v).map_err(text)?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "jitter-dist",
+        flags: &[flag(
+            "jitter-dist",
+            "DIST",
+            "Jitter distribution: uniform, normal, pareto, paretonormal.",
+        )],
+        field: None,
+        set: |c, flag, v| {
+            c.jitter_dist = parse::distribution(flag, v).map_err(text)?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "dist-table",
+        flags: &[flag(
+            "dist-table",
+            "FILE",
+            "Jitter values from a file (one number per line, in units of --jitter).",
+        )],
+        field: Some("jitter_dist"),
+        set: |c, flag, v| {
+            let file = read(flag, v)?;
+            let table = parse::dist_table(flag, &file).map_err(text)?;
+            c.jitter_dist = latlab_link::JitterDist::Table(table);
+            Ok(())
+        },
+    },
+    Knob {
+        key: "correlation",
+        flags: &[flag(
+            "correlation",
+            "P",
+            "Correlation of successive jitter values, 0..1.",
+        )],
+        field: Some("correlation"),
+        set: |c, flag, v| {
+            c.correlation = parse::probability(flag, v).map_err(text)?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "loss",
+        flags: &[
+            probability_flag("loss", "Independent loss probability: 1%, 0.01."),
+            flag(
+                "loss-model",
+                "MODEL",
+                "A loss model: gemodel:P,R,1-H,1-K or state:P13,P31,P32,P23,P14 (NetEm's \
+                 definitions).",
+            ),
+        ],
+        field: Some("loss"),
+        set: |c, flag, v| {
+            c.loss = parse::loss(flag, v).map_err(text)?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "duplicate",
+        flags: &[probability_flag("duplicate", "Duplication probability.")],
+        field: Some("duplicate"),
+        set: |c, flag, v| {
+            c.duplicate = parse::probability(flag, v).map_err(text)?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "corrupt",
+        flags: &[probability_flag(
+            "corrupt",
+            "Corruption probability (one bit flipped).",
+        )],
+        field: Some("corrupt"),
+        set: |c, flag, v| {
+            c.corrupt = parse::probability(flag, v).map_err(text)?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "reorder",
+        flags: &[flag(
+            "reorder",
+            "P",
+            "Reordering: P (sent without the delay with probability P) or P,gap=N.",
+        )],
+        field: Some("reorder"),
+        set: |c, flag, v| {
+            c.reorder = Some(parse::reorder(flag, v).map_err(text)?);
+            Ok(())
+        },
+    },
+    Knob {
+        key: "rate",
+        flags: &[flag("rate", "RATE", "Rate limit: 1gbit, 100mbit, 56kbit.")],
+        field: Some("rate_bps"),
+        set: |c, flag, v| {
+            c.rate_bps = match v {
                 "none" | "0" => None,
-                v => Some(parse::rate_bps(&flag, v).map_err(e)?),
-            }
-        }
-        "overhead" => {
-            config.overhead_bytes = value
+                v => Some(parse::rate_bps(flag, v).map_err(text)?),
+            };
+            Ok(())
+        },
+    },
+    Knob {
+        key: "overhead",
+        flags: &[flag(
+            "overhead",
+            "BYTES",
+            "Per-frame overhead counted by the rate limit, bytes (default 24: preamble, gap, \
+             FCS).",
+        )],
+        field: None,
+        set: |c, flag, v| {
+            c.overhead_bytes = v
                 .parse()
-                .map_err(|_| format!("{flag}: {value:?} is not a byte count"))?
-        }
-        "limit" => {
-            config.limit_frames = match value {
+                .map_err(|_| format!("{flag}: {v:?} is not a byte count"))?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "limit",
+        flags: &[flag(
+            "limit",
+            "FRAMES",
+            "Queue limit in frames (default 1000).",
+        )],
+        field: Some("limit_frames"),
+        set: |c, flag, v| {
+            c.limit_frames = match v {
                 "none" => None,
                 v => Some(
                     v.parse()
                         .map_err(|_| format!("{flag}: {v:?} is not a number of frames"))?,
                 ),
-            }
-        }
-        "limit-bytes" => {
-            config.limit_bytes = match value {
+            };
+            Ok(())
+        },
+    },
+    Knob {
+        key: "limit-bytes",
+        flags: &[flag("limit-bytes", "BYTES", "Queue limit in bytes.")],
+        field: Some("limit_bytes"),
+        set: |c, flag, v| {
+            c.limit_bytes = match v {
                 "none" => None,
-                v => Some(parse::bytes(&flag, v).map_err(e)?),
-            }
-        }
-        "schedule" => {
-            let text = read(&flag, value)?;
-            config.schedule =
-                Some(Schedule::parse(&text).map_err(|err| format!("{flag} {value}: {err}"))?);
-        }
-        "seed" => {
-            config.seed = value
+                v => Some(parse::bytes(flag, v).map_err(text)?),
+            };
+            Ok(())
+        },
+    },
+    Knob {
+        key: "schedule",
+        flags: &[flag(
+            "schedule",
+            "FILE",
+            "Conditions that change over time: lines of `TIME DELAY LOSS RATE`.",
+        )],
+        field: Some("schedule"),
+        set: |c, flag, v| {
+            let text = read(flag, v)?;
+            let schedule = Schedule::parse(&text).map_err(|err| format!("{flag} {v}: {err}"))?;
+            c.schedule = Some(schedule);
+            Ok(())
+        },
+    },
+    Knob {
+        key: "seed",
+        flags: &[flag("seed", "N", "Seed of the random choices.")],
+        field: None,
+        set: |c, flag, v| {
+            c.seed = v
                 .parse()
-                .map_err(|_| format!("{flag}: {value:?} is not a number"))?
-        }
-        "max-frame" => config.max_frame = parse::bytes(&flag, value).map_err(e)?,
-        other => {
-            return Err(format!(
-                "unknown impairment {other:?}: expected one of {}",
-                KEYS.join(", ")
-            ))
-        }
-    }
-    Ok(())
+                .map_err(|_| format!("{flag}: {v:?} is not a number"))?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "max-frame",
+        flags: &[],
+        field: Some("max_frame"),
+        set: |c, flag, v| {
+            c.max_frame = parse::bytes(flag, v).map_err(text)?;
+            Ok(())
+        },
+    },
+];
+
+/// Every key, as it is spelled after `--` and in specs and files.
+pub fn keys() -> impl Iterator<Item = &'static str> {
+    KNOBS.iter().map(|k| k.key)
+}
+
+/// The knob of `key`.
+pub fn knob(key: &str) -> Option<&'static Knob> {
+    KNOBS.iter().find(|k| k.key == key)
+}
+
+/// The knob a command-line flag (its name after `--`) sets.
+pub fn knob_of_flag(name: &str) -> Option<&'static Knob> {
+    KNOBS
+        .iter()
+        .find(|k| k.flags.iter().any(|f| f.name == name))
+}
+
+/// Sets `key` to `value` in `config`, errors naming `--KEY`.
+pub fn apply(config: &mut LinkConfig, key: &str, value: &str) -> Result<(), String> {
+    let knob = knob(key).ok_or_else(|| {
+        format!(
+            "unknown impairment {key:?}: expected one of {}",
+            keys().collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    (knob.set)(config, &format!("--{key}"), value)
 }
 
 fn read(flag: &str, path: &str) -> Result<String, String> {
@@ -112,21 +324,11 @@ pub(crate) fn scalar(path: &Path, key: &str, value: &toml::Value) -> Result<Stri
 
 /// The key (as its flag) that sets a [`LinkConfig`] field, for the messages of
 /// [`LinkConfig::validate`], which name the field. `None` for a field no key sets alone.
-pub fn key_of_field(field: &str) -> Option<&'static str> {
-    Some(match field {
-        "jitter_dist" => "--dist-table",
-        "correlation" => "--correlation",
-        "loss" => "--loss",
-        "duplicate" => "--duplicate",
-        "corrupt" => "--corrupt",
-        "reorder" => "--reorder",
-        "rate_bps" => "--rate",
-        "limit_frames" => "--limit",
-        "limit_bytes" => "--limit-bytes",
-        "max_frame" => "--max-frame",
-        "schedule" => "--schedule",
-        _ => return None,
-    })
+pub fn key_of_field(field: &str) -> Option<String> {
+    KNOBS
+        .iter()
+        .find(|k| k.field == Some(field))
+        .map(|k| format!("--{}", k.key))
 }
 
 /// A validation error's message with the field at fault named by its key, as the keys are
@@ -137,7 +339,47 @@ pub fn naming_key(error: latlab_link::ConfigError) -> String {
     };
     // The reason may name another field: say which key sets it.
     error
-        .naming_field_as(key)
+        .naming_field_as(&key)
         .to_string()
         .replace("needs delay_ns above 0", "needs a --delay")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_and_flag_names_one_knob() {
+        let mut names = std::collections::BTreeSet::new();
+        for k in KNOBS {
+            assert!(std::ptr::eq(knob(k.key).unwrap(), k), "{}", k.key);
+            for f in k.flags {
+                assert!(names.insert(f.name), "--{} twice", f.name);
+                assert!(
+                    std::ptr::eq(knob_of_flag(f.name).unwrap(), k),
+                    "--{}",
+                    f.name
+                );
+            }
+        }
+        let keys: std::collections::BTreeSet<_> = keys().collect();
+        assert_eq!(keys.len(), KNOBS.len(), "a key twice");
+    }
+
+    #[test]
+    fn a_knobs_errors_name_the_flag_it_was_given_with() {
+        let mut c = LinkConfig::default();
+        let loss = knob_of_flag("loss-model").unwrap();
+        let err = (loss.set)(&mut c, "--loss-model", "gemodel:x").unwrap_err();
+        assert!(err.starts_with("--loss-model"), "{err}");
+        let err = apply(&mut c, "loss", "gemodel:x").unwrap_err();
+        assert!(err.starts_with("--loss"), "{err}");
+        let frame = knob("max-frame").unwrap();
+        let err = (frame.set)(&mut c, "--frame-size", "big").unwrap_err();
+        assert!(err.starts_with("--frame-size"), "{err}");
+        // Every validated field is named by the key that sets it.
+        for k in KNOBS.iter().filter(|k| k.field.is_some()) {
+            assert_eq!(key_of_field(k.field.unwrap()), Some(format!("--{}", k.key)));
+        }
+    }
 }

@@ -5,7 +5,7 @@
 pub mod api;
 pub mod config;
 pub mod flow;
-mod knob;
+pub mod knob;
 pub mod metrics;
 pub mod pcap;
 pub mod report;
