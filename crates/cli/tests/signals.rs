@@ -300,20 +300,7 @@ fn sigterm_to_emu_writes_its_json_and_exits_143() {
     let lab = ClientEmuServer::build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("emu.json");
-    let mut child = common::in_ns(lab.emu.name())
-        .args([
-            "emu",
-            "--iface-a",
-            ClientEmuServer::EMU_A,
-            "--iface-b",
-            ClientEmuServer::EMU_B,
-            "--delay",
-            "1ms",
-            "--poll",
-            "block",
-            "--mode",
-            "run-to-completion",
-        ])
+    let mut child = emu_blocking(&lab)
         .arg("--json")
         .arg(&json)
         .stdout(Stdio::null())
@@ -494,22 +481,28 @@ impl Drop for Running {
     }
 }
 
+/// `latlab emu` in the lab's emulator namespace: 1 ms each way, one blocking loop.
+fn emu_blocking(lab: &ClientEmuServer) -> std::process::Command {
+    let mut emu = common::in_ns(lab.emu.name());
+    emu.args([
+        "emu",
+        "--iface-a",
+        ClientEmuServer::EMU_A,
+        "--iface-b",
+        ClientEmuServer::EMU_B,
+        "--delay",
+        "1ms",
+        "--poll",
+        "block",
+        "--mode",
+        "run-to-completion",
+    ]);
+    emu
+}
+
 /// `latlab emu --pcap FILE` with the lab's emulator namespace, running until stopped.
 fn emu_with_pcap(lab: &ClientEmuServer, pcap: &Path) -> Running {
-    let child = common::in_ns(lab.emu.name())
-        .args([
-            "emu",
-            "--iface-a",
-            ClientEmuServer::EMU_A,
-            "--iface-b",
-            ClientEmuServer::EMU_B,
-            "--delay",
-            "1ms",
-            "--poll",
-            "block",
-            "--mode",
-            "run-to-completion",
-        ])
+    let child = emu_blocking(lab)
         .arg("--pcap")
         .arg(pcap)
         .stdout(Stdio::null())
