@@ -251,6 +251,64 @@ pub struct ClientEmuServer {
 }
 
 impl ClientEmuServer {
+    /// Enables IPv4 forwarding in the middle namespace between two subnets of their own
+    /// (198.18.2.0/24 on the client's side, 198.18.1.0/24 on the server's), so the kernel
+    /// forwards between client and server (a DUT, or a study's baseline) while the bridged
+    /// addresses stay as they are; the middle knows the server's MAC for good (no ARP under
+    /// load). Returns the client's and the server's routed addresses.
+    pub fn route_through_middle(&self) -> Result<(Ipv4Addr, Ipv4Addr), TopologyError> {
+        let (c, e, s) = (self.client.name(), self.emu.name(), self.server.name());
+        let (a, b) = (ClientEmuServer::EMU_A, ClientEmuServer::EMU_B);
+        ip(&["-n", e, "addr", "add", "198.18.2.254/24", "dev", a])?;
+        ip(&["-n", e, "addr", "add", "198.18.1.254/24", "dev", b])?;
+        ip(&["-n", c, "addr", "add", "198.18.2.1/24", "dev", "veth0"])?;
+        ip(&["-n", s, "addr", "add", "198.18.1.2/24", "dev", "veth0"])?;
+        // From the routed address, not the bridged one the same veth also has.
+        ip(&[
+            "-n",
+            c,
+            "route",
+            "add",
+            "198.18.1.0/24",
+            "via",
+            "198.18.2.254",
+            "src",
+            "198.18.2.1",
+        ])?;
+        ip(&[
+            "-n",
+            s,
+            "route",
+            "add",
+            "198.18.2.0/24",
+            "via",
+            "198.18.1.254",
+            "src",
+            "198.18.1.2",
+        ])?;
+        let server_mac = mac_of(s, "veth0")?;
+        ip(&[
+            "-n",
+            e,
+            "neigh",
+            "replace",
+            "198.18.1.2",
+            "lladdr",
+            &server_mac,
+            "dev",
+            b,
+            "nud",
+            "permanent",
+        ])?;
+        latlab_io::netns::run_in(e, || std::fs::write("/proc/sys/net/ipv4/ip_forward", "1"))
+            .and_then(|r| r)
+            .map_err(|err| TopologyError::Command {
+                command: format!("ip_forward on in {e}"),
+                stderr: err.to_string(),
+            })?;
+        Ok((Ipv4Addr::new(198, 18, 2, 1), Ipv4Addr::new(198, 18, 1, 2)))
+    }
+
     /// The emulator's interface towards the client.
     pub const EMU_A: &'static str = "emu-a";
     /// The emulator's interface towards the server.

@@ -3,7 +3,7 @@
 //! DUT's core by RPS on both of its veths.
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -208,7 +208,7 @@ pub(super) fn start(
     let live = fwd_live.clone().unwrap_or_default();
     let (thread, path) = match dut {
         Dut::Kernel => {
-            let (src, dst) = route_through_kernel(lab)?;
+            let (src, dst) = lab.route_through_middle()?;
             let path = Path {
                 src: SocketAddr::from((src, 4000)),
                 dst: SocketAddr::from((dst, SINK_PORT)),
@@ -410,70 +410,4 @@ fn bridge(lab: &ClientEmuServer) -> Result<(), TopologyError> {
     }
     ip(&["-n", ns, "link", "set", "br0", "up"])?;
     Ok(())
-}
-
-/// IPv4 forwarding in the DUT's namespace between 198.18.2.0/24 (client side) and
-/// 198.18.1.0/24 (server side); returns the client's and the server's routed addresses.
-fn route_through_kernel(lab: &ClientEmuServer) -> Result<(Ipv4Addr, Ipv4Addr), TopologyError> {
-    let (c, e, s) = (lab.client.name(), lab.emu.name(), lab.server.name());
-    ip(&[
-        "-n",
-        e,
-        "addr",
-        "add",
-        "198.18.2.254/24",
-        "dev",
-        ClientEmuServer::EMU_A,
-    ])?;
-    ip(&[
-        "-n",
-        e,
-        "addr",
-        "add",
-        "198.18.1.254/24",
-        "dev",
-        ClientEmuServer::EMU_B,
-    ])?;
-    ip(&["-n", c, "addr", "add", "198.18.2.1/24", "dev", "veth0"])?;
-    ip(&["-n", s, "addr", "add", "198.18.1.2/24", "dev", "veth0"])?;
-    ip(&[
-        "-n",
-        c,
-        "route",
-        "add",
-        "198.18.1.0/24",
-        "via",
-        "198.18.2.254",
-    ])?;
-    ip(&[
-        "-n",
-        s,
-        "route",
-        "add",
-        "198.18.2.0/24",
-        "via",
-        "198.18.1.254",
-    ])?;
-    // The DUT must know the server's MAC before the first trial (no ARP under load).
-    let server_mac = crate::topology::mac_of(s, "veth0")?;
-    ip(&[
-        "-n",
-        e,
-        "neigh",
-        "replace",
-        "198.18.1.2",
-        "lladdr",
-        &server_mac,
-        "dev",
-        ClientEmuServer::EMU_B,
-        "nud",
-        "permanent",
-    ])?;
-    latlab_io::netns::run_in(e, || std::fs::write("/proc/sys/net/ipv4/ip_forward", "1"))
-        .and_then(|r| r)
-        .map_err(|err| TopologyError::Command {
-            command: format!("ip_forward on in {e}"),
-            stderr: err.to_string(),
-        })?;
-    Ok((Ipv4Addr::new(198, 18, 2, 1), Ipv4Addr::new(198, 18, 1, 2)))
 }

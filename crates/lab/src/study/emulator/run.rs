@@ -1,7 +1,6 @@
 //! Running the emulator study: the lab, the routed path through the kernel, the reflector,
 //! and the latency, accuracy and loss points.
 
-use std::fs;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,62 +27,6 @@ fn relative_trace(trace: &[(u64, u64)]) -> Vec<(u64, u64)> {
     trace.iter().map(|&(t, l)| (t - t0, l)).collect()
 }
 
-/// Enables IPv4 forwarding in the emulator's namespace between two subnets of their own
-/// (198.18.2.0/24 on the client's side, 198.18.1.0/24 on the server's), so the kernel can
-/// forward between client and server as the baseline while the bridged addresses stay as they
-/// are. Returns (client address, server address) of the routed path.
-fn route_through_kernel(lab: &ClientEmuServer) -> Result<(Ipv4Addr, Ipv4Addr), StudyError> {
-    let run = |args: &[&str]| -> Result<(), StudyError> {
-        crate::topology::ip(args)?;
-        Ok(())
-    };
-    let (c, e, s) = (lab.client.name(), lab.emu.name(), lab.server.name());
-    run(&[
-        "-n",
-        e,
-        "addr",
-        "add",
-        "198.18.2.254/24",
-        "dev",
-        ClientEmuServer::EMU_A,
-    ])?;
-    run(&[
-        "-n",
-        e,
-        "addr",
-        "add",
-        "198.18.1.254/24",
-        "dev",
-        ClientEmuServer::EMU_B,
-    ])?;
-    run(&["-n", c, "addr", "add", "198.18.2.1/24", "dev", "veth0"])?;
-    run(&["-n", s, "addr", "add", "198.18.1.2/24", "dev", "veth0"])?;
-    run(&[
-        "-n",
-        c,
-        "route",
-        "add",
-        "198.18.1.0/24",
-        "via",
-        "198.18.2.254",
-        "src",
-        "198.18.2.1",
-    ])?;
-    run(&[
-        "-n",
-        s,
-        "route",
-        "add",
-        "198.18.2.0/24",
-        "via",
-        "198.18.1.254",
-        "src",
-        "198.18.1.2",
-    ])?;
-    latlab_io::netns::run_in(e, || fs::write("/proc/sys/net/ipv4/ip_forward", "1"))??;
-    Ok((Ipv4Addr::new(198, 18, 2, 1), Ipv4Addr::new(198, 18, 1, 2)))
-}
-
 /// Builds the lab, measures the latency, accuracy and loss points and then the forwarding
 /// rates into `<out>/points` (the folder must not exist) and writes `study.json`; returns the
 /// lab's description.
@@ -107,7 +50,7 @@ pub(super) fn measure_all(
     StudyFile::new(StudyKind::Emulator, &topology)
         .with_parameters(options.parameters())
         .write(&options.out)?;
-    let routed = route_through_kernel(&lab)?;
+    let routed = lab.route_through_middle()?;
     let echo_socket = latlab_io::netns::run_in(lab.server.name(), || {
         UdpSocket::bind(
             SocketAddr::from(([0, 0, 0, 0], 7777)),
