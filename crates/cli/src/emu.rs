@@ -34,6 +34,20 @@ enum ModeArg {
     Pipeline,
 }
 
+/// `--flow`'s help, its names from the lists the rule parser takes.
+fn flow_help() -> String {
+    use latlab_lab::emu::flow::{ETHER_NAMES, PROTOCOL_NAMES};
+    format!(
+        "A per-flow rule, 'MATCH / SPEC' (repeatable): frames matching every key of MATCH \
+         (ether={}|0xNNNN, proto={}|N, src=PREFIX, dst=PREFIX, sport=N[-M], dport=N[-M], \
+         port=N[-M]; dir=a-to-b|b-to-a for one direction) get SPEC's impairments, in the words \
+         of --a-to-b, instead of the default link's; the first rule that matches takes a \
+         frame: 'proto=udp dport=27015 / loss=5% delay=20ms'",
+        ETHER_NAMES.join("|"),
+        PROTOCOL_NAMES.join("|")
+    )
+}
+
 /// The impairment flags, built from the knob table: a new knob's flag comes with its row.
 #[derive(Debug, Default)]
 struct ImpairmentArgs(ImpairmentFlags);
@@ -61,7 +75,7 @@ impl clap::Args for ImpairmentArgs {
             clap::Arg::new(f.name)
                 .long(f.name)
                 .value_name(f.value_name)
-                .help(f.help.trim_end_matches('.'))
+                .help(f.help_text().trim_end_matches('.').to_string())
                 .allow_hyphen_values(f.hyphen_values)
         }))
     }
@@ -88,12 +102,7 @@ pub(crate) struct EmuArgs {
     /// Impairments of the B→A direction only.
     #[arg(long, value_name = "SPEC")]
     b_to_a: Option<String>,
-    /// A per-flow rule, 'MATCH / SPEC' (repeatable): frames matching every key of MATCH
-    /// (ether=ipv4|ipv6|arp|0xNNNN, proto=udp|tcp|icmp|N, src=PREFIX, dst=PREFIX,
-    /// sport=N[-M], dport=N[-M], port=N[-M]; dir=a-to-b|b-to-a for one direction) get SPEC's
-    /// impairments, in the words of --a-to-b, instead of the default link's; the first rule
-    /// that matches takes a frame: 'proto=udp dport=27015 / loss=5% delay=20ms'.
-    #[arg(long, value_name = "RULE")]
+    #[arg(long, value_name = "RULE", help = flow_help())]
     flow: Vec<String>,
     /// A TOML file of impairments: keys at the top apply to both directions, [a_to_b] and
     /// [b_to_a] tables to one, [[flow]] tables (match = "MATCH" and impairment keys) are

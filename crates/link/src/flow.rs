@@ -290,6 +290,11 @@ fn invalid(option: &str, reason: &str) -> ConfigError {
     }
 }
 
+/// The EtherTypes `ether=` takes by name (or a number in hex, `0x88cc`).
+pub const ETHER_NAMES: [&str; 3] = ["ipv4", "ipv6", "arp"];
+/// The protocols `proto=` takes by name (or a number 0-255).
+pub const PROTOCOL_NAMES: [&str; 7] = ["udp", "tcp", "icmp", "icmpv6", "sctp", "dccp", "udplite"];
+
 fn ethertype(value: &str) -> Result<u16, String> {
     match value.to_ascii_lowercase().as_str() {
         "ipv4" | "ip" => Ok(ETHERTYPE_IPV4),
@@ -298,7 +303,12 @@ fn ethertype(value: &str) -> Result<u16, String> {
         v => v
             .strip_prefix("0x")
             .and_then(|hex| u16::from_str_radix(hex, 16).ok())
-            .ok_or_else(|| "expected ipv4, ipv6, arp or a number in hex (0x88cc)".into()),
+            .ok_or_else(|| {
+                format!(
+                    "expected {} or a number in hex (0x88cc)",
+                    ETHER_NAMES.join(", ")
+                )
+            }),
     }
 }
 
@@ -311,9 +321,10 @@ fn protocol_of(value: &str) -> Result<Protocol, String> {
         "sctp" => Protocol::Number(protocol::SCTP),
         "dccp" => Protocol::Number(protocol::DCCP),
         "udplite" => Protocol::Number(protocol::UDPLITE),
-        v => Protocol::Number(v.parse().map_err(|_| {
-            "expected udp, tcp, icmp, icmpv6, sctp, dccp, udplite or a number 0-255".to_string()
-        })?),
+        v => Protocol::Number(
+            v.parse()
+                .map_err(|_| format!("expected {} or a number 0-255", PROTOCOL_NAMES.join(", ")))?,
+        ),
     })
 }
 

@@ -169,6 +169,9 @@ pub fn loss(flag: &str, text: &str) -> Result<LossModel, ConfigError> {
     Ok(model)
 }
 
+/// The jitter distributions [`distribution`] takes by name.
+pub const DISTRIBUTIONS: [&str; 4] = ["uniform", "normal", "pareto", "paretonormal"];
+
 /// A named jitter distribution: `uniform`, `normal`, `pareto` or `paretonormal` (any case).
 /// A table comes from a file: [`dist_table`] or [`netem_dist_table`].
 pub fn distribution(flag: &str, text: &str) -> Result<JitterDist, ConfigError> {
@@ -479,6 +482,14 @@ mod tests {
             message(loss("--loss", "120%")),
             "--loss: 120% is above 100%"
         );
+    }
+
+    #[test]
+    fn every_named_distribution_parses_and_its_error_lists_them_all() {
+        for name in DISTRIBUTIONS {
+            assert!(distribution("--x", name).is_ok(), "{name}");
+        }
+        assert!(DISTRIBUTION.ends_with(&format!("({})", DISTRIBUTIONS.join(", "))));
     }
 
     #[test]

@@ -22,6 +22,7 @@
 
 use std::path::Path;
 
+pub use latlab_link::flow::{ETHER_NAMES, PROTOCOL_NAMES};
 use latlab_link::{FlowMatch, FlowRule, LinkConfig};
 
 use super::knob;

@@ -21,6 +21,19 @@ pub struct Flag {
     pub value_name: &'static str,
     /// Whether a value may start with `-` (a probability clap would take for a flag).
     pub hyphen_values: bool,
+    /// The names its value takes, from the parser's own list, shown after the help
+    /// (`--jitter-dist`'s distributions); empty for a value that is not a name.
+    pub names: &'static [&'static str],
+}
+
+impl Flag {
+    /// Its `--help` line, with the names it takes.
+    pub fn help_text(&self) -> String {
+        match self.names {
+            [] => self.help.to_string(),
+            names => format!("{}: {}", self.help, names.join(", ")),
+        }
+    }
 }
 
 /// One impairment knob: everything that names it, and what it sets.
@@ -46,6 +59,7 @@ const fn flag(name: &'static str, value_name: &'static str, help: &'static str) 
         help,
         value_name,
         hyphen_values: false,
+        names: &[],
     }
 }
 
@@ -55,6 +69,7 @@ const fn probability_flag(name: &'static str, help: &'static str) -> Flag {
         help,
         value_name: "P",
         hyphen_values: true,
+        names: &[],
     }
 }
 
@@ -91,11 +106,10 @@ pub static KNOBS: &[Knob] = &[
     },
     Knob {
         key: "jitter-dist",
-        flags: &[flag(
-            "jitter-dist",
-            "DIST",
-            "Jitter distribution: uniform, normal, pareto, paretonormal.",
-        )],
+        flags: &[Flag {
+            names: &parse::DISTRIBUTIONS,
+            ..flag("jitter-dist", "DIST", "Jitter distribution")
+        }],
         field: None,
         set: |c, flag, v| {
             c.jitter_dist = parse::distribution(flag, v).map_err(text)?;

@@ -107,7 +107,7 @@ pub fn udt_refusal() -> String {
 /// `FromStr` takes (latlab's keys are `latlab_transport::Recovery`'s, and `urgent`).
 pub const TRANSPORTS_HELP: &str = "udp | tcp[:cc=reno|cubic|bbr][,thin][,rto_min=DUR] | \
      enet[:reliable|unreliable] | kcp[:mode=fast|normal] | quic[:stream|datagrams] | \
-     latlab[:tcp-like|thin|rack[:KEY=VALUE|urgent,...]]";
+     latlab[:tcp-like|thin|rack[:KEY=VALUE,...]][,urgent]";
 
 impl TransportSpec {
     /// Whether the transport delivers every message (a lost one is then a failure).
@@ -259,14 +259,25 @@ impl FromStr for TransportSpec {
         if name == "latlab" {
             // The rest is the transport's own policy text, colons and all, but for `urgent`,
             // which is the stream's: how it hands its messages over.
+            // `urgent` may follow the policy (`latlab:thin,urgent`, as the transport prints
+            // itself when the policy has no keys) or its keys (`latlab:rack:rdb=600,urgent`).
             let (policy, keys) = opts.split_once(':').unwrap_or((opts, ""));
-            let urgent = keys.split(',').any(|k| k == "urgent");
-            let keys: Vec<&str> = keys
-                .split(',')
-                .filter(|k| !k.is_empty() && *k != "urgent")
-                .collect();
+            let mut urgent = false;
+            let mut words = |part: &'_ str| -> Vec<String> {
+                part.split(',')
+                    .filter(|k| !k.is_empty())
+                    .filter(|k| {
+                        let is = *k == "urgent";
+                        urgent |= is;
+                        !is
+                    })
+                    .map(str::to_string)
+                    .collect()
+            };
+            let policy = words(policy).join(",");
+            let keys = words(keys);
             let policy = if keys.is_empty() {
-                policy.to_string()
+                policy
             } else {
                 format!("{policy}:{}", keys.join(","))
             };
@@ -275,7 +286,15 @@ impl FromStr for TransportSpec {
             } else {
                 policy
                     .parse()
-                    .map_err(|e| format!("latlab: {e} (policies: tcp-like, thin, rack)"))?
+                    .map_err(|e: latlab_transport::ParseRecoveryError| {
+                        // The policy's own error lists the policies when the policy was wrong.
+                        let e = e.to_string();
+                        if e.contains("(tcp-like, thin, rack)") {
+                            format!("latlab: {e}")
+                        } else {
+                            format!("latlab: {e} (policies: tcp-like, thin, rack)")
+                        }
+                    })?
             };
             return Ok(TransportSpec::Latlab { recovery, urgent });
         }
@@ -382,6 +401,19 @@ mod tests {
                 urgent: false,
             })
         );
+        // With a policy that has no keys, urgent follows the policy, as it prints itself.
+        for text in [
+            "latlab:thin,urgent",
+            "latlab:tcp-like,urgent",
+            "latlab:urgent",
+        ] {
+            let spec: TransportSpec = text.parse().unwrap();
+            assert!(
+                matches!(spec, TransportSpec::Latlab { urgent: true, .. }),
+                "{text}"
+            );
+            assert_eq!(spec.to_string().parse::<TransportSpec>(), Ok(spec.clone()));
+        }
         let urgent: TransportSpec = "latlab:rack:rdb=600,urgent".parse().unwrap();
         assert!(
             matches!(urgent, TransportSpec::Latlab { urgent: true, recovery } if recovery.rdb_bytes == 600)

@@ -257,3 +257,14 @@ fn random_frames_never_panic_and_ip_keys_need_an_ip_header() {
         let _ = rules[0].matches(&key);
     }
 }
+
+#[test]
+fn every_named_protocol_and_ethertype_parses() {
+    use super::{ethertype, protocol_of, ETHER_NAMES, PROTOCOL_NAMES};
+    for name in PROTOCOL_NAMES {
+        assert!(protocol_of(name).is_ok(), "{name}");
+    }
+    for name in ETHER_NAMES {
+        assert!(ethertype(name).is_ok(), "{name}");
+    }
+}
