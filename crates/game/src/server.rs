@@ -9,6 +9,8 @@ use latlab_wire::probe;
 
 use crate::cookie::{CookieKey, KeyedState};
 use crate::idle::IdleList;
+mod rate_limit;
+use rate_limit::RateLimit;
 
 /// What a [`Server`] is built from.
 #[derive(Clone, PartialEq)]
@@ -180,41 +182,6 @@ struct Client {
     client_nonce: u64,
     /// Theoretical arrival time of the rate limiter (GCRA), ns.
     next_conforming_ns: u64,
-}
-
-/// The token bucket of [`ServerConfig::rate_limit_pps`] in its virtual
-/// scheduling form (GCRA): equivalent to a bucket of `burst` tokens refilled
-/// at one token per `interval_ns`, in integer nanoseconds so that it is exact.
-#[derive(Clone, Copy, Debug)]
-struct RateLimit {
-    interval_ns: u64,
-    /// `(burst - 1) * interval_ns`: how far ahead of schedule a client may be.
-    tolerance_ns: u64,
-    burst: u32,
-}
-
-impl RateLimit {
-    fn new(pps: f64, burst: u32) -> RateLimit {
-        // `as` saturates: +inf and huge values give u64::MAX, NaN gives 0.
-        let interval_ns = ((1e9 / pps).round() as u64).max(1);
-        let interval_ns = if pps > 0.0 { interval_ns } else { u64::MAX };
-        RateLimit {
-            interval_ns,
-            tolerance_ns: interval_ns.saturating_mul(u64::from(burst.saturating_sub(1))),
-            burst,
-        }
-    }
-
-    /// Takes a token for a packet at `now` if there is one.
-    fn admit(&self, next_conforming_ns: &mut u64, now: u64) -> bool {
-        if self.burst == 0 || now.saturating_add(self.tolerance_ns) < *next_conforming_ns {
-            return false;
-        }
-        *next_conforming_ns = (*next_conforming_ns)
-            .max(now)
-            .saturating_add(self.interval_ns);
-        true
-    }
 }
 
 /// The model game server.
