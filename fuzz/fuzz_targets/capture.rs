@@ -1,9 +1,12 @@
 //! Capture reader (`latlab trace-stats`, `latlab gen --trace`): `parse_capture` never panics
 //! on any bytes; a capture it accepts has at most as many packets as frames, and every
-//! statistic of its streams is computed without a panic and within the packets' own bounds.
+//! statistic of its streams is computed without a panic and within the packets' own bounds, and
+//! so is the replay of its busiest stream.
 #![no_main]
 
-use latlab_lab::trace::{capture, stats_of, streams};
+use std::path::Path;
+
+use latlab_lab::trace::{capture, replay, stats_of, streams};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -18,5 +21,15 @@ fuzz_target!(|data: &[u8]| {
         if let (Some(min), Some(max)) = (row.gap_min_ms, row.gap_max_ms) {
             assert!(min <= max);
         }
+    }
+    // The replay `gen --trace` would send: one message per packet of the busiest stream's
+    // busier direction, whatever the clock in the file did.
+    if let Some(busiest) = all
+        .iter()
+        .map(|s| s.directions[0].len().max(s.directions[1].len()))
+        .max()
+    {
+        let r = replay(Path::new("fuzz.pcap"), &capture, None, 1.0).expect("a stream to replay");
+        assert!(r.messages.len() <= busiest);
     }
 });

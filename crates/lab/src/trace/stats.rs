@@ -131,7 +131,9 @@ impl DirectionStats {
         let mut g = gaps(packets);
         g.sort_unstable();
         let ms = |ns: u64| ns as f64 / 1e6;
-        let span_ns: u64 = g.iter().sum();
+        // Summed wide: a capture whose clock runs back and forth (a corrupted or merged file)
+        // has gaps near u64::MAX that would overflow a u64 sum.
+        let span_ns: u128 = g.iter().map(|&gap| u128::from(gap)).sum();
         let (gap_avg, median, min, max, p1, p99) = if g.is_empty() {
             (None, None, None, None, None, None)
         } else {
@@ -145,7 +147,7 @@ impl DirectionStats {
             )
         };
         let span_s = span_ns as f64 / 1e9;
-        let wire_bits: usize = packets.iter().skip(1).map(|p| p.2 * 8).sum();
+        let wire_bits: u128 = packets.iter().skip(1).map(|p| p.2 as u128 * 8).sum();
         Some(DirectionStats {
             stream: stream.number,
             protocol: stream.protocol,

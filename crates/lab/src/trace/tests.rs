@@ -363,3 +363,36 @@ fn write_fuzz_seeds() {
         std::fs::write(dir.join(format!("seed-{name}")), bytes).unwrap();
     }
 }
+
+#[test]
+fn a_clock_that_runs_back_and_forth_gives_statistics_not_an_overflow() {
+    // Found by the capture fuzz target: a pcapng file whose timestamps jump between 0 and
+    // near u64::MAX ns made the sum of the gaps overflow a u64.
+    let frame = ipv4(17, addr("10.0.0.1:4000"), addr("10.0.0.2:7000"), 10);
+    let frames: Vec<(u64, Vec<u8>)> = [0, u64::MAX - 1, 0, u64::MAX - 1]
+        .iter()
+        .map(|&ts| (ts, frame.clone()))
+        .collect();
+    let stream = Stream {
+        number: 1,
+        protocol: Protocol::Udp,
+        a: addr("10.0.0.1:4000"),
+        b: addr("10.0.0.2:7000"),
+        directions: [
+            frames.iter().map(|(ts, f)| (*ts, 10, f.len())).collect(),
+            Vec::new(),
+        ],
+    };
+    let row = DirectionStats::of(&stream, 0).unwrap();
+    let span_ms = 2.0 * (u64::MAX - 1) as f64 / 1e6;
+    assert_eq!(row.packets, 4);
+    assert_eq!(row.gap_min_ms, Some(0.0));
+    assert_eq!(row.gap_max_ms, Some((u64::MAX - 1) as f64 / 1e6));
+    assert!((row.gap_avg_ms.unwrap() - span_ms / 3.0).abs() / (span_ms / 3.0) < 1e-9);
+    assert!(row.pps.unwrap() > 0.0 && row.pps.unwrap() < 1e-9);
+    assert!(DirectionStats::of(&stream, 1).is_none());
+    // The fuzz target's input itself parses and gives rows.
+    let found = include_bytes!("../../../../fuzz/corpus/capture/seed-crash-gap-sum-overflow");
+    let capture = capture::parse_capture(found).unwrap();
+    assert!(!stats_of(&capture).is_empty());
+}
