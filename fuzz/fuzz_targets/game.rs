@@ -24,5 +24,8 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(repr.emit_bytes(&mut out), len);
     assert_eq!(&out[..len], &data[..len], "emit is not canonical");
     assert_eq!(&out[len..], &data[len..], "emit wrote past buffer_len");
-    assert_eq!(Repr::parse(&Packet::new_checked(&out[..len]).unwrap()), Ok(repr));
+    assert_eq!(
+        Repr::parse(&Packet::new_checked(&out[..len]).unwrap()),
+        Ok(repr)
+    );
 });

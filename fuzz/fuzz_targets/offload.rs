@@ -6,8 +6,7 @@
 #![no_main]
 
 use latlab_wire::offload::{
-    check_transport_checksum, finish_unfinished_checksum, ChecksumState, Finisher, Offload,
-    VlanTag,
+    check_transport_checksum, finish_unfinished_checksum, ChecksumState, Finisher, Offload, VlanTag,
 };
 use libfuzzer_sys::fuzz_target;
 

@@ -18,5 +18,8 @@ fuzz_target!(|data: &[u8]| {
     let mut out = data.to_vec();
     repr.emit(&mut Packet::new_unchecked(&mut out[..]));
     assert_eq!(out, data, "re-emit changed bytes");
-    assert_eq!(Repr::parse(&Packet::new_checked(&out[..]).unwrap()), Ok(repr));
+    assert_eq!(
+        Repr::parse(&Packet::new_checked(&out[..]).unwrap()),
+        Ok(repr)
+    );
 });

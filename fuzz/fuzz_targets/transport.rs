@@ -21,5 +21,9 @@ fuzz_target!(|data: &[u8]| {
         at += len;
     }
     assert_eq!(at, data.len(), "frames cover the whole packet");
-    assert_eq!(&out[HEADER_LEN..], &data[HEADER_LEN..], "emit is not canonical");
+    assert_eq!(
+        &out[HEADER_LEN..],
+        &data[HEADER_LEN..],
+        "emit is not canonical"
+    );
 });

@@ -18,7 +18,10 @@ fuzz_target!(|data: &[u8]| {
     let payload = frame.payload();
     assert_eq!(payload.len(), repr.payload_len);
     assert_eq!((frame.src(), frame.dst()), (repr.src, repr.dst));
-    assert_eq!((frame.src_mac(), frame.dst_mac()), (repr.src_mac, repr.dst_mac));
+    assert_eq!(
+        (frame.src_mac(), frame.dst_mac()),
+        (repr.src_mac, repr.dst_mac)
+    );
 
     // The same frame, layer by layer.
     let eth = ethernet::Frame::new_checked(data).expect("layer 2");
@@ -34,14 +37,20 @@ fuzz_target!(|data: &[u8]| {
     let emitted = Frame::new_unchecked(&out[..]);
     assert_eq!(Repr::parse(&emitted), Ok(repr));
     assert_eq!(emitted.payload(), payload);
-    assert!(emitted.udp().verify_checksum(*repr.src.ip(), *repr.dst.ip()));
+    assert!(emitted
+        .udp()
+        .verify_checksum(*repr.src.ip(), *repr.dst.ip()));
     assert_ne!(emitted.udp().checksum(), 0);
 
     // Refilled in place, wherever the datagram sits.
     let mut copy = data.to_vec();
-    Frame::new_checked(&mut copy[..]).unwrap().fill_udp_checksum();
+    Frame::new_checked(&mut copy[..])
+        .unwrap()
+        .fill_udp_checksum();
     let refilled = Frame::new_checked(&copy[..]).unwrap();
-    assert!(refilled.udp().verify_checksum(*repr.src.ip(), *repr.dst.ip()));
+    assert!(refilled
+        .udp()
+        .verify_checksum(*repr.src.ip(), *repr.dst.ip()));
     assert_ne!(refilled.udp().checksum(), 0);
     assert_eq!(Repr::parse(&refilled), Ok(repr));
 });
