@@ -1,12 +1,12 @@
-//! `latlab demo`: flags → [`latlab_lab::demo`].
+//! `latlab demo`: flags → [`latlab_study::demo`].
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
 use latlab_lab::command::default_out;
-use latlab_lab::demo::DemoOptions;
 use latlab_lab::units::{parse_duration, parse_rate};
+use latlab_study::demo::DemoOptions;
 
 use crate::{progress, signals, STOP};
 
@@ -42,7 +42,7 @@ pub(crate) fn run(a: DemoArgs) -> Result<()> {
     }
     let mut bar = progress::Bar::new();
     let outcome =
-        latlab_lab::demo::run(&options, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
+        latlab_study::demo::run(&options, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
     outln!("latlab demo: {}", outcome.topology);
     out!(
         "{}",

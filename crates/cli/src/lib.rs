@@ -5,7 +5,7 @@
 //! already written). A bad flag, configuration or schedule ends with one line naming it and
 //! exit code 2; a failure at run time prints the whole chain of causes on one line and exits
 //! with 1. A closed stdout (`latlab … | head`) ends the command quietly. SIGINT (Ctrl-C),
-//! SIGTERM and SIGHUP raise the stop flag every command watches ([`signals`]): the command
+//! SIGTERM and SIGHUP raise the stop flag every command watches (`signals`): the command
 //! writes what it measured, everything it made (namespaces, partial files) is dropped on the
 //! way out, and only then does latlab exit, with 130, 143 or 129.
 //!
@@ -49,7 +49,7 @@ mod values;
 use anyhow::Result;
 use clap::{CommandFactory, Parser, Subcommand};
 use latlab_lab::command::{CommandError, Stop};
-use latlab_lab::study::StudyError;
+use latlab_study::StudyError;
 
 /// latlab: a latency lab for game servers and network functions.
 #[derive(Debug, Parser)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use latlab_lab::command::{LiveView, Progress};
-use latlab_lab::demo::ProgressSink;
+use latlab_study::demo::ProgressSink;
 
 /// A progress bar per run, drawn on stderr.
 #[derive(Debug, Default)]
@@ -63,7 +63,7 @@ impl StudyBar {
     }
 }
 
-impl latlab_lab::study::StudyProgress for StudyBar {
+impl latlab_study::StudyProgress for StudyBar {
     fn point(&mut self, describe: &str, done: usize, total: usize) {
         if !std::io::stderr().is_terminal() {
             return;

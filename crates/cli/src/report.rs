@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use latlab_lab::report::{self, Redrawn, ReportOptions};
+use latlab_study::report::{self, Redrawn, ReportOptions};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReportArgs {

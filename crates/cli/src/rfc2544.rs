@@ -1,12 +1,12 @@
-//! `latlab rfc2544`: flags → [`latlab_lab::rfc2544`].
+//! `latlab rfc2544`: flags → [`latlab_study::rfc2544`].
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
 use latlab_lab::command::Io;
-use latlab_lab::rfc2544::{Dut, Rfc2544Options};
 use latlab_lab::units::parse_duration;
+use latlab_study::rfc2544::{Dut, Rfc2544Options};
 
 use crate::progress::Counters;
 use crate::{values, STOP};
@@ -61,7 +61,7 @@ pub(crate) struct Rfc2544Args {
     /// came) or rate:N (poll N times a second, sleeping between) [default: block for fwd-xdp,
     /// whose NAPI pollers share its core; busy for fwd].
     #[arg(long, value_name = "MODE", value_parser = values::fwd_poll())]
-    fwd_poll: Option<latlab_lab::rfc2544::FwdPoll>,
+    fwd_poll: Option<latlab_study::rfc2544::FwdPoll>,
     /// Leave out the saturation trial (the source as fast as it goes, the DUT's CPU sampled
     /// for the cycles per packet by step).
     #[arg(long)]
@@ -142,7 +142,7 @@ impl Rfc2544Args {
 
 pub(crate) fn run(a: Rfc2544Args) -> Result<()> {
     let options = a.options()?;
-    let report = latlab_lab::rfc2544::run(&options, &STOP, &mut Counters::new())?;
+    let report = latlab_study::rfc2544::run(&options, &STOP, &mut Counters::new())?;
     outln!("{}", report.text());
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! `latlab stream send` and `latlab stream recv`: flags → [`latlab_lab::stream`].
+//! `latlab stream send` and `latlab stream recv`: flags → [`latlab_stream`].
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -6,9 +6,9 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use clap::Subcommand;
 use latlab_lab::command::resolve;
-use latlab_lab::stream::message::{HEADER_LEN, MAX_LEN};
-use latlab_lab::stream::{RecvCommand, SendCommand, TransportSpec};
 use latlab_lab::units::parse_duration;
+use latlab_stream::message::{HEADER_LEN, MAX_LEN};
+use latlab_stream::{RecvCommand, SendCommand, TransportSpec};
 
 use crate::{values, STOP};
 
@@ -142,7 +142,7 @@ fn send(a: SendArgs) -> Result<()> {
     command.json = a.json;
     command.hlog = a.hlog;
     command.check()?;
-    let summary = latlab_lab::stream::send::run(&command, &STOP, &mut |line| eprintln!("{line}"))?;
+    let summary = latlab_stream::send::run(&command, &STOP, &mut |line| eprintln!("{line}"))?;
     out!("{}", summary.text());
     if summary.stopped_early {
         eprintln!(
@@ -163,7 +163,7 @@ fn recv(a: RecvArgs) -> Result<()> {
         json: a.json,
         runs: a.runs,
     };
-    let report = latlab_lab::stream::recv::run(&command, &STOP, &mut |line| eprintln!("{line}"))?;
+    let report = latlab_stream::recv::run(&command, &STOP, &mut |line| eprintln!("{line}"))?;
     outln!(
         "{} runs served, {} bad connections, {} stray datagrams",
         report.runs.len(),

@@ -6,8 +6,8 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use clap::Subcommand;
 use latlab_lab::command::{default_out, ServerIo};
-use latlab_lab::study::Shard;
 use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
+use latlab_study::Shard;
 
 use crate::{progress, values, STOP};
 
@@ -39,7 +39,7 @@ pub(crate) struct ForwardingStudyArgs {
     /// The forwarders, comma separated [default: all; testpmd and testpmd-xdp left out when
     /// testpmd cannot be installed].
     #[arg(long, value_delimiter = ',', value_name = "DUT,...", value_parser = values::built_dut())]
-    duts: Vec<latlab_lab::rfc2544::Dut>,
+    duts: Vec<latlab_study::rfc2544::Dut>,
     /// Frame sizes in bytes, comma separated [default: 64,128,256,512,1024,1280,1518].
     #[arg(long, value_delimiter = ',')]
     sizes: Vec<usize>,
@@ -96,10 +96,10 @@ pub(crate) struct TransportStudyArgs {
     /// Loss models, comma separated: random (each frame on its own) and bursty
     /// (Gilbert-Elliott, the same mean in bursts of 3 frames).
     #[arg(long, value_delimiter = ',', default_value = "random,bursty", value_parser = values::loss_kind())]
-    loss_models: Vec<latlab_lab::study::transports::LossKind>,
+    loss_models: Vec<latlab_study::transports::LossKind>,
     // Its help names the transports (`values::transports_study_help`).
     #[arg(long, value_delimiter = ',', value_parser = parse_transport, help = values::transports_study_help())]
-    transports: Vec<latlab_lab::stream::TransportSpec>,
+    transports: Vec<latlab_stream::TransportSpec>,
     /// Streams of each transport at once per cell (on two cores, 10 of each of nine
     /// transports, the defaults but modified TCP, kept plain UDP's p99 within 2 ms of the path;
     /// the report says when the machine could not keep up).
@@ -146,9 +146,9 @@ fn parse_percent(text: &str) -> Result<f64, String> {
 }
 
 /// A transport as `latlab stream` spells it, with `+` for the commas between its options.
-fn parse_transport(text: &str) -> Result<latlab_lab::stream::TransportSpec, String> {
+fn parse_transport(text: &str) -> Result<latlab_stream::TransportSpec, String> {
     text.replace('+', ",")
-        .parse::<latlab_lab::stream::TransportSpec>()
+        .parse::<latlab_stream::TransportSpec>()
         .map_err(|e| e.to_string())
 }
 
@@ -293,7 +293,7 @@ fn parse_loads(text: &str) -> Result<Vec<f64>> {
 }
 
 fn game_study(a: GameStudyArgs) -> Result<()> {
-    use latlab_lab::study::game_server::{ClientTraffic, StudyOptions, DEFAULT_RCVBUF};
+    use latlab_study::game_server::{ClientTraffic, StudyOptions, DEFAULT_RCVBUF};
     let loads = parse_loads(&a.loads)?;
     let rcvbufs = a
         .rcvbuf
@@ -334,12 +334,12 @@ fn game_study(a: GameStudyArgs) -> Result<()> {
         crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     }
     let mut bar = progress::StudyBar::new();
-    let report = latlab_lab::study::game_server::run(&options, &STOP, &mut bar)?;
+    let report = latlab_study::game_server::run(&options, &STOP, &mut bar)?;
     finish(&report, "the finished points", true)
 }
 
 fn emu_study(a: EmuStudyArgs) -> Result<()> {
-    use latlab_lab::study::emulator::{self, EmuStudyOptions};
+    use latlab_study::emulator::{self, EmuStudyOptions};
     if let Some(reason) = latlab_lab::topology::why_no_namespaces() {
         bail!("study emulator needs network namespaces: {reason}");
     }
@@ -357,7 +357,7 @@ fn emu_study(a: EmuStudyArgs) -> Result<()> {
 }
 
 fn stamp_study(a: StampStudyArgs) -> Result<()> {
-    use latlab_lab::study::timestamps::{self, StampStudyOptions};
+    use latlab_study::timestamps::{self, StampStudyOptions};
     if let Some(reason) = latlab_lab::topology::why_no_namespaces() {
         bail!("study timestamps needs network namespaces: {reason}");
     }
@@ -378,7 +378,7 @@ fn stamp_study(a: StampStudyArgs) -> Result<()> {
 }
 
 fn transport_study(a: TransportStudyArgs) -> Result<()> {
-    use latlab_lab::study::transports::{self, TransportStudyOptions};
+    use latlab_study::transports::{self, TransportStudyOptions};
     let no_namespaces = latlab_lab::topology::why_no_namespaces();
     if let (Some(reason), false) = (&no_namespaces, a.virtual_time) {
         bail!("study transports needs network namespaces (or --virtual): {reason}");
@@ -429,7 +429,7 @@ fn transport_study(a: TransportStudyArgs) -> Result<()> {
 }
 
 fn forwarding_study(a: ForwardingStudyArgs) -> Result<()> {
-    use latlab_lab::study::forwarding::{self, ForwardingStudyOptions};
+    use latlab_study::forwarding::{self, ForwardingStudyOptions};
     if let Some(reason) = latlab_lab::topology::why_no_namespaces() {
         bail!("study forwarding needs network namespaces: {reason}");
     }
@@ -457,7 +457,7 @@ fn forwarding_study(a: ForwardingStudyArgs) -> Result<()> {
 
 /// Prints where the report is and, when a signal stopped the study, that `kept` (the finished
 /// points, cells, …) are in the folder, and with `resumable` how to go on.
-fn finish(report: &latlab_lab::study::StudyReport, kept: &str, resumable: bool) -> Result<()> {
+fn finish(report: &latlab_study::StudyReport, kept: &str, resumable: bool) -> Result<()> {
     print_report(report)?;
     if let Some(signal) = crate::signals::received() {
         let go_on = if resumable {
@@ -474,7 +474,7 @@ fn finish(report: &latlab_lab::study::StudyReport, kept: &str, resumable: bool) 
 }
 
 /// Where the report is, or, for a shard that did not finish last, which shards it waits for.
-fn print_report(report: &latlab_lab::study::StudyReport) -> Result<()> {
+fn print_report(report: &latlab_study::StudyReport) -> Result<()> {
     if report.pending.is_empty() {
         outln!("report: {}", report.report.display());
     } else {

@@ -5,9 +5,9 @@
 use clap::builder::{PossibleValue, TypedValueParser};
 use latlab_lab::command::{parse_server_io, Io, Pattern, PollMode, TrafficModel, SERVER_IOS};
 use latlab_lab::measure::{ClockChoice, ThreadChoice};
-use latlab_lab::rfc2544::{Dut, FwdPoll};
-use latlab_lab::stream::transport::{TRANSPORTS_HELP, UNAVAILABLE};
-use latlab_lab::study::transports::LossKind;
+use latlab_stream::transport::{TRANSPORTS_HELP, UNAVAILABLE};
+use latlab_study::rfc2544::{Dut, FwdPoll};
+use latlab_study::transports::LossKind;
 
 /// A value parser that lists `values` as its possible values. They are shown (and offered to
 /// shells), not checked: `parser` alone decides, and its error names what it takes.

@@ -13,8 +13,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use latlab_io::udp::TimestampSource;
-use latlab_lab::stream::transport::TRANSPORTS_HELP;
-use latlab_lab::stream::TransportSpec;
+use latlab_stream::transport::TRANSPORTS_HELP;
+use latlab_stream::TransportSpec;
 
 const README: &str = include_str!("../../../README.md");
 

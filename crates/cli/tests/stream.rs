@@ -38,7 +38,7 @@ fn bad_flags_end_with_one_line_naming_the_flag() {
     fails(&with(&["--transport", "sctp"]), 2, "--transport");
     // The reason is what this kernel answers to an SCTP socket (the lab's own tests hold it
     // against a probe of their own).
-    let sctp = latlab_lab::stream::transport::sctp_refusal();
+    let sctp = latlab_stream::transport::sctp_refusal();
     fails(&with(&["--transport", "sctp"]), 2, &sctp);
     fails(&with(&["--transport", "udt"]), 2, "no maintained UDT crate");
     fails(&with(&["--transport", "tcp:cc=vegas"]), 2, "--transport");

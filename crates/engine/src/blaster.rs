@@ -140,7 +140,7 @@ pub fn blast_stamped<P: FramePort>(
     )
 }
 
-/// [`udp_frame`] with no UDP checksum (0: none, which IPv4 allows), so a stamp can be written
+/// [`udp_frame()`] with no UDP checksum (0: none, which IPv4 allows), so a stamp can be written
 /// into its payload ([`blast_stamped`] at [`HEADERS_LEN`]).
 pub fn stampable_udp_frame(addrs: &FrameAddrs, frame_size: usize) -> Result<Vec<u8>, String> {
     let mut frame = udp_frame(addrs, frame_size)?;

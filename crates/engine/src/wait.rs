@@ -69,7 +69,7 @@ impl Default for SleepSpin {
 }
 
 impl SleepSpin {
-    /// No sleep timed yet: a spin of [`FIRST_GUESS_NS`] plus the margin.
+    /// No sleep timed yet: a spin of `FIRST_GUESS_NS` plus the margin.
     pub fn new() -> SleepSpin {
         let mut s = SleepSpin {
             late: [FIRST_GUESS_NS; WINDOW],

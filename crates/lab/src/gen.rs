@@ -7,8 +7,8 @@ use std::time::Duration;
 use latlab_engine::Stop;
 
 use crate::command::{check_writable, CommandError, Io};
-use crate::demo::ProgressSink;
 use crate::measure::{self, GenOptions};
+use crate::progress::ProgressSink;
 use crate::results::{self, ResultsDir, RunSummary};
 use crate::units::format_rate;
 

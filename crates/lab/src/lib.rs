@@ -1,25 +1,23 @@
-//! latlab-lab: everything between the command line and the engines.
+//! latlab-lab: the kit the commands and the studies stand on.
 //!
-//! Every command of the `latlab` binary is a function here that takes checked options and
-//! returns a report whose files are already written: [`echo::run`], [`gen::run`],
-//! [`serve::run`], [`emu::run`], [`fwd::run`], [`rfc2544::run`], [`demo::run`],
-//! [`stream::send::run`] and [`stream::recv::run`] (one thin stream over a real transport), the
-//! studies ([`study::game_server::run`],
-//! [`study::emulator::run`]) and [`report::run`]. Live counters and progress go through [`command::LiveView`] and
-//! [`demo::ProgressSink`], which the command line implements; the stop flag is a
-//! [`command::Stop`] the caller raises.
+//! Every command of the `latlab` binary that is not a study is a function here that takes
+//! checked options and returns a report whose files are already written: [`echo::run`],
+//! [`gen::run`], [`serve::run`], [`emu::run`], [`fwd::run`], [`merge`], [`trace`] and
+//! [`clean`]. The thin-stream commands live in `latlab-stream`, the studies, `rfc2544`, the
+//! demo and `report` in `latlab-study`, both on top of this crate. Live counters and progress
+//! go through [`command::LiveView`] and [`progress::ProgressSink`], which the command line
+//! implements; the stop flag is a [`command::Stop`] the caller raises.
 //!
-//! Topologies of network namespaces joined by veth pairs (or loopback), measurements from
-//! options to summaries, results folders written whole or not at all, tables and plots drawn
-//! from the results data, the demo, and the studies ([`study`]: one error type, one progress
-//! trait and one points folder for all of them, each study in a module folder of its own).
-//! What a run makes outside its results (namespaces, partial results) is marked with an owner
-//! lock that dies with the run, and [`clean`] removes what runs that ended left behind.
+//! Topologies of network namespaces joined by veth pairs (or loopback) ([`topology`]),
+//! measurements from options to summaries ([`measure`]), results folders written whole or not
+//! at all ([`results`]), tables and plots drawn from the results data ([`table`], [`plot`]),
+//! and the emulator's command with its one table of knobs ([`emu`]). What a run makes outside
+//! its results (namespaces, partial results) is marked with an owner lock that dies with the
+//! run, and [`clean`] removes what runs that ended left behind.
 //!
 //! Results are data first: a run's `summary.json`, `.hlog` and `ccdf.csv` are written before
 //! anything is drawn, and [`table::render`] and [`plot::ccdf_svg`] take only that data, so any
-//! report can be made again from a results folder; [`report::redraw`] does it for any folder a
-//! `gen`, `demo` or study wrote.
+//! report can be made again from a results folder (`latlab report`).
 //!
 //! ```
 //! use latlab_lab::units::{format_us, parse_duration};
@@ -30,7 +28,6 @@
 
 pub mod clean;
 pub mod command;
-pub mod demo;
 pub mod echo;
 pub mod emu;
 pub mod error;
@@ -39,12 +36,9 @@ pub mod gen;
 pub mod measure;
 pub mod merge;
 pub mod plot;
-pub mod report;
+pub mod progress;
 pub mod results;
-pub mod rfc2544;
 pub mod serve;
-pub mod stream;
-pub mod study;
 pub mod table;
 pub mod topology;
 pub mod trace;

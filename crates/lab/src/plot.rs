@@ -5,14 +5,14 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 /// What a drawing returns: plotters' errors, boxed.
-pub(crate) type DrawResult = Result<(), Box<dyn std::error::Error>>;
+pub type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
 /// The drawing area of an SVG page.
-pub(crate) type Page<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+pub type Page<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 /// A white SVG page of `size` pixels drawn on by `draw`; returns the SVG text, or the error
 /// with `what` was being drawn.
-pub(crate) fn svg_page(
+pub fn svg_page(
     what: &str,
     size: (u32, u32),
     draw: impl FnOnce(&Page<'_>) -> DrawResult,
@@ -33,7 +33,7 @@ pub(crate) fn svg_page(
 
 /// latlab's chart layout on `area`: `caption` in `font_px` type, 15 px margins, room for the
 /// axis labels.
-pub(crate) fn chart<'a, 'b>(
+pub fn chart<'a, 'b>(
     area: &'a Page<'b>,
     caption: &str,
     font_px: u32,
@@ -48,7 +48,7 @@ pub(crate) fn chart<'a, 'b>(
 }
 
 /// Colours of successive series.
-pub(crate) const PALETTE: [RGBColor; 6] = [
+pub const PALETTE: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -58,11 +58,11 @@ pub(crate) const PALETTE: [RGBColor; 6] = [
 ];
 
 /// One line of a chart: its label and its (x, y) points.
-pub(crate) type Line = (String, Vec<(f64, f64)>);
+pub type Line = (String, Vec<(f64, f64)>);
 
 /// `lines` on linear axes from 0, each in its own colour with its points marked, and a
 /// legend; `title` is the caption.
-pub(crate) fn lines_svg(
+pub fn lines_svg(
     title: &str,
     x_desc: &str,
     y_desc: &str,

@@ -402,7 +402,7 @@ impl ClientEmuServer {
     /// or make it wait behind the sender), and that of the client's and the server's veths on
     /// `ends_cpu` (else their receive work runs on the middle's core, inside its transmit);
     /// says what was set.
-    pub(crate) fn steer_receive_work(
+    pub fn steer_receive_work(
         &self,
         cpu: usize,
         ends_cpu: Option<usize>,
@@ -526,7 +526,7 @@ pub fn mac_of(ns: &str, dev: &str) -> Result<String, TopologyError> {
 
 /// Runs `ip ARGS` in a process group of its own (a Ctrl-C at the terminal does not reach it)
 /// and returns its stdout.
-pub(crate) fn ip(args: &[&str]) -> Result<String, TopologyError> {
+pub fn ip(args: &[&str]) -> Result<String, TopologyError> {
     let out = Command::new("ip")
         .args(args)
         .process_group(0)
@@ -543,12 +543,7 @@ pub(crate) fn ip(args: &[&str]) -> Result<String, TopologyError> {
 
 /// Writes `value` to `/sys/class/net/DEV/FILE` as namespace `ns` sees it (sysfs shows a
 /// namespace's devices only when mounted in it, which `ip netns exec` does).
-pub(crate) fn set_net_sysfs(
-    ns: &str,
-    dev: &str,
-    file: &str,
-    value: &str,
-) -> Result<(), TopologyError> {
+pub fn set_net_sysfs(ns: &str, dev: &str, file: &str, value: &str) -> Result<(), TopologyError> {
     let write = format!("echo {value} > /sys/class/net/{dev}/{file}");
     ip(&["netns", "exec", ns, "sh", "-c", &write]).map(|_| ())
 }

@@ -38,7 +38,7 @@ pub struct PacketOptions {
     /// Do not receive frames leaving the interface (`PACKET_IGNORE_OUTGOING`): a bridge must not
     /// read back what it or anyone else on the host sends. Default true.
     pub ignore_outgoing: bool,
-    /// Hand over received frames as they were on the wire ([`restore`]): VLAN tags put back,
+    /// Hand over received frames as they were on the wire (`restore`): VLAN tags put back,
     /// checksums the sender left to the device finished, super-frames (GSO) cut into
     /// segments, frames longer than a V2 slot read whole. For a bridge. Default false.
     pub wire_frames: bool,

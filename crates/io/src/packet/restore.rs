@@ -31,7 +31,7 @@ pub(super) struct Restorer {
 }
 
 impl super::PacketSocket {
-    /// What [`PacketOptions::wire_frames`] did since the socket was opened (all 0 without it).
+    /// What [`PacketOptions::wire_frames`](super::PacketOptions::wire_frames) did since the socket was opened (all 0 without it).
     pub fn wire_frame_stats(&self) -> WireFrameStats {
         self.restorer.as_ref().map(|r| r.stats).unwrap_or_default()
     }

@@ -17,7 +17,7 @@ impl PacketSocket {
     /// returns their slots (V2) or blocks (V3) to the kernel; returns how many frames were
     /// handed. Never blocks; `Ok(0)` when no frame is ready.
     ///
-    /// Frames start with the Ethernet header. Without [`PacketOptions::wire_frames`] they are
+    /// Frames start with the Ethernet header. Without [`PacketOptions::wire_frames`](super::PacketOptions::wire_frames) they are
     /// as the kernel holds them: an 802.1Q tag is not in the frame (the kernel takes it out),
     /// checksums may be unfinished and TCP segments up to 64 KiB long; with it, they are as
     /// they were on the wire (one ring frame may become several), and the count is of those.

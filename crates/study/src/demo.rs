@@ -1,0 +1,442 @@
+//! `latlab demo`: a reflector and a generator on this machine, at a few rates, with a results
+//! folder and a table.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters, ReflectorReport};
+use latlab_engine::Stop;
+use latlab_io::udp::{UdpOptions, UdpSocket};
+use serde::Serialize;
+
+pub use latlab_lab::progress::ProgressSink;
+
+use latlab_lab::measure::{self, GenOptions, MeasureError, ThreadChoice};
+use latlab_lab::results::{self, ResultsDir, RunSummary};
+use latlab_lab::topology::{ClientEmuServer, ClientServer, TopologyError};
+use latlab_lab::units::format_rate;
+
+/// Errors of the demo.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// The topology could not be built.
+    #[error("building the lab: {0}")]
+    Topology(#[from] TopologyError),
+    /// A measurement failed.
+    #[error(transparent)]
+    Measure(#[from] MeasureError),
+    /// Files or sockets.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// What the demo runs.
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
+    /// Sending time at each rate.
+    pub duration: Duration,
+    /// The rates, packets per second.
+    pub rates: Vec<f64>,
+    /// Where the results folder goes.
+    pub out: PathBuf,
+    /// Use namespaces when possible (else loopback).
+    pub namespaces: bool,
+    /// Also measure through an emulated link (namespaces only).
+    pub emulated_link: bool,
+}
+
+/// The emulated link of the demo: 1 ms each way, 0.1% loss each way.
+pub const EMULATED_DELAY_NS: u64 = 1_000_000;
+/// See [`EMULATED_DELAY_NS`].
+pub const EMULATED_LOSS: f64 = 0.001;
+
+/// What the run through the emulated link showed, beside the baseline.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct EmulatedOutcome {
+    /// Delay configured in each direction.
+    pub delay_each_way_ns: u64,
+    /// Loss configured in each direction.
+    pub loss_each_way: f64,
+    /// Round-trip p50 without the emulator (the plain veth run at the lowest rate).
+    pub baseline_p50_ns: Option<u64>,
+    /// Round-trip p50 through the emulator.
+    pub measured_p50_ns: Option<u64>,
+    /// Probes lost through the emulator.
+    pub loss_ratio: f64,
+}
+
+impl EmulatedOutcome {
+    /// The line the demo prints: baseline, configured and measured side by side.
+    pub fn describe(&self) -> String {
+        let us =
+            |v: Option<u64>| v.map_or("-".to_string(), |v| latlab_lab::units::format_us(v as f64));
+        let added = self
+            .measured_p50_ns
+            .zip(self.baseline_p50_ns)
+            .map(|(m, b)| m as i64 - b as i64);
+        format!(
+            "emulated link: configured +{} per round trip ({} each way) and {:.1}% loss each way; \
+             baseline p50 {}, through the emulator {} (added {}, {} from the configured); \
+             round-trip loss {:.2}% (expected {:.2}%)",
+            latlab_lab::units::format_us(2.0 * self.delay_each_way_ns as f64),
+            latlab_lab::units::format_us(self.delay_each_way_ns as f64),
+            100.0 * self.loss_each_way,
+            us(self.baseline_p50_ns),
+            us(self.measured_p50_ns),
+            added.map_or("-".into(), |a| latlab_lab::units::format_us(a as f64)),
+            added.map_or("-".into(), |a| {
+                let err = a - 2 * self.delay_each_way_ns as i64;
+                format!(
+                    "{}{}",
+                    if err >= 0 { "+" } else { "-" },
+                    latlab_lab::units::format_us(err.unsigned_abs() as f64)
+                )
+            }),
+            100.0 * self.loss_ratio,
+            100.0 * (1.0 - (1.0 - self.loss_each_way).powi(2)),
+        )
+    }
+}
+
+/// What the demo measured.
+#[derive(Debug)]
+pub struct DemoOutcome {
+    /// The topology, described.
+    pub topology: String,
+    /// One summary per rate.
+    pub runs: Vec<RunSummary>,
+    /// The results folder.
+    pub out: PathBuf,
+    /// The reflector's counters.
+    pub reflector: ReflectorReport,
+    /// The run through the emulated link, when the lab could build it.
+    pub emulated: Option<EmulatedOutcome>,
+}
+
+#[derive(Serialize)]
+struct DemoSummary<'a> {
+    latlab_version: &'a str,
+    topology: &'a str,
+    reflector: ReflectorJson,
+    runs: &'a [RunSummary],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    emulated_link: Option<EmulatedOutcome>,
+}
+
+#[derive(Serialize)]
+struct ReflectorJson {
+    received: u64,
+    reflected: u64,
+    malformed: u64,
+    oversized: u64,
+    send_dropped: u64,
+}
+
+/// Runs the demo: builds the topology, starts a reflector, runs the generator at each rate,
+/// writes the results folder, and tears everything down (also when stopped or on error).
+pub fn run(
+    options: &DemoOptions,
+    stop: &Stop,
+    sink: &mut dyn ProgressSink,
+    log: &mut dyn FnMut(&str),
+) -> Result<DemoOutcome, DemoError> {
+    let results = ResultsDir::create(&options.out)?;
+    let topology = ClientServer::build(options.namespaces)?;
+    log(&format!("lab: {}", topology.describe()));
+    let (server_sock, client_ip, ns_client) = match &topology {
+        ClientServer::Loopback { .. } => {
+            let s = UdpSocket::bind(SocketAddr::from(([127, 0, 0, 1], 0)), &reflector_opts())?;
+            (s, IpAddr::V4(Ipv4Addr::LOCALHOST), None)
+        }
+        ClientServer::Namespaces {
+            client,
+            server,
+            client_addr,
+            server_addr,
+        } => {
+            let addr = SocketAddr::from((*server_addr, 7777));
+            let s = latlab_io::netns::run_in(server.name(), move || {
+                UdpSocket::bind(addr, &reflector_opts())
+            })??;
+            (s, IpAddr::V4(*client_addr), Some(client.name().to_string()))
+        }
+    };
+    let target = server_sock.local_addr()?;
+    let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
+    let echo_cpu = if cpus.len() >= 2 {
+        cpus.first().copied()
+    } else {
+        None
+    };
+    let echo_stop = Arc::new(Stop::new());
+    let counters = Arc::new(ReflectorCounters::default());
+    let echo = {
+        let (echo_stop, counters) = (echo_stop.clone(), counters.clone());
+        std::thread::Builder::new()
+            .name("latlab-echo".into())
+            .spawn(move || -> std::io::Result<()> {
+                if let Some(cpu) = echo_cpu {
+                    latlab_io::cpu::pin_current_thread(cpu)?;
+                }
+                reflector::run_udp(
+                    &server_sock,
+                    &ReflectorConfig::default(),
+                    &echo_stop,
+                    &counters,
+                )
+            })?
+    };
+    let measured = measure_rates(
+        options, target, client_ip, ns_client, echo_cpu, &topology, stop, sink, log, &results,
+    );
+    echo_stop.raise();
+    let echo_result = echo
+        .join()
+        .map_err(|_| std::io::Error::other("the reflector thread panicked"))?;
+    let mut runs = measured?;
+    echo_result?;
+    let mut emulated = None;
+    if matches!(topology, ClientServer::Namespaces { .. })
+        && !stop.is_raised()
+        && options.emulated_link
+    {
+        let baseline_p50 = runs
+            .iter()
+            .find(|(s, _)| s.offered_pps <= 1000.0)
+            .or(runs.first())
+            .and_then(|(s, _)| {
+                s.latency_ns
+                    .percentile("p50")
+                    .and_then(|p| p.estimate.value_ns())
+            });
+        let (summary, result, link) = emulated_run(options, stop, sink, log)?;
+        let dir = summary.setup.dir.clone().unwrap_or_default();
+        results::write_run(&results, &format!("{dir}/"), &summary, &result)?;
+        results.write(
+            &format!("{dir}/emulator.json"),
+            format!("{:#}\n", link.report).as_bytes(),
+        )?;
+        let measured_p50 = summary
+            .latency_ns
+            .percentile("p50")
+            .and_then(|p| p.estimate.value_ns());
+        emulated = Some(EmulatedOutcome {
+            delay_each_way_ns: EMULATED_DELAY_NS,
+            loss_each_way: EMULATED_LOSS,
+            baseline_p50_ns: baseline_p50,
+            measured_p50_ns: measured_p50,
+            loss_ratio: summary.loss_ratio,
+        });
+        runs.push((summary, result));
+    }
+    let r = counters.snapshot();
+    let topo_text = topology.describe();
+    let json = serde_json::to_string_pretty(&DemoSummary {
+        latlab_version: env!("CARGO_PKG_VERSION"),
+        topology: &topo_text,
+        reflector: ReflectorJson {
+            received: r.received,
+            reflected: r.reflected,
+            malformed: r.malformed,
+            oversized: r.oversized,
+            send_dropped: r.send_dropped,
+        },
+        runs: &runs.iter().map(|(s, _)| s.clone()).collect::<Vec<_>>(),
+        emulated_link: emulated,
+    })
+    .map_err(std::io::Error::other)?;
+    results.write("summary.json", format!("{json}\n").as_bytes())?;
+    let series: Vec<_> = runs
+        .iter()
+        .map(|(s, res)| {
+            (
+                s.setup.label.clone(),
+                latlab_stats::ccdf(&res.report.latency),
+            )
+        })
+        .collect();
+    let svg = latlab_lab::plot::ccdf_svg(
+        &format!("latlab demo: UDP echo round trip, {}", topology.kind()),
+        &series,
+    )
+    .map_err(std::io::Error::other)?;
+    results.write("ccdf.svg", svg.as_bytes())?;
+    let summaries: Vec<RunSummary> = runs.into_iter().map(|(s, _)| s).collect();
+    let table = latlab_lab::table::render(&summaries.iter().collect::<Vec<_>>());
+    results.write("summary.txt", table.as_bytes())?;
+    drop(topology);
+    let out = results.commit()?;
+    Ok(DemoOutcome {
+        topology: topo_text,
+        runs: summaries,
+        out,
+        reflector: r,
+        emulated,
+    })
+}
+
+/// The link the demo emulates in both directions.
+fn emulated_link(seed: u64) -> latlab_link::LinkConfig {
+    latlab_link::LinkConfig {
+        delay_ns: EMULATED_DELAY_NS,
+        loss: latlab_link::LossModel::Bernoulli { p: EMULATED_LOSS },
+        seed,
+        ..latlab_link::LinkConfig::default()
+    }
+}
+
+struct EmulatorRun {
+    report: serde_json::Value,
+}
+
+/// One run at 1 kpps through `client — emu — server` with the demo's emulated link.
+fn emulated_run(
+    options: &DemoOptions,
+    stop: &Stop,
+    sink: &mut dyn ProgressSink,
+    log: &mut dyn FnMut(&str),
+) -> Result<
+    (
+        RunSummary,
+        latlab_engine::generator::GeneratorResult,
+        EmulatorRun,
+    ),
+    DemoError,
+> {
+    let lab = ClientEmuServer::build()?;
+    log(&format!("lab: {}", lab.describe()));
+    let ((summary, result), report) = crate::emulator::bridge::with_emulator(
+        &lab,
+        latlab_io::Io::Packet,
+        emulated_link(1),
+        emulated_link(2),
+        || measure_through(&lab, options, stop, sink, log),
+    )?;
+    Ok((summary, result, EmulatorRun { report }))
+}
+
+/// 1 kpps from the client to a reflector in the server, across whatever joins them.
+fn measure_through(
+    lab: &ClientEmuServer,
+    options: &DemoOptions,
+    stop: &Stop,
+    sink: &mut dyn ProgressSink,
+    log: &mut dyn FnMut(&str),
+) -> Result<(RunSummary, latlab_engine::generator::GeneratorResult), DemoError> {
+    let target = SocketAddr::from((lab.server_addr, 7777));
+    let echo_socket = latlab_io::netns::run_in(lab.server.name(), move || {
+        UdpSocket::bind(target, &reflector_opts())
+    })??;
+    let echo_stop = Arc::new(Stop::new());
+    let echo = {
+        let s = echo_stop.clone();
+        std::thread::Builder::new()
+            .name("latlab-echo".into())
+            .spawn(move || {
+                let config = ReflectorConfig {
+                    poll: latlab_engine::PollMode::Block,
+                    ..ReflectorConfig::default()
+                };
+                reflector::run_udp(&echo_socket, &config, &s, &ReflectorCounters::default())
+            })?
+    };
+    let measured = (|| -> Result<_, DemoError> {
+        let mut gen = GenOptions::new(target);
+        gen.bind = IpAddr::V4(lab.client_addr);
+        gen.rate_pps = 1000.0;
+        gen.duration = options.duration;
+        gen.warmup = (options.duration / 10).min(Duration::from_millis(500));
+        gen.poll = latlab_engine::PollMode::Block;
+        gen.threads = ThreadChoice::One;
+        let bind = gen.bind;
+        let (sockets, check) = latlab_io::netns::run_in(lab.client.name(), move || {
+            measure::open_sockets(bind, 1, None)
+        })??;
+        measure::check_target(&check, target, Duration::from_secs(3))?;
+        let threads = measure::pick_threads(gen.threads, None);
+        let label = format!(
+            "1000 pps via emu {} ms, {:.1}% loss",
+            EMULATED_DELAY_NS as f64 / 1e6,
+            100.0 * EMULATED_LOSS
+        );
+        let mut setup = measure::setup(&gen, label.clone(), "client-emu-server", threads);
+        setup.dir = Some("emulated-link".into());
+        log(&format!("measuring {label} for {:?}", options.duration));
+        sink.start(&label, options.duration);
+        let outcome = measure::run(&gen, &sockets, threads, setup, stop, &mut |p| {
+            sink.update(&p)
+        });
+        sink.finish();
+        Ok(outcome?)
+    })();
+    echo_stop.raise();
+    let echo_result = echo
+        .join()
+        .map_err(|_| std::io::Error::other("the reflector thread panicked"))?;
+    let measured = measured?;
+    echo_result?;
+    Ok(measured)
+}
+
+fn reflector_opts() -> UdpOptions {
+    UdpOptions {
+        rx_timestamps: true,
+        ..UdpOptions::default()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure_rates(
+    options: &DemoOptions,
+    target: SocketAddr,
+    client_ip: IpAddr,
+    ns_client: Option<String>,
+    echo_cpu: Option<usize>,
+    topology: &ClientServer,
+    stop: &Stop,
+    sink: &mut dyn ProgressSink,
+    log: &mut dyn FnMut(&str),
+    results: &ResultsDir,
+) -> Result<Vec<(RunSummary, latlab_engine::generator::GeneratorResult)>, DemoError> {
+    let mut runs = Vec::new();
+    for &rate in &options.rates {
+        if stop.is_raised() {
+            break;
+        }
+        let mut gen = GenOptions::new(target);
+        gen.bind = client_ip;
+        gen.rate_pps = rate;
+        gen.duration = options.duration;
+        gen.warmup = (options.duration / 10).min(Duration::from_millis(500));
+        gen.seed = rate as u64;
+        gen.threads = ThreadChoice::Auto;
+        let (sockets, check) = match &ns_client {
+            None => measure::open_sockets(client_ip, gen.flows, None)?,
+            Some(ns) => {
+                let flows = gen.flows;
+                latlab_io::netns::run_in(ns, move || {
+                    measure::open_sockets(client_ip, flows, None)
+                })??
+            }
+        };
+        measure::check_target(&check, target, Duration::from_secs(2))?;
+        let threads = measure::pick_threads(gen.threads, echo_cpu);
+        let label = format!("{} {}", format_rate(rate), topology.kind());
+        let setup = measure::setup(&gen, label.clone(), topology.kind(), threads);
+        log(&format!("measuring {label} for {:?}", options.duration));
+        sink.start(&label, options.duration);
+        let outcome = measure::run(&gen, &sockets, threads, setup, stop, &mut |p| {
+            sink.update(&p)
+        });
+        sink.finish();
+        let (summary, result) = outcome?;
+        let dir = format!("rate-{}pps", rate as u64);
+        let mut summary = summary;
+        summary.setup.dir = Some(dir.clone());
+        results::write_run(results, &format!("{dir}/"), &summary, &result)?;
+        runs.push((summary, result));
+    }
+    Ok(runs)
+}

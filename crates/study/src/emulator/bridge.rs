@@ -1,0 +1,251 @@
+//! `latlab emu` bridging the lab's emulator namespace while a measurement runs (the
+//! emulator study's points and the demo's emulated-link run).
+
+use std::io;
+use std::sync::Arc;
+
+use latlab_engine::emulator::{self, EmulatorLive};
+use latlab_engine::{PollMode, Stop};
+use latlab_io::packet::{PacketOptions, PacketSocket};
+use latlab_io::Io;
+use latlab_link::LinkConfig;
+
+use latlab_lab::emu::EmuPoll;
+use latlab_lab::topology::ClientEmuServer;
+
+/// Runs `f` while `latlab emu` bridges the lab's emulator namespace (run to completion, busy
+/// polling) over `io` (packet: AF_PACKET rings; xdp: AF_XDP sockets fed every frame), then
+/// stops the bridge; returns `f`'s result and the bridge's report as JSON. An emulator that cannot open its sockets fails before `f` runs.
+pub(crate) fn with_emulator<T, E: From<io::Error>>(
+    lab: &ClientEmuServer,
+    io: Io,
+    a_to_b: LinkConfig,
+    b_to_a: LinkConfig,
+    f: impl FnOnce() -> Result<T, E>,
+) -> Result<(T, serde_json::Value), E> {
+    let bridge = Bridge {
+        io,
+        poll: PollMode::Busy,
+        cpu: None,
+        timer_slack_ns: None,
+    };
+    with_bridge(lab, bridge, a_to_b, b_to_a, f)
+}
+
+/// How the bridge runs: over which I/O, polling how, pinned to which CPU (`None`: where the
+/// scheduler puts it), with which timer slack (`None`: the thread's default).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bridge {
+    pub(crate) io: Io,
+    pub(crate) poll: PollMode,
+    pub(crate) cpu: Option<usize>,
+    pub(crate) timer_slack_ns: Option<u64>,
+}
+
+/// How the lab gives its cores out while it measures latency through the bridge, so that it
+/// measures the emulated link and not its own contention: the emulator spinning on a CPU of
+/// its own (the last one allowed), the generator and the reflector, both blocking, together
+/// on another (the last of the rest). Only the emulator spins, so no two busy loops take
+/// turns on a core; the ends' receive work runs on their own CPU (a veth receives on the
+/// sender's core). A spinning emulator never waits for a wake-up, which on a guest takes tens
+/// of µs (a sleeping vCPU is halted). On one CPU nothing is pinned and the emulator sleeps until due
+/// and spins the last stretch, as `latlab emu --poll auto` does when cores are short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CorePlan {
+    /// The emulator's CPU.
+    pub(crate) emulator: Option<usize>,
+    /// The generator's and the reflector's CPU.
+    pub(crate) ends: Option<usize>,
+    /// How the emulator waits.
+    pub(crate) poll: PollMode,
+}
+
+impl CorePlan {
+    /// The plan for a process allowed `cpus`.
+    pub(crate) fn for_cpus(cpus: &[usize]) -> CorePlan {
+        match cpus {
+            [.., ends, emulator] => CorePlan {
+                emulator: Some(*emulator),
+                ends: Some(*ends),
+                poll: PollMode::Busy,
+            },
+            _ => CorePlan {
+                emulator: None,
+                ends: None,
+                poll: EmuPoll::Auto.resolve(cpus.len()),
+            },
+        }
+    }
+
+    /// The plan for the CPUs this process is allowed.
+    pub(crate) fn allowed() -> CorePlan {
+        CorePlan::for_cpus(&latlab_io::cpu::allowed_cpus().unwrap_or_default())
+    }
+
+    /// The bridge over `io` as the plan runs it (1 ns timer slack).
+    pub(crate) fn bridge(self, io: Io) -> Bridge {
+        Bridge {
+            io,
+            poll: self.poll,
+            cpu: self.emulator,
+            timer_slack_ns: Some(1),
+        }
+    }
+
+    /// `emulator on CPU 1, spinning; generator and reflector on CPU 0, blocking`.
+    pub(crate) fn describe(self) -> String {
+        let on = |cpu: Option<usize>| cpu.map_or("unpinned".to_string(), |c| format!("on CPU {c}"));
+        let waits = match self.poll {
+            PollMode::Busy => "spinning",
+            PollMode::Block => "sleeping until due, then spinning the last stretch",
+        };
+        format!(
+            "emulator {}, {waits}; generator and reflector {}, blocking",
+            on(self.emulator),
+            on(self.ends)
+        )
+    }
+}
+
+/// [`with_emulator`] with the bridge run as `bridge` says.
+pub(crate) fn with_bridge<T, E: From<io::Error>>(
+    lab: &ClientEmuServer,
+    bridge: Bridge,
+    a_to_b: LinkConfig,
+    b_to_a: LinkConfig,
+    f: impl FnOnce() -> Result<T, E>,
+) -> Result<(T, serde_json::Value), E> {
+    let Bridge {
+        io,
+        poll,
+        cpu,
+        timer_slack_ns,
+    } = bridge;
+    let emu_stop = Arc::new(Stop::new());
+    let links = (a_to_b, b_to_a);
+    let emu = match io {
+        Io::Packet => spawn_bridge(
+            lab,
+            |name| PacketSocket::open(name, &PacketOptions::default()),
+            2048,
+            links,
+            (poll, cpu, timer_slack_ns),
+            emu_stop.clone(),
+        )?,
+        Io::Xdp => spawn_bridge(
+            lab,
+            |name| {
+                use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+                XdpSocket::open(name, &XdpOptions::new(Redirect::Everything))
+            },
+            // A received frame gets a 2048-byte UMEM frame less the kernel's 256 of headroom.
+            1792,
+            links,
+            (poll, cpu, timer_slack_ns),
+            emu_stop.clone(),
+        )?,
+        other => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the emulator bridges frames over --io packet or xdp, not {other}"),
+            )
+            .into())
+        }
+    };
+    let out = f();
+    emu_stop.raise();
+    let report = emu
+        .join()
+        .map_err(|_| io::Error::other("the emulator thread panicked"))
+        .and_then(|r| r)?;
+    Ok((out?, latlab_lab::emu::report::report_json(&report)))
+}
+
+/// Whether the bridge's AF_XDP sockets can be opened in the lab (they are closed again).
+pub(super) fn xdp_bridge_opens(lab: &ClientEmuServer) -> io::Result<()> {
+    use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+    latlab_io::netns::run_in(lab.emu.name(), || -> io::Result<()> {
+        let opts = XdpOptions::new(Redirect::Everything);
+        XdpSocket::open(ClientEmuServer::EMU_A, &opts)?;
+        XdpSocket::open(ClientEmuServer::EMU_B, &opts)?;
+        Ok(())
+    })?
+}
+
+/// Opens both bridged interfaces of the lab's emulator namespace with `open` and runs the
+/// bridge (run to completion, polling as `poll` says, pinned to `cpu` and with timer slack
+/// `slack` if they are given) on a thread of its own until `stop` is raised.
+fn spawn_bridge<P: emulator::Port + 'static>(
+    lab: &ClientEmuServer,
+    open: fn(&str) -> io::Result<P>,
+    max_frame: usize,
+    (a_to_b, b_to_a): (LinkConfig, LinkConfig),
+    (poll, cpu, slack): (PollMode, Option<usize>, Option<u64>),
+    stop: Arc<Stop>,
+) -> io::Result<std::thread::JoinHandle<io::Result<emulator::EmulatorReport>>> {
+    let (mut a, mut b) = latlab_io::netns::run_in(lab.emu.name(), move || -> io::Result<_> {
+        Ok((open(ClientEmuServer::EMU_A)?, open(ClientEmuServer::EMU_B)?))
+    })??;
+    std::thread::Builder::new()
+        .name("latlab-emu".into())
+        .spawn(move || {
+            if let Some(cpu) = cpu {
+                latlab_io::cpu::pin_current_thread(cpu)?;
+            }
+            if let Some(ns) = slack {
+                latlab_io::cpu::set_timer_slack_ns(ns)?;
+            }
+            emulator::run(
+                &mut a,
+                &mut b,
+                a_to_b,
+                b_to_a,
+                max_frame,
+                poll,
+                &stop,
+                &EmulatorLive::default(),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_emulator_spins_on_the_last_cpu_and_sleeps_only_when_alone() {
+        let two = CorePlan::for_cpus(&[0, 1]);
+        assert_eq!(
+            two,
+            CorePlan {
+                emulator: Some(1),
+                ends: Some(0),
+                poll: PollMode::Busy
+            }
+        );
+        assert_eq!(
+            two.describe(),
+            "emulator on CPU 1, spinning; generator and reflector on CPU 0, blocking"
+        );
+        let four = CorePlan::for_cpus(&[2, 3, 5, 7]);
+        assert_eq!(
+            (four.emulator, four.ends, four.poll),
+            (Some(7), Some(5), PollMode::Busy)
+        );
+        let one = CorePlan::for_cpus(&[3]);
+        assert_eq!(
+            (one.emulator, one.ends, one.poll),
+            (None, None, PollMode::Block)
+        );
+        assert_eq!(
+            one.describe(),
+            "emulator unpinned, sleeping until due, then spinning the last stretch; \
+             generator and reflector unpinned, blocking"
+        );
+        let bridge = two.bridge(Io::Packet);
+        assert_eq!(
+            (bridge.cpu, bridge.poll, bridge.timer_slack_ns),
+            (Some(1), PollMode::Busy, Some(1))
+        );
+    }
+}

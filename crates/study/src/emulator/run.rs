@@ -1,0 +1,245 @@
+//! Running the emulator study: the lab, the routed path through the kernel, the reflector,
+//! and the latency, accuracy and loss points.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters};
+use latlab_engine::{PollMode, Stop};
+use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_io::Io;
+use latlab_link::{LinkConfig, LossModel};
+
+use super::bridge::{with_bridge, CorePlan};
+use super::rates::measure_rates;
+use super::{EmuPoint, EmuStudyOptions, TRACE_DELAY_NS};
+use crate::points::{Existing, PointsDir};
+use crate::shard::Share;
+use crate::{StudyError, StudyFile, StudyKind, StudyProgress};
+use latlab_lab::measure::{self, GenOptions, ThreadChoice};
+use latlab_lab::results::RunSummary;
+use latlab_lab::topology::ClientEmuServer;
+use latlab_lab::units::format_us;
+
+fn relative_trace(trace: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let t0 = trace.iter().map(|t| t.0).min().unwrap_or(0);
+    trace.iter().map(|&(t, l)| (t - t0, l)).collect()
+}
+
+/// Builds the lab, measures the latency, accuracy and loss points and then the forwarding
+/// rates into `<out>/points` (the folder must not exist) and writes `study.json`; returns the
+/// lab's description.
+pub(super) fn measure_all(
+    options: &EmuStudyOptions,
+    stop: &Stop,
+    progress: &mut dyn StudyProgress,
+) -> Result<String, StudyError> {
+    // The shards of one study fill one folder: each continues it, if its options agree.
+    let existing = if options.shard.is_whole() {
+        Existing::Refuse
+    } else {
+        StudyFile::check_resume(&options.out, StudyKind::Emulator, &options.parameters())?;
+        Existing::Continue
+    };
+    let points = PointsDir::create(&options.out, existing)?;
+    let lab = ClientEmuServer::build()?;
+    let plan = CorePlan::allowed();
+    let topology = format!("{}; cores: {}", lab.describe(), plan.describe());
+    progress.note(&format!("lab: {topology}"));
+    StudyFile::new(StudyKind::Emulator, &topology)
+        .with_parameters(options.parameters())
+        .write(&options.out)?;
+    let routed = lab.route_through_middle()?;
+    let echo_socket = latlab_io::netns::run_in(lab.server.name(), || {
+        UdpSocket::bind(
+            SocketAddr::from(([0, 0, 0, 0], 7777)),
+            &UdpOptions {
+                rx_timestamps: true,
+                rcvbuf: Some(4 << 20),
+                ..UdpOptions::default()
+            },
+        )
+    })??;
+    let echo_stop = Arc::new(Stop::new());
+    let echo = {
+        let s = echo_stop.clone();
+        std::thread::spawn(move || {
+            if let Some(cpu) = plan.ends {
+                latlab_io::cpu::pin_current_thread(cpu)?;
+            }
+            let config = ReflectorConfig {
+                poll: PollMode::Block,
+                ..ReflectorConfig::default()
+            };
+            reflector::run_udp(&echo_socket, &config, &s, &ReflectorCounters::default())
+        })
+    };
+    let result = measure_latencies(options, &lab, routed, plan, stop, progress, &points).and_then(
+        |latency_points| {
+            let rates = Share {
+                shard: options.shard,
+                first_unit: latency_points,
+            };
+            measure_rates(&lab, options.rate_duration, rates, stop, progress, &points)
+        },
+    );
+    echo_stop.raise();
+    let _ = echo.join();
+    result?;
+    progress.finish();
+    Ok(topology)
+}
+
+/// The latency points: kernel and emulator at delay 0, the emulator at each delay, both at
+/// every rate; then the two loss models. Returns how many points the whole study has here
+/// (each one a unit of `--shard`).
+fn measure_latencies(
+    options: &EmuStudyOptions,
+    lab: &ClientEmuServer,
+    routed: (Ipv4Addr, Ipv4Addr),
+    cores: CorePlan,
+    stop: &Stop,
+    progress: &mut dyn StudyProgress,
+    points: &PointsDir,
+) -> Result<usize, StudyError> {
+    let bridged = (lab.client_addr, SocketAddr::from((lab.server_addr, 7777)));
+    let routed = (routed.0, SocketAddr::from((routed.1, 7777)));
+    let mut plan: Vec<(String, u64, f64, Option<LossModel>)> = Vec::new();
+    for &rate in &options.rates {
+        plan.push(("kernel".into(), 0, rate, None));
+        plan.push(("emu".into(), 0, rate, None));
+        for &d in &options.delays_ns {
+            plan.push(("emu".into(), d, rate, None));
+        }
+    }
+    let loss_rate = 10_000.0;
+    plan.push((
+        "loss-bernoulli".into(),
+        0,
+        loss_rate,
+        Some(LossModel::Bernoulli { p: 0.01 }),
+    ));
+    plan.push((
+        "loss-gemodel".into(),
+        0,
+        loss_rate,
+        Some(LossModel::GilbertElliott {
+            p: 0.01,
+            r: 0.25,
+            one_minus_h: 1.0,
+            one_minus_k: 0.0,
+        }),
+    ));
+    let units = plan.len();
+    let share = Share {
+        shard: options.shard,
+        first_unit: 0,
+    };
+    let total = options.shard.share_of(units);
+    let mine = plan.into_iter().enumerate().filter(|&(i, _)| share.owns(i));
+    for (i, (_, (path, delay_ns, rate, loss))) in mine.enumerate() {
+        if stop.is_raised() {
+            break;
+        }
+        let describe = format!(
+            "{path}, delay {}, {:.0} pps",
+            format_us(delay_ns as f64),
+            rate
+        );
+        progress.point(&describe, i, total);
+        progress.note(&format!("measuring {describe}"));
+        let key = format!("{path}-d{delay_ns}ns-{}pps", rate as u64);
+        let steal_before = latlab_io::cpu::steal_ns();
+        let mut point = if path == "kernel" {
+            let (run, result) = measure_once(lab, routed, rate, options.duration, cores, stop)?;
+            EmuPoint {
+                path,
+                delay_ns,
+                rate_pps: rate,
+                run,
+                loss_bursts: result.loss_bursts,
+                configured_loss: None,
+                expected_mean_burst: None,
+                emulator: None,
+                host_steal_ns: None,
+                trace: None,
+            }
+        } else {
+            // Room in the queue for everything in flight at this rate and delay.
+            let in_flight = (rate * delay_ns as f64 / 1e9) as usize;
+            let ab = LinkConfig {
+                delay_ns,
+                loss: loss.unwrap_or(LossModel::None),
+                limit_frames: Some((in_flight * 2).max(1000)),
+                seed: 7,
+                ..LinkConfig::default()
+            };
+            let ba = LinkConfig {
+                limit_frames: Some((in_flight * 2).max(1000)),
+                ..LinkConfig::default()
+            };
+            let ((run, result), emu) = with_bridge(lab, cores.bridge(Io::Packet), ab, ba, || {
+                measure_once(lab, bridged, rate, options.duration, cores, stop)
+            })?;
+            let (configured_loss, expected_mean_burst) = match loss {
+                Some(LossModel::Bernoulli { p }) => (Some(p), Some(1.0 / (1.0 - p))),
+                Some(LossModel::GilbertElliott { p, r, .. }) => (Some(p / (p + r)), Some(1.0 / r)),
+                _ => (None, None),
+            };
+            let trace = (delay_ns == TRACE_DELAY_NS).then(|| relative_trace(&result.report.trace));
+            EmuPoint {
+                path,
+                delay_ns,
+                rate_pps: rate,
+                run,
+                loss_bursts: result.loss_bursts,
+                configured_loss,
+                expected_mean_burst,
+                emulator: Some(emu),
+                host_steal_ns: None,
+                trace,
+            }
+        };
+        point.host_steal_ns = steal_before
+            .zip(latlab_io::cpu::steal_ns())
+            .map(|(a, b)| b.saturating_sub(a));
+        points.write(&key, &point, None)?;
+    }
+    Ok(units)
+}
+
+fn measure_once(
+    lab: &ClientEmuServer,
+    (client, target): (Ipv4Addr, SocketAddr),
+    rate: f64,
+    duration: Duration,
+    cores: CorePlan,
+    stop: &Stop,
+) -> Result<(RunSummary, latlab_engine::generator::GeneratorResult), StudyError> {
+    let mut gen = GenOptions::new(target);
+    gen.bind = IpAddr::V4(client);
+    gen.rate_pps = rate;
+    gen.duration = duration;
+    gen.warmup = Duration::from_millis(300);
+    gen.grace = Duration::from_millis(500);
+    gen.poll = PollMode::Block;
+    gen.threads = ThreadChoice::One;
+    gen.rcvbuf = Some(4 << 20);
+    let bind = gen.bind;
+    let (sockets, check) = latlab_io::netns::run_in(lab.client.name(), move || {
+        measure::open_sockets(bind, 1, Some(4 << 20))
+    })??;
+    measure::check_target(&check, target, Duration::from_secs(3))?;
+    // One loop on the plan's CPU for the ends: every CPU but the emulator's.
+    let threads = measure::pick_threads(ThreadChoice::One, cores.emulator);
+    let setup = measure::setup(&gen, format!("{rate} pps"), "client-emu-server", threads);
+    Ok(measure::run(
+        &gen,
+        &sockets,
+        threads,
+        setup,
+        stop,
+        &mut |_| {},
+    )?)
+}

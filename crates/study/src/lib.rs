@@ -1,0 +1,281 @@
+//! latlab-study: the studies (`game_server`, `emulator`, `timestamps`, `transports`,
+//! `forwarding`), the RFC 2544 benchmark ([`rfc2544`]), the demo ([`demo`]) and `latlab
+//! report` ([`report`]), on top of the kit in `latlab-lab` and the thin-stream transports in
+//! `latlab-stream`.
+//!
+//! A study measures a grid of points in a lab it builds, writes each point to its results
+//! folder as soon as it is measured, and then draws its tables, figures and `report.md` from
+//! those files only. The kit gives every study:
+//!
+//! - one error type, [`StudyError`], whose messages name the file or option at fault;
+//! - one progress trait, [`StudyProgress`], that the CLI draws as a progress bar;
+//! - one points folder, [`points::PointsDir`]: each point a JSON record (plus a `.hlog` of its
+//!   latency histogram when it has one), written whole or not at all, read back by `--resume`
+//!   and by the report;
+//! - one marker, [`StudyFile`] (`study.json`), that says which study wrote a folder, so
+//!   `latlab report DIR` ([`crate::report::redraw`]) can draw it again, and with which
+//!   parameters, so `--resume` never mixes points measured with different ones.
+//!
+//! Each study lives in a folder of its own: `run` (the lab and the measurements; writes the
+//! points), `analysis` (reads them back), `tables`, `figures` and `report` (draw from the
+//! analysis). The run side and the report side meet only in the study's point types.
+//!
+//! ```no_run
+//! use latlab_engine::Stop;
+//! use latlab_study::{game_server, progress::Silent};
+//!
+//! let options = game_server::StudyOptions::new("latlab-results/game-server".into());
+//! let report = game_server::run(&options, &Stop::new(), &mut Silent)?;
+//! println!("{}", report.report.display());
+//! # Ok::<(), latlab_study::StudyError>(())
+//! ```
+
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use latlab_lab::results::write_atomic;
+
+pub mod demo;
+pub mod emulator;
+pub mod error;
+pub mod forwarding;
+pub mod game_server;
+pub mod points;
+pub mod progress;
+pub mod report;
+pub mod rfc2544;
+pub mod shard;
+pub mod timestamps;
+pub mod transports;
+
+pub use error::StudyError;
+pub use progress::StudyProgress;
+pub use shard::Shard;
+
+/// What a finished study wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StudyReport {
+    /// The results folder.
+    pub out: PathBuf,
+    /// Its `report.md` (not drawn yet while `pending` is not empty).
+    pub report: PathBuf,
+    /// With `--shard`: the shards that have not finished their share yet. The shard that
+    /// finishes last draws the report; until then `latlab report` draws what is there.
+    pub pending: Vec<Shard>,
+}
+
+impl StudyReport {
+    /// After the points of `shard` are measured: marks its share done (unless the run was
+    /// `stopped` before it finished) and, once no shard is missing, draws the report with
+    /// `draw`. A whole study always draws what it measured.
+    pub fn finish(
+        out: &Path,
+        shard: Shard,
+        stopped: bool,
+        draw: impl FnOnce() -> Result<PathBuf, StudyError>,
+    ) -> Result<StudyReport, StudyError> {
+        if !stopped {
+            shard::mark_done(out, shard)?;
+        }
+        let mut pending = shard::missing(out)?;
+        if stopped && !shard.is_whole() && !pending.contains(&shard) {
+            pending.push(shard);
+        }
+        let report = if pending.is_empty() {
+            draw()?
+        } else {
+            out.join("report.md")
+        };
+        Ok(StudyReport {
+            out: out.to_path_buf(),
+            report,
+            pending,
+        })
+    }
+}
+
+/// Which study wrote a results folder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StudyKind {
+    /// `latlab study game-server`.
+    GameServer,
+    /// `latlab study emulator`.
+    Emulator,
+    /// `latlab study timestamps`.
+    Timestamps,
+    /// `latlab study transports`.
+    Transports,
+    /// `latlab study forwarding`.
+    Forwarding,
+}
+
+impl StudyKind {
+    /// The study's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            StudyKind::GameServer => "game-server",
+            StudyKind::Emulator => "emulator",
+            StudyKind::Timestamps => "timestamps",
+            StudyKind::Transports => "transports",
+            StudyKind::Forwarding => "forwarding",
+        }
+    }
+}
+
+/// `study.json`: which study wrote the folder, in which lab and with which parameters,
+/// written when the lab is built (again on `--resume`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StudyFile {
+    /// The study.
+    pub kind: StudyKind,
+    /// The lab it ran in, as `report.md` names it.
+    pub topology: String,
+    /// The latlab version that wrote it.
+    pub latlab_version: String,
+    /// The options that shape every point but are not part of a point's key, by the name
+    /// the command line gives them (`--duration` → `2s`): `--resume` refuses a folder
+    /// measured with other values ([`StudyFile::check_resume`]). Empty in folders written
+    /// before latlab stored them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, String>,
+}
+
+impl StudyFile {
+    /// The file's name in a results folder.
+    pub const NAME: &'static str = "study.json";
+
+    /// The marker of a study of `kind` run in `topology`.
+    pub fn new(kind: StudyKind, topology: &str) -> StudyFile {
+        StudyFile {
+            kind,
+            topology: topology.to_string(),
+            latlab_version: env!("CARGO_PKG_VERSION").to_string(),
+            parameters: BTreeMap::new(),
+        }
+    }
+
+    /// The marker with the parameters that shape its points (see
+    /// [`parameters`](StudyFile::parameters)).
+    pub fn with_parameters(mut self, parameters: BTreeMap<String, String>) -> StudyFile {
+        self.parameters = parameters;
+        self
+    }
+
+    /// Before `--resume` continues `out`: refuses it when its `study.json` says it holds
+    /// another study, or was measured with another value of one of `parameters` (its points
+    /// would not compare with the new ones), naming the first difference. A folder without a
+    /// `study.json`, or without parameters in it, is continued.
+    pub fn check_resume(
+        out: &Path,
+        kind: StudyKind,
+        parameters: &BTreeMap<String, String>,
+    ) -> Result<(), StudyError> {
+        let Some(before) = StudyFile::read(out)? else {
+            return Ok(());
+        };
+        if before.kind != kind {
+            return Err(StudyError::Resume(format!(
+                "the folder holds a study of `latlab study {}`, not of `study {}`",
+                before.kind.name(),
+                kind.name()
+            )));
+        }
+        for (name, was) in &before.parameters {
+            match parameters.get(name) {
+                Some(now) if now != was => {
+                    return Err(StudyError::Resume(format!(
+                        "the folder was measured with {name} {was}, not {now}"
+                    )))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `<out>/study.json`, whole or not at all.
+    pub fn write(&self, out: &Path) -> Result<(), StudyError> {
+        let path = out.join(Self::NAME);
+        let json = serde_json::to_string_pretty(self).map_err(|source| StudyError::Json {
+            path: path.clone(),
+            source,
+        })?;
+        // write_atomic names the file in its errors.
+        Ok(write_atomic(&path, format!("{json}\n").as_bytes())?)
+    }
+
+    /// Reads `<out>/study.json`; `None` when the folder has none (folders written before
+    /// latlab wrote it).
+    pub fn read(out: &Path) -> Result<Option<StudyFile>, StudyError> {
+        let path = out.join(Self::NAME);
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StudyError::file(&path)(e)),
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|source| StudyError::Json { path, source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parameters(duration: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("--duration".to_string(), duration.to_string()),
+            ("--work-cycles".to_string(), "150".to_string()),
+        ])
+    }
+
+    #[test]
+    fn resume_refuses_a_folder_measured_with_other_parameters() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path();
+        StudyFile::new(StudyKind::GameServer, "loopback")
+            .with_parameters(parameters("2s"))
+            .write(out)
+            .unwrap();
+        let read = StudyFile::read(out).unwrap().unwrap();
+        assert_eq!(read.parameters, parameters("2s"));
+        assert!(StudyFile::check_resume(out, StudyKind::GameServer, &parameters("2s")).is_ok());
+        let err =
+            StudyFile::check_resume(out, StudyKind::GameServer, &parameters("1s")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--resume: the folder was measured with --duration 2s, not 1s"
+        );
+        assert!(err.is_usage());
+        let err = StudyFile::check_resume(out, StudyKind::Emulator, &parameters("2s")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--resume: the folder holds a study of `latlab study game-server`, not of `study emulator`"
+        );
+    }
+
+    #[test]
+    fn resume_continues_a_folder_that_stored_no_parameters() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(
+            StudyFile::check_resume(tmp.path(), StudyKind::GameServer, &parameters("1s")).is_ok(),
+            "no study.json"
+        );
+        // A study.json of a latlab that did not store parameters.
+        fs::write(
+            tmp.path().join(StudyFile::NAME),
+            r#"{"kind": "game-server", "topology": "loopback", "latlab_version": "0.1.0"}"#,
+        )
+        .unwrap();
+        assert!(
+            StudyFile::check_resume(tmp.path(), StudyKind::GameServer, &parameters("1s")).is_ok()
+        );
+    }
+}

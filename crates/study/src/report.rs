@@ -1,0 +1,443 @@
+//! `latlab report DIR`: any results folder drawn again from its data.
+//!
+//! A folder says what wrote it: a study writes `study.json` ([`StudyFile`]); `gen --out` and
+//! `demo` write `summary.json`; `rfc2544` writes `rfc2544.json`, from which its `report.md` and
+//! figures are drawn again. Folders of studies written before `study.json` existed are
+//! recognised by their point files (`sweep-`, `table-`, `flood-` for the game-server study;
+//! `kernel-`, `emu-`, `loss-`, `rate-` for the emulator study), with the lab's description
+//! taken from their old `report.md` when it is there.
+//!
+//! A study's tables, figures and `report.md` are written again by the study's own report
+//! module, from the point files only, so they come out as the run wrote them. A `gen` or
+//! `demo` folder is read, not written: its table is rendered again, and its CCDF plot drawn
+//! again (from each run's `ccdf.csv`) wherever the caller wants it.
+//!
+//! `latlab report DIR [--plot FILE]` is [`run`]: the files first, then what to print.
+//!
+//! ```no_run
+//! use latlab_study::report::{redraw, Redrawn};
+//! match redraw("latlab-results/game-server-1700000000".as_ref())? {
+//!     Redrawn::Runs { runs, .. } => print!("{}", runs.table()),
+//!     Redrawn::Study { report, .. } | Redrawn::Rfc2544 { report } => {
+//!         println!("report: {}", report.display())
+//!     }
+//! }
+//! # Ok::<(), latlab_study::StudyError>(())
+//! ```
+
+use std::fs;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use latlab_stats::CcdfPoint;
+
+use crate::{
+    emulator, game_server, points, timestamps, transports, StudyError, StudyFile, StudyKind,
+};
+use latlab_lab::results::RunSummary;
+
+/// What a results folder holds.
+#[derive(Debug)]
+pub enum Folder {
+    /// The runs of `gen --out` (one) or `demo` (one per rate).
+    Runs(RunsFolder),
+    /// An `rfc2544` run's `rfc2544.json`.
+    Rfc2544,
+    /// A study's points.
+    Study {
+        /// Which study.
+        kind: StudyKind,
+        /// The lab it ran in, for its `report.md`.
+        topology: String,
+    },
+}
+
+/// What [`redraw`] (or [`run`]) did.
+#[derive(Debug)]
+pub enum Redrawn {
+    /// A `gen` or `demo` folder, read back: render its table, draw its CCDF.
+    Runs {
+        /// The runs.
+        runs: RunsFolder,
+        /// The CCDF plot [`run`] wrote, when it was asked for one.
+        plot: Option<PathBuf>,
+    },
+    /// An `rfc2544` folder whose `report.md` and figures were written again.
+    Rfc2544 {
+        /// Its `report.md`.
+        report: PathBuf,
+    },
+    /// A study whose tables, figures and `report.md` were written again.
+    Study {
+        /// Which study.
+        kind: StudyKind,
+        /// Its `report.md`.
+        report: PathBuf,
+        /// The shards (`--shard I/N`) that have not finished: their points are not in it.
+        missing: Vec<crate::Shard>,
+    },
+}
+
+/// Recognises the results folder `dir` and draws it again.
+pub fn redraw(dir: &Path) -> Result<Redrawn, StudyError> {
+    Folder::open(dir)?.redraw(dir)
+}
+
+/// What `latlab report` was asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportOptions {
+    /// The results folder.
+    pub dir: PathBuf,
+    /// `--plot`: where to draw the CCDF of every run of a `gen` or `demo` folder.
+    pub plot: Option<PathBuf>,
+}
+
+/// `latlab report`: [`redraw`]s the folder and, for a `gen` or `demo` folder, writes the CCDF
+/// plot asked for. A `--plot` for a study's folder is refused before anything is written.
+pub fn run(options: &ReportOptions) -> Result<Redrawn, StudyError> {
+    let folder = Folder::open(&options.dir)?;
+    let kind = match &folder {
+        Folder::Study { kind, .. } => Some(kind.name()),
+        Folder::Rfc2544 => Some("rfc2544"),
+        Folder::Runs(_) => None,
+    };
+    if let (Some(_), Some(kind)) = (&options.plot, kind) {
+        return Err(StudyError::PlotOfStudy {
+            dir: options.dir.clone(),
+            kind: kind.into(),
+        });
+    }
+    let mut redrawn = folder.redraw(&options.dir)?;
+    if let (
+        Some(path),
+        Redrawn::Runs {
+            runs,
+            plot: written,
+        },
+    ) = (&options.plot, &mut redrawn)
+    {
+        latlab_lab::results::write_atomic(path, runs.ccdf_svg()?.as_bytes())?;
+        *written = Some(path.clone());
+    }
+    Ok(redrawn)
+}
+
+/// The lab's description a folder without `study.json` gets when its `report.md` does not
+/// say.
+const UNRECORDED_TOPOLOGY: &str = "not recorded in the results folder";
+
+impl Folder {
+    /// Reads what `dir` holds (see the module's documentation for how it is recognised).
+    pub fn open(dir: &Path) -> Result<Folder, StudyError> {
+        if let Some(study) = StudyFile::read(dir)? {
+            return Ok(Folder::Study {
+                kind: study.kind,
+                topology: study.topology,
+            });
+        }
+        if dir.join("summary.json").is_file() {
+            return Ok(Folder::Runs(RunsFolder::load(dir)?));
+        }
+        if crate::rfc2544::is_folder(dir) {
+            return Ok(Folder::Rfc2544);
+        }
+        let kind = points::load(dir)?
+            .files
+            .iter()
+            .find_map(|f| kind_of_point(&f.key))
+            .ok_or_else(|| StudyError::UnknownFolder(dir.to_path_buf()))?;
+        let topology = old_topology(dir, kind).unwrap_or_else(|| UNRECORDED_TOPOLOGY.into());
+        Ok(Folder::Study { kind, topology })
+    }
+
+    /// Draws the folder `dir` again: a study's artefacts are written into it; runs are only
+    /// read.
+    pub fn redraw(self, dir: &Path) -> Result<Redrawn, StudyError> {
+        match self {
+            Folder::Runs(runs) => Ok(Redrawn::Runs { runs, plot: None }),
+            Folder::Rfc2544 => {
+                let report = crate::rfc2544::redraw(dir).map_err(|reason| StudyError::Data {
+                    path: dir.join("rfc2544.json"),
+                    reason,
+                })?;
+                Ok(Redrawn::Rfc2544 { report })
+            }
+            Folder::Study { kind, topology } => {
+                let report = match kind {
+                    StudyKind::GameServer => game_server::report::write(dir, &topology)?,
+                    StudyKind::Emulator => emulator::report::write(dir, &topology)?,
+                    StudyKind::Timestamps => timestamps::report::write(dir, &topology)?,
+                    StudyKind::Transports => transports::report::write(dir, &topology)?,
+                    StudyKind::Forwarding => crate::forwarding::report::write(dir, &topology)?,
+                };
+                Ok(Redrawn::Study {
+                    kind,
+                    report,
+                    missing: crate::shard::missing(dir)?,
+                })
+            }
+        }
+    }
+}
+
+/// The study a point key belongs to.
+fn kind_of_point(key: &str) -> Option<StudyKind> {
+    let first = key.split('-').next()?;
+    match first {
+        "sweep" | "table" | "flood" => Some(StudyKind::GameServer),
+        "kernel" | "emu" | "loss" | "rate" => Some(StudyKind::Emulator),
+        "methods" | "reflector" => Some(StudyKind::Timestamps),
+        first if first.starts_with("rtt") => Some(StudyKind::Transports),
+        "dut" => Some(StudyKind::Forwarding),
+        _ => None,
+    }
+}
+
+/// The lab's description in the `report.md` of a folder written before `study.json`.
+fn old_topology(dir: &Path, kind: StudyKind) -> Option<String> {
+    let text = fs::read_to_string(dir.join("report.md")).ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("Topology: "))?;
+    let topology = match kind {
+        StudyKind::GameServer
+        | StudyKind::Timestamps
+        | StudyKind::Transports
+        | StudyKind::Forwarding => line,
+        StudyKind::Emulator => line.split_once(". Round trips").map_or(line, |(t, _)| t),
+    };
+    Some(topology.to_string())
+}
+
+/// The runs of a `gen --out` or `demo` folder.
+#[derive(Debug)]
+pub struct RunsFolder {
+    /// Each run's summary.
+    pub runs: Vec<RunSummary>,
+    /// Each run's folder (the folder itself for `gen`, `rate-…/` for `demo`).
+    pub dirs: Vec<PathBuf>,
+}
+
+impl RunsFolder {
+    /// Reads `summary.json`: a demo's holds a list of runs, each in a `rate-…/` folder; a
+    /// gen's holds one.
+    pub fn load(dir: &Path) -> Result<RunsFolder, StudyError> {
+        let path = dir.join("summary.json");
+        let text = fs::read_to_string(&path).map_err(StudyError::file(&path))?;
+        let json = |source| StudyError::Json {
+            path: path.clone(),
+            source,
+        };
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(json)?;
+        match value.get("runs") {
+            Some(runs) => {
+                let runs: Vec<RunSummary> = serde_json::from_value(runs.clone()).map_err(json)?;
+                let dirs = runs
+                    .iter()
+                    .map(|r| match &r.setup.dir {
+                        Some(d) => dir.join(d),
+                        None => dir.join(format!("rate-{}pps", r.offered_pps as u64)),
+                    })
+                    .collect();
+                Ok(RunsFolder { runs, dirs })
+            }
+            None => Ok(RunsFolder {
+                runs: vec![RunSummary::load(&path)?],
+                dirs: vec![dir.to_path_buf()],
+            }),
+        }
+    }
+
+    /// The summary table of the runs, as `gen` and `demo` print it.
+    pub fn table(&self) -> String {
+        latlab_lab::table::render(&self.runs.iter().collect::<Vec<_>>())
+    }
+
+    /// Every run's CCDF, from its `ccdf.csv`, labelled as the run.
+    pub fn ccdf_series(&self) -> Result<Vec<(String, Vec<CcdfPoint>)>, StudyError> {
+        self.runs
+            .iter()
+            .zip(&self.dirs)
+            .map(|(run, dir)| {
+                let csv = dir.join("ccdf.csv");
+                let file = fs::File::open(&csv).map_err(StudyError::file(&csv))?;
+                let points = latlab_stats::read_ccdf_csv(BufReader::new(file)).map_err(|e| {
+                    StudyError::Data {
+                        path: csv.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
+                Ok((run.setup.label.clone(), points))
+            })
+            .collect()
+    }
+
+    /// The CCDF of every run on one plot, as SVG text.
+    pub fn ccdf_svg(&self) -> Result<String, StudyError> {
+        latlab_lab::plot::ccdf_svg("latency CCDF", &self.ccdf_series()?).map_err(|reason| {
+            StudyError::Figure {
+                file: "the CCDF plot".into(),
+                reason,
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::{emulator, game_server, timestamps, transports};
+
+    /// Every file of `dir` but the points, by name, with its bytes.
+    fn artefacts(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().unwrap().is_file())
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// Writes a study's artefacts as its run does, deletes them, redraws the folder and
+    /// checks that every file came back as it was.
+    fn redrawn_as_written(out: &Path, kind: StudyKind) {
+        StudyFile::new(kind, "namespaces (test)")
+            .write(out)
+            .unwrap();
+        match kind {
+            StudyKind::GameServer => game_server::report::write(out, "namespaces (test)"),
+            StudyKind::Emulator => emulator::report::write(out, "namespaces (test)"),
+            StudyKind::Timestamps => timestamps::report::write(out, "namespaces (test)"),
+            StudyKind::Transports => transports::report::write(out, "namespaces (test)"),
+            StudyKind::Forwarding => crate::forwarding::report::write(out, "namespaces (test)"),
+        }
+        .unwrap();
+        let written = artefacts(out);
+        assert!(written.len() > 3, "{:?}", written.keys());
+        for name in written.keys().filter(|n| *n != StudyFile::NAME) {
+            fs::remove_file(out.join(name)).unwrap();
+        }
+        let Redrawn::Study {
+            kind: seen, report, ..
+        } = redraw(out).unwrap()
+        else {
+            panic!("{} is a study folder", out.display());
+        };
+        assert_eq!((seen, report), (kind, out.join("report.md")));
+        assert_eq!(artefacts(out), written, "the redrawn files differ");
+    }
+
+    #[test]
+    fn a_game_server_study_is_redrawn_as_its_run_wrote_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        game_server::tests::synthetic_study(tmp.path());
+        redrawn_as_written(tmp.path(), StudyKind::GameServer);
+    }
+
+    #[test]
+    fn an_emulator_study_is_redrawn_as_its_run_wrote_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("study");
+        emulator::tests::synthetic_study(&out);
+        redrawn_as_written(&out, StudyKind::Emulator);
+    }
+
+    #[test]
+    fn a_study_folder_from_before_study_json_is_recognised_by_its_points() {
+        let tmp = tempfile::tempdir().unwrap();
+        let game = tmp.path().join("game");
+        game_server::tests::synthetic_study(&game);
+        game_server::report::write(&game, "loopback 127.0.0.1 (old)").unwrap();
+        let emu = tmp.path().join("emu");
+        emulator::tests::synthetic_study(&emu);
+        emulator::report::write(&emu, "namespaces a (198.18.0.1) — b").unwrap();
+        for (dir, kind, topology) in [
+            (&game, StudyKind::GameServer, "loopback 127.0.0.1 (old)"),
+            (&emu, StudyKind::Emulator, "namespaces a (198.18.0.1) — b"),
+        ] {
+            let before = fs::read_to_string(dir.join("report.md")).unwrap();
+            match Folder::open(dir).unwrap() {
+                Folder::Study {
+                    kind: k,
+                    topology: t,
+                } => {
+                    assert_eq!((k, t.as_str()), (kind, topology))
+                }
+                Folder::Runs(_) | Folder::Rfc2544 => {
+                    panic!("{} is a study folder", dir.display())
+                }
+            }
+            redraw(dir).unwrap();
+            assert_eq!(fs::read_to_string(dir.join("report.md")).unwrap(), before);
+            // Without its report.md the lab is not known, and the report says so.
+            fs::remove_file(dir.join("report.md")).unwrap();
+            redraw(dir).unwrap();
+            let report = fs::read_to_string(dir.join("report.md")).unwrap();
+            assert!(report.contains(UNRECORDED_TOPOLOGY), "{report}");
+        }
+    }
+
+    #[test]
+    fn a_gen_folder_gives_its_table_and_plot_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut summary = emulator::tests::run(40.0, 2000, 0, 1000.0);
+        summary.setup.label = "1 kpps".into();
+        fs::write(
+            tmp.path().join("summary.json"),
+            latlab_lab::results::summary_json(&summary),
+        )
+        .unwrap();
+        let mut h = latlab_stats::LatencyHistogram::new();
+        h.record(40_000);
+        fs::write(
+            tmp.path().join("ccdf.csv"),
+            latlab_lab::results::ccdf_csv(&h).unwrap(),
+        )
+        .unwrap();
+        let plot = tmp.path().join("again.svg");
+        let options = ReportOptions {
+            dir: tmp.path().to_path_buf(),
+            plot: Some(plot.clone()),
+        };
+        let Redrawn::Runs { runs, plot: drawn } = run(&options).unwrap() else {
+            panic!("a gen folder");
+        };
+        assert_eq!(runs.runs, [summary.clone()]);
+        assert_eq!(runs.table(), latlab_lab::table::render(&[&summary]));
+        assert_eq!(drawn.as_ref(), Some(&plot));
+        assert!(fs::read_to_string(&plot).unwrap().starts_with("<svg"));
+    }
+
+    #[test]
+    fn a_plot_of_a_study_is_refused_before_anything_is_written() {
+        let tmp = tempfile::tempdir().unwrap();
+        game_server::tests::synthetic_study(tmp.path());
+        let plot = tmp.path().join("plot.svg");
+        let err = run(&ReportOptions {
+            dir: tmp.path().to_path_buf(),
+            plot: Some(plot.clone()),
+        })
+        .unwrap_err();
+        assert!(matches!(err, StudyError::PlotOfStudy { .. }), "{err}");
+        assert!(err.to_string().starts_with("--plot"), "{err}");
+        assert!(!plot.exists() && !tmp.path().join("report.md").exists());
+    }
+
+    #[test]
+    fn a_folder_latlab_did_not_write_is_named_in_the_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir(tmp.path().join("points")).unwrap();
+        fs::write(tmp.path().join("points").join("mine.json"), "{}").unwrap();
+        let err = redraw(tmp.path()).unwrap_err();
+        assert!(matches!(err, StudyError::UnknownFolder(_)), "{err}");
+        assert!(
+            err.to_string().contains(&tmp.path().display().to_string()),
+            "{err}"
+        );
+    }
+}

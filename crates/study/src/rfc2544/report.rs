@@ -1,0 +1,366 @@
+//! `report.md` and the figures of an `rfc2544` results folder, drawn from the measured sizes:
+//! the throughput by frame size in the shape of Emmerich et al.'s Table I and Fig. 2, the frame
+//! loss rate sweep, RFC 8219's latency by load, and conclusions computed from the numbers.
+
+use std::fmt::Write as _;
+
+use super::{Rfc2544Report, SizeResult};
+use latlab_lab::plot::{lines_svg, Line};
+
+/// Bits one frame of `size` bytes takes on an Ethernet wire: the frame, its preamble and start
+/// delimiter (8 bytes) and the inter-frame gap (12 bytes).
+fn wire_bits(size: usize) -> f64 {
+    ((size + 20) * 8) as f64
+}
+
+/// `pps` frames of `size` bytes a second as Gbit/s on the wire.
+fn gbps(pps: f64, size: usize) -> f64 {
+    pps * wire_bits(size) / 1e9
+}
+
+fn mpps(pps: f64) -> String {
+    format!("{:.3}", pps / 1e6)
+}
+
+/// The figures of `report`, as (file name, SVG text): `fig2-throughput.svg` (source maximum,
+/// NDR and PDR by frame size, Mpps), `loss.svg` (the frame loss rate sweep, one line per size)
+/// and `latency.svg` (RFC 8219's worst case by load, one line per size). A figure with no data
+/// is left out.
+pub(super) fn figures(report: &Rfc2544Report) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let by_size = |f: &dyn Fn(&SizeResult) -> Option<f64>| -> Vec<(f64, f64)> {
+        report
+            .sizes
+            .iter()
+            .filter_map(|s| Some((s.frame_size as f64, f(s)? / 1e6)))
+            .collect()
+    };
+    let throughput: Vec<Line> = vec![
+        (
+            "source maximum".into(),
+            by_size(&|s| Some(s.source_max_pps)),
+        ),
+        ("NDR".into(), by_size(&|s| s.ndr_pps.map(|v| v as f64))),
+        (
+            "PDR (≤ 0.5% lost)".into(),
+            by_size(&|s| s.pdr_pps.map(|v| v as f64)),
+        ),
+    ];
+    if throughput.iter().any(|l| !l.1.is_empty()) {
+        let title = format!("Throughput of {} by frame size", report.dut.name());
+        out.push((
+            "fig2-throughput.svg".into(),
+            lines_svg(&title, "frame size (bytes)", "Mpps", &throughput)?,
+        ));
+    }
+    let loss: Vec<Line> = report
+        .sizes
+        .iter()
+        .filter(|s| !s.loss.is_empty())
+        .map(|s| {
+            let points = s.loss.iter().map(|&(p, l)| (f64::from(p), l)).collect();
+            (format!("{} B", s.frame_size), points)
+        })
+        .collect();
+    if !loss.is_empty() {
+        out.push((
+            "loss.svg".into(),
+            lines_svg(
+                "Frame loss rate (RFC 2544 26.3)",
+                "offered load (% of the source's maximum)",
+                "frames lost (%)",
+                &loss,
+            )?,
+        ));
+    }
+    let latency: Vec<Line> = report
+        .sizes
+        .iter()
+        .filter(|s| !s.latency.is_empty())
+        .map(|s| {
+            let points = s
+                .latency
+                .iter()
+                .filter_map(|l| {
+                    Some((
+                        f64::from(l.percent_of_ndr),
+                        l.summary.worst_case_ns? as f64 / 1e3,
+                    ))
+                })
+                .collect();
+            (format!("{} B", s.frame_size), points)
+        })
+        .collect();
+    if latency.iter().any(|l| !l.1.is_empty()) {
+        out.push((
+            "latency.svg".into(),
+            lines_svg(
+                "Worst-case latency (p99.9, RFC 8219) by load",
+                "offered load (% of the NDR)",
+                "one-way latency (µs)",
+                &latency,
+            )?,
+        ));
+    }
+    Ok(out)
+}
+
+/// `report.md`: what was measured and how, Table I's shape per frame size, the latency by
+/// load, and conclusions computed from the numbers. `figures` are the files drawn beside it.
+pub(super) fn markdown(report: &Rfc2544Report, how: &str, figures: &[String]) -> String {
+    let mut md = format!("# RFC 2544 / RFC 8219: {}\n\n{how}\n\n", report.dut.name());
+    md.push_str("## Throughput (Table I's shape)\n\nRates in Mpps and as Gbit/s on the wire (frame + 20 bytes of preamble and gap). The NDR loses nothing; the PDR at most 0.5%.\n\n| frame size | source max [Mpps] | NDR [Mpps] | NDR [Gbit/s] | PDR [Mpps] | loss at 100% | back-to-back [frames] | typical / worst / PDV at NDR [µs] | note |\n|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
+    let us = |v: Option<u64>| v.map_or("-".into(), |v| format!("{:.1}", v as f64 / 1e3));
+    for s in &report.sizes {
+        let at_ndr = s.latency.iter().find(|l| l.percent_of_ndr == 100);
+        let mut note = Vec::new();
+        if s.dut_kept_up {
+            note.push("the DUT kept up with the source: the NDR is a lower bound".to_string());
+        }
+        if let (Some(ndr), Some(offered)) = (s.ndr_pps, s.ndr_offered_pps) {
+            if offered < 0.98 * ndr as f64 {
+                note.push(format!(
+                    "the source reached only {} Mpps at the NDR",
+                    mpps(offered)
+                ));
+            }
+        }
+        if !s.converged {
+            note.push("the search did not narrow to the resolution".into());
+        }
+        if let Some(e) = &s.error {
+            note.push(format!("ended early: {e}"));
+        }
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} |",
+            s.frame_size,
+            mpps(s.source_max_pps),
+            s.ndr_pps.map_or("-".into(), |v| mpps(v as f64)),
+            s.ndr_pps.map_or("-".into(), |v| format!(
+                "{:.3}",
+                gbps(v as f64, s.frame_size)
+            )),
+            s.pdr_pps.map_or("-".into(), |v| mpps(v as f64)),
+            s.loss
+                .first()
+                .map_or("-".into(), |l| format!("{:.2}%", l.1)),
+            s.back_to_back_mean
+                .map_or("-".into(), |m| format!("{m:.0}")),
+            us(at_ndr.and_then(|l| l.summary.typical_ns)),
+            us(at_ndr.and_then(|l| l.summary.worst_case_ns)),
+            us(at_ndr.and_then(|l| l.summary.pdv_ns)),
+            note.join("; ")
+        );
+    }
+    let latency_rows: Vec<String> = report
+        .sizes
+        .iter()
+        .flat_map(|s| {
+            s.latency.iter().map(move |l| {
+                format!(
+                    "| {} | {}% | {} | {} | {} | {} |",
+                    s.frame_size,
+                    l.percent_of_ndr,
+                    mpps(l.rate_pps as f64),
+                    us(l.summary.typical_ns),
+                    us(l.summary.worst_case_ns),
+                    us(l.summary.pdv_ns)
+                )
+            })
+        })
+        .collect();
+    if !latency_rows.is_empty() {
+        md.push_str("\n## Latency by load (RFC 8219)\n\nOne way, from every frame (the source's stamp as it queues the frame, the sink's kernel receive stamp); medians over the trials.\n\n| frame size | load | rate [Mpps] | typical [µs] | worst case p99.9 [µs] | PDV [µs] |\n|---:|---:|---:|---:|---:|---:|\n");
+        for row in latency_rows {
+            md.push_str(&row);
+            md.push('\n');
+        }
+    }
+    md.push('\n');
+    for f in figures {
+        let _ = writeln!(md, "![{f}]({f})\n");
+    }
+    if let Some(saturation) = &report.saturation {
+        md.push_str(&saturation.markdown());
+    }
+    md.push_str(&conclusions(report));
+    md
+}
+
+/// Conclusions from the numbers: what limited each size, whether the DUT is bound by packets
+/// or by bytes, and what load costs in latency.
+fn conclusions(report: &Rfc2544Report) -> String {
+    let mut md = String::from("## Conclusions\n\n");
+    let measured: Vec<&SizeResult> = report
+        .sizes
+        .iter()
+        .filter(|s| s.ndr_pps.is_some())
+        .collect();
+    if measured.is_empty() {
+        md.push_str("- No frame size has an NDR: nothing to conclude.\n");
+        return md;
+    }
+    let kept_up: Vec<String> = measured
+        .iter()
+        .filter(|s| s.dut_kept_up)
+        .map(|s| s.frame_size.to_string())
+        .collect();
+    if kept_up.is_empty() {
+        md.push_str("- The source outran the DUT at every size: each NDR is the DUT's own.\n");
+    } else {
+        let _ = writeln!(
+            md,
+            "- **The source could not outrun the DUT** at {} bytes: there the NDR is the source's rate, a lower bound of the DUT's (try `--source xdp`).",
+            kept_up.join(", ")
+        );
+    }
+    let (first, last) = (measured[0], measured[measured.len() - 1]);
+    let (Some(a), Some(b)) = (first.ndr_pps, last.ndr_pps) else {
+        return md;
+    };
+    if measured.len() > 1 {
+        let pps_ratio = b as f64 / a.max(1) as f64;
+        let bits_ratio = gbps(b as f64, last.frame_size) / gbps(a as f64, first.frame_size);
+        let bound = if pps_ratio > 0.8 {
+            "by packets: its rate in frames barely falls with the frame size, so the cost is per packet, not per byte (as the paper found for software forwarders)"
+        } else if bits_ratio < 1.25 {
+            "by bytes: its rate in bits stays about the same across sizes"
+        } else {
+            "by both: larger frames go at fewer frames but more bits a second"
+        };
+        let _ = writeln!(
+            md,
+            "- From {} to {} bytes the NDR goes from {} to {} Mpps ({:.2}×) and from {:.3} to {:.3} Gbit/s on the wire ({:.2}×): the DUT is bound {bound}.",
+            first.frame_size,
+            last.frame_size,
+            mpps(a as f64),
+            mpps(b as f64),
+            pps_ratio,
+            gbps(a as f64, first.frame_size),
+            gbps(b as f64, last.frame_size),
+            bits_ratio
+        );
+    }
+    for s in &measured {
+        let at = |p: u32| {
+            s.latency
+                .iter()
+                .find(|l| l.percent_of_ndr == p)
+                .and_then(|l| l.summary.worst_case_ns)
+        };
+        if let (Some(low), Some(full)) = (at(10), at(100)) {
+            let _ = writeln!(
+                md,
+                "- {} bytes: the worst-case latency is {:.1} µs at 10% of the NDR and {:.1} µs at the NDR ({:.1}×).",
+                s.frame_size,
+                low as f64 / 1e3,
+                full as f64 / 1e3,
+                full as f64 / low.max(1) as f64
+            );
+        }
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rfc2544::{Dut, LatencyPoint};
+    use latlab_bench::latency::TrialsSummary;
+
+    fn size(frame_size: usize, ndr: u64, kept_up: bool) -> SizeResult {
+        SizeResult {
+            frame_size,
+            source_max_pps: ndr as f64 * 1.2,
+            dut_kept_up: kept_up,
+            ndr_pps: Some(ndr),
+            ndr_offered_pps: Some(ndr as f64),
+            pdr_pps: Some(ndr + ndr / 50),
+            converged: true,
+            loss: vec![(100, 12.5), (90, 3.0), (80, 0.0)],
+            back_to_back: vec![Some(900)],
+            back_to_back_mean: Some(900.0),
+            latency: [(10, 20_000), (100, 80_000)]
+                .iter()
+                .map(|&(p, worst)| LatencyPoint {
+                    percent_of_ndr: p,
+                    rate_pps: ndr * u64::from(p) / 100,
+                    trials: Vec::new(),
+                    summary: TrialsSummary {
+                        trials: 1,
+                        typical_ns: Some(worst / 4),
+                        worst_case_ns: Some(worst),
+                        pdv_ns: Some(worst / 2),
+                    },
+                })
+                .collect(),
+            ..SizeResult::default()
+        }
+    }
+
+    fn report(sizes: Vec<SizeResult>) -> Rfc2544Report {
+        Rfc2544Report {
+            out: "/nowhere".into(),
+            dut: Dut::Kernel,
+            rps: "RPS on CPU 1".into(),
+            sizes,
+            saturation: None,
+        }
+    }
+
+    #[test]
+    fn the_report_has_table_one_latency_by_load_and_conclusions_from_the_numbers() {
+        let r = report(vec![size(64, 200_000, false), size(1518, 190_000, true)]);
+        let figures: Vec<String> = figures(&r).unwrap().into_iter().map(|f| f.0).collect();
+        assert_eq!(figures, ["fig2-throughput.svg", "loss.svg", "latency.svg"]);
+        let md = markdown(&r, "how", &figures);
+        // 200 kpps of 64-byte frames: 200e3 × 84 × 8 bits = 0.134 Gbit/s on the wire.
+        assert!(
+            md.contains(
+                "| 64 | 0.240 | 0.200 | 0.134 | 0.204 | 12.50% | 900 | 20.0 / 80.0 / 40.0 |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("the DUT kept up with the source: the NDR is a lower bound"),
+            "{md}"
+        );
+        assert!(
+            md.contains("**The source could not outrun the DUT** at 1518 bytes"),
+            "{md}"
+        );
+        assert!(
+            md.contains("(0.95×)") && md.contains("the DUT is bound by packets"),
+            "{md}"
+        );
+        assert!(md.contains("64 bytes: the worst-case latency is 20.0 µs at 10% of the NDR and 80.0 µs at the NDR (4.0×)."), "{md}");
+        assert!(md.contains("| 1518 | 10% | 0.019 |"), "{md}");
+        assert!(md.contains("![latency.svg](latency.svg)"), "{md}");
+    }
+
+    #[test]
+    fn a_dut_bound_by_bytes_is_told_from_one_bound_by_packets() {
+        // 1518-byte frames at 64/1518 × 84/1538 of the rate: the same bits a second.
+        let r = report(vec![size(64, 1_538_000, false), size(1518, 84_000, false)]);
+        let md = markdown(&r, "how", &[]);
+        assert!(md.contains("the DUT is bound by bytes"), "{md}");
+        assert!(
+            md.contains("The source outran the DUT at every size"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn sizes_without_an_ndr_draw_no_empty_figure_and_conclude_nothing() {
+        let mut s = size(64, 1, false);
+        s.ndr_pps = None;
+        s.pdr_pps = None;
+        s.latency.clear();
+        s.loss.clear();
+        let r = report(vec![s]);
+        let names: Vec<String> = figures(&r).unwrap().into_iter().map(|f| f.0).collect();
+        assert_eq!(names, ["fig2-throughput.svg"]);
+        assert!(markdown(&r, "how", &names).contains("No frame size has an NDR"));
+    }
+}
