@@ -47,6 +47,7 @@ pub mod forwarding;
 pub mod game_server;
 pub mod points;
 pub mod progress;
+pub mod registry;
 pub mod report;
 pub mod rfc2544;
 pub mod shard;
@@ -55,6 +56,7 @@ pub mod transports;
 
 pub use error::StudyError;
 pub use progress::StudyProgress;
+pub use registry::{Study, STUDIES};
 pub use shard::Shard;
 
 /// What a finished study wrote.
@@ -116,6 +118,15 @@ pub enum StudyKind {
 }
 
 impl StudyKind {
+    /// Every kind, each with its line in [`STUDIES`].
+    pub const ALL: [StudyKind; 5] = [
+        StudyKind::GameServer,
+        StudyKind::Emulator,
+        StudyKind::Timestamps,
+        StudyKind::Transports,
+        StudyKind::Forwarding,
+    ];
+
     /// The study's name on the command line.
     pub fn name(self) -> &'static str {
         match self {

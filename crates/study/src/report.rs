@@ -31,9 +31,8 @@ use std::path::{Path, PathBuf};
 
 use latlab_stats::CcdfPoint;
 
-use crate::{
-    emulator, game_server, points, timestamps, transports, StudyError, StudyFile, StudyKind,
-};
+use crate::registry::{entry, kind_of_point};
+use crate::{points, StudyError, StudyFile, StudyKind};
 use latlab_lab::results::RunSummary;
 
 /// What a results folder holds.
@@ -163,13 +162,7 @@ impl Folder {
                 Ok(Redrawn::Rfc2544 { report })
             }
             Folder::Study { kind, topology } => {
-                let report = match kind {
-                    StudyKind::GameServer => game_server::report::write(dir, &topology)?,
-                    StudyKind::Emulator => emulator::report::write(dir, &topology)?,
-                    StudyKind::Timestamps => timestamps::report::write(dir, &topology)?,
-                    StudyKind::Transports => transports::report::write(dir, &topology)?,
-                    StudyKind::Forwarding => crate::forwarding::report::write(dir, &topology)?,
-                };
+                let report = (entry(kind).draw)(dir, &topology)?;
                 Ok(Redrawn::Study {
                     kind,
                     report,
@@ -180,31 +173,11 @@ impl Folder {
     }
 }
 
-/// The study a point key belongs to.
-fn kind_of_point(key: &str) -> Option<StudyKind> {
-    let first = key.split('-').next()?;
-    match first {
-        "sweep" | "table" | "flood" => Some(StudyKind::GameServer),
-        "kernel" | "emu" | "loss" | "rate" => Some(StudyKind::Emulator),
-        "methods" | "reflector" => Some(StudyKind::Timestamps),
-        first if first.starts_with("rtt") => Some(StudyKind::Transports),
-        "dut" => Some(StudyKind::Forwarding),
-        _ => None,
-    }
-}
-
 /// The lab's description in the `report.md` of a folder written before `study.json`.
 fn old_topology(dir: &Path, kind: StudyKind) -> Option<String> {
     let text = fs::read_to_string(dir.join("report.md")).ok()?;
     let line = text.lines().find_map(|l| l.strip_prefix("Topology: "))?;
-    let topology = match kind {
-        StudyKind::GameServer
-        | StudyKind::Timestamps
-        | StudyKind::Transports
-        | StudyKind::Forwarding => line,
-        StudyKind::Emulator => line.split_once(". Round trips").map_or(line, |(t, _)| t),
-    };
-    Some(topology.to_string())
+    Some((entry(kind).old_topology)(line).to_string())
 }
 
 /// The runs of a `gen --out` or `demo` folder.
@@ -286,7 +259,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::{emulator, game_server, timestamps, transports};
+    use crate::{emulator, game_server};
 
     /// Every file of `dir` but the points, by name, with its bytes.
     fn artefacts(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -309,14 +282,7 @@ mod tests {
         StudyFile::new(kind, "namespaces (test)")
             .write(out)
             .unwrap();
-        match kind {
-            StudyKind::GameServer => game_server::report::write(out, "namespaces (test)"),
-            StudyKind::Emulator => emulator::report::write(out, "namespaces (test)"),
-            StudyKind::Timestamps => timestamps::report::write(out, "namespaces (test)"),
-            StudyKind::Transports => transports::report::write(out, "namespaces (test)"),
-            StudyKind::Forwarding => crate::forwarding::report::write(out, "namespaces (test)"),
-        }
-        .unwrap();
+        (entry(kind).draw)(out, "namespaces (test)").unwrap();
         let written = artefacts(out);
         assert!(written.len() > 3, "{:?}", written.keys());
         for name in written.keys().filter(|n| *n != StudyFile::NAME) {

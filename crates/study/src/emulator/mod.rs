@@ -18,13 +18,13 @@
 //! draw from it. The run side and the report side share only [`EmuPoint`] and [`RatePoint`].
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use latlab_engine::Stop;
 use serde::{Deserialize, Serialize};
 
-use super::{Shard, StudyError, StudyProgress, StudyReport};
+use super::{Shard, Study, StudyError, StudyKind, StudyProgress, StudyReport};
 use latlab_lab::results::RunSummary;
 
 mod analysis;
@@ -43,10 +43,42 @@ pub fn run(
     stop: &Stop,
     progress: &mut dyn StudyProgress,
 ) -> Result<StudyReport, StudyError> {
-    let topology = run::measure_all(options, stop, progress)?;
-    StudyReport::finish(&options.out, options.shard, stop.is_raised(), || {
-        report::write(&options.out, &topology)
-    })
+    EmulatorStudy::run(options, stop, progress)
+}
+
+/// `latlab study emulator` as a [`Study`].
+#[derive(Clone, Copy, Debug)]
+pub struct EmulatorStudy;
+
+impl Study for EmulatorStudy {
+    const KIND: StudyKind = StudyKind::Emulator;
+    const POINT_PREFIXES: &'static [&'static str] = &["kernel", "emu", "loss", "rate"];
+    type Options = EmuStudyOptions;
+
+    fn folder(options: &EmuStudyOptions) -> (&Path, Shard) {
+        (&options.out, options.shard)
+    }
+
+    fn parameters(options: &EmuStudyOptions) -> BTreeMap<String, String> {
+        options.parameters()
+    }
+
+    fn measure(
+        options: &EmuStudyOptions,
+        stop: &Stop,
+        progress: &mut dyn StudyProgress,
+    ) -> Result<String, StudyError> {
+        run::measure_all(options, stop, progress)
+    }
+
+    fn draw(dir: &Path, topology: &str) -> Result<PathBuf, StudyError> {
+        report::write(dir, topology)
+    }
+
+    fn old_topology(line: &str) -> &str {
+        // The emulator study wrote its cores' plan after the lab on the same line.
+        line.split_once(". Round trips").map_or(line, |(t, _)| t)
+    }
 }
 
 /// What the study measures.

@@ -14,14 +14,14 @@
 //! kernel's functions is not built).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use latlab_engine::Stop;
 use serde::{Deserialize, Serialize};
 
 use super::points::{Existing, PointsDir};
-use super::{Shard, StudyError, StudyFile, StudyKind, StudyProgress, StudyReport};
+use super::{Shard, Study, StudyError, StudyFile, StudyKind, StudyProgress, StudyReport};
 use crate::rfc2544::{self, Dut, FwdPoll, Rfc2544Options, Saturation, SizeResult};
 use latlab_lab::command::{CommandError, Quiet};
 
@@ -151,6 +151,46 @@ pub fn run(
     stop: &Stop,
     progress: &mut dyn StudyProgress,
 ) -> Result<StudyReport, StudyError> {
+    ForwardingStudy::run(options, stop, progress)
+}
+
+/// `latlab study forwarding` as a [`Study`].
+#[derive(Clone, Copy, Debug)]
+pub struct ForwardingStudy;
+
+impl Study for ForwardingStudy {
+    const KIND: StudyKind = StudyKind::Forwarding;
+    const POINT_PREFIXES: &'static [&'static str] = &["dut", "batch", "poll"];
+    type Options = ForwardingStudyOptions;
+
+    fn folder(options: &ForwardingStudyOptions) -> (&Path, Shard) {
+        (&options.out, options.shard)
+    }
+
+    fn parameters(options: &ForwardingStudyOptions) -> BTreeMap<String, String> {
+        options.parameters()
+    }
+
+    fn measure(
+        options: &ForwardingStudyOptions,
+        stop: &Stop,
+        progress: &mut dyn StudyProgress,
+    ) -> Result<String, StudyError> {
+        measure_all(options, stop, progress)
+    }
+
+    fn draw(dir: &Path, topology: &str) -> Result<PathBuf, StudyError> {
+        report::write(dir, topology)
+    }
+}
+
+/// Measures this job's DUTs, batch sizes and poll modes into `<out>/points`, after writing
+/// `study.json`; returns the lab's description.
+fn measure_all(
+    options: &ForwardingStudyOptions,
+    stop: &Stop,
+    progress: &mut dyn StudyProgress,
+) -> Result<String, StudyError> {
     let existing = if options.resume || !options.shard.is_whole() {
         StudyFile::check_resume(&options.out, StudyKind::Forwarding, &options.parameters())?;
         Existing::Continue
@@ -246,9 +286,7 @@ pub fn run(
         points.write(key, &point, None)?;
     }
     progress.finish();
-    StudyReport::finish(&options.out, options.shard, stop.is_raised(), || {
-        report::write(&options.out, topology)
-    })
+    Ok(topology.to_string())
 }
 
 fn usage(e: CommandError) -> StudyError {

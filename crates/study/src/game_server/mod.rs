@@ -15,7 +15,7 @@
 //! the report side share only the point schema ([`Point`]) and the constants below.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use latlab_engine::game::ServerIo;
@@ -23,7 +23,7 @@ use latlab_engine::Stop;
 use latlab_stats::{Quantile, Summary};
 use serde::{Deserialize, Serialize};
 
-use super::{Shard, StudyError, StudyProgress, StudyReport};
+use super::{Shard, Study, StudyError, StudyKind, StudyProgress, StudyReport};
 
 mod analysis;
 mod conclusions;
@@ -39,10 +39,37 @@ pub fn run(
     stop: &Stop,
     progress: &mut dyn StudyProgress,
 ) -> Result<StudyReport, StudyError> {
-    let topology = run::measure_all(options, stop, progress)?;
-    StudyReport::finish(&options.out, options.shard, stop.is_raised(), || {
-        report::write(&options.out, &topology)
-    })
+    GameServerStudy::run(options, stop, progress)
+}
+
+/// `latlab study game-server` as a [`Study`].
+#[derive(Clone, Copy, Debug)]
+pub struct GameServerStudy;
+
+impl Study for GameServerStudy {
+    const KIND: StudyKind = StudyKind::GameServer;
+    const POINT_PREFIXES: &'static [&'static str] = &["sweep", "table", "flood"];
+    type Options = StudyOptions;
+
+    fn folder(options: &StudyOptions) -> (&Path, Shard) {
+        (&options.out, options.shard)
+    }
+
+    fn parameters(options: &StudyOptions) -> BTreeMap<String, String> {
+        options.parameters()
+    }
+
+    fn measure(
+        options: &StudyOptions,
+        stop: &Stop,
+        progress: &mut dyn StudyProgress,
+    ) -> Result<String, StudyError> {
+        run::measure_all(options, stop, progress)
+    }
+
+    fn draw(dir: &Path, topology: &str) -> Result<PathBuf, StudyError> {
+        report::write(dir, topology)
+    }
 }
 
 /// The percentiles of Table I (and of every point's latency summaries).

@@ -35,12 +35,12 @@
 //! pinned) and the emulator (blocking, not busy polling, so the two can share) on the last.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use latlab_engine::Stop;
 use serde::{Deserialize, Serialize};
 
-use super::{Shard, StudyError, StudyProgress, StudyReport};
+use super::{Shard, Study, StudyError, StudyKind, StudyProgress, StudyReport};
 
 pub mod analysis;
 mod figures;
@@ -56,10 +56,37 @@ pub fn run(
     stop: &Stop,
     progress: &mut dyn StudyProgress,
 ) -> Result<StudyReport, StudyError> {
-    let topology = run::measure_all(options, stop, progress)?;
-    StudyReport::finish(&options.out, options.shard, stop.is_raised(), || {
-        report::write(&options.out, &topology)
-    })
+    TimestampsStudy::run(options, stop, progress)
+}
+
+/// `latlab study timestamps` as a [`Study`].
+#[derive(Clone, Copy, Debug)]
+pub struct TimestampsStudy;
+
+impl Study for TimestampsStudy {
+    const KIND: StudyKind = StudyKind::Timestamps;
+    const POINT_PREFIXES: &'static [&'static str] = &["methods", "reflector"];
+    type Options = StampStudyOptions;
+
+    fn folder(options: &StampStudyOptions) -> (&Path, Shard) {
+        (&options.out, options.shard)
+    }
+
+    fn parameters(options: &StampStudyOptions) -> BTreeMap<String, String> {
+        options.parameters()
+    }
+
+    fn measure(
+        options: &StampStudyOptions,
+        stop: &Stop,
+        progress: &mut dyn StudyProgress,
+    ) -> Result<String, StudyError> {
+        run::measure_all(options, stop, progress)
+    }
+
+    fn draw(dir: &Path, topology: &str) -> Result<PathBuf, StudyError> {
+        report::write(dir, topology)
+    }
 }
 
 /// What the study measures.

@@ -23,7 +23,7 @@
 //! confidence intervals.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use latlab_engine::Stop;
@@ -31,7 +31,7 @@ use latlab_link::{LinkConfig, LossModel};
 use latlab_stats::{CcdfPoint, Summary};
 use serde::{Deserialize, Serialize};
 
-use super::{Shard, StudyError, StudyProgress, StudyReport};
+use super::{Shard, Study, StudyError, StudyKind, StudyProgress, StudyReport};
 use latlab_stream::{TransportSpec, WireReport};
 
 mod figures;
@@ -47,10 +47,37 @@ pub fn run(
     stop: &Stop,
     progress: &mut dyn StudyProgress,
 ) -> Result<StudyReport, StudyError> {
-    let topology = run::measure_all(options, stop, progress)?;
-    StudyReport::finish(&options.out, options.shard, stop.is_raised(), || {
-        report::write(&options.out, &topology)
-    })
+    TransportsStudy::run(options, stop, progress)
+}
+
+/// `latlab study transports` as a [`Study`].
+#[derive(Clone, Copy, Debug)]
+pub struct TransportsStudy;
+
+impl Study for TransportsStudy {
+    const KIND: StudyKind = StudyKind::Transports;
+    const POINT_PREFIXES: &'static [&'static str] = &["rtt*"];
+    type Options = TransportStudyOptions;
+
+    fn folder(options: &TransportStudyOptions) -> (&Path, Shard) {
+        (&options.out, options.shard)
+    }
+
+    fn parameters(options: &TransportStudyOptions) -> BTreeMap<String, String> {
+        options.parameters()
+    }
+
+    fn measure(
+        options: &TransportStudyOptions,
+        stop: &Stop,
+        progress: &mut dyn StudyProgress,
+    ) -> Result<String, StudyError> {
+        run::measure_all(options, stop, progress)
+    }
+
+    fn draw(dir: &Path, topology: &str) -> Result<PathBuf, StudyError> {
+        report::write(dir, topology)
+    }
 }
 
 /// The transports measured when none are named: every one `latlab stream` has, in one or two

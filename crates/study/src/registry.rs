@@ -1,0 +1,195 @@
+//! What every study is to the rest of latlab, and the one list of them.
+//!
+//! A study implements [`Study`]: its kind (the name on the command line and in `study.json`),
+//! the first words of its point keys, the options that shape its points, how it measures into
+//! a points folder and how it draws from one. [`Study::run`] is the one skeleton every study
+//! runs through: measure this job's points, mark its shard done, and draw the report once no
+//! shard is missing. [`STUDIES`] lists every study once; `latlab report` finds a folder's
+//! study there, by the kind `study.json` names or, in folders written before `study.json`, by
+//! the first word of a point's key.
+//!
+//! A new study is a folder of its own that implements [`Study`], a [`StudyKind`] variant (the
+//! name its folders are marked with) and its line in [`STUDIES`]; its flags are a subcommand in
+//! the CLI's `study.rs`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use latlab_engine::Stop;
+
+use crate::{
+    emulator, forwarding, game_server, timestamps, transports, Shard, StudyError, StudyKind,
+    StudyProgress, StudyReport,
+};
+
+/// One study: how it measures into a points folder and how it draws from one.
+pub trait Study {
+    /// Its kind: `latlab study NAME` and the `kind` of the `study.json` it writes.
+    const KIND: StudyKind;
+    /// The first word (before the first `-`) of the keys of the points it writes, or its stem
+    /// followed by `*`; how a folder written before `study.json` existed is recognised. Words
+    /// no other study uses.
+    const POINT_PREFIXES: &'static [&'static str];
+    /// Its options.
+    type Options;
+
+    /// The results folder and this job's share of the points.
+    fn folder(options: &Self::Options) -> (&Path, Shard);
+
+    /// The options that shape every point but are not part of a point's key, by the name the
+    /// command line gives them, as `study.json` keeps them: `--resume` and the shards of one
+    /// study refuse a folder measured with other values.
+    fn parameters(options: &Self::Options) -> BTreeMap<String, String>;
+
+    /// Builds the lab and measures this job's points into the folder's `points/` (writing
+    /// `study.json` first); returns the lab's description for the report.
+    fn measure(
+        options: &Self::Options,
+        stop: &Stop,
+        progress: &mut dyn StudyProgress,
+    ) -> Result<String, StudyError>;
+
+    /// Writes the tables, figures and `report.md` into `dir` from its points alone; returns
+    /// the `report.md`. `latlab report DIR` calls it too, so it draws byte for byte what the
+    /// run drew.
+    fn draw(dir: &Path, topology: &str) -> Result<PathBuf, StudyError>;
+
+    /// The lab's description from the `Topology: ` line of a `report.md` written before
+    /// `study.json` existed (the line as it is, unless the study wrote more on it).
+    fn old_topology(line: &str) -> &str {
+        line
+    }
+
+    /// Runs the study: measures this job's points, then, once no shard is missing, draws the
+    /// report from them (a stopped run draws what it measured, unless it is a shard).
+    fn run(
+        options: &Self::Options,
+        stop: &Stop,
+        progress: &mut dyn StudyProgress,
+    ) -> Result<StudyReport, StudyError> {
+        let topology = Self::measure(options, stop, progress)?;
+        let (out, shard) = Self::folder(options);
+        StudyReport::finish(out, shard, stop.is_raised(), || Self::draw(out, &topology))
+    }
+}
+
+/// What `latlab report` needs of a study, taken from its [`Study`] implementation.
+#[derive(Clone, Copy)]
+pub struct StudyEntry {
+    /// [`Study::KIND`].
+    pub kind: StudyKind,
+    /// [`Study::POINT_PREFIXES`].
+    pub point_prefixes: &'static [&'static str],
+    /// [`Study::draw`].
+    pub draw: fn(&Path, &str) -> Result<PathBuf, StudyError>,
+    /// [`Study::old_topology`].
+    pub old_topology: fn(&str) -> &str,
+}
+
+impl std::fmt::Debug for StudyEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StudyEntry")
+            .field("kind", &self.kind)
+            .field("point_prefixes", &self.point_prefixes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StudyEntry {
+    /// The entry of study `S`.
+    pub const fn of<S: Study>() -> StudyEntry {
+        StudyEntry {
+            kind: S::KIND,
+            point_prefixes: S::POINT_PREFIXES,
+            draw: S::draw,
+            old_topology: S::old_topology,
+        }
+    }
+}
+
+/// Every study, one line each.
+pub static STUDIES: [StudyEntry; 5] = [
+    StudyEntry::of::<game_server::GameServerStudy>(),
+    StudyEntry::of::<emulator::EmulatorStudy>(),
+    StudyEntry::of::<timestamps::TimestampsStudy>(),
+    StudyEntry::of::<transports::TransportsStudy>(),
+    StudyEntry::of::<forwarding::ForwardingStudy>(),
+];
+
+/// The entry of the study of `kind`.
+pub fn entry(kind: StudyKind) -> &'static StudyEntry {
+    STUDIES
+        .iter()
+        .find(|e| e.kind == kind)
+        .expect("every StudyKind has its line in STUDIES (checked by a test)")
+}
+
+/// The study a point key belongs to, by its first word.
+pub fn kind_of_point(key: &str) -> Option<StudyKind> {
+    let first = key.split('-').next()?;
+    STUDIES
+        .iter()
+        .find(|e| e.point_prefixes.iter().any(|p| names(p, first)))
+        .map(|e| e.kind)
+}
+
+/// Whether `word`, the first word of a point key, is `prefix` (or, for `stem*`, starts with
+/// the stem).
+fn names(prefix: &str, word: &str) -> bool {
+    match prefix.strip_suffix('*') {
+        Some(stem) => word.starts_with(stem),
+        None => word == prefix,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_one_line_and_no_two_studies_share_a_point_prefix() {
+        for kind in StudyKind::ALL {
+            assert_eq!(
+                STUDIES.iter().filter(|e| e.kind == kind).count(),
+                1,
+                "{kind:?}"
+            );
+            assert_eq!(entry(kind).kind, kind);
+        }
+        assert_eq!(STUDIES.len(), StudyKind::ALL.len());
+        for a in &STUDIES {
+            for b in STUDIES.iter().filter(|b| b.kind != a.kind) {
+                for p in a.point_prefixes {
+                    let p = p.trim_end_matches('*');
+                    assert!(
+                        !b.point_prefixes.iter().any(|q| names(q, p)),
+                        "{:?} and {:?} both claim points starting {p}",
+                        a.kind,
+                        b.kind
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn point_keys_name_their_study() {
+        for (key, kind) in [
+            ("sweep-socket-16k-4", StudyKind::GameServer),
+            ("table-batched-default-8-90", StudyKind::GameServer),
+            ("flood-xdp", StudyKind::GameServer),
+            ("kernel-1000", StudyKind::Emulator),
+            ("emu-busy-50000-100us", StudyKind::Emulator),
+            ("loss-1000", StudyKind::Emulator),
+            ("rate-emu-64", StudyKind::Emulator),
+            ("methods-default", StudyKind::Timestamps),
+            ("reflector-busy", StudyKind::Timestamps),
+            ("rtt50ms-jitter50ms-loss0.1-random", StudyKind::Transports),
+            ("dut-fwd-xdp", StudyKind::Forwarding),
+        ] {
+            assert_eq!(kind_of_point(key), Some(kind), "{key}");
+        }
+        assert_eq!(kind_of_point("mine"), None);
+        assert_eq!(kind_of_point(""), None);
+    }
+}
