@@ -34,6 +34,28 @@ pub(crate) enum StudyCommand {
     Forwarding(ForwardingStudyArgs),
 }
 
+/// Where a study writes, the same flags for every study.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StudyFolderArgs {
+    /// Results folder (default latlab-results/<study>-<time>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Continue an interrupted study in --out, skipping the points it measured.
+    #[arg(long, requires = "out")]
+    resume: bool,
+    /// Measure only share I of N of the points into --out, so that N jobs started with the
+    /// same options fill one folder (the last to finish draws the report).
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse, default_value = "1/1", requires = "out")]
+    shard: Shard,
+}
+
+impl StudyFolderArgs {
+    /// `--out`, or a new folder named after the study and the time.
+    fn out(&self, study: &str) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| default_out(study))
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct ForwardingStudyArgs {
     /// The forwarders, comma separated [default: all; testpmd and testpmd-xdp left out when
@@ -71,15 +93,8 @@ pub(crate) struct ForwardingStudyArgs {
     /// The source's frame port: packet (AF_PACKET) or xdp (AF_XDP, faster on veth).
     #[arg(long, default_value = "xdp", value_parser = values::frame_io(), value_name = "IO")]
     source: latlab_lab::command::Io,
-    /// Results folder (default latlab-results/forwarding-<time>).
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Continue an interrupted study in --out, skipping the DUTs it measured.
-    #[arg(long, requires = "out")]
-    resume: bool,
-    /// Measure only share I of N of the DUTs into --out.
-    #[arg(long, value_name = "I/N", value_parser = Shard::parse, default_value = "1/1", requires = "out")]
-    shard: Shard,
+    #[command(flatten)]
+    folder: StudyFolderArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -111,16 +126,6 @@ pub(crate) struct TransportStudyArgs {
     /// How long each stream sends per cell.
     #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DUR")]
     duration: Duration,
-    /// Results folder (default latlab-results/transports-<time>).
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Continue an interrupted study in --out, skipping the cells it finished.
-    #[arg(long, requires = "out")]
-    resume: bool,
-    /// Measure only share I of N of the cells into --out, so that N jobs started with the
-    /// same options fill one folder (the last to finish draws the report).
-    #[arg(long, value_name = "I/N", value_parser = Shard::parse, default_value = "1/1", requires = "out")]
-    shard: Shard,
     /// Run the cells in virtual time: latlab's transport, KCP, QUIC and UDP over the emulator's
     /// link model in simulated time (a two-hour --duration takes seconds); TCP and ENet are
     /// left out. --checks cells are also measured in namespaces, and the report compares.
@@ -132,6 +137,8 @@ pub(crate) struct TransportStudyArgs {
     /// With --virtual: how long each stream sends in those namespace cells.
     #[arg(long, value_parser = parse_duration, default_value = "20s", value_name = "DUR", requires = "virtual_time")]
     check_duration: Duration,
+    #[command(flatten)]
+    folder: StudyFolderArgs,
 }
 
 /// `2.5%` or `2.5` → 0.025.
@@ -163,16 +170,8 @@ pub(crate) struct StampStudyArgs {
     /// The fixed delay the emulator holds on the client→server direction: the reference.
     #[arg(long, value_parser = parse_duration, default_value = "100us", value_name = "DUR")]
     delay: Duration,
-    /// Results folder (default latlab-results/timestamps-<time>).
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Continue an interrupted study in --out, skipping the points it finished.
-    #[arg(long, requires = "out")]
-    resume: bool,
-    /// Measure only share I of N of the points into --out, so that N jobs started with the
-    /// same options fill one folder (the last to finish draws the report).
-    #[arg(long, value_name = "I/N", value_parser = Shard::parse, default_value = "1/1", requires = "out")]
-    shard: Shard,
+    #[command(flatten)]
+    folder: StudyFolderArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -189,13 +188,8 @@ pub(crate) struct EmuStudyArgs {
     /// Sending time of each forwarding-rate point (one per RFC 2544 frame size and path).
     #[arg(long, value_parser = parse_duration, default_value = "2s", value_name = "DUR")]
     rate_duration: Duration,
-    /// Results folder (default latlab-results/emulator-<time>).
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Measure only share I of N of the points into --out, so that N jobs started with the
-    /// same options fill one folder (the last to finish draws the report).
-    #[arg(long, value_name = "I/N", value_parser = Shard::parse, default_value = "1/1", requires = "out")]
-    shard: Shard,
+    #[command(flatten)]
+    folder: StudyFolderArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -216,16 +210,6 @@ pub(crate) struct GameStudyArgs {
     /// Sending time per point.
     #[arg(long, value_parser = parse_duration, default_value = "2s", value_name = "DUR")]
     duration: Duration,
-    /// Results folder (default latlab-results/game-server-<time>).
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Continue an interrupted study in --out, skipping the points it finished.
-    #[arg(long)]
-    resume: bool,
-    /// Measure only share I of N of the points into --out, so that N jobs started with the
-    /// same options fill one folder (the last to finish draws the report).
-    #[arg(long, value_name = "I/N", value_parser = Shard::parse, default_value = "1/1", requires = "out")]
-    shard: Shard,
     /// Emulated work per game packet, in TSC cycles.
     #[arg(long, default_value_t = 150, value_name = "N")]
     work_cycles: u64,
@@ -248,6 +232,8 @@ pub(crate) struct GameStudyArgs {
     /// latlab trace-stats numbers them.
     #[arg(long, value_name = "N", requires = "trace")]
     stream: Option<usize>,
+    #[command(flatten)]
+    folder: StudyFolderArgs,
 }
 
 pub(crate) fn run(command: StudyCommand) -> Result<()> {
@@ -309,15 +295,15 @@ fn game_study(a: GameStudyArgs) -> Result<()> {
     if a.clients.is_empty() || a.clients.iter().any(|&c| c == 0 || c > 1024) {
         bail!("--clients must list counts between 1 and 1024");
     }
-    let out = a.out.unwrap_or_else(|| default_out("game-server"));
+    let out = a.folder.out("game-server");
     let mut options = StudyOptions::new(out);
     options.clients = a.clients;
     options.loads = loads;
     options.rcvbufs = rcvbufs;
     options.ios = a.io;
     options.duration = a.duration;
-    options.resume = a.resume;
-    options.shard = a.shard;
+    options.resume = a.folder.resume;
+    options.shard = a.folder.shard;
     options.work_cycles = a.work_cycles;
     options.flood = !a.no_flood;
     options.namespaces = !a.loopback;
@@ -343,17 +329,18 @@ fn emu_study(a: EmuStudyArgs) -> Result<()> {
     if let Some(reason) = latlab_lab::topology::why_no_namespaces() {
         bail!("study emulator needs network namespaces: {reason}");
     }
-    let out = a.out.unwrap_or_else(|| default_out("emulator"));
+    let out = a.folder.out("emulator");
     let mut options = EmuStudyOptions::new(out);
     options.duration = a.duration;
     options.rates = a.rates;
     options.delays_ns = a.delays.iter().map(|d| d.as_nanos() as u64).collect();
     options.rate_duration = a.rate_duration;
-    options.shard = a.shard;
-    crate::clean::at_start(&options.out, !options.shard.is_whole());
+    options.resume = a.folder.resume;
+    options.shard = a.folder.shard;
+    crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     let mut bar = progress::StudyBar::new();
     let report = emulator::run(&options, &STOP, &mut bar)?;
-    finish(&report, "the finished points", false)
+    finish(&report, "the finished points", true)
 }
 
 fn stamp_study(a: StampStudyArgs) -> Result<()> {
@@ -364,13 +351,13 @@ fn stamp_study(a: StampStudyArgs) -> Result<()> {
     if a.probes == 0 {
         bail!("--probes must be at least 1");
     }
-    let out = a.out.unwrap_or_else(|| default_out("timestamps"));
+    let out = a.folder.out("timestamps");
     let mut options = StampStudyOptions::new(out);
     options.probes = a.probes;
     options.rate_pps = a.rate;
     options.delay_ns = a.delay.as_nanos() as u64;
-    options.resume = a.resume;
-    options.shard = a.shard;
+    options.resume = a.folder.resume;
+    options.shard = a.folder.shard;
     crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     let mut bar = progress::StudyBar::new();
     let report = timestamps::run(&options, &STOP, &mut bar)?;
@@ -399,7 +386,7 @@ fn transport_study(a: TransportStudyArgs) -> Result<()> {
     if let Some(i) = a.intervals.iter().find(|i| i.is_zero()) {
         bail!("--intervals: {i:?} is not a gap between messages");
     }
-    let out = a.out.unwrap_or_else(|| default_out("transports"));
+    let out = a.folder.out("transports");
     let mut options = TransportStudyOptions::new(out);
     options.rtts = a.rtts;
     options.intervals = a.intervals;
@@ -411,8 +398,8 @@ fn transport_study(a: TransportStudyArgs) -> Result<()> {
     options.streams = a.streams;
     options.size = a.size;
     options.duration = a.duration;
-    options.resume = a.resume;
-    options.shard = a.shard;
+    options.resume = a.folder.resume;
+    options.shard = a.folder.shard;
     options.virtual_time = a.virtual_time;
     options.checks = a.checks;
     options.check_duration = a.check_duration;
@@ -433,7 +420,7 @@ fn forwarding_study(a: ForwardingStudyArgs) -> Result<()> {
     if let Some(reason) = latlab_lab::topology::why_no_namespaces() {
         bail!("study forwarding needs network namespaces: {reason}");
     }
-    let out = a.out.unwrap_or_else(|| default_out("forwarding"));
+    let out = a.folder.out("forwarding");
     let mut options = ForwardingStudyOptions::new(out);
     if !a.duts.is_empty() {
         options.duts = a.duts;
@@ -447,8 +434,8 @@ fn forwarding_study(a: ForwardingStudyArgs) -> Result<()> {
     options.batches = a.batches.into_iter().filter(|&b| b != 0).collect();
     // Checked by `parse_poll`: every value but "none" is a mode.
     options.polls = a.polls.iter().filter_map(|p| p.parse().ok()).collect();
-    options.resume = a.resume;
-    options.shard = a.shard;
+    options.resume = a.folder.resume;
+    options.shard = a.folder.shard;
     crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     let mut bar = progress::StudyBar::new();
     let report = forwarding::run(&options, &STOP, &mut bar)?;

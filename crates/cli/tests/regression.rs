@@ -288,3 +288,47 @@ fn resume_refuses_points_measured_with_other_parameters() {
         AT_ONCE,
     );
 }
+
+#[test]
+fn the_emulator_study_resumes_only_its_own_folder_with_its_own_parameters() {
+    // --resume, like --out and --shard, is one flag of every study (StudyFolderArgs); the
+    // emulator study checks the folder before it builds its lab.
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let game = dir.path().join("game");
+    measured_with_two_seconds(&game);
+    fails_at_once(
+        &["study", "emulator", "--resume", "--out", game.to_str().unwrap()],
+        2,
+        &["--resume: the folder holds a study of `latlab study game-server`, not of `study emulator`"],
+        AT_ONCE,
+    );
+    let emulator = dir.path().join("emulator");
+    std::fs::create_dir_all(&emulator).unwrap();
+    std::fs::write(
+        emulator.join("study.json"),
+        r#"{"kind": "emulator", "topology": "namespaces", "latlab_version": "0.1.0",
+            "parameters": {"--duration": "3s", "--rates": "1000,50000",
+                           "--delays": "10000ns,100000ns,1000000ns,100000000ns",
+                           "--rate-duration": "2s"}}"#,
+    )
+    .unwrap();
+    fails_at_once(
+        &[
+            "study",
+            "emulator",
+            "--resume",
+            "--out",
+            emulator.to_str().unwrap(),
+            "--duration",
+            "1s",
+        ],
+        2,
+        &["--resume: the folder was measured with --duration 3s, not 1s"],
+        AT_ONCE,
+    );
+    // Without --out there is nothing to continue.
+    fails_at_once(&["study", "emulator", "--resume"], 2, &["--out"], AT_ONCE);
+}

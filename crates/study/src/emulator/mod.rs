@@ -94,6 +94,8 @@ pub struct EmuStudyOptions {
     pub delays_ns: Vec<u64>,
     /// Sending time of each forwarding-rate point.
     pub rate_duration: Duration,
+    /// Continue the study in `out` (`--resume`), keeping the points it measured.
+    pub resume: bool,
     /// This job's share of the points (`--shard I/N`; the whole study by default).
     pub shard: Shard,
 }
@@ -107,6 +109,7 @@ impl EmuStudyOptions {
             rates: vec![1_000.0, 50_000.0],
             delays_ns: vec![10_000, 100_000, 1_000_000, 100_000_000],
             rate_duration: Duration::from_secs(2),
+            resume: false,
             shard: Shard::WHOLE,
         }
     }

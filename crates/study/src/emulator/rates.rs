@@ -76,6 +76,11 @@ pub(super) fn measure_rates(
         if path == "emu-xdp" && xdp_refused {
             continue;
         }
+        let key = format!("rate-{path}-{size}");
+        if points.resumed::<RatePoint>(&key).is_some() {
+            progress.note(&format!("{key}: measured before, kept"));
+            continue;
+        }
         let describe = format!("forwarding rate, {path}, {size}-byte frames");
         progress.point(&describe, i, total);
         progress.note(&format!("measuring {describe}"));
@@ -137,7 +142,7 @@ pub(super) fn measure_rates(
             elapsed_ns: r.elapsed_ns,
             emulator,
         };
-        points.write(&format!("rate-{path}-{size}"), &point, None)?;
+        points.write(&key, &point, None)?;
     }
     Ok(())
 }

@@ -35,12 +35,13 @@ pub(super) fn measure_all(
     stop: &Stop,
     progress: &mut dyn StudyProgress,
 ) -> Result<String, StudyError> {
-    // The shards of one study fill one folder: each continues it, if its options agree.
-    let existing = if options.shard.is_whole() {
-        Existing::Refuse
-    } else {
+    // The shards of one study fill one folder, and --resume continues one: each continues it,
+    // if its options agree.
+    let existing = if options.resume || !options.shard.is_whole() {
         StudyFile::check_resume(&options.out, StudyKind::Emulator, &options.parameters())?;
         Existing::Continue
+    } else {
+        Existing::RefuseResumable
     };
     let points = PointsDir::create(&options.out, existing)?;
     let lab = ClientEmuServer::build()?;
@@ -147,9 +148,13 @@ fn measure_latencies(
             format_us(delay_ns as f64),
             rate
         );
+        let key = format!("{path}-d{delay_ns}ns-{}pps", rate as u64);
+        if points.resumed::<EmuPoint>(&key).is_some() {
+            progress.note(&format!("{key}: measured before, kept"));
+            continue;
+        }
         progress.point(&describe, i, total);
         progress.note(&format!("measuring {describe}"));
-        let key = format!("{path}-d{delay_ns}ns-{}pps", rate as u64);
         let steal_before = latlab_io::cpu::steal_ns();
         let mut point = if path == "kernel" {
             let (run, result) = measure_once(lab, routed, rate, options.duration, cores, stop)?;
