@@ -166,6 +166,14 @@ pub fn links(sources: &LinkSources) -> Result<(Flows, Flows), String> {
         }
         rules.extend(file.flows);
     }
+    // --frame-size is checked on its own first, so that its error names the flag typed (a
+    // spec's max-frame key is named by validate below).
+    LinkConfig {
+        max_frame: sources.frame_size,
+        ..LinkConfig::default()
+    }
+    .validate()
+    .map_err(|e| e.naming_field_as("--frame-size").to_string())?;
     // The flags, then the typed --frame-size as the max-frame knob.
     let frame_size = sources.frame_size.to_string();
     let flags = sources
@@ -254,6 +262,12 @@ mod tests {
         assert_eq!(
             error(ImpairmentFlags::from([("reorder", "50%")])),
             "A to B: --reorder: needs a --delay: a reordered frame overtakes the delayed ones"
+        );
+        let mut small = sources(ImpairmentFlags::default());
+        small.frame_size = 10;
+        assert_eq!(
+            links(&small).unwrap_err(),
+            "--frame-size: 10 bytes is below 14 (an Ethernet header)"
         );
         let mut b_only = sources(ImpairmentFlags::default());
         b_only.b_to_a = Some("limit=0".into());
