@@ -3,44 +3,169 @@
 //! whole; the sizes an earlier run finished; and the redrawing `latlab report` asks for.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use latlab_bench::throughput::PDR_LOSS;
+use serde::{Deserialize, Serialize};
 
-use super::{report, CommandError, Rfc2544Options, Rfc2544Report, SizeResult};
+use super::{report, CommandError, Rfc2544Options, Rfc2544Report, Saturation, SizeResult};
 
 /// The results file of a run folder.
 pub(super) const RESULTS: &str = "rfc2544.json";
 
-/// How a run was measured, for its `report.md`, from what its `rfc2544.json` records.
-pub(super) fn how_measured(json: &serde_json::Value) -> String {
-    format!(
-        "DUT `{}` in {}; its receive work: {}; source over {}; trials of {} s, search resolution {}% of the source's maximum, at most {} trials a search; {} back-to-back searches and {} latency trials per load. Every trial is in `rfc2544.json`.",
-        json["dut"].as_str().unwrap_or("?"),
-        json["topology"].as_str().unwrap_or("?"),
-        json["receive_work"].as_str().unwrap_or("?"),
-        json["source_io"].as_str().unwrap_or("?"),
-        json["trial_s"],
-        json["resolution"].as_f64().map_or("?".into(), |r| format!("{:.1}", r * 100.0)),
-        json["max_trials"],
-        json["back_to_back_repeats"],
-        json["latency_trials"],
-    )
+/// `rfc2544.json`: what a run measured and the options that shaped it, written and read back
+/// as this one type. Every key but `sizes` may be missing from a folder an older latlab wrote, so each is an
+/// `Option` that reads as `null` when absent.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Rfc2544File {
+    /// `--b2b-repeats`.
+    #[serde(default)]
+    pub back_to_back_repeats: Option<u32>,
+    /// `--dut`.
+    #[serde(default)]
+    pub dut: Option<String>,
+    /// The DUT's own report (`latlab fwd`'s or `latlab emu`'s JSON), when it wrote one.
+    #[serde(default)]
+    pub dut_report: Option<serde_json::Value>,
+    /// `--fwd-batch`.
+    #[serde(default)]
+    pub fwd_batch: Option<usize>,
+    /// `--fwd-poll` (or the DUT's default).
+    #[serde(default)]
+    pub fwd_poll: Option<String>,
+    /// `--iface-a` of an external DUT.
+    #[serde(default)]
+    pub iface_a: Option<String>,
+    /// `--iface-b` of an external DUT.
+    #[serde(default)]
+    pub iface_b: Option<String>,
+    /// `--latency-trials`.
+    #[serde(default)]
+    pub latency_trials: Option<u32>,
+    /// The latlab that wrote it.
+    #[serde(default)]
+    pub latlab_version: Option<String>,
+    /// Whether the loss sweep ran (`--no-loss-sweep`).
+    #[serde(default)]
+    pub loss_sweep: Option<bool>,
+    /// `--max-trials`.
+    #[serde(default)]
+    pub max_trials: Option<usize>,
+    /// The loss the partial drop rate allows.
+    #[serde(default)]
+    pub pdr_loss: Option<f64>,
+    /// Where the lab's receive work ran.
+    #[serde(default)]
+    pub receive_work: Option<String>,
+    /// `--resolution`, a fraction of the source's maximum.
+    #[serde(default)]
+    pub resolution: Option<f64>,
+    /// The saturation trial (Table II); a value an older latlab wrote in another shape reads
+    /// as none, as it always has.
+    #[serde(default, deserialize_with = "lenient")]
+    pub saturation: Option<Saturation>,
+    /// Every frame size, every trial.
+    pub sizes: Vec<SizeResult>,
+    /// `--source`.
+    #[serde(default)]
+    pub source_io: Option<String>,
+    /// The lab it ran in.
+    #[serde(default)]
+    pub topology: Option<String>,
+    /// `--trial`, seconds.
+    #[serde(default)]
+    pub trial_s: Option<f64>,
+}
+
+/// `T` when the value reads as one, else `None`.
+fn lenient<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).unwrap_or(None))
+}
+
+impl Rfc2544File {
+    /// The file of a run measured with `options`.
+    fn new(
+        options: &Rfc2544Options,
+        report: &Rfc2544Report,
+        dut_report: Option<serde_json::Value>,
+        topology: &str,
+    ) -> Rfc2544File {
+        Rfc2544File {
+            back_to_back_repeats: Some(options.b2b_repeats),
+            dut: Some(options.dut.name().to_string()),
+            dut_report,
+            fwd_batch: Some(options.fwd_batch),
+            fwd_poll: Some(options.poll().to_string()),
+            iface_a: options.iface_a.clone(),
+            iface_b: options.iface_b.clone(),
+            latency_trials: Some(options.latency_trials),
+            latlab_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+            loss_sweep: Some(options.loss_sweep),
+            max_trials: Some(options.max_trials),
+            pdr_loss: Some(PDR_LOSS),
+            receive_work: Some(report.rps.clone()),
+            resolution: Some(options.resolution),
+            saturation: report.saturation.clone(),
+            sizes: report.sizes.clone(),
+            source_io: Some(options.source.name().to_string()),
+            topology: Some(topology.to_string()),
+            trial_s: Some(options.trial.as_secs_f64()),
+        }
+    }
+
+    /// Reads `path`; errors name it.
+    pub fn read(path: &Path) -> Result<Rfc2544File, String> {
+        let named = |e: String| format!("{}: {e}", path.display());
+        let text = std::fs::read_to_string(path).map_err(|e| named(e.to_string()))?;
+        serde_json::from_str(&text).map_err(|e| named(e.to_string()))
+    }
+
+    /// The file's text, pretty-printed with the keys of every object in alphabetical order (as
+    /// the file has always been written), with a final newline.
+    pub fn text(&self) -> String {
+        let value = serde_json::to_value(self).expect("an rfc2544 file serialises");
+        format!("{value:#}\n")
+    }
+
+    /// How the run was measured, for its `report.md`.
+    fn how_measured(&self) -> String {
+        // Numbers as JSON writes them (`2.0`, `null` when absent), as the report always had.
+        fn shown<T: Serialize>(v: &Option<T>) -> String {
+            serde_json::to_value(v).map_or_else(|_| "null".into(), |v| v.to_string())
+        }
+        let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
+        format!(
+            "DUT `{}` in {}; its receive work: {}; source over {}; trials of {} s, search resolution {}% of the source's maximum, at most {} trials a search; {} back-to-back searches and {} latency trials per load. Every trial is in `rfc2544.json`.",
+            text(&self.dut),
+            text(&self.topology),
+            text(&self.receive_work),
+            text(&self.source_io),
+            shown(&self.trial_s),
+            self.resolution.map_or("?".into(), |r| format!("{:.1}", r * 100.0)),
+            shown(&self.max_trials),
+            shown(&self.back_to_back_repeats),
+            shown(&self.latency_trials),
+        )
+    }
 }
 
 /// Draws `report.md` and the figures of the rfc2544 folder `dir` again from its
 /// `rfc2544.json`; returns the report's path.
-pub fn redraw(dir: &std::path::Path) -> Result<PathBuf, String> {
+pub fn redraw(dir: &Path) -> Result<PathBuf, String> {
     let path = dir.join(RESULTS);
     let named = |e: String| format!("{}: {e}", path.display());
-    let text = std::fs::read_to_string(&path).map_err(|e| named(e.to_string()))?;
-    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| named(e.to_string()))?;
+    let file = Rfc2544File::read(&path)?;
     let report = Rfc2544Report {
         out: dir.to_path_buf(),
-        dut: json["dut"].as_str().unwrap_or("").parse().map_err(named)?,
-        rps: json["receive_work"].as_str().unwrap_or("").to_string(),
-        sizes: serde_json::from_value(json["sizes"].clone()).map_err(|e| named(e.to_string()))?,
-        saturation: serde_json::from_value(json["saturation"].clone()).unwrap_or(None),
+        dut: file.dut.as_deref().unwrap_or("").parse().map_err(named)?,
+        rps: file.receive_work.clone().unwrap_or_default(),
+        sizes: file.sizes.clone(),
+        saturation: file.saturation.clone(),
     };
     let figures = report::figures(&report).map_err(named)?;
     for (name, svg) in &figures {
@@ -48,14 +173,14 @@ pub fn redraw(dir: &std::path::Path) -> Result<PathBuf, String> {
             .map_err(|e| e.to_string())?;
     }
     let names: Vec<String> = figures.into_iter().map(|f| f.0).collect();
-    let md = report::markdown(&report, &how_measured(&json), &names);
+    let md = report::markdown(&report, &file.how_measured(), &names);
     let out = dir.join("report.md");
     latlab_lab::results::write_atomic(&out, md.as_bytes()).map_err(|e| e.to_string())?;
     Ok(out)
 }
 
 /// Whether `dir` is the results folder of an rfc2544 run.
-pub fn is_folder(dir: &std::path::Path) -> bool {
+pub fn is_folder(dir: &Path) -> bool {
     dir.join(RESULTS).is_file()
 }
 
@@ -93,9 +218,9 @@ pub(super) fn parameters(
 /// with the same options; the error names the flag that differs.
 pub(super) fn earlier_sizes(options: &Rfc2544Options) -> Result<Vec<SizeResult>, CommandError> {
     let path = options.out.join(RESULTS);
-    let bad = |why: String| CommandError::Usage(format!("--resume: {}: {why}", path.display()));
-    let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
-    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let file =
+        Rfc2544File::read(&path).map_err(|why| CommandError::Usage(format!("--resume: {why}")))?;
+    let json = serde_json::to_value(&file).map_err(std::io::Error::other)?;
     for (key, flag, value) in parameters(options) {
         if json[key] != value {
             return Err(CommandError::Usage(format!(
@@ -105,9 +230,11 @@ pub(super) fn earlier_sizes(options: &Rfc2544Options) -> Result<Vec<SizeResult>,
             )));
         }
     }
-    let sizes: Vec<SizeResult> =
-        serde_json::from_value(json["sizes"].clone()).map_err(|e| bad(e.to_string()))?;
-    Ok(sizes.into_iter().filter(|s| s.error.is_none()).collect())
+    Ok(file
+        .sizes
+        .into_iter()
+        .filter(|s| s.error.is_none())
+        .collect())
 }
 
 /// `rfc2544.json` and `rfc2544.csv`, into the results folder, whole.
@@ -122,19 +249,8 @@ pub(super) fn write_results(
     } else {
         latlab_lab::results::ResultsDir::create(&options.out)?
     };
-    let mut json = serde_json::json!({
-        "latlab_version": env!("CARGO_PKG_VERSION"),
-        "topology": topology,
-        "receive_work": report.rps,
-        "pdr_loss": PDR_LOSS,
-        "sizes": report.sizes,
-        "dut_report": dut_report,
-        "saturation": report.saturation,
-    });
-    for (key, _, value) in parameters(options) {
-        json[key] = value;
-    }
-    dir.write("rfc2544.json", format!("{json:#}\n").as_bytes())?;
+    let file = Rfc2544File::new(options, report, dut_report, topology);
+    dir.write(RESULTS, file.text().as_bytes())?;
     let mut csv = String::from(
         "frame_size,source_max_pps,dut_kept_up,ndr_pps,pdr_pps,converged,loss_at_100_percent,\
          back_to_back_frames,typical_latency_ns_at_ndr,worst_case_latency_ns_at_ndr,\
@@ -172,7 +288,7 @@ pub(super) fn write_results(
     for (name, svg) in &figures {
         dir.write(name, svg.as_bytes())?;
     }
-    let how = how_measured(&json);
+    let how = file.how_measured();
     let names: Vec<String> = figures.into_iter().map(|f| f.0).collect();
     dir.write(
         "report.md",
@@ -180,4 +296,85 @@ pub(super) fn write_results(
     )?;
     dir.commit()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rfc2544::Dut;
+
+    fn measured() -> (Rfc2544Options, Rfc2544Report) {
+        let mut options = Rfc2544Options::new(Dut::FwdXdp);
+        options.trial = std::time::Duration::from_secs(1);
+        options.fwd_batch = 16;
+        let report = Rfc2544Report {
+            out: "/nowhere".into(),
+            dut: Dut::FwdXdp,
+            rps: "RPS on CPU 1".into(),
+            sizes: vec![SizeResult {
+                frame_size: 64,
+                source_max_pps: 250_000.5,
+                ndr_pps: Some(200_000),
+                error: None,
+                ..SizeResult::default()
+            }],
+            saturation: None,
+        };
+        (options, report)
+    }
+
+    #[test]
+    fn the_typed_file_is_written_as_the_file_always_was_and_reads_back_the_same() {
+        let (options, report) = measured();
+        let dut_report = Some(serde_json::json!({"cycles": {"rx": 120}}));
+        let file = Rfc2544File::new(&options, &report, dut_report.clone(), "namespaces (test)");
+        // What write_results built with json! before the file had a type: the same bytes.
+        let mut json = serde_json::json!({
+            "latlab_version": env!("CARGO_PKG_VERSION"),
+            "topology": "namespaces (test)",
+            "receive_work": report.rps,
+            "pdr_loss": PDR_LOSS,
+            "sizes": report.sizes,
+            "dut_report": dut_report,
+            "saturation": report.saturation,
+        });
+        for (key, _, value) in parameters(&options) {
+            json[key] = value;
+        }
+        assert_eq!(file.text(), format!("{json:#}\n"));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(RESULTS);
+        std::fs::write(&path, file.text()).unwrap();
+        let again = Rfc2544File::read(&path).unwrap();
+        assert_eq!(again.text(), file.text());
+        assert_eq!(
+            file.how_measured(),
+            "DUT `fwd-xdp` in namespaces (test); its receive work: RPS on CPU 1; source over packet; \
+             trials of 1.0 s, search resolution 1.0% of the source's maximum, at most 16 trials a \
+             search; 1 back-to-back searches and 1 latency trials per load. Every trial is in \
+             `rfc2544.json`."
+        );
+    }
+
+    #[test]
+    fn a_file_of_an_older_latlab_reads_with_what_it_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(RESULTS);
+        // No options recorded, and a saturation in a shape this latlab does not know.
+        std::fs::write(
+            &path,
+            r#"{"dut": "kernel", "sizes": [], "saturation": {"pps": 1}}"#,
+        )
+        .unwrap();
+        let file = Rfc2544File::read(&path).unwrap();
+        assert_eq!(file.dut.as_deref(), Some("kernel"));
+        assert!(file.saturation.is_none() && file.trial_s.is_none());
+        assert!(file.how_measured().contains("trials of null s"));
+        std::fs::write(&path, r#"{"dut": "kernel"}"#).unwrap();
+        let err = Rfc2544File::read(&path).unwrap_err();
+        assert!(
+            err.contains("rfc2544.json") && err.contains("sizes"),
+            "{err}"
+        );
+    }
 }

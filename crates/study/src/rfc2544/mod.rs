@@ -37,7 +37,7 @@ use latlab_io::port::FramePort;
 use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
 
 pub use dut::Dut;
-pub use folder::{is_folder, redraw};
+pub use folder::{is_folder, redraw, Rfc2544File};
 pub use latlab_engine::forwarder::FwdPoll;
 pub use saturation::Saturation;
 
