@@ -40,9 +40,8 @@ pub(crate) fn run(a: DemoArgs) -> Result<()> {
     if options.namespaces {
         crate::clean::at_start(&options.out, false);
     }
-    let mut bar = progress::Bar::new();
-    let outcome =
-        latlab_study::demo::run(&options, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
+    let mut bar = progress::Terminal::new();
+    let outcome = latlab_study::demo::run(&options, &STOP, &mut bar)?;
     outln!("latlab demo: {}", outcome.topology);
     out!(
         "{}",

@@ -8,7 +8,7 @@ use latlab_lab::command::{resolve, Io, PollMode};
 use latlab_lab::echo::EchoOptions;
 use latlab_lab::units::{parse_bytes, parse_duration};
 
-use crate::progress::Counters;
+use crate::progress::Terminal;
 use crate::{parse_xdp_frames, values, STOP};
 
 #[derive(Debug, clap::Args)]
@@ -74,7 +74,7 @@ impl EchoArgs {
 
 pub(crate) fn run(a: EchoArgs) -> Result<()> {
     let options = a.options()?;
-    let report = latlab_lab::echo::run(&options, &STOP, &mut Counters::new())?;
+    let report = latlab_lab::echo::run(&options, &STOP, &mut Terminal::new())?;
     outln!("{}", report.text());
     Ok(())
 }

@@ -11,7 +11,7 @@ use latlab_lab::emu::knob::KNOBS;
 use latlab_lab::emu::{EmuMode, EmuOptions, EmuPoll, RxRing};
 use latlab_lab::units::parse_duration;
 
-use crate::progress::Counters;
+use crate::progress::Terminal;
 use crate::{parse_xdp_frames, values, STOP};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -200,7 +200,7 @@ impl EmuArgs {
 
 pub(crate) fn run(a: EmuArgs) -> Result<()> {
     let options = a.options()?;
-    let report = latlab_lab::emu::run(&options, &STOP, &mut Counters::new())?;
+    let report = latlab_lab::emu::run(&options, &STOP, &mut Terminal::new())?;
     outln!("{}", report.text());
     Ok(())
 }

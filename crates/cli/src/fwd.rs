@@ -8,7 +8,7 @@ use latlab_lab::command::Io;
 use latlab_lab::fwd::{FwdOptions, FwdPoll, MAX_BATCH};
 use latlab_lab::units::parse_duration;
 
-use crate::progress::Counters;
+use crate::progress::Terminal;
 use crate::{values, STOP};
 
 #[derive(Debug, clap::Args)]
@@ -69,7 +69,7 @@ impl FwdArgs {
 
 pub(crate) fn run(a: FwdArgs) -> Result<()> {
     let options = a.options()?;
-    let report = latlab_lab::fwd::run(&options, &STOP, &mut Counters::new())?;
+    let report = latlab_lab::fwd::run(&options, &STOP, &mut Terminal::new())?;
     outln!("{}", report.text());
     Ok(())
 }

@@ -200,8 +200,8 @@ impl GenArgs {
 
 pub(crate) fn run(a: GenArgs) -> Result<()> {
     let command = a.command()?;
-    let mut bar = progress::Bar::new();
-    let report = latlab_lab::gen::run(&command, &STOP, &mut bar, &mut |line| eprintln!("{line}"))?;
+    let mut bar = progress::Terminal::new();
+    let report = latlab_lab::gen::run(&command, &STOP, &mut bar)?;
     out!("{}", report.text());
     if let Some(path) = &report.out {
         outln!("results: {}", path.display());

@@ -8,7 +8,7 @@ use latlab_lab::command::Io;
 use latlab_lab::units::parse_duration;
 use latlab_study::rfc2544::{Dut, Rfc2544Options};
 
-use crate::progress::Counters;
+use crate::progress::Terminal;
 use crate::{values, STOP};
 
 #[derive(Debug, clap::Args)]
@@ -142,7 +142,7 @@ impl Rfc2544Args {
 
 pub(crate) fn run(a: Rfc2544Args) -> Result<()> {
     let options = a.options()?;
-    let report = latlab_study::rfc2544::run(&options, &STOP, &mut Counters::new())?;
+    let report = latlab_study::rfc2544::run(&options, &STOP, &mut Terminal::new())?;
     outln!("{}", report.text());
     Ok(())
 }

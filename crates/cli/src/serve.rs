@@ -8,7 +8,7 @@ use latlab_lab::command::{resolve, PollMode, ServerIo};
 use latlab_lab::serve::ServeOptions;
 use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
 
-use crate::progress::Counters;
+use crate::progress::Terminal;
 use crate::{parse_xdp_frames, values, STOP};
 
 #[derive(Debug, clap::Args)]
@@ -88,7 +88,7 @@ impl ServeArgs {
 
 pub(crate) fn run(a: ServeArgs) -> Result<()> {
     let options = a.options()?;
-    let report = latlab_lab::serve::run(&options, &STOP, &mut Counters::new())?;
+    let report = latlab_lab::serve::run(&options, &STOP, &mut Terminal::new())?;
     outln!("{}", report.text());
     Ok(())
 }

@@ -142,7 +142,7 @@ fn send(a: SendArgs) -> Result<()> {
     command.json = a.json;
     command.hlog = a.hlog;
     command.check()?;
-    let summary = latlab_stream::send::run(&command, &STOP, &mut |line| eprintln!("{line}"))?;
+    let summary = latlab_stream::send::run(&command, &STOP, &mut crate::progress::Terminal::new())?;
     out!("{}", summary.text());
     if summary.stopped_early {
         eprintln!(
@@ -163,7 +163,7 @@ fn recv(a: RecvArgs) -> Result<()> {
         json: a.json,
         runs: a.runs,
     };
-    let report = latlab_stream::recv::run(&command, &STOP, &mut |line| eprintln!("{line}"))?;
+    let report = latlab_stream::recv::run(&command, &STOP, &mut crate::progress::Terminal::new())?;
     outln!(
         "{} runs served, {} bad connections, {} stray datagrams",
         report.runs.len(),

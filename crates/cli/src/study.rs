@@ -319,7 +319,7 @@ fn game_study(a: GameStudyArgs) -> Result<()> {
     if options.namespaces {
         crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     }
-    let mut bar = progress::StudyBar::new();
+    let mut bar = progress::Terminal::new();
     let report = latlab_study::game_server::run(&options, &STOP, &mut bar)?;
     finish(&report, "the finished points", true)
 }
@@ -338,7 +338,7 @@ fn emu_study(a: EmuStudyArgs) -> Result<()> {
     options.resume = a.folder.resume;
     options.shard = a.folder.shard;
     crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
-    let mut bar = progress::StudyBar::new();
+    let mut bar = progress::Terminal::new();
     let report = emulator::run(&options, &STOP, &mut bar)?;
     finish(&report, "the finished points", true)
 }
@@ -359,7 +359,7 @@ fn stamp_study(a: StampStudyArgs) -> Result<()> {
     options.resume = a.folder.resume;
     options.shard = a.folder.shard;
     crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
-    let mut bar = progress::StudyBar::new();
+    let mut bar = progress::Terminal::new();
     let report = timestamps::run(&options, &STOP, &mut bar)?;
     finish(&report, "the finished points", true)
 }
@@ -410,7 +410,7 @@ fn transport_study(a: TransportStudyArgs) -> Result<()> {
     if !options.virtual_time || options.checks > 0 {
         crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     }
-    let mut bar = progress::StudyBar::new();
+    let mut bar = progress::Terminal::new();
     let report = transports::run(&options, &STOP, &mut bar)?;
     finish(&report, "the finished cells", true)
 }
@@ -437,7 +437,7 @@ fn forwarding_study(a: ForwardingStudyArgs) -> Result<()> {
     options.resume = a.folder.resume;
     options.shard = a.folder.shard;
     crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
-    let mut bar = progress::StudyBar::new();
+    let mut bar = progress::Terminal::new();
     let report = forwarding::run(&options, &STOP, &mut bar)?;
     finish(&report, "the measured DUTs", true)
 }

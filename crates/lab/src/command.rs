@@ -3,8 +3,8 @@
 //! few engine and system types a command line needs to name (the stop flag, and
 //! [`signal::is_ignored`] for the signals that raise it).
 //!
-//! A command opens its sockets, says on what it runs through [`LiveView::started`], shows its
-//! counters through [`LiveView::counters`] about once a second while the engine runs, writes
+//! A command opens its sockets, says on what it runs through [`View::started`], shows its
+//! counters through [`View::counters`] about once a second while the engine runs, writes
 //! its `--json` file, and only then returns its report: the caller prints after the files are
 //! on disk.
 
@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use latlab_engine::game::{parse_server_io, ServerIo, SERVER_IOS};
-pub use latlab_engine::generator::Progress;
 pub use latlab_engine::{PollMode, Stop};
 pub use latlab_io::signal;
 pub use latlab_io::Io;
@@ -23,27 +22,7 @@ pub use latlab_probe::{Pattern, MAX_RATE_PPS};
 pub use latlab_stats::read_ccdf_csv;
 
 pub use crate::error::{check_writable, CommandError};
-
-/// What a running command shows. The command line implements it; everything here is called
-/// from the command's own threads, never after the command has returned.
-pub trait LiveView: Send {
-    /// The command has its sockets and starts: `line` says on what (one line, for stderr).
-    fn started(&mut self, line: &str);
-    /// The counters of the running engine, about once a second.
-    fn counters(&mut self, line: &str);
-    /// The engine has stopped; nothing more will be shown.
-    fn stopped(&mut self);
-}
-
-/// A [`LiveView`] that shows nothing.
-#[derive(Debug, Default)]
-pub struct Quiet;
-
-impl LiveView for Quiet {
-    fn started(&mut self, _line: &str) {}
-    fn counters(&mut self, _line: &str) {}
-    fn stopped(&mut self) {}
-}
+pub use crate::progress::{Progress, Quiet, View};
 
 /// Runs `engine` on this thread while a watcher thread raises `stop` once `duration` has
 /// passed and passes the line `show` makes to `view` once a second. `stop` is raised when the
@@ -51,7 +30,7 @@ impl LiveView for Quiet {
 pub(crate) fn watched<T>(
     duration: Option<Duration>,
     stop: &Stop,
-    view: &mut dyn LiveView,
+    view: &mut dyn View,
     show: impl Fn() -> String + Send,
     engine: impl FnOnce() -> T,
 ) -> T {
@@ -145,7 +124,7 @@ mod tests {
         stopped: bool,
     }
 
-    impl LiveView for Recorded {
+    impl View for Recorded {
         fn started(&mut self, line: &str) {
             self.lines.push(line.to_string());
         }

@@ -12,7 +12,7 @@ use latlab_io::port::{SendFailures, XdpEndpoint};
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
 
-use crate::command::{watched, write_json, CommandError, Io, LiveView};
+use crate::command::{watched, write_json, CommandError, Io, View};
 
 /// Everything `latlab echo` takes, checked.
 #[derive(Clone, Debug)]
@@ -102,7 +102,7 @@ impl EchoReport {
 pub fn run(
     options: &EchoOptions,
     stop: &Stop,
-    view: &mut dyn LiveView,
+    view: &mut dyn View,
 ) -> Result<EchoReport, CommandError> {
     let config = ReflectorConfig {
         batch: options.batch,

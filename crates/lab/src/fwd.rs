@@ -17,7 +17,7 @@ use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
 
 pub use latlab_engine::forwarder::FwdPoll;
 
-use crate::command::{watched, write_json, CommandError, Io, LiveView};
+use crate::command::{watched, write_json, CommandError, Io, View};
 
 /// Largest `--batch`.
 pub const MAX_BATCH: usize = 4096;
@@ -179,7 +179,7 @@ pub fn report_json(options: &FwdOptions, report: &FwdReport) -> serde_json::Valu
 pub fn run(
     options: &FwdOptions,
     stop: &Stop,
-    view: &mut dyn LiveView,
+    view: &mut dyn View,
 ) -> Result<FwdReport, CommandError> {
     options.check()?;
     let cpu = options.cpu.or_else(|| {
@@ -251,7 +251,7 @@ fn watched_run(
     options: &FwdOptions,
     cpu: Option<usize>,
     stop: &Stop,
-    view: &mut dyn LiveView,
+    view: &mut dyn View,
     live: &ForwarderLive,
     forward: impl FnOnce() -> std::io::Result<ForwarderReport>,
 ) -> Result<ForwarderReport, CommandError> {

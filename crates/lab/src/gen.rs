@@ -8,7 +8,7 @@ use latlab_engine::Stop;
 
 use crate::command::{check_writable, CommandError, Io};
 use crate::measure::{self, GenOptions};
-use crate::progress::ProgressSink;
+use crate::progress::View;
 use crate::results::{self, ResultsDir, RunSummary};
 use crate::units::format_rate;
 
@@ -107,8 +107,7 @@ impl GenReport {
 pub fn run(
     command: &GenCommand,
     stop: &Stop,
-    sink: &mut dyn ProgressSink,
-    log: &mut dyn FnMut(&str),
+    view: &mut dyn View,
 ) -> Result<GenReport, CommandError> {
     command.check()?;
     // Fail before the run, not after it, when an output cannot be written.
@@ -142,7 +141,7 @@ pub fn run(
     let setup = measure::setup(opts, label.clone(), "remote", threads);
     if let Some(x) = &xdp {
         let (bind, attach) = x.socket.mode();
-        log(&format!(
+        view.note(&format!(
             "latlab gen: AF_XDP on {} ({} mode, {} XDP), from {} to {}",
             x.socket.ifname(),
             format!("{bind:?}").to_lowercase(),
@@ -151,13 +150,13 @@ pub fn run(
             x.addrs.dst
         ));
     }
-    sink.start(&label, opts.duration);
-    let mut update = |p: crate::command::Progress| sink.update(&p);
+    view.run_started(&label, opts.duration);
+    let mut update = |p: crate::command::Progress| view.run_progress(&p);
     let outcome = match xdp {
         Some(x) => measure::run_xdp(opts, x, threads, setup, stop, &mut update),
         None => measure::run(opts, &sockets, threads, setup, stop, &mut update),
     };
-    sink.finish();
+    view.run_finished();
     let (summary, result) = outcome?;
     if let Some(path) = &command.json {
         results::write_atomic(path, results::summary_json(&summary).as_bytes())?;

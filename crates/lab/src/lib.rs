@@ -4,9 +4,9 @@
 //! checked options and returns a report whose files are already written: [`echo::run`],
 //! [`gen::run`], [`serve::run`], [`emu::run`], [`fwd::run`], [`merge`], [`trace`] and
 //! [`clean`]. The thin-stream commands live in `latlab-stream`, the studies, `rfc2544`, the
-//! demo and `report` in `latlab-study`, both on top of this crate. Live counters and progress
-//! go through [`command::LiveView`] and [`progress::ProgressSink`], which the command line
-//! implements; the stop flag is a [`command::Stop`] the caller raises.
+//! demo and `report` in `latlab-study`, both on top of this crate. Live counters, progress and
+//! notes of commands, runs and studies alike go through one trait, [`progress::View`], which
+//! the command line implements once; the stop flag is a [`command::Stop`] the caller raises.
 //!
 //! Topologies of network namespaces joined by veth pairs (or loopback) ([`topology`]),
 //! measurements from options to summaries ([`measure`]), results folders written whole or not

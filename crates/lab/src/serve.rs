@@ -12,7 +12,7 @@ use latlab_engine::{PollMode, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_io::xdp::{Redirect, SourceDrops, SourceLimit, XdpOptions, XdpSocket};
 
-use crate::command::{watched, write_json, CommandError, LiveView};
+use crate::command::{watched, write_json, CommandError, View};
 use crate::echo::{failures_json, pin};
 
 /// Everything `latlab serve` takes, checked.
@@ -92,7 +92,7 @@ enum ServeSocket {
 pub fn run(
     options: &ServeOptions,
     stop: &Stop,
-    view: &mut dyn LiveView,
+    view: &mut dyn View,
 ) -> Result<ServeReport, CommandError> {
     options.check()?;
     let listen = options.listen;

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use latlab_lab::command::{Io, LiveView, PollMode, Quiet, ServerIo, Stop};
+use latlab_lab::command::{Io, PollMode, Quiet, ServerIo, Stop, View};
 use latlab_lab::echo::EchoOptions;
 use latlab_lab::serve::ServeOptions;
 
@@ -19,7 +19,7 @@ struct Shown {
     stopped: bool,
 }
 
-impl LiveView for Shown {
+impl View for Shown {
     fn started(&mut self, line: &str) {
         self.started.push(line.to_string());
     }

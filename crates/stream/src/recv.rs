@@ -21,6 +21,7 @@ use super::send::MAX_MESSAGES;
 use super::transport::{Endpoint, TransportSpec};
 use super::wire::WireCounts;
 use latlab_lab::command::{check_writable, CommandError};
+use latlab_lab::progress::View;
 use latlab_lab::results::write_atomic;
 
 /// Everything `latlab stream recv` takes.
@@ -122,11 +123,7 @@ impl Receiver {
     }
 
     /// Serves runs until `stop` is raised or `--runs` have been served; notes to `log`.
-    pub fn serve(
-        &self,
-        stop: &Stop,
-        log: &mut dyn FnMut(&str),
-    ) -> Result<RecvReport, CommandError> {
+    pub fn serve(&self, stop: &Stop, view: &mut dyn View) -> Result<RecvReport, CommandError> {
         let mut report = RecvReport {
             transport: self.command.transport.to_string(),
             ..RecvReport::default()
@@ -150,14 +147,14 @@ impl Receiver {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     // Out of descriptors, a connection reset before accept: not ours to end on.
-                    log(&format!("latlab stream recv: accept: {e}"));
+                    view.note(&format!("latlab stream recv: accept: {e}"));
                     report.bad_connections += 1;
                     continue;
                 }
             };
-            match self.serve_connection(conn, peer, stop, &mut report, log) {
+            match self.serve_connection(conn, peer, stop, &mut report, view) {
                 Ok(record) => {
-                    log(&format!(
+                    view.note(&format!(
                         "latlab stream recv: run {:08x} from {peer}: {}, {} delivered",
                         record.run, record.outcome, record.delivered
                     ));
@@ -170,7 +167,7 @@ impl Receiver {
                 }
                 Err(e) => {
                     report.bad_connections += 1;
-                    log(&format!("latlab stream recv: {peer}: {e}"));
+                    view.note(&format!("latlab stream recv: {peer}: {e}"));
                 }
             }
         }
@@ -184,7 +181,7 @@ impl Receiver {
         peer: SocketAddr,
         stop: &Stop,
         report: &mut RecvReport,
-        log: &mut dyn FnMut(&str),
+        view: &mut dyn View,
     ) -> io::Result<RunRecord> {
         conn.set_nonblocking(false)?;
         conn.set_nodelay(true)?;
@@ -214,7 +211,7 @@ impl Receiver {
             .then(|| control::to_hex(self.identity.certificate()));
         let mut endpoint = if spec.is_tcp() {
             control::write_frame(&mut conn, &ToSender::Ready { certificate_hex })?;
-            let data = self.accept_data(start.run, report, log)?;
+            let data = self.accept_data(start.run, report, view)?;
             spec.open_receiver(&self.udp, Some(data), start.run, &self.identity)?
         } else {
             let e = spec.open_receiver(&self.udp, None, start.run, &self.identity)?;
@@ -280,7 +277,7 @@ impl Receiver {
         &self,
         run: u32,
         report: &mut RecvReport,
-        log: &mut dyn FnMut(&str),
+        view: &mut dyn View,
     ) -> io::Result<TcpStream> {
         let until = Instant::now() + Duration::from_secs(5);
         while Instant::now() < until {
@@ -301,7 +298,7 @@ impl Receiver {
                 }
                 other => {
                     report.bad_connections += 1;
-                    log(&format!(
+                    view.note(&format!(
                         "latlab stream recv: {peer}: not run {run:08x}'s data connection ({})",
                         match other {
                             Ok(_) => "another run or a control connection".to_string(),
@@ -388,11 +385,11 @@ fn drain(udp: &UdpSocket, buf: &mut [u8]) -> u64 {
 pub fn run(
     command: &RecvCommand,
     stop: &Stop,
-    log: &mut dyn FnMut(&str),
+    view: &mut dyn View,
 ) -> Result<RecvReport, CommandError> {
     let receiver = Receiver::bind(command)?;
     if let Ok(addr) = receiver.local_addr() {
-        log(&format!(
+        view.note(&format!(
             "latlab stream recv: {} on {addr} (tcp control, {} data)",
             command.transport,
             if command.transport.is_tcp() {
@@ -402,5 +399,5 @@ pub fn run(
             }
         ));
     }
-    receiver.serve(stop, log)
+    receiver.serve(stop, view)
 }

@@ -19,6 +19,7 @@ use super::tcp::{configure, rto_min_way, RtoMinGuard, RtoMinWay};
 use super::transport::{SenderSetup, TcpOptions, TransportSpec};
 use super::wire::udp_overhead;
 use latlab_lab::command::{check_writable, CommandError};
+use latlab_lab::progress::View;
 use latlab_lab::results::write_atomic;
 use latlab_probe::model::TrafficModel;
 
@@ -183,9 +184,9 @@ fn run_id() -> u32 {
 pub fn run(
     command: &SendCommand,
     stop: &Stop,
-    log: &mut dyn FnMut(&str),
+    view: &mut dyn View,
 ) -> Result<StreamSummary, CommandError> {
-    run_measured(command, stop, log).map(|(summary, _)| summary)
+    run_measured(command, stop, view).map(|(summary, _)| summary)
 }
 
 /// As [`run`], also returning the latency histogram the summary was made from, so that
@@ -193,7 +194,7 @@ pub fn run(
 pub fn run_measured(
     command: &SendCommand,
     stop: &Stop,
-    log: &mut dyn FnMut(&str),
+    view: &mut dyn View,
 ) -> Result<(StreamSummary, latlab_stats::LatencyHistogram), CommandError> {
     command.check()?;
     let target = command.target;
@@ -382,7 +383,7 @@ pub fn run_measured(
     let lost = sent.saturating_sub(results.delivered);
     let failure = failure(spec, sent, results.delivered);
     if let Some(f) = &failure {
-        log(&format!("latlab stream: {f}"));
+        view.note(&format!("latlab stream: {f}"));
     }
     let summary = StreamSummary {
         latlab_version: env!("CARGO_PKG_VERSION").to_string(),

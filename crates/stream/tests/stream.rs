@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use latlab_engine::Stop;
+use latlab_lab::progress::Quiet;
 use latlab_stream::recv::{Receiver, RecvReport};
 use latlab_stream::{send, RecvCommand, SendCommand, StreamSummary};
 
@@ -40,7 +41,9 @@ impl Serving {
         let stop = Arc::new(Stop::new());
         let s = stop.clone();
         let thread = std::thread::spawn(move || {
-            receiver.serve(&s, &mut |line| eprintln!("{line}")).unwrap()
+            receiver
+                .serve(&s, &mut |line: &str| eprintln!("{line}"))
+                .unwrap()
         });
         Serving {
             addr,
@@ -104,7 +107,7 @@ fn every_transport_delivers_every_message_on_loopback() {
             Receiver::bind(&recv_command("127.0.0.1:0".parse().unwrap(), transport)).unwrap();
         let serving = Serving::start(receiver);
         let command = send_command(serving.addr, transport, 200, Duration::from_millis(2));
-        let summary = send::run(&command, &Stop::new(), &mut |l| eprintln!("{l}")).unwrap();
+        let summary = send::run(&command, &Stop::new(), &mut |l: &str| eprintln!("{l}")).unwrap();
         eprintln!("{}", summary.text());
         assert_delivered(&summary, 200);
         assert_eq!(summary.delivered, 200, "{transport}");
@@ -156,7 +159,7 @@ fn garbage_datagrams_and_connections_do_not_stop_the_receiver() {
             }
         });
         let command = send_command(addr, transport, 300, Duration::from_millis(2));
-        let summary = send::run(&command, &Stop::new(), &mut |l| eprintln!("{l}"));
+        let summary = send::run(&command, &Stop::new(), &mut |l: &str| eprintln!("{l}"));
         done.raise();
         sprayer.join().unwrap();
         let summary = summary.unwrap();
@@ -166,7 +169,7 @@ fn garbage_datagrams_and_connections_do_not_stop_the_receiver() {
         let again = send::run(
             &send_command(addr, transport, 50, Duration::from_millis(2)),
             &Stop::new(),
-            &mut |l| eprintln!("{l}"),
+            &mut |l: &str| eprintln!("{l}"),
         )
         .unwrap();
         assert_eq!(again.delivered, 50, "{transport}");
@@ -213,7 +216,7 @@ fn modified_tcp_sets_its_minimum_rto_on_its_socket_even_on_the_host() {
         Receiver::bind(&recv_command("127.0.0.1:0".parse().unwrap(), transport)).unwrap();
     let serving = Serving::start(receiver);
     let command = send_command(serving.addr, transport, 200, Duration::from_millis(2));
-    let summary = send::run(&command, &Stop::new(), &mut |l| eprintln!("{l}")).unwrap();
+    let summary = send::run(&command, &Stop::new(), &mut |l: &str| eprintln!("{l}")).unwrap();
     eprintln!("{}", summary.text());
     assert_delivered(&summary, 200);
     assert_eq!(summary.delivered, 200);
@@ -263,7 +266,7 @@ fn a_minimum_rto_out_of_range_is_refused_with_one_line_before_the_run() {
         10,
         Duration::from_millis(10),
     );
-    let err = send::run(&command, &Stop::new(), &mut |_| {}).unwrap_err();
+    let err = send::run(&command, &Stop::new(), &mut Quiet).unwrap_err();
     assert!(err.is_usage(), "{err:?}");
     let err = err.to_string();
     eprintln!("{err}");

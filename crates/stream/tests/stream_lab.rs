@@ -104,7 +104,9 @@ impl Lab {
         let stop = Arc::new(Stop::new());
         let s = stop.clone();
         let thread = std::thread::spawn(move || {
-            receiver.serve(&s, &mut |line| eprintln!("{line}")).unwrap()
+            receiver
+                .serve(&s, &mut |line: &str| eprintln!("{line}"))
+                .unwrap()
         });
         (listen, stop, thread)
     }
@@ -115,7 +117,7 @@ impl Lab {
         let name = command.transport.to_string();
         std::thread::spawn(move || {
             latlab_io::netns::run_in(&client, move || {
-                send::run(&command, &Stop::new(), &mut |l| eprintln!("{l}"))
+                send::run(&command, &Stop::new(), &mut |l: &str| eprintln!("{l}"))
             })
             .unwrap()
             .unwrap_or_else(|e| panic!("{name}: {e}"))

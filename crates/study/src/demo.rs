@@ -11,7 +11,7 @@ use latlab_engine::Stop;
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use serde::Serialize;
 
-pub use latlab_lab::progress::ProgressSink;
+use latlab_lab::progress::View;
 
 use latlab_lab::measure::{self, GenOptions, MeasureError, ThreadChoice};
 use latlab_lab::results::{self, ResultsDir, RunSummary};
@@ -139,12 +139,11 @@ struct ReflectorJson {
 pub fn run(
     options: &DemoOptions,
     stop: &Stop,
-    sink: &mut dyn ProgressSink,
-    log: &mut dyn FnMut(&str),
+    view: &mut dyn View,
 ) -> Result<DemoOutcome, DemoError> {
     let results = ResultsDir::create(&options.out)?;
     let topology = ClientServer::build(options.namespaces)?;
-    log(&format!("lab: {}", topology.describe()));
+    view.note(&format!("lab: {}", topology.describe()));
     let (server_sock, client_ip, ns_client) = match &topology {
         ClientServer::Loopback { .. } => {
             let s = UdpSocket::bind(SocketAddr::from(([127, 0, 0, 1], 0)), &reflector_opts())?;
@@ -189,7 +188,7 @@ pub fn run(
             })?
     };
     let measured = measure_rates(
-        options, target, client_ip, ns_client, echo_cpu, &topology, stop, sink, log, &results,
+        options, target, client_ip, ns_client, echo_cpu, &topology, stop, view, &results,
     );
     echo_stop.raise();
     let echo_result = echo
@@ -211,7 +210,7 @@ pub fn run(
                     .percentile("p50")
                     .and_then(|p| p.estimate.value_ns())
             });
-        let (summary, result, link) = emulated_run(options, stop, sink, log)?;
+        let (summary, result, link) = emulated_run(options, stop, view)?;
         let dir = summary.setup.dir.clone().unwrap_or_default();
         results::write_run(&results, &format!("{dir}/"), &summary, &result)?;
         results.write(
@@ -295,8 +294,7 @@ struct EmulatorRun {
 fn emulated_run(
     options: &DemoOptions,
     stop: &Stop,
-    sink: &mut dyn ProgressSink,
-    log: &mut dyn FnMut(&str),
+    view: &mut dyn View,
 ) -> Result<
     (
         RunSummary,
@@ -306,13 +304,13 @@ fn emulated_run(
     DemoError,
 > {
     let lab = ClientEmuServer::build()?;
-    log(&format!("lab: {}", lab.describe()));
+    view.note(&format!("lab: {}", lab.describe()));
     let ((summary, result), report) = crate::emulator::bridge::with_emulator(
         &lab,
         latlab_io::Io::Packet,
         emulated_link(1),
         emulated_link(2),
-        || measure_through(&lab, options, stop, sink, log),
+        || measure_through(&lab, options, stop, view),
     )?;
     Ok((summary, result, EmulatorRun { report }))
 }
@@ -322,8 +320,7 @@ fn measure_through(
     lab: &ClientEmuServer,
     options: &DemoOptions,
     stop: &Stop,
-    sink: &mut dyn ProgressSink,
-    log: &mut dyn FnMut(&str),
+    view: &mut dyn View,
 ) -> Result<(RunSummary, latlab_engine::generator::GeneratorResult), DemoError> {
     let target = SocketAddr::from((lab.server_addr, 7777));
     let echo_socket = latlab_io::netns::run_in(lab.server.name(), move || {
@@ -363,12 +360,12 @@ fn measure_through(
         );
         let mut setup = measure::setup(&gen, label.clone(), "client-emu-server", threads);
         setup.dir = Some("emulated-link".into());
-        log(&format!("measuring {label} for {:?}", options.duration));
-        sink.start(&label, options.duration);
+        view.note(&format!("measuring {label} for {:?}", options.duration));
+        view.run_started(&label, options.duration);
         let outcome = measure::run(&gen, &sockets, threads, setup, stop, &mut |p| {
-            sink.update(&p)
+            view.run_progress(&p)
         });
-        sink.finish();
+        view.run_finished();
         Ok(outcome?)
     })();
     echo_stop.raise();
@@ -396,8 +393,7 @@ fn measure_rates(
     echo_cpu: Option<usize>,
     topology: &ClientServer,
     stop: &Stop,
-    sink: &mut dyn ProgressSink,
-    log: &mut dyn FnMut(&str),
+    view: &mut dyn View,
     results: &ResultsDir,
 ) -> Result<Vec<(RunSummary, latlab_engine::generator::GeneratorResult)>, DemoError> {
     let mut runs = Vec::new();
@@ -425,12 +421,12 @@ fn measure_rates(
         let threads = measure::pick_threads(gen.threads, echo_cpu);
         let label = format!("{} {}", format_rate(rate), topology.kind());
         let setup = measure::setup(&gen, label.clone(), topology.kind(), threads);
-        log(&format!("measuring {label} for {:?}", options.duration));
-        sink.start(&label, options.duration);
+        view.note(&format!("measuring {label} for {:?}", options.duration));
+        view.run_started(&label, options.duration);
         let outcome = measure::run(&gen, &sockets, threads, setup, stop, &mut |p| {
-            sink.update(&p)
+            view.run_progress(&p)
         });
-        sink.finish();
+        view.run_finished();
         let (summary, result) = outcome?;
         let dir = format!("rate-{}pps", rate as u64);
         let mut summary = summary;

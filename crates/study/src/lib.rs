@@ -8,7 +8,8 @@
 //! those files only. The kit gives every study:
 //!
 //! - one error type, [`StudyError`], whose messages name the file or option at fault;
-//! - one progress trait, [`StudyProgress`], that the CLI draws as a progress bar;
+//! - one way to show progress, the kit's [`View`](latlab_lab::progress::View): a point as it starts,
+//!   notes, the end; the CLI draws it as a progress bar;
 //! - one points folder, [`points::PointsDir`]: each point a JSON record (plus a `.hlog` of its
 //!   latency histogram when it has one), written whole or not at all, read back by `--resume`
 //!   and by the report;
@@ -22,10 +23,11 @@
 //!
 //! ```no_run
 //! use latlab_engine::Stop;
-//! use latlab_study::{game_server, progress::Silent};
+//! use latlab_lab::progress::Quiet;
+//! use latlab_study::game_server;
 //!
 //! let options = game_server::StudyOptions::new("latlab-results/game-server".into());
-//! let report = game_server::run(&options, &Stop::new(), &mut Silent)?;
+//! let report = game_server::run(&options, &Stop::new(), &mut Quiet)?;
 //! println!("{}", report.report.display());
 //! # Ok::<(), latlab_study::StudyError>(())
 //! ```
@@ -46,7 +48,6 @@ pub mod error;
 pub mod forwarding;
 pub mod game_server;
 pub mod points;
-pub mod progress;
 pub mod registry;
 pub mod report;
 pub mod rfc2544;
@@ -55,7 +56,6 @@ pub mod timestamps;
 pub mod transports;
 
 pub use error::StudyError;
-pub use progress::StudyProgress;
 pub use registry::{Study, STUDIES};
 pub use shard::Shard;
 

@@ -16,10 +16,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use latlab_engine::Stop;
+use latlab_lab::progress::View;
 
 use crate::{
     emulator, forwarding, game_server, timestamps, transports, Shard, StudyError, StudyKind,
-    StudyProgress, StudyReport,
+    StudyReport,
 };
 
 /// One study: how it measures into a points folder and how it draws from one.
@@ -46,7 +47,7 @@ pub trait Study {
     fn measure(
         options: &Self::Options,
         stop: &Stop,
-        progress: &mut dyn StudyProgress,
+        progress: &mut dyn View,
     ) -> Result<String, StudyError>;
 
     /// Writes the tables, figures and `report.md` into `dir` from its points alone; returns
@@ -65,7 +66,7 @@ pub trait Study {
     fn run(
         options: &Self::Options,
         stop: &Stop,
-        progress: &mut dyn StudyProgress,
+        progress: &mut dyn View,
     ) -> Result<StudyReport, StudyError> {
         let topology = Self::measure(options, stop, progress)?;
         let (out, shard) = Self::folder(options);

@@ -24,7 +24,7 @@ use latlab_link::Flows;
 
 pub use latlab_io::packet::RxRing;
 
-use crate::command::{watched, write_json, CommandError, Io, LiveView};
+use crate::command::{watched, write_json, CommandError, Io, View};
 use config::LinkSources;
 
 /// How the AF_PACKET bridge is laid out.
@@ -224,7 +224,7 @@ impl EmuReport {
 pub fn run(
     options: &EmuOptions,
     stop: &Stop,
-    view: &mut dyn LiveView,
+    view: &mut dyn View,
 ) -> Result<EmuReport, CommandError> {
     options.check()?;
     let report = match options.io {
@@ -241,7 +241,7 @@ pub fn run(
 fn run_packet(
     options: &EmuOptions,
     stop: &Stop,
-    view: &mut dyn LiveView,
+    view: &mut dyn View,
 ) -> Result<EmulatorReport, CommandError> {
     let packet = PacketOptions {
         // Ring slots hold the frame plus the kernel's headers and must be a power of two.
@@ -315,7 +315,7 @@ fn run_packet(
 fn run_xdp(
     options: &EmuOptions,
     stop: &Stop,
-    view: &mut dyn LiveView,
+    view: &mut dyn View,
 ) -> Result<EmulatorReport, CommandError> {
     let xdp = XdpOptions {
         // A received frame gets frame_size − 256 bytes of a UMEM frame.
@@ -363,7 +363,7 @@ fn run_xdp(
 fn watched_bridge(
     options: &EmuOptions,
     stop: &Stop,
-    view: &mut dyn LiveView,
+    view: &mut dyn View,
     bridge: impl FnOnce(&EmulatorLive) -> std::io::Result<EmulatorReport>,
 ) -> Result<EmulatorReport, CommandError> {
     let api = options

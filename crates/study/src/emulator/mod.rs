@@ -24,7 +24,8 @@ use std::time::Duration;
 use latlab_engine::Stop;
 use serde::{Deserialize, Serialize};
 
-use super::{Shard, Study, StudyError, StudyKind, StudyProgress, StudyReport};
+use super::{Shard, Study, StudyError, StudyKind, StudyReport};
+use latlab_lab::progress::View;
 use latlab_lab::results::RunSummary;
 
 mod analysis;
@@ -41,7 +42,7 @@ mod tables;
 pub fn run(
     options: &EmuStudyOptions,
     stop: &Stop,
-    progress: &mut dyn StudyProgress,
+    progress: &mut dyn View,
 ) -> Result<StudyReport, StudyError> {
     EmulatorStudy::run(options, stop, progress)
 }
@@ -66,7 +67,7 @@ impl Study for EmulatorStudy {
     fn measure(
         options: &EmuStudyOptions,
         stop: &Stop,
-        progress: &mut dyn StudyProgress,
+        progress: &mut dyn View,
     ) -> Result<String, StudyError> {
         run::measure_all(options, stop, progress)
     }

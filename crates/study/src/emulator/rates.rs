@@ -17,7 +17,8 @@ use latlab_link::LinkConfig;
 use super::bridge::{with_emulator, xdp_bridge_opens};
 use super::{RatePoint, FRAME_SIZES};
 use crate::points::PointsDir;
-use crate::{StudyError, StudyProgress};
+use crate::StudyError;
+use latlab_lab::progress::View;
 use latlab_lab::topology::ClientEmuServer;
 
 fn parse_mac(text: &str) -> Result<[u8; 6], StudyError> {
@@ -31,7 +32,7 @@ pub(super) fn measure_rates(
     duration: Duration,
     share: crate::shard::Share,
     stop: &Stop,
-    progress: &mut dyn StudyProgress,
+    progress: &mut dyn View,
     points: &PointsDir,
 ) -> Result<(), StudyError> {
     use latlab_engine::blaster::{self, FrameAddrs};

@@ -16,8 +16,9 @@ use super::rates::measure_rates;
 use super::{EmuPoint, EmuStudyOptions, TRACE_DELAY_NS};
 use crate::points::{Existing, PointsDir};
 use crate::shard::Share;
-use crate::{StudyError, StudyFile, StudyKind, StudyProgress};
+use crate::{StudyError, StudyFile, StudyKind};
 use latlab_lab::measure::{self, GenOptions, ThreadChoice};
+use latlab_lab::progress::View;
 use latlab_lab::results::RunSummary;
 use latlab_lab::topology::ClientEmuServer;
 use latlab_lab::units::format_us;
@@ -33,7 +34,7 @@ fn relative_trace(trace: &[(u64, u64)]) -> Vec<(u64, u64)> {
 pub(super) fn measure_all(
     options: &EmuStudyOptions,
     stop: &Stop,
-    progress: &mut dyn StudyProgress,
+    progress: &mut dyn View,
 ) -> Result<String, StudyError> {
     // The shards of one study fill one folder, and --resume continues one: each continues it,
     // if its options agree.
@@ -101,7 +102,7 @@ fn measure_latencies(
     routed: (Ipv4Addr, Ipv4Addr),
     cores: CorePlan,
     stop: &Stop,
-    progress: &mut dyn StudyProgress,
+    progress: &mut dyn View,
     points: &PointsDir,
 ) -> Result<usize, StudyError> {
     let bridged = (lab.client_addr, SocketAddr::from((lab.server_addr, 7777)));

@@ -21,9 +21,10 @@ use latlab_engine::Stop;
 use serde::{Deserialize, Serialize};
 
 use super::points::{Existing, PointsDir};
-use super::{Shard, Study, StudyError, StudyFile, StudyKind, StudyProgress, StudyReport};
+use super::{Shard, Study, StudyError, StudyFile, StudyKind, StudyReport};
 use crate::rfc2544::{self, Dut, FwdPoll, Rfc2544Options, Saturation, SizeResult};
 use latlab_lab::command::{CommandError, Quiet};
+use latlab_lab::progress::View;
 
 pub mod report;
 mod table2;
@@ -149,7 +150,7 @@ pub struct DutPoint {
 pub fn run(
     options: &ForwardingStudyOptions,
     stop: &Stop,
-    progress: &mut dyn StudyProgress,
+    progress: &mut dyn View,
 ) -> Result<StudyReport, StudyError> {
     ForwardingStudy::run(options, stop, progress)
 }
@@ -174,7 +175,7 @@ impl Study for ForwardingStudy {
     fn measure(
         options: &ForwardingStudyOptions,
         stop: &Stop,
-        progress: &mut dyn StudyProgress,
+        progress: &mut dyn View,
     ) -> Result<String, StudyError> {
         measure_all(options, stop, progress)
     }
@@ -189,7 +190,7 @@ impl Study for ForwardingStudy {
 fn measure_all(
     options: &ForwardingStudyOptions,
     stop: &Stop,
-    progress: &mut dyn StudyProgress,
+    progress: &mut dyn View,
 ) -> Result<String, StudyError> {
     let existing = if options.resume || !options.shard.is_whole() {
         StudyFile::check_resume(&options.out, StudyKind::Forwarding, &options.parameters())?;

@@ -20,10 +20,11 @@ use std::time::Duration;
 
 use latlab_engine::game::ServerIo;
 use latlab_engine::Stop;
+use latlab_lab::progress::View;
 use latlab_stats::{Quantile, Summary};
 use serde::{Deserialize, Serialize};
 
-use super::{Shard, Study, StudyError, StudyKind, StudyProgress, StudyReport};
+use super::{Shard, Study, StudyError, StudyKind, StudyReport};
 
 mod analysis;
 mod conclusions;
@@ -37,7 +38,7 @@ mod tables;
 pub fn run(
     options: &StudyOptions,
     stop: &Stop,
-    progress: &mut dyn StudyProgress,
+    progress: &mut dyn View,
 ) -> Result<StudyReport, StudyError> {
     GameServerStudy::run(options, stop, progress)
 }
@@ -62,7 +63,7 @@ impl Study for GameServerStudy {
     fn measure(
         options: &StudyOptions,
         stop: &Stop,
-        progress: &mut dyn StudyProgress,
+        progress: &mut dyn View,
     ) -> Result<String, StudyError> {
         run::measure_all(options, stop, progress)
     }

@@ -17,7 +17,8 @@ use latlab_stats::{LatencyHistogram, Summary};
 
 use super::{key, Point, StudyOptions, DEFAULT_RCVBUF, DROP_THRESHOLD, QUANTILES};
 use crate::points::{Existing, PointsDir};
-use crate::{StudyError, StudyFile, StudyKind, StudyProgress};
+use crate::{StudyError, StudyFile, StudyKind};
+use latlab_lab::progress::View;
 use latlab_lab::topology::ClientServer;
 
 /// Where the lab's two ends are.
@@ -120,7 +121,7 @@ impl PointSpec {
 pub(super) fn measure_all(
     options: &StudyOptions,
     stop: &Stop,
-    progress: &mut dyn StudyProgress,
+    progress: &mut dyn View,
 ) -> Result<String, StudyError> {
     // The shards of one study fill one folder: each continues it, if its options agree.
     let existing = if options.resume || !options.shard.is_whole() {
@@ -332,7 +333,7 @@ struct Runner<'a> {
     server_cpu: Option<usize>,
     client_cpu: Option<usize>,
     stop: &'a Stop,
-    progress: &'a mut dyn StudyProgress,
+    progress: &'a mut dyn View,
 }
 
 impl Runner<'_> {

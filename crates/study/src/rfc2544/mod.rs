@@ -46,7 +46,7 @@ use search::measure_sizes;
 use setup::{in_namespace, Setup};
 use trial::Sink;
 
-use latlab_lab::command::{CommandError, Io, LiveView};
+use latlab_lab::command::{CommandError, Io, View};
 use latlab_lab::units::{format_rate, format_us};
 
 /// RFC 2544's frame sizes for Ethernet.
@@ -349,7 +349,7 @@ impl Rfc2544Report {
 pub fn run(
     options: &Rfc2544Options,
     stop: &Stop,
-    view: &mut dyn LiveView,
+    view: &mut dyn View,
 ) -> Result<Rfc2544Report, CommandError> {
     options.check()?;
     let kept = if options.resume {
@@ -390,7 +390,7 @@ pub fn measure(
     options: &Rfc2544Options,
     kept: Vec<SizeResult>,
     stop: &Stop,
-    view: &mut dyn LiveView,
+    view: &mut dyn View,
 ) -> Result<Measured, CommandError> {
     options.check_measurement()?;
     let todo: Vec<usize> = options
@@ -515,7 +515,7 @@ fn measure_all<P: FramePort>(
     (source_cpu, dut_cpu): (Option<usize>, usize),
     running: dut::RunningDut,
     stop: &Stop,
-    view: &mut dyn LiveView,
+    view: &mut dyn View,
 ) -> Result<AllMeasured, CommandError> {
     let (measured, failure) =
         measure_sizes(options, todo, tx, sink, addrs, source_cpu, stop, view)?;

@@ -13,7 +13,7 @@ use latlab_io::port::FramePort;
 use latlab_stats::LatencyHistogram;
 
 use super::{trial, LatencyPoint, Rfc2544Options, SizeResult, TrialRecord};
-use latlab_lab::command::{CommandError, LiveView};
+use latlab_lab::command::{CommandError, View};
 use latlab_lab::units::format_rate;
 
 /// Measures every size with frames sent through `tx`; returns the sizes measured and, when a
@@ -27,7 +27,7 @@ pub(super) fn measure_sizes<P: FramePort>(
     addrs: &FrameAddrs,
     source_cpu: Option<usize>,
     stop: &Stop,
-    view: &mut dyn LiveView,
+    view: &mut dyn View,
 ) -> Result<(Vec<SizeResult>, Option<String>), CommandError> {
     let mut sizes = Vec::new();
     let mut failure = None;
@@ -84,7 +84,7 @@ fn measure_size(
     size: usize,
     one: &mut OneTrial<'_>,
     stop: &Stop,
-    view: &mut dyn LiveView,
+    view: &mut dyn View,
     budget: &mut Budget,
     r: &mut SizeResult,
 ) -> std::io::Result<()> {

@@ -38,9 +38,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use latlab_engine::Stop;
+use latlab_lab::progress::View;
 use serde::{Deserialize, Serialize};
 
-use super::{Shard, Study, StudyError, StudyKind, StudyProgress, StudyReport};
+use super::{Shard, Study, StudyError, StudyKind, StudyReport};
 
 pub mod analysis;
 mod figures;
@@ -54,7 +55,7 @@ mod sockperf;
 pub fn run(
     options: &StampStudyOptions,
     stop: &Stop,
-    progress: &mut dyn StudyProgress,
+    progress: &mut dyn View,
 ) -> Result<StudyReport, StudyError> {
     TimestampsStudy::run(options, stop, progress)
 }
@@ -79,7 +80,7 @@ impl Study for TimestampsStudy {
     fn measure(
         options: &StampStudyOptions,
         stop: &Stop,
-        progress: &mut dyn StudyProgress,
+        progress: &mut dyn View,
     ) -> Result<String, StudyError> {
         run::measure_all(options, stop, progress)
     }

@@ -15,7 +15,8 @@ use super::prober::{probe, probe_port, Probed};
 use super::{plan, ForwarderSettings, Planned, ReflectorSettings, StampPoint, StampStudyOptions};
 use crate::emulator::bridge::{with_bridge, Bridge};
 use crate::points::{Existing, PointsDir};
-use crate::{StudyError, StudyFile, StudyKind, StudyProgress};
+use crate::{StudyError, StudyFile, StudyKind};
+use latlab_lab::progress::View;
 use latlab_lab::topology::ClientEmuServer;
 
 /// The reflector's port in the server namespace.
@@ -81,7 +82,7 @@ impl Cores {
 pub(super) fn measure_all(
     options: &StampStudyOptions,
     stop: &Stop,
-    progress: &mut dyn StudyProgress,
+    progress: &mut dyn View,
 ) -> Result<String, StudyError> {
     let existing = if options.resume || !options.shard.is_whole() {
         StudyFile::check_resume(&options.out, StudyKind::Timestamps, &options.parameters())?;

@@ -27,11 +27,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use latlab_engine::Stop;
+use latlab_lab::progress::View;
 use latlab_link::{LinkConfig, LossModel};
 use latlab_stats::{CcdfPoint, Summary};
 use serde::{Deserialize, Serialize};
 
-use super::{Shard, Study, StudyError, StudyKind, StudyProgress, StudyReport};
+use super::{Shard, Study, StudyError, StudyKind, StudyReport};
 use latlab_stream::{TransportSpec, WireReport};
 
 mod figures;
@@ -45,7 +46,7 @@ mod virtual_time;
 pub fn run(
     options: &TransportStudyOptions,
     stop: &Stop,
-    progress: &mut dyn StudyProgress,
+    progress: &mut dyn View,
 ) -> Result<StudyReport, StudyError> {
     TransportsStudy::run(options, stop, progress)
 }
@@ -70,7 +71,7 @@ impl Study for TransportsStudy {
     fn measure(
         options: &TransportStudyOptions,
         stop: &Stop,
-        progress: &mut dyn StudyProgress,
+        progress: &mut dyn View,
     ) -> Result<String, StudyError> {
         run::measure_all(options, stop, progress)
     }

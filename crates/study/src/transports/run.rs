@@ -7,12 +7,14 @@ use std::sync::Arc;
 use latlab_engine::emulator::{self, EmulatorLive};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::packet::{PacketOptions, PacketSocket};
+use latlab_lab::progress::Quiet;
 use latlab_stats::LatencyHistogram;
 
 use super::tally::{grace, point, Tally};
 use super::{transport_key, virtual_time, Cell, TransportPoint, TransportStudyOptions};
 use crate::points::{Existing, PointsDir};
-use crate::{StudyError, StudyFile, StudyKind, StudyProgress};
+use crate::{StudyError, StudyFile, StudyKind};
+use latlab_lab::progress::View;
 use latlab_lab::topology::ClientEmuServer;
 use latlab_stream::recv::Receiver;
 use latlab_stream::wire::WireCounts;
@@ -23,7 +25,7 @@ use latlab_stream::{send, RecvCommand, SendCommand, TransportSpec};
 pub(super) fn measure_all(
     options: &TransportStudyOptions,
     stop: &Stop,
-    progress: &mut dyn StudyProgress,
+    progress: &mut dyn View,
 ) -> Result<String, StudyError> {
     let existing = if options.resume || !options.shard.is_whole() {
         StudyFile::check_resume(&options.out, StudyKind::Transports, &options.parameters())?;
@@ -206,7 +208,7 @@ fn run_streams(
             .iter()
             .map(|(_, _, receiver)| {
                 let s = recv_stop.clone();
-                scope.spawn(move || receiver.serve(&s, &mut |_| {}))
+                scope.spawn(move || receiver.serve(&s, &mut Quiet))
             })
             .collect();
         let senders: Vec<_> = receivers
@@ -227,7 +229,7 @@ fn run_streams(
                     let ns = std::fs::File::open(&client).map_err(|e| e.to_string())?;
                     latlab_io::netns::enter(&ns).map_err(|e| e.to_string())?;
                     std::thread::sleep(offset);
-                    send::run_measured(&command, stop, &mut |_| {}).map_err(|e| e.to_string())
+                    send::run_measured(&command, stop, &mut Quiet).map_err(|e| e.to_string())
                 })
             })
             .collect();

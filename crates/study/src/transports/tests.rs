@@ -313,10 +313,8 @@ fn the_cross_checks_compare_each_virtual_point_with_its_namespace_twin() {
 #[derive(Default)]
 struct Notes(Vec<String>);
 
-impl crate::StudyProgress for Notes {
-    fn point(&mut self, _describe: &str, _done: usize, _total: usize) {}
+impl latlab_lab::progress::View for Notes {
     fn note(&mut self, line: &str) {
         self.0.push(line.to_string());
     }
-    fn finish(&mut self) {}
 }

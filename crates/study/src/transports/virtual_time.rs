@@ -4,11 +4,12 @@
 //! The transports that are not (the kernel's TCP, ENet) are left out with one line each.
 
 use latlab_engine::Stop;
+use latlab_lab::progress::View;
 use latlab_stats::LatencyHistogram;
 
 use super::tally::{grace, point, Tally};
 use super::{Cell, Clock, TransportPoint, TransportStudyOptions};
-use crate::{StudyError, StudyProgress};
+use crate::StudyError;
 use latlab_stream::sim::{self, SimOptions};
 use latlab_stream::TransportSpec;
 
@@ -26,7 +27,7 @@ pub(super) fn topology(options: &TransportStudyOptions) -> String {
 /// each.
 pub(super) fn transports(
     options: &TransportStudyOptions,
-    progress: &mut dyn StudyProgress,
+    progress: &mut dyn View,
 ) -> Vec<TransportSpec> {
     options
         .transports
