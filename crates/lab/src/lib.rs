@@ -36,6 +36,7 @@ pub mod gen;
 pub mod measure;
 pub mod merge;
 pub mod plot;
+pub mod points;
 pub mod progress;
 pub mod results;
 pub mod serve;

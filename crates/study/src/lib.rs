@@ -44,18 +44,16 @@ use latlab_lab::results::write_atomic;
 
 pub mod demo;
 pub mod emulator;
-pub mod error;
 pub mod forwarding;
 pub mod game_server;
-pub mod points;
 pub mod registry;
 pub mod report;
 pub mod rfc2544;
-pub mod shard;
 pub mod timestamps;
 pub mod transports;
 
 pub use error::StudyError;
+pub use latlab_lab::points::{self, error, shard};
 pub use registry::{Study, STUDIES};
 pub use shard::Shard;
 

@@ -9,6 +9,12 @@
 //! them again. The run module of a study writes points through [`PointsDir`]; its report module
 //! reads them back with [`load`], and nothing else.
 
+pub mod error;
+pub mod shard;
+
+pub use error::StudyError;
+pub use shard::{Shard, Share};
+
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -19,8 +25,7 @@ use latlab_stats::LatencyHistogram;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::StudyError;
-use latlab_lab::results::write_atomic;
+use crate::results::write_atomic;
 
 /// The folder's name inside a results folder.
 pub const FOLDER: &str = "points";

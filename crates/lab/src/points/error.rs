@@ -3,8 +3,8 @@
 use std::io;
 use std::path::PathBuf;
 
-use latlab_lab::measure::MeasureError;
-use latlab_lab::topology::TopologyError;
+use crate::measure::MeasureError;
+use crate::topology::TopologyError;
 
 /// What can stop a study, or the redrawing of a results folder.
 #[derive(Debug, thiserror::Error)]

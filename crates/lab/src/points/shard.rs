@@ -18,7 +18,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::StudyError;
-use latlab_lab::results::write_atomic;
+use crate::results::write_atomic;
 
 /// The folder of the shard markers inside a results folder.
 pub const FOLDER: &str = "shards";
@@ -99,7 +99,7 @@ pub fn mark_done(out: &Path, shard: Shard) -> Result<(), StudyError> {
     let marker = Marker {
         index: shard.index,
         count: shard.count,
-        host: latlab_lab::results::hostname(),
+        host: crate::results::hostname(),
         finished_unix_ns: latlab_io::clock::now_ns(),
     };
     let path = dir.join(shard.marker_name());
@@ -141,14 +141,16 @@ pub fn missing(out: &Path) -> Result<Vec<Shard>, StudyError> {
 /// Which units of the study a part of it may measure: those of `shard`, numbering the part's
 /// points from `first_unit`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Share {
-    pub(crate) shard: Shard,
-    pub(crate) first_unit: usize,
+pub struct Share {
+    /// The job's shard of the whole study.
+    pub shard: Shard,
+    /// The number, in the whole study, of the part's first point.
+    pub first_unit: usize,
 }
 
 impl Share {
     /// Whether the part's point `i` is this job's.
-    pub(crate) fn owns(self, i: usize) -> bool {
+    pub fn owns(self, i: usize) -> bool {
         self.shard.owns(self.first_unit + i)
     }
 }
