@@ -376,6 +376,12 @@ fn demo_across_two_namespaces_measures_and_removes_them() {
     let emu = &summary["emulated_link"];
     assert!(emu["measured_p50_ns"].as_u64().is_some(), "{emu}");
     assert!(emu["baseline_p50_ns"].as_u64().is_some(), "{emu}");
+    // What the link added is told from the fastest round trips, which the summary keeps.
+    let (fastest_through, fastest_without) = (
+        emu["measured_min_ns"].as_u64().unwrap(),
+        emu["baseline_min_ns"].as_u64().unwrap(),
+    );
+    assert!(fastest_through > fastest_without + 1_900_000, "{emu}");
     // The 1 ms each way, from what the bridge decided and the fastest probe, not from the
     // difference of two medians measured a second apart on a loaded machine: no frame left
     // early, no round trip under 2 ms, and the fastest under 3 ms (not applied twice).
