@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use clap::Subcommand;
 use latlab_lab::command::{default_out, ServerIo};
 use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
-use latlab_study::Shard;
+use latlab_study::{Shard, Study};
 
 use crate::{progress, values, STOP};
 
@@ -320,8 +320,8 @@ fn game_study(a: GameStudyArgs) -> Result<()> {
         crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     }
     let mut bar = progress::Terminal::new();
-    let report = latlab_study::game_server::run(&options, &STOP, &mut bar)?;
-    finish(&report, "the finished points", true)
+    let report = latlab_study::game_server::GameServerStudy::run(&options, &STOP, &mut bar)?;
+    finish(&report, "the finished points")
 }
 
 fn emu_study(a: EmuStudyArgs) -> Result<()> {
@@ -339,8 +339,8 @@ fn emu_study(a: EmuStudyArgs) -> Result<()> {
     options.shard = a.folder.shard;
     crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     let mut bar = progress::Terminal::new();
-    let report = emulator::run(&options, &STOP, &mut bar)?;
-    finish(&report, "the finished points", true)
+    let report = emulator::EmulatorStudy::run(&options, &STOP, &mut bar)?;
+    finish(&report, "the finished points")
 }
 
 fn stamp_study(a: StampStudyArgs) -> Result<()> {
@@ -360,8 +360,8 @@ fn stamp_study(a: StampStudyArgs) -> Result<()> {
     options.shard = a.folder.shard;
     crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     let mut bar = progress::Terminal::new();
-    let report = timestamps::run(&options, &STOP, &mut bar)?;
-    finish(&report, "the finished points", true)
+    let report = timestamps::TimestampsStudy::run(&options, &STOP, &mut bar)?;
+    finish(&report, "the finished points")
 }
 
 fn transport_study(a: TransportStudyArgs) -> Result<()> {
@@ -411,8 +411,8 @@ fn transport_study(a: TransportStudyArgs) -> Result<()> {
         crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     }
     let mut bar = progress::Terminal::new();
-    let report = transports::run(&options, &STOP, &mut bar)?;
-    finish(&report, "the finished cells", true)
+    let report = transports::TransportsStudy::run(&options, &STOP, &mut bar)?;
+    finish(&report, "the finished cells")
 }
 
 fn forwarding_study(a: ForwardingStudyArgs) -> Result<()> {
@@ -438,22 +438,17 @@ fn forwarding_study(a: ForwardingStudyArgs) -> Result<()> {
     options.shard = a.folder.shard;
     crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
     let mut bar = progress::Terminal::new();
-    let report = forwarding::run(&options, &STOP, &mut bar)?;
-    finish(&report, "the measured DUTs", true)
+    let report = forwarding::ForwardingStudy::run(&options, &STOP, &mut bar)?;
+    finish(&report, "the measured DUTs")
 }
 
 /// Prints where the report is and, when a signal stopped the study, that `kept` (the finished
-/// points, cells, …) are in the folder, and with `resumable` how to go on.
-fn finish(report: &latlab_study::StudyReport, kept: &str, resumable: bool) -> Result<()> {
+/// points, cells, …) are in the folder and how to go on (every study takes `--resume`).
+fn finish(report: &latlab_study::StudyReport, kept: &str) -> Result<()> {
     print_report(report)?;
     if let Some(signal) = crate::signals::received() {
-        let go_on = if resumable {
-            "; rerun with --resume to go on"
-        } else {
-            ""
-        };
         eprintln!(
-            "stopped by {}: {kept} are in the folder{go_on}",
+            "stopped by {}: {kept} are in the folder; rerun with --resume to go on",
             signal.name()
         );
     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters, ReflectorReport};
 use latlab_engine::Stop;
 use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_stats::Summary;
 use serde::Serialize;
 
 use latlab_lab::progress::View;
@@ -107,6 +108,18 @@ impl EmulatedOutcome {
             100.0 * (1.0 - (1.0 - self.loss_each_way).powi(2)),
         )
     }
+}
+
+/// A run's median round trip.
+fn p50(latency: &Summary) -> Option<u64> {
+    latency
+        .percentile("p50")
+        .and_then(|p| p.estimate.value_ns())
+}
+
+/// A run's fastest round trip, when it had one.
+fn fastest(latency: &Summary) -> Option<u64> {
+    (latency.count > 0).then_some(latency.min_ns)
 }
 
 /// What the demo measured.
@@ -215,9 +228,7 @@ pub fn run(
             .find(|(s, _)| s.offered_pps <= 1000.0)
             .or(runs.first())
             .map(|(s, _)| &s.latency_ns);
-        let baseline_p50 =
-            baseline.and_then(|l| l.percentile("p50").and_then(|p| p.estimate.value_ns()));
-        let baseline_min = baseline.filter(|l| l.count > 0).map(|l| l.min_ns);
+        let (baseline_p50, baseline_min) = (baseline.and_then(p50), baseline.and_then(fastest));
         let (summary, result, link) = emulated_run(options, stop, view)?;
         let dir = summary.setup.dir.clone().unwrap_or_default();
         results::write_run(&results, &format!("{dir}/"), &summary, &result)?;
@@ -225,17 +236,13 @@ pub fn run(
             &format!("{dir}/emulator.json"),
             format!("{:#}\n", link.report).as_bytes(),
         )?;
-        let measured_p50 = summary
-            .latency_ns
-            .percentile("p50")
-            .and_then(|p| p.estimate.value_ns());
         emulated = Some(EmulatedOutcome {
             delay_each_way_ns: EMULATED_DELAY_NS,
             loss_each_way: EMULATED_LOSS,
             baseline_p50_ns: baseline_p50,
-            measured_p50_ns: measured_p50,
+            measured_p50_ns: p50(&summary.latency_ns),
             baseline_min_ns: baseline_min,
-            measured_min_ns: (summary.latency_ns.count > 0).then_some(summary.latency_ns.min_ns),
+            measured_min_ns: fastest(&summary.latency_ns),
             loss_ratio: summary.loss_ratio,
         });
         runs.push((summary, result));

@@ -24,10 +24,10 @@
 //! ```no_run
 //! use latlab_engine::Stop;
 //! use latlab_lab::progress::Quiet;
-//! use latlab_study::game_server;
+//! use latlab_study::{game_server, Study};
 //!
 //! let options = game_server::StudyOptions::new("latlab-results/game-server".into());
-//! let report = game_server::run(&options, &Stop::new(), &mut Quiet)?;
+//! let report = game_server::GameServerStudy::run(&options, &Stop::new(), &mut Quiet)?;
 //! println!("{}", report.report.display());
 //! # Ok::<(), latlab_study::StudyError>(())
 //! ```

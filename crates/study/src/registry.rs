@@ -1,8 +1,9 @@
 //! What every study is to the rest of latlab, and the one list of them.
 //!
 //! A study implements [`Study`]: its kind (the name on the command line and in `study.json`),
-//! the first words of its point keys, the options that shape its points, how it measures into
-//! a points folder and how it draws from one. [`Study::run`] is the one skeleton every study
+//! the first words of its point keys, its options (whose `parameters()`, the options that shape
+//! its points, `study.json` keeps), how it measures into a points folder and how it draws from
+//! one. [`Study::run`] is the one skeleton every study
 //! runs through: measure this job's points, mark its shard done, and draw the report once no
 //! shard is missing. [`STUDIES`] lists every study once; `latlab report` finds a folder's
 //! study there, by the kind `study.json` names or, in folders written before `study.json`, by
@@ -12,7 +13,6 @@
 //! name its folders are marked with) and its line in [`STUDIES`]; its flags are a subcommand in
 //! the CLI's `study.rs`.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use latlab_engine::Stop;
@@ -36,11 +36,6 @@ pub trait Study {
 
     /// The results folder and this job's share of the points.
     fn folder(options: &Self::Options) -> (&Path, Shard);
-
-    /// The options that shape every point but are not part of a point's key, by the name the
-    /// command line gives them, as `study.json` keeps them: `--resume` and the shards of one
-    /// study refuse a folder measured with other values.
-    fn parameters(options: &Self::Options) -> BTreeMap<String, String>;
 
     /// Builds the lab and measures this job's points into the folder's `points/` (writing
     /// `study.json` first); returns the lab's description for the report.

@@ -24,7 +24,7 @@ use std::time::Duration;
 use latlab_engine::Stop;
 use serde::{Deserialize, Serialize};
 
-use super::{Shard, Study, StudyError, StudyKind, StudyReport};
+use super::{Shard, Study, StudyError, StudyKind};
 use latlab_lab::progress::View;
 use latlab_lab::results::RunSummary;
 
@@ -36,18 +36,9 @@ pub mod report;
 mod run;
 mod tables;
 
-/// Runs the study in `client — emu — server` namespaces: measures every point into
-/// `options.out`'s `points/` folder (the folder must not exist), then writes the tables, the
-/// plots and `report.md` from them.
-pub fn run(
-    options: &EmuStudyOptions,
-    stop: &Stop,
-    progress: &mut dyn View,
-) -> Result<StudyReport, StudyError> {
-    EmulatorStudy::run(options, stop, progress)
-}
-
-/// `latlab study emulator` as a [`Study`].
+/// `latlab study emulator` as a [`Study`]: [`Study::run`] measures every point in
+/// `client — emu — server` namespaces into `options.out`'s `points/` folder, then writes the
+/// tables, the plots and `report.md` from them.
 #[derive(Clone, Copy, Debug)]
 pub struct EmulatorStudy;
 
@@ -58,10 +49,6 @@ impl Study for EmulatorStudy {
 
     fn folder(options: &EmuStudyOptions) -> (&Path, Shard) {
         (&options.out, options.shard)
-    }
-
-    fn parameters(options: &EmuStudyOptions) -> BTreeMap<String, String> {
-        options.parameters()
     }
 
     fn measure(

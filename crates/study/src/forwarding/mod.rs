@@ -21,7 +21,7 @@ use latlab_engine::Stop;
 use serde::{Deserialize, Serialize};
 
 use super::points::{Existing, PointsDir};
-use super::{Shard, Study, StudyError, StudyFile, StudyKind, StudyReport};
+use super::{Shard, Study, StudyError, StudyFile, StudyKind};
 use crate::rfc2544::{self, Dut, FwdPoll, Rfc2544Options, Saturation, SizeResult};
 use latlab_lab::command::{CommandError, Quiet};
 use latlab_lab::progress::View;
@@ -146,16 +146,8 @@ pub struct DutPoint {
     pub left_out: Option<String>,
 }
 
-/// Runs the study: measures this job's DUTs into `options.out`, then draws the report.
-pub fn run(
-    options: &ForwardingStudyOptions,
-    stop: &Stop,
-    progress: &mut dyn View,
-) -> Result<StudyReport, StudyError> {
-    ForwardingStudy::run(options, stop, progress)
-}
-
-/// `latlab study forwarding` as a [`Study`].
+/// `latlab study forwarding` as a [`Study`]: [`Study::run`] measures this job's DUTs into
+/// `options.out`, then draws the report.
 #[derive(Clone, Copy, Debug)]
 pub struct ForwardingStudy;
 
@@ -166,10 +158,6 @@ impl Study for ForwardingStudy {
 
     fn folder(options: &ForwardingStudyOptions) -> (&Path, Shard) {
         (&options.out, options.shard)
-    }
-
-    fn parameters(options: &ForwardingStudyOptions) -> BTreeMap<String, String> {
-        options.parameters()
     }
 
     fn measure(

@@ -11,7 +11,7 @@
 //!
 //! The modules: `run` measures and writes the points; `analysis` reads them back and
 //! orders them into series; `tables`, `figures` and `conclusions` draw from that analysis;
-//! [`report::write`] writes every artefact. [`run()`] is the two in sequence; the run side and
+//! [`report::write`] writes every artefact. [`GameServerStudy`]'s `run` is the two in sequence; the run side and
 //! the report side share only the point schema ([`Point`]) and the constants below.
 
 use std::collections::BTreeMap;
@@ -24,7 +24,7 @@ use latlab_lab::progress::View;
 use latlab_stats::{Quantile, Summary};
 use serde::{Deserialize, Serialize};
 
-use super::{Shard, Study, StudyError, StudyKind, StudyReport};
+use super::{Shard, Study, StudyError, StudyKind};
 
 mod analysis;
 mod conclusions;
@@ -33,17 +33,9 @@ pub mod report;
 mod run;
 mod tables;
 
-/// Runs the study: measures every point into `options.out`'s `points/` folder, then writes
-/// Table I, the figures, the flood table and `report.md` from them.
-pub fn run(
-    options: &StudyOptions,
-    stop: &Stop,
-    progress: &mut dyn View,
-) -> Result<StudyReport, StudyError> {
-    GameServerStudy::run(options, stop, progress)
-}
-
-/// `latlab study game-server` as a [`Study`].
+/// `latlab study game-server` as a [`Study`]: [`Study::run`] measures every point into
+/// `options.out`'s `points/` folder, then writes Table I, the figures, the flood table and
+/// `report.md` from them.
 #[derive(Clone, Copy, Debug)]
 pub struct GameServerStudy;
 
@@ -54,10 +46,6 @@ impl Study for GameServerStudy {
 
     fn folder(options: &StudyOptions) -> (&Path, Shard) {
         (&options.out, options.shard)
-    }
-
-    fn parameters(options: &StudyOptions) -> BTreeMap<String, String> {
-        options.parameters()
     }
 
     fn measure(

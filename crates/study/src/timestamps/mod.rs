@@ -41,7 +41,7 @@ use latlab_engine::Stop;
 use latlab_lab::progress::View;
 use serde::{Deserialize, Serialize};
 
-use super::{Shard, Study, StudyError, StudyKind, StudyReport};
+use super::{Shard, Study, StudyError, StudyKind};
 
 pub mod analysis;
 mod figures;
@@ -50,17 +50,9 @@ pub mod report;
 mod run;
 mod sockperf;
 
-/// Runs the study in `client — emu — server` namespaces: measures every point into
-/// `options.out`'s `points/` folder, then writes the tables, the CCDFs and `report.md`.
-pub fn run(
-    options: &StampStudyOptions,
-    stop: &Stop,
-    progress: &mut dyn View,
-) -> Result<StudyReport, StudyError> {
-    TimestampsStudy::run(options, stop, progress)
-}
-
-/// `latlab study timestamps` as a [`Study`].
+/// `latlab study timestamps` as a [`Study`]: [`Study::run`] measures every point in
+/// `client — emu — server` namespaces into `options.out`'s `points/` folder, then writes the
+/// tables, the CCDFs and `report.md`.
 #[derive(Clone, Copy, Debug)]
 pub struct TimestampsStudy;
 
@@ -71,10 +63,6 @@ impl Study for TimestampsStudy {
 
     fn folder(options: &StampStudyOptions) -> (&Path, Shard) {
         (&options.out, options.shard)
-    }
-
-    fn parameters(options: &StampStudyOptions) -> BTreeMap<String, String> {
-        options.parameters()
     }
 
     fn measure(

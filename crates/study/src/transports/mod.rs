@@ -32,7 +32,7 @@ use latlab_link::{LinkConfig, LossModel};
 use latlab_stats::{CcdfPoint, Summary};
 use serde::{Deserialize, Serialize};
 
-use super::{Shard, Study, StudyError, StudyKind, StudyReport};
+use super::{Shard, Study, StudyError, StudyKind};
 use latlab_stream::{TransportSpec, WireReport};
 
 mod figures;
@@ -41,17 +41,8 @@ mod run;
 mod tally;
 mod virtual_time;
 
-/// Runs the study: measures this job's cells into `options.out`'s `points/` folder, then
-/// draws the tables, figures and `report.md` from them.
-pub fn run(
-    options: &TransportStudyOptions,
-    stop: &Stop,
-    progress: &mut dyn View,
-) -> Result<StudyReport, StudyError> {
-    TransportsStudy::run(options, stop, progress)
-}
-
-/// `latlab study transports` as a [`Study`].
+/// `latlab study transports` as a [`Study`]: [`Study::run`] measures this job's cells into
+/// `options.out`'s `points/` folder, then draws the tables, figures and `report.md` from them.
 #[derive(Clone, Copy, Debug)]
 pub struct TransportsStudy;
 
@@ -62,10 +53,6 @@ impl Study for TransportsStudy {
 
     fn folder(options: &TransportStudyOptions) -> (&Path, Shard) {
         (&options.out, options.shard)
-    }
-
-    fn parameters(options: &TransportStudyOptions) -> BTreeMap<String, String> {
-        options.parameters()
     }
 
     fn measure(

@@ -195,7 +195,12 @@ fn a_virtual_study_measures_the_sans_io_transports_and_leaves_the_others_out_wit
     options.virtual_time = true;
     options.checks = 0;
     let mut notes = Notes::default();
-    let report = super::run(&options, &latlab_engine::Stop::new(), &mut notes).unwrap();
+    let report = <super::TransportsStudy as crate::Study>::run(
+        &options,
+        &latlab_engine::Stop::new(),
+        &mut notes,
+    )
+    .unwrap();
     assert_eq!(
         notes
             .0
@@ -237,7 +242,12 @@ fn a_virtual_study_measures_the_sans_io_transports_and_leaves_the_others_out_wit
         out: again_out.clone(),
         ..options.clone()
     };
-    super::run(&again, &latlab_engine::Stop::new(), &mut Notes::default()).unwrap();
+    <super::TransportsStudy as crate::Study>::run(
+        &again,
+        &latlab_engine::Stop::new(),
+        &mut Notes::default(),
+    )
+    .unwrap();
     let again = super::report::Loaded::load(&again_out).unwrap();
     let latlab = |l: &super::report::Loaded| {
         l.points
