@@ -70,7 +70,7 @@ pub trait Study {
 }
 
 /// What `latlab report` needs of a study, taken from its [`Study`] implementation.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub struct StudyEntry {
     /// [`Study::KIND`].
     pub kind: StudyKind,
@@ -80,15 +80,6 @@ pub struct StudyEntry {
     pub draw: fn(&Path, &str) -> Result<PathBuf, StudyError>,
     /// [`Study::old_topology`].
     pub old_topology: fn(&str) -> &str,
-}
-
-impl std::fmt::Debug for StudyEntry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StudyEntry")
-            .field("kind", &self.kind)
-            .field("point_prefixes", &self.point_prefixes)
-            .finish_non_exhaustive()
-    }
 }
 
 impl StudyEntry {
