@@ -130,7 +130,7 @@ pub fn run(
         ));
     }
     let sizes = PortSizes::new(config.batch, config.probe.payload_len.max(MIN_RX_SLOT));
-    let mut ports: Vec<UdpPort<'_>> = sockets
+    let mut ports: Vec<UdpPort<&UdpSocket>> = sockets
         .iter()
         .map(|s| UdpPort::new(s, UdpMode::Batched, sizes))
         .collect();

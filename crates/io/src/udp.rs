@@ -129,6 +129,18 @@ impl UdpSocket {
         })
     }
 
+    /// A socket already bound by the standard library (a clone of a server's shared
+    /// socket, say), made non-blocking; its receive stamps are taken in user space.
+    pub fn from_std(socket: std::net::UdpSocket) -> io::Result<UdpSocket> {
+        let socket = Socket::from(socket);
+        socket.set_nonblocking(true)?;
+        Ok(UdpSocket {
+            socket,
+            rx_source: TimestampSource::UserSpace,
+            tx_timestamps: false,
+        })
+    }
+
     /// Connects the socket, so batches without a destination go to `addr` and only datagrams
     /// from `addr` are received.
     pub fn connect(&self, addr: SocketAddr) -> io::Result<()> {

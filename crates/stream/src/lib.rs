@@ -19,20 +19,19 @@
 #![forbid(unsafe_code)]
 
 pub mod control;
+mod driver;
 pub mod endpoint;
 pub mod enet;
-pub mod kcp;
-pub mod latlab;
 pub mod message;
 pub mod plan;
 pub mod quic;
 pub mod recv;
 pub mod send;
+mod side;
 pub mod sim;
 pub mod summary;
 pub mod tcp;
 pub mod transport;
-pub mod udp;
 pub mod wire;
 
 pub use recv::{RecvCommand, RecvReport};

@@ -1,7 +1,8 @@
-//! `quic`: QUIC through `quinn-proto` (quinn's sans-IO state machine, rustls with ring), driven
-//! here over a [`CountingSocket`]: one bidirectional stream with length-framed messages
-//! (`quic`), or unreliable datagrams that the application sends again after about an RTO
-//! without an application acknowledgement (`quic:datagrams`).
+//! `quic`: QUIC through `quinn-proto` (quinn's sans-IO state machine, rustls with ring): one
+//! bidirectional stream with length-framed messages (`quic`), or unreliable datagrams that the
+//! application sends again after about an RTO without an application acknowledgement
+//! (`quic:datagrams`). `QuicCore` is the state without a socket; `side::quic` puts it behind
+//! the `Side` every driver runs.
 //!
 //! The receiver makes a self-signed certificate ([`Identity`]) when it starts and hands its DER
 //! to each sender over the control connection; the sender trusts that certificate and no
@@ -10,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,9 +23,7 @@ use quinn_proto::{
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-use super::endpoint::Endpoint;
 use super::message::{self, frame, Deframer};
-use super::wire::{CountingSocket, WireCounts};
 
 /// The name the certificate is made for and the sender asks for.
 const SERVER_NAME: &str = "latlab-stream";
@@ -108,8 +107,8 @@ pub(crate) type Out<'a> = dyn FnMut(&[u8], SocketAddr) -> io::Result<()> + 'a;
 
 /// Either side of a `quic` run without its socket: the QUIC endpoint and connection, the
 /// stream or the datagrams with their application retransmissions. Every call takes the time
-/// and where to put what it sends, so the same state runs over a socket ([`QuicEndpoint`])
-/// and in virtual time (`stream::sim`).
+/// and where to put what it sends, so the same state runs over a socket and in virtual time
+/// (behind `side::quic`).
 pub(crate) struct QuicCore {
     endpoint: quinn_proto::Endpoint,
     conn: Option<(ConnectionHandle, Connection)>,
@@ -395,125 +394,15 @@ impl QuicCore {
         lost + self.app_resends
     }
 
+    /// Datagrams and stream bytes that were not this connection's, counted and dropped.
+    pub(crate) fn foreign(&self) -> u64 {
+        self.foreign
+    }
+
     /// Closes the connection at `now` (then [`QuicCore::drive`] sends the close).
     pub(crate) fn close(&mut self, now: Instant) {
         if let Some((_, conn)) = &mut self.conn {
             conn.close(now, 0u32.into(), Bytes::new());
         }
-    }
-}
-
-/// Either side of a `quic` run over its socket.
-pub struct QuicEndpoint {
-    socket: CountingSocket,
-    core: QuicCore,
-    recv_buf: Vec<u8>,
-}
-
-impl std::fmt::Debug for QuicEndpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("QuicEndpoint")
-            .field("sender", &self.core.sender)
-            .field("datagrams", &self.core.datagrams)
-            .finish_non_exhaustive()
-    }
-}
-
-impl QuicEndpoint {
-    /// The sending side: connects to `target`, trusting only `certificate`, and waits (at most
-    /// `timeout`) until the handshake is done.
-    pub fn sender(
-        target: SocketAddr,
-        certificate: &[u8],
-        datagrams: bool,
-        timeout: Duration,
-    ) -> io::Result<QuicEndpoint> {
-        let core = QuicCore::sender(Instant::now(), target, certificate, datagrams)?;
-        let mut e = QuicEndpoint::new(CountingSocket::towards(target)?, core);
-        let until = Instant::now() + timeout;
-        while !e.core.connected {
-            if Instant::now() >= until {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("quic: no connection to {target} within {timeout:?}"),
-                ));
-            }
-            e.poll(Duration::from_millis(5), &mut |_| {})?;
-        }
-        e.core.open_stream();
-        Ok(e)
-    }
-
-    /// The receiving side, on the receiver's socket: accepts the first connection.
-    pub fn receiver(
-        socket: UdpSocket,
-        identity: &Identity,
-        datagrams: bool,
-    ) -> io::Result<QuicEndpoint> {
-        Ok(QuicEndpoint::new(
-            CountingSocket::new(socket)?,
-            QuicCore::receiver(identity, datagrams)?,
-        ))
-    }
-
-    fn new(socket: CountingSocket, core: QuicCore) -> QuicEndpoint {
-        QuicEndpoint {
-            socket,
-            core,
-            recv_buf: vec![0; 65_536],
-        }
-    }
-
-    /// Runs the connection at `now`, its datagrams going out on the socket.
-    fn drive(&mut self, now: Instant, deliver: &mut dyn FnMut(&[u8])) -> io::Result<()> {
-        let socket = &mut self.socket;
-        self.core.drive(now, deliver, &mut |bytes, to| {
-            socket.send_to(bytes, to).map(|_| ())
-        })
-    }
-}
-
-impl Endpoint for QuicEndpoint {
-    fn send(&mut self, message: &[u8]) -> io::Result<()> {
-        self.core.send(Instant::now(), message)?;
-        self.drive(Instant::now(), &mut |_| {})
-    }
-
-    fn poll(&mut self, wait: Duration, deliver: &mut dyn FnMut(&[u8])) -> io::Result<()> {
-        let now = Instant::now();
-        let mut wait = wait;
-        if let Some(at) = self.core.next_timeout() {
-            wait = wait.min(at.saturating_duration_since(now));
-        }
-        if self.socket.wait(wait)? {
-            while let Some((n, from)) = self.socket.recv_from(&mut self.recv_buf)? {
-                let socket = &mut self.socket;
-                self.core.handle(
-                    Instant::now(),
-                    from,
-                    &self.recv_buf[..n],
-                    &mut |bytes, to| socket.send_to(bytes, to).map(|_| ()),
-                )?;
-            }
-        }
-        self.drive(Instant::now(), deliver)
-    }
-
-    fn wire(&mut self) -> WireCounts {
-        WireCounts {
-            retransmissions: Some(self.core.retransmissions()),
-            spurious_retransmissions: None,
-            ..self.socket.sent()
-        }
-    }
-
-    fn foreign(&self) -> u64 {
-        self.core.foreign
-    }
-
-    fn close(&mut self) {
-        let now = Instant::now();
-        self.core.close(now);
-        let _ = self.drive(now, &mut |_| {});
     }
 }

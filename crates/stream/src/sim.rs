@@ -4,8 +4,8 @@
 //! next. A two-hour stream takes seconds, so the transport study's grid reaches the paper's
 //! sample counts (`study transports --virtual`).
 //!
-//! The same state machines run here as over sockets ([`super::latlab`], [`super::kcp`],
-//! [`super::quic`]): only where their datagrams go and what time it is differ. Each stream
+//! The same sans-IO sides run here as over sockets (`stream::side`, driven there by
+//! `stream::driver`): only where their datagrams go and what time it is differ. Each stream
 //! has its own pair of addresses; its sender starts its schedule one stagger after its
 //! handshake ended (as `stream send` does), stamps every message with its intended send time
 //! and hands it to the transport; the receiving side measures each delivery against that
@@ -25,11 +25,9 @@ use latlab_stats::LatencyHistogram;
 
 use super::message::{self, Message};
 use super::quic::Identity;
-use super::wire::{udp_overhead, WireCounts};
+use super::side::{sides, Side};
+use super::wire::WireCounts;
 use super::TransportSpec;
-use sides::{sides, Side};
-
-mod sides;
 
 /// How long a stream's handshake may take in virtual time before the stream is failed.
 const HANDSHAKE_LIMIT_NS: u64 = 30_000_000_000;
@@ -309,7 +307,7 @@ impl Stream {
             s.sent += 1;
             if self.failure.is_none() {
                 if let Err(e) = self.side.send(now, buf) {
-                    self.failure = Some(e);
+                    self.failure = Some(e.to_string());
                 }
             }
         }
@@ -404,9 +402,7 @@ impl sim::Endpoint for Hosts {
     fn poll_transmit(&mut self, _now: u64) -> Option<Datagram> {
         for s in &mut self.streams {
             if let Some((to, payload)) = s.side.boxes().outbox.pop_front() {
-                let sent = &mut self.groups[s.group].sent;
-                sent.packets += 1;
-                sent.bytes += payload.len() as u64 + udp_overhead(to);
+                self.groups[s.group].sent.add_datagram(payload.len(), to);
                 return Some(Datagram {
                     from: s.addr,
                     to,
@@ -472,7 +468,11 @@ fn outcome(pair: &Pair<Hosts, Hosts>, group: usize, spec: &TransportSpec) -> Sim
             .streams
             .iter()
             .filter(mine)
-            .map(|s| s.side.retransmissions())
+            .map(|s| match spec {
+                // Plain UDP never retransmits: its none is shown as 0.
+                TransportSpec::Udp => (Some(0), Some(0)),
+                _ => s.side.retransmissions(),
+            })
             .collect();
         counts.retransmissions = told.iter().map(|t| t.0).sum();
         counts.spurious_retransmissions = told.iter().map(|t| t.1).sum();

@@ -11,12 +11,18 @@ use std::fmt;
 use std::io;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::str::FromStr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::{enet, kcp, latlab, quic, tcp, udp};
+use super::driver::Driver;
+use super::wire::CountingSocket;
+use super::{enet, quic, side, tcp};
 
 pub use super::endpoint::Endpoint;
 pub use super::tcp::{rto_min_out_of_range, TcpOptions};
+
+/// How long a `latlab` sender waits for its handshake to end (a lost packet's timer starts at
+/// 1 s and doubles).
+const LATLAB_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A transport and its options, as a user names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -138,28 +144,33 @@ impl TransportSpec {
         setup: &SenderSetup,
     ) -> io::Result<Box<dyn Endpoint>> {
         let timeout = Duration::from_secs(5);
-        Ok(match self {
-            TransportSpec::Udp => Box::new(udp::UdpEndpoint::sender(target)?),
+        match self {
             TransportSpec::Tcp(_) => {
                 let stream = setup.tcp.as_ref().ok_or_else(|| {
                     io::Error::other("tcp needs its data connection before it can send")
                 })?;
-                Box::new(tcp::TcpEndpoint::new(stream.try_clone()?)?)
+                Ok(Box::new(tcp::TcpEndpoint::new(stream.try_clone()?)?))
             }
-            TransportSpec::Enet { reliable } => {
-                Box::new(enet::EnetEndpoint::sender(target, run, *reliable, timeout)?)
+            TransportSpec::Enet { reliable } => Ok(Box::new(enet::EnetEndpoint::sender(
+                target, run, *reliable, timeout,
+            )?)),
+            _ => {
+                let base = Instant::now();
+                let certificate = setup.certificate.as_deref();
+                let side = side::sender(self, run, target, certificate, base)?;
+                let driver = Driver::new(side, CountingSocket::towards(target)?, base);
+                // The handshake ends before the first message is due: a lost handshake packet
+                // (latlab's timer starts at 1 s and doubles) is the connection's setup time,
+                // not the latency of the stream's messages.
+                Ok(Box::new(match self {
+                    TransportSpec::Latlab { .. } => {
+                        driver.connected("latlab", target, LATLAB_HANDSHAKE_TIMEOUT)?
+                    }
+                    TransportSpec::Quic { .. } => driver.connected("quic", target, timeout)?,
+                    _ => driver,
+                }))
             }
-            TransportSpec::Kcp { fast } => Box::new(kcp::KcpEndpoint::sender(target, run, *fast)?),
-            TransportSpec::Latlab { recovery, urgent } => Box::new(latlab::LatlabEndpoint::sender(
-                target, run, *recovery, *urgent,
-            )?),
-            TransportSpec::Quic { datagrams } => Box::new(quic::QuicEndpoint::sender(
-                target,
-                setup.certificate.as_deref().unwrap_or_default(),
-                *datagrams,
-                timeout,
-            )?),
-        })
+        }
     }
 
     /// The receiving side of run `run`: `udp` is the receiver's datagram socket (every
@@ -171,31 +182,23 @@ impl TransportSpec {
         run: u32,
         identity: &quic::Identity,
     ) -> io::Result<Box<dyn Endpoint>> {
-        Ok(match self {
-            TransportSpec::Udp => Box::new(udp::UdpEndpoint::receiver(udp.try_clone()?)?),
+        match self {
             TransportSpec::Tcp(_) => {
                 let stream = tcp.ok_or_else(|| io::Error::other("no tcp data connection"))?;
-                Box::new(tcp::TcpEndpoint::new(stream)?)
+                Ok(Box::new(tcp::TcpEndpoint::new(stream)?))
             }
-            TransportSpec::Enet { reliable } => Box::new(enet::EnetEndpoint::receiver(
+            TransportSpec::Enet { reliable } => Ok(Box::new(enet::EnetEndpoint::receiver(
                 udp.try_clone()?,
                 run,
                 *reliable,
-            )?),
-            TransportSpec::Kcp { fast } => {
-                Box::new(kcp::KcpEndpoint::receiver(udp.try_clone()?, run, *fast)?)
+            )?)),
+            _ => {
+                let base = Instant::now();
+                let side = side::receiver(self, run, Some(identity), base)?;
+                let socket = CountingSocket::new(udp.try_clone()?)?;
+                Ok(Box::new(Driver::new(side, socket, base)))
             }
-            TransportSpec::Latlab { recovery, .. } => Box::new(latlab::LatlabEndpoint::receiver(
-                udp.try_clone()?,
-                run,
-                *recovery,
-            )?),
-            TransportSpec::Quic { datagrams } => Box::new(quic::QuicEndpoint::receiver(
-                udp.try_clone()?,
-                identity,
-                *datagrams,
-            )?),
-        })
+        }
     }
 }
 

@@ -9,11 +9,13 @@
 //! and the receiver's the reverse one.
 
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
+use latlab_io::port::{DatagramRx, DatagramTx, NoStamp, PortSizes, SendQueue, UdpMode, UdpPort};
 use latlab_io::tcp::TcpInfo;
+use latlab_io::udp::{UdpOptions, UdpSocket};
 use serde::{Deserialize, Serialize};
 
 /// Packets and bytes one side sent, headers included, and the retransmissions it made where
@@ -33,6 +35,15 @@ pub struct WireCounts {
     /// blocks its peer sent back (`tcpi_dsack_dups`: segments the peer already had).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spurious_retransmissions: Option<u64>,
+}
+
+impl WireCounts {
+    /// Counts one UDP datagram of `payload` bytes to or from `peer`: the packet, and its
+    /// payload with the IP and UDP headers.
+    pub fn add_datagram(&mut self, payload: usize, peer: SocketAddr) {
+        self.packets += 1;
+        self.bytes += payload as u64 + udp_overhead(peer);
+    }
 }
 
 /// IP + UDP header bytes of one datagram to or from `addr`.
@@ -56,28 +67,38 @@ pub fn tcp_counts(info: &TcpInfo, ipv6: bool) -> WireCounts {
     }
 }
 
-/// A UDP socket that counts every datagram it sends and receives, headers included.
+/// A UDP socket that counts every datagram it sends and receives, headers included: io's
+/// [`UdpPort`] over a socket of its own, one `sendto` and one `recvfrom` per datagram. Every
+/// UDP-based peer (the sans-IO sides' `driver::Driver`, ENet) moves its datagrams
+/// through one, so their bytes on the wire are counted here and only here.
 ///
 /// Sends never block the caller for long: a full send buffer drops the datagram (as a network
-/// would), counted in [`CountingSocket::send_dropped`]; the transport above recovers it or not.
+/// would), and so does a destination that cannot be reached (a receiver not listening yet, no
+/// route), counted in [`CountingSocket::send_dropped`]; the transport above recovers it or not.
 #[derive(Debug)]
 pub struct CountingSocket {
-    socket: UdpSocket,
+    port: UdpPort<UdpSocket>,
     sent: WireCounts,
     received: WireCounts,
     send_dropped: u64,
 }
 
+/// The largest datagram a stream's socket sends or reads whole.
+const SLOT: usize = 65_536;
+
 impl CountingSocket {
-    /// Wraps `socket`, which it makes non-blocking.
-    pub fn new(socket: UdpSocket) -> io::Result<CountingSocket> {
-        socket.set_nonblocking(true)?;
-        Ok(CountingSocket {
-            socket,
+    /// Wraps `socket` (a clone of the receiver's shared socket), which it makes non-blocking.
+    pub fn new(socket: std::net::UdpSocket) -> io::Result<CountingSocket> {
+        Ok(CountingSocket::over(UdpSocket::from_std(socket)?))
+    }
+
+    fn over(socket: UdpSocket) -> CountingSocket {
+        CountingSocket {
+            port: UdpPort::new(socket, UdpMode::Single, PortSizes::new(1, SLOT)),
             sent: WireCounts::default(),
             received: WireCounts::default(),
             send_dropped: 0,
-        })
+        }
     }
 
     /// A socket bound to the unspecified address of `target`'s family, to send to it.
@@ -86,50 +107,49 @@ impl CountingSocket {
             SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
             SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
         };
-        CountingSocket::new(UdpSocket::bind(any)?)
+        Ok(CountingSocket::over(UdpSocket::bind(
+            any,
+            &UdpOptions::default(),
+        )?))
     }
 
-    /// Sends one datagram; `Ok(false)` when the send buffer was full and it was dropped.
+    /// Sends one datagram; `Ok(false)` when it was dropped (a full send buffer, or a
+    /// destination it cannot go to).
     pub fn send_to(&mut self, payload: &[u8], to: SocketAddr) -> io::Result<bool> {
-        match self.socket.send_to(payload, to) {
-            Ok(_) => {
-                self.sent.packets += 1;
-                self.sent.bytes += payload.len() as u64 + udp_overhead(to);
-                Ok(true)
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                self.send_dropped += 1;
-                Ok(false)
-            }
-            // The far end was not listening yet (ICMP port unreachable): a lost datagram.
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                self.send_dropped += 1;
-                Ok(false)
-            }
-            Err(e) => Err(e),
+        let Some(slot) = self.port.queue().push(to, payload.len()) else {
+            // The queue holds one datagram and is emptied by every call: never full here.
+            self.send_dropped += 1;
+            return Ok(false);
+        };
+        slot.copy_from_slice(payload);
+        let flushed = self.port.flush(&mut NoStamp, |_| {})?;
+        if flushed.sent == 1 {
+            self.sent.add_datagram(payload.len(), to);
+            return Ok(true);
         }
+        // Refused, unreachable, too long (handed to `unsent`), or no room in the socket.
+        self.port.queue().clear();
+        self.send_dropped += 1;
+        Ok(false)
     }
 
     /// Receives one datagram if one is waiting: its length and source.
     pub fn recv_from(&mut self, buf: &mut [u8]) -> io::Result<Option<(usize, SocketAddr)>> {
-        loop {
-            match self.socket.recv_from(buf) {
-                Ok((n, from)) => {
-                    self.received.packets += 1;
-                    self.received.bytes += n as u64 + udp_overhead(from);
-                    return Ok(Some((n, from)));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-                // An ICMP error from an earlier send: nothing to read, try again.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
-                Err(e) => return Err(e),
-            }
+        let mut got = None;
+        self.port.recv(|d| {
+            let n = d.data.len().min(buf.len());
+            buf[..n].copy_from_slice(&d.data[..n]);
+            got = Some((n, d.from));
+        })?;
+        if let Some((n, from)) = got {
+            self.received.add_datagram(n, from);
         }
+        Ok(got)
     }
 
     /// Waits until a datagram can be read or `wait` passes.
-    pub fn wait(&self, wait: Duration) -> io::Result<bool> {
-        Ok(latlab_io::tcp::wait_readable(&[self.as_raw_fd()], Some(wait))?[0])
+    pub fn wait(&mut self, wait: Duration) -> io::Result<bool> {
+        self.port.wait_readable(Some(wait))
     }
 
     /// What this socket sent.
@@ -142,20 +162,21 @@ impl CountingSocket {
         self.received
     }
 
-    /// Datagrams dropped because the send buffer was full.
+    /// Datagrams dropped because the send buffer was full or their destination could not be
+    /// reached.
     pub fn send_dropped(&self) -> u64 {
         self.send_dropped
     }
 
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.socket.local_addr()
+        self.port.socket().local_addr()
     }
 }
 
 impl AsRawFd for CountingSocket {
     fn as_raw_fd(&self) -> RawFd {
-        self.socket.as_raw_fd()
+        self.port.socket().as_raw_fd()
     }
 }
 
@@ -165,7 +186,7 @@ mod tests {
 
     #[test]
     fn a_datagram_costs_its_payload_and_the_ip_and_udp_headers() {
-        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let to = a.local_addr().unwrap();
         let mut s = CountingSocket::towards(to).unwrap();
         assert!(s.send_to(&[0u8; 100], to).unwrap());

@@ -196,7 +196,7 @@ pub fn run_clients(
         None => None,
     };
     // The probes leave through the first client's port (flow 0); copies are read from all.
-    let mut ports: Vec<UdpPort<'_>> = sockets
+    let mut ports: Vec<UdpPort<&UdpSocket>> = sockets
         .iter()
         .map(|s| UdpPort::new(s, UdpMode::Batched, sizes))
         .collect();
@@ -234,7 +234,7 @@ const MIN_RX_SLOT: usize = 2048;
 /// The flooding client while it runs: its own sender (its own run id, so its copies never
 /// count as measurements) on its own port.
 struct FloodClient<'a> {
-    port: UdpPort<'a>,
+    port: UdpPort<&'a UdpSocket>,
     sender: Sender,
     scratch: Vec<u8>,
     server: SocketAddr,

@@ -1,6 +1,7 @@
 //! The datagram port over a kernel UDP socket: one `recvfrom`/`sendto` per datagram, as a plain
 //! kernel-socket server does, or `recvmmsg`/`sendmmsg` batches.
 
+use std::borrow::Borrow;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -25,10 +26,12 @@ pub enum UdpMode {
     Batched,
 }
 
-/// A datagram port over a borrowed kernel UDP socket, with its batch memory.
+/// A datagram port over a kernel UDP socket, with its batch memory: a borrowed socket
+/// (`UdpPort<&UdpSocket>`, the engines' ports over sockets they share) or one it owns
+/// (`UdpPort<UdpSocket>`, a port that lives alone, as `latlab stream`'s transports do).
 #[derive(Debug)]
-pub struct UdpPort<'s> {
-    socket: &'s UdpSocket,
+pub struct UdpPort<H: Borrow<UdpSocket>> {
+    socket: H,
     mode: UdpMode,
     rx: RecvBatch,
     tx: UdpQueue,
@@ -36,9 +39,9 @@ pub struct UdpPort<'s> {
     one: Vec<u8>,
 }
 
-impl<'s> UdpPort<'s> {
+impl<H: Borrow<UdpSocket>> UdpPort<H> {
     /// A port over `socket` moving datagrams as `mode` says, with memory for `sizes`.
-    pub fn new(socket: &'s UdpSocket, mode: UdpMode, sizes: PortSizes) -> UdpPort<'s> {
+    pub fn new(socket: H, mode: UdpMode, sizes: PortSizes) -> UdpPort<H> {
         let rx_batch = if mode == UdpMode::Single {
             1
         } else {
@@ -58,8 +61,8 @@ impl<'s> UdpPort<'s> {
 
     /// The socket under the port (to wait on several at once:
     /// [`crate::udp::wait_any_readable`]).
-    pub fn socket(&self) -> &'s UdpSocket {
-        self.socket
+    pub fn socket(&self) -> &UdpSocket {
+        self.socket.borrow()
     }
 
     /// How the port talks to its socket.
@@ -269,26 +272,32 @@ fn timestamp_source(socket: &UdpSocket, mode: UdpMode) -> TimestampSource {
     }
 }
 
-impl DatagramRx for UdpPort<'_> {
+impl<H: Borrow<UdpSocket> + Send> DatagramRx for UdpPort<H> {
     #[inline]
     fn recv<F: FnMut(Datagram<'_>)>(&mut self, f: F) -> io::Result<usize> {
-        recv(self.socket, self.mode, &mut self.rx, &mut self.one, f)
+        recv(
+            self.socket.borrow(),
+            self.mode,
+            &mut self.rx,
+            &mut self.one,
+            f,
+        )
     }
 
     fn wait_readable(&mut self, timeout: Option<Duration>) -> io::Result<bool> {
-        self.socket.wait_readable(timeout)
+        self.socket.borrow().wait_readable(timeout)
     }
 
     fn timestamp_source(&self) -> TimestampSource {
-        timestamp_source(self.socket, self.mode)
+        timestamp_source(self.socket.borrow(), self.mode)
     }
 
     fn kernel_drops(&self) -> Option<u64> {
-        kernel_drops(self.socket)
+        kernel_drops(self.socket.borrow())
     }
 }
 
-impl DatagramTx for UdpPort<'_> {
+impl<H: Borrow<UdpSocket> + Send> DatagramTx for UdpPort<H> {
     type Queue = UdpQueue;
 
     #[inline]
@@ -302,11 +311,17 @@ impl DatagramTx for UdpPort<'_> {
         stamp: &mut S,
         unsent: U,
     ) -> io::Result<Flushed> {
-        flush(self.socket, self.mode, &mut self.tx.0, stamp, unsent)
+        flush(
+            self.socket.borrow(),
+            self.mode,
+            &mut self.tx.0,
+            stamp,
+            unsent,
+        )
     }
 }
 
-impl DatagramPort for UdpPort<'_> {
+impl<H: Borrow<UdpSocket> + Send> DatagramPort for UdpPort<H> {
     type TxHalf<'a>
         = UdpTxHalf<'a>
     where
@@ -322,20 +337,24 @@ impl DatagramPort for UdpPort<'_> {
         mut f: F,
     ) -> io::Result<usize> {
         let tx = &mut self.tx;
-        recv(self.socket, self.mode, &mut self.rx, &mut self.one, |d| {
-            f(d, tx)
-        })
+        recv(
+            self.socket.borrow(),
+            self.mode,
+            &mut self.rx,
+            &mut self.one,
+            |d| f(d, tx),
+        )
     }
 
     fn split(&mut self) -> (UdpTxHalf<'_>, UdpRxHalf<'_>) {
         (
             UdpTxHalf {
-                socket: self.socket,
+                socket: self.socket.borrow(),
                 mode: self.mode,
                 tx: &mut self.tx,
             },
             UdpRxHalf {
-                socket: self.socket,
+                socket: self.socket.borrow(),
                 mode: self.mode,
                 rx: &mut self.rx,
                 one: &mut self.one,

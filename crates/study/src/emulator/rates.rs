@@ -108,7 +108,7 @@ pub(super) fn measure_rates(
         let counter = {
             let (sock, s) = (sink_socket.clone(), sink_stop.clone());
             std::thread::spawn(move || {
-                let mut port = UdpPort::new(&sock, UdpMode::Batched, blaster::SINK_SIZES);
+                let mut port = UdpPort::new(&*sock, UdpMode::Batched, blaster::SINK_SIZES);
                 blaster::sink(&mut port, &s)
             })
         };
