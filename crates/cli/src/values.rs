@@ -134,36 +134,20 @@ pub(crate) fn fwd_polls() -> impl TypedValueParser<Value = String> {
     listed(parse, FwdPoll::FORMS.into_iter().chain([NO_POLLS]))
 }
 
-/// What each DUT is, for `--dut`'s help (every DUT must have its line: the match is
-/// exhaustive).
-fn dut_help(dut: Dut) -> &'static str {
-    match dut {
-        Dut::Kernel => "The kernel's IP forwarding between two subnets",
-        Dut::Bridge => "A Linux bridge",
-        Dut::Fwd => "latlab fwd over AF_PACKET",
-        Dut::FwdXdp => "latlab fwd over AF_XDP",
-        Dut::Emu => "latlab emu, no impairment, over AF_PACKET",
-        Dut::EmuXdp => "latlab emu, no impairment, over AF_XDP",
-        Dut::Testpmd => "DPDK's testpmd over its AF_PACKET driver",
-        Dut::TestpmdXdp => "DPDK's testpmd over its AF_XDP driver",
-        Dut::External => "A forwarder you started between --iface-a and --iface-b of this host",
-    }
-}
-
 fn dut_value(dut: Dut) -> PossibleValue {
-    PossibleValue::new(dut.name()).help(dut_help(dut))
+    PossibleValue::new(dut.name()).help(dut.help())
 }
 
 /// `--dut` of rfc2544: every DUT the lab builds, and external.
 pub(crate) fn dut() -> impl TypedValueParser<Value = Dut> {
-    let every = Dut::ALL.into_iter().chain([Dut::External]);
+    let every = Dut::ALL.into_iter().chain([Dut::EXTERNAL]);
     listed(|text: &str| text.parse::<Dut>(), every.map(dut_value))
 }
 
 /// `--duts` of the forwarding study: the DUTs the lab builds (not external).
 pub(crate) fn built_dut() -> impl TypedValueParser<Value = Dut> {
     let parse = |text: &str| match text.parse::<Dut>()? {
-        Dut::External => Err(format!(
+        Dut::EXTERNAL => Err(format!(
             "{text}: the study measures the DUTs it builds; measure yours with latlab rfc2544 \
              --dut {text}"
         )),

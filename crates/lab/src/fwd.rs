@@ -8,12 +8,11 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+use crate::middle::PortSettings;
 use latlab_engine::forwarder::{
     self, ForwarderConfig, ForwarderLive, ForwarderReport, FwdDirection,
 };
 use latlab_engine::Stop;
-use latlab_io::packet::{PacketOptions, PacketSocket, RxRing};
-use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
 
 pub use latlab_engine::forwarder::FwdPoll;
 
@@ -203,15 +202,12 @@ pub fn run(
             cpu.map_or("any".to_string(), |c| c.to_string())
         )
     };
+    let ports = PortSettings::forwarder();
     let report = match options.io {
         Io::Xdp => {
-            let xdp = XdpOptions {
-                frame_size: 2048,
-                frame_count: 4096,
-                ..XdpOptions::new(Redirect::Everything)
-            };
             let open = |flag: &str, ifname: &str| {
-                XdpSocket::open(ifname, &xdp)
+                ports
+                    .open_xdp(ifname)
                     .map_err(CommandError::setup(format!("{flag} {ifname}")))
             };
             let mut a = open("--iface-a", &options.iface_a)?;
@@ -222,13 +218,9 @@ pub fn run(
             })?
         }
         _ => {
-            let packet = PacketOptions {
-                frame_size: 2048,
-                rx_ring: RxRing::V2,
-                ..PacketOptions::default()
-            };
             let open = |flag: &str, ifname: &str| {
-                PacketSocket::open(ifname, &packet)
+                ports
+                    .open_packet(ifname)
                     .map_err(CommandError::setup(format!("{flag} {ifname}")))
             };
             let mut a = open("--iface-a", &options.iface_a)?;

@@ -35,6 +35,7 @@ pub mod fwd;
 pub mod gen;
 pub mod measure;
 pub mod merge;
+pub mod middle;
 pub mod plot;
 pub mod points;
 pub mod progress;

@@ -18,8 +18,9 @@ use std::time::Duration;
 
 use latlab_engine::emulator::{self, EmulatorLive, EmulatorReport};
 use latlab_engine::{PollMode, Stop};
-use latlab_io::packet::{PacketOptions, PacketSocket};
-use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+use latlab_io::xdp::XdpSocket;
+
+use crate::middle::PortSettings;
 use latlab_link::Flows;
 
 pub use latlab_io::packet::RxRing;
@@ -237,22 +238,23 @@ pub fn run(
     Ok(EmuReport { report })
 }
 
+/// What the bridge's ports are opened with: slots for `--frame-size`, frames as they were on
+/// the wire whatever the senders' offloads.
+fn ports(options: &EmuOptions) -> PortSettings {
+    PortSettings::emulator(options.frame_size, options.rx_ring, options.xdp_frames)
+}
+
 /// The AF_PACKET bridge: one loop, or the pipeline.
 fn run_packet(
     options: &EmuOptions,
     stop: &Stop,
     view: &mut dyn View,
 ) -> Result<EmulatorReport, CommandError> {
-    let packet = PacketOptions {
-        // Ring slots hold the frame plus the kernel's headers and must be a power of two.
-        frame_size: (options.frame_size.max(128) + 128).next_power_of_two(),
-        rx_ring: options.rx_ring,
-        // Forward frames as they were on the wire whatever the senders' offloads.
-        wire_frames: true,
-        ..PacketOptions::default()
-    };
+    let ports = ports(options);
     let open = |flag: &str, ifname: &str| {
-        PacketSocket::open(ifname, &packet).map_err(CommandError::setup(format!("{flag} {ifname}")))
+        ports
+            .open_packet(ifname)
+            .map_err(CommandError::setup(format!("{flag} {ifname}")))
     };
     let mut sock_a = open("--iface-a", &options.iface_a)?;
     let mut sock_b = open("--iface-b", &options.iface_b)?;
@@ -317,18 +319,11 @@ fn run_xdp(
     stop: &Stop,
     view: &mut dyn View,
 ) -> Result<EmulatorReport, CommandError> {
-    let xdp = XdpOptions {
-        // A received frame gets frame_size − 256 bytes of a UMEM frame.
-        frame_size: if options.frame_size + 256 > 2048 {
-            4096
-        } else {
-            2048
-        },
-        frame_count: options.xdp_frames,
-        ..XdpOptions::new(Redirect::Everything)
-    };
+    let ports = ports(options);
     let open = |flag: &str, ifname: &str| {
-        XdpSocket::open(ifname, &xdp).map_err(CommandError::setup(format!("{flag} {ifname}")))
+        ports
+            .open_xdp(ifname)
+            .map_err(CommandError::setup(format!("{flag} {ifname}")))
     };
     let mut sock_a = open("--iface-a", &options.iface_a)?;
     let mut sock_b = open("--iface-b", &options.iface_b)?;

@@ -2,15 +2,16 @@
 //! emulator study's points and the demo's emulated-link run).
 
 use std::io;
-use std::sync::Arc;
 
-use latlab_engine::emulator::{self, EmulatorLive};
-use latlab_engine::{PollMode, Stop};
-use latlab_io::packet::{PacketOptions, PacketSocket};
+use latlab_engine::PollMode;
 use latlab_io::Io;
 use latlab_link::LinkConfig;
 
 use latlab_lab::emu::EmuPoll;
+use latlab_lab::middle::{
+    self, EmuSettings, FrameIo, Middle, MiddleKind, MiddleReport, MiddleSettings, Placement,
+    PortSettings,
+};
 use latlab_lab::topology::ClientEmuServer;
 
 /// Runs `f` while `latlab emu` bridges the lab's emulator namespace (run to completion, busy
@@ -107,7 +108,8 @@ impl CorePlan {
     }
 }
 
-/// [`with_emulator`] with the bridge run as `bridge` says.
+/// [`with_emulator`] with the bridge run as `bridge` says: the lab's emulator middle
+/// ([`latlab_lab::middle::start`]) with these links, polling and placement.
 pub(crate) fn with_bridge<T, E: From<io::Error>>(
     lab: &ClientEmuServer,
     bridge: Bridge,
@@ -121,91 +123,44 @@ pub(crate) fn with_bridge<T, E: From<io::Error>>(
         cpu,
         timer_slack_ns,
     } = bridge;
-    let emu_stop = Arc::new(Stop::new());
-    let links = (a_to_b, b_to_a);
-    let emu = match io {
-        Io::Packet => spawn_bridge(
-            lab,
-            |name| PacketSocket::open(name, &PacketOptions::default()),
-            2048,
-            links,
-            (poll, cpu, timer_slack_ns),
-            emu_stop.clone(),
-        )?,
-        Io::Xdp => spawn_bridge(
-            lab,
-            |name| {
-                use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
-                XdpSocket::open(name, &XdpOptions::new(Redirect::Everything))
-            },
-            // A received frame gets a 2048-byte UMEM frame less the kernel's 256 of headroom.
-            1792,
-            links,
-            (poll, cpu, timer_slack_ns),
-            emu_stop.clone(),
-        )?,
-        other => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("the emulator bridges frames over --io packet or xdp, not {other}"),
-            )
-            .into())
-        }
+    let frame_io = FrameIo::of(io).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("the emulator bridges frames over --io packet or xdp, not {io}"),
+        )
+    })?;
+    let settings = MiddleSettings {
+        emu: EmuSettings {
+            a_to_b: a_to_b.into(),
+            b_to_a: b_to_a.into(),
+            poll: Some(poll),
+        },
+        ..MiddleSettings::default()
     };
+    let placement = Placement {
+        cpu,
+        ends_cpu: None,
+        steer: false,
+        timer_slack_ns,
+    };
+    let middle = Middle::of(MiddleKind::Emu, frame_io);
+    let running = middle::start(lab, middle, &settings, &placement)
+        .map_err(|e| io::Error::other(e.to_string()))?;
     let out = f();
-    emu_stop.raise();
-    let report = emu
-        .join()
-        .map_err(|_| io::Error::other("the emulator thread panicked"))
-        .and_then(|r| r)?;
+    let report = match running.stop()? {
+        Some(MiddleReport::Emu(report)) => report,
+        _ => return Err(io::Error::other("the emulator gave no report").into()),
+    };
     Ok((out?, latlab_lab::emu::report::report_json(&report)))
 }
 
 /// Whether the bridge's AF_XDP sockets can be opened in the lab (they are closed again).
 pub(super) fn xdp_bridge_opens(lab: &ClientEmuServer) -> io::Result<()> {
-    use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
     latlab_io::netns::run_in(lab.emu.name(), || -> io::Result<()> {
-        let opts = XdpOptions::new(Redirect::Everything);
-        XdpSocket::open(ClientEmuServer::EMU_A, &opts)?;
-        XdpSocket::open(ClientEmuServer::EMU_B, &opts)?;
+        let ends = (ClientEmuServer::EMU_A, ClientEmuServer::EMU_B);
+        PortSettings::lab_emulator().open_pair(FrameIo::Xdp, ends)?;
         Ok(())
     })?
-}
-
-/// Opens both bridged interfaces of the lab's emulator namespace with `open` and runs the
-/// bridge (run to completion, polling as `poll` says, pinned to `cpu` and with timer slack
-/// `slack` if they are given) on a thread of its own until `stop` is raised.
-fn spawn_bridge<P: emulator::Port + 'static>(
-    lab: &ClientEmuServer,
-    open: fn(&str) -> io::Result<P>,
-    max_frame: usize,
-    (a_to_b, b_to_a): (LinkConfig, LinkConfig),
-    (poll, cpu, slack): (PollMode, Option<usize>, Option<u64>),
-    stop: Arc<Stop>,
-) -> io::Result<std::thread::JoinHandle<io::Result<emulator::EmulatorReport>>> {
-    let (mut a, mut b) = latlab_io::netns::run_in(lab.emu.name(), move || -> io::Result<_> {
-        Ok((open(ClientEmuServer::EMU_A)?, open(ClientEmuServer::EMU_B)?))
-    })??;
-    std::thread::Builder::new()
-        .name("latlab-emu".into())
-        .spawn(move || {
-            if let Some(cpu) = cpu {
-                latlab_io::cpu::pin_current_thread(cpu)?;
-            }
-            if let Some(ns) = slack {
-                latlab_io::cpu::set_timer_slack_ns(ns)?;
-            }
-            emulator::run(
-                &mut a,
-                &mut b,
-                a_to_b,
-                b_to_a,
-                max_frame,
-                poll,
-                &stop,
-                &EmulatorLive::default(),
-            )
-        })
 }
 
 #[cfg(test)]

@@ -202,7 +202,7 @@ fn measure_all(
     // Every DUT, then latlab fwd over AF_XDP at each batch size and in each poll mode with
     // 64-byte frames.
     let fwd64 = || {
-        let mut o = options.rfc2544(Dut::FwdXdp);
+        let mut o = options.rfc2544(Dut::FWD_XDP);
         o.sizes = vec![64];
         o
     };

@@ -147,14 +147,14 @@ fn the_report_has_table_one_against_the_kernel_fig_two_and_table_two() {
 fn the_default_study_measures_every_dut_the_lab_builds_with_their_parameters_kept() {
     let o = ForwardingStudyOptions::new("/nowhere".into());
     assert_eq!(o.duts, Dut::ALL);
-    assert!(o.duts.contains(&Dut::EmuXdp) && !o.duts.contains(&Dut::External));
+    assert!(o.duts.contains(&Dut::EMU_XDP) && !o.duts.contains(&Dut::EXTERNAL));
     assert_eq!(o.sizes, rfc2544::FRAME_SIZES);
     let p = o.parameters();
     assert_eq!(p["--sizes"], "64,128,256,512,1024,1280,1518");
     assert_eq!(p["--trial"], "1s");
     assert_eq!(p["--batches"], "1,4,16,64");
     assert_eq!(p["--polls"], "busy,block,rate:100000,rate:10000");
-    let r = o.rfc2544(Dut::FwdXdp);
+    let r = o.rfc2544(Dut::FWD_XDP);
     assert!(!r.loss_sweep && r.b2b_repeats == 0 && r.latency_trials == 1);
     assert!(r.check_measurement().is_ok());
 }

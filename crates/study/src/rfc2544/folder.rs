@@ -304,12 +304,12 @@ mod tests {
     use crate::rfc2544::Dut;
 
     fn measured() -> (Rfc2544Options, Rfc2544Report) {
-        let mut options = Rfc2544Options::new(Dut::FwdXdp);
+        let mut options = Rfc2544Options::new(Dut::FWD_XDP);
         options.trial = std::time::Duration::from_secs(1);
         options.fwd_batch = 16;
         let report = Rfc2544Report {
             out: "/nowhere".into(),
-            dut: Dut::FwdXdp,
+            dut: Dut::FWD_XDP,
             rps: "RPS on CPU 1".into(),
             sizes: vec![SizeResult {
                 frame_size: 64,

@@ -22,7 +22,7 @@ mod report;
 mod saturation;
 mod search;
 mod setup;
-mod testpmd;
+
 mod trial;
 
 use std::fmt::Write as _;
@@ -170,7 +170,7 @@ impl Rfc2544Options {
         if self.max_trials == 0 {
             return usage("--max-trials 0: at least 1".into());
         }
-        let external = self.dut == Dut::External;
+        let external = self.dut == Dut::EXTERNAL;
         match (&self.iface_a, &self.iface_b) {
             (Some(a), Some(b)) if external && a == b => {
                 return usage(format!(
@@ -402,7 +402,7 @@ pub fn measure(
     let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
     let dut_cpu = cpus.last().copied().unwrap_or(0);
     let source_cpu = cpus.first().copied().filter(|&c| c != dut_cpu);
-    let setup = if options.dut == Dut::External {
+    let setup = if options.dut == Dut::EXTERNAL {
         external::setup(options)?
     } else {
         setup::lab(options, dut_cpu, source_cpu)?
@@ -521,7 +521,7 @@ fn measure_all<P: FramePort>(
         measure_sizes(options, todo, tx, sink, addrs, source_cpu, stop, view)?;
     let smallest = todo.iter().min().copied();
     // An external DUT's CPU is not known here: no saturation trial.
-    let sampled = options.saturation && options.dut != Dut::External;
+    let sampled = options.saturation && options.dut != Dut::EXTERNAL;
     let Some(size) = smallest.filter(|_| sampled && !stop.is_raised()) else {
         let dut_report = running.stop().ok().flatten();
         return Ok((measured, failure, None, dut_report));

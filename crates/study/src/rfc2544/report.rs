@@ -302,7 +302,7 @@ mod tests {
     fn report(sizes: Vec<SizeResult>) -> Rfc2544Report {
         Rfc2544Report {
             out: "/nowhere".into(),
-            dut: Dut::Kernel,
+            dut: Dut::KERNEL,
             rps: "RPS on CPU 1".into(),
             sizes,
             saturation: None,

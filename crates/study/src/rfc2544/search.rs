@@ -339,7 +339,7 @@ mod tests {
 
     #[test]
     fn the_budget_bounds_every_trial_a_run_can_take_and_says_how_far_it_is() {
-        let mut options = Rfc2544Options::new(Dut::Kernel);
+        let mut options = Rfc2544Options::new(Dut::KERNEL);
         options.sizes = vec![64, 1518];
         options.max_trials = 20;
         options.latency_trials = 2;

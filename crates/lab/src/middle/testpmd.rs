@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// The Debian packages that carry testpmd and the two drivers it is run with here.
-pub(super) const PACKAGES: [&str; 4] = [
+pub const PACKAGES: [&str; 4] = [
     "dpdk-dev",
     "librte-net-af-packet23",
     "librte-net-af-xdp23",
@@ -25,13 +25,13 @@ const START: Duration = Duration::from_secs(30);
 
 /// Whether testpmd can be run here: `Err` says why not. Installs it from Debian's packages
 /// when it is missing and `apt-get` can.
-pub(super) fn available() -> Result<(), String> {
-    latlab_lab::command::debian_tool("dpdk-testpmd", &["--help"], &PACKAGES)
+pub fn available() -> Result<(), String> {
+    crate::command::debian_tool("dpdk-testpmd", &["--help"], &PACKAGES)
 }
 
 /// Which of DPDK's drivers testpmd opens the veths with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Driver {
+pub enum Driver {
     /// `net_af_packet`.
     AfPacket,
     /// `net_af_xdp` (copy mode on veth).
@@ -39,7 +39,8 @@ pub(super) enum Driver {
 }
 
 /// A running testpmd.
-pub(super) struct Testpmd {
+#[derive(Debug)]
+pub struct Testpmd {
     child: Child,
     stdin: Option<ChildStdin>,
     log: PathBuf,
@@ -47,23 +48,23 @@ pub(super) struct Testpmd {
 }
 
 /// What testpmd counted over its run (its "Accumulated forward statistics for all ports").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub(super) struct TestpmdCounts {
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TestpmdCounts {
     /// Frames its ports received.
-    pub(super) rx_packets: u64,
+    pub rx_packets: u64,
     /// Frames its ports dropped on receive (missed by the driver).
-    pub(super) rx_dropped: u64,
+    pub rx_dropped: u64,
     /// Frames its ports sent.
-    pub(super) tx_packets: u64,
+    pub tx_packets: u64,
     /// Frames its ports could not send.
-    pub(super) tx_dropped: u64,
+    pub tx_dropped: u64,
 }
 
 impl Testpmd {
     /// Starts testpmd in namespace `ns` forwarding between `a` and `b` with `driver`, its
     /// forwarding lcore on CPU `cpu` and its main lcore (which only waits on standard input) on
     /// `main_cpu`, `burst` frames per receive call; returns once it forwards.
-    pub(super) fn start(
+    pub fn start(
         ns: &str,
         (a, b): (&str, &str),
         driver: Driver,
@@ -142,7 +143,7 @@ impl Testpmd {
 
     /// Ends testpmd (a line on its standard input, then SIGKILL after 5 s) and returns what it
     /// counted.
-    pub(super) fn stop(mut self) -> Result<TestpmdCounts, String> {
+    pub fn stop(mut self) -> Result<TestpmdCounts, String> {
         self.end();
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         parse_counts(&text).ok_or_else(|| {
