@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::middle::ports::{open_endpoint, EndpointSettings};
 use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters, ReflectorReport};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::port::{SendFailures, XdpEndpoint};
 use latlab_io::udp::{UdpOptions, UdpSocket};
-use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
 
 use crate::command::{watched, write_json, CommandError, Io, View};
 
@@ -115,13 +115,11 @@ pub fn run(
     options.check()?;
     let (counters, json) = match (options.io, &options.iface) {
         (Io::Xdp, Some(iface)) => {
-            let xdp = XdpOptions {
-                frame_count: options.xdp_frames,
-                ..XdpOptions::new(Redirect::Endpoint {
-                    udp_port: listen.port(),
-                })
+            let endpoint = EndpointSettings {
+                frames: Some(options.xdp_frames),
+                ..EndpointSettings::port(listen.port())
             };
-            let socket = XdpSocket::open(iface, &xdp)
+            let socket = open_endpoint(iface, &endpoint)
                 .map_err(CommandError::setup(format!("--iface {iface}")))?;
             pin(options.cpu)?;
             let (bind, attach) = socket.mode();

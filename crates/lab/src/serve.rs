@@ -10,7 +10,9 @@ use std::time::Duration;
 use latlab_engine::game::{GameServerConfig, ServerIo, ServerLive};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
-use latlab_io::xdp::{Redirect, SourceDrops, SourceLimit, XdpOptions, XdpSocket};
+use latlab_io::xdp::{SourceDrops, SourceLimit, XdpSocket};
+
+use crate::middle::ports::{open_endpoint, EndpointSettings};
 
 use crate::command::{watched, write_json, CommandError, View};
 use crate::echo::{failures_json, pin};
@@ -98,17 +100,15 @@ pub fn run(
     let listen = options.listen;
     let socket = match (&options.iface, options.io) {
         (Some(iface), ServerIo::Xdp) => {
-            let xdp = XdpOptions {
-                frame_count: options.xdp_frames,
+            let endpoint = EndpointSettings {
+                frames: Some(options.xdp_frames),
                 // As deep as the game core's buckets: the program drops nothing the core would pass.
                 source_limit: options.rate_limit.and_then(|pps| {
                     SourceLimit::with_burst(pps, latlab_game::ServerConfig::default().rate_burst)
                 }),
-                ..XdpOptions::new(Redirect::Endpoint {
-                    udp_port: listen.port(),
-                })
+                ..EndpointSettings::port(listen.port())
             };
-            let s = XdpSocket::open(iface, &xdp)
+            let s = open_endpoint(iface, &endpoint)
                 .map_err(CommandError::setup(format!("--iface {iface}")))?;
             ServeSocket::Xdp(Box::new(s))
         }

@@ -26,8 +26,8 @@ pub fn open_xdp(
     bind: IpAddr,
     frames: u32,
 ) -> Result<XdpEndpoint, MeasureError> {
+    use crate::middle::ports::{open_endpoint, EndpointSettings};
     use latlab_io::neigh;
-    use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
     let SocketAddr::V4(target4) = target else {
         return Err(MeasureError::Unreachable {
             target,
@@ -89,14 +89,11 @@ pub fn open_xdp(
         reason: format!("{iface}: the kernel could not resolve {hop}'s MAC address (ARP)"),
     })?;
     let src_mac = neigh::interface_mac(iface).map_err(io_err("--iface"))?;
-    let socket = XdpSocket::open(
-        iface,
-        &XdpOptions {
-            frame_count: frames,
-            ..XdpOptions::new(Redirect::Endpoint { udp_port: src_port })
-        },
-    )
-    .map_err(io_err("--io xdp"))?;
+    let endpoint = EndpointSettings {
+        frames: Some(frames),
+        ..EndpointSettings::port(src_port)
+    };
+    let socket = open_endpoint(iface, &endpoint).map_err(io_err("--io xdp"))?;
     Ok(XdpEndpoint {
         socket,
         addrs: generator::FrameAddrs {

@@ -177,3 +177,42 @@ impl FramePair {
         }
     }
 }
+
+/// What an AF_XDP datagram endpoint is opened with: the UDP port whose frames its program
+/// takes (every other frame goes on to the kernel), its UMEM frames, and an optional
+/// per-source limit in the program (a game server's).
+#[derive(Clone, Copy, Debug)]
+pub struct EndpointSettings {
+    /// The UDP port taken.
+    pub udp_port: u16,
+    /// UMEM frames; `None`: io's default (4096).
+    pub frames: Option<u32>,
+    /// Frames of a source above this are dropped in the program, and counted.
+    pub source_limit: Option<latlab_io::xdp::SourceLimit>,
+}
+
+impl EndpointSettings {
+    /// An endpoint taking `udp_port`'s frames, with io's default UMEM and no limit.
+    pub fn port(udp_port: u16) -> EndpointSettings {
+        EndpointSettings {
+            udp_port,
+            frames: None,
+            source_limit: None,
+        }
+    }
+}
+
+/// The one way an AF_XDP socket for a datagram endpoint (a reflector's, a server's, a
+/// generator's or a blaster's) is opened on `iface`: the program redirects the frames of
+/// `settings.udp_port` to it.
+pub fn open_endpoint(iface: &str, settings: &EndpointSettings) -> io::Result<XdpSocket> {
+    let defaults = XdpOptions::new(Redirect::Endpoint {
+        udp_port: settings.udp_port,
+    });
+    let options = XdpOptions {
+        frame_count: settings.frames.unwrap_or(defaults.frame_count),
+        source_limit: settings.source_limit,
+        ..defaults
+    };
+    XdpSocket::open(iface, &options)
+}

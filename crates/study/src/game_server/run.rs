@@ -1,6 +1,7 @@
 //! Running the game-server study: the lab, the grid of points, and each point's measurement,
 //! written to the points folder as soon as it is done.
 
+use latlab_lab::middle::ports::{open_endpoint, EndpointSettings};
 use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -166,15 +167,8 @@ pub(super) fn measure_all(
     if options.ios.contains(&ServerIo::Xdp) {
         // Opened once and closed again: where AF_XDP cannot be had (privileges, kernel), the
         // xdp rows are left out with the reason, not the study.
-        let opened = lab.in_server(|| {
-            latlab_io::xdp::XdpSocket::open(
-                "veth0",
-                &latlab_io::xdp::XdpOptions::new(latlab_io::xdp::Redirect::Endpoint {
-                    udp_port: 7000,
-                }),
-            )
-            .map(drop)
-        });
+        let opened =
+            lab.in_server(|| open_endpoint("veth0", &EndpointSettings::port(7000)).map(drop));
         if let Err(why) = opened.and_then(|r| r) {
             progress.note(&format!("the xdp server is left out: {why}"));
             options.ios.retain(|io| *io != ServerIo::Xdp);
@@ -385,13 +379,11 @@ impl Runner<'_> {
                     .rate_limit_pps
                     .and_then(|pps| latlab_io::xdp::SourceLimit::with_burst(pps, burst));
                 Some(self.lab.in_server(move || {
-                    let options = latlab_io::xdp::XdpOptions {
+                    let endpoint = EndpointSettings {
                         source_limit,
-                        ..latlab_io::xdp::XdpOptions::new(latlab_io::xdp::Redirect::Endpoint {
-                            udp_port: port,
-                        })
+                        ..EndpointSettings::port(port)
                     };
-                    latlab_io::xdp::XdpSocket::open("veth0", &options)
+                    open_endpoint("veth0", &endpoint)
                 })??)
             }
             _ => None,

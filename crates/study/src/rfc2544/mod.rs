@@ -34,7 +34,7 @@ use latlab_engine::blaster::FrameAddrs;
 use latlab_engine::Stop;
 use latlab_io::packet::{PacketOptions, PacketSocket};
 use latlab_io::port::FramePort;
-use latlab_io::xdp::{Redirect, XdpOptions, XdpSocket};
+use latlab_lab::middle::ports::{open_endpoint, EndpointSettings};
 
 pub use dut::Dut;
 pub use folder::{is_folder, redraw, Rfc2544File};
@@ -434,10 +434,8 @@ pub fn measure(
         Io::Xdp => {
             // Only frames to a port nobody sends to come to the socket: the client's stack
             // keeps ARP and everything else.
-            let xdp = XdpOptions::new(Redirect::Endpoint {
-                udp_port: SOURCE_XDP_PORT,
-            });
-            let open = move || XdpSocket::open(&source_iface, &xdp);
+            let endpoint = EndpointSettings::port(SOURCE_XDP_PORT);
+            let open = move || open_endpoint(&source_iface, &endpoint);
             let mut tx = in_namespace(source_ns.as_deref(), open).map_err(CommandError::setup(
                 "--source xdp: the source's AF_XDP socket",
             ))?;
