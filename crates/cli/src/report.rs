@@ -28,7 +28,6 @@ pub(crate) fn run(a: ReportArgs) -> Result<()> {
                 outln!("plot: {}", plot.display());
             }
         }
-        Redrawn::Rfc2544 { report } => outln!("report: {}", report.display()),
         Redrawn::Study {
             report, missing, ..
         } => {

@@ -113,16 +113,20 @@ pub enum StudyKind {
     Transports,
     /// `latlab study forwarding`.
     Forwarding,
+    /// `latlab rfc2544`: one DUT measured as RFC 2544 asks (the forwarding study's form for
+    /// one DUT, with its own report).
+    Rfc2544,
 }
 
 impl StudyKind {
     /// Every kind, each with its line in [`STUDIES`].
-    pub const ALL: [StudyKind; 5] = [
+    pub const ALL: [StudyKind; 6] = [
         StudyKind::GameServer,
         StudyKind::Emulator,
         StudyKind::Timestamps,
         StudyKind::Transports,
         StudyKind::Forwarding,
+        StudyKind::Rfc2544,
     ];
 
     /// The study's name on the command line.
@@ -133,6 +137,15 @@ impl StudyKind {
             StudyKind::Timestamps => "timestamps",
             StudyKind::Transports => "transports",
             StudyKind::Forwarding => "forwarding",
+            StudyKind::Rfc2544 => "rfc2544",
+        }
+    }
+
+    /// The command that runs it: `latlab study NAME`, or `latlab rfc2544`.
+    pub fn command(self) -> String {
+        match self {
+            StudyKind::Rfc2544 => "latlab rfc2544".into(),
+            other => format!("latlab study {}", other.name()),
         }
     }
 }
@@ -190,9 +203,9 @@ impl StudyFile {
         };
         if before.kind != kind {
             return Err(StudyError::Resume(format!(
-                "the folder holds a study of `latlab study {}`, not of `study {}`",
-                before.kind.name(),
-                kind.name()
+                "the folder holds a study of `{}`, not of `{}`",
+                before.kind.command(),
+                kind.command().trim_start_matches("latlab ")
             )));
         }
         for (name, was) in &before.parameters {

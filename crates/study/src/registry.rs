@@ -19,8 +19,8 @@ use latlab_engine::Stop;
 use latlab_lab::progress::View;
 
 use crate::{
-    emulator, forwarding, game_server, timestamps, transports, Shard, StudyError, StudyKind,
-    StudyReport,
+    emulator, forwarding, game_server, rfc2544, timestamps, transports, Shard, StudyError,
+    StudyKind, StudyReport,
 };
 
 /// One study: how it measures into a points folder and how it draws from one.
@@ -56,6 +56,12 @@ pub trait Study {
         line
     }
 
+    /// Whether `dir`, which has no `study.json`, is a folder this study wrote before it wrote
+    /// points (besides those its point keys tell: [`Study::POINT_PREFIXES`]).
+    fn old_folder(_dir: &Path) -> bool {
+        false
+    }
+
     /// Runs the study: measures this job's points, then, once no shard is missing, draws the
     /// report from them (a stopped run draws what it measured, unless it is a shard).
     fn run(
@@ -80,6 +86,8 @@ pub struct StudyEntry {
     pub draw: fn(&Path, &str) -> Result<PathBuf, StudyError>,
     /// [`Study::old_topology`].
     pub old_topology: fn(&str) -> &str,
+    /// [`Study::old_folder`].
+    pub old_folder: fn(&Path) -> bool,
 }
 
 impl StudyEntry {
@@ -90,18 +98,26 @@ impl StudyEntry {
             point_prefixes: S::POINT_PREFIXES,
             draw: S::draw,
             old_topology: S::old_topology,
+            old_folder: S::old_folder,
         }
     }
 }
 
 /// Every study, one line each.
-pub static STUDIES: [StudyEntry; 5] = [
+pub static STUDIES: [StudyEntry; 6] = [
     StudyEntry::of::<game_server::GameServerStudy>(),
     StudyEntry::of::<emulator::EmulatorStudy>(),
     StudyEntry::of::<timestamps::TimestampsStudy>(),
     StudyEntry::of::<transports::TransportsStudy>(),
     StudyEntry::of::<forwarding::ForwardingStudy>(),
+    StudyEntry::of::<rfc2544::Rfc2544Study>(),
 ];
+
+/// The study that wrote `dir`, a folder without `study.json`, before it wrote points, if one
+/// says so ([`Study::old_folder`]).
+pub fn kind_of_old_folder(dir: &Path) -> Option<StudyKind> {
+    STUDIES.iter().find(|e| (e.old_folder)(dir)).map(|e| e.kind)
+}
 
 /// The entry of the study of `kind`.
 pub fn entry(kind: StudyKind) -> &'static StudyEntry {
@@ -173,6 +189,8 @@ mod tests {
             ("reflector-busy", StudyKind::Timestamps),
             ("rtt50ms-jitter50ms-loss0.1-random", StudyKind::Transports),
             ("dut-fwd-xdp", StudyKind::Forwarding),
+            ("size-64", StudyKind::Rfc2544),
+            ("run", StudyKind::Rfc2544),
         ] {
             assert_eq!(kind_of_point(key), Some(kind), "{key}");
         }

@@ -1,11 +1,12 @@
 //! `latlab report DIR`: any results folder drawn again from its data.
 //!
-//! A folder says what wrote it: a study writes `study.json` ([`StudyFile`]); `gen --out` and
-//! `demo` write `summary.json`; `rfc2544` writes `rfc2544.json`, from which its `report.md` and
-//! figures are drawn again. Folders of studies written before `study.json` existed are
-//! recognised by their point files (`sweep-`, `table-`, `flood-` for the game-server study;
-//! `kernel-`, `emu-`, `loss-`, `rate-` for the emulator study), with the lab's description
-//! taken from their old `report.md` when it is there.
+//! A folder says what wrote it: a study (and `rfc2544`, the study of one DUT) writes
+//! `study.json` ([`StudyFile`]); `gen --out` and `demo` write `summary.json`. Folders of
+//! studies written before `study.json` existed are recognised by their point files (`sweep-`,
+//! `table-`, `flood-` for the game-server study; `kernel-`, `emu-`, `loss-`, `rate-` for the
+//! emulator study) or by what the study says marks its old folders (`rfc2544.json` for
+//! `rfc2544`'s, whose `report.md` and figures are drawn again from it), with the lab's
+//! description taken from their old `report.md` when it is there.
 //!
 //! A study's tables, figures and `report.md` are written again by the study's own report
 //! module, from the point files only, so they come out as the run wrote them. A `gen` or
@@ -18,7 +19,7 @@
 //! use latlab_study::report::{redraw, Redrawn};
 //! match redraw("latlab-results/game-server-1700000000".as_ref())? {
 //!     Redrawn::Runs { runs, .. } => print!("{}", runs.table()),
-//!     Redrawn::Study { report, .. } | Redrawn::Rfc2544 { report } => {
+//!     Redrawn::Study { report, .. } => {
 //!         println!("report: {}", report.display())
 //!     }
 //! }
@@ -31,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 use latlab_stats::CcdfPoint;
 
-use crate::registry::{entry, kind_of_point};
+use crate::registry::{entry, kind_of_old_folder, kind_of_point};
 use crate::{points, StudyError, StudyFile, StudyKind};
 use latlab_lab::results::RunSummary;
 
@@ -40,8 +41,6 @@ use latlab_lab::results::RunSummary;
 pub enum Folder {
     /// The runs of `gen --out` (one) or `demo` (one per rate).
     Runs(RunsFolder),
-    /// An `rfc2544` run's `rfc2544.json`.
-    Rfc2544,
     /// A study's points.
     Study {
         /// Which study.
@@ -60,11 +59,6 @@ pub enum Redrawn {
         runs: RunsFolder,
         /// The CCDF plot [`run`] wrote, when it was asked for one.
         plot: Option<PathBuf>,
-    },
-    /// An `rfc2544` folder whose `report.md` and figures were written again.
-    Rfc2544 {
-        /// Its `report.md`.
-        report: PathBuf,
     },
     /// A study whose tables, figures and `report.md` were written again.
     Study {
@@ -97,7 +91,6 @@ pub fn run(options: &ReportOptions) -> Result<Redrawn, StudyError> {
     let folder = Folder::open(&options.dir)?;
     let kind = match &folder {
         Folder::Study { kind, .. } => Some(kind.name()),
-        Folder::Rfc2544 => Some("rfc2544"),
         Folder::Runs(_) => None,
     };
     if let (Some(_), Some(kind)) = (&options.plot, kind) {
@@ -137,14 +130,14 @@ impl Folder {
         if dir.join("summary.json").is_file() {
             return Ok(Folder::Runs(RunsFolder::load(dir)?));
         }
-        if crate::rfc2544::is_folder(dir) {
-            return Ok(Folder::Rfc2544);
-        }
-        let kind = points::load(dir)?
-            .files
-            .iter()
-            .find_map(|f| kind_of_point(&f.key))
-            .ok_or_else(|| StudyError::UnknownFolder(dir.to_path_buf()))?;
+        let kind = match kind_of_old_folder(dir) {
+            Some(kind) => kind,
+            None => points::load(dir)?
+                .files
+                .iter()
+                .find_map(|f| kind_of_point(&f.key))
+                .ok_or_else(|| StudyError::UnknownFolder(dir.to_path_buf()))?,
+        };
         let topology = old_topology(dir, kind).unwrap_or_else(|| UNRECORDED_TOPOLOGY.into());
         Ok(Folder::Study { kind, topology })
     }
@@ -154,13 +147,6 @@ impl Folder {
     pub fn redraw(self, dir: &Path) -> Result<Redrawn, StudyError> {
         match self {
             Folder::Runs(runs) => Ok(Redrawn::Runs { runs, plot: None }),
-            Folder::Rfc2544 => {
-                let report = crate::rfc2544::redraw(dir).map_err(|reason| StudyError::Data {
-                    path: dir.join("rfc2544.json"),
-                    reason,
-                })?;
-                Ok(Redrawn::Rfc2544 { report })
-            }
             Folder::Study { kind, topology } => {
                 let report = (entry(kind).draw)(dir, &topology)?;
                 Ok(Redrawn::Study {
@@ -334,7 +320,7 @@ mod tests {
                 } => {
                     assert_eq!((k, t.as_str()), (kind, topology))
                 }
-                Folder::Runs(_) | Folder::Rfc2544 => {
+                Folder::Runs(_) => {
                     panic!("{} is a study folder", dir.display())
                 }
             }

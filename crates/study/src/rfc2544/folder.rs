@@ -89,7 +89,7 @@ where
 
 impl Rfc2544File {
     /// The file of a run measured with `options`.
-    fn new(
+    pub(super) fn new(
         options: &Rfc2544Options,
         report: &Rfc2544Report,
         dut_report: Option<serde_json::Value>,
@@ -215,12 +215,27 @@ pub(super) fn parameters(
 }
 
 /// The sizes the run in `options.out` finished (no error), after checking it was measured
-/// with the same options; the error names the flag that differs.
+/// with the same options; the error names the flag that differs. For a folder written before
+/// rfc2544 wrote points: its `rfc2544.json`.
 pub(super) fn earlier_sizes(options: &Rfc2544Options) -> Result<Vec<SizeResult>, CommandError> {
     let path = options.out.join(RESULTS);
     let file =
         Rfc2544File::read(&path).map_err(|why| CommandError::Usage(format!("--resume: {why}")))?;
-    let json = serde_json::to_value(&file).map_err(std::io::Error::other)?;
+    check_parameters(options, &file)?;
+    Ok(file
+        .sizes
+        .into_iter()
+        .filter(|s| s.error.is_none())
+        .collect())
+}
+
+/// Refuses to continue a run that `file` says was measured with options other than
+/// `options`, naming the first flag that differs.
+pub(super) fn check_parameters(
+    options: &Rfc2544Options,
+    file: &Rfc2544File,
+) -> Result<(), CommandError> {
+    let json = serde_json::to_value(file).map_err(std::io::Error::other)?;
     for (key, flag, value) in parameters(options) {
         if json[key] != value {
             return Err(CommandError::Usage(format!(
@@ -230,27 +245,23 @@ pub(super) fn earlier_sizes(options: &Rfc2544Options) -> Result<Vec<SizeResult>,
             )));
         }
     }
-    Ok(file
-        .sizes
-        .into_iter()
-        .filter(|s| s.error.is_none())
-        .collect())
+    Ok(())
 }
 
-/// `rfc2544.json` and `rfc2544.csv`, into the results folder, whole.
-pub(super) fn write_results(
-    options: &Rfc2544Options,
-    report: &Rfc2544Report,
-    dut_report: Option<serde_json::Value>,
-    topology: &str,
-) -> Result<(), CommandError> {
-    let dir = if options.resume {
-        latlab_lab::results::ResultsDir::replacing(&options.out)?
-    } else {
-        latlab_lab::results::ResultsDir::create(&options.out)?
+/// Writes `rfc2544.json`, `rfc2544.csv`, the figures and `report.md` of `file` into the
+/// folder `dir`, each whole; returns the `report.md`.
+pub(super) fn write_files(dir: &Path, file: &Rfc2544File) -> Result<PathBuf, String> {
+    let report = Rfc2544Report {
+        out: dir.to_path_buf(),
+        dut: file.dut.as_deref().unwrap_or("").parse()?,
+        rps: file.receive_work.clone().unwrap_or_default(),
+        sizes: file.sizes.clone(),
+        saturation: file.saturation.clone(),
     };
-    let file = Rfc2544File::new(options, report, dut_report, topology);
-    dir.write(RESULTS, file.text().as_bytes())?;
+    let write = |name: &str, bytes: &[u8]| {
+        latlab_lab::results::write_atomic(&dir.join(name), bytes).map_err(|e| e.to_string())
+    };
+    write(RESULTS, file.text().as_bytes())?;
     let mut csv = String::from(
         "frame_size,source_max_pps,dut_kept_up,ndr_pps,pdr_pps,converged,loss_at_100_percent,\
          back_to_back_frames,typical_latency_ns_at_ndr,worst_case_latency_ns_at_ndr,\
@@ -280,30 +291,25 @@ pub(super) fn write_results(
             s.error.as_deref().unwrap_or("").replace(',', ";"),
         );
     }
-    dir.write("rfc2544.csv", csv.as_bytes())?;
-    let figures = report::figures(report).map_err(|e| CommandError::Run {
-        engine: "rfc2544 figures",
-        source: std::io::Error::other(e),
-    })?;
+    write("rfc2544.csv", csv.as_bytes())?;
+    let figures = report::figures(&report)?;
     for (name, svg) in &figures {
-        dir.write(name, svg.as_bytes())?;
+        write(name, svg.as_bytes())?;
     }
-    let how = file.how_measured();
     let names: Vec<String> = figures.into_iter().map(|f| f.0).collect();
-    dir.write(
+    write(
         "report.md",
-        report::markdown(report, &how, &names).as_bytes(),
+        report::markdown(&report, &file.how_measured(), &names).as_bytes(),
     )?;
-    dir.commit()?;
-    Ok(())
+    Ok(dir.join("report.md"))
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::rfc2544::Dut;
 
-    fn measured() -> (Rfc2544Options, Rfc2544Report) {
+    pub(in crate::rfc2544) fn measured() -> (Rfc2544Options, Rfc2544Report) {
         let mut options = Rfc2544Options::new(Dut::FWD_XDP);
         options.trial = std::time::Duration::from_secs(1);
         options.fwd_batch = 16;

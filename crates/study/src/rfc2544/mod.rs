@@ -18,6 +18,7 @@
 mod dut;
 mod external;
 mod folder;
+mod points;
 mod report;
 mod saturation;
 mod search;
@@ -39,9 +40,10 @@ use latlab_lab::middle::ports::{open_endpoint, EndpointSettings};
 pub use dut::Dut;
 pub use folder::{is_folder, redraw, Rfc2544File};
 pub use latlab_engine::forwarder::FwdPoll;
+pub use points::Rfc2544Study;
 pub use saturation::Saturation;
 
-use folder::{earlier_sizes, write_results, RESULTS};
+use folder::RESULTS;
 use search::measure_sizes;
 use setup::{in_namespace, Setup};
 use trial::Sink;
@@ -344,21 +346,20 @@ impl Rfc2544Report {
     }
 }
 
-/// Builds the lab and the DUT, measures every size, writes the results folder and returns
-/// the report (also when a search ended early: then after the files, with the error).
+/// Builds the lab and the DUT, measures every size, writes the results folder (its points,
+/// then what is drawn from them) and returns the report (also when a search ended early: then
+/// after the files, with the error).
 pub fn run(
     options: &Rfc2544Options,
     stop: &Stop,
     view: &mut dyn View,
 ) -> Result<Rfc2544Report, CommandError> {
     options.check()?;
-    let kept = if options.resume {
-        earlier_sizes(options)?
-    } else {
-        Vec::new()
-    };
-    let m = measure(options, kept, stop, view)?;
-    write_results(options, &m.report, m.dut_report, &m.topology)?;
+    let m = points::measure(options, stop, view)?;
+    points::draw(&options.out).map_err(|e| CommandError::Run {
+        engine: "rfc2544 report",
+        source: std::io::Error::other(e.to_string()),
+    })?;
     match m.failure {
         Some(e) => Err(CommandError::Run {
             engine: "rfc2544 search",
