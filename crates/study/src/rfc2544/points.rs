@@ -19,8 +19,7 @@ use latlab_lab::progress::View;
 
 use super::folder::{self, check_parameters, parameters, Rfc2544File, RESULTS};
 use super::{CommandError, Measured, Rfc2544Options, SizeResult};
-use crate::registry::Study;
-use crate::{StudyError, StudyFile, StudyKind};
+use crate::{Study, StudyError, StudyFile, StudyKind};
 
 /// The run's point: the options, the DUT's report, the saturation trial.
 const RUN: &str = "run";
