@@ -269,6 +269,12 @@ impl EmuJson {
         serde_json::to_value(self).expect("an emu report serialises: its maps have string keys")
     }
 
+    /// The report `value` holds (as [`super::report_json`] makes one, or a reader finds one
+    /// in a file); the error says which key did not read.
+    pub fn from_value(value: serde_json::Value) -> Result<EmuJson, serde_json::Error> {
+        serde_json::from_value(value)
+    }
+
     /// The file's text: pretty-printed, keys in alphabetical order, a final newline.
     pub fn text(&self) -> String {
         format!("{:#}\n", self.to_value())
