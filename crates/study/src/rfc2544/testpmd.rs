@@ -47,16 +47,17 @@ pub(super) struct Testpmd {
 }
 
 /// What testpmd counted over its run (its "Accumulated forward statistics for all ports").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub(super) struct TestpmdCounts {
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestpmdCounts {
     /// Frames its ports received.
-    pub(super) rx_packets: u64,
+    pub rx_packets: u64,
     /// Frames its ports dropped on receive (missed by the driver).
-    pub(super) rx_dropped: u64,
+    pub rx_dropped: u64,
     /// Frames its ports sent.
-    pub(super) tx_packets: u64,
+    pub tx_packets: u64,
     /// Frames its ports could not send.
-    pub(super) tx_dropped: u64,
+    pub tx_dropped: u64,
 }
 
 impl Testpmd {
