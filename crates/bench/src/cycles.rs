@@ -21,7 +21,7 @@
 //! assert_eq!(report.per_packet.rx, (400.0 - 6.0 * 25.0) / 4.0);
 //! ```
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A step of forwarding one batch, as the paper's Table II splits them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -220,7 +220,7 @@ impl CycleAccount {
 }
 
 /// Cycles per packet of each step.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepFigures {
     /// Receiving.
     pub rx: f64,
@@ -241,7 +241,7 @@ impl StepFigures {
 
 /// Where a run's cycles went, per forwarded packet. All `f64` figures are cycles per packet
 /// unless their name says otherwise; with no packet forwarded they are 0.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CycleReport {
     /// The counter's frequency, Hz.
     pub tsc_hz: f64,

@@ -2,21 +2,22 @@
 //! completion on one pinned core, from checked options to a report whose `--json` file is
 //! written before it is returned: counters by cause per direction and where the cycles went
 //! (cycles per packet in receiving, processing, transmitting and buffer management, checked
-//! against the whole run's cycles per packet).
+//! against the whole run's cycles per packet), typed as [`FwdJson`].
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use crate::middle::PortSettings;
-use latlab_engine::forwarder::{
-    self, ForwarderConfig, ForwarderLive, ForwarderReport, FwdDirection,
-};
+use latlab_engine::forwarder::{self, ForwarderConfig, ForwarderLive, ForwarderReport};
 use latlab_engine::Stop;
 
 pub use latlab_engine::forwarder::FwdPoll;
 
 use crate::command::{watched, write_json, CommandError, Io, View};
+
+mod json;
+pub use json::{FwdDirectionJson, FwdDropsJson, FwdJson};
 
 /// Largest `--batch`.
 pub const MAX_BATCH: usize = 4096;
@@ -145,34 +146,6 @@ impl FwdReport {
     }
 }
 
-/// The JSON written by `--json`.
-pub fn report_json(options: &FwdOptions, report: &FwdReport) -> serde_json::Value {
-    let direction = |d: &FwdDirection| {
-        serde_json::json!({
-            "received": d.received,
-            "forwarded": d.forwarded,
-            "dropped": {
-                "tx_ring_full": d.tx_full,
-                "too_long": d.too_long,
-                "runts": d.runts,
-            },
-            "kernel_drops": d.kernel_drops,
-        })
-    };
-    serde_json::json!({
-        "latlab_version": env!("CARGO_PKG_VERSION"),
-        "iface_a": options.iface_a,
-        "iface_b": options.iface_b,
-        "io": options.io.to_string(),
-        "batch": options.batch,
-        "poll": options.poll.to_string(),
-        "cpu": report.cpu,
-        "a_to_b": direction(&report.report.a_to_b),
-        "b_to_a": direction(&report.report.b_to_a),
-        "cycles": report.report.cycles,
-    })
-}
-
 /// Opens the sockets `options` name, forwards until `stop` is raised or the duration is over,
 /// writes the JSON file and returns the report.
 pub fn run(
@@ -233,7 +206,7 @@ pub fn run(
     };
     let report = FwdReport { report, cpu };
     if let Some(path) = &options.json {
-        write_json(path, &report_json(options, &report))?;
+        write_json(path, &FwdJson::new(options, &report).to_value())?;
     }
     Ok(report)
 }

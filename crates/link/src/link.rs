@@ -2,7 +2,7 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{dist, ConfigError, LinkConfig, LossModel, MIN_FRAME};
 
@@ -45,8 +45,10 @@ pub enum DropCause {
 }
 
 /// Every frame's fate by cause. `arrived = delivered + dropped_*` (all five); duplicated,
-/// corrupted and reordered count delivered frames that were also so treated.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+/// corrupted and reordered count delivered frames that were also so treated. Read back from
+/// JSON, a counter a file lacks (one written before it was counted) reads as 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LinkCounters {
     /// Frames that arrived, whatever their fate.
     pub arrived: u64,

@@ -233,7 +233,7 @@ pub fn run(
         _ => run_packet(options, stop, view),
     }?;
     if let Some(path) = &options.json {
-        write_json(path, &crate::emu::report::report_json(&report))?;
+        write_json(path, &crate::emu::report::EmuJson::new(&report).to_value())?;
     }
     Ok(EmuReport { report })
 }

@@ -1,131 +1,23 @@
 //! What `latlab emu` writes at exit: counters by cause and release-error summaries, per
 //! direction, and with per-flow rules per flow (`flows`, only then, so a run without rules
-//! writes what it always has).
+//! writes what it always has). The `--json` file is [`EmuJson`] (`json.rs`), written and read
+//! back as that type; this module also prints the summary for the terminal.
 
-use latlab_engine::emulator::{
-    ByteCounters, ConfigChange, CpuUse, DirectionReport, EmulatorReport, FlowReport,
-};
+use latlab_engine::emulator::{CpuUse, EmulatorReport, FlowReport};
 use latlab_stats::Summary;
 
 use crate::units::format_us;
 
-fn direction_json(d: &DirectionReport) -> serde_json::Value {
-    let mut value = serde_json::json!({
-        "arrived": d.arrived,
-        "link": d.link,
-        "sent": d.sent,
-        "dropped_by_emulator": {
-            "tx_ring_full": d.tx_ring_full,
-            "tx_too_long": d.tx_too_long,
-            "tx_too_short": d.tx_too_short,
-            "queue_slots_full": d.queue_slots_full,
-            "kernel_rx_ring": d.kernel_drops,
-        },
-        "queued_at_exit": d.queued_at_exit,
-        "wire_frames": {
-            "tags_restored": d.wire.tags_restored,
-            "checksums_finished": d.wire.checksums_finished,
-            "super_frames": d.wire.super_frames,
-            "segments": d.wire.segments,
-            "read_whole": d.wire.read_whole,
-            "unfinished": d.wire.unfinished,
-            "unfinished_by_cause": {
-                "metadata": d.wire.unfinished_by.metadata,
-                "cut": d.wire.unfinished_by.cut,
-                "headers": d.wire.unfinished_by.headers,
-                "protocol": d.wire.unfinished_by.protocol,
-            },
-            "truncated": d.wire.truncated,
-            "cut_super_frames": d.wire.cut_super_frames,
-        },
-        "released_early": d.released_early,
-        "release_error_ns": Summary::from_histogram(&d.release_error),
-        "bytes": bytes_json(&d.bytes),
-    });
-    if !d.flows.is_empty() {
-        value["flows"] = d.flows.iter().map(flow_json).collect::<Vec<_>>().into();
-    }
-    value
-}
+mod json;
+pub use json::{
+    EmuByteDropsJson, EmuBytesJson, EmuChangeJson, EmuCpuJson, EmuDirectionJson, EmuDropsJson,
+    EmuFlowJson, EmuJson, EmuSleepsJson, UnfinishedJson, WireFramesJson,
+};
 
-/// One flow: its rule's `match` (`null` for the default pipe, last), its link, and its frames:
-/// `arrived + link.duplicated = forwarded + dropped + queued_at_exit`.
-fn flow_json(f: &FlowReport) -> serde_json::Value {
-    serde_json::json!({
-        "match": f.matcher,
-        "spec": crate::emu::api::spec_text(&f.config),
-        "settings": crate::emu::api::direction_json(&f.config),
-        "arrived": f.link.arrived,
-        "forwarded": f.sent,
-        "dropped": f.dropped(),
-        "queued_at_exit": f.queued,
-        "link": f.link,
-        "dropped_by_emulator": f.dropped_by_emulator,
-    })
-}
-
-fn bytes_json(b: &ByteCounters) -> serde_json::Value {
-    serde_json::json!({
-        "arrived": b.arrived,
-        "sent": b.sent,
-        "dropped": {
-            "loss": b.dropped_loss,
-            "queue_frames": b.dropped_queue_frames,
-            "queue_bytes": b.dropped_queue_bytes,
-            "runt": b.dropped_runt,
-            "oversized": b.dropped_oversized,
-            "queue_slots_full": b.queue_slots_full,
-            "tx_ring_full": b.tx_ring_full,
-            "tx_too_long": b.tx_too_long,
-            "tx_too_short": b.tx_too_short,
-        },
-    })
-}
-
-/// The configuration changes made while running (`--api`), in order.
-fn changes_json(changes: &[ConfigChange]) -> serde_json::Value {
-    changes
-        .iter()
-        .map(|c| {
-            serde_json::json!({
-                "direction": c.direction.name(),
-                "at_s": c.at_ns as f64 / 1e9,
-                "unix_ns": c.unix_ns,
-                "spec": crate::emu::api::spec_text(&c.config),
-                "settings": crate::emu::api::direction_json(&c.config),
-                "refused": c.refused,
-            })
-        })
-        .collect()
-}
-
-/// The JSON written by `--json`.
+/// The JSON written by `--json`: [`EmuJson`] as a value, every object's keys in alphabetical
+/// order.
 pub fn report_json(report: &EmulatorReport) -> serde_json::Value {
-    serde_json::json!({
-        "latlab_version": env!("CARGO_PKG_VERSION"),
-        "a_to_b": direction_json(&report.a_to_b),
-        "b_to_a": direction_json(&report.b_to_a),
-        "changes": changes_json(&report.changes),
-        "pcap_dropped": report.tap_full,
-        "cpu": cpu_json(&report.cpu),
-    })
-}
-
-/// The CPU the emulator used, and how a blocking loop waited.
-fn cpu_json(cpu: &CpuUse) -> serde_json::Value {
-    serde_json::json!({
-        "elapsed_ns": cpu.elapsed_ns,
-        "cpu_ns": cpu.cpu_ns,
-        "cores": cpu.cores(),
-        "threads": cpu.threads,
-        "spin_ns": cpu.sleeps.map(|s| s.spin_ns),
-        "sleeps": cpu.sleeps.map(|s| serde_json::json!({
-            "latest_late_ns": s.latest_late_ns,
-            "timed": s.timed_sleeps,
-            "asked_ns": s.asked_ns,
-            "slept_ns": s.slept_ns,
-        })),
-    })
+    EmuJson::new(report).to_value()
 }
 
 /// A few lines for the terminal.
@@ -208,7 +100,7 @@ fn flow_line(f: &FlowReport) -> String {
 
 #[cfg(test)]
 mod tests {
-    use latlab_engine::emulator::ByteCounters;
+    use latlab_engine::emulator::{ByteCounters, DirectionReport};
     use latlab_link::{LinkConfig, LinkCounters, LossModel};
     use latlab_stats::LatencyHistogram;
 

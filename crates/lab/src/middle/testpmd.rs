@@ -49,6 +49,7 @@ pub struct Testpmd {
 
 /// What testpmd counted over its run (its "Accumulated forward statistics for all ports").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TestpmdCounts {
     /// Frames its ports received.
     pub rx_packets: u64,

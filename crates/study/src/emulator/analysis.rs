@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use latlab_lab::emu::report::EmuDirectionJson;
 use latlab_stats::Summary;
 
 use super::{EmuPoint, RatePoint};
@@ -106,22 +107,21 @@ pub(super) fn mean_error(pt: &EmuPoint, base: &EmuPoint, d: u64) -> f64 {
 
 /// (p50, p99, max) of an emu point's A→B release error, ns.
 pub(super) fn release(pt: &EmuPoint) -> (Option<f64>, Option<f64>, Option<f64>) {
-    release_of(pt, "a_to_b")
+    pt.emulator
+        .as_ref()
+        .map_or((None, None, None), |e| release_error(&e.a_to_b))
 }
 
-/// (p50, p99, max) of an emu point's release error in direction `dir` (`a_to_b` or
-/// `b_to_a`), ns.
-pub(super) fn release_of(pt: &EmuPoint, dir: &str) -> (Option<f64>, Option<f64>, Option<f64>) {
-    let Some(e) = pt.emulator.as_ref().map(|e| &e[dir]["release_error_ns"]) else {
-        return (None, None, None);
-    };
-    (e["p50"].as_f64(), e["p99"].as_f64(), e["max"].as_f64())
+/// (p50, p99, max) of one direction's release error in an emulator report, ns.
+pub(super) fn release_error(d: &EmuDirectionJson) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let e = &d.release_error_ns;
+    (p(e, "p50"), p(e, "p99"), Some(e.max_ns as f64))
 }
 
 /// The cores the emulator used during an emu point (CPU time over elapsed time), if its
 /// report says.
 pub(super) fn emulator_cores(pt: &EmuPoint) -> Option<f64> {
-    pt.emulator.as_ref()?["cpu"]["cores"].as_f64()
+    pt.emulator.as_ref()?.cpu.map(|c| c.cores)
 }
 
 /// A percentile of a summary, ns.

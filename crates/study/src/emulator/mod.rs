@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use latlab_engine::Stop;
+use latlab_lab::emu::report::EmuJson;
 use serde::{Deserialize, Serialize};
 
 use super::{Shard, Study, StudyError, StudyKind};
@@ -142,7 +143,7 @@ pub struct EmuPoint {
     /// See `configured_loss`.
     pub expected_mean_burst: Option<f64>,
     /// The emulator's report (emu points), as `latlab emu --json` writes it.
-    pub emulator: Option<serde_json::Value>,
+    pub emulator: Option<EmuJson>,
     /// CPU time the hypervisor took from this machine while the point ran (all CPUs, ns):
     /// a guest's threads stall while their vCPU is stolen, whatever the lab's plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -169,8 +170,8 @@ pub struct RatePoint {
     pub received: u64,
     /// Sending time, ns.
     pub elapsed_ns: u64,
-    /// The emulator's report (emu points).
-    pub emulator: Option<serde_json::Value>,
+    /// The emulator's report (emu points), as `latlab emu --json` writes it.
+    pub emulator: Option<EmuJson>,
 }
 
 impl RatePoint {

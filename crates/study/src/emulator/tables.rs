@@ -1,7 +1,7 @@
 //! The tables of the emulator study's `report.md`: added latency at delay 0, accuracy, loss
 //! models and forwarding rate, as Markdown.
 
-use super::analysis::{emulator_cores, mean_error, p, release, release_of, us, Analysis};
+use super::analysis::{emulator_cores, mean_error, p, release, release_error, us, Analysis};
 use super::{RatePoint, FRAME_SIZES};
 use latlab_lab::units::format_us;
 
@@ -101,7 +101,8 @@ pub(super) fn release_target(a: &Analysis) -> String {
             .collect();
         let worst = |i: usize| {
             pts.iter()
-                .flat_map(|p| ["a_to_b", "b_to_a"].map(|d| release_of(p, d)))
+                .filter_map(|p| p.emulator.as_ref())
+                .flat_map(|e| [&e.a_to_b, &e.b_to_a].map(release_error))
                 .filter_map(|r| [r.0, r.1][i])
                 .reduce(f64::max)
         };
@@ -207,7 +208,7 @@ pub(super) fn forwarding_rate(a: &Analysis) -> String {
         };
         let drops = |p: Option<&RatePoint>| {
             p.and_then(|e| e.emulator.as_ref())
-                .and_then(|j| j["a_to_b"]["dropped_by_emulator"]["kernel_rx_ring"].as_u64())
+                .map(|j| j.a_to_b.dropped_by_emulator.kernel_rx_ring)
                 .map_or("-".into(), |d| d.to_string())
         };
         md.push_str(&format!(

@@ -3,7 +3,8 @@
 use std::fs;
 use std::path::Path;
 
-use latlab_stats::{LatencyHistogram, Summary};
+use latlab_lab::emu::report::{EmuCpuJson, EmuDirectionJson, EmuDropsJson, EmuJson};
+use latlab_stats::{Estimate, LatencyHistogram, PercentileEstimate, Quantile, Summary};
 
 use super::report::write;
 use super::{EmuPoint, RatePoint, TRACE_DELAY_NS};
@@ -65,13 +66,69 @@ pub(crate) fn run(mean_us: f64, n: u64, lost: u64, rate: f64) -> RunSummary {
     }
 }
 
-fn emulator_json(release_p50_ns: f64) -> serde_json::Value {
-    serde_json::json!({
-        "a_to_b": {
-            "release_error_ns": {"p50": release_p50_ns, "p99": release_p50_ns * 3.0, "max": release_p50_ns * 10.0},
-            "dropped_by_emulator": {"kernel_rx_ring": 7},
-        }
-    })
+/// A release-error summary with this p50, p99 and max (ns) over 1000 frames; `None`, one of a
+/// direction that released no frame.
+fn release_summary(release: Option<(f64, f64, f64)>) -> Summary {
+    let Some((p50, p99, max)) = release else {
+        return Summary::from_histogram(&LatencyHistogram::new());
+    };
+    let at = |quantile, ns: f64| PercentileEstimate {
+        quantile,
+        estimate: Estimate::Value {
+            value_ns: ns as u64,
+            ci_low_ns: ns as u64,
+            ci_high_ns: ns as u64,
+        },
+    };
+    Summary {
+        count: 1000,
+        min_ns: 0,
+        mean_ns: p50,
+        stddev_ns: 0.0,
+        max_ns: max as u64,
+        percentiles: vec![at(Quantile::P50, p50), at(Quantile::P99, p99)],
+    }
+}
+
+/// An emulator report with these release errors (p50, p99, max, ns) on A→B and B→A, the
+/// kernel's drops before A's ring, and the emulator's CPU.
+fn emulator_report(
+    a_to_b: Option<(f64, f64, f64)>,
+    b_to_a: Option<(f64, f64, f64)>,
+    kernel_rx_ring: u64,
+    cores: Option<f64>,
+) -> EmuJson {
+    let direction = |release, kernel_rx_ring| EmuDirectionJson {
+        arrived: 0,
+        link: Default::default(),
+        sent: 0,
+        dropped_by_emulator: EmuDropsJson {
+            kernel_rx_ring,
+            ..EmuDropsJson::default()
+        },
+        queued_at_exit: 0,
+        wire_frames: Default::default(),
+        released_early: 0,
+        release_error_ns: release_summary(release),
+        bytes: Default::default(),
+        flows: Vec::new(),
+    };
+    EmuJson {
+        latlab_version: "test".into(),
+        a_to_b: direction(a_to_b, kernel_rx_ring),
+        b_to_a: direction(b_to_a, 0),
+        changes: Vec::new(),
+        pcap_dropped: 0,
+        cpu: cores.map(|cores| EmuCpuJson {
+            cores,
+            ..EmuCpuJson::default()
+        }),
+    }
+}
+
+fn emulator_json(release_p50_ns: f64) -> EmuJson {
+    let release = (release_p50_ns, release_p50_ns * 3.0, release_p50_ns * 10.0);
+    emulator_report(Some(release), None, 7, None)
 }
 
 /// Kernel and emulator at delay 0 and the emulator at 100 µs and 1 ms, at 1 kpps; the two loss
@@ -180,13 +237,9 @@ fn the_report_of_a_synthetic_study() {
 
 /// An emu point's report with the given release-error p50 and p99 (ns) on A→B and B→A, and
 /// the emulator's CPU.
-fn emulator_with_release(a_to_b: (f64, f64), b_to_a: (f64, f64), cores: f64) -> serde_json::Value {
-    let dir = |(p50, p99): (f64, f64)| serde_json::json!({"release_error_ns": {"p50": p50, "p99": p99, "max": p99 * 2.0}});
-    serde_json::json!({
-        "a_to_b": dir(a_to_b),
-        "b_to_a": dir(b_to_a),
-        "cpu": {"cores": cores},
-    })
+fn emulator_with_release(a_to_b: (f64, f64), b_to_a: (f64, f64), cores: f64) -> EmuJson {
+    let dir = |(p50, p99): (f64, f64)| Some((p50, p99, p99 * 2.0));
+    emulator_report(dir(a_to_b), dir(b_to_a), 0, Some(cores))
 }
 
 #[test]

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::points::{Existing, PointsDir};
 use super::{Shard, Study, StudyError, StudyFile, StudyKind};
-use crate::rfc2544::{self, Dut, FwdPoll, Rfc2544Options, Saturation, SizeResult};
+use crate::rfc2544::{self, Dut, DutReport, FwdPoll, Rfc2544Options, Saturation, SizeResult};
 use latlab_lab::command::{CommandError, Quiet};
 use latlab_lab::progress::View;
 
@@ -138,7 +138,7 @@ pub struct DutPoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saturation: Option<Saturation>,
     /// What the DUT reported at its end (`latlab fwd`: counters and `cycles`).
-    pub dut_report: Option<serde_json::Value>,
+    pub dut_report: Option<DutReport>,
     /// Why a size ended early, if one did.
     pub failure: Option<String>,
     /// Why the DUT could not run here, when it could not (then nothing else was measured).

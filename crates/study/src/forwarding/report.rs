@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::DutPoint;
+use crate::rfc2544::{CycleFigures, DutReport, StepCycles};
 use crate::{points, StudyError};
 use latlab_lab::plot::{lines_svg, Line};
 use latlab_lab::results::write_atomic;
@@ -225,8 +226,8 @@ fn conclusions(duts: &[DutPoint], kernel: Option<u64>) -> String {
         );
     }
     for p in duts {
-        if let Some(c) = p.dut_report.as_ref().and_then(|r| r.get("cycles")) {
-            if let Some(a) = c["accounted"].as_f64() {
+        if let Some(c) = p.dut_report.as_ref().and_then(DutReport::cycles) {
+            if let Some(a) = c.accounted {
                 let _ = writeln!(
                     md,
                     "- {}: at saturation its steps account for {:.0}% of its cycles per packet{}.",
@@ -273,15 +274,10 @@ fn series_section(head: &str, points: &[DutPoint], label: &dyn Fn(&DutPoint) -> 
         return String::new();
     }
     let mut md = format!("\n{head} | NDR [Mpps] | worst-case latency at the NDR [µs] | mean batch | cycles per packet (steps) | RX | TX |\n|---:|---:|---:|---:|---:|---:|---:|\n");
-    let figure = |p: &DutPoint, key: &str| {
-        p.dut_report
-            .as_ref()
-            .and_then(|r| r["cycles"][key].as_f64())
-    };
-    let step = |p: &DutPoint, key: &str| {
-        p.dut_report
-            .as_ref()
-            .and_then(|r| r["cycles"]["per_packet"][key].as_f64())
+    let cycles = |p: &DutPoint| p.dut_report.as_ref().and_then(DutReport::cycles).copied();
+    let figure = |p: &DutPoint, v: fn(&CycleFigures) -> Option<f64>| cycles(p).and_then(|c| v(&c));
+    let step = |p: &DutPoint, v: fn(&StepCycles) -> Option<f64>| {
+        cycles(p).and_then(|c| c.per_packet).and_then(|s| v(&s))
     };
     let show = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
     for p in points {
@@ -297,10 +293,10 @@ fn series_section(head: &str, points: &[DutPoint], label: &dyn Fn(&DutPoint) -> 
             s.and_then(|s| s.ndr_pps)
                 .map_or("-".into(), |n| mpps(n as f64)),
             show(worst, 1),
-            show(figure(p, "mean_batch"), 1),
-            show(figure(p, "steps_total"), 0),
-            show(step(p, "rx"), 0),
-            show(step(p, "tx"), 0),
+            show(figure(p, |c| c.mean_batch), 1),
+            show(figure(p, |c| c.steps_total), 0),
+            show(step(p, |s| s.rx), 0),
+            show(step(p, |s| s.tx), 0),
         );
     }
     let ndr = |p: &DutPoint| p.sizes.iter().find(|s| s.frame_size == 64)?.ndr_pps;

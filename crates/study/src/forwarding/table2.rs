@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use latlab_bench::kernel_steps::KernelStep;
 
 use super::DutPoint;
+use crate::rfc2544::StepCycles;
 
 /// The paper's Table II (Emmerich et al.), cycles per packet: RX, TX, Mem., skb, Process.
 const PAPER: [(&str, [u32; 5]); 5] = [
@@ -105,21 +106,21 @@ fn tsc_table(duts: &[DutPoint]) -> String {
     let rows: Vec<String> = duts
         .iter()
         .filter_map(|p| {
-            let c = p.dut_report.as_ref()?.get("cycles")?;
+            let c = p.dut_report.as_ref()?.cycles()?;
             let f = |v: Option<f64>, d: usize| v.map_or("-".into(), |v| format!("{v:.d$}"));
-            let step = |k: &str| f(c["per_packet"][k].as_f64(), 0);
+            let step = |v: fn(&StepCycles) -> Option<f64>| f(c.per_packet.as_ref().and_then(v), 0);
             Some(format!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 p.dut,
-                step("rx"),
-                step("processing"),
-                step("tx"),
-                step("buffers"),
-                f(c["steps_total"].as_f64(), 0),
-                f(c["empty_polls"].as_f64(), 0),
-                f(c["measured_untimed"].as_f64(), 0),
-                f(c["accounted"].as_f64(), 2),
-                f(c["mean_batch"].as_f64(), 1),
+                step(|s| s.rx),
+                step(|s| s.processing),
+                step(|s| s.tx),
+                step(|s| s.buffers),
+                f(c.steps_total, 0),
+                f(c.empty_polls, 0),
+                f(c.measured_untimed, 0),
+                f(c.accounted, 2),
+                f(c.mean_batch, 1),
             ))
         })
         .collect();

@@ -22,7 +22,7 @@ fn point(dut: &str, ndr64: u64, cycles: Option<serde_json::Value>) -> DutPoint {
         fwd_batch: None,
         fwd_poll: None,
         saturation: None,
-        dut_report: cycles.map(|c| serde_json::json!({ "cycles": c })),
+        dut_report: cycles.map(|c| DutReport::from_value(serde_json::json!({ "cycles": c }))),
         failure: None,
         left_out: None,
     }

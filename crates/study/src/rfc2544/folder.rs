@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use latlab_bench::throughput::PDR_LOSS;
 use serde::{Deserialize, Serialize};
 
-use super::{report, CommandError, Rfc2544Options, Rfc2544Report, Saturation, SizeResult};
+use super::{
+    report, CommandError, DutReport, Rfc2544Options, Rfc2544Report, Saturation, SizeResult,
+};
 
 /// The results file of a run folder.
 pub(super) const RESULTS: &str = "rfc2544.json";
@@ -24,9 +26,9 @@ pub struct Rfc2544File {
     /// `--dut`.
     #[serde(default)]
     pub dut: Option<String>,
-    /// The DUT's own report (`latlab fwd`'s or `latlab emu`'s JSON), when it wrote one.
+    /// The DUT's own report (`latlab fwd`'s, `latlab emu`'s or testpmd's), when it made one.
     #[serde(default)]
-    pub dut_report: Option<serde_json::Value>,
+    pub dut_report: Option<DutReport>,
     /// `--fwd-batch`.
     #[serde(default)]
     pub fwd_batch: Option<usize>,
@@ -92,7 +94,7 @@ impl Rfc2544File {
     pub(super) fn new(
         options: &Rfc2544Options,
         report: &Rfc2544Report,
-        dut_report: Option<serde_json::Value>,
+        dut_report: Option<DutReport>,
         topology: &str,
     ) -> Rfc2544File {
         Rfc2544File {
@@ -333,7 +335,8 @@ pub(super) mod tests {
     fn the_typed_file_is_written_as_the_file_always_was_and_reads_back_the_same() {
         let (options, report) = measured();
         let dut_report = Some(serde_json::json!({"cycles": {"rx": 120}}));
-        let file = Rfc2544File::new(&options, &report, dut_report.clone(), "namespaces (test)");
+        let typed = dut_report.clone().map(DutReport::from_value);
+        let file = Rfc2544File::new(&options, &report, typed, "namespaces (test)");
         // What write_results built with json! before the file had a type: the same bytes.
         let mut json = serde_json::json!({
             "latlab_version": env!("CARGO_PKG_VERSION"),

@@ -16,6 +16,7 @@
 //! measured so far stay.
 
 mod dut;
+mod dut_report;
 mod external;
 mod folder;
 mod points;
@@ -38,6 +39,9 @@ use latlab_io::port::FramePort;
 use latlab_lab::middle::ports::{open_endpoint, EndpointSettings};
 
 pub use dut::Dut;
+pub use dut_report::{
+    CycleFigures, DutReport, FwdDutReport, StepCycles, TestpmdCounts, TestpmdReport,
+};
 pub use folder::{is_folder, redraw, Rfc2544File};
 pub use latlab_engine::forwarder::FwdPoll;
 pub use points::Rfc2544Study;
@@ -378,7 +382,7 @@ pub struct Measured {
     /// Per frame size (`kept` ones among them).
     pub report: Rfc2544Report,
     /// What the DUT reported when it stopped (`latlab fwd`'s counters and cycles, …).
-    pub dut_report: Option<serde_json::Value>,
+    pub dut_report: Option<DutReport>,
     /// The lab it ran in.
     pub topology: String,
     /// Why a size ended early, if one did (the sizes after it were not measured).
@@ -488,7 +492,7 @@ pub fn measure(
             sizes,
             saturation,
         },
-        dut_report,
+        dut_report: dut_report.map(DutReport::from_value),
         topology,
         failure,
     })

@@ -224,6 +224,7 @@ fn study_error(e: CommandError) -> StudyError {
 mod tests {
     use super::*;
     use crate::report::{redraw, Folder};
+    use crate::rfc2544::DutReport;
 
     fn measured(out: &Path, sizes: &[usize]) -> (Rfc2544Options, Measured) {
         let (mut options, mut report) = super::super::folder::tests::measured();
@@ -240,7 +241,9 @@ mod tests {
             .collect();
         let m = Measured {
             report,
-            dut_report: Some(serde_json::json!({"cycles": {"rx": 120}})),
+            dut_report: Some(DutReport::from_value(
+                serde_json::json!({"cycles": {"rx": 120}}),
+            )),
             topology: "namespaces (test)".into(),
             failure: None,
         };

@@ -16,6 +16,7 @@ use super::{plan, ForwarderSettings, Planned, ReflectorSettings, StampPoint, Sta
 use crate::emulator::bridge::{with_bridge, Bridge};
 use crate::points::{Existing, PointsDir};
 use crate::{StudyError, StudyFile, StudyKind};
+use latlab_lab::emu::report::{EmuDirectionJson, EmuJson};
 use latlab_lab::progress::View;
 use latlab_lab::topology::ClientEmuServer;
 
@@ -174,10 +175,13 @@ pub(super) fn measure_all(
             }
         };
 
-        let release = |dir: &str| {
-            emulator
-                .as_ref()
-                .and_then(|e| e[dir]["release_error_ns"]["p50"].as_u64())
+        let emulator = emulator
+            .map(EmuJson::from_value)
+            .transpose()
+            .map_err(std::io::Error::other)?;
+        let release = |d: &EmuDirectionJson| {
+            let p50 = d.release_error_ns.percentile("p50");
+            p50.and_then(|p| p.estimate.value_ns())
         };
         let point = StampPoint {
             group: group.into(),
@@ -193,7 +197,9 @@ pub(super) fn measure_all(
             forwarder,
             cores: cores_text,
             delay_ns: delay_ns(options, forwarder),
-            release_error_ns: release("a_to_b").unwrap_or(0) + release("b_to_a").unwrap_or(0),
+            release_error_ns: emulator.as_ref().map_or(0, |e| {
+                release(&e.a_to_b).unwrap_or(0) + release(&e.b_to_a).unwrap_or(0)
+            }),
             sent: probed.sent,
             probes: probed.probes,
             emulator,
