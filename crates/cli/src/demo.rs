@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use latlab_lab::command::default_out;
-use latlab_lab::units::{parse_duration, parse_rate};
+use latlab_lab::units::{parse_duration, ProbeRate};
 use latlab_study::demo::DemoOptions;
 
 use crate::{progress, signals, STOP};
@@ -19,8 +19,8 @@ pub(crate) struct DemoArgs {
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Rates to measure at, comma separated.
-    #[arg(long, value_delimiter = ',', value_parser = parse_rate, default_value = "1k,10k,100k")]
-    rates: Vec<f64>,
+    #[arg(long, value_delimiter = ',', value_parser = str::parse::<ProbeRate>, default_value = "1k,10k,100k")]
+    rates: Vec<ProbeRate>,
     /// Run on loopback even when namespaces would work.
     #[arg(long)]
     loopback: bool,

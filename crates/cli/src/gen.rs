@@ -4,12 +4,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use latlab_lab::command::{
-    resolve, CommandError, Io, Pattern, PollMode, TrafficModel, MAX_RATE_PPS,
-};
+use latlab_lab::command::{resolve, CommandError, Io, Pattern, PollMode, TrafficModel};
 use latlab_lab::gen::GenCommand;
 use latlab_lab::measure::{ClockChoice, GenOptions, ThreadChoice};
-use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
+use latlab_lab::units::{parse_bytes, parse_duration, ProbeRate};
 
 use crate::{parse_xdp_frames, progress, values, STOP};
 
@@ -21,12 +19,12 @@ pub(crate) struct GenArgs {
     /// Offered load in packets per second over all flows (1000, 10k, 1M), at most 1G.
     #[arg(
         long,
-        value_parser = parse_probe_rate,
+        value_parser = str::parse::<ProbeRate>,
         value_name = "PPS",
         allow_hyphen_values = true,
         required_unless_present_any = ["model", "trace"]
     )]
-    rate: Option<f64>,
+    rate: Option<ProbeRate>,
     /// Send a game's traffic instead of --rate/--pattern/--size: each probe has the model's
     /// size and follows the one before by the model's gap (open loop, from the intended
     /// times). A row of Table 1 of Harcsik et al. (NetGames '07) by name, or
@@ -125,19 +123,6 @@ pub(crate) struct GenArgs {
     out: Option<PathBuf>,
 }
 
-/// Parses `--rate`: a rate of [`parse_rate`] no higher than [`MAX_RATE_PPS`], the most a send
-/// schedule keeps.
-fn parse_probe_rate(text: &str) -> Result<f64, String> {
-    let rate = parse_rate(text)?;
-    if rate > MAX_RATE_PPS {
-        return Err(format!(
-            "{text} is above 1G (10^9) packets per second, the most a send schedule keeps: \
-             its due times are whole nanoseconds"
-        ));
-    }
-    Ok(rate)
-}
-
 impl GenArgs {
     /// The checked command these flags make.
     fn command(self) -> Result<GenCommand> {
@@ -147,7 +132,7 @@ impl GenArgs {
             opts.bind = ip;
         }
         if let Some(rate) = self.rate {
-            opts.rate_pps = rate;
+            opts.rate = rate;
         }
         opts.model = self.model;
         opts.duration = self.duration.unwrap_or(Duration::from_secs(5));

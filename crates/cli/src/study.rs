@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use clap::Subcommand;
 use latlab_lab::command::{default_out, ServerIo};
-use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
+use latlab_lab::units::{parse_bytes, parse_duration, parse_rate, ProbeRate};
 use latlab_study::{Shard, Study};
 
 use crate::{progress, values, STOP};
@@ -180,8 +180,8 @@ pub(crate) struct EmuStudyArgs {
     #[arg(long, value_parser = parse_duration, default_value = "3s", value_name = "DUR")]
     duration: Duration,
     /// The rates to measure at, comma separated.
-    #[arg(long, value_delimiter = ',', value_parser = parse_rate, default_value = "1k,50k")]
-    rates: Vec<f64>,
+    #[arg(long, value_delimiter = ',', value_parser = str::parse::<ProbeRate>, default_value = "1k,50k")]
+    rates: Vec<ProbeRate>,
     /// Delays on the client→server direction, comma separated.
     #[arg(long, value_delimiter = ',', value_parser = parse_duration, default_value = "10us,100us,1ms,100ms")]
     delays: Vec<Duration>,

@@ -1,7 +1,7 @@
 //! The errors of commands and measurements, below everything that returns them: a
 //! [`CommandError`] names the flag or file at fault and carries a [`MeasureError`] (whose
-//! probe-configuration errors name the option, not the field), and [`check_writable`] refuses
-//! a result path before a run rather than after it.
+//! probe-configuration errors carry the flag of the option, not the field), and
+//! [`check_writable`] refuses a result path before a run rather than after it.
 
 use std::io;
 use std::net::SocketAddr;
@@ -71,10 +71,16 @@ pub enum MeasureError {
         /// What happened.
         reason: String,
     },
-    /// A configuration value is out of range; the message names the option (`--rate`,
-    /// `--size`, `--flows`) where the probe core names the field.
-    #[error("{}", naming_option(.0))]
-    Config(#[from] latlab_probe::Error),
+    /// A probe configuration value is out of range: the probe core's requirement, after the
+    /// flag of the option that set the value (`--size`, `--flows`; see
+    /// [`crate::measure::GenOptions::checked_probe_config`]) where the core names its field.
+    #[error("{flag} {}", .source.requirement())]
+    Config {
+        /// The flag of the option that set the value.
+        flag: &'static str,
+        /// The probe core's error.
+        source: latlab_probe::Error,
+    },
     /// A socket or thread call failed.
     #[error("{context}: {source}")]
     Io {
@@ -83,28 +89,6 @@ pub enum MeasureError {
         /// The system's error.
         source: io::Error,
     },
-}
-
-/// The option of [`crate::measure::GenOptions`] (as its flag) that sets a
-/// [`latlab_probe::ProbeConfig`] field.
-pub fn option_of_field(field: &str) -> &str {
-    match field {
-        "rate_pps" => "--rate",
-        "payload_len" => "--size",
-        "flows" => "--flows",
-        "traffic" => "--model",
-        other => other,
-    }
-}
-
-/// A probe configuration error with its field named by the option that sets it.
-fn naming_option(error: &latlab_probe::Error) -> String {
-    let field = error.field();
-    let text = error.to_string();
-    match text.strip_prefix(field) {
-        Some(rest) => format!("{}{rest}", option_of_field(field)),
-        None => text,
-    }
 }
 
 /// Fails when a file cannot be written at `path`, so a run does not end with nowhere to put

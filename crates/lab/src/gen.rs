@@ -47,7 +47,8 @@ impl GenCommand {
     }
 
     /// Checks what can be checked before anything runs: the target's port, the probe size,
-    /// the warm-up against the duration, the rate, and that the output files can be written.
+    /// the warm-up against the duration, and that the output files can be written (the rate
+    /// is a [`crate::units::ProbeRate`], within its bounds since it was made).
     pub fn check(&self) -> Result<(), CommandError> {
         let o = &self.options;
         let bad = |text: String| Err(CommandError::Options(text));
@@ -68,10 +69,6 @@ impl GenCommand {
                 o.warmup, o.duration
             ));
         }
-        // The rate's bounds (above 0, at most one probe per nanosecond), named as --rate.
-        o.probe_config()
-            .validate()
-            .map_err(|e| CommandError::Measure(e.into()))?;
         for p in [&self.json, &self.hlog].into_iter().flatten() {
             check_writable(p)?;
         }
@@ -132,7 +129,7 @@ pub fn run(
     let offered = match (&opts.model, &opts.trace) {
         (Some(model), _) => format!("model {model}"),
         (None, Some(trace)) => format!("trace {}", trace.name),
-        (None, None) => format_rate(opts.rate_pps),
+        (None, None) => format_rate(opts.rate.pps()),
     };
     let label = format!(
         "{offered} to {target}{}",
@@ -200,14 +197,8 @@ mod tests {
             command(|c| c.options.warmup = Duration::from_secs(5)),
             Err("--warmup (5s) must be shorter than --duration (5s)".into())
         );
-        assert_eq!(
-            command(|c| c.options.rate_pps = 1e30),
-            Err(
-                "--rate must be at most 1e9 packets per second (one probe per nanosecond, \
-                 the resolution of the send schedule), not 1e30"
-                    .into()
-            )
-        );
+        // A rate above one probe per nanosecond is no ProbeRate: refused where it is made
+        // (units::tests), before a command exists.
         assert_eq!(
             command(|c| c.hlog = Some("/no/such/folder/run.hlog".into())),
             Err("/no/such/folder/run.hlog: folder /no/such/folder does not exist".into())

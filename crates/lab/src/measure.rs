@@ -13,8 +13,9 @@ use latlab_probe::{Pattern, ProbeConfig, Traffic};
 use latlab_wire::probe;
 
 use crate::results::{RunSetup, RunSummary};
+use crate::units::ProbeRate;
 
-pub use crate::error::{option_of_field, MeasureError};
+pub use crate::error::MeasureError;
 mod af_xdp;
 pub use af_xdp::{open_xdp, run_xdp, XdpEndpoint};
 
@@ -84,8 +85,9 @@ pub struct GenOptions {
     pub target: SocketAddr,
     /// Local address to send from.
     pub bind: IpAddr,
-    /// Offered load, packets per second, over all flows.
-    pub rate_pps: f64,
+    /// Offered load over all flows (checked where it was made: at most one probe per
+    /// nanosecond).
+    pub rate: ProbeRate,
     /// Sending time, warm-up included.
     pub duration: Duration,
     /// Responses to probes of the first `warmup` are kept out of the result.
@@ -113,7 +115,7 @@ pub struct GenOptions {
     /// Whether the generator and the responder read one clock (one-way delays are reported
     /// only then).
     pub clock: ClockChoice,
-    /// Send the sizes and gaps of this model instead of `pattern` at `rate_pps` with
+    /// Send the sizes and gaps of this model instead of `pattern` at `rate` with
     /// `payload_len` bytes (`latlab gen --model`).
     pub model: Option<TrafficModel>,
     /// Replay this stream of a capture instead (`latlab gen --trace`).
@@ -189,7 +191,8 @@ impl GenOptions {
             } else {
                 IpAddr::from([0u16; 8])
             },
-            rate_pps: 1000.0,
+            // Within the bounds: one probe a millisecond.
+            rate: ProbeRate::try_from(1000.0).expect("1000 pps is a probe rate"),
             duration: Duration::from_secs(5),
             warmup: Duration::from_millis(100),
             payload_len: 64,
@@ -226,9 +229,9 @@ impl GenOptions {
         }
     }
 
-    /// The rate asked for: `rate_pps`, or the traffic's average rate.
+    /// The rate asked for: `rate`, or the traffic's average rate.
     pub fn offered_pps(&self) -> f64 {
-        self.traffic().map_or(self.rate_pps, |t| t.rate_pps())
+        self.traffic().map_or(self.rate.pps(), |t| t.rate_pps())
     }
 
     /// The largest datagram: `payload_len`, or the traffic's largest message (at least the
@@ -240,7 +243,32 @@ impl GenOptions {
         }
     }
 
-    /// The probe configuration these options describe (start time set at run time).
+    /// The probe configuration these options describe (start time set at run time), checked:
+    /// an error carries the flag of the option that set the value at fault. (`rate` is
+    /// within its bounds already; a model's or a trace's rate, a size or no flows may not
+    /// be.)
+    pub fn checked_probe_config(&self) -> Result<ProbeConfig, MeasureError> {
+        let probe = self.probe_config();
+        probe.validate().map_err(|source| MeasureError::Config {
+            flag: GenOptions::flag_of(&source),
+            source,
+        })?;
+        Ok(probe)
+    }
+
+    /// The flag of the option that sets the probe configuration value `error` is about.
+    fn flag_of(error: &latlab_probe::Error) -> &'static str {
+        use latlab_probe::Error;
+        match error {
+            Error::BadRate(_) | Error::RateTooHigh(_) => "--rate",
+            Error::SizeTooSmall { .. } | Error::SizeTooLarge { .. } => "--size",
+            Error::NoFlows => "--flows",
+            Error::EmptyTrace | Error::TrafficTooLarge { .. } => "--model",
+        }
+    }
+
+    /// The probe configuration these options describe (start time set at run time), not
+    /// checked ([`GenOptions::checked_probe_config`] checks it).
     pub fn probe_config(&self) -> ProbeConfig {
         ProbeConfig {
             run_id: run_id(self.seed),
@@ -391,16 +419,15 @@ pub fn run(
     })
 }
 
-/// Checks the probe configuration of `options`, runs `generate` with the generator
-/// configuration they make, and summarizes its result.
+/// Checks the probe configuration of `options` (the one place a generator run's is), runs
+/// `generate` with the generator configuration they make, and summarizes its result.
 fn summarized(
     options: &GenOptions,
     threads: Threads,
     setup: RunSetup,
     generate: impl FnOnce(&GeneratorConfig) -> io::Result<GeneratorResult>,
 ) -> Result<(RunSummary, GeneratorResult), MeasureError> {
-    let probe = options.probe_config();
-    probe.validate()?;
+    let probe = options.checked_probe_config()?;
     let config = GeneratorConfig {
         probe,
         target: options.target,
@@ -450,21 +477,14 @@ mod tests {
     #[test]
     fn probe_configuration_errors_name_the_option_not_the_field() {
         let target = SocketAddr::from(([127, 0, 0, 1], 9));
-        let error = |options: GenOptions| {
-            MeasureError::from(options.probe_config().validate().unwrap_err()).to_string()
-        };
+        let error = |options: GenOptions| options.checked_probe_config().unwrap_err().to_string();
         let mut small = GenOptions::new(target);
         small.payload_len = 10;
         assert_eq!(
             error(small),
             "--size must be at least 56 bytes (the probe header), not 10"
         );
-        let mut slow = GenOptions::new(target);
-        slow.rate_pps = 0.0;
-        assert_eq!(
-            error(slow),
-            "--rate must be a number of packets per second above 0, not 0"
-        );
+        // A rate of 0 is no ProbeRate: refused where it is made (units::tests).
         let mut none = GenOptions::new(target);
         none.flows = 0;
         assert_eq!(error(none), "--flows must be at least 1");

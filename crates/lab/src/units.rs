@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use latlab_probe::MAX_RATE_PPS;
+
 /// Parses a duration: a number with a unit `ns`, `us` (or `µs`), `ms`, `s`, `m` or `h`; a bare
 /// number is seconds. Fractions are allowed (`1.5s`); negative values are not.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -36,6 +38,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Parses a packet rate in packets per second: `5000`, `10k`, `1.5M`, `2.5kpps`. Must be
 /// above 0.
 pub fn parse_rate(text: &str) -> Result<f64, String> {
+    read_rate(text).map_err(|e| e.to_string())
+}
+
+/// [`parse_rate`] with its typed error.
+fn read_rate(text: &str) -> Result<f64, RateError> {
     let t = text.trim().trim_end_matches("pps");
     let (num, scale) = match t.chars().last() {
         Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
@@ -45,14 +52,85 @@ pub fn parse_rate(text: &str) -> Result<f64, String> {
     };
     let value: f64 = num
         .parse()
-        .map_err(|_| format!("{text:?} is not a rate (try 1000, 10k, 1M)"))?;
+        .map_err(|_| RateError::NotANumber(text.to_string()))?;
     let rate = value * scale;
     if !(rate.is_finite() && rate > 0.0) {
-        return Err(format!(
-            "the rate must be above 0 packets per second, not {text}"
-        ));
+        return Err(RateError::NotAboveZero(text.to_string()));
     }
     Ok(rate)
+}
+
+/// Why a rate was refused; each names the text (or the number) it was given.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RateError {
+    /// The text is not a number with an optional `k`, `M` or `G` (and `pps`).
+    #[error("{0:?} is not a rate (try 1000, 10k, 1M)")]
+    NotANumber(String),
+    /// The rate is not a finite number above 0.
+    #[error("the rate must be above 0 packets per second, not {0}")]
+    NotAboveZero(String),
+    /// The rate is above [`MAX_RATE_PPS`]: a send schedule's due times are whole
+    /// nanoseconds, so above it probes would be due at the same instant.
+    #[error(
+        "{0} is above 1G (10^9) packets per second, the most a send schedule keeps: its due \
+         times are whole nanoseconds"
+    )]
+    AboveMax(String),
+}
+
+/// The rate a generator offers, packets per second: a finite number above 0 and at most
+/// [`MAX_RATE_PPS`] (one probe per nanosecond, the resolution of a send schedule). Made only
+/// by [`str::parse`] (the text [`parse_rate`] reads: `10k`, `1.5M`) or [`TryFrom<f64>`],
+/// which are where the bounds are checked, so a rate that is one needs no check after.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct ProbeRate(f64);
+
+impl ProbeRate {
+    /// The rate, packets per second.
+    pub fn pps(self) -> f64 {
+        self.0
+    }
+
+    /// `rate` if it is within the bounds; errors name it as `given` says.
+    fn within_bounds(rate: f64, given: impl FnOnce() -> String) -> Result<ProbeRate, RateError> {
+        if !(rate.is_finite() && rate > 0.0) {
+            Err(RateError::NotAboveZero(given()))
+        } else if rate > MAX_RATE_PPS {
+            Err(RateError::AboveMax(given()))
+        } else {
+            Ok(ProbeRate(rate))
+        }
+    }
+}
+
+impl std::str::FromStr for ProbeRate {
+    type Err = RateError;
+
+    fn from_str(text: &str) -> Result<ProbeRate, RateError> {
+        ProbeRate::within_bounds(read_rate(text)?, || text.to_string())
+    }
+}
+
+impl TryFrom<f64> for ProbeRate {
+    type Error = RateError;
+
+    /// Errors show the number as Rust prints it, in exponent form from 10^15 on (`1e30`).
+    fn try_from(rate: f64) -> Result<ProbeRate, RateError> {
+        ProbeRate::within_bounds(rate, || {
+            if rate.abs() < 1e15 {
+                rate.to_string()
+            } else {
+                format!("{rate:e}")
+            }
+        })
+    }
+}
+
+impl std::fmt::Display for ProbeRate {
+    /// The number of packets per second as Rust prints an `f64` (`1000`, `2500.5`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 /// Parses a byte count: `64`, `16k` (KiB), `4M` (MiB).
@@ -165,6 +243,41 @@ mod tests {
         assert!(parse_rate("0").is_err());
         assert!(parse_rate("-5").unwrap_err().contains("above 0"));
         assert!(parse_rate("fast").is_err());
+    }
+
+    #[test]
+    fn a_probe_rate_is_checked_once_where_it_is_made() {
+        assert_eq!("10k".parse::<ProbeRate>().unwrap().pps(), 10_000.0);
+        assert_eq!("1G".parse::<ProbeRate>().unwrap().pps(), MAX_RATE_PPS);
+        assert_eq!(ProbeRate::try_from(2500.5).unwrap().to_string(), "2500.5");
+        for text in ["2G", "1e12"] {
+            assert_eq!(
+                text.parse::<ProbeRate>().unwrap_err().to_string(),
+                format!(
+                    "{text} is above 1G (10^9) packets per second, the most a send schedule \
+                     keeps: its due times are whole nanoseconds"
+                )
+            );
+        }
+        // parse_rate's own refusals, typed.
+        assert_eq!(
+            "fast".parse::<ProbeRate>().unwrap_err(),
+            RateError::NotANumber("fast".into())
+        );
+        assert_eq!(
+            "-5".parse::<ProbeRate>().unwrap_err().to_string(),
+            parse_rate("-5").unwrap_err()
+        );
+        // From a number: the same bounds, the number as given.
+        assert_eq!(
+            ProbeRate::try_from(1e30).unwrap_err(),
+            RateError::AboveMax("1e30".into())
+        );
+        assert_eq!(
+            ProbeRate::try_from(0.0).unwrap_err().to_string(),
+            "the rate must be above 0 packets per second, not 0"
+        );
+        assert!(ProbeRate::try_from(f64::NAN).is_err());
     }
 
     #[test]

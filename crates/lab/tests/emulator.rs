@@ -127,7 +127,7 @@ impl Lab {
     fn measure(&self, rate: f64, duration: Duration) -> latlab_lab::results::RunSummary {
         let mut opts = GenOptions::new(self.target);
         opts.bind = self.topo.client_addr.into();
-        opts.rate_pps = rate;
+        opts.rate = latlab_lab::units::ProbeRate::try_from(rate).expect("a probe rate");
         opts.duration = duration;
         opts.warmup = Duration::from_millis(100);
         opts.grace = Duration::from_millis(500);

@@ -64,22 +64,17 @@ pub use run::{
 pub use schedule::{Pattern, Schedule, Traffic};
 pub use sender::{SendCounts, Sender, Transmit};
 
-/// Errors in a probe configuration. Each message starts with the [`ProbeConfig`] field at fault,
-/// spelled as in the struct ([`Error::field`]), so a front end can name its own option instead.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+/// Errors in a probe configuration. Each message is the [`ProbeConfig`] field at fault,
+/// spelled as in the struct ([`Error::field`]), then what it must be ([`Error::requirement`]),
+/// so a front end can put its own option's name before the same requirement.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Error {
     /// The rate is not a finite number above zero.
-    #[error("rate_pps must be a number of packets per second above 0, not {0}")]
     BadRate(f64),
     /// The rate is above [`MAX_RATE_PPS`]: due times closer than a nanosecond, which the
     /// schedule cannot tell apart.
-    #[error(
-        "rate_pps must be at most 1e9 packets per second (one probe per nanosecond, the \
-         resolution of the send schedule), not {0:e}"
-    )]
     RateTooHigh(f64),
     /// The payload is too short to carry a probe header.
-    #[error("payload_len must be at least {min} bytes (the probe header), not {got}")]
     SizeTooSmall {
         /// Requested payload size.
         got: usize,
@@ -87,7 +82,6 @@ pub enum Error {
         min: usize,
     },
     /// The payload does not fit in one UDP datagram.
-    #[error("payload_len must be at most {max} bytes, not {got}")]
     SizeTooLarge {
         /// Requested payload size.
         got: usize,
@@ -95,13 +89,10 @@ pub enum Error {
         max: usize,
     },
     /// No flows.
-    #[error("flows must be at least 1")]
     NoFlows,
     /// The traffic is a trace without a single message.
-    #[error("traffic must hold at least one message; the trace is empty")]
     EmptyTrace,
     /// A message of the traffic is longer than the payload buffers the run is sized for.
-    #[error("traffic has messages of {largest} bytes, longer than payload_len {payload_len}")]
     TrafficTooLarge {
         /// The largest message of the traffic.
         largest: usize,
@@ -120,7 +111,39 @@ impl Error {
             Error::EmptyTrace | Error::TrafficTooLarge { .. } => "traffic",
         }
     }
+
+    /// What the field must be and what it was, the message without the field's name:
+    /// `must be at least 1`.
+    pub fn requirement(&self) -> String {
+        match self {
+            Error::BadRate(rate) => {
+                format!("must be a number of packets per second above 0, not {rate}")
+            }
+            Error::RateTooHigh(rate) => format!(
+                "must be at most 1e9 packets per second (one probe per nanosecond, the \
+                 resolution of the send schedule), not {rate:e}"
+            ),
+            Error::SizeTooSmall { got, min } => {
+                format!("must be at least {min} bytes (the probe header), not {got}")
+            }
+            Error::SizeTooLarge { got, max } => format!("must be at most {max} bytes, not {got}"),
+            Error::NoFlows => "must be at least 1".into(),
+            Error::EmptyTrace => "must hold at least one message; the trace is empty".into(),
+            Error::TrafficTooLarge {
+                largest,
+                payload_len,
+            } => format!("has messages of {largest} bytes, longer than payload_len {payload_len}"),
+        }
+    }
 }
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.field(), self.requirement())
+    }
+}
+
+impl std::error::Error for Error {}
 
 /// The highest rate a schedule keeps: one probe per nanosecond. Due times are whole
 /// nanoseconds, so above it probes would be due at the same instant (at `1e30` every probe
@@ -240,5 +263,38 @@ impl ProbeConfig {
         let expected = self.rate_pps * self.duration_ns as f64 / 1e9;
         let bound = expected + 10.0 * expected.sqrt() + 16.0;
         (bound / self.flows as f64).ceil() as u64 + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_is_its_field_then_what_the_field_must_be() {
+        let cases = [
+            (
+                Error::BadRate(0.0),
+                "rate_pps must be a number of packets per second above 0, not 0",
+            ),
+            (
+                Error::RateTooHigh(1e30),
+                "rate_pps must be at most 1e9 packets per second (one probe per nanosecond, the \
+                 resolution of the send schedule), not 1e30",
+            ),
+            (
+                Error::SizeTooSmall { got: 10, min: 56 },
+                "payload_len must be at least 56 bytes (the probe header), not 10",
+            ),
+            (Error::NoFlows, "flows must be at least 1"),
+            (
+                Error::EmptyTrace,
+                "traffic must hold at least one message; the trace is empty",
+            ),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), text);
+            assert_eq!(format!("{} {}", error.field(), error.requirement()), text);
+        }
     }
 }

@@ -17,7 +17,7 @@ use latlab_lab::progress::View;
 use latlab_lab::measure::{self, GenOptions, MeasureError, ThreadChoice};
 use latlab_lab::results::{self, ResultsDir, RunSummary};
 use latlab_lab::topology::{ClientEmuServer, ClientServer, TopologyError};
-use latlab_lab::units::format_rate;
+use latlab_lab::units::{format_rate, ProbeRate};
 
 /// Errors of the demo.
 #[derive(Debug, thiserror::Error)]
@@ -38,8 +38,8 @@ pub enum DemoError {
 pub struct DemoOptions {
     /// Sending time at each rate.
     pub duration: Duration,
-    /// The rates, packets per second.
-    pub rates: Vec<f64>,
+    /// The rates.
+    pub rates: Vec<ProbeRate>,
     /// Where the results folder goes.
     pub out: PathBuf,
     /// Use namespaces when possible (else loopback).
@@ -359,7 +359,7 @@ fn measure_through(
     let measured = (|| -> Result<_, DemoError> {
         let mut gen = GenOptions::new(target);
         gen.bind = IpAddr::V4(lab.client_addr);
-        gen.rate_pps = 1000.0;
+        gen.rate = ProbeRate::try_from(1000.0).expect("1000 pps is a probe rate");
         gen.duration = options.duration;
         gen.warmup = (options.duration / 10).min(Duration::from_millis(500));
         gen.poll = latlab_engine::PollMode::Block;
@@ -420,10 +420,10 @@ fn measure_rates(
         }
         let mut gen = GenOptions::new(target);
         gen.bind = client_ip;
-        gen.rate_pps = rate;
+        gen.rate = rate;
         gen.duration = options.duration;
         gen.warmup = (options.duration / 10).min(Duration::from_millis(500));
-        gen.seed = rate as u64;
+        gen.seed = rate.pps() as u64;
         gen.threads = ThreadChoice::Auto;
         let (sockets, check) = match &ns_client {
             None => measure::open_sockets(client_ip, gen.flows, None)?,
@@ -436,7 +436,7 @@ fn measure_rates(
         };
         measure::check_target(&check, target, Duration::from_secs(2))?;
         let threads = measure::pick_threads(gen.threads, echo_cpu);
-        let label = format!("{} {}", format_rate(rate), topology.kind());
+        let label = format!("{} {}", format_rate(rate.pps()), topology.kind());
         let setup = measure::setup(&gen, label.clone(), topology.kind(), threads);
         view.note(&format!("measuring {label} for {:?}", options.duration));
         view.run_started(&label, options.duration);
@@ -445,7 +445,7 @@ fn measure_rates(
         });
         view.run_finished();
         let (summary, result) = outcome?;
-        let dir = format!("rate-{}pps", rate as u64);
+        let dir = format!("rate-{}pps", rate.pps() as u64);
         let mut summary = summary;
         summary.setup.dir = Some(dir.clone());
         results::write_run(results, &format!("{dir}/"), &summary, &result)?;

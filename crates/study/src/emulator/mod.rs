@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use latlab_engine::Stop;
 use latlab_lab::emu::report::EmuJson;
+use latlab_lab::units::ProbeRate;
 use serde::{Deserialize, Serialize};
 
 use super::{Shard, Study, StudyError, StudyKind};
@@ -77,8 +78,8 @@ pub struct EmuStudyOptions {
     pub out: PathBuf,
     /// Sending time per point.
     pub duration: Duration,
-    /// The low and the high rate, packets per second.
-    pub rates: Vec<f64>,
+    /// The low and the high rate.
+    pub rates: Vec<ProbeRate>,
     /// Delays D on the client→server direction.
     pub delays_ns: Vec<u64>,
     /// Sending time of each forwarding-rate point.
@@ -95,7 +96,9 @@ impl EmuStudyOptions {
         EmuStudyOptions {
             out,
             duration: Duration::from_secs(3),
-            rates: vec![1_000.0, 50_000.0],
+            rates: [1_000.0, 50_000.0]
+                .map(|pps| ProbeRate::try_from(pps).expect("1 and 50 kpps are probe rates"))
+                .to_vec(),
             delays_ns: vec![10_000, 100_000, 1_000_000, 100_000_000],
             rate_duration: Duration::from_secs(2),
             resume: false,
@@ -111,7 +114,7 @@ impl EmuStudyOptions {
             ("--duration".to_string(), format!("{:?}", self.duration)),
             (
                 "--rates".to_string(),
-                list(self.rates.iter().map(|r| format!("{r}")).collect()),
+                list(self.rates.iter().map(|r| format!("{}", r.pps())).collect()),
             ),
             (
                 "--delays".to_string(),

@@ -22,7 +22,7 @@ use latlab_lab::measure::{self, GenOptions, ThreadChoice};
 use latlab_lab::progress::View;
 use latlab_lab::results::RunSummary;
 use latlab_lab::topology::ClientEmuServer;
-use latlab_lab::units::format_us;
+use latlab_lab::units::{format_us, ProbeRate};
 
 fn relative_trace(trace: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let t0 = trace.iter().map(|t| t.0).min().unwrap_or(0);
@@ -108,7 +108,7 @@ fn measure_latencies(
 ) -> Result<usize, StudyError> {
     let bridged = (lab.client_addr, SocketAddr::from((lab.server_addr, 7777)));
     let routed = (routed.0, SocketAddr::from((routed.1, 7777)));
-    let mut plan: Vec<(String, u64, f64, Option<LossModel>)> = Vec::new();
+    let mut plan: Vec<(String, u64, ProbeRate, Option<LossModel>)> = Vec::new();
     for &rate in &options.rates {
         plan.push(("kernel".into(), 0, rate, None));
         plan.push(("emu".into(), 0, rate, None));
@@ -116,7 +116,7 @@ fn measure_latencies(
             plan.push(("emu".into(), d, rate, None));
         }
     }
-    let loss_rate = 10_000.0;
+    let loss_rate = ProbeRate::try_from(10_000.0).expect("10 kpps is a probe rate");
     plan.push((
         "loss-bernoulli".into(),
         0,
@@ -145,12 +145,13 @@ fn measure_latencies(
         if stop.is_raised() {
             break;
         }
+        let pps = rate.pps();
         let describe = format!(
             "{path}, delay {}, {:.0} pps",
             format_us(delay_ns as f64),
-            rate
+            pps
         );
-        let key = format!("{path}-d{delay_ns}ns-{}pps", rate as u64);
+        let key = format!("{path}-d{delay_ns}ns-{}pps", pps as u64);
         if points.resumed::<EmuPoint>(&key).is_some() {
             progress.note(&format!("{key}: measured before, kept"));
             continue;
@@ -163,7 +164,7 @@ fn measure_latencies(
             EmuPoint {
                 path,
                 delay_ns,
-                rate_pps: rate,
+                rate_pps: pps,
                 run,
                 loss_bursts: result.loss_bursts,
                 configured_loss: None,
@@ -174,7 +175,7 @@ fn measure_latencies(
             }
         } else {
             // Room in the queue for everything in flight at this rate and delay.
-            let in_flight = (rate * delay_ns as f64 / 1e9) as usize;
+            let in_flight = (pps * delay_ns as f64 / 1e9) as usize;
             let ab = LinkConfig {
                 delay_ns,
                 loss: loss.unwrap_or(LossModel::None),
@@ -198,7 +199,7 @@ fn measure_latencies(
             EmuPoint {
                 path,
                 delay_ns,
-                rate_pps: rate,
+                rate_pps: pps,
                 run,
                 loss_bursts: result.loss_bursts,
                 configured_loss,
@@ -219,14 +220,14 @@ fn measure_latencies(
 fn measure_once(
     lab: &ClientEmuServer,
     (client, target): (Ipv4Addr, SocketAddr),
-    rate: f64,
+    rate: ProbeRate,
     duration: Duration,
     cores: CorePlan,
     stop: &Stop,
 ) -> Result<(RunSummary, latlab_engine::generator::GeneratorResult), StudyError> {
     let mut gen = GenOptions::new(target);
     gen.bind = IpAddr::V4(client);
-    gen.rate_pps = rate;
+    gen.rate = rate;
     gen.duration = duration;
     gen.warmup = Duration::from_millis(300);
     gen.grace = Duration::from_millis(500);
