@@ -234,7 +234,7 @@ pub fn run(
         results::write_run(&results, &format!("{dir}/"), &summary, &result)?;
         results.write(
             &format!("{dir}/emulator.json"),
-            format!("{:#}\n", link.report).as_bytes(),
+            link.report.text().as_bytes(),
         )?;
         emulated = Some(EmulatedOutcome {
             delay_each_way_ns: EMULATED_DELAY_NS,
@@ -304,7 +304,7 @@ fn emulated_link(seed: u64) -> latlab_link::LinkConfig {
 }
 
 struct EmulatorRun {
-    report: serde_json::Value,
+    report: latlab_lab::emu::report::EmuJson,
 }
 
 /// One run at 1 kpps through `client — emu — server` with the demo's emulated link.

@@ -14,12 +14,6 @@ pub use json::{
     EmuFlowJson, EmuJson, EmuSleepsJson, UnfinishedJson, WireFramesJson,
 };
 
-/// The JSON written by `--json`: [`EmuJson`] as a value, every object's keys in alphabetical
-/// order.
-pub fn report_json(report: &EmulatorReport) -> serde_json::Value {
-    EmuJson::new(report).to_value()
-}
-
 /// A few lines for the terminal.
 pub fn summary_text(report: &EmulatorReport) -> String {
     let mut out = String::new();
@@ -164,11 +158,11 @@ mod tests {
 
     #[test]
     fn flows_are_reported_with_rules_only() {
-        let plain = report_json(&report(false));
+        let plain = EmuJson::new(&report(false)).to_value();
         assert!(plain["a_to_b"].get("flows").is_none());
         assert!(!summary_text(&report(false)).contains("flow"));
 
-        let json = report_json(&report(true));
+        let json = EmuJson::new(&report(true)).to_value();
         let flows = json["a_to_b"]["flows"].as_array().unwrap();
         assert_eq!(flows[0]["match"], "proto=udp dport=27015");
         assert_eq!(flows[0]["spec"], "loss=5%");

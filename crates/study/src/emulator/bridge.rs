@@ -7,6 +7,7 @@ use latlab_engine::PollMode;
 use latlab_io::Io;
 use latlab_link::LinkConfig;
 
+use latlab_lab::emu::report::EmuJson;
 use latlab_lab::emu::EmuPoll;
 use latlab_lab::middle::{
     self, EmuSettings, FrameIo, Middle, MiddleKind, MiddleReport, MiddleSettings, Placement,
@@ -16,14 +17,14 @@ use latlab_lab::topology::ClientEmuServer;
 
 /// Runs `f` while `latlab emu` bridges the lab's emulator namespace (run to completion, busy
 /// polling) over `io` (packet: AF_PACKET rings; xdp: AF_XDP sockets fed every frame), then
-/// stops the bridge; returns `f`'s result and the bridge's report as JSON. An emulator that cannot open its sockets fails before `f` runs.
+/// stops the bridge; returns `f`'s result and the bridge's report (`latlab emu --json`'s). An emulator that cannot open its sockets fails before `f` runs.
 pub(crate) fn with_emulator<T, E: From<io::Error>>(
     lab: &ClientEmuServer,
     io: Io,
     a_to_b: LinkConfig,
     b_to_a: LinkConfig,
     f: impl FnOnce() -> Result<T, E>,
-) -> Result<(T, serde_json::Value), E> {
+) -> Result<(T, EmuJson), E> {
     let bridge = Bridge {
         io,
         poll: PollMode::Busy,
@@ -116,7 +117,7 @@ pub(crate) fn with_bridge<T, E: From<io::Error>>(
     a_to_b: LinkConfig,
     b_to_a: LinkConfig,
     f: impl FnOnce() -> Result<T, E>,
-) -> Result<(T, serde_json::Value), E> {
+) -> Result<(T, EmuJson), E> {
     let Bridge {
         io,
         poll,
@@ -151,7 +152,7 @@ pub(crate) fn with_bridge<T, E: From<io::Error>>(
         Some(MiddleReport::Emu(report)) => report,
         _ => return Err(io::Error::other("the emulator gave no report").into()),
     };
-    Ok((out?, latlab_lab::emu::report::report_json(&report)))
+    Ok((out?, EmuJson::new(&report)))
 }
 
 /// Whether the bridge's AF_XDP sockets can be opened in the lab (they are closed again).

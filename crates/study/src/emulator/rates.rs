@@ -18,7 +18,6 @@ use super::bridge::{with_emulator, xdp_bridge_opens};
 use super::{RatePoint, FRAME_SIZES};
 use crate::points::PointsDir;
 use crate::StudyError;
-use latlab_lab::emu::report::EmuJson;
 use latlab_lab::progress::View;
 use latlab_lab::topology::ClientEmuServer;
 
@@ -127,10 +126,7 @@ pub(super) fn measure_rates(
             };
             let io = if path == "emu" { Io::Packet } else { Io::Xdp };
             match with_emulator(lab, io, no_delay.clone(), no_delay, || blast(&mut tx)) {
-                Ok((r, e)) => (
-                    Ok(r),
-                    Some(EmuJson::from_value(e).map_err(io::Error::other)?),
-                ),
+                Ok((r, e)) => (Ok(r), Some(e)),
                 Err(e) => (Err(e), None),
             }
         };

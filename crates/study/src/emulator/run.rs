@@ -17,7 +17,6 @@ use super::{EmuPoint, EmuStudyOptions, TRACE_DELAY_NS};
 use crate::points::{Existing, PointsDir};
 use crate::shard::Share;
 use crate::{StudyError, StudyFile, StudyKind};
-use latlab_lab::emu::report::EmuJson;
 use latlab_lab::measure::{self, GenOptions, ThreadChoice};
 use latlab_lab::progress::View;
 use latlab_lab::results::RunSummary;
@@ -204,7 +203,7 @@ fn measure_latencies(
                 loss_bursts: result.loss_bursts,
                 configured_loss,
                 expected_mean_burst,
-                emulator: Some(EmuJson::from_value(emu).map_err(std::io::Error::other)?),
+                emulator: Some(emu),
                 host_steal_ns: None,
                 trace,
             }

@@ -6,10 +6,13 @@
 use std::io;
 use std::net::SocketAddr;
 
+use latlab_lab::emu::report::EmuJson;
 use latlab_lab::middle::{
     self, EmuSettings, MiddleReport, MiddleSettings, Placement, RunningMiddle,
 };
 use latlab_lab::topology::{ClientEmuServer, TopologyError};
+
+use super::dut_report::{DutReport, TestpmdReport};
 
 /// Which forwarder is measured: one of the lab's middles, or an external one.
 pub use latlab_lab::middle::Middle as Dut;
@@ -43,17 +46,18 @@ impl RunningDut {
         self.0.restart_report();
     }
 
-    /// Stops the DUT and returns its report as JSON.
-    pub(super) fn stop(self) -> io::Result<Option<serde_json::Value>> {
+    /// Stops the DUT and returns its report.
+    pub(super) fn stop(self) -> io::Result<Option<DutReport>> {
         Ok(self.0.stop()?.map(|report| match report {
-            MiddleReport::Fwd(r) => serde_json::json!({
+            // The cycle account as the report keeps it (each figure read back as an option).
+            MiddleReport::Fwd(r) => DutReport::from_value(serde_json::json!({
                 "a_to_b_forwarded": r.a_to_b.forwarded,
                 "a_to_b_dropped": r.a_to_b.tx_full + r.a_to_b.too_long + r.a_to_b.runts,
                 "kernel_drops": r.a_to_b.kernel_drops,
                 "cycles": r.cycles,
-            }),
-            MiddleReport::Emu(r) => latlab_lab::emu::report::report_json(&r),
-            MiddleReport::Testpmd(counts) => serde_json::json!({ "testpmd": counts }),
+            })),
+            MiddleReport::Emu(r) => DutReport::Emu(Box::new(EmuJson::new(&r))),
+            MiddleReport::Testpmd(testpmd) => DutReport::Testpmd(TestpmdReport { testpmd }),
         }))
     }
 }

@@ -492,7 +492,7 @@ pub fn measure(
             sizes,
             saturation,
         },
-        dut_report: dut_report.map(DutReport::from_value),
+        dut_report,
         topology,
         failure,
     })
@@ -504,7 +504,7 @@ type AllMeasured = (
     Vec<SizeResult>,
     Option<String>,
     Option<Saturation>,
-    Option<serde_json::Value>,
+    Option<DutReport>,
 );
 
 /// Measures the sizes `todo`, then (unless stopped, or `options.saturation` is off) the

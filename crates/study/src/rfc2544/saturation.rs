@@ -91,7 +91,7 @@ pub(super) fn measure<P: FramePort>(
     (source_cpu, dut_cpu): (Option<usize>, usize),
     running: RunningDut,
     stop: &Stop,
-) -> io::Result<(Saturation, Option<serde_json::Value>)> {
+) -> io::Result<(Saturation, Option<super::DutReport>)> {
     let tsc_hz = latlab_io::tsc::frequency_hz(Duration::from_millis(20));
     let symbols = KernelSymbols::load();
     running.restart_report();

@@ -175,10 +175,6 @@ pub(super) fn measure_all(
             }
         };
 
-        let emulator = emulator
-            .map(EmuJson::from_value)
-            .transpose()
-            .map_err(std::io::Error::other)?;
         let release = |d: &EmuDirectionJson| {
             let p50 = d.release_error_ns.percentile("p50");
             p50.and_then(|p| p.estimate.value_ns())
@@ -312,13 +308,7 @@ fn measure_sockperf(
     lab: &ClientEmuServer,
     options: &StampStudyOptions,
     cores: Cores,
-) -> Result<
-    (
-        Result<Vec<super::ProbeStamps>, String>,
-        Option<serde_json::Value>,
-    ),
-    StudyError,
-> {
+) -> Result<(Result<Vec<super::ProbeStamps>, String>, Option<EmuJson>), StudyError> {
     if let Err(why) = super::sockperf::available() {
         return Ok((Err(why), None));
     }
@@ -400,7 +390,7 @@ fn measure_point(
     cores: Cores,
     (prober, settings, forwarder): (Prober, &ReflectorSettings, ForwarderSettings),
     stop: &Stop,
-) -> Result<(Probed, serde_json::Value), StudyError> {
+) -> Result<(Probed, EmuJson), StudyError> {
     let so_busy_poll = settings.so_busy_poll_us;
     let echo_socket = latlab_io::netns::run_in(lab.server.name(), move || {
         UdpSocket::bind(

@@ -269,7 +269,7 @@ impl EmuJson {
         serde_json::to_value(self).expect("an emu report serialises: its maps have string keys")
     }
 
-    /// The report `value` holds (as [`super::report_json`] makes one, or a reader finds one
+    /// The report `value` holds (as [`EmuJson::to_value`] makes one, or a reader finds one
     /// in a file); the error says which key did not read.
     pub fn from_value(value: serde_json::Value) -> Result<EmuJson, serde_json::Error> {
         serde_json::from_value(value)
@@ -667,7 +667,7 @@ mod tests {
                 format!("{reference:#}\n"),
                 "spinning: {spinning}"
             );
-            assert_eq!(super::super::report_json(&report), reference);
+            assert_eq!(EmuJson::new(&report).to_value(), reference);
 
             let again: EmuJson = serde_json::from_str(&json.text()).unwrap();
             assert_eq!(again, json);
