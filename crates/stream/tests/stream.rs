@@ -239,8 +239,15 @@ fn modified_tcp_sets_its_minimum_rto_on_its_socket_even_on_the_host() {
         summary.settings
     );
     assert_eq!(sysctl(), before);
-    // TCP tells its spurious retransmissions (none on loopback).
-    assert_eq!(summary.wire.forward.spurious_retransmissions, Some(0));
+    // TCP tells its spurious retransmissions: at most its retransmissions (on loopback
+    // usually none, but a receiver held up past the 12 ms minimum RTO on a loaded machine makes
+    // one).
+    let wire = summary.wire.forward;
+    let (spurious, retransmitted) = (wire.spurious_retransmissions, wire.retransmissions);
+    assert!(
+        spurious.is_some() && spurious <= retransmitted,
+        "{spurious:?} of {retransmitted:?}"
+    );
     serving.finish();
 }
 
