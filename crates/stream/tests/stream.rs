@@ -11,22 +11,8 @@ use latlab_lab::progress::Quiet;
 use latlab_stream::recv::{Receiver, RecvReport};
 use latlab_stream::{send, RecvCommand, SendCommand, StreamSummary};
 
-/// Every transport this machine runs, with its options.
-const TRANSPORTS: &[&str] = &[
-    "udp",
-    "tcp:cc=cubic",
-    "tcp:cc=reno,thin",
-    "tcp:cc=bbr",
-    "enet",
-    "enet:unreliable",
-    "kcp:mode=fast",
-    "kcp:mode=normal",
-    "quic",
-    "quic:datagrams",
-    "latlab:tcp-like",
-    "latlab:thin",
-    "latlab:rack:rdb=600",
-];
+mod common;
+use common::TRANSPORTS;
 
 /// A receiver serving `transport` on `listen` in a thread, until its stop is raised.
 struct Serving {

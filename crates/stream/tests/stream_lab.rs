@@ -15,22 +15,8 @@ use latlab_stream::recv::{Receiver, RecvReport};
 use latlab_stream::tcp::RtoMinGuard;
 use latlab_stream::{send, RecvCommand, SendCommand, StreamSummary};
 
-/// The transports run side by side through one emulator.
-const TRANSPORTS: &[&str] = &[
-    "udp",
-    "tcp:cc=cubic",
-    "tcp:cc=reno,thin",
-    "tcp:cc=bbr",
-    "enet",
-    "enet:unreliable",
-    "kcp:mode=fast",
-    "kcp:mode=normal",
-    "quic",
-    "quic:datagrams",
-    "latlab:tcp-like",
-    "latlab:thin",
-    "latlab:rack:rdb=600",
-];
+mod common;
+use common::TRANSPORTS;
 
 const MESSAGES: u64 = 1000;
 const EVERY: Duration = Duration::from_millis(5);

@@ -39,7 +39,7 @@ pub enum MiddleKind {
 impl MiddleKind {
     /// Whether it moves frames in user space over a [`FrameIo`] (the others are the kernel's,
     /// or not the lab's).
-    pub fn has_io(self) -> bool {
+    pub const fn has_io(self) -> bool {
         matches!(
             self,
             MiddleKind::Fwd | MiddleKind::Emu | MiddleKind::Testpmd
@@ -129,10 +129,7 @@ impl Middle {
 
     /// `kind` over `io` (ignored for the kinds without one).
     pub const fn of(kind: MiddleKind, io: FrameIo) -> Middle {
-        let io = match kind {
-            MiddleKind::Fwd | MiddleKind::Emu | MiddleKind::Testpmd => io,
-            _ => FrameIo::Packet,
-        };
+        let io = if kind.has_io() { io } else { FrameIo::Packet };
         Middle { kind, io }
     }
 

@@ -125,8 +125,13 @@ impl std::fmt::Debug for RunningMiddle {
 impl RunningMiddle {
     /// A middle the lab does not run (external): nothing to stop.
     pub fn external() -> RunningMiddle {
+        RunningMiddle::nothing_yet(Middle::EXTERNAL)
+    }
+
+    /// `middle` before anything of it runs.
+    fn nothing_yet(middle: Middle) -> RunningMiddle {
         RunningMiddle {
-            middle: Middle::EXTERNAL,
+            middle,
             stop: Arc::new(Stop::new()),
             thread: None,
             testpmd: None,
@@ -204,15 +209,7 @@ pub fn start(
     if let (true, Some(cpu)) = (placement.steer, placement.cpu) {
         placed = lab.steer_receive_work(cpu, placement.ends_cpu)?;
     }
-    let mut running = RunningMiddle {
-        middle,
-        stop: Arc::new(Stop::new()),
-        thread: None,
-        testpmd: None,
-        fwd_live: None,
-        route: None,
-        placed: String::new(),
-    };
+    let mut running = RunningMiddle::nothing_yet(middle);
     let failed = |command: &str| {
         let command = command.to_string();
         move |e: io::Error| TopologyError::Command {

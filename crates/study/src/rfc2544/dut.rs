@@ -3,16 +3,10 @@
 //! in the lab's middle namespace on the DUT's CPU with its receive work there too, and the path
 //! the blasted frames take through it.
 
-use std::io;
 use std::net::SocketAddr;
 
-use latlab_lab::emu::report::EmuJson;
-use latlab_lab::middle::{
-    self, EmuSettings, MiddleReport, MiddleSettings, Placement, RunningMiddle,
-};
+use latlab_lab::middle::{self, EmuSettings, MiddleSettings, Placement, RunningMiddle};
 use latlab_lab::topology::{ClientEmuServer, TopologyError};
-
-use super::dut_report::{DutReport, TestpmdReport};
 
 /// Which forwarder is measured: one of the lab's middles, or an external one.
 pub use latlab_lab::middle::Middle as Dut;
@@ -30,38 +24,6 @@ pub(super) struct Path {
     pub(super) client_mac: [u8; 6],
 }
 
-/// A running DUT and what it reports as `rfc2544.json`'s `dut_report`; stopped on
-/// [`RunningDut::stop`] or drop.
-#[derive(Debug)]
-pub(super) struct RunningDut(RunningMiddle);
-
-impl RunningDut {
-    /// An external DUT: nothing of the lab's runs.
-    pub(super) fn external() -> RunningDut {
-        RunningDut(RunningMiddle::external())
-    }
-
-    /// Starts `latlab fwd`'s report again from now (see [`RunningMiddle::restart_report`]).
-    pub(super) fn restart_report(&self) {
-        self.0.restart_report();
-    }
-
-    /// Stops the DUT and returns its report.
-    pub(super) fn stop(self) -> io::Result<Option<DutReport>> {
-        Ok(self.0.stop()?.map(|report| match report {
-            // The cycle account as the report keeps it (each figure read back as an option).
-            MiddleReport::Fwd(r) => DutReport::from_value(serde_json::json!({
-                "a_to_b_forwarded": r.a_to_b.forwarded,
-                "a_to_b_dropped": r.a_to_b.tx_full + r.a_to_b.too_long + r.a_to_b.runts,
-                "kernel_drops": r.a_to_b.kernel_drops,
-                "cycles": r.cycles,
-            })),
-            MiddleReport::Emu(r) => DutReport::Emu(Box::new(EmuJson::new(&r))),
-            MiddleReport::Testpmd(testpmd) => DutReport::Testpmd(TestpmdReport { testpmd }),
-        }))
-    }
-}
-
 /// The sink's UDP port in the server.
 pub(super) const SINK_PORT: u16 = 9;
 
@@ -73,7 +35,7 @@ pub(super) fn start(
     options: &super::Rfc2544Options,
     cpu: usize,
     ends_cpu: Option<usize>,
-) -> Result<(RunningDut, Path, String), TopologyError> {
+) -> Result<(RunningMiddle, Path, String), TopologyError> {
     let mac = |ns: &str, dev: &str| -> Result<[u8; 6], TopologyError> {
         latlab_lab::units::parse_mac(&latlab_lab::topology::mac_of(ns, dev)?).map_err(|_| {
             TopologyError::Command {
@@ -113,5 +75,5 @@ pub(super) fn start(
         },
     };
     let placed = running.placed().to_string();
-    Ok((RunningDut(running), path, placed))
+    Ok((running, path, placed))
 }

@@ -8,6 +8,7 @@
 //! written again as it was.
 
 use latlab_lab::emu::report::EmuJson;
+use latlab_lab::middle::MiddleReport;
 use serde::{Deserialize, Serialize};
 
 pub use latlab_lab::middle::testpmd::TestpmdCounts;
@@ -58,6 +59,23 @@ impl DutReport {
         match self {
             DutReport::Fwd(fwd) => fwd.cycles.as_ref(),
             _ => None,
+        }
+    }
+}
+
+impl From<MiddleReport> for DutReport {
+    /// What the DUT that ran in the lab's middle reported when it stopped.
+    fn from(report: MiddleReport) -> DutReport {
+        match report {
+            // The cycle account as the report keeps it (each figure read back as an option).
+            MiddleReport::Fwd(r) => DutReport::from_value(serde_json::json!({
+                "a_to_b_forwarded": r.a_to_b.forwarded,
+                "a_to_b_dropped": r.a_to_b.tx_full + r.a_to_b.too_long + r.a_to_b.runts,
+                "kernel_drops": r.a_to_b.kernel_drops,
+                "cycles": r.cycles,
+            })),
+            MiddleReport::Emu(r) => DutReport::Emu(Box::new(EmuJson::new(&r))),
+            MiddleReport::Testpmd(testpmd) => DutReport::Testpmd(TestpmdReport { testpmd }),
         }
     }
 }
@@ -230,7 +248,7 @@ mod tests {
                 "kernel_drops": 0,
                 "cycles": cycles,
             }),
-            // dut.rs's RunningDut::stop for testpmd.
+            // `DutReport::from` a `MiddleReport` for testpmd.
             serde_json::json!({ "testpmd": counts }),
             // dut.rs's run_emu.
             emu.to_value(),

@@ -15,7 +15,9 @@ use std::sync::Mutex;
 use latlab_engine::blaster::FrameAddrs;
 use latlab_io::packet::{PacketOptions, PacketSocket};
 
-use super::dut::{self, RunningDut};
+use latlab_lab::middle::RunningMiddle;
+
+use super::dut;
 use super::trial::Sink;
 use super::{Rfc2544Options, Setup};
 use latlab_lab::command::CommandError;
@@ -43,7 +45,7 @@ pub(super) fn setup(options: &Rfc2544Options) -> Result<Setup, CommandError> {
     let dst = SocketAddrV4::new(options.dst_ip, dut::SINK_PORT);
     Ok(Setup {
         lab: None,
-        running: RunningDut::external(),
+        running: RunningMiddle::external(),
         source_at: (None, a.clone()),
         placement: "external DUT: its cores and receive work are as its owner set them".into(),
         topology: format!("this host's {a} (source) — external DUT — this host's {b} (sink)"),

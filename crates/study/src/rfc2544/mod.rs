@@ -37,6 +37,7 @@ use latlab_engine::Stop;
 use latlab_io::packet::{PacketOptions, PacketSocket};
 use latlab_io::port::FramePort;
 use latlab_lab::middle::ports::{open_endpoint, EndpointSettings};
+use latlab_lab::middle::RunningMiddle;
 
 pub use dut::Dut;
 pub use dut_report::{
@@ -516,7 +517,7 @@ fn measure_all<P: FramePort>(
     tx: &mut P,
     (sink, addrs): (&Sink, &FrameAddrs),
     (source_cpu, dut_cpu): (Option<usize>, usize),
-    running: dut::RunningDut,
+    running: RunningMiddle,
     stop: &Stop,
     view: &mut dyn View,
 ) -> Result<AllMeasured, CommandError> {
@@ -526,7 +527,7 @@ fn measure_all<P: FramePort>(
     // An external DUT's CPU is not known here: no saturation trial.
     let sampled = options.saturation && options.dut != Dut::EXTERNAL;
     let Some(size) = smallest.filter(|_| sampled && !stop.is_raised()) else {
-        let dut_report = running.stop().ok().flatten();
+        let dut_report = running.stop().ok().flatten().map(DutReport::from);
         return Ok((measured, failure, None, dut_report));
     };
     view.started(&format!(

@@ -23,7 +23,7 @@ use latlab_io::port::FramePort;
 use latlab_io::profile::{KernelSymbols, Profiler};
 use serde::{Deserialize, Serialize};
 
-use super::dut::RunningDut;
+use latlab_lab::middle::RunningMiddle;
 
 /// Samples per second of CPU time.
 const PROFILE_HZ: u64 = 10_000;
@@ -89,7 +89,7 @@ pub(super) fn measure<P: FramePort>(
     frame: &[u8],
     duration: Duration,
     (source_cpu, dut_cpu): (Option<usize>, usize),
-    running: RunningDut,
+    running: RunningMiddle,
     stop: &Stop,
 ) -> io::Result<(Saturation, Option<super::DutReport>)> {
     let tsc_hz = latlab_io::tsc::frequency_hz(Duration::from_millis(20));
@@ -118,7 +118,7 @@ pub(super) fn measure<P: FramePort>(
             || {
                 samples = Some(profiler.and_then(|p| p.stop()));
                 spinning.store(false, Ordering::Relaxed);
-                dut_report = Some(running.stop());
+                dut_report = Some(running.stop().map(|r| r.map(super::DutReport::from)));
             },
         );
         spinning.store(false, Ordering::Relaxed);

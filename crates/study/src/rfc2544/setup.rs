@@ -15,7 +15,7 @@ use latlab_lab::topology::ClientEmuServer;
 pub(super) struct Setup {
     /// The lab's namespaces (none for an external DUT), removed when dropped.
     pub(super) lab: Option<ClientEmuServer>,
-    pub(super) running: dut::RunningDut,
+    pub(super) running: latlab_lab::middle::RunningMiddle,
     pub(super) addrs: FrameAddrs,
     pub(super) sink: Sink,
     /// The namespace the source sends from (`None`: this process's own) and its interface.
