@@ -21,8 +21,26 @@ pub(crate) fn run(a: CleanArgs) -> Result<()> {
         Some(line) => outln!("{line}"),
         None => outln!("no namespace left by a run that ended"),
     }
-    clean::remove_orphan_lock_files();
     failed.extend(namespaces.failed);
+    // `latlab run --nat`'s tables and forwarding, in this namespace: after the namespaces, so
+    // that a table whose run's namespace was just removed is known as left behind.
+    match latlab_lab::run::nat::remove_stale() {
+        Ok(nat) => {
+            if !nat.tables.is_empty() {
+                outln!(
+                    "removed {} nftables table{} left by a latlab run that ended: {}",
+                    nat.tables.len(),
+                    if nat.tables.len() == 1 { "" } else { "s" },
+                    nat.tables.join(", ")
+                );
+            }
+            if nat.forwarding_restored {
+                outln!("put net.ipv4.ip_forward back as it was before latlab run --nat");
+            }
+        }
+        Err(e) => failed.push(format!("latlab run --nat's nftables tables: {e}")),
+    }
+    clean::remove_orphan_lock_files();
     let dirs = if a.dirs.is_empty() {
         let default = PathBuf::from("latlab-results");
         if default.is_dir() {

@@ -21,10 +21,20 @@ enum RxRingArg {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum PollArg {
+pub(crate) enum PollArg {
     Auto,
     Busy,
     Block,
+}
+
+impl From<PollArg> for EmuPoll {
+    fn from(poll: PollArg) -> EmuPoll {
+        match poll {
+            PollArg::Auto => EmuPoll::Auto,
+            PollArg::Busy => EmuPoll::Busy,
+            PollArg::Block => EmuPoll::Block,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -35,7 +45,7 @@ enum ModeArg {
 }
 
 /// `--flow`'s help, its names from the lists the rule parser takes.
-fn flow_help() -> String {
+pub(crate) fn flow_help() -> String {
     use latlab_lab::emu::flow::{ETHER_NAMES, PROTOCOL_NAMES};
     format!(
         "A per-flow rule, 'MATCH / SPEC' (repeatable): frames matching every key of MATCH \
@@ -50,7 +60,7 @@ fn flow_help() -> String {
 
 /// The impairment flags, built from the knob table: a new knob's flag comes with its row.
 #[derive(Debug, Default)]
-struct ImpairmentArgs(ImpairmentFlags);
+pub(crate) struct ImpairmentArgs(pub(crate) ImpairmentFlags);
 
 impl clap::FromArgMatches for ImpairmentArgs {
     fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
@@ -172,11 +182,7 @@ impl EmuArgs {
             flows: self.flow,
         };
         let mut options = EmuOptions::new(self.iface_a, self.iface_b, &sources)?;
-        options.poll = match self.poll {
-            PollArg::Auto => EmuPoll::Auto,
-            PollArg::Busy => EmuPoll::Busy,
-            PollArg::Block => EmuPoll::Block,
-        };
+        options.poll = self.poll.into();
         options.mode = match self.mode {
             ModeArg::Auto => EmuMode::Auto,
             ModeArg::RunToCompletion => EmuMode::RunToCompletion,

@@ -39,6 +39,7 @@ mod merge;
 mod progress;
 mod report;
 mod rfc2544;
+mod run;
 mod serve;
 mod signals;
 mod stream;
@@ -84,6 +85,12 @@ enum Command {
     /// (--io packet; --io xdp finishes checksums and names super-frames it cannot take). No
     /// ethtool step is needed on either side.
     Emu(Box<emu::EmuArgs>),
+    /// Run a program behind an emulated link: CMD gets a network namespace of its own whose
+    /// only way out is `latlab emu` (the link flags are emu's), and reaches this host at
+    /// $LATLAB_HOST (with --nat, whatever this host reaches). latlab's exit status is CMD's.
+    Run(Box<run::RunArgs>),
+    /// Run $SHELL behind an emulated link, as `latlab run` runs a program.
+    Shell(Box<run::ShellArgs>),
     /// Forward frames between two interfaces, both ways, no lookup (an L2 forwarder on one
     /// pinned core), and report where each packet's cycles go.
     Fwd(fwd::FwdArgs),
@@ -156,6 +163,9 @@ pub fn main() {
         Command::Fwd(a) => fwd::run(a),
         Command::Rfc2544(a) => rfc2544::run(a),
         Command::Clean(a) => clean::run(a),
+        // CMD's exit status is latlab's; everything the run made is removed by now.
+        Command::Run(a) => exit_with(run::run(*a)),
+        Command::Shell(a) => exit_with(run::shell(*a)),
         Command::TraceStats(a) => trace::run(a),
     };
     // The command has returned: everything it made is dropped, so exiting cannot leak.
@@ -173,6 +183,15 @@ pub fn main() {
     }
     if code != 0 {
         std::process::exit(code);
+    }
+}
+
+/// Ends latlab with `code` (the exit status of the program `latlab run` ran), or returns the
+/// error for `main` to report.
+fn exit_with(code: Result<i32>) -> Result<()> {
+    match code {
+        Ok(code) => std::process::exit(code),
+        Err(e) => Err(e),
     }
 }
 

@@ -32,6 +32,11 @@ impl Signal {
         }
     }
 
+    /// Its number.
+    pub(crate) fn number(self) -> i32 {
+        self.0
+    }
+
     /// The exit code of a run it stopped: 128 + its number, as a shell reports a process the
     /// signal killed.
     pub(crate) fn exit_code(self) -> i32 {

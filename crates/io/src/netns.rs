@@ -64,6 +64,41 @@ where
         .map_err(|_| io::Error::other("thread inside the namespace panicked"))?
 }
 
+/// Starts `command` inside the network namespace `name` (its child enters the namespace between
+/// `fork` and `exec`); with `death_signal`, the child gets that signal when the thread that
+/// started it ends (`PR_SET_PDEATHSIG`), so it does not outlive a parent killed with
+/// `kill -9`. An error starting it (no such program, not executable) is `spawn`'s.
+pub fn spawn_in(
+    name: &str,
+    command: &mut std::process::Command,
+    death_signal: Option<i32>,
+) -> io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    let file = File::open(path(name))
+        .map_err(|e| io::Error::new(e.kind(), format!("network namespace {name:?}: {e}")))?;
+    let fd = file.as_raw_fd();
+    // SAFETY: the closure runs in the child between fork and exec and makes only two system
+    // calls (setns, prctl), both async-signal-safe; `fd` stays open in the parent (`file`
+    // lives until `spawn` has returned) and so in the child, which the exec then closes
+    // (close-on-exec).
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if let Some(signal) = death_signal {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn();
+    drop(file);
+    child
+}
+
 /// Moves the calling thread into the network namespace open as `file`.
 pub fn enter(file: &File) -> io::Result<()> {
     // SAFETY: setns takes a file descriptor we own for the duration of the call and a flag.

@@ -34,6 +34,17 @@ pub fn end_child_with_parent(command: &mut std::process::Command) {
     }
 }
 
+/// Sends `signal` to the process `pid`: a child this process started and has not yet waited
+/// for (so its id cannot have been reused).
+pub fn send(pid: u32, signal: i32) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other("no such process id"))?;
+    // SAFETY: kill takes two integers and touches no memory of ours.
+    if unsafe { libc::kill(pid, signal) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

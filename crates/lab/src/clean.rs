@@ -89,8 +89,8 @@ pub fn remove_stale_namespaces() -> Removed {
 }
 
 /// Removes the lock files in `/run/latlab` whose namespace is gone and whose lock is free
-/// (left by a run killed between deleting its namespace and removing the lock file); returns
-/// how many.
+/// (left by a run killed between deleting its namespace and removing the lock file), and those
+/// of `latlab run`s' subnets whose run is gone; returns how many.
 pub fn remove_orphan_lock_files() -> usize {
     let Ok(entries) = fs::read_dir(topology::LOCK_DIR) else {
         return 0;
@@ -101,6 +101,15 @@ pub fn remove_orphan_lock_files() -> usize {
         let Some(name) = file_name.strip_suffix(".lock") else {
             continue;
         };
+        // A `latlab run`'s subnet: its lock is all there is of it.
+        if name.starts_with("run-") {
+            if let Ok(Some(lock)) = OwnerLock::open(&entry.path()) {
+                if lock.remove().is_ok() {
+                    count += 1;
+                }
+            }
+            continue;
+        }
         if !name.starts_with("latlab-") || topology::namespace_exists(name) {
             continue;
         }

@@ -40,6 +40,7 @@ pub mod plot;
 pub mod points;
 pub mod progress;
 pub mod results;
+pub mod run;
 pub mod serve;
 pub mod table;
 pub mod topology;

@@ -489,7 +489,7 @@ pub fn is_root() -> bool {
 
 /// `latlab-<pid>-<token>-<n>`: the pid says which process made it, the token (random per process)
 /// keeps names apart across PID namespaces, `n` counts this process's topologies.
-fn unique_prefix() -> String {
+pub(crate) fn unique_prefix() -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     format!(
         "latlab-{}-{}-{}",

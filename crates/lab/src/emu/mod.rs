@@ -112,6 +112,10 @@ pub struct EmuOptions {
     /// Write what left each side to this pcapng file ([`crate::emu::pcap`]; run to completion
     /// only).
     pub pcap: Option<PathBuf>,
+    /// The network namespace whose interfaces the bridge joins (its ports are opened there);
+    /// `None`: this thread's. The API listens, and the files are written, where this process
+    /// runs.
+    pub netns: Option<String>,
 }
 
 impl EmuOptions {
@@ -139,6 +143,7 @@ impl EmuOptions {
             api: None,
             api_public: false,
             pcap: None,
+            netns: None,
         })
     }
 
@@ -244,6 +249,22 @@ fn ports(options: &EmuOptions) -> PortSettings {
     PortSettings::emulator(options.frame_size, options.rx_ring, options.xdp_frames)
 }
 
+/// Opens a port on `ifname` with `open`, inside the namespace `options` names (on a thread
+/// that entered it: a socket belongs to the namespace it was made in), else here.
+fn in_netns<P: Send + 'static>(
+    options: &EmuOptions,
+    ifname: &str,
+    open: impl FnOnce(&str) -> std::io::Result<P> + Send + 'static,
+) -> std::io::Result<P> {
+    match &options.netns {
+        None => open(ifname),
+        Some(ns) => {
+            let ifname = ifname.to_string();
+            latlab_io::netns::run_in(ns, move || open(&ifname)).and_then(|r| r)
+        }
+    }
+}
+
 /// The AF_PACKET bridge: one loop, or the pipeline.
 fn run_packet(
     options: &EmuOptions,
@@ -252,8 +273,8 @@ fn run_packet(
 ) -> Result<EmulatorReport, CommandError> {
     let ports = ports(options);
     let open = |flag: &str, ifname: &str| {
-        ports
-            .open_packet(ifname)
+        let ports = ports.clone();
+        in_netns(options, ifname, move |ifname| ports.open_packet(ifname))
             .map_err(CommandError::setup(format!("{flag} {ifname}")))
     };
     let mut sock_a = open("--iface-a", &options.iface_a)?;
@@ -321,8 +342,8 @@ fn run_xdp(
 ) -> Result<EmulatorReport, CommandError> {
     let ports = ports(options);
     let open = |flag: &str, ifname: &str| {
-        ports
-            .open_xdp(ifname)
+        let ports = ports.clone();
+        in_netns(options, ifname, move |ifname| ports.open_xdp(ifname))
             .map_err(CommandError::setup(format!("{flag} {ifname}")))
     };
     let mut sock_a = open("--iface-a", &options.iface_a)?;

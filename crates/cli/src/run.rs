@@ -1,0 +1,131 @@
+//! `latlab run -- CMD` and `latlab shell`: flags → [`latlab_lab::run`]. The link flags are
+//! `latlab emu`'s, with `--up`/`--down` naming its directions for the user (A→B is from CMD).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use latlab_lab::emu::config::LinkSources;
+use latlab_lab::emu::EmuOptions;
+use latlab_lab::run::wiring::Subnet;
+use latlab_lab::run::{RunOptions, RunOutcome};
+
+use crate::emu::{flow_help, ImpairmentArgs, PollArg};
+use crate::signals;
+
+/// The link and wiring flags `run` and `shell` share.
+#[derive(Debug, clap::Args)]
+pub(crate) struct LinkArgs {
+    /// The impairment flags, one per knob (`--delay`, `--loss`, …), both directions.
+    #[command(flatten)]
+    impairments: ImpairmentArgs,
+    /// Impairments of what CMD sends only (A→B in `latlab emu`'s words): "delay=10ms loss=1%".
+    #[arg(long, visible_alias = "a-to-b", value_name = "SPEC")]
+    up: Option<String>,
+    /// Impairments of what CMD receives only (B→A).
+    #[arg(long, visible_alias = "b-to-a", value_name = "SPEC")]
+    down: Option<String>,
+    #[arg(long, value_name = "RULE", help = flow_help())]
+    flow: Vec<String>,
+    /// A TOML file of impairments, as `latlab emu --config` reads it ([a_to_b] is up,
+    /// [b_to_a] down).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// busy: the emulator spins on a core of its own; block: it sleeps until due, then spins
+    /// the last microseconds; auto: as `latlab emu --poll auto`.
+    #[arg(long, default_value = "auto", value_name = "MODE")]
+    poll: PollArg,
+    /// Write the emulator's counters by cause and release errors to this JSON file when CMD
+    /// ends.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Serve the emulator's HTTP API on ADDR (127.0.0.1:9100) while CMD runs: GET /conditions,
+    /// PUT /conditions/a-to-b (up) or /conditions/b-to-a (down), GET /metrics.
+    #[arg(long, value_name = "ADDR")]
+    api: Option<std::net::SocketAddr>,
+    /// Write what crossed the link to this pcapng file (side A is CMD's, B the host's).
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// Put the run on this subnet (its first address is the host's, its second CMD's); by
+    /// default a free /30 of 198.19.0.0/16.
+    #[arg(long, value_name = "CIDR", value_parser = parse_subnet)]
+    subnet: Option<Subnet>,
+    /// Let CMD reach whatever this host reaches (its address masqueraded; needs nftables'
+    /// `nft`); without it CMD reaches this host only.
+    #[arg(long)]
+    nat: bool,
+}
+
+fn parse_subnet(text: &str) -> Result<Subnet, String> {
+    Subnet::parse(text)
+}
+
+/// `latlab run`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    link: LinkArgs,
+    /// The program to run behind the link, and its arguments.
+    #[arg(required = true, last = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+/// `latlab shell`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ShellArgs {
+    #[command(flatten)]
+    link: LinkArgs,
+}
+
+impl LinkArgs {
+    fn options(self, command: Vec<OsString>) -> Result<RunOptions> {
+        let sources = LinkSources {
+            config: self.config,
+            flags: self.impairments.0,
+            frame_size: 2048,
+            a_to_b: self.up,
+            b_to_a: self.down,
+            flows: self.flow,
+        };
+        let mut emu = EmuOptions::new("emu-a".into(), "emu-b".into(), &sources)?;
+        emu.poll = self.poll.into();
+        emu.json = self.json;
+        emu.api = self.api;
+        emu.pcap = self.pcap;
+        emu.check()?;
+        Ok(RunOptions {
+            command,
+            emu,
+            subnet: self.subnet,
+            nat: self.nat,
+        })
+    }
+}
+
+pub(crate) fn run(a: RunArgs) -> Result<i32> {
+    let options = a.link.options(a.command)?;
+    outcome(&options)
+}
+
+pub(crate) fn shell(a: ShellArgs) -> Result<i32> {
+    let shell = std::env::var_os("SHELL")
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "/bin/sh".into());
+    let options = a.link.options(vec![shell])?;
+    outcome(&options)
+}
+
+fn outcome(options: &RunOptions) -> Result<i32> {
+    crate::clean::at_start(std::path::Path::new(""), true);
+    let signal = || signals::received().map(|s| s.number());
+    match latlab_lab::run::run(options, &signal, &mut |line| eprintln!("{line}"))? {
+        RunOutcome::Ended { code, report } => {
+            eprintln!("{}", latlab_lab::run::summary_line(&report));
+            Ok(code)
+        }
+        RunOutcome::NotStarted { reason } => {
+            eprintln!("error: {reason}");
+            Ok(127)
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! `latlab run -- CMD`: CMD behind the emulated link, in namespaces these tests make. Each test
+//! runs latlab inside a "host" namespace of its own (`ip netns exec HOST latlab run …`), so the
+//! host side's interface, the NAT table and forwarding are made there, never in the machine's
+//! own namespace, and the host's state (links, addresses, routes, nftables, forwarding) is
+//! compared before and after.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{engines, in_ns, namespaces_or_skip};
+use latlab_lab::topology::{ip, namespace_exists, Namespace};
+
+/// A namespace standing for the host, made by this test, removed on drop.
+fn make_ns(role: &str) -> Namespace {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Namespace::create(&format!("latlab-{}-t{n}-{role}", std::process::id())).unwrap()
+}
+
+/// What `latlab run` may change in `ns`, and must have put back when it ends.
+fn state(ns: &str) -> Vec<String> {
+    let mut state = vec![
+        ip(&["-n", ns, "-d", "-j", "link", "show"]).unwrap(),
+        // IPv4 only: an IPv6 link-local address of the test's own may still be tentative.
+        ip(&["-n", ns, "-4", "-j", "addr", "show"]).unwrap(),
+        ip(&["-n", ns, "-4", "-j", "route", "show", "table", "all"]).unwrap(),
+        // What was set, not what the neighbour cache learnt meanwhile.
+        ip(&["-n", ns, "-j", "neigh", "show", "nud", "permanent"]).unwrap(),
+    ];
+    let exec = |args: &[&str]| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    state.push(exec(&["cat", "/proc/sys/net/ipv4/ip_forward"]));
+    if Command::new("nft").arg("--version").output().is_ok() {
+        state.push(exec(&["nft", "list", "ruleset"]));
+    }
+    state
+}
+
+/// Checks that `ns` is as `before` says, naming the part that differs.
+fn assert_as_before(ns: &str, before: &[String]) {
+    let now = state(ns);
+    for (i, (a, b)) in before.iter().zip(&now).enumerate() {
+        assert_eq!(a, b, "part {i} of the host's state changed");
+    }
+}
+
+/// `latlab run ARGS` in `host`, to its end.
+fn run_in(host: &Namespace, args: &[&str]) -> std::process::Output {
+    in_ns(host.name()).arg("run").args(args).output().unwrap()
+}
+
+/// The namespace named in a run's start line.
+fn run_namespace(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| l.split(" in namespace ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no start line in {stderr}"))
+        .to_string()
+}
+
+/// A sockperf server in `ns` on `port`, ended on drop.
+struct Sockperf(std::process::Child);
+
+impl Sockperf {
+    fn start(ns: &str, port: u16) -> Option<Sockperf> {
+        if !latlab_io::precondition::met(
+            latlab_lab::command::debian_tool("sockperf", &["--version"], &["sockperf"]).err(),
+        ) {
+            return None;
+        }
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, "sockperf", "server", "-i", "0.0.0.0"])
+            .args(["-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        Some(Sockperf(child))
+    }
+}
+
+impl Drop for Sockperf {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// sockperf's median latency (half the round trip), µs, from its output.
+fn sockperf_p50_us(out: &str) -> f64 {
+    out.lines()
+        .find_map(|l| l.split("percentile 50.000 = ").nth(1))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no median in sockperf's output:\n{out}"))
+}
+
+#[test]
+fn a_delay_is_added_to_what_cmd_measures_and_the_host_is_left_as_it_was() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let _turn = engines();
+    let host = make_ns("host");
+    let Some(_server) = Sockperf::start(host.name(), 11111) else {
+        return;
+    };
+    let before = state(host.name());
+    let json = tempfile::tempdir().unwrap();
+    let json = json.path().join("emu.json");
+    let out = run_in(
+        &host,
+        &[
+            "--delay",
+            "10ms",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "sockperf ping-pong -i $LATLAB_HOST -p 11111 -t 2 --mps 200 2>&1",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // sockperf reports half the round trip: 10 ms each way, plus the veths' own.
+    let rtt_ms = 2.0 * sockperf_p50_us(&stdout) / 1000.0;
+    assert!((20.0..21.0).contains(&rtt_ms), "round trip {rtt_ms} ms");
+    let report = common::read_json(&json);
+    // Ping-pong: one message in flight, 20 ms each, for 2 s.
+    assert!(report["a_to_b"]["sent"].as_u64().unwrap() >= 50, "{report}");
+    assert!(
+        stderr.contains("up: delay=10ms; down: delay=10ms"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("(LATLAB_HOST)"), "{stderr}");
+    assert!(!namespace_exists(&run_namespace(&stderr)));
+    assert_as_before(host.name(), &before);
+}
+
+#[test]
+fn cmd_exit_status_is_latlabs_and_127_when_it_cannot_start() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let _turn = engines();
+    let host = make_ns("host");
+    let before = state(host.name());
+    let out = run_in(
+        &host,
+        &["--", "sh", "-c", "test -n \"$LATLAB_ADDR\" && exit 7"],
+    );
+    assert_eq!(out.status.code(), Some(7));
+    let out = run_in(&host, &["--", "/no/such/program"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{stderr}");
+    let last = stderr.trim_end().lines().last().unwrap();
+    assert!(
+        last.starts_with("error: cannot start /no/such/program: "),
+        "{stderr}"
+    );
+    assert_as_before(host.name(), &before);
+}
+
+#[test]
+fn runs_at_once_get_subnets_of_their_own_and_a_subnet_in_use_is_refused() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let _turn = engines();
+    let host = make_ns("host");
+    let before = state(host.name());
+    let script = "echo $LATLAB_ADDR; sleep 1";
+    let runs: Vec<_> = (0..2)
+        .map(|_| {
+            in_ns(host.name())
+                .args(["run", "--", "sh", "-c", script])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let addrs: Vec<String> = runs
+        .into_iter()
+        .map(|r| {
+            let out = r.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        })
+        .collect();
+    assert_ne!(addrs[0], addrs[1]);
+    assert!(addrs.iter().all(|a| a.starts_with("198.19.")), "{addrs:?}");
+    ip(&[
+        "-n",
+        host.name(),
+        "link",
+        "add",
+        "d0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "d1",
+    ])
+    .unwrap();
+    ip(&[
+        "-n",
+        host.name(),
+        "addr",
+        "add",
+        "198.19.9.1/24",
+        "dev",
+        "d0",
+    ])
+    .unwrap();
+    let out = run_in(&host, &["--subnet", "198.19.9.4/30", "--", "true"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--subnet 198.19.9.4/30: 198.19.9.0/24 is already"),
+        "{stderr}"
+    );
+    ip(&["-n", host.name(), "link", "del", "d0"]).unwrap();
+    assert_as_before(host.name(), &before);
+}
+
+/// Starts `latlab run ARGS -- sleep 30` in `host` and returns it with the namespace its start
+/// line names, once it has started.
+fn started(host: &Namespace, args: &[&str]) -> (std::process::Child, String) {
+    let mut child = in_ns(host.name())
+        .arg("run")
+        .args(args)
+        .args(["--", "sleep", "30"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    // Keep reading, so a later line never blocks latlab on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, run_namespace(&line))
+}
+
+fn signal(pid: u32, name: &str) {
+    let sent = Command::new("kill")
+        .args(["-s", name, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+#[test]
+fn sigterm_ends_cmd_and_kill_9_leaves_what_latlab_clean_removes() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let _turn = engines();
+    let host = make_ns("host");
+    let nat = Command::new("nft").arg("--version").output().is_ok();
+    if !nat {
+        latlab_io::precondition::missing("nftables' nft is not installed");
+    }
+    let before = state(host.name());
+
+    let (mut run, ns) = started(&host, &["--delay", "1ms"]);
+    assert!(namespace_exists(&ns));
+    signal(run.id(), "TERM");
+    let status = run.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(143),
+        "sleep ended by the SIGTERM passed on"
+    );
+    assert!(!namespace_exists(&ns));
+    assert_as_before(host.name(), &before);
+
+    let args: &[&str] = if nat { &["--nat"] } else { &[] };
+    let (mut run, ns) = started(&host, args);
+    assert_ne!(state(host.name()), before, "the run's interface is there");
+    signal(run.id(), "KILL");
+    run.wait().unwrap();
+    assert!(namespace_exists(&ns), "kill -9 leaves the namespace");
+    let out = in_ns(host.name()).arg("clean").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains(&ns), "{stdout}");
+    if nat {
+        assert!(stdout.contains("nftables table"), "{stdout}");
+        assert!(stdout.contains("ip_forward back"), "{stdout}");
+    }
+    assert!(!namespace_exists(&ns));
+    // The kernel destroys a deleted namespace's interfaces a moment later.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while state(host.name()) != before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_as_before(host.name(), &before);
+}
+
+#[test]
+fn nat_reaches_a_namespace_beyond_the_host() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    if Command::new("nft").arg("--version").output().is_err() {
+        latlab_io::precondition::missing("nftables' nft is not installed");
+        return;
+    }
+    let _turn = engines();
+    let host = make_ns("host");
+    let outside = make_ns("outside");
+    ip(&[
+        "-n",
+        host.name(),
+        "link",
+        "add",
+        "out",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "out",
+        "netns",
+        outside.name(),
+    ])
+    .unwrap();
+    for (ns, addr) in [(&host, "198.18.200.1/30"), (&outside, "198.18.200.2/30")] {
+        ip(&["-n", ns.name(), "addr", "add", addr, "dev", "out"]).unwrap();
+        ip(&["-n", ns.name(), "link", "set", "out", "up"]).unwrap();
+    }
+    let Some(_server) = Sockperf::start(outside.name(), 11112) else {
+        return;
+    };
+    let before = state(host.name());
+    let ping = "sockperf ping-pong -i 198.18.200.2 -p 11112 -t 1 --mps 100 2>&1";
+    // The outside has no route back to the run's subnet: only the masquerade answers.
+    let out = run_in(&host, &["--", "sh", "-c", ping]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("No messages were received"));
+    let out = run_in(&host, &["--nat", "--delay", "5ms", "--", "sh", "-c", ping]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rtt_ms = 2.0 * sockperf_p50_us(&stdout) / 1000.0;
+    assert!((10.0..11.0).contains(&rtt_ms), "round trip {rtt_ms} ms");
+    assert_as_before(host.name(), &before);
+}
