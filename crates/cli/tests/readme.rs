@@ -232,6 +232,10 @@ fn summary_problems(readme: &str) -> Vec<String> {
                 .map(|w| w.trim_start_matches('[').trim_end_matches(']'))
                 .peekable();
             while let Some(word) = words.next() {
+                // `-- CMD [ARGS...]`: what follows is another program's.
+                if word == "--" {
+                    break;
+                }
                 let Some(long) = word.strip_prefix("--") else {
                     continue;
                 };
