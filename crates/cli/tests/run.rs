@@ -174,6 +174,35 @@ fn cmd_exit_status_is_latlabs_and_127_when_it_cannot_start() {
 }
 
 #[test]
+fn shell_runs_the_users_shell_behind_the_link() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let _turn = engines();
+    let host = make_ns("host");
+    let mut shell = in_ns(host.name())
+        .args(["shell", "--delay", "1ms"])
+        .env("SHELL", "/bin/sh")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    shell
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"ip -4 -o addr show dev veth0; echo host=$LATLAB_HOST; exit 3\n")
+        .unwrap();
+    let out = shell.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("inet 198.19."), "{stdout}");
+    assert!(stdout.contains("host=198.19."), "{stdout}");
+}
+
+#[test]
 fn runs_at_once_get_subnets_of_their_own_and_a_subnet_in_use_is_refused() {
     if !namespaces_or_skip() {
         return;
