@@ -393,3 +393,42 @@ fn nat_reaches_a_namespace_beyond_the_host() {
     assert!((10.0..11.0).contains(&rtt_ms), "round trip {rtt_ms} ms");
     assert_as_before(host.name(), &before);
 }
+
+#[test]
+fn kill_9_at_any_stage_of_the_setup_leaves_what_latlab_clean_removes() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let nat = Command::new("nft").arg("--version").output().is_ok();
+    if !nat {
+        latlab_io::precondition::missing("nftables' nft is not installed");
+    }
+    let _turn = engines();
+    let host = make_ns("host");
+    let before = state(host.name());
+    let args: &[&str] = if nat { &["--nat"] } else { &[] };
+    // From before the first namespace to after CMD started: each kill lands at another step.
+    for after_ms in [0, 5, 15, 30, 60, 120, 250] {
+        let mut run = in_ns(host.name())
+            .arg("run")
+            .args(args)
+            .args(["--", "sleep", "30"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(after_ms));
+        signal(run.id(), "KILL");
+        run.wait().unwrap();
+        let out = in_ns(host.name()).arg("clean").output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while state(host.name()) != before && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_as_before(host.name(), &before);
+    }
+}
