@@ -167,9 +167,10 @@ fn restore_if_last(ns: u64) -> io::Result<bool> {
     }
 }
 
-/// Runs `f` while holding this namespace's NAT mutex (waiting up to 5 s for it).
-fn with_mutex<T>(ns: u64, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-    let path = Path::new(topology::LOCK_DIR).join(format!("nat-{ns}.mutex"));
+/// Runs `f` while holding the NAT mutex (one for every namespace: one file, never many),
+/// waiting up to 5 s for it.
+fn with_mutex<T>(_ns: u64, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    let path = Path::new(topology::LOCK_DIR).join("nat.mutex");
     let deadline = Instant::now() + Duration::from_secs(5);
     let _held = loop {
         match OwnerLock::create(&path)? {
