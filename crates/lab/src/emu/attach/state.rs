@@ -173,7 +173,12 @@ pub fn restore(state: &AttachState) -> Result<(), String> {
         Some(host) if host.index == state.ifindex => {
             let mtu = state.mtu.to_string();
             ip(&["link", "set", "dev", veth, "mtu", &mtu]).map_err(|e| e.to_string())?;
-            if let Some(bridge) = &state.master {
+            // A bridge deleted meanwhile cannot have its port back.
+            let bridge = state
+                .master
+                .as_ref()
+                .filter(|b| link(None, b).is_ok_and(|l| l.is_some()));
+            if let Some(bridge) = bridge {
                 if host.master.as_deref() != Some(bridge) {
                     ip(&["link", "set", "dev", veth, "master", bridge])
                         .map_err(|e| format!("putting {veth} back on {bridge}: {e}"))?;
