@@ -109,10 +109,12 @@ pub(crate) struct EmuArgs {
     /// The impairment flags, one per knob of [`KNOBS`] (`--delay`, `--loss`, …).
     #[command(flatten)]
     impairments: ImpairmentArgs,
-    /// Impairments of the A→B direction only: "delay=1ms loss=1%".
+    /// Impairments of the A→B direction only: "delay=1ms loss=1%" (with --attach: what the
+    /// namespace sends, from the container).
     #[arg(long, value_name = "SPEC")]
     a_to_b: Option<String>,
-    /// Impairments of the B→A direction only.
+    /// Impairments of the B→A direction only (with --attach: what the namespace receives,
+    /// toward the container).
     #[arg(long, value_name = "SPEC")]
     b_to_a: Option<String>,
     #[arg(long, value_name = "RULE", help = flow_help())]

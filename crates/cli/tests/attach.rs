@@ -361,6 +361,11 @@ fn what_cannot_be_attached_is_refused_in_one_line_and_left_as_it_was() {
         "r0 carries addresses (198.18.7.1/24)",
     );
     refused(&w, &["--attach", h], "is the namespace latlab runs in");
+    refused(
+        &w,
+        &["--attach", w.container.name(), "--iface-a", "x"],
+        "cannot be used with",
+    );
     // Under `ip netns exec`, the namespace spliced through would die with latlab.
     let out = common::in_ns(h)
         .args(["emu", "--attach", w.container.name()])

@@ -174,7 +174,11 @@ impl Spliced {
             bridge_side: format!("latlab{}", host.index),
         };
         // Written before anything is changed: from here a `kill -9` leaves what clean needs.
-        state.write().map_err(|e| failed(e.to_string()))?;
+        if let Err(e) = state.write() {
+            drop(emu);
+            let _ = target_lock.remove();
+            return Err(failed(e.to_string()));
+        }
         let spliced = Spliced {
             state,
             emu: Some(emu),
