@@ -282,7 +282,17 @@ fn what_cannot_be_attached_is_refused_in_one_line_and_left_as_it_was() {
     let macvlan = Namespace::create(&format!("{prefix}-macvlan")).unwrap();
     let pair = Namespace::create(&format!("{prefix}-pair")).unwrap();
     let routed = Namespace::create(&format!("{prefix}-routed")).unwrap();
+    // And veths whose host side is down, or of a 9000-byte MTU. (This kernel's bridge has no
+    // VLAN filtering: the refusal of a bridge that filters VLANs is not tried here.)
+    let down = Namespace::create(&format!("{prefix}-down")).unwrap();
+    let jumbo = Namespace::create(&format!("{prefix}-jumbo")).unwrap();
+    for (host_side, ns) in [("d0", &down), ("j0", &jumbo)] {
+        let peer = ["name", "eth0", "netns", ns.name()];
+        let add = ["-n", h, "link", "add", host_side, "type", "veth", "peer"];
+        ip(&[&add[..], &peer[..]].concat()).unwrap();
+    }
     for args in [
+        vec!["-n", h, "link", "set", "j0", "mtu", "9000", "up"],
         vec![
             "-n",
             tun.name(),
@@ -360,6 +370,16 @@ fn what_cannot_be_attached_is_refused_in_one_line_and_left_as_it_was() {
         &["--attach", routed.name()],
         "r0 carries addresses (198.18.7.1/24)",
     );
+    refused(
+        &w,
+        &["--attach", down.name()],
+        "d0 (the peer of eth0) is down",
+    );
+    refused(
+        &w,
+        &["--attach", jumbo.name()],
+        "j0's MTU is 9000: frames of up to 9018 bytes need --frame-size 9018",
+    );
     refused(&w, &["--attach", h], "is the namespace latlab runs in");
     refused(
         &w,
@@ -399,6 +419,6 @@ fn what_cannot_be_attached_is_refused_in_one_line_and_left_as_it_was() {
         })
         .count();
     assert_eq!(emu_namespaces, 0);
-    drop((lo_only, tun, macvlan, pair, routed));
+    drop((lo_only, tun, macvlan, pair, routed, down, jumbo));
     assert!(!namespace_exists(&gone));
 }

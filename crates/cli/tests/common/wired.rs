@@ -84,6 +84,11 @@ impl Wired {
             ("host bridge", "bridge", vec!["-n", h, "-d", "-j", "link"]),
             ("container link", "ip", vec!["-n", c, "-d", "-j", "link"]),
             ("container addr", "ip", vec!["-n", c, "-j", "addr"]),
+            (
+                "container route",
+                "ip",
+                vec!["-n", c, "-j", "route", "show", "table", "all"],
+            ),
         ] {
             let out = Command::new(program).args(&args).output().unwrap();
             assert!(out.status.success(), "{program} {args:?}");
