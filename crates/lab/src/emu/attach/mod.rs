@@ -112,10 +112,13 @@ impl Spliced {
             reason,
         };
         let path = target.path();
-        let id = latlab_io::netns::id(&path).map_err(|e| AttachError::Gone {
-            flag: flag.clone(),
-            path: path.display().to_string(),
-            reason: std::io::Error::from(e.kind()).to_string(),
+        let id = latlab_io::netns::id(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => AttachError::Gone {
+                flag: flag.clone(),
+                path: path.display().to_string(),
+                reason: std::io::Error::from(e.kind()).to_string(),
+            },
+            _ => failed(e.to_string()),
         })?;
         let here = latlab_io::netns::id(Path::new("/proc/thread-self/ns/net"))
             .map_err(|e| failed(e.to_string()))?;
@@ -133,9 +136,9 @@ impl Spliced {
                 .map_err(|e| failed(e.to_string()))?
                 .map_err(|e| failed(e.to_string()))?;
             let inside = find::Link::parse_all(&inside).map_err(&failed)?;
-            let here = ip(&["-d", "-j", "link", "show"]).map_err(|e| failed(e.to_string()))?;
-            let here = find::Link::parse_all(&here).map_err(&failed)?;
-            let found = find::choose(&target.describe(), &inside, &here).map_err(&refused)?;
+            let ours = ip(&["-d", "-j", "link", "show"]).map_err(|e| failed(e.to_string()))?;
+            let ours = find::Link::parse_all(&ours).map_err(&failed)?;
+            let found = find::choose(&target.describe(), &inside, &ours).map_err(&refused)?;
             check_host_side(&found, max_frame).map_err(&refused)?;
             // Were it to die with this process (`kill -9`), the host side inside would die
             // too, and the container's end with it.
@@ -193,7 +196,7 @@ impl Spliced {
         Ok(spliced)
     }
 
-    /// Steps 4 of the module's list: H into the emulator's namespace, the new pair in its place.
+    /// Step 4 of the module's list: H into the emulator's namespace, the new pair in its place.
     fn wire(&self) -> Result<(), String> {
         let s = &self.state;
         let (emu, veth, x) = (
