@@ -66,6 +66,35 @@ fn round_trips(w: &Wired, n: usize) -> Vec<Duration> {
     rtts
 }
 
+/// Sends `len` bytes over TCP from the container to the bridge's address; how many arrived.
+fn tcp_through(w: &Wired, len: usize) -> usize {
+    use std::io::{Read, Write};
+    let addr: SocketAddr = format!("{BRIDGE_ADDR}:5201").parse().unwrap();
+    let listener =
+        latlab_io::netns::run_in(w.host.name(), move || std::net::TcpListener::bind(addr))
+            .unwrap()
+            .unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let (mut total, mut buf) = (0, vec![0u8; 1 << 16]);
+        while let Ok(n @ 1..) = conn.read(&mut buf) {
+            total += n;
+        }
+        total
+    });
+    let mut conn = latlab_io::netns::run_in(w.container.name(), move || {
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+    })
+    .unwrap()
+    .unwrap();
+    conn.set_write_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    conn.write_all(&vec![7u8; len]).unwrap();
+    drop(conn);
+    server.join().unwrap()
+}
+
 /// Checks that `rtts` (sorted) are all answered and above twice the one-way `delay`, with a
 /// median within `slack` of it.
 fn delayed_by(rtts: &[Duration], n: usize, delay: Duration, slack: Duration) {
@@ -107,7 +136,7 @@ fn attach_delays_a_bridged_namespace_and_puts_the_wiring_back_on_exit_and_on_sig
     ]);
     let mut child = started({
         let mut emu = emu;
-        emu.args(["--duration", "4s"]);
+        emu.args(["--duration", "6s"]);
         emu
     });
     assert!(w.spliced(), "h0 left the host namespace");
@@ -117,6 +146,12 @@ fn attach_delays_a_bridged_namespace_and_puts_the_wiring_back_on_exit_and_on_sig
         50,
         Duration::from_millis(5),
         Duration::from_millis(15),
+    );
+    // Offloads as they were: TCP's 64 KiB super-frames and unfinished checksums cross whole.
+    assert_eq!(
+        tcp_through(&w, 2 << 20),
+        2 << 20,
+        "the TCP transfer fell short"
     );
     assert_eq!(exit_code(&mut child), Some(0));
     w.back_to(&before, "--duration");
