@@ -17,6 +17,9 @@ pub(crate) struct CleanArgs {
 pub(crate) fn run(a: CleanArgs) -> Result<()> {
     let mut failed = Vec::new();
     let namespaces = clean::remove_stale_namespaces();
+    if let Some(line) = namespaces.restored_line() {
+        outln!("{line}");
+    }
     match namespaces.namespaces_line() {
         Some(line) => outln!("{line}"),
         None => outln!("no namespace left by a run that ended"),
@@ -77,8 +80,20 @@ pub(crate) fn at_start(out: &std::path::Path, may_continue: bool) {
     if !latlab_lab::topology::is_root() || (out.exists() && !may_continue) {
         return;
     }
+    stale_namespaces();
+}
+
+/// Removes the namespaces left by runs that ended (putting back the links they spliced),
+/// saying so on stderr.
+pub(crate) fn stale_namespaces() {
+    if !latlab_lab::topology::is_root() {
+        return;
+    }
     let removed: Removed = clean::remove_stale_namespaces();
-    if let Some(line) = removed.namespaces_line() {
+    for line in [removed.restored_line(), removed.namespaces_line()]
+        .into_iter()
+        .flatten()
+    {
         eprintln!("{line}");
     }
     for failure in &removed.failed {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use latlab_lab::command::Io;
+use latlab_lab::emu::attach::Target;
 use latlab_lab::emu::config::{ImpairmentFlags, LinkSources};
 use latlab_lab::emu::knob::KNOBS;
 use latlab_lab::emu::{EmuMode, EmuOptions, EmuPoll, RxRing};
@@ -98,18 +99,32 @@ impl clap::Args for ImpairmentArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct EmuArgs {
     /// First interface of the bridge.
-    #[arg(long, value_name = "IF")]
-    iface_a: String,
+    #[arg(long, value_name = "IF", required_unless_present_any = ["attach", "attach_pid"])]
+    iface_a: Option<String>,
     /// Second interface of the bridge.
-    #[arg(long, value_name = "IF")]
-    iface_b: String,
+    #[arg(long, value_name = "IF", required_unless_present_any = ["attach", "attach_pid"])]
+    iface_b: Option<String>,
+    /// Splice the link into the running namespace NETNS (as `ip netns` names it) instead of
+    /// bridging two interfaces: its veth's peer here (a container's on a Linux bridge, or an
+    /// unaddressed one) is moved into a namespace of the emulator's and a new veth takes its
+    /// place; side A is the namespace's, so --a-to-b is what it sends and --b-to-a what it
+    /// receives. Everything is put back on exit, on Ctrl-C, SIGTERM and SIGHUP, and by
+    /// `latlab clean` after kill -9.
+    #[arg(long, value_name = "NETNS", conflicts_with_all = ["iface_a", "iface_b", "attach_pid"])]
+    attach: Option<String>,
+    /// As --attach, for the namespace of process PID (a container's:
+    /// `docker inspect -f '{{.State.Pid}}' NAME`).
+    #[arg(long, value_name = "PID", conflicts_with_all = ["iface_a", "iface_b"])]
+    attach_pid: Option<u32>,
     /// The impairment flags, one per knob of [`KNOBS`] (`--delay`, `--loss`, …).
     #[command(flatten)]
     impairments: ImpairmentArgs,
-    /// Impairments of the A→B direction only: "delay=1ms loss=1%".
+    /// Impairments of the A→B direction only: "delay=1ms loss=1%" (with --attach: what the
+    /// namespace sends, from the container).
     #[arg(long, value_name = "SPEC")]
     a_to_b: Option<String>,
-    /// Impairments of the B→A direction only.
+    /// Impairments of the B→A direction only (with --attach: what the namespace receives,
+    /// toward the container).
     #[arg(long, value_name = "SPEC")]
     b_to_a: Option<String>,
     #[arg(long, value_name = "RULE", help = flow_help())]
@@ -181,7 +196,16 @@ impl EmuArgs {
             b_to_a: self.b_to_a,
             flows: self.flow,
         };
-        let mut options = EmuOptions::new(self.iface_a, self.iface_b, &sources)?;
+        let mut options = EmuOptions::new(
+            self.iface_a.unwrap_or_default(),
+            self.iface_b.unwrap_or_default(),
+            &sources,
+        )?;
+        options.attach = match (self.attach, self.attach_pid) {
+            (Some(name), _) => Some(Target::Named(name)),
+            (None, Some(pid)) => Some(Target::Pid(pid)),
+            (None, None) => None,
+        };
         options.poll = self.poll.into();
         options.mode = match self.mode {
             ModeArg::Auto => EmuMode::Auto,
@@ -206,6 +230,10 @@ impl EmuArgs {
 
 pub(crate) fn run(a: EmuArgs) -> Result<()> {
     let options = a.options()?;
+    if options.attach.is_some() {
+        // A splice left by a run that ended is put back before this one looks.
+        crate::clean::stale_namespaces();
+    }
     let report = latlab_lab::emu::run(&options, &STOP, &mut Terminal::new())?;
     outln!("{}", report.text());
     Ok(())

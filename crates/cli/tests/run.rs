@@ -1,5 +1,5 @@
 //! `latlab run -- CMD`: CMD behind the emulated link, in namespaces these tests make. Each test
-//! runs latlab inside a "host" namespace of its own (`ip netns exec HOST latlab run …`), so the
+//! runs latlab inside a "host" namespace of its own (`nsenter --net=… latlab run …`), so the
 //! host side's interface, the NAT table and forwarding are made there, never in the machine's
 //! own namespace, and the host's state (links, addresses, routes, nftables, forwarding) is
 //! compared before and after.
@@ -10,8 +10,19 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{engines, in_ns, namespaces_or_skip};
+use common::{engines, namespaces_or_skip};
 use latlab_lab::topology::{ip, namespace_exists, Namespace};
+
+/// `nsenter --net=/run/netns/NS latlab`: latlab in the network namespace `ns` and the machine's
+/// mount namespace, as on a host (`ip netns exec` would give it mounts of its own, which take
+/// the namespaces it makes with them when it is killed); nsenter execs latlab, so the child's
+/// id is latlab's own.
+fn in_ns(ns: &str) -> Command {
+    let mut c = Command::new("nsenter");
+    c.arg(format!("--net=/run/netns/{ns}"))
+        .arg(assert_cmd::cargo::cargo_bin("latlab"));
+    c
+}
 
 /// A namespace standing for the host, made by this test, removed on drop.
 fn make_ns(role: &str) -> Namespace {

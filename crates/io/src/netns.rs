@@ -1,5 +1,5 @@
-//! Network namespaces: run a closure inside a named namespace (`/run/netns/NAME`), and delete
-//! one.
+//! Network namespaces: run a closure inside a named namespace (`/run/netns/NAME`) or one open
+//! at any path (`/proc/PID/ns/net`), tell namespaces apart ([`NetnsId`]), and delete one.
 //!
 //! Sockets belong to the namespace they were created in, whichever thread uses them later, so
 //! the usual pattern is to create sockets with [`run_in`] and drive them from anywhere.
@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The folder of the named namespaces, as `ip netns` makes them.
 pub const DIR: &str = "/run/netns";
@@ -53,6 +53,59 @@ where
 {
     let file = File::open(path(name))
         .map_err(|e| io::Error::new(e.kind(), format!("network namespace {name:?}: {e}")))?;
+    run_in_file(file, name, f)
+}
+
+/// Runs `f` on a new thread that has entered the network namespace open at `ns` (a
+/// `/run/netns/NAME`, a `/proc/PID/ns/net`), and returns its result. The calling thread
+/// stays in its own namespace; processes started from `f` run in `ns`.
+pub fn run_in_path<T, F>(ns: &Path, f: F) -> io::Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    let file = File::open(ns).map_err(|e| {
+        io::Error::new(e.kind(), format!("network namespace {}: {e}", ns.display()))
+    })?;
+    run_in_file(file, &ns.display().to_string(), f)
+}
+
+/// The identity of a network namespace: the device and inode of its file, which every path
+/// to it (`/run/netns/NAME`, `/proc/PID/ns/net`) shares and no other namespace has while it
+/// lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NetnsId {
+    /// The device of the namespace file system.
+    pub dev: u64,
+    /// The namespace's inode number.
+    pub ino: u64,
+}
+
+/// The identity of the network namespace at `ns`.
+pub fn id(ns: &Path) -> io::Result<NetnsId> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(ns).map_err(|e| {
+        io::Error::new(e.kind(), format!("network namespace {}: {e}", ns.display()))
+    })?;
+    Ok(NetnsId {
+        dev: meta.dev(),
+        ino: meta.ino(),
+    })
+}
+
+/// A path to the network namespace of the calling thread that other processes can open while
+/// the thread lives: `/proc/PID/task/TID/ns/net` (`/proc/thread-self` names the opener's own
+/// thread, so it cannot be handed to a child process).
+pub fn current_thread_path() -> io::Result<PathBuf> {
+    let task = std::fs::read_link("/proc/thread-self")?;
+    Ok(Path::new("/proc").join(task).join("ns/net"))
+}
+
+fn run_in_file<T, F>(file: File, name: &str, f: F) -> io::Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
     let handle = std::thread::Builder::new()
         .name(format!("netns-{name}"))
         .spawn(move || -> io::Result<T> {
@@ -127,6 +180,26 @@ mod tests {
         assert!(!path(&name).exists());
         let e = delete(&name).unwrap_err();
         assert!(e.to_string().contains(&name), "{e}");
+    }
+
+    #[test]
+    fn the_current_thread_path_names_this_namespace_for_other_processes() {
+        let here = current_thread_path().unwrap();
+        assert!(here.starts_with(format!("/proc/{}/task/", std::process::id())));
+        assert_eq!(
+            id(&here).unwrap(),
+            id(Path::new("/proc/self/ns/net")).unwrap()
+        );
+        let other = run_in_path(&here, || id(Path::new("/proc/thread-self/ns/net")))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            other,
+            id(&here).unwrap(),
+            "entering its own namespace stays in it"
+        );
+        let e = id(Path::new("/proc/0/ns/net")).unwrap_err();
+        assert!(e.to_string().contains("/proc/0/ns/net"), "{e}");
     }
 
     #[test]

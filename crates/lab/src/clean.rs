@@ -8,6 +8,12 @@
 //! lock on it can be taken ([`crate::results`]). Nothing whose lock is held is ever removed.
 //! Namespaces made by latlab versions that took no lock (no lock file) are judged by the PID in
 //! their name, as those versions did.
+//!
+//! An emulator namespace of `latlab emu --attach` that has a state file
+//! (`/run/latlab/<name>.attach`) holds a container's veth: its wiring is put back first
+//! ([`crate::emu::attach::state::restore`], in the namespace the splice ran in), and the
+//! namespace is deleted only once the veth is out of it; if that cannot be done, it is left as
+//! it is and said so.
 
 use std::fs;
 use std::io;
@@ -15,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use latlab_io::lock::OwnerLock;
 
+use crate::emu::attach::{self, state::AttachState};
 use crate::topology::{self, TopologyError};
 
 /// What a clean-up removed, and what it could not.
@@ -22,6 +29,9 @@ use crate::topology::{self, TopologyError};
 pub struct Removed {
     /// The namespaces removed.
     pub namespaces: Vec<String>,
+    /// The spliced links put back (`--attach` runs that ended), each as `namespace c1 (veth1
+    /// on br0)`.
+    pub restored: Vec<String>,
     /// The partial results removed (files and folders).
     pub partials: Vec<PathBuf>,
     /// Lock files of namespaces that no longer exist, removed.
@@ -44,6 +54,19 @@ impl Removed {
         }
     }
 
+    /// The line that says which spliced links were put back: `put back 1 link spliced by a
+    /// run that ended: namespace c1 (veth1 on br0)`; `None` when none were.
+    pub fn restored_line(&self) -> Option<String> {
+        match self.restored.len() {
+            0 => None,
+            n => Some(format!(
+                "put back {n} link{} spliced by a run that ended: {}",
+                if n == 1 { "" } else { "s" },
+                self.restored.join(", ")
+            )),
+        }
+    }
+
     /// The line that says which partial results were removed; `None` when none were.
     pub fn partials_line(&self) -> Option<String> {
         match self.partials.len() {
@@ -62,16 +85,28 @@ impl Removed {
 }
 
 /// Removes every `latlab-*` namespace left by a run that ended (its owner lock is free, or,
-/// without a lock file, the process its name gives is gone), with its lock file.
+/// without a lock file, the process its name gives is gone), with its lock file; one that
+/// holds a spliced veth is put back first, and kept when that fails.
 pub fn remove_stale_namespaces() -> Removed {
     let mut removed = Removed::default();
     for name in latlab_namespaces() {
         match owner(&name) {
             Owner::Alive => {}
             Owner::Gone(lock) => {
+                match put_back(&name) {
+                    Ok(Some(line)) => removed.restored.push(line),
+                    Ok(None) => {}
+                    Err(e) => {
+                        removed.failed.push(format!(
+                            "namespace {name} holds a spliced veth and stays: {e}"
+                        ));
+                        continue;
+                    }
+                }
                 let deleted = latlab_io::netns::delete(&name);
                 match deleted {
                     Ok(_) => {
+                        let _ = fs::remove_file(AttachState::path(&name));
                         if let Some(lock) = lock {
                             let _ = lock.remove();
                         }
@@ -88,9 +123,49 @@ pub fn remove_stale_namespaces() -> Removed {
     removed
 }
 
+/// Puts back the spliced link the stale namespace `name` holds, if it has a state file;
+/// returns what was put back. Runs in the namespace the splice ran in, found by its identity;
+/// when it cannot be found, nothing is touched.
+fn put_back(name: &str) -> Result<Option<String>, String> {
+    let Some(state) = AttachState::read(name).map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let Some(host) = attach::state::find_netns(state.host_netns) else {
+        // The namespace it was spliced from is gone, and with it the new pair's end there;
+        // what it still holds cannot be put back, and is not deleted.
+        return match attach::state::still_held(&state)? {
+            false => Ok(None),
+            true => Err(format!(
+                "it holds {}, and the namespace it was spliced from is not to be found",
+                state.veth
+            )),
+        };
+    };
+    let line = format!(
+        "{} ({}{})",
+        state.target,
+        state.veth,
+        state
+            .master
+            .as_ref()
+            .map(|b| format!(" on {b}"))
+            .unwrap_or_default()
+    );
+    latlab_io::netns::run_in_path(&host, move || {
+        attach::state::restore(&state)?;
+        match attach::state::still_held(&state)? {
+            true => Err(format!("{} is still in it", state.veth)),
+            false => Ok(()),
+        }
+    })
+    .map_err(|e| e.to_string())??;
+    Ok(Some(line))
+}
+
 /// Removes the lock files in `/run/latlab` whose namespace is gone and whose lock is free
-/// (left by a run killed between deleting its namespace and removing the lock file), and those
-/// of `latlab run`s' subnets whose run is gone; returns how many.
+/// (left by a run killed between deleting its namespace and removing the lock file), the
+/// targets' locks of `--attach` runs that ended, state files whose namespace is gone, and the
+/// subnet locks of `latlab run`s that ended; returns how many.
 pub fn remove_orphan_lock_files() -> usize {
     let Ok(entries) = fs::read_dir(topology::LOCK_DIR) else {
         return 0;
@@ -98,6 +173,27 @@ pub fn remove_orphan_lock_files() -> usize {
     let mut count = 0;
     for entry in entries.flatten() {
         let file_name = entry.file_name().to_string_lossy().into_owned();
+        if file_name.starts_with("attach-") && file_name.ends_with(".lock") {
+            if let Ok(Some(lock)) = OwnerLock::open(&entry.path()) {
+                if lock.remove().is_ok() {
+                    count += 1;
+                }
+            }
+            continue;
+        }
+        if let Some(name) = file_name.strip_suffix(".attach") {
+            let owned = OwnerLock::open(&topology::lock_path(name)).is_ok_and(|l| l.is_none());
+            // Its namespace was deleted by hand: the veth that took the host side's place may
+            // still be here.
+            if !topology::namespace_exists(name)
+                && !owned
+                && put_back(name).is_ok()
+                && fs::remove_file(entry.path()).is_ok()
+            {
+                count += 1;
+            }
+            continue;
+        }
         let Some(name) = file_name.strip_suffix(".lock") else {
             continue;
         };

@@ -96,10 +96,23 @@ impl Namespace {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// Lets go of the namespace without deleting it: its lock is let go of and its lock file
+    /// stays, so that [`crate::clean`] knows it as left by a run that ended. For a namespace
+    /// whose deletion would destroy what is not the lab's (a container's veth moved into it).
+    pub fn leave(mut self) {
+        // Dropping the lock lets go of it; the file stays.
+        self.lock.take();
+        self.name.clear();
+    }
 }
 
 impl Drop for Namespace {
     fn drop(&mut self) {
+        if self.name.is_empty() {
+            // Left by `leave`.
+            return;
+        }
         // Deleting a namespace destroys the veth ends inside it, and with them their peers.
         let deleted = latlab_io::netns::delete(&self.name).is_ok();
         if let Some(lock) = self.lock.take() {
@@ -489,7 +502,7 @@ pub fn is_root() -> bool {
 
 /// `latlab-<pid>-<token>-<n>`: the pid says which process made it, the token (random per process)
 /// keeps names apart across PID namespaces, `n` counts this process's topologies.
-pub(crate) fn unique_prefix() -> String {
+pub fn unique_prefix() -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     format!(
         "latlab-{}-{}-{}",
@@ -546,6 +559,30 @@ pub fn ip(args: &[&str]) -> Result<String, TopologyError> {
 pub fn set_net_sysfs(ns: &str, dev: &str, file: &str, value: &str) -> Result<(), TopologyError> {
     let write = format!("echo {value} > /sys/class/net/{dev}/{file}");
     ip(&["netns", "exec", ns, "sh", "-c", &write]).map(|_| ())
+}
+
+/// Whether the namespaces this process makes outlive it: its mount of `/run/netns` (where
+/// `ip netns add` mounts each, which keeps it alive) is shared, so that what it mounts there
+/// is mounted in the mount namespaces it was copied from too. Under `ip netns exec`, whose
+/// mounts are a private copy (a slave), a namespace made here dies with this process. No
+/// `/run/netns` mount yet: `ip netns add` makes a shared one.
+pub fn namespaces_outlive_this_process() -> bool {
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return true;
+    };
+    // `ID PARENT MAJ:MIN ROOT MOUNT-POINT OPTIONS [OPTIONAL FIELDS…] - TYPE SOURCE …`
+    let netns = mounts.lines().rev().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        (fields.get(4) == Some(&latlab_io::netns::DIR)).then_some(fields)
+    });
+    match netns {
+        None => true,
+        Some(fields) => fields
+            .iter()
+            .skip(6)
+            .take_while(|f| **f != "-")
+            .any(|f| f.starts_with("shared:")),
+    }
 }
 
 /// Whether a namespace of this name exists now.

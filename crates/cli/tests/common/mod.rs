@@ -3,6 +3,8 @@
 //! `CI=true`).
 #![allow(dead_code)] // each test binary uses its own part of this module
 
+pub(crate) mod wired;
+
 use std::process::Command;
 
 use assert_cmd::cargo::cargo_bin;

@@ -3,6 +3,7 @@
 //! `--json` file is written before it is returned.
 
 pub mod api;
+pub mod attach;
 pub mod config;
 pub mod flow;
 pub mod knob;
@@ -80,10 +81,16 @@ fn waits(poll: PollMode) -> &'static str {
 /// Everything `latlab emu` takes, checked.
 #[derive(Clone, Debug)]
 pub struct EmuOptions {
-    /// First interface of the bridge.
+    /// First interface of the bridge (unused with [`EmuOptions::attach`]).
     pub iface_a: String,
-    /// Second interface of the bridge.
+    /// Second interface of the bridge (unused with [`EmuOptions::attach`]).
     pub iface_b: String,
+    /// Splice the link into this namespace's veth instead ([`attach`]): side A is the
+    /// namespace's (the container's), side B the bridge's.
+    pub attach: Option<attach::Target>,
+    /// The namespace both interfaces are in, where their sockets are opened (`None`: this
+    /// one). The API and the files stay in this one.
+    pub netns: Option<String>,
     /// The A→B links, validated: the default and the per-flow rules (`--flow`).
     pub a_to_b: Flows,
     /// The B→A links, validated.
@@ -112,10 +119,6 @@ pub struct EmuOptions {
     /// Write what left each side to this pcapng file ([`crate::emu::pcap`]; run to completion
     /// only).
     pub pcap: Option<PathBuf>,
-    /// The network namespace whose interfaces the bridge joins (its ports are opened there);
-    /// `None`: this thread's. The API listens, and the files are written, where this process
-    /// runs.
-    pub netns: Option<String>,
 }
 
 impl EmuOptions {
@@ -130,6 +133,8 @@ impl EmuOptions {
         Ok(EmuOptions {
             iface_a,
             iface_b,
+            attach: None,
+            netns: None,
             a_to_b,
             b_to_a,
             frame_size: sources.frame_size,
@@ -143,7 +148,6 @@ impl EmuOptions {
             api: None,
             api_public: false,
             pcap: None,
-            netns: None,
         })
     }
 
@@ -173,7 +177,7 @@ impl EmuOptions {
                 )));
             }
         }
-        if self.iface_a == self.iface_b {
+        if self.attach.is_none() && self.iface_a == self.iface_b {
             return Err(CommandError::Usage(format!(
                 "--iface-a and --iface-b are both {}: the bridge joins two different interfaces",
                 self.iface_a
@@ -225,7 +229,8 @@ impl EmuReport {
     }
 }
 
-/// Opens the sockets `options` name, bridges until `stop` is raised or the duration is over,
+/// Opens the sockets `options` name (splicing into the namespace of `--attach` first, and
+/// putting its wiring back after), bridges until `stop` is raised or the duration is over,
 /// writes the JSON file and returns the counters.
 pub fn run(
     options: &EmuOptions,
@@ -233,6 +238,39 @@ pub fn run(
     view: &mut dyn View,
 ) -> Result<EmuReport, CommandError> {
     options.check()?;
+    let Some(target) = &options.attach else {
+        return run_bridge(options, stop, view);
+    };
+    let spliced = attach::Spliced::splice(target, options.frame_size)
+        .map_err(|e| CommandError::Options(e.to_string()))?;
+    view.started(&spliced.describe());
+    let bridged = EmuOptions {
+        iface_a: spliced.iface_a().to_string(),
+        iface_b: spliced.iface_b().to_string(),
+        attach: None,
+        netns: Some(spliced.netns().to_string()),
+        ..options.clone()
+    };
+    let report = run_bridge(&bridged, stop, view);
+    let restored = spliced.restore();
+    match (report, restored) {
+        (Ok(report), Ok(())) => Ok(report),
+        (report, Err(e)) => {
+            if let Err(run) = report {
+                view.note(&format!("latlab emu: {run}"));
+            }
+            Err(CommandError::Options(e.to_string()))
+        }
+        (Err(e), Ok(())) => Err(e),
+    }
+}
+
+/// The bridge between the two interfaces `options` name.
+fn run_bridge(
+    options: &EmuOptions,
+    stop: &Stop,
+    view: &mut dyn View,
+) -> Result<EmuReport, CommandError> {
     let report = match options.io {
         Io::Xdp => run_xdp(options, stop, view),
         _ => run_packet(options, stop, view),
@@ -249,19 +287,14 @@ fn ports(options: &EmuOptions) -> PortSettings {
     PortSettings::emulator(options.frame_size, options.rx_ring, options.xdp_frames)
 }
 
-/// Opens a port on `ifname` with `open`, inside the namespace `options` names (on a thread
-/// that entered it: a socket belongs to the namespace it was made in), else here.
-fn in_netns<P: Send + 'static>(
+/// Runs `open` in the namespace of [`EmuOptions::netns`] (on a thread of its own), or here.
+fn in_netns<T: Send + 'static>(
     options: &EmuOptions,
-    ifname: &str,
-    open: impl FnOnce(&str) -> std::io::Result<P> + Send + 'static,
-) -> std::io::Result<P> {
+    open: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
     match &options.netns {
-        None => open(ifname),
-        Some(ns) => {
-            let ifname = ifname.to_string();
-            latlab_io::netns::run_in(ns, move || open(&ifname)).and_then(|r| r)
-        }
+        Some(ns) => latlab_io::netns::run_in(ns, open)?,
+        None => open(),
     }
 }
 
@@ -273,8 +306,8 @@ fn run_packet(
 ) -> Result<EmulatorReport, CommandError> {
     let ports = ports(options);
     let open = |flag: &str, ifname: &str| {
-        let ports = ports.clone();
-        in_netns(options, ifname, move |ifname| ports.open_packet(ifname))
+        let (ports, name) = (ports.clone(), ifname.to_string());
+        in_netns(options, move || ports.open_packet(&name))
             .map_err(CommandError::setup(format!("{flag} {ifname}")))
     };
     let mut sock_a = open("--iface-a", &options.iface_a)?;
@@ -342,8 +375,8 @@ fn run_xdp(
 ) -> Result<EmulatorReport, CommandError> {
     let ports = ports(options);
     let open = |flag: &str, ifname: &str| {
-        let ports = ports.clone();
-        in_netns(options, ifname, move |ifname| ports.open_xdp(ifname))
+        let (ports, name) = (ports.clone(), ifname.to_string());
+        in_netns(options, move || ports.open_xdp(&name))
             .map_err(CommandError::setup(format!("{flag} {ifname}")))
     };
     let mut sock_a = open("--iface-a", &options.iface_a)?;
