@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use latlab_lab::command::Io;
+use latlab_lab::command::{CommandError, Io};
 use latlab_lab::emu::attach::Target;
 use latlab_lab::emu::config::{ImpairmentFlags, LinkSources};
 use latlab_lab::emu::knob::KNOBS;
@@ -99,10 +99,10 @@ impl clap::Args for ImpairmentArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct EmuArgs {
     /// First interface of the bridge.
-    #[arg(long, value_name = "IF", required_unless_present_any = ["attach", "attach_pid"])]
+    #[arg(long, value_name = "IF", required_unless_present_any = ["attach", "attach_pid", "preset"])]
     iface_a: Option<String>,
     /// Second interface of the bridge.
-    #[arg(long, value_name = "IF", required_unless_present_any = ["attach", "attach_pid"])]
+    #[arg(long, value_name = "IF", required_unless_present_any = ["attach", "attach_pid", "preset"])]
     iface_b: Option<String>,
     /// Splice the link into the running namespace NETNS (as `ip netns` names it) instead of
     /// bridging two interfaces: its veth's peer here (a container's on a Linux bridge, or an
@@ -127,6 +127,8 @@ pub(crate) struct EmuArgs {
     /// toward the container).
     #[arg(long, value_name = "SPEC")]
     b_to_a: Option<String>,
+    #[arg(long, value_name = "NAME", help = latlab_lab::emu::preset::help())]
+    preset: Option<String>,
     #[arg(long, value_name = "RULE", help = flow_help())]
     flow: Vec<String>,
     /// A TOML file of impairments: keys at the top apply to both directions, [a_to_b] and
@@ -189,6 +191,7 @@ impl EmuArgs {
     /// The checked options these flags make.
     fn options(self) -> Result<EmuOptions> {
         let sources = LinkSources {
+            preset: self.preset,
             config: self.config,
             flags: self.impairments.0,
             frame_size: self.frame_size,
@@ -229,6 +232,20 @@ impl EmuArgs {
 }
 
 pub(crate) fn run(a: EmuArgs) -> Result<()> {
+    if a.preset.as_deref() == Some("list") {
+        out!("{}", latlab_lab::emu::preset::list());
+        return Ok(());
+    }
+    let bridged = (a.iface_a.is_some() && a.iface_b.is_some())
+        || a.attach.is_some()
+        || a.attach_pid.is_some();
+    if !bridged {
+        anyhow::bail!(CommandError::Usage(
+            "--iface-a and --iface-b (or --attach NETNS, --attach-pid PID) are required: \
+             the bridge needs its two sides"
+                .into()
+        ));
+    }
     let options = a.options()?;
     if options.attach.is_some() {
         // A splice left by a run that ended is put back before this one looks.

@@ -25,6 +25,10 @@ pub(crate) struct LinkArgs {
     /// Impairments of what CMD receives only (B→A).
     #[arg(long, visible_alias = "b-to-a", value_name = "SPEC")]
     down: Option<String>,
+    /// A named set of knobs, as `latlab emu --preset` (up is what CMD sends); 'list' prints
+    /// them.
+    #[arg(long, value_name = "NAME")]
+    preset: Option<String>,
     #[arg(long, value_name = "RULE", help = flow_help())]
     flow: Vec<String>,
     /// A TOML file of impairments, as `latlab emu --config` reads it ([a_to_b] is up,
@@ -66,7 +70,7 @@ pub(crate) struct RunArgs {
     #[command(flatten)]
     link: LinkArgs,
     /// The program to run behind the link, and its arguments.
-    #[arg(required = true, last = true, value_name = "CMD")]
+    #[arg(required_unless_present = "preset", last = true, value_name = "CMD")]
     command: Vec<OsString>,
 }
 
@@ -80,6 +84,7 @@ pub(crate) struct ShellArgs {
 impl LinkArgs {
     fn options(self, command: Vec<OsString>) -> Result<RunOptions> {
         let sources = LinkSources {
+            preset: self.preset,
             config: self.config,
             flags: self.impairments.0,
             frame_size: 2048,
@@ -102,12 +107,27 @@ impl LinkArgs {
     }
 }
 
+/// `--preset list`: prints the presets, and the run ends there.
+fn listed(link: &LinkArgs) -> Result<bool> {
+    if link.preset.as_deref() == Some("list") {
+        out!("{}", latlab_lab::emu::preset::list());
+        return Ok(true);
+    }
+    Ok(false)
+}
+
 pub(crate) fn run(a: RunArgs) -> Result<i32> {
+    if listed(&a.link)? {
+        return Ok(0);
+    }
     let options = a.link.options(a.command)?;
     outcome(&options)
 }
 
 pub(crate) fn shell(a: ShellArgs) -> Result<i32> {
+    if listed(&a.link)? {
+        return Ok(0);
+    }
     let shell = std::env::var_os("SHELL")
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "/bin/sh".into());

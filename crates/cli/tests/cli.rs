@@ -459,3 +459,27 @@ fn ctrl_c_stops_the_demo_and_removes_its_namespaces() {
     let run = common::read_json(&out.join("rate-1000pps/summary.json"));
     assert_eq!(run["stopped_early"], true);
 }
+
+#[test]
+fn presets_are_listed_and_an_unknown_one_names_the_known_ones() {
+    let out = Command::new(cargo_bin("latlab"))
+        .args(["emu", "--preset", "list"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let listed = String::from_utf8_lossy(&out.stdout);
+    for p in latlab_lab::emu::preset::PRESETS {
+        assert!(
+            listed.contains(&format!("{}\n  {}\n", p.name, p.about)),
+            "{listed}"
+        );
+    }
+    common::one_line_error(
+        &["emu", "--iface-a", "a", "--iface-b", "b", "--preset", "5g"],
+        "--preset 5g: unknown preset \"5g\": expected one of chrome-3g",
+    );
+    common::one_line_error(
+        &["run", "--up", "preset=dsl", "--", "true"],
+        "--a-to-b: preset: unknown preset \"dsl\"",
+    );
+}

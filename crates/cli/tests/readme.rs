@@ -469,3 +469,24 @@ fn the_summary_rules_catch_what_they_should() {
     assert!(has_form("fixed:100@50ms", "fixed:SIZE@INTERVAL"));
     assert!(is_placeholder("I/N") && !is_placeholder("64k"));
 }
+
+#[test]
+fn the_preset_table_is_latlabs_presets() {
+    use latlab_lab::emu::preset::PRESETS;
+    let section = README
+        .split("### Presets: `--preset NAME`")
+        .nth(1)
+        .and_then(|rest| rest.split("\n### ").next())
+        .expect("a presets section");
+    for p in PRESETS {
+        let row = format!("| `{}` | {} | `{}` | `{}` |", p.name, p.about, p.up, p.down);
+        assert!(section.contains(&row), "README lacks the row {row}");
+        assert!(
+            section.contains(p.source),
+            "README lacks {}'s source",
+            p.name
+        );
+    }
+    let rows = section.lines().filter(|l| l.starts_with("| `")).count();
+    assert_eq!(rows, PRESETS.len(), "a row for each preset, no more");
+}

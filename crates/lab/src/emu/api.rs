@@ -164,7 +164,8 @@ impl State<'_> {
             return Answer::text(413, format!("the body is longer than {MAX_BODY} bytes"));
         }
         let d = direction as usize;
-        let config = match merged(&self.links[d].default, &body) {
+        let up = matches!(direction, LinkDirection::AToB);
+        let config = match merged(&self.links[d].default, up, &body) {
             Ok(config) => config,
             Err(line) => return Answer::text(400, line),
         };
@@ -195,8 +196,9 @@ impl State<'_> {
 }
 
 /// `current` with the keys of `body` (`key=value` pairs, as `--a-to-b` takes them) changed,
-/// checked; or one line naming the key at fault.
-pub fn merged(current: &LinkConfig, body: &str) -> Result<LinkConfig, String> {
+/// checked; or one line naming the key at fault. `up`: the body is for A→B (a `preset=`
+/// key's direction).
+pub fn merged(current: &LinkConfig, up: bool, body: &str) -> Result<LinkConfig, String> {
     if body.split_whitespace().next().is_none() {
         return Err("empty body: expected key=value pairs, such as delay=5ms loss=1%".into());
     }
@@ -209,7 +211,7 @@ pub fn merged(current: &LinkConfig, body: &str) -> Result<LinkConfig, String> {
         }
     }
     let mut config = current.clone();
-    config::apply_spec(&mut config, "body", body)?;
+    config::apply_spec(&mut config, up, "body", body)?;
     config
         .validate()
         .map_err(|e| format!("body: {}", knob::naming_key(e)))?;

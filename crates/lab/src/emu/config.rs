@@ -18,13 +18,33 @@ use super::knob::keys;
 use super::knob::{self, scalar};
 pub use super::knob::{apply, key_of_field, naming_key};
 
-/// Applies a per-direction spec: space-separated `key=value` pairs.
-pub fn apply_spec(config: &mut LinkConfig, flag: &str, spec: &str) -> Result<(), String> {
+/// Applies a per-direction spec: space-separated `key=value` pairs; `up` says which direction
+/// it is for (A→B), which a `preset=` key among them needs.
+pub fn apply_spec(config: &mut LinkConfig, up: bool, flag: &str, spec: &str) -> Result<(), String> {
     for pair in spec.split_whitespace() {
         let (key, value) = pair
             .split_once('=')
             .ok_or_else(|| format!("{flag}: {pair:?} is not key=value"))?;
-        apply(config, key, value).map_err(|err| format!("{flag}: {err}"))?;
+        apply_in(config, up, key, value).map_err(|err| format!("{flag}: {err}"))?;
+    }
+    Ok(())
+}
+
+/// Sets `key` to `value` in the link of one direction (`up`: A→B): a knob of the table, or
+/// `preset`, whose keys for that direction are set in its place ([`super::preset`]).
+pub fn apply_in(config: &mut LinkConfig, up: bool, key: &str, value: &str) -> Result<(), String> {
+    if key == "preset" {
+        apply_preset(config, up, value).map_err(|e| format!("preset: {e}"))
+    } else {
+        apply(config, key, value)
+    }
+}
+
+/// Sets the keys of the preset `name` for one direction (`up`: A→B).
+fn apply_preset(config: &mut LinkConfig, up: bool, name: &str) -> Result<(), String> {
+    for pair in super::preset::keys(name, up)?.split_whitespace() {
+        let (k, v) = pair.split_once('=').expect("a preset's keys are key=value");
+        apply(config, k, v).map_err(|e| format!("{name}: {e}"))?;
     }
     Ok(())
 }
@@ -86,7 +106,7 @@ pub fn load_file(path: &Path) -> Result<FileSettings, String> {
         .chain(&settings.a_to_b)
         .chain(&settings.b_to_a)
     {
-        apply(&mut probe, k, v).map_err(|err| format!("--config {name}: {err}"))?;
+        apply_in(&mut probe, true, k, v).map_err(|err| format!("--config {name}: {err}"))?;
     }
     Ok(settings)
 }
@@ -127,6 +147,8 @@ impl<const N: usize> From<[(&str, &str); N]> for ImpairmentFlags {
 /// the flags (both directions), then one spec per direction.
 #[derive(Clone, Debug, Default)]
 pub struct LinkSources {
+    /// `--preset NAME`: the first layer of both directions.
+    pub preset: Option<String>,
     /// `--config FILE`.
     pub config: Option<std::path::PathBuf>,
     /// The flags.
@@ -148,6 +170,11 @@ pub struct LinkSources {
 pub fn links(sources: &LinkSources) -> Result<(Flows, Flows), String> {
     let mut ab = LinkConfig::default();
     let mut ba = LinkConfig::default();
+    if let Some(name) = &sources.preset {
+        let named = |e: String| format!("--preset {name}: {e}");
+        apply_preset(&mut ab, true, name).map_err(named)?;
+        apply_preset(&mut ba, false, name).map_err(named)?;
+    }
     let mut rules = Vec::new();
     for text in &sources.flows {
         rules.push(flow::parse("--flow", text)?);
@@ -155,14 +182,14 @@ pub fn links(sources: &LinkSources) -> Result<(Flows, Flows), String> {
     if let Some(path) = &sources.config {
         let file = load_file(path)?;
         for (k, v) in &file.both {
-            apply(&mut ab, k, v)?;
-            apply(&mut ba, k, v)?;
+            apply_in(&mut ab, true, k, v)?;
+            apply_in(&mut ba, false, k, v)?;
         }
         for (k, v) in &file.a_to_b {
-            apply(&mut ab, k, v)?;
+            apply_in(&mut ab, true, k, v)?;
         }
         for (k, v) in &file.b_to_a {
-            apply(&mut ba, k, v)?;
+            apply_in(&mut ba, false, k, v)?;
         }
         rules.extend(file.flows);
     }
@@ -193,10 +220,10 @@ pub fn links(sources: &LinkSources) -> Result<(Flows, Flows), String> {
     }
     ba.seed = ba.seed.wrapping_add(0x9e37_79b9);
     if let Some(spec) = &sources.a_to_b {
-        apply_spec(&mut ab, "--a-to-b", spec)?;
+        apply_spec(&mut ab, true, "--a-to-b", spec)?;
     }
     if let Some(spec) = &sources.b_to_a {
-        apply_spec(&mut ba, "--b-to-a", spec)?;
+        apply_spec(&mut ba, false, "--b-to-a", spec)?;
     }
     ab.validate()
         .map_err(|e| format!("A to B: {}", naming_key(e)))?;
@@ -217,6 +244,7 @@ mod tests {
         apply(&mut c, "delay", "5ms").unwrap();
         apply_spec(
             &mut c,
+            true,
             "--a-to-b",
             "jitter=100us jitter-dist=normal loss=gemodel:1%,10%,70%,0.1% rate=100mbit limit=500",
         )
@@ -306,7 +334,7 @@ mod tests {
         assert!(apply(&mut c, "schedule", "/nonexistent/s.txt")
             .unwrap_err()
             .contains("--schedule"));
-        assert!(apply_spec(&mut c, "--b-to-a", "delay")
+        assert!(apply_spec(&mut c, false, "--b-to-a", "delay")
             .unwrap_err()
             .contains("--b-to-a"));
         let dir = tempfile::tempdir().unwrap();
@@ -352,6 +380,43 @@ mod tests {
         assert_eq!(
             ba.rules[1].config.loss,
             latlab_link::LossModel::Bernoulli { p: 0.01 }
+        );
+        // A preset is the first layer: the file, the flags and the specs override it key by
+        // key; `preset=` in a spec sets that direction's keys where it stands.
+        std::fs::write(&path, "loss = \"1%\"\n").unwrap();
+        let (ab, ba) = links(&LinkSources {
+            preset: Some("chrome-fast-4g".into()),
+            config: Some(path.clone()),
+            flags: ImpairmentFlags::from([("jitter", "1ms")]),
+            frame_size: 2048,
+            b_to_a: Some("delay=5ms preset=firefox-lte jitter=2ms".into()),
+            ..LinkSources::default()
+        })
+        .unwrap();
+        let (ab, ba) = (ab.default, ba.default);
+        assert_eq!(ab.rate_bps, Some(1_350_000), "the preset's up rate");
+        assert_eq!(ab.delay_ns, 82_500_000);
+        assert_eq!(ab.jitter_ns, 1_000_000, "a flag over the preset");
+        assert_eq!(ab.loss, latlab_link::LossModel::Bernoulli { p: 0.01 });
+        assert_eq!(
+            ba.rate_bps,
+            Some(4 * 1024 * 1024),
+            "firefox-lte's down rate"
+        );
+        assert_eq!(
+            ba.delay_ns, 10_000_000,
+            "the spec's preset= over its delay="
+        );
+        assert_eq!(ba.jitter_ns, 2_000_000, "a key after preset= over it");
+        let err = links(&LinkSources {
+            preset: Some("5g".into()),
+            frame_size: 2048,
+            ..LinkSources::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.starts_with("--preset 5g: unknown preset \"5g\": expected one of chrome-3g"),
+            "{err}"
         );
         // Without rules, the directions are their default links.
         let plain = links(&LinkSources {

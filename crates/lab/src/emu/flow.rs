@@ -98,11 +98,14 @@ pub fn rules(
     for (i, spec) in specs.iter().enumerate() {
         let step = RULE_SEED_STEP.wrapping_mul(i as u64 + 1);
         for d in (0..2).filter(|&d| spec.directions[d]) {
-            let config = spec.config(LinkConfig {
-                seed: seeds[d].wrapping_add(step),
-                max_frame: frame_size,
-                ..LinkConfig::default()
-            })?;
+            let config = spec.config(
+                LinkConfig {
+                    seed: seeds[d].wrapping_add(step),
+                    max_frame: frame_size,
+                    ..LinkConfig::default()
+                },
+                d == 0,
+            )?;
             out[d].push(FlowRule {
                 matcher: spec.matcher.clone(),
                 config,
@@ -128,12 +131,14 @@ impl FlowSpec {
             matcher,
             settings,
         };
-        spec.config(LinkConfig::default())?;
+        for up in [true, false] {
+            spec.config(LinkConfig::default(), up)?;
+        }
         Ok(spec)
     }
 
-    /// `base` with this rule's settings, validated.
-    fn config(&self, mut base: LinkConfig) -> Result<LinkConfig, String> {
+    /// `base` with this rule's settings for one direction (`up`: A→B), validated.
+    fn config(&self, mut base: LinkConfig, up: bool) -> Result<LinkConfig, String> {
         let named = |e: String| format!("{} {}: {e}", self.source, self.matcher);
         for (key, value) in &self.settings {
             if key == "dir" {
@@ -142,7 +147,7 @@ impl FlowSpec {
                         .into(),
                 ));
             }
-            knob::apply(&mut base, key, value).map_err(named)?;
+            super::config::apply_in(&mut base, up, key, value).map_err(named)?;
         }
         base.validate().map_err(|e| named(knob::naming_key(e)))?;
         Ok(base)

@@ -9,6 +9,7 @@ pub mod flow;
 pub mod knob;
 pub mod metrics;
 pub mod pcap;
+pub mod preset;
 pub mod report;
 
 use std::net::SocketAddr;

@@ -32,10 +32,27 @@ fn a_put_body_changes_only_the_keys_it_names() {
         loss: LossModel::Bernoulli { p: 0.01 },
         ..delay_ms(5)
     };
-    let new = merged(&current, "delay=20ms\n").unwrap();
+    let new = merged(&current, true, "delay=20ms\n").unwrap();
     assert_eq!(new.delay_ns, 20_000_000);
     assert_eq!(new.loss, LossModel::Bernoulli { p: 0.01 }, "loss kept");
     assert_eq!(spec_text(&new), "delay=20ms loss=1%");
+}
+
+#[test]
+fn a_put_body_takes_a_preset_for_its_direction() {
+    let current = LinkConfig {
+        loss: LossModel::Bernoulli { p: 0.01 },
+        ..delay_ms(5)
+    };
+    let up = merged(&current, true, "preset=chrome-fast-4g").unwrap();
+    let down = merged(&current, false, "preset=chrome-fast-4g delay=1ms").unwrap();
+    assert_eq!((up.rate_bps, up.delay_ns), (Some(1_350_000), 82_500_000));
+    assert_eq!((down.rate_bps, down.delay_ns), (Some(8_100_000), 1_000_000));
+    assert_eq!(
+        down.loss,
+        LossModel::Bernoulli { p: 0.01 },
+        "what the preset leaves is kept"
+    );
 }
 
 #[test]
@@ -51,7 +68,7 @@ fn a_bad_body_names_the_key_at_fault() {
         ("dist-table=/etc/passwd", "dist-table"),
         ("   ", "empty body"),
     ] {
-        let error = merged(&current, body).unwrap_err();
+        let error = merged(&current, true, body).unwrap_err();
         assert!(error.contains(key), "{body:?}: {error:?} lacks {key:?}");
         assert_eq!(error.lines().count(), 1, "{error:?}");
     }
@@ -64,13 +81,13 @@ fn the_spec_text_of_a_configuration_gives_it_back() {
                 duplicate=0.5% corrupt=0.1% reorder=25%,gap=5 rate=10mbit overhead=0 limit=50 \
                 limit-bytes=65536";
     let mut config = LinkConfig::default();
-    super::config::apply_spec(&mut config, "test", spec).unwrap();
+    super::config::apply_spec(&mut config, true, "test", spec).unwrap();
     assert_eq!(
         spec_text(&config),
         spec.split_whitespace().collect::<Vec<_>>().join(" ")
     );
     let mut again = LinkConfig::default();
-    super::config::apply_spec(&mut again, "test", &spec_text(&config)).unwrap();
+    super::config::apply_spec(&mut again, true, "test", &spec_text(&config)).unwrap();
     assert_eq!(again, config);
     assert_eq!(spec_text(&LinkConfig::default()), "");
 }
