@@ -67,6 +67,7 @@ pub mod parse;
 mod pipe;
 mod schedule;
 pub mod sim;
+pub mod trace;
 
 pub use config::{JitterDist, LinkConfig, LossModel, Reorder};
 pub use flow::{FlowMatch, FlowRule, Flows};
