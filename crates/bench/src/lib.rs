@@ -4,6 +4,9 @@
 //!
 //! - [`throughput`]: RFC 2544 26.1, the no-drop rate (NDR) and the partial drop rate (PDR,
 //!   ≤ 0.5% lost) by binary search over trials, to a resolution or a trial limit.
+//! - [`mlr`]: MLRsearch (RFC 9971, FD.io CSIT's method): every search goal (NDR, PDR, …) from
+//!   one set of trials, each load judged on a sum of trial durations with an exceed ratio, so
+//!   that a trial lost to a stall does not decide it; relevant bounds, conditional throughput.
 //! - [`sweep`]: RFC 2544 26.3 frame loss rate (100% of the maximum rate down in 10% steps until
 //!   two trials lose nothing) and 26.4 back-to-back (the longest burst without loss, by binary
 //!   search on its length, repeated and averaged).
@@ -48,6 +51,7 @@ mod bisect;
 pub mod cycles;
 pub mod kernel_steps;
 pub mod latency;
+pub mod mlr;
 pub mod sweep;
 pub mod throughput;
 mod trial;
