@@ -36,12 +36,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::trial::{check_counts, out_of_range, ConfigError, SearchError, TrialCounts, TrialPoint};
 
 /// One search goal of RFC 9971.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SearchGoal {
     /// The loss ratio a trial may have and be low-loss, a fraction in `0..1`.
     pub loss_ratio: f64,
@@ -178,7 +178,7 @@ impl MlrConfig {
 }
 
 /// One goal's result.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GoalResult {
     /// The goal.
     pub goal: SearchGoal,

@@ -31,6 +31,26 @@ pub(crate) struct Rfc2544Args {
     /// Trials per search at most (NDR and PDR each).
     #[arg(long, default_value_t = 16, value_name = "N")]
     max_trials: usize,
+    /// The throughput search: binary (RFC 2544's bisection, one trial deciding each step), mlr
+    /// (MLRsearch, RFC 9971: each load judged on --mlr-duration-sum of trials; its relevant
+    /// lower bounds are the NDR and PDR) or both (side by side in the report, with their trial
+    /// time).
+    #[arg(long, default_value = "binary", value_name = "METHOD", value_parser = ["binary", "mlr", "both"])]
+    search: String,
+    /// MLRsearch's duration sum: the trials each load is judged on (FD.io CSIT: 21s; its
+    /// trials are 1s: --trial 1s).
+    #[arg(long, default_value = "21s", value_parser = parse_duration, value_name = "DUR")]
+    mlr_duration_sum: Duration,
+    /// MLRsearch's exceed ratio: the fraction of the duration sum allowed to lose more than the
+    /// goal's loss ratio.
+    #[arg(long, default_value = "0.5", value_parser = parse_ratio, value_name = "F")]
+    mlr_exceed_ratio: f64,
+    /// MLRsearch's width: how close its relevant bounds must come, relative to the upper.
+    #[arg(long, default_value = "0.5%", value_parser = parse_fraction, value_name = "F")]
+    mlr_width: f64,
+    /// MLRsearch's trials at most per frame size.
+    #[arg(long, default_value_t = 400, value_name = "N")]
+    mlr_max_trials: usize,
     /// Leave out the frame loss rate sweep (100% down in 10% steps).
     #[arg(long)]
     no_loss_sweep: bool,
@@ -107,6 +127,19 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
     Ok(value)
 }
 
+/// A ratio in `0..1`: `0.5` or `50%`.
+fn parse_ratio(text: &str) -> Result<f64, String> {
+    let value = match text.strip_suffix('%') {
+        Some(p) => p.parse::<f64>().map(|p| p / 100.0),
+        None => text.parse::<f64>(),
+    }
+    .map_err(|_| format!("{text:?} is not a fraction or a percentage"))?;
+    if !(0.0..1.0).contains(&value) {
+        return Err(format!("{text} is not at least 0 and below 1"));
+    }
+    Ok(value)
+}
+
 impl Rfc2544Args {
     fn options(self) -> Result<Rfc2544Options> {
         let mut options = Rfc2544Options::new(self.dut);
@@ -116,6 +149,16 @@ impl Rfc2544Args {
         options.trial = self.trial;
         options.resolution = self.resolution;
         options.max_trials = self.max_trials;
+        options.search = self
+            .search
+            .parse()
+            .map_err(|e| latlab_lab::command::CommandError::Usage(format!("--search {e}")))?;
+        options.mlr = latlab_study::rfc2544::MlrSettings {
+            duration_sum: self.mlr_duration_sum,
+            exceed_ratio: self.mlr_exceed_ratio,
+            width: self.mlr_width,
+            max_trials: self.mlr_max_trials,
+        };
         options.loss_sweep = !self.no_loss_sweep;
         options.b2b_repeats = self.b2b_repeats;
         options.latency_trials = self.latency_trials;

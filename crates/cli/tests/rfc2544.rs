@@ -313,6 +313,26 @@ fn bad_rfc2544_flags_name_themselves() {
     common::one_line_error(&["rfc2544", "--dut", "kernel", "--trial", "1ms"], "--trial");
     common::one_line_error(&["rfc2544", "--dut", "kernel", "--out", "/"], "--out");
     common::one_line_error(
+        &["rfc2544", "--dut", "kernel", "--search", "bisect"],
+        "--search",
+    );
+    common::one_line_error(
+        &[
+            "rfc2544",
+            "--dut",
+            "kernel",
+            "--search",
+            "mlr",
+            "--mlr-duration-sum",
+            "1s",
+        ],
+        "--mlr-duration-sum",
+    );
+    common::one_line_error(
+        &["rfc2544", "--dut", "kernel", "--mlr-exceed-ratio", "1"],
+        "--mlr-exceed-ratio",
+    );
+    common::one_line_error(
         &["rfc2544", "--dut", "kernel", "--source", "socket"],
         "--source",
     );
@@ -320,6 +340,73 @@ fn bad_rfc2544_flags_name_themselves() {
 
 /// Reads `child`'s stderr up to its first line (the "started" line), then drains the rest on
 /// a thread so the pipe never fills.
+
+#[test]
+fn rfc2544_searches_by_mlrsearch_beside_the_binary_search_and_reports_both() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rfc2544");
+    common::succeeds(
+        Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+            .args(["rfc2544", "--dut", "kernel", "--sizes", "64"])
+            .args(["--trial", "100ms", "--max-trials", "6", "--no-loss-sweep"])
+            .args([
+                "--b2b-repeats",
+                "0",
+                "--latency-trials",
+                "0",
+                "--no-saturation",
+            ])
+            .args(["--search", "both", "--mlr-duration-sum", "300ms"])
+            .args(["--mlr-width", "5%", "--mlr-max-trials", "60"])
+            .arg("--out")
+            .arg(&out),
+    );
+    let results = common::read_json(&out.join("rfc2544.json"));
+    assert_eq!(results["search"], "both");
+    assert_eq!(results["mlr_duration_sum_s"], 0.3);
+    let s = &results["sizes"][0];
+    let mlr = &s["mlr"];
+    let lower = mlr["ndr"]["relevant_lower_bound"].as_u64().unwrap();
+    assert!(
+        lower > 0 && lower as f64 <= s["source_max_pps"].as_f64().unwrap() + 1.0,
+        "{s}"
+    );
+    // Every load was judged on more than half the duration sum (exceed ratio 0.5): at least two
+    // trials of 100 ms.
+    let mlr_trials = s["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["search"] == "mlr")
+        .count();
+    assert_eq!(mlr_trials as u64, mlr["trials"].as_u64().unwrap(), "{s}");
+    assert!(mlr_trials >= 2, "{s}");
+    assert!(s["binary_trial_time_s"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(
+        s["ndr_pps"].as_u64().unwrap() > 0,
+        "the binary search's NDR: {s}"
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("## MLRsearch beside the binary search (RFC 9971)"),
+        "{report}"
+    );
+    // The folder is drawn again from its data alone, byte for byte.
+    std::fs::remove_file(out.join("report.md")).unwrap();
+    common::succeeds(
+        Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+            .arg("report")
+            .arg(&out),
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("report.md")).unwrap(),
+        report
+    );
+}
 
 #[test]
 fn rfc2544_resume_keeps_the_sizes_measured_and_measures_the_rest() {

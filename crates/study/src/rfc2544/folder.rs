@@ -53,6 +53,18 @@ pub struct Rfc2544File {
     /// `--max-trials`.
     #[serde(default)]
     pub max_trials: Option<usize>,
+    /// `--mlr-duration-sum`, seconds (with MLRsearch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlr_duration_sum_s: Option<f64>,
+    /// `--mlr-exceed-ratio` (with MLRsearch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlr_exceed_ratio: Option<f64>,
+    /// `--mlr-max-trials` (with MLRsearch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlr_max_trials: Option<usize>,
+    /// `--mlr-width` (with MLRsearch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlr_width: Option<f64>,
     /// The loss the partial drop rate allows.
     #[serde(default)]
     pub pdr_loss: Option<f64>,
@@ -66,6 +78,9 @@ pub struct Rfc2544File {
     /// as none, as it always has.
     #[serde(default, deserialize_with = "lenient")]
     pub saturation: Option<Saturation>,
+    /// `--search`: `binary`, `mlr` or `both` (absent: binary, the only search before).
+    #[serde(default)]
+    pub search: Option<String>,
     /// Every frame size, every trial.
     pub sizes: Vec<SizeResult>,
     /// `--source`.
@@ -97,6 +112,7 @@ impl Rfc2544File {
         dut_report: Option<DutReport>,
         topology: &str,
     ) -> Rfc2544File {
+        let mlr = options.search.mlr();
         Rfc2544File {
             back_to_back_repeats: Some(options.b2b_repeats),
             dut: Some(options.dut.name().to_string()),
@@ -109,10 +125,15 @@ impl Rfc2544File {
             latlab_version: Some(env!("CARGO_PKG_VERSION").to_string()),
             loss_sweep: Some(options.loss_sweep),
             max_trials: Some(options.max_trials),
+            mlr_duration_sum_s: mlr.then_some(options.mlr.duration_sum.as_secs_f64()),
+            mlr_exceed_ratio: mlr.then_some(options.mlr.exceed_ratio),
+            mlr_max_trials: mlr.then_some(options.mlr.max_trials),
+            mlr_width: mlr.then_some(options.mlr.width),
             pdr_loss: Some(PDR_LOSS),
             receive_work: Some(report.rps.clone()),
             resolution: Some(options.resolution),
             saturation: report.saturation.clone(),
+            search: Some(options.search.name().to_string()),
             sizes: report.sizes.clone(),
             source_io: Some(options.source.name().to_string()),
             topology: Some(topology.to_string()),
@@ -192,7 +213,7 @@ pub(super) fn parameters(
     options: &Rfc2544Options,
 ) -> Vec<(&'static str, &'static str, serde_json::Value)> {
     use serde_json::json;
-    vec![
+    let mut parameters = vec![
         ("dut", "--dut", json!(options.dut.name())),
         ("source_io", "--source", json!(options.source.name())),
         ("trial_s", "--trial", json!(options.trial.as_secs_f64())),
@@ -213,7 +234,26 @@ pub(super) fn parameters(
         ("fwd_poll", "--fwd-poll", json!(options.poll().to_string())),
         ("iface_a", "--iface-a", json!(options.iface_a)),
         ("iface_b", "--iface-b", json!(options.iface_b)),
-    ]
+        ("search", "--search", json!(options.search.name())),
+    ];
+    if options.search.mlr() {
+        let mlr = &options.mlr;
+        parameters.extend([
+            (
+                "mlr_duration_sum_s",
+                "--mlr-duration-sum",
+                json!(mlr.duration_sum.as_secs_f64()),
+            ),
+            (
+                "mlr_exceed_ratio",
+                "--mlr-exceed-ratio",
+                json!(mlr.exceed_ratio),
+            ),
+            ("mlr_width", "--mlr-width", json!(mlr.width)),
+            ("mlr_max_trials", "--mlr-max-trials", json!(mlr.max_trials)),
+        ]);
+    }
+    parameters
 }
 
 /// The sizes the run in `options.out` finished (no error), after checking it was measured
@@ -239,11 +279,16 @@ pub(super) fn check_parameters(
 ) -> Result<(), CommandError> {
     let json = serde_json::to_value(file).map_err(std::io::Error::other)?;
     for (key, flag, value) in parameters(options) {
-        if json[key] != value {
+        // Before MLRsearch, every run searched by bisection.
+        let measured = match &json[key] {
+            serde_json::Value::Null if key == "search" => serde_json::json!("binary"),
+            v => v.clone(),
+        };
+        if measured != value {
             return Err(CommandError::Usage(format!(
                 "--resume: {} was measured with {flag} {} ({key}), not {value}",
                 options.out.display(),
-                json[key]
+                measured
             )));
         }
     }

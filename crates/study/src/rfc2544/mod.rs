@@ -19,6 +19,7 @@ mod dut;
 mod dut_report;
 mod external;
 mod folder;
+mod mlr;
 mod points;
 mod report;
 mod saturation;
@@ -45,6 +46,7 @@ pub use dut_report::{
 };
 pub use folder::{is_folder, redraw, Rfc2544File};
 pub use latlab_engine::forwarder::FwdPoll;
+pub use mlr::{MlrSettings, MlrSizeResult, SearchMethod};
 pub use points::Rfc2544Study;
 pub use saturation::Saturation;
 
@@ -72,6 +74,10 @@ pub struct Rfc2544Options {
     pub resolution: f64,
     /// Trials per search at most.
     pub max_trials: usize,
+    /// The binary search, MLRsearch, or both.
+    pub search: SearchMethod,
+    /// MLRsearch's goals besides their loss ratios and trial length.
+    pub mlr: MlrSettings,
     /// Run the frame loss rate sweep after the throughput search.
     pub loss_sweep: bool,
     /// Back-to-back searches per size, averaged (0: none; RFC 2544 asks for 50).
@@ -119,6 +125,8 @@ impl Rfc2544Options {
             trial: Duration::from_secs(2),
             resolution: 0.01,
             max_trials: 16,
+            search: SearchMethod::Binary,
+            mlr: MlrSettings::CSIT,
             loss_sweep: true,
             b2b_repeats: 1,
             latency_trials: 1,
@@ -176,6 +184,9 @@ impl Rfc2544Options {
         }
         if self.max_trials == 0 {
             return usage("--max-trials 0: at least 1".into());
+        }
+        if self.search.mlr() {
+            self.mlr.check(self.trial)?;
         }
         let external = self.dut == Dut::EXTERNAL;
         match (&self.iface_a, &self.iface_b) {
@@ -265,6 +276,30 @@ pub struct SizeResult {
     pub trials: Vec<TrialRecord>,
     /// Why this size ended early, if it did.
     pub error: Option<String>,
+    /// MLRsearch's result (`--search mlr` or `both`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlr: Option<MlrSizeResult>,
+    /// The seconds of trials the binary searches ran (absent in files of runs before MLRsearch
+    /// and with `--search mlr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary_trial_time_s: Option<f64>,
+}
+
+impl SizeResult {
+    /// The binary search's NDR, when it ran.
+    pub fn binary_ndr_pps(&self) -> Option<u64> {
+        self.binary_ran().then_some(self.ndr_pps).flatten()
+    }
+
+    /// The binary search's PDR, when it ran.
+    pub fn binary_pdr_pps(&self) -> Option<u64> {
+        self.binary_ran().then_some(self.pdr_pps).flatten()
+    }
+
+    /// Whether the binary searches ran (in files older than MLRsearch, always).
+    fn binary_ran(&self) -> bool {
+        self.binary_trial_time_s.is_some() || self.mlr.is_none()
+    }
 }
 
 /// RFC 8219's latency figures at one load.

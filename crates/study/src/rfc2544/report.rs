@@ -177,6 +177,7 @@ pub(super) fn markdown(report: &Rfc2544Report, how: &str, figures: &[String]) ->
             md.push('\n');
         }
     }
+    md.push_str(&super::mlr::markdown(&report.sizes, &|v| mpps(v)));
     md.push('\n');
     for f in figures {
         let _ = writeln!(md, "![{f}]({f})\n");

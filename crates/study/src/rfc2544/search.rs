@@ -134,6 +134,42 @@ fn measure_size(
         return Ok(());
     }
     r.dut_kept_up = first.counts.received >= first.counts.sent;
+    if options.search.binary() {
+        binary_search(options, max, one, stop, &mut record, r)?;
+    }
+    if options.search.mlr() && r.error.is_none() {
+        super::mlr::search(options, max, one, stop, &mut record, r)?;
+    }
+    if let (Some(ndr), true, None) = (r.ndr_pps, options.latency_trials > 0, &r.error) {
+        measure_latency(r, ndr, options.latency_trials, one, stop, &mut record)?;
+    }
+    if options.loss_sweep && r.error.is_none() {
+        sweep_loss(r, max, one, stop, &mut record)?;
+    }
+    if options.b2b_repeats > 0 && r.error.is_none() {
+        // The longest burst tried: a trial's worth of frames at the source's maximum.
+        let longest = ((max as f64 * options.trial.as_secs_f64()) as u64).max(1);
+        let config = BurstConfig {
+            min_frames: 1,
+            max_frames: longest,
+            resolution_frames: ((longest as f64 * options.resolution) as u64).max(1),
+            repeats: options.b2b_repeats,
+        };
+        back_to_back(r, config, one, stop, &mut record)?;
+    }
+    Ok(())
+}
+
+/// RFC 2544's NDR and PDR binary searches between a thousandth of `max` and `max`, into `r`.
+fn binary_search(
+    options: &Rfc2544Options,
+    max: u64,
+    one: &mut OneTrial<'_>,
+    stop: &Stop,
+    record: &mut Recorder<'_>,
+    r: &mut SizeResult,
+) -> std::io::Result<()> {
+    let before = r.trials.len();
     let config = ThroughputConfig {
         min_rate_pps: (max / 1000).max(1),
         max_rate_pps: max,
@@ -157,7 +193,7 @@ fn measure_size(
         }
     }
     // The search's own record says which trial belonged to which search.
-    for (rec, point) in r.trials.iter_mut().skip(1).zip(search.points()) {
+    for (rec, point) in r.trials.iter_mut().skip(before).zip(search.points()) {
         rec.search = point.search.to_string();
     }
     if let Some(out) = search.outcome() {
@@ -171,23 +207,7 @@ fn measure_size(
         r.pdr_pps = out.pdr.rate_pps;
         r.converged = out.ndr.converged && out.pdr.converged;
     }
-    if let (Some(ndr), true, None) = (r.ndr_pps, options.latency_trials > 0, &r.error) {
-        measure_latency(r, ndr, options.latency_trials, one, stop, &mut record)?;
-    }
-    if options.loss_sweep && r.error.is_none() {
-        sweep_loss(r, max, one, stop, &mut record)?;
-    }
-    if options.b2b_repeats > 0 && r.error.is_none() {
-        // The longest burst tried: a trial's worth of frames at the source's maximum.
-        let longest = ((max as f64 * options.trial.as_secs_f64()) as u64).max(1);
-        let config = BurstConfig {
-            min_frames: 1,
-            max_frames: longest,
-            resolution_frames: ((longest as f64 * options.resolution) as u64).max(1),
-            repeats: options.b2b_repeats,
-        };
-        back_to_back(r, config, one, stop, &mut record)?;
-    }
+    r.binary_trial_time_s = Some((r.trials.len() - before) as f64 * options.trial.as_secs_f64());
     Ok(())
 }
 
@@ -206,8 +226,17 @@ impl Budget {
     /// back-to-back search's halvings down to the resolution.
     fn of(options: &Rfc2544Options, sizes: usize) -> Budget {
         let halvings = (1.0 / options.resolution).log2().ceil() as u64 + 2;
+        let searches = if options.search.binary() {
+            2 * options.max_trials as u64
+        } else {
+            0
+        } + if options.search.mlr() {
+            options.mlr.max_trials as u64
+        } else {
+            0
+        };
         let per_size = 1
-            + 2 * options.max_trials as u64
+            + searches
             + 4 * u64::from(options.latency_trials)
             + if options.loss_sweep { 10 } else { 0 }
             + u64::from(options.b2b_repeats) * halvings;
@@ -233,10 +262,11 @@ impl Budget {
 }
 
 /// Records one trial of a search (named) with its load into a size's result.
-type Recorder<'a> = dyn FnMut(&mut SizeResult, &'static str, trial::Load, trial::TrialRun) + 'a;
+pub(super) type Recorder<'a> =
+    dyn FnMut(&mut SizeResult, &'static str, trial::Load, trial::TrialRun) + 'a;
 
 /// Runs one trial with a load, recording each frame's latency if given a histogram.
-type OneTrial<'a> =
+pub(super) type OneTrial<'a> =
     dyn FnMut(trial::Load, Option<&mut LatencyHistogram>) -> std::io::Result<trial::TrialRun> + 'a;
 
 /// RFC 8219 latency at 10, 50, 90 and 100% of the NDR, `trials` trials each, every frame
