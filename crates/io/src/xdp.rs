@@ -56,7 +56,10 @@ use std::time::Duration;
 
 use crate::iface::at;
 use crate::sockopt;
-pub use bpf::{AttachMode, Redirect, SourceDrops, SourceLimit, XdpProgram, SOURCES, SOURCE_BURST};
+pub use bpf::{
+    AttachMode, ForwardCounter, ForwardCounts, Redirect, SourceDrops, SourceLimit, XdpForward,
+    XdpProgram, SOURCES, SOURCE_BURST,
+};
 use ring::Ring;
 
 /// The UMEM mapping, unmapped on drop (after the socket that registered it has closed).

@@ -11,8 +11,10 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::iface::{at, interface_index};
 
+mod forward;
 mod meter;
 
+pub use forward::{ForwardCounter, ForwardCounts, XdpForward};
 use meter::{MeterFds, SourceMeter};
 pub use meter::{SourceDrops, SourceLimit, SOURCES, SOURCE_BURST};
 
