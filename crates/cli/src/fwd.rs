@@ -20,8 +20,10 @@ pub(crate) struct FwdArgs {
     #[arg(long, value_name = "IF")]
     iface_b: String,
     /// packet: AF_PACKET rings beside the kernel stack; xdp: AF_XDP, every frame of both
-    /// interfaces taken before the kernel stack by an XDP program (root).
-    #[arg(long, default_value = "packet", value_name = "IO", value_parser = values::frame_io())]
+    /// interfaces taken before the kernel stack by an XDP program (root); xdp-redirect: an
+    /// XDP program on each interface redirects every frame to the other, frames never leaving
+    /// the kernel (root; no loop here: --batch, --poll and --cpu do not apply).
+    #[arg(long, default_value = "packet", value_name = "IO", value_parser = values::fwd_io())]
     io: Io,
     /// Frames per receive call at most, 1 to 4096.
     #[arg(long, default_value_t = 32, value_parser = parse_batch, value_name = "N")]
@@ -69,6 +71,11 @@ impl FwdArgs {
 
 pub(crate) fn run(a: FwdArgs) -> Result<()> {
     let options = a.options()?;
+    if options.io == Io::XdpRedirect {
+        let report = latlab_lab::fwd::redirect::run(&options, &STOP, &mut Terminal::new())?;
+        outln!("{}", report.text());
+        return Ok(());
+    }
     let report = latlab_lab::fwd::run(&options, &STOP, &mut Terminal::new())?;
     outln!("{}", report.text());
     Ok(())

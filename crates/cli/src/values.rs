@@ -81,6 +81,11 @@ pub(crate) fn frame_io() -> impl TypedValueParser<Value = Io> {
     io_among(&[(Io::Packet, ""), (Io::Xdp, "")])
 }
 
+/// `--io` of fwd: packet, xdp or xdp-redirect.
+pub(crate) fn fwd_io() -> impl TypedValueParser<Value = Io> {
+    io_among(&[(Io::Packet, ""), (Io::Xdp, ""), (Io::XdpRedirect, "")])
+}
+
 /// `--io` of serve and the game-server study: the I/O paths the game server runs on.
 pub(crate) fn server_io() -> impl TypedValueParser<Value = Io> {
     listed(parse_server_io, SERVER_IOS.map(Io::name))

@@ -257,3 +257,71 @@ fn sigterm_to_rfc2544_keeps_the_trials_measured_removes_its_namespaces_and_exits
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn fwd_by_xdp_redirect_carries_udp_both_ways_and_counts_it_in_the_kernel() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    // What a redirect into a veth needs: NAPI on the target's peer (GRO on); the lab's
+    // offloads off finish the senders' checksums.
+    for ns in [lab.client.name(), lab.server.name()] {
+        run_in(ns, || latlab_io::ethtool::set_gro("veth0", true))
+            .unwrap()
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("fwd.json");
+    let fwd = common::in_ns(lab.emu.name())
+        .args(["fwd", "--iface-a", "emu-a", "--iface-b", "emu-b"])
+        .args(["--io", "xdp-redirect", "--duration", "3s"])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let client_addr = SocketAddr::from((lab.client_addr, 7101));
+    let server_addr = SocketAddr::from((lab.server_addr, 7102));
+    let bind =
+        |ns: &str, addr: SocketAddr| run_in(ns, move || UdpSocket::bind(addr)).unwrap().unwrap();
+    let client = bind(lab.client.name(), client_addr);
+    let server = bind(lab.server.name(), server_addr);
+    for s in [&client, &server] {
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+    }
+    let mut buf = [0u8; 2048];
+    for i in 0..100u32 {
+        client.send_to(&i.to_be_bytes(), server_addr).unwrap();
+        let (n, from) = server.recv_from(&mut buf).expect("client → server");
+        assert_eq!((&buf[..n], from), (&i.to_be_bytes()[..], client_addr));
+        server.send_to(&buf[..n], client_addr).unwrap();
+        let (n, _) = client.recv_from(&mut buf).expect("server → client");
+        assert_eq!(&buf[..n], &i.to_be_bytes()[..]);
+    }
+    let out = fwd.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("forwarded"), "{stdout}");
+    let report = common::read_json(&json);
+    assert_eq!(report["io"], "xdp-redirect");
+    for dir in ["a_to_b", "b_to_a"] {
+        let forwarded = report[dir]["forwarded"].as_u64().unwrap();
+        assert!((100..120).contains(&forwarded), "{dir}: {report}");
+        assert_eq!(report[dir]["dropped"]["no_target"], 0, "{report}");
+    }
+    // The programs went with latlab.
+    let shown = Command::new("ip")
+        .args(["-n", lab.emu.name(), "-d", "link", "show", "emu-a"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&shown.stdout).contains("prog/xdp"));
+}

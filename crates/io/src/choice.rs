@@ -20,11 +20,20 @@ pub enum Io {
     /// AF_XDP: frames taken before the kernel stack by an XDP program; a datagram endpoint
     /// handles IPv4 and UDP in user space, a bridge takes every frame.
     Xdp,
+    /// An XDP program redirecting every frame to the other interface: frames never leave the
+    /// kernel (the forwarder only).
+    XdpRedirect,
 }
 
 impl Io {
     /// Every I/O path, in the order the command line lists them.
-    pub const ALL: [Io; 4] = [Io::Socket, Io::Batched, Io::Packet, Io::Xdp];
+    pub const ALL: [Io; 5] = [
+        Io::Socket,
+        Io::Batched,
+        Io::Packet,
+        Io::Xdp,
+        Io::XdpRedirect,
+    ];
 
     /// The name used on the command line and in results.
     pub fn name(self) -> &'static str {
@@ -33,6 +42,7 @@ impl Io {
             Io::Batched => "batched",
             Io::Packet => "packet",
             Io::Xdp => "xdp",
+            Io::XdpRedirect => "xdp-redirect",
         }
     }
 

@@ -17,6 +17,7 @@ pub use latlab_engine::forwarder::FwdPoll;
 use crate::command::{watched, write_json, CommandError, Io, View};
 
 mod json;
+pub mod redirect;
 pub use json::{FwdDirectionJson, FwdDropsJson, FwdJson};
 
 /// Largest `--batch`.
@@ -62,9 +63,9 @@ impl FwdOptions {
     /// Checks that the flags go together and that the `--json` file can be written, before
     /// anything runs.
     pub fn check(&self) -> Result<(), CommandError> {
-        if !matches!(self.io, Io::Packet | Io::Xdp) {
+        if !matches!(self.io, Io::Packet | Io::Xdp | Io::XdpRedirect) {
             return Err(CommandError::Usage(format!(
-                "--io {}: the forwarder moves frames over --io packet or xdp",
+                "--io {}: the forwarder moves frames over --io packet, xdp or xdp-redirect",
                 self.io
             )));
         }
@@ -154,6 +155,11 @@ pub fn run(
     view: &mut dyn View,
 ) -> Result<FwdReport, CommandError> {
     options.check()?;
+    if options.io == Io::XdpRedirect {
+        return Err(CommandError::Options(
+            "--io xdp-redirect runs no loop here: it is fwd::redirect::run".into(),
+        ));
+    }
     let cpu = options.cpu.or_else(|| {
         latlab_io::cpu::allowed_cpus()
             .ok()
