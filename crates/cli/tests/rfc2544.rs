@@ -409,6 +409,40 @@ fn rfc2544_searches_by_mlrsearch_beside_the_binary_search_and_reports_both() {
 }
 
 #[test]
+fn rfc2544_through_the_xdp_forwarder_counts_in_the_kernel_and_profiles_it() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rfc2544");
+    common::succeeds(
+        Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+            .args(["rfc2544", "--dut", "fwd-xdp-redirect", "--sizes", "64"])
+            .args(["--trial", "150ms", "--max-trials", "5", "--no-loss-sweep"])
+            .args(["--b2b-repeats", "0", "--latency-trials", "0"])
+            .arg("--out")
+            .arg(&out),
+    );
+    let results = common::read_json(&out.join("rfc2544.json"));
+    assert_eq!(results["dut"], "fwd-xdp-redirect");
+    let s = &results["sizes"][0];
+    assert!(s["ndr_pps"].as_u64().unwrap() > 0, "{s}");
+    // The programs counted what crossed, in the kernel: at least the saturation trial's
+    // frames that arrived.
+    let counted = &results["dut_report"]["xdp_redirect"]["a_to_b"];
+    let received = results["saturation"]["received"].as_u64().unwrap();
+    assert!(
+        counted["forwarded"].as_u64().unwrap() >= received,
+        "{counted} vs {received}"
+    );
+    assert_eq!(counted["no_target"], 0);
+    // Table II from the DUT's CPU's profile.
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("Table II"), "{report}");
+}
+
+#[test]
 fn rfc2544_resume_keeps_the_sizes_measured_and_measures_the_rest() {
     let _turn = common::engines();
     if !common::namespaces_or_skip() {

@@ -27,6 +27,9 @@ pub enum MiddleKind {
     Bridge,
     /// `latlab fwd`, the L2 forwarder.
     Fwd,
+    /// `latlab fwd --io xdp-redirect`: an XDP program on each veth redirecting every frame to
+    /// the other, frames never leaving the kernel.
+    FwdXdpRedirect,
     /// `latlab emu`, the link emulator (with no impairment when a DUT).
     Emu,
     /// DPDK's testpmd (`io` forwarding).
@@ -51,6 +54,7 @@ impl MiddleKind {
             MiddleKind::Kernel => "kernel",
             MiddleKind::Bridge => "bridge",
             MiddleKind::Fwd => "fwd",
+            MiddleKind::FwdXdpRedirect => "fwd-xdp-redirect",
             MiddleKind::Emu => "emu",
             MiddleKind::Testpmd => "testpmd",
             MiddleKind::External => "external",
@@ -104,6 +108,8 @@ impl Middle {
     pub const FWD: Middle = Middle::of(MiddleKind::Fwd, FrameIo::Packet);
     /// `latlab fwd` over AF_XDP.
     pub const FWD_XDP: Middle = Middle::of(MiddleKind::Fwd, FrameIo::Xdp);
+    /// `latlab fwd --io xdp-redirect`: forwarding by XDP redirect, in the kernel.
+    pub const FWD_XDP_REDIRECT: Middle = Middle::of(MiddleKind::FwdXdpRedirect, FrameIo::Packet);
     /// `latlab emu` over AF_PACKET.
     pub const EMU: Middle = Middle::of(MiddleKind::Emu, FrameIo::Packet);
     /// `latlab emu` over AF_XDP.
@@ -116,11 +122,12 @@ impl Middle {
     pub const EXTERNAL: Middle = Middle::of(MiddleKind::External, FrameIo::Packet);
 
     /// Every middle the lab builds (not [`Middle::EXTERNAL`], which the user starts).
-    pub const ALL: [Middle; 8] = [
+    pub const ALL: [Middle; 9] = [
         Middle::KERNEL,
         Middle::BRIDGE,
         Middle::FWD,
         Middle::FWD_XDP,
+        Middle::FWD_XDP_REDIRECT,
         Middle::EMU,
         Middle::EMU_XDP,
         Middle::TESTPMD,
@@ -150,6 +157,9 @@ impl Middle {
             (MiddleKind::Bridge, _) => "A Linux bridge",
             (MiddleKind::Fwd, FrameIo::Packet) => "latlab fwd over AF_PACKET",
             (MiddleKind::Fwd, FrameIo::Xdp) => "latlab fwd over AF_XDP",
+            (MiddleKind::FwdXdpRedirect, _) => {
+                "latlab fwd --io xdp-redirect: XDP programs redirecting in the kernel"
+            }
             (MiddleKind::Emu, FrameIo::Packet) => "latlab emu, no impairment, over AF_PACKET",
             (MiddleKind::Emu, FrameIo::Xdp) => "latlab emu, no impairment, over AF_XDP",
             (MiddleKind::Testpmd, FrameIo::Packet) => "DPDK's testpmd over its AF_PACKET driver",
@@ -229,8 +239,8 @@ mod tests {
         assert!(!Middle::BRIDGE.is_xdp() && Middle::TESTPMD_XDP.is_xdp());
         assert_eq!(
             "fwd-dpdk".parse::<Middle>().unwrap_err(),
-            "unknown DUT \"fwd-dpdk\": expected one of kernel, bridge, fwd, fwd-xdp, emu, \
-             emu-xdp, testpmd, testpmd-xdp, external"
+            "unknown DUT \"fwd-dpdk\": expected one of kernel, bridge, fwd, fwd-xdp, \
+             fwd-xdp-redirect, emu, emu-xdp, testpmd, testpmd-xdp, external"
         );
     }
 }

@@ -98,6 +98,8 @@ pub enum MiddleReport {
     Emu(Box<EmulatorReport>),
     /// testpmd's totals.
     Testpmd(TestpmdCounts),
+    /// The XDP forwarder's counts: A→B's program, B→A's.
+    FwdXdpRedirect([latlab_io::xdp::ForwardCounts; 2]),
 }
 
 /// A running middle; stopped (its thread joined, its process ended) on
@@ -109,6 +111,8 @@ pub struct RunningMiddle {
     testpmd: Option<Testpmd>,
     /// `latlab fwd`'s live counters (`None` for the other kinds).
     fwd_live: Option<Arc<ForwarderLive>>,
+    /// The XDP forwarder's programs, A→B and B→A (`None` for the other kinds).
+    xdp_forward: Option<[latlab_io::xdp::XdpForward; 2]>,
     route: Option<(Ipv4Addr, Ipv4Addr)>,
     placed: String,
 }
@@ -136,6 +140,7 @@ impl RunningMiddle {
             thread: None,
             testpmd: None,
             fwd_live: None,
+            xdp_forward: None,
             route: None,
             placed: String::new(),
         }
@@ -174,6 +179,12 @@ impl RunningMiddle {
         if let Some(testpmd) = self.testpmd.take() {
             let counts = testpmd.stop().map_err(io::Error::other)?;
             return Ok(Some(MiddleReport::Testpmd(counts)));
+        }
+        if let Some([to_b, to_a]) = self.xdp_forward.take() {
+            return Ok(Some(MiddleReport::FwdXdpRedirect([
+                to_b.counts()?,
+                to_a.counts()?,
+            ])));
         }
         match self.thread.take() {
             None => Ok(None),
@@ -219,6 +230,7 @@ pub fn start(
     };
     match middle.kind {
         MiddleKind::Kernel => running.route = Some(lab.route_through_middle()?),
+        MiddleKind::FwdXdpRedirect => running.xdp_forward = Some(xdp_forward(lab)?),
         MiddleKind::Bridge => bridge(lab)?,
         MiddleKind::External => {
             return Err(TopologyError::Command {
@@ -277,11 +289,38 @@ pub fn start(
             running.thread = Some(thread);
         }
     }
-    if let (true, Some(cpu), true) = (placement.steer, placement.cpu, middle.is_xdp()) {
+    let xdp_on_veths = middle.is_xdp() || middle.kind == MiddleKind::FwdXdpRedirect;
+    if let (true, Some(cpu), true) = (placement.steer, placement.cpu, xdp_on_veths) {
         placed += &format!("; {}", napi_on(lab, cpu)?);
     }
     running.placed = placed;
     Ok(running)
+}
+
+/// The XDP forwarder between the middle's two veths, A→B and B→A, with what a redirect into a
+/// veth needs to arrive: NAPI on the target's peer, here GRO on the client's and the server's
+/// veth (the lab's offloads off already finish the senders' checksums).
+fn xdp_forward(lab: &ClientEmuServer) -> Result<[latlab_io::xdp::XdpForward; 2], TopologyError> {
+    for ns in [lab.client.name(), lab.server.name()] {
+        latlab_io::netns::run_in(ns, || latlab_io::ethtool::set_gro("veth0", true))
+            .and_then(|r| r)
+            .map_err(|e| TopologyError::Command {
+                command: format!("GRO on for veth0 in {ns}"),
+                stderr: e.to_string(),
+            })?;
+    }
+    let (a, b) = (ClientEmuServer::EMU_A, ClientEmuServer::EMU_B);
+    latlab_io::netns::run_in(lab.emu.name(), move || -> io::Result<_> {
+        Ok([
+            latlab_io::xdp::XdpForward::attach(a, b)?,
+            latlab_io::xdp::XdpForward::attach(b, a)?,
+        ])
+    })
+    .and_then(|r| r)
+    .map_err(|e| TopologyError::Command {
+        command: "the XDP forwarder".into(),
+        stderr: e.to_string(),
+    })
 }
 
 /// The engine a middle's thread runs.

@@ -27,6 +27,8 @@ pub enum DutReport {
     Testpmd(TestpmdReport),
     /// `latlab fwd`'s (`fwd`, `fwd-xdp`).
     Fwd(Box<FwdDutReport>),
+    /// The XDP forwarder's counts (`fwd-xdp-redirect`).
+    XdpRedirect(XdpRedirectReport),
     /// `latlab emu`'s, as `latlab emu --json` writes it (`emu`, `emu-xdp`).
     Emu(Box<EmuJson>),
     /// A report in a shape none of the others reads, kept as it was.
@@ -44,6 +46,9 @@ impl DutReport {
         }
         if let Ok(testpmd) = TestpmdReport::deserialize(&value) {
             return DutReport::Testpmd(testpmd);
+        }
+        if let Ok(xdp) = XdpRedirectReport::deserialize(&value) {
+            return DutReport::XdpRedirect(xdp);
         }
         if let Ok(fwd) = FwdDutReport::deserialize(&value) {
             return DutReport::Fwd(Box::new(fwd));
@@ -76,6 +81,18 @@ impl From<MiddleReport> for DutReport {
             })),
             MiddleReport::Emu(r) => DutReport::Emu(Box::new(EmuJson::new(&r))),
             MiddleReport::Testpmd(testpmd) => DutReport::Testpmd(TestpmdReport { testpmd }),
+            MiddleReport::FwdXdpRedirect([ab, ba]) => {
+                let direction = |c: latlab_io::xdp::ForwardCounts| XdpRedirectCounts {
+                    forwarded: c.forwarded,
+                    no_target: c.no_target,
+                };
+                DutReport::XdpRedirect(XdpRedirectReport {
+                    xdp_redirect: XdpRedirectDirections {
+                        a_to_b: direction(ab),
+                        b_to_a: direction(ba),
+                    },
+                })
+            }
         }
     }
 }
@@ -84,6 +101,35 @@ impl<'de> Deserialize<'de> for DutReport {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         serde_json::Value::deserialize(deserializer).map(DutReport::from_value)
     }
+}
+
+/// The XDP forwarder's report: `{"xdp_redirect": {"a_to_b": {…}, "b_to_a": {…}}}`, what its
+/// two programs counted in the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct XdpRedirectReport {
+    /// Both directions' counts.
+    pub xdp_redirect: XdpRedirectDirections,
+}
+
+/// Each direction's program's counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct XdpRedirectDirections {
+    /// The program on the client's side (frames towards the server).
+    pub a_to_b: XdpRedirectCounts,
+    /// The program on the server's side.
+    pub b_to_a: XdpRedirectCounts,
+}
+
+/// What one program counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct XdpRedirectCounts {
+    /// Frames redirected to the other veth.
+    pub forwarded: u64,
+    /// Frames dropped with no target in the device map.
+    pub no_target: u64,
 }
 
 /// testpmd's report: `{"testpmd": {…}}`.

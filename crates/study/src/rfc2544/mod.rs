@@ -43,6 +43,7 @@ use latlab_lab::middle::RunningMiddle;
 pub use dut::Dut;
 pub use dut_report::{
     CycleFigures, DutReport, FwdDutReport, StepCycles, TestpmdCounts, TestpmdReport,
+    XdpRedirectCounts, XdpRedirectDirections, XdpRedirectReport,
 };
 pub use folder::{is_folder, redraw, Rfc2544File};
 pub use latlab_engine::forwarder::FwdPoll;
