@@ -139,6 +139,7 @@ pub fn run(
         work_cycles: options.work_cycles,
         batch: 32,
         poll: options.poll,
+        switch: None,
         game: latlab_game::ServerConfig {
             max_clients: options.max_clients,
             rate_limit_pps: options.rate_limit,
