@@ -252,3 +252,90 @@ fn a_generator_spinning_before_the_emulator_gives_it_its_cpu_and_goes_on_blockin
     // Probes sent once the bridge was up came back.
     assert!(gen["received"].as_u64().unwrap() > 500, "{gen}");
 }
+
+/// A loop that is not latlab spins on the emulator's CPU: the emulator notices from its own
+/// release errors, says so once on its standard error naming the CPU, and `--json` records it.
+#[test]
+fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let Some(cpus) = two_cpus() else { return };
+    let lab = ClientEmuServer::build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let claims = dir.path().join("claims");
+    let emu_json = dir.path().join("emu.json");
+    let emu_json = emu_json.to_str().unwrap();
+    let emu = latlab_in(
+        lab.emu.name(),
+        cpus,
+        &claims,
+        &[
+            "emu",
+            "--iface-a",
+            "emu-a",
+            "--iface-b",
+            "emu-b",
+            "--duration",
+            "4s",
+            "--json",
+            emu_json,
+        ],
+    )
+    .spawn()
+    .unwrap();
+    // The stranger: a shell spinning on the CPU the emulator claims, ended by its id.
+    let stranger = Stranger(
+        Command::new("taskset")
+            .args([
+                "-c",
+                &cpus[1].to_string(),
+                "sh",
+                "-c",
+                "while :; do :; done",
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    let target = format!("{}:7777", lab.server_addr);
+    let mut echo = common::echo_in(
+        lab.server.name(),
+        &target,
+        &["--poll", "block", "--duration", "3500ms"],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let probes = ["--rate", "5k", "--duration", "2s", "--poll", "block"];
+    let _ = in_ns_output(lab.client.name(), &target, &probes);
+    let emu_err = finished(emu, "emu");
+    drop(stranger);
+    assert!(echo.wait().unwrap().success());
+    let report = common::read_json(emu_json.as_ref());
+    assert_eq!(placed(&report), ("busy".into(), Some(cpus[1] as u64)));
+    let found = report["contention"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{report}");
+    assert_eq!(found[0]["cpu"], cpus[1]);
+    assert!(found[0]["p99_ns"].as_u64().unwrap() > 50_000, "{report}");
+    let notice = format!("CPU {}: the emulator is running late", cpus[1]);
+    assert_eq!(emu_err.matches(&notice).count(), 1, "{emu_err}");
+}
+
+/// `latlab gen` in `ns`, its outcome left to the caller (probes lost to a starved emulator
+/// are no failure here).
+fn in_ns_output(ns: &str, target: &str, args: &[&str]) -> std::process::Output {
+    common::in_ns(ns)
+        .args(["gen", "--target", target])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A process this test started, ended (by its id) when the test ends, failed or not.
+struct Stranger(Child);
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
