@@ -305,7 +305,7 @@ fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
         &["--poll", "block", "--duration", "3500ms"],
     );
     std::thread::sleep(Duration::from_millis(400));
-    let probes = ["--rate", "5k", "--duration", "2s", "--poll", "block"];
+    let probes = ["--rate", "5k", "--duration", "2500ms", "--poll", "block"];
     let _ = in_ns_output(lab.client.name(), &target, &probes);
     let emu_err = finished(emu, "emu");
     drop(stranger);

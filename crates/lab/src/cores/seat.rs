@@ -227,6 +227,12 @@ impl Seat {
         lock(&self.placement).clone()
     }
 
+    /// Adds `what` to the placement's reason (what else was placed with the loop).
+    pub fn add_reason(&self, what: &str) {
+        let mut placement = lock(&self.placement);
+        placement.reason = format!("{}; {what}", placement.reason);
+    }
+
     /// Puts the thread `tid` (0: the calling thread) where the seat says: pinned to its CPU,
     /// or allowed the CPUs the plan leaves to blocking loops.
     pub fn place(&self, tid: i32) -> std::io::Result<()> {

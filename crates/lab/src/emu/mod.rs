@@ -10,6 +10,7 @@ pub mod knob;
 pub mod metrics;
 pub mod pcap;
 pub mod report;
+pub mod steer;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -345,6 +346,17 @@ fn run_packet(
         None => (Ok(seat(options)), Vec::new()),
     };
     let poll = seat.as_ref().map_or(PollMode::Busy, Seat::poll);
+    // A loop the plan placed spinning on a CPU takes its interfaces' receive work there.
+    let _steered = match (&seat, options.poll) {
+        (Ok(seat), EmuPoll::Auto) if poll == PollMode::Busy => seat.cpu().map(|cpu| {
+            let ifaces = [options.iface_a.as_str(), options.iface_b.as_str()];
+            let net = std::path::Path::new("/sys/class/net");
+            let (steered, said) = steer::Steered::receive_work(net, &ifaces, cpu);
+            seat.add_reason(&said);
+            steered
+        }),
+        _ => None,
+    };
     view.started(&format!(
         "latlab emu: bridging {} and {} ({}); Ctrl-C stops",
         options.iface_a,
