@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use latlab_lab::command::{resolve, Io, PollMode};
+use latlab_lab::command::{resolve, Io};
+use latlab_lab::cores::PollChoice;
 use latlab_lab::echo::EchoOptions;
 use latlab_lab::units::{parse_bytes, parse_duration};
 
@@ -26,17 +27,18 @@ pub(crate) struct EchoArgs {
     /// half for sending; each of the four rings holds half as many entries.
     #[arg(long, default_value_t = 4096, value_parser = parse_xdp_frames, value_name = "N")]
     xdp_frames: u32,
-    /// busy: spin on the socket (lowest latency, one core at 100%); block: sleep until packets
-    /// arrive.
-    #[arg(long, default_value = "busy", value_name = "MODE", value_parser = values::poll())]
-    poll: PollMode,
+    /// auto: spin on a CPU nobody else spins on, leaving one free, else block (the core
+    /// plan; an emulator comes first); busy: spin on the socket (lowest latency, one core at
+    /// 100%); block: sleep until packets arrive.
+    #[arg(long, default_value = "auto", value_name = "MODE", value_parser = values::poll())]
+    poll: PollChoice,
     /// Datagrams per recvmmsg/sendmmsg call.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
     batch: u16,
     /// Do not write the reflector's receive/transmit times into the probes.
     #[arg(long)]
     no_stamp: bool,
-    /// Pin the reflector to this CPU.
+    /// Pin the reflector to this CPU (with --poll auto: spin there unless another claimed it).
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
     /// SO_RCVBUF in bytes (16k, 4M, ...).

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use latlab_lab::command::{resolve, CommandError, Io, Pattern, PollMode, TrafficModel};
+use latlab_lab::command::{resolve, CommandError, Io, Pattern, TrafficModel};
+use latlab_lab::cores::PollChoice;
 use latlab_lab::gen::GenCommand;
 use latlab_lab::measure::{ClockChoice, GenOptions, ThreadChoice};
 use latlab_lab::units::{parse_bytes, parse_duration, ProbeRate};
@@ -73,9 +74,11 @@ pub(crate) struct GenArgs {
     /// How long to wait for the last responses after the last probe.
     #[arg(long, value_parser = parse_duration, default_value = "500ms", value_name = "DUR")]
     grace: Duration,
-    /// busy: spin (lowest latency); block: sleep until a packet arrives or a probe is due.
-    #[arg(long, default_value = "busy", value_name = "MODE", value_parser = values::poll())]
-    poll: PollMode,
+    /// auto: spin on a CPU nobody else spins on, leaving one free, else block (the core
+    /// plan; an emulator comes first); busy: spin (lowest latency); block: sleep until a
+    /// packet arrives or a probe is due.
+    #[arg(long, default_value = "auto", value_name = "MODE", value_parser = values::poll())]
+    poll: PollChoice,
     /// auto, 1 (one loop) or 2 (send and receive threads on their own cores).
     #[arg(long, default_value = "auto", value_name = "N", value_parser = values::threads())]
     threads: ThreadChoice,
@@ -164,7 +167,7 @@ impl GenArgs {
         opts.pattern = self.pattern;
         opts.flows = self.flows;
         opts.seed = self.seed;
-        opts.poll = self.poll;
+        opts.poll = self.poll.explicit().unwrap_or(opts.poll);
         opts.batch = usize::from(self.batch);
         opts.grace = self.grace;
         opts.threads = self.threads;
@@ -178,6 +181,7 @@ impl GenArgs {
         command.io = self.io;
         command.iface = self.iface;
         command.xdp_frames = self.xdp_frames;
+        command.poll = self.poll;
         command.check()?;
         Ok(command)
     }

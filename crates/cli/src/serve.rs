@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use latlab_lab::command::{resolve, PollMode, ServerIo};
+use latlab_lab::command::{resolve, ServerIo};
+use latlab_lab::cores::PollChoice;
 use latlab_lab::serve::ServeOptions;
 use latlab_lab::units::{parse_bytes, parse_duration, parse_rate};
 
@@ -48,10 +49,12 @@ pub(crate) struct ServeArgs {
     /// below --max-clients when absent.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65535), value_name = "N")]
     max_clients_per_host: Option<u32>,
-    /// block: sleep until packets arrive (as a plain game server); busy: spin.
-    #[arg(long, default_value = "block", value_name = "MODE", value_parser = values::poll())]
-    poll: PollMode,
-    /// Pin the server to this CPU.
+    /// auto: spin on a CPU nobody else spins on, leaving one free, else block (the core
+    /// plan; an emulator comes first); block: sleep until packets arrive (as a plain game
+    /// server); busy: spin.
+    #[arg(long, default_value = "auto", value_name = "MODE", value_parser = values::poll())]
+    poll: PollChoice,
+    /// Pin the server to this CPU (with --poll auto: spin there unless another claimed it).
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
     /// Stop after this long (default: until Ctrl-C).

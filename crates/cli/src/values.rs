@@ -3,7 +3,8 @@
 //! parsers use: a name is written once, where it is parsed.
 
 use clap::builder::{PossibleValue, TypedValueParser};
-use latlab_lab::command::{parse_server_io, Io, Pattern, PollMode, TrafficModel, SERVER_IOS};
+use latlab_lab::command::{parse_server_io, Io, Pattern, TrafficModel, SERVER_IOS};
+use latlab_lab::cores::PollChoice;
 use latlab_lab::measure::{ClockChoice, ThreadChoice};
 use latlab_stream::transport::{TRANSPORTS_HELP, UNAVAILABLE};
 use latlab_study::rfc2544::{Dut, FwdPoll};
@@ -91,11 +92,11 @@ pub(crate) fn server_io() -> impl TypedValueParser<Value = Io> {
     listed(parse_server_io, SERVER_IOS.map(Io::name))
 }
 
-/// `--poll` of echo, gen and serve: busy or block.
-pub(crate) fn poll() -> impl TypedValueParser<Value = PollMode> {
+/// `--poll` of echo, gen and serve: auto (the core plan), busy or block.
+pub(crate) fn poll() -> impl TypedValueParser<Value = PollChoice> {
     listed(
-        |text: &str| text.parse::<PollMode>(),
-        PollMode::ALL.map(PollMode::name),
+        |text: &str| text.parse::<PollChoice>(),
+        PollChoice::ALL.map(PollChoice::name),
     )
 }
 

@@ -25,7 +25,7 @@ use latlab_io::port::{
 use latlab_io::tsc;
 use latlab_io::udp::UdpSocket;
 
-use crate::{LiveSendFailures, PollMode, Stop};
+use crate::{poll_now, LiveSendFailures, PollMode, PollSwitch, Stop};
 
 mod clients;
 
@@ -55,6 +55,8 @@ pub struct GameServerConfig {
     pub batch: usize,
     /// Sleep until packets arrive, or spin.
     pub poll: PollMode,
+    /// When set, the mode is read from it at every turn instead of `poll` (default none).
+    pub switch: Option<PollSwitch>,
     /// The game core's configuration.
     pub game: ServerConfig,
     /// Datagrams from this address are counted in [`ServerLive::from_counted`] (the game
@@ -69,6 +71,7 @@ impl Default for GameServerConfig {
             work_cycles: 150,
             batch: 32,
             poll: PollMode::Block,
+            switch: None,
             game: ServerConfig::default(),
             count_from: None,
         }
@@ -289,7 +292,7 @@ pub fn serve_port<P: DatagramPort>(
                 None => None,
             };
             publish(&server, live);
-            if config.poll == PollMode::Block {
+            if poll_now(config.poll, config.switch.as_ref()) == PollMode::Block {
                 let wait = until_timeout.map_or(IDLE_WAIT, |ns| IDLE_WAIT.min(ns));
                 port.wait_readable(Some(wait))?;
             } else {

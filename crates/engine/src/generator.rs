@@ -31,7 +31,7 @@ use latlab_wire::probe;
 pub use crate::blaster::FrameAddrs;
 use crate::blaster::FCS_LEN;
 use crate::wait::SleepSpin;
-use crate::{PollMode, Stop};
+use crate::{poll_now, PollMode, PollSwitch, Stop};
 use latlab_wire::udp_frame::HEADERS_LEN;
 
 pub use latlab_probe::{Interval, Progress};
@@ -64,6 +64,8 @@ pub struct GeneratorConfig {
     pub batch: usize,
     /// Busy polling or blocking.
     pub poll: PollMode,
+    /// When set, the mode is read from it at every turn instead of `poll`.
+    pub switch: Option<PollSwitch>,
     /// How long to wait for responses after the last probe was sent.
     pub grace_ns: u64,
     /// Length of one interval of the interval log.
@@ -225,6 +227,7 @@ pub fn run_ports<P: DatagramPort>(
             target: config.target,
             batch: config.batch,
             poll: config.poll,
+            switch: config.switch.as_ref(),
             threads: config.threads,
         },
         run,
@@ -285,6 +288,8 @@ pub(crate) struct Drive<'a> {
     pub batch: usize,
     /// Busy polling or blocking.
     pub poll: PollMode,
+    /// When set, the mode is read from it at every turn instead of `poll`.
+    pub switch: Option<&'a PollSwitch>,
     /// Cores.
     pub threads: Threads,
 }
@@ -324,10 +329,11 @@ pub(crate) fn drive_counting<P: DatagramPort, M: Metering + Send, B: Background>
                 cpu::pin_current_thread(cpu)?;
             }
             let _ = cpu::set_timer_slack_ns(1);
-            one_loop(&mut tx, &mut rx, how.poll, stop, progress)?
+            one_loop(&mut tx, &mut rx, (how.poll, how.switch), stop, progress)?
         }
         Threads::Split { tx_cpu, rx_cpu } => {
-            split(&mut tx, &mut rx, how.poll, stop, progress, tx_cpu, rx_cpu)?
+            let poll = (how.poll, how.switch);
+            split(&mut tx, &mut rx, poll, stop, progress, tx_cpu, rx_cpu)?
         }
     };
     *send_failed = tx.send_failed;
@@ -438,7 +444,7 @@ impl<M: Metering, R: DatagramRx> RxState<'_, M, R> {
 fn one_loop<T: DatagramTx, B: Background, M: Metering, R: DatagramRx>(
     tx: &mut TxState<T, B>,
     rx: &mut RxState<'_, M, R>,
-    poll: PollMode,
+    (poll, switch): (PollMode, Option<&PollSwitch>),
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> io::Result<bool> {
@@ -455,7 +461,7 @@ fn one_loop<T: DatagramTx, B: Background, M: Metering, R: DatagramRx>(
         if rx.receiving.is_done(now) {
             return Ok(false);
         }
-        if poll == PollMode::Block && got == 0 {
+        if poll_now(poll, switch) == PollMode::Block && got == 0 {
             // The next send is a deadline to keep (sleep, then spin the last stretch); the
             // end of the grace period is not.
             let sleep = match tx.sending.poll_timeout() {
@@ -478,7 +484,7 @@ fn one_loop<T: DatagramTx, B: Background, M: Metering, R: DatagramRx>(
 fn split<T: DatagramTx, B: Background, M: Metering + Send, R: DatagramRx>(
     tx: &mut TxState<T, B>,
     rx: &mut RxState<'_, M, R>,
-    poll: PollMode,
+    (poll, switch): (PollMode, Option<&PollSwitch>),
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
     tx_cpu: usize,
@@ -497,7 +503,9 @@ fn split<T: DatagramTx, B: Background, M: Metering + Send, R: DatagramRx>(
                     let now = now_ns();
                     tx.send_due(now)?;
                     sent.store(tx.sending.status().sent, Ordering::Relaxed);
-                    if let (Some(due), PollMode::Block) = (tx.sending.poll_timeout(), poll) {
+                    if let (Some(due), PollMode::Block) =
+                        (tx.sending.poll_timeout(), poll_now(poll, switch))
+                    {
                         let sleep = waits.sleep_for(now, Some(due), MAX_WAIT);
                         if !sleep.is_zero() {
                             std::thread::sleep(sleep);
@@ -532,7 +540,7 @@ fn split<T: DatagramTx, B: Background, M: Metering + Send, R: DatagramRx>(
                 if rx.receiving.is_done(now) {
                     return Ok(false);
                 }
-                if poll == PollMode::Block && got == 0 {
+                if poll_now(poll, switch) == PollMode::Block && got == 0 {
                     rx.wait(Duration::from_millis(10))?;
                 }
             }

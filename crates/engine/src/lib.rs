@@ -31,7 +31,8 @@ pub mod generator;
 pub mod reflector;
 pub mod wait;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 
 use latlab_io::port::{SendFailure, SendFailures};
 
@@ -72,6 +73,42 @@ impl PollMode {
             PollMode::Block => "block",
         }
     }
+}
+
+/// A [`PollMode`] another thread may change while an engine runs: how a spinning loop gives
+/// its CPU to an emulator that claimed it and goes on blocking (`latlab_lab::cores`). The
+/// loops that take one read it once a turn (one relaxed load); clones share the mode.
+#[derive(Clone, Debug, Default)]
+pub struct PollSwitch(Arc<AtomicU8>);
+
+impl PollSwitch {
+    /// A switch set to `mode`.
+    pub fn new(mode: PollMode) -> PollSwitch {
+        let switch = PollSwitch::default();
+        switch.set(mode);
+        switch
+    }
+
+    /// The mode the loop waits in now.
+    #[inline]
+    pub fn mode(&self) -> PollMode {
+        match self.0.load(Ordering::Relaxed) {
+            0 => PollMode::Busy,
+            _ => PollMode::Block,
+        }
+    }
+
+    /// Changes the mode; the loop follows at its next turn.
+    pub fn set(&self, mode: PollMode) {
+        self.0
+            .store(u8::from(mode == PollMode::Block), Ordering::Relaxed);
+    }
+}
+
+/// The mode a loop waits in: `switch`'s when it has one, else the `fixed` one it was given.
+#[inline]
+pub(crate) fn poll_now(fixed: PollMode, switch: Option<&PollSwitch>) -> PollMode {
+    switch.map_or(fixed, PollSwitch::mode)
 }
 
 /// A flag that tells a running engine to stop (set from a Ctrl-C handler or another thread).

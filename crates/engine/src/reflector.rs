@@ -11,7 +11,7 @@ use latlab_io::port::{
 use latlab_io::udp::UdpSocket;
 use latlab_wire::probe;
 
-use crate::{LiveSendFailures, PollMode, Stop};
+use crate::{poll_now, LiveSendFailures, PollMode, PollSwitch, Stop};
 
 /// How the reflector runs.
 #[derive(Clone, Debug)]
@@ -20,6 +20,8 @@ pub struct ReflectorConfig {
     pub batch: usize,
     /// Busy polling or blocking.
     pub poll: PollMode,
+    /// When set, the mode is read from it at every turn instead of `poll` (default none).
+    pub switch: Option<PollSwitch>,
     /// Write the reflector's receive and transmit times into the probe (bytes 40..56).
     pub stamp: bool,
     /// Largest datagram accepted; longer ones are counted as oversized and dropped.
@@ -31,6 +33,7 @@ impl Default for ReflectorConfig {
         ReflectorConfig {
             batch: 32,
             poll: PollMode::Busy,
+            switch: None,
             stamp: true,
             max_datagram: 9216,
         }
@@ -150,7 +153,9 @@ pub fn run<P: DatagramPort>(
         if turns % 4096 == 0 {
             counters.read_kernel_drops(port);
         }
-        if config.poll == PollMode::Block && !port.wait_readable(Some(Duration::from_millis(50)))? {
+        if poll_now(config.poll, config.switch.as_ref()) == PollMode::Block
+            && !port.wait_readable(Some(Duration::from_millis(50)))?
+        {
             counters.read_kernel_drops(port);
             continue;
         }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use latlab_engine::generator::{self, GeneratorConfig, GeneratorResult, Threads};
 use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters};
-use latlab_engine::{PollMode, Stop};
+use latlab_engine::{PollMode, PollSwitch, Stop};
 use latlab_io::clock::now_ns;
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_probe::{Pattern, ProbeConfig};
@@ -100,6 +100,7 @@ fn config(target: SocketAddr, flows: u32, pattern: Pattern) -> GeneratorConfig {
         target,
         batch: 16,
         poll: PollMode::Block,
+        switch: None,
         grace_ns: 300_000_000,
         interval_ns: 100_000_000,
         threads: Threads::OneLoop { cpu: None },
@@ -378,4 +379,68 @@ fn a_split_generator_measures_like_one_loop() {
     assert_eq!(result.report.received, result.report.sent);
     // Every probe owed sent or counted unsent (a loaded guest may leave some unsent).
     assert_every_probe_owed_is_accounted_for(&result, &cfg.probe);
+}
+
+#[test]
+fn a_loop_switched_from_spinning_to_blocking_stops_spinning_and_keeps_answering() {
+    let _turn = turn();
+    // The reflector spins until told otherwise, then its thread's CPU time stops growing
+    // like the wall clock's while it still reflects every probe.
+    let socket = UdpSocket::bind(localhost(), &stamped()).unwrap();
+    let addr = socket.local_addr().unwrap();
+    let switch = PollSwitch::new(PollMode::Busy);
+    let config = ReflectorConfig {
+        poll: PollMode::Busy,
+        switch: Some(switch.clone()),
+        ..ReflectorConfig::default()
+    };
+    let stop = Arc::new(Stop::new());
+    let counters = Arc::new(ReflectorCounters::default());
+    let (s, c) = (stop.clone(), counters.clone());
+    let (cpu_tx, cpu_rx) = std::sync::mpsc::channel();
+    let echo = std::thread::spawn(move || {
+        reflector::run_udp(&socket, &config, &s, &c).unwrap();
+        cpu_tx.send(latlab_io::clock::thread_cpu_ns()).unwrap();
+    });
+    let sockets = vec![UdpSocket::bind(localhost(), &stamped()).unwrap()];
+    let mut cfg = config_for_switch(addr);
+    let gen_switch = PollSwitch::new(PollMode::Busy);
+    cfg.switch = Some(gen_switch.clone());
+    let mut switched_at = None;
+    let started = std::time::Instant::now();
+    let result = generator::run(&sockets, &cfg, &Stop::new(), &mut |p| {
+        if switched_at.is_none() && p.elapsed_ns >= 100_000_000 {
+            switch.set(PollMode::Block);
+            gen_switch.set(PollMode::Block);
+            switched_at = Some(latlab_io::clock::thread_cpu_ns());
+        }
+    })
+    .unwrap();
+    let gen_cpu_after = latlab_io::clock::thread_cpu_ns() - switched_at.expect("switched");
+    let wall = started.elapsed();
+    stop.raise();
+    echo.join().unwrap();
+    let echo_cpu = cpu_rx.recv().unwrap();
+    let r = &result.report;
+    assert_eq!(r.received, r.sent, "every probe answered across the switch");
+    assert_eq!(gen_switch.mode(), PollMode::Block);
+    // Spinning all along, each loop would have used about the wall time in CPU time; blocking
+    // for the later ~3/4 of the run, well under it.
+    let wall_ns = wall.as_nanos() as u64;
+    assert!(
+        gen_cpu_after < wall_ns / 2,
+        "the generator still spins after the switch: {gen_cpu_after} ns of CPU in {wall_ns} ns"
+    );
+    assert!(
+        echo_cpu < wall_ns * 3 / 4,
+        "the reflector still spins after the switch: {echo_cpu} ns of CPU in {wall_ns} ns"
+    );
+}
+
+/// A run of 400 ms at 2 kpps whose loop starts spinning.
+fn config_for_switch(target: SocketAddr) -> GeneratorConfig {
+    let mut cfg = config(target, 1, Pattern::Constant);
+    cfg.poll = PollMode::Busy;
+    cfg.probe.rate_pps = 2000.0;
+    cfg
 }

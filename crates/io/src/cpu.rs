@@ -45,6 +45,44 @@ pub fn pin_thread(tid: i32, cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Lets the thread `tid` (0: the calling thread) run on any of `cpus` (one or more; a blocking
+/// loop kept off the CPUs others spin on).
+pub fn set_thread_cpus(tid: i32, cpus: &[usize]) -> io::Result<()> {
+    let bits = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    if cpus.is_empty() || cpus.iter().any(|&c| c >= bits) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("cpus {cpus:?}: none given, or one out of range"),
+        ));
+    }
+    // SAFETY: all zeroes is a valid, empty cpu_set_t.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        // SAFETY: every `cpu` was checked to be below the set's size in bits.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The kernel's id of the calling thread (`gettid`), for [`pin_thread`] and
+/// [`set_thread_cpus`] from another thread.
+pub fn current_thread_id() -> i32 {
+    // SAFETY: gettid takes no argument, touches no memory and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// The CPU the calling thread runs on now (`sched_getcpu`), `None` if the kernel does not say.
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu takes no argument and touches no memory of ours.
+    let cpu = unsafe { libc::sched_getcpu() };
+    usize::try_from(cpu).ok()
+}
+
 /// Puts the calling thread in the `SCHED_IDLE` class: it runs only when nothing else on its
 /// CPU wants to.
 pub fn set_current_thread_idle_class() -> io::Result<()> {
@@ -122,6 +160,26 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_thread_can_be_moved_by_another_to_a_set_of_cpus() {
+        let cpus = allowed_cpus().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            tx.send(current_thread_id()).unwrap();
+            done_rx.recv().unwrap();
+            allowed_cpus().unwrap()
+        });
+        let tid = rx.recv().unwrap();
+        assert_ne!(tid, current_thread_id(), "each thread has its own id");
+        let first = vec![cpus[0]];
+        set_thread_cpus(tid, &first).unwrap();
+        done_tx.send(()).unwrap();
+        assert_eq!(worker.join().unwrap(), first);
+        assert!(set_thread_cpus(0, &[]).is_err(), "an empty set is refused");
+        assert!(current_cpu().is_some_and(|c| cpus.contains(&c)));
     }
 
     #[test]

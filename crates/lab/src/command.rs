@@ -34,6 +34,18 @@ pub(crate) fn watched<T>(
     show: impl Fn() -> String + Send,
     engine: impl FnOnce() -> T,
 ) -> T {
+    watched_noting(duration, stop, view, move || (show(), None), engine)
+}
+
+/// [`watched`], whose `show` may also hand over a note (a notice found while it looked),
+/// shown once through the view's `note`.
+pub(crate) fn watched_noting<T>(
+    duration: Option<Duration>,
+    stop: &Stop,
+    view: &mut dyn View,
+    mut show: impl FnMut() -> (String, Option<String>) + Send,
+    engine: impl FnOnce() -> T,
+) -> T {
     let out = std::thread::scope(|s| {
         let shown = &mut *view;
         let watcher = s.spawn(move || {
@@ -46,7 +58,11 @@ pub(crate) fn watched<T>(
                     stop.raise();
                 }
                 if ticks % 10 == 0 {
-                    shown.counters(&show());
+                    let (line, note) = show();
+                    if let Some(note) = note {
+                        shown.note(&note);
+                    }
+                    shown.counters(&line);
                 }
             }
         });

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use crate::middle::ports::{open_endpoint, EndpointSettings};
 use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters, ReflectorReport};
-use latlab_engine::{PollMode, Stop};
+use latlab_engine::Stop;
 use latlab_io::port::{SendFailures, XdpEndpoint};
 use latlab_io::udp::{UdpOptions, UdpSocket};
 
 use crate::command::{watched, write_json, CommandError, Io, View};
+use crate::cores::{PollChoice, Role, Seat};
 
 /// Everything `latlab echo` takes, checked.
 #[derive(Clone, Debug)]
@@ -28,13 +29,14 @@ pub struct EchoOptions {
     pub xdp_frames: u32,
     /// `SO_RCVBUF` of the kernel socket, bytes; the system's default when `None`.
     pub rcvbuf: Option<usize>,
-    /// Spin or sleep.
-    pub poll: PollMode,
+    /// Spin or sleep; [`PollChoice::Auto`]: as the core plan says ([`crate::cores`]).
+    pub poll: PollChoice,
     /// Datagrams per batch call, 1..=1024.
     pub batch: usize,
     /// Write the reflector's receive and transmit times into the probes.
     pub stamp: bool,
-    /// Pin the reflector to this CPU.
+    /// Pin the reflector to this CPU (with `auto`: spin there if nobody claimed it, else
+    /// block there).
     pub cpu: Option<usize>,
     /// Stop after this long (else when the stop flag is raised).
     pub duration: Option<Duration>,
@@ -104,15 +106,21 @@ pub fn run(
     stop: &Stop,
     view: &mut dyn View,
 ) -> Result<EchoReport, CommandError> {
+    options.check()?;
+    let seat = Seat::take(Role::Loop, "latlab echo", options.poll, options.cpu);
     let config = ReflectorConfig {
         batch: options.batch,
-        poll: options.poll,
+        poll: seat.poll(),
+        switch: Some(seat.switch().clone()),
         stamp: options.stamp,
         ..ReflectorConfig::default()
     };
     let counters = Arc::new(ReflectorCounters::default());
     let listen = options.listen;
-    options.check()?;
+    let placed = |e: std::io::Error| CommandError::Run {
+        engine: "reflector placement",
+        source: e,
+    };
     let (counters, json) = match (options.io, &options.iface) {
         (Io::Xdp, Some(iface)) => {
             let endpoint = EndpointSettings {
@@ -121,13 +129,12 @@ pub fn run(
             };
             let socket = open_endpoint(iface, &endpoint)
                 .map_err(CommandError::setup(format!("--iface {iface}")))?;
-            pin(options.cpu)?;
             let (bind, attach) = socket.mode();
             view.started(&format!(
                 "latlab echo: AF_XDP on {iface}, UDP port {} ({bind:?} bind, {attach:?} XDP \
-                 program, {} poll); Ctrl-C stops",
+                 program, {}); Ctrl-C stops",
                 listen.port(),
-                options.poll.name()
+                seat.placement().line()
             ));
             let show = || {
                 let r = counters.snapshot();
@@ -138,9 +145,12 @@ pub fn run(
             };
             let mut port = XdpEndpoint::new(socket, listen.port(), config.port_sizes())
                 .map_err(CommandError::setup(format!("--iface {iface}")))?;
-            watched(options.duration, stop, view, show, || {
-                reflector::run(&mut port, &config, stop, &counters)
+            seat.run(|| {
+                watched(options.duration, stop, view, show, || {
+                    reflector::run(&mut port, &config, stop, &counters)
+                })
             })
+            .map_err(placed)?
             .map_err(|source| CommandError::Run {
                 engine: "AF_XDP reflector",
                 source,
@@ -168,13 +178,12 @@ pub fn run(
             };
             let socket = UdpSocket::bind(listen, &opts)
                 .map_err(CommandError::setup(format!("--listen {listen}")))?;
-            pin(options.cpu)?;
             let _ = latlab_io::cpu::set_timer_slack_ns(1);
             let source = socket.rx_timestamp_source().name();
             view.started(&format!(
-                "latlab echo: listening on {} ({} poll, timestamps {source}); Ctrl-C stops",
+                "latlab echo: listening on {} (timestamps {source}; {}); Ctrl-C stops",
                 socket.local_addr()?,
-                options.poll.name(),
+                seat.placement().line(),
             ));
             let show = || {
                 let r = counters.snapshot();
@@ -183,9 +192,12 @@ pub fn run(
                     r.received, r.reflected, r.malformed, r.oversized
                 )
             };
-            watched(options.duration, stop, view, show, || {
-                reflector::run_udp(&socket, &config, stop, &counters)
+            seat.run(|| {
+                watched(options.duration, stop, view, show, || {
+                    reflector::run_udp(&socket, &config, stop, &counters)
+                })
             })
+            .map_err(placed)?
             .map_err(|source| CommandError::Run {
                 engine: "reflector",
                 source,
@@ -205,6 +217,8 @@ pub fn run(
             (r, json)
         }
     };
+    let mut json = json;
+    json["placement"] = seat.placement().to_value();
     if let Some(path) = &options.json {
         write_json(path, &json)?;
     }
@@ -236,13 +250,4 @@ pub(crate) fn failures_text(failed: &SendFailures) -> String {
         .map(|(failure, n)| format!("{} {n}", failure.name()))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Pins this thread to `cpu` when one is given.
-pub(crate) fn pin(cpu: Option<usize>) -> Result<(), CommandError> {
-    if let Some(cpu) = cpu {
-        latlab_io::cpu::pin_current_thread(cpu)
-            .map_err(CommandError::setup(format!("--cpu {cpu}")))?;
-    }
-    Ok(())
 }

@@ -4,10 +4,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use latlab_engine::generator::Threads;
 use latlab_engine::Stop;
 
 use crate::command::{check_writable, CommandError, Io};
-use crate::measure::{self, GenOptions};
+use crate::cores::{PollChoice, Role, Seat};
+use crate::measure::{self, GenOptions, ThreadChoice};
 use crate::progress::View;
 use crate::results::{self, ResultsDir, RunSummary};
 use crate::units::format_rate;
@@ -24,6 +26,9 @@ pub struct GenCommand {
     pub iface: Option<String>,
     /// AF_XDP UMEM frames, a power of two from 64 to 1048576.
     pub xdp_frames: u32,
+    /// How the loop waits: [`PollChoice::Auto`] (the core plan, [`crate::cores`]) decides
+    /// `options.poll` and the loop's CPU; an explicit choice is `options.poll` as given.
+    pub poll: PollChoice,
     /// Write the summary to this JSON file.
     pub json: Option<PathBuf>,
     /// Write the per-second latency histograms to this interval log.
@@ -40,6 +45,7 @@ impl GenCommand {
             io: Io::Socket,
             iface: None,
             xdp_frames: 4096,
+            poll: PollChoice::Auto,
             json: None,
             hlog: None,
             out: None,
@@ -69,6 +75,13 @@ impl GenCommand {
                 o.warmup, o.duration
             ));
         }
+        if self.poll == PollChoice::Auto && o.threads == ThreadChoice::Two {
+            return bad(
+                "--threads 2 needs --poll busy or block: the core plan (--poll auto) \
+                        gives a generator one CPU"
+                    .into(),
+            );
+        }
         for p in [&self.json, &self.hlog].into_iter().flatten() {
             check_writable(p)?;
         }
@@ -88,6 +101,8 @@ impl GenCommand {
 pub struct GenReport {
     /// The run's summary.
     pub summary: RunSummary,
+    /// Where its loop ran and why (the core plan).
+    pub placement: crate::cores::Placement,
     /// The results folder, when one was asked for.
     pub out: Option<PathBuf>,
 }
@@ -125,7 +140,21 @@ pub fn run(
         )?),
         _ => None,
     };
-    let threads = measure::pick_threads(opts.threads, None);
+    let seat = Seat::take(Role::Loop, "latlab gen", command.poll, None);
+    let mut opts = opts.clone();
+    let threads = match command.poll {
+        PollChoice::Auto => {
+            opts.poll = seat.poll();
+            opts.switch = Some(seat.switch().clone());
+            Threads::OneLoop { cpu: None }
+        }
+        _ => measure::pick_threads(opts.threads, None),
+    };
+    let opts = &opts;
+    view.note(&format!(
+        "latlab gen: {}",
+        placement_of(&seat, threads).line()
+    ));
     let offered = match (&opts.model, &opts.trace) {
         (Some(model), _) => format!("model {model}"),
         (None, Some(trace)) => format!("trace {}", trace.name),
@@ -149,12 +178,18 @@ pub fn run(
     }
     view.run_started(&label, opts.duration);
     let mut update = |p: crate::command::Progress| view.run_progress(&p);
-    let outcome = match xdp {
-        Some(x) => measure::run_xdp(opts, x, threads, setup, stop, &mut update),
-        None => measure::run(opts, &sockets, threads, setup, stop, &mut update),
-    };
+    let outcome = seat
+        .run(|| match xdp {
+            Some(x) => measure::run_xdp(opts, x, threads, setup, stop, &mut update),
+            None => measure::run(opts, &sockets, threads, setup, stop, &mut update),
+        })
+        .map_err(CommandError::setup(
+            "placing the generator's loop".to_string(),
+        ))?;
     view.run_finished();
-    let (summary, result) = outcome?;
+    let (mut summary, result) = outcome?;
+    let placement = placement_of(&seat, threads);
+    summary.placement = Some(placement.clone());
     if let Some(path) = &command.json {
         results::write_atomic(path, results::summary_json(&summary).as_bytes())?;
     }
@@ -169,7 +204,26 @@ pub fn run(
         }
         None => None,
     };
-    Ok(GenReport { summary, out })
+    Ok(GenReport {
+        summary,
+        placement,
+        out,
+    })
+}
+
+/// The seat's placement, with the CPU an explicit `--poll` run pins its loop to.
+fn placement_of(seat: &Seat, threads: Threads) -> crate::cores::Placement {
+    let mut placement = seat.placement();
+    match threads {
+        Threads::OneLoop { cpu: Some(cpu) } => placement.cpu = Some(cpu),
+        Threads::Split { tx_cpu, rx_cpu } => {
+            placement.cpu = None;
+            placement.reason +=
+                &format!("; send thread on CPU {tx_cpu}, receive thread on CPU {rx_cpu}");
+        }
+        Threads::OneLoop { cpu: None } => {}
+    }
+    placement
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@
 
 pub mod clean;
 pub mod command;
+pub mod cores;
 pub mod echo;
 pub mod emu;
 pub mod error;

@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use latlab_engine::generator::{self, GeneratorConfig, GeneratorResult, Progress, Threads};
-use latlab_engine::{PollMode, Stop};
+use latlab_engine::{PollMode, PollSwitch, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_probe::model::TrafficModel;
 use latlab_probe::{Pattern, ProbeConfig, Traffic};
@@ -102,6 +102,9 @@ pub struct GenOptions {
     pub seed: u64,
     /// Busy or blocking receive.
     pub poll: PollMode,
+    /// When set, the loop reads its mode from this switch every turn instead of `poll` (a
+    /// loop of the core plan that gives its CPU to an emulator; [`crate::cores`]).
+    pub switch: Option<PollSwitch>,
     /// Datagrams per batch call.
     pub batch: usize,
     /// How long to wait for responses after the last probe.
@@ -200,6 +203,7 @@ impl GenOptions {
             flows: 1,
             seed: 1,
             poll: PollMode::Busy,
+            switch: None,
             batch: 32,
             grace: Duration::from_millis(500),
             threads: ThreadChoice::Auto,
@@ -433,6 +437,7 @@ fn summarized(
         target: options.target,
         batch: options.batch,
         poll: options.poll,
+        switch: options.switch.clone(),
         grace_ns: options.grace.as_nanos() as u64,
         interval_ns: 1_000_000_000,
         threads,

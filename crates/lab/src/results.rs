@@ -156,6 +156,9 @@ pub struct RunSummary {
     /// For a result of `latlab merge`: the runs it was merged from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<MergedRun>,
+    /// Where `latlab gen`'s loop ran and why (the core plan), when recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::cores::Placement>,
 }
 
 /// One run a merged result was made of.
@@ -236,6 +239,7 @@ impl RunSummary {
             host: hostname(),
             run_id: None,
             merged_from: Vec::new(),
+            placement: None,
         }
     }
 

@@ -8,14 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use latlab_engine::game::{GameServerConfig, ServerIo, ServerLive};
-use latlab_engine::{PollMode, Stop};
+use latlab_engine::Stop;
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_io::xdp::{SourceDrops, SourceLimit, XdpSocket};
 
 use crate::middle::ports::{open_endpoint, EndpointSettings};
 
 use crate::command::{watched, write_json, CommandError, View};
-use crate::echo::{failures_json, pin};
+use crate::cores::{PollChoice, Role, Seat};
+use crate::echo::failures_json;
 
 /// Everything `latlab serve` takes, checked.
 #[derive(Clone, Debug)]
@@ -43,9 +44,10 @@ pub struct ServeOptions {
     /// Most clients one host (an IPv4 address, an IPv6 /64) may hold; `None`: no cap below
     /// `max_clients`.
     pub max_clients_per_host: Option<usize>,
-    /// Sleep or spin.
-    pub poll: PollMode,
-    /// Pin the server to this CPU.
+    /// Sleep or spin; [`PollChoice::Auto`]: as the core plan says ([`crate::cores`]).
+    pub poll: PollChoice,
+    /// Pin the server to this CPU (with `auto`: spin there if nobody claimed it, else block
+    /// there).
     pub cpu: Option<usize>,
     /// Stop after this long (else when the stop flag is raised).
     pub duration: Option<Duration>,
@@ -130,7 +132,7 @@ pub fn run(
         ServeSocket::Udp(_) => None,
     };
     let read_xdp_drops = || xdp_drops.as_ref().and_then(|d| d.read().ok());
-    pin(options.cpu)?;
+    let seat = Seat::take(Role::Loop, "latlab serve", options.poll, options.cpu);
     let mut secret = [0u8; 16];
     secret[..8].copy_from_slice(&latlab_io::clock::now_ns().to_le_bytes());
     secret[8..].copy_from_slice(&latlab_io::tsc::read().to_le_bytes());
@@ -138,7 +140,8 @@ pub fn run(
         io: options.io,
         work_cycles: options.work_cycles,
         batch: 32,
-        poll: options.poll,
+        poll: seat.poll(),
+        switch: Some(seat.switch().clone()),
         game: latlab_game::ServerConfig {
             max_clients: options.max_clients,
             rate_limit_pps: options.rate_limit,
@@ -153,19 +156,22 @@ pub fn run(
     };
     view.started(&match &socket {
         ServeSocket::Udp(s) => format!(
-            "latlab serve: listening on {} ({} I/O, SO_RCVBUF {} bytes, {} cycles of work); \
-             Ctrl-C stops",
+            "latlab serve: listening on {} ({} I/O, SO_RCVBUF {} bytes, {} cycles of work; \
+             {}); Ctrl-C stops",
             s.local_addr()?,
             options.io.name(),
             s.recv_buffer_size()?,
-            options.work_cycles
+            options.work_cycles,
+            seat.placement().line()
         ),
         ServeSocket::Xdp(s) => format!(
-            "latlab serve: AF_XDP on {}, UDP port {} ({:?}, {} cycles of work); Ctrl-C stops",
+            "latlab serve: AF_XDP on {}, UDP port {} ({:?}, {} cycles of work; {}); Ctrl-C \
+             stops",
             s.ifname(),
             listen.port(),
             s.mode(),
-            options.work_cycles
+            options.work_cycles,
+            seat.placement().line()
         ),
     });
     let live = Arc::new(ServerLive::default());
@@ -182,16 +188,23 @@ pub fn run(
         }
         line
     };
-    let c = watched(options.duration, stop, view, show, || match socket {
-        ServeSocket::Udp(s) => latlab_engine::game::serve(&s, &config, stop, &live),
-        ServeSocket::Xdp(s) => {
-            latlab_engine::game::serve_xdp(*s, listen.port(), &config, stop, &live)
-        }
-    })
-    .map_err(|source| CommandError::Run {
-        engine: "game server",
-        source,
-    })?;
+    let c = seat
+        .run(|| {
+            watched(options.duration, stop, view, show, || match socket {
+                ServeSocket::Udp(s) => latlab_engine::game::serve(&s, &config, stop, &live),
+                ServeSocket::Xdp(s) => {
+                    latlab_engine::game::serve_xdp(*s, listen.port(), &config, stop, &live)
+                }
+            })
+        })
+        .map_err(|source| CommandError::Run {
+            engine: "game server placement",
+            source,
+        })?
+        .map_err(|source| CommandError::Run {
+            engine: "game server",
+            source,
+        })?;
     let json = serde_json::json!({
         "listen": listen.to_string(),
         "io": options.io.name(),
@@ -216,6 +229,7 @@ pub fn run(
         // Datagrams the XDP program dropped for a source above --rate-limit, before user
         // space saw them (not in `received`); null without the program's limit.
         "xdp_rate_limited": read_xdp_drops(),
+        "placement": seat.placement().to_value(),
     });
     if let Some(path) = &options.json {
         write_json(path, &json)?;

@@ -4,7 +4,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use latlab_lab::command::{Io, PollMode, Quiet, ServerIo, Stop, View};
+use latlab_lab::command::{Io, Quiet, ServerIo, Stop, View};
+use latlab_lab::cores::PollChoice;
 use latlab_lab::echo::EchoOptions;
 use latlab_lab::serve::ServeOptions;
 
@@ -39,7 +40,7 @@ fn echo_stops_after_its_duration_with_its_json_written() {
         iface: None,
         xdp_frames: 4096,
         rcvbuf: None,
-        poll: PollMode::Block,
+        poll: PollChoice::Block,
         batch: 32,
         stamp: true,
         cpu: None,
@@ -79,7 +80,7 @@ fn serve_stops_when_its_stop_flag_is_raised_with_its_json_written() {
         rate_limit: None,
         idle_timeout: Some(Duration::from_secs(10)),
         max_clients_per_host: None,
-        poll: PollMode::Block,
+        poll: PollChoice::Block,
         cpu: None,
         duration: None,
         json: Some(json.clone()),
@@ -111,7 +112,7 @@ fn serve_over_af_xdp_without_an_interface_is_refused_before_anything_opens() {
         rate_limit: None,
         idle_timeout: Some(Duration::from_secs(10)),
         max_clients_per_host: None,
-        poll: PollMode::Block,
+        poll: PollChoice::Block,
         cpu: None,
         duration: Some(Duration::from_millis(100)),
         json: None,

@@ -205,6 +205,7 @@ pub fn run_clients(
         target: config.server,
         batch: sizes.rx_batch,
         poll: PollMode::Busy,
+        switch: None,
         threads: Threads::OneLoop { cpu: config.cpu },
     };
     let mut send_failed = SendFailures::default();

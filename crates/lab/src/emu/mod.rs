@@ -5,18 +5,21 @@
 pub mod api;
 pub mod attach;
 pub mod config;
+pub mod contention;
 pub mod flow;
 pub mod knob;
 pub mod metrics;
 pub mod pcap;
 pub mod preset;
 pub mod report;
+pub mod steer;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use latlab_engine::emulator::{self, EmulatorLive, EmulatorReport};
 use latlab_engine::{PollMode, Stop};
@@ -27,8 +30,10 @@ use latlab_link::Flows;
 
 pub use latlab_io::packet::RxRing;
 
-use crate::command::{watched, write_json, CommandError, Io, View};
+use crate::command::{watched_noting, write_json, CommandError, Io, View};
+use crate::cores::{self, Placement, PollChoice, Role, Seat};
 use config::LinkSources;
+use contention::{Contention, ContentionWatch};
 
 /// How the AF_PACKET bridge is laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -45,7 +50,9 @@ pub enum EmuMode {
 /// How the run-to-completion loop waits for frames and departures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum EmuPoll {
-    /// Spin when [`EmuPoll::SPIN_CPUS`] or more CPUs are allowed, else sleep.
+    /// As the core plan says ([`crate::cores`]): spin pinned on a CPU of its own, claimed
+    /// first, when two or more CPUs are allowed, else sleep; without the plan's claims, spin
+    /// only with [`EmuPoll::SPIN_CPUS`] or more.
     #[default]
     Auto,
     /// Spin: frames picked up within a microsecond, one core at 100%.
@@ -60,7 +67,17 @@ impl EmuPoll {
     /// what sends and answers through it.
     pub const SPIN_CPUS: usize = 3;
 
-    /// The wait of a loop allowed `cpus` CPUs.
+    /// The core plan's name for this choice.
+    pub fn choice(self) -> PollChoice {
+        match self {
+            EmuPoll::Auto => PollChoice::Auto,
+            EmuPoll::Busy => PollChoice::Busy,
+            EmuPoll::Block => PollChoice::Block,
+        }
+    }
+
+    /// The wait of a loop allowed `cpus` CPUs when no core plan is at hand (the studies'
+    /// bridges, which give the cores out themselves).
     pub fn resolve(self, cpus: usize) -> PollMode {
         match self {
             EmuPoll::Busy => PollMode::Busy,
@@ -221,13 +238,38 @@ impl EmuOptions {
 pub struct EmuReport {
     /// Counters and release errors per direction.
     pub report: EmulatorReport,
+    /// Where the bridge's loop ran and why (the core plan).
+    pub placement: Placement,
+    /// Contention found on its CPU from its release errors (at most one; empty when none).
+    pub contention: Vec<Contention>,
 }
 
 impl EmuReport {
     /// The lines printed at the end of a run.
     pub fn text(&self) -> String {
-        crate::emu::report::summary_text(&self.report)
+        let mut text = crate::emu::report::summary_text(&self.report);
+        for c in &self.contention {
+            text.push_str(&format!("{}\n", c.note));
+        }
+        text
     }
+
+    /// The `--json` report: [`crate::emu::report::EmuJson`]'s, with the placement and the
+    /// contention found (`[]` when none).
+    pub fn to_value(&self) -> serde_json::Value {
+        let mut value = crate::emu::report::EmuJson::new(&self.report).to_value();
+        value["placement"] = self.placement.to_value();
+        value["contention"] =
+            serde_json::to_value(&self.contention).expect("contention notices are plain data");
+        value
+    }
+}
+
+/// What a bridge did and where it ran.
+struct Bridged {
+    report: EmulatorReport,
+    placement: Placement,
+    contention: Vec<Contention>,
 }
 
 /// Opens the sockets `options` name (splicing into the namespace of `--attach` first, and
@@ -272,14 +314,24 @@ fn run_bridge(
     stop: &Stop,
     view: &mut dyn View,
 ) -> Result<EmuReport, CommandError> {
-    let report = match options.io {
+    let bridged = match options.io {
         Io::Xdp => run_xdp(options, stop, view),
         _ => run_packet(options, stop, view),
     }?;
+    let report = EmuReport {
+        report: bridged.report,
+        placement: bridged.placement,
+        contention: bridged.contention,
+    };
     if let Some(path) = &options.json {
-        write_json(path, &crate::emu::report::EmuJson::new(&report).to_value())?;
+        write_json(path, &report.to_value())?;
     }
-    Ok(EmuReport { report })
+    Ok(report)
+}
+
+/// The emulator's seat in the core plan (its one loop's CPU, claimed first).
+fn seat(options: &EmuOptions) -> Seat {
+    Seat::take(Role::Emulator, "latlab emu", options.poll.choice(), None)
 }
 
 /// What the bridge's ports are opened with: slots for `--frame-size`, frames as they were on
@@ -304,7 +356,7 @@ fn run_packet(
     options: &EmuOptions,
     stop: &Stop,
     view: &mut dyn View,
-) -> Result<EmulatorReport, CommandError> {
+) -> Result<Bridged, CommandError> {
     let ports = ports(options);
     let open = |flag: &str, ifname: &str| {
         let (ports, name) = (ports.clone(), ifname.to_string());
@@ -314,7 +366,6 @@ fn run_packet(
     let mut sock_a = open("--iface-a", &options.iface_a)?;
     let mut sock_b = open("--iface-b", &options.iface_b)?;
     let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
-    let poll = options.poll.resolve(cpus.len());
     let pipeline = match options.mode {
         EmuMode::Pipeline => true,
         EmuMode::RunToCompletion => false,
@@ -336,24 +387,46 @@ fn run_packet(
     } else {
         None
     };
+    let n = cpus.len();
+    let stage_cpus = if n >= 2 {
+        (Some(cpus[n - 2]), Some(cpus[n - 1]))
+    } else {
+        (None, None)
+    };
+    let (seat, _stage_claims) = match tx_sockets {
+        Some(_) => {
+            let (placement, claims) = pipeline_placement(stage_cpus);
+            (Err(placement), claims)
+        }
+        None => (Ok(seat(options)), Vec::new()),
+    };
+    let poll = seat.as_ref().map_or(PollMode::Busy, Seat::poll);
+    // A loop the plan placed spinning on a CPU takes its interfaces' receive work there.
+    let _steered = match (&seat, options.poll) {
+        (Ok(seat), EmuPoll::Auto) if poll == PollMode::Busy => seat.cpu().map(|cpu| {
+            let ifaces = [options.iface_a.as_str(), options.iface_b.as_str()];
+            let net = std::path::Path::new("/sys/class/net");
+            let (steered, said) = steer::Steered::receive_work(net, &ifaces, cpu);
+            seat.add_reason(&said);
+            steered
+        }),
+        _ => None,
+    };
     view.started(&format!(
         "latlab emu: bridging {} and {} ({}); Ctrl-C stops",
         options.iface_a,
         options.iface_b,
-        if pipeline {
-            "pipeline: RX and TX stages on their own cores".to_string()
-        } else {
-            format!("run to completion: one loop, {}", waits(poll))
+        match &seat {
+            Err(_) => "pipeline: RX and TX stages on their own cores".to_string(),
+            Ok(seat) => format!(
+                "run to completion: one loop, {}; {}",
+                waits(poll),
+                seat.placement().line()
+            ),
         }
     ));
-    watched_bridge(options, stop, view, |live| match tx_sockets {
+    watched_bridge(options, &seat, stop, view, |live| match tx_sockets {
         Some((tx_a, tx_b)) => {
-            let n = cpus.len();
-            let stage_cpus = if n >= 2 {
-                (Some(cpus[n - 2]), Some(cpus[n - 1]))
-            } else {
-                (None, None)
-            };
             let sockets = emulator::PipelineSockets {
                 rx_a: sock_a,
                 rx_b: sock_b,
@@ -373,7 +446,7 @@ fn run_xdp(
     options: &EmuOptions,
     stop: &Stop,
     view: &mut dyn View,
-) -> Result<EmulatorReport, CommandError> {
+) -> Result<Bridged, CommandError> {
     let ports = ports(options);
     let open = |flag: &str, ifname: &str| {
         let (ports, name) = (ports.clone(), ifname.to_string());
@@ -391,17 +464,19 @@ fn run_xdp(
             format!("{attach:?}").to_lowercase()
         )
     };
-    let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default().len();
-    let poll = options.poll.resolve(cpus);
+    let seat = seat(options);
+    let poll = seat.poll();
     view.started(&format!(
-        "latlab emu: bridging {} and {} over AF_XDP ({}; {}), run to completion, {}; Ctrl-C stops",
+        "latlab emu: bridging {} and {} over AF_XDP ({}; {}), run to completion, {}; {}; \
+         Ctrl-C stops",
         options.iface_a,
         options.iface_b,
         describe(&sock_a),
         describe(&sock_b),
         waits(poll),
+        seat.placement().line()
     ));
-    watched_bridge(options, stop, view, |live| {
+    watched_bridge(options, &Ok(seat), stop, view, |live| {
         one_loop(options, poll, &mut sock_a, &mut sock_b, stop, live)
     })
 }
@@ -410,12 +485,17 @@ fn run_xdp(
 /// raised or the duration is over. With `--api`, the API is served on a thread of its own for
 /// as long as the bridge runs; with `--pcap`, another thread writes the capture from the
 /// engine's tap ring and completes the file once the bridge has stopped.
+///
+/// The one loop runs where `seat` places it; a spinning one watches its own release errors
+/// ([`ContentionWatch`]) and notes contention on its CPU once. A pipeline (`Err`: its
+/// placement) places its stages itself.
 fn watched_bridge(
     options: &EmuOptions,
+    seat: &Result<Seat, Placement>,
     stop: &Stop,
     view: &mut dyn View,
     bridge: impl FnOnce(&EmulatorLive) -> std::io::Result<EmulatorReport>,
-) -> Result<EmulatorReport, CommandError> {
+) -> Result<Bridged, CommandError> {
     let api = options
         .api
         .map(|addr| {
@@ -429,6 +509,10 @@ fn watched_bridge(
         ));
     }
     let live = EmulatorLive::default();
+    let watch = Mutex::new(match seat {
+        Ok(seat) if seat.poll() == PollMode::Busy => Some(ContentionWatch::new(seat.cpu())),
+        _ => None,
+    });
     let done = AtomicBool::new(false);
     let pcap_done = AtomicBool::new(false);
     let links = [options.a_to_b.clone(), options.b_to_a.clone()];
@@ -444,13 +528,22 @@ fn watched_bridge(
             let pcap_done = &pcap_done;
             s.spawn(move || crate::emu::pcap::write(path, ifaces, records, pcap_done))
         });
-        let report = watched(
-            options.duration,
-            stop,
-            view,
-            || counters(&live),
-            || bridge(&live),
-        );
+        let started = Instant::now();
+        let show = || {
+            let note = lock(&watch).as_mut().and_then(|w| {
+                let snap = live.control.snapshot(Duration::from_millis(20))?;
+                let mut errors = snap.a_to_b.report.release_error.clone();
+                errors.merge(&snap.b_to_a.report.release_error).ok()?;
+                let found = w.handle_cumulative(started.elapsed(), &errors)?;
+                Some(found.note.clone())
+            });
+            (counters(&live), note)
+        };
+        let watched = || watched_noting(options.duration, stop, view, show, || bridge(&live));
+        let report = match seat {
+            Ok(seat) => seat.run(watched).and_then(|r| r),
+            Err(_) => watched(),
+        };
         done.store(true, Relaxed);
         pcap_done.store(true, std::sync::atomic::Ordering::Release);
         let pcap = pcap.map(|writer| writer.join());
@@ -465,7 +558,48 @@ fn watched_bridge(
             .map_err(|_| CommandError::Io(std::io::Error::other("the --pcap writer panicked")))?
             .map_err(CommandError::setup(format!("--pcap {}", path.display())))?;
     }
-    Ok(report)
+    let contention = lock(&watch)
+        .as_ref()
+        .map_or_else(Vec::new, |w| w.found().to_vec());
+    let placement = match seat {
+        Ok(seat) => seat.placement(),
+        Err(placement) => placement.clone(),
+    };
+    Ok(Bridged {
+        report,
+        placement,
+        contention,
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The pipeline's placement, not planned: its stages on the last two CPUs, claimed as the
+/// emulator's where they can be (the claims are held for as long as the returned locks).
+fn pipeline_placement(
+    stages: (Option<usize>, Option<usize>),
+) -> (Placement, Vec<latlab_io::lock::OwnerLock>) {
+    let dir = cores::claims_dir();
+    let claims: Vec<_> = [stages.0, stages.1]
+        .into_iter()
+        .flatten()
+        .filter_map(|cpu| cores::take_claim(&dir, cpu, Role::Emulator, "latlab emu").ok()?)
+        .collect();
+    let placement = Placement {
+        poll: PollMode::Busy.name().into(),
+        cpu: stages.1,
+        reason: match stages {
+            (Some(rx), Some(tx)) => format!(
+                "pipeline: RX stage on CPU {rx}, TX stage on CPU {tx}, {} of 2 claimed",
+                claims.len()
+            ),
+            _ => "pipeline: stages not pinned".into(),
+        },
+        changes: Vec::new(),
+    };
+    (placement, claims)
 }
 
 /// The run-to-completion loop over the two ports, with the links of `options`, waiting as

@@ -408,6 +408,7 @@ impl Runner<'_> {
             work_cycles: self.options.work_cycles,
             batch: 32,
             poll: PollMode::Block,
+            switch: None,
             game: latlab_game::ServerConfig {
                 max_clients: spec.clients as usize + 8,
                 rate_limit_pps: spec.rate_limit_pps,

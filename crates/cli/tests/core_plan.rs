@@ -1,0 +1,341 @@
+//! The core plan at the defaults (issue 22): `latlab emu`, `echo` and `gen` started by hand,
+//! each its own process in the namespaces of a `client — emu — server` lab, give the CPUs out
+//! among themselves, as each one's `--json` report says (root; must run under CI=true).
+//!
+//! Each test runs its processes on two CPUs (`taskset`) and with a claims folder of its own
+//! (`LATLAB_CPU_CLAIMS`), so the plan they make is the same on any machine and meets no other
+//! latlab process of the host.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use assert_cmd::cargo::cargo_bin;
+use latlab_lab::cores::CLAIMS_ENV;
+use latlab_lab::topology::ClientEmuServer;
+
+/// Two CPUs this test's processes run on, or `None` (skipped) on a machine with one.
+fn two_cpus() -> Option<[usize; 2]> {
+    let cpus = latlab_io::cpu::allowed_cpus().unwrap();
+    match cpus.as_slice() {
+        [.., a, b] => Some([*a, *b]),
+        _ => {
+            latlab_io::precondition::missing("one CPU: no plan to make");
+            None
+        }
+    }
+}
+
+/// `taskset -c A,B ip netns exec NS latlab ARGS…` with the claims in `claims`.
+fn latlab_in(ns: &str, cpus: [usize; 2], claims: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new("taskset");
+    c.args(["-c", &format!("{},{}", cpus[0], cpus[1])])
+        .args(["ip", "netns", "exec", ns])
+        .arg(cargo_bin("latlab"))
+        .args(args)
+        .env(CLAIMS_ENV, claims)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn finished(child: Child, what: &str) -> String {
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{what}: {stderr}");
+    stderr
+}
+
+/// `(poll, cpu)` of a report's placement.
+fn placed(report: &serde_json::Value) -> (String, Option<u64>) {
+    let p = &report["placement"];
+    (p["poll"].as_str().unwrap().to_string(), p["cpu"].as_u64())
+}
+
+#[test]
+fn at_the_defaults_the_emulator_spins_on_a_cpu_of_its_own_and_gen_and_echo_block_off_it() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let Some(cpus) = two_cpus() else { return };
+    let lab = ClientEmuServer::build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let claims = dir.path().join("claims");
+    let json = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (emu_json, echo_json, gen_json) = (json("emu.json"), json("echo.json"), json("gen.json"));
+    let emu = latlab_in(
+        lab.emu.name(),
+        cpus,
+        &claims,
+        &[
+            "emu",
+            "--iface-a",
+            "emu-a",
+            "--iface-b",
+            "emu-b",
+            "--delay",
+            "1ms",
+            "--duration",
+            "4s",
+            "--json",
+            &emu_json,
+        ],
+    )
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let target = format!("{}:7777", lab.server_addr);
+    let echo = latlab_in(
+        lab.server.name(),
+        cpus,
+        &claims,
+        &[
+            "echo",
+            "--listen",
+            &target,
+            "--duration",
+            "3.5s",
+            "--json",
+            &echo_json,
+        ],
+    )
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let gen = latlab_in(
+        lab.client.name(),
+        cpus,
+        &claims,
+        &[
+            "gen",
+            "--target",
+            &target,
+            "--rate",
+            "2k",
+            "--duration",
+            "1s",
+            "--json",
+            &gen_json,
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let gen_err = finished(gen, "gen");
+    let echo_err = finished(echo, "echo");
+    let emu_err = finished(emu, "emu");
+    let (emu, echo, gen) = (
+        common::read_json(emu_json.as_ref()),
+        common::read_json(echo_json.as_ref()),
+        common::read_json(gen_json.as_ref()),
+    );
+    // The emulator came first: it spins on the higher CPU, claimed, and says so.
+    let cpu = |n: usize| Some(n as u64);
+    assert_eq!(placed(&emu), ("busy".into(), cpu(cpus[1])), "{emu_err}");
+    assert!(
+        emu_err.contains(&format!("spinning on CPU {}", cpus[1])),
+        "{emu_err}"
+    );
+    // Taking the last free CPU would leave none to the blocking loops and the kernel: echo
+    // and gen block, kept off the emulator's CPU.
+    assert_eq!(placed(&echo), ("block".into(), cpu(cpus[0])), "{echo_err}");
+    assert_eq!(placed(&gen), ("block".into(), cpu(cpus[0])), "{gen_err}");
+    let reason = echo["placement"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(&format!("emulator on CPU {}", cpus[1])),
+        "{reason}"
+    );
+    // Nothing gave way, and the run went through the emulator whole.
+    for report in [&emu, &echo, &gen] {
+        assert_eq!(report["placement"]["changes"], serde_json::json!([]));
+    }
+    assert_eq!(gen["received"], gen["sent"], "{gen}");
+    assert_eq!(emu["a_to_b"]["released_early"], 0);
+    assert!(emu["contention"].as_array().is_some(), "{emu}");
+}
+
+#[test]
+fn a_generator_spinning_before_the_emulator_gives_it_its_cpu_and_goes_on_blocking() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let Some(cpus) = two_cpus() else { return };
+    let lab = ClientEmuServer::build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let claims = dir.path().join("claims");
+    let json = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (emu_json, gen_json) = (json("emu.json"), json("gen.json"));
+    let target = format!("{}:7777", lab.server_addr);
+    // The reflector blocks (explicit), so the generator finds both CPUs free and spins on the
+    // higher; it cannot reach the reflector until the emulator bridges.
+    let echo = latlab_in(
+        lab.server.name(),
+        cpus,
+        &claims,
+        &[
+            "echo",
+            "--listen",
+            &target,
+            "--poll",
+            "block",
+            "--duration",
+            "4s",
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let gen = latlab_in(
+        lab.client.name(),
+        cpus,
+        &claims,
+        &[
+            "gen",
+            "--target",
+            &target,
+            "--rate",
+            "1k",
+            "--duration",
+            "2.5s",
+            "--no-check",
+            "--json",
+            &gen_json,
+        ],
+    )
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let emu = latlab_in(
+        lab.emu.name(),
+        cpus,
+        &claims,
+        &[
+            "emu",
+            "--iface-a",
+            "emu-a",
+            "--iface-b",
+            "emu-b",
+            "--duration",
+            "2.5s",
+            "--json",
+            &emu_json,
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let gen_err = finished(gen, "gen");
+    finished(emu, "emu");
+    finished(echo, "echo");
+    let (emu, gen) = (
+        common::read_json(emu_json.as_ref()),
+        common::read_json(gen_json.as_ref()),
+    );
+    let cpu = |n: usize| Some(n as u64);
+    assert_eq!(placed(&gen), ("busy".into(), cpu(cpus[1])), "{gen_err}");
+    // The emulator took the generator's CPU rather than leave no CPU free...
+    assert_eq!(placed(&emu), ("busy".into(), cpu(cpus[1])), "{emu}");
+    let reason = emu["placement"]["reason"].as_str().unwrap();
+    assert!(reason.contains("its loop gives way"), "{reason}");
+    // ...and the generator gave way within its watch, blocking on the other CPU.
+    let changes = gen["placement"]["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{gen}");
+    let change = changes[0].as_str().unwrap();
+    assert!(
+        change.contains(&format!(
+            "an emulator claimed CPU {}: blocking on CPU {}",
+            cpus[1], cpus[0]
+        )),
+        "{change}"
+    );
+    // Probes sent once the bridge was up came back.
+    assert!(gen["received"].as_u64().unwrap() > 500, "{gen}");
+}
+
+/// A loop that is not latlab spins on the emulator's CPU: the emulator notices from its own
+/// release errors, says so once on its standard error naming the CPU, and `--json` records it.
+#[test]
+fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let Some(cpus) = two_cpus() else { return };
+    let lab = ClientEmuServer::build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let claims = dir.path().join("claims");
+    let emu_json = dir.path().join("emu.json");
+    let emu_json = emu_json.to_str().unwrap();
+    let emu = latlab_in(
+        lab.emu.name(),
+        cpus,
+        &claims,
+        &[
+            "emu",
+            "--iface-a",
+            "emu-a",
+            "--iface-b",
+            "emu-b",
+            "--duration",
+            "4s",
+            "--json",
+            emu_json,
+        ],
+    )
+    .spawn()
+    .unwrap();
+    // The stranger: a shell spinning on the CPU the emulator claims, ended by its id.
+    let stranger = Stranger(
+        Command::new("taskset")
+            .args([
+                "-c",
+                &cpus[1].to_string(),
+                "sh",
+                "-c",
+                "while :; do :; done",
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    let target = format!("{}:7777", lab.server_addr);
+    let mut echo = common::echo_in(
+        lab.server.name(),
+        &target,
+        &["--poll", "block", "--duration", "3500ms"],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let probes = ["--rate", "5k", "--duration", "2500ms", "--poll", "block"];
+    let _ = in_ns_output(lab.client.name(), &target, &probes);
+    let emu_err = finished(emu, "emu");
+    drop(stranger);
+    assert!(echo.wait().unwrap().success());
+    let report = common::read_json(emu_json.as_ref());
+    assert_eq!(placed(&report), ("busy".into(), Some(cpus[1] as u64)));
+    let found = report["contention"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{report}");
+    assert_eq!(found[0]["cpu"], cpus[1]);
+    assert!(found[0]["p99_ns"].as_u64().unwrap() > 50_000, "{report}");
+    let notice = format!("CPU {}: the emulator is running late", cpus[1]);
+    assert_eq!(emu_err.matches(&notice).count(), 1, "{emu_err}");
+}
+
+/// `latlab gen` in `ns`, its outcome left to the caller (probes lost to a starved emulator
+/// are no failure here).
+fn in_ns_output(ns: &str, target: &str, args: &[&str]) -> std::process::Output {
+    common::in_ns(ns)
+        .args(["gen", "--target", target])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A process this test started, ended (by its id) when the test ends, failed or not.
+struct Stranger(Child);
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
