@@ -388,14 +388,12 @@ impl BloatPoint {
     }
 
     /// The sojourn times of the client→server bottleneck queue, when the emulator recorded
-    /// them: the first key of its `a_to_b` report whose name starts with `sojourn` and that
-    /// reads as a summary (a discipline other than tail drop records them; `None` otherwise).
+    /// them: its `a_to_b.sojourn_ns` (a queue discipline other than tail drop records them;
+    /// `None` otherwise, and in the report of an emulator without queue disciplines).
     pub fn sojourn(&self) -> Option<Summary> {
-        let direction = self.emulator.get("a_to_b")?.as_object()?;
-        direction
-            .iter()
-            .filter(|(k, _)| k.starts_with("sojourn"))
-            .find_map(|(_, v)| serde_json::from_value::<Summary>(v.clone()).ok())
+        let value = self.emulator.pointer("/a_to_b/sojourn_ns")?;
+        serde_json::from_value::<Summary>(value.clone())
+            .ok()
             .filter(|s| s.count > 0)
     }
 
