@@ -61,18 +61,20 @@ pub(super) fn p99_lines(a: &Analysis) -> Vec<P99Line> {
     lines
 }
 
-/// The game's p99 against the number of bulk flows: a colour per queue, the first
-/// congestion control solid with circles, the others thin with triangles.
+/// The game's p99 (on a log axis) against the number of bulk flows: a colour per queue, the
+/// first congestion control solid with circles, the others thin with triangles.
 pub(super) fn p99_svg(a: &Analysis) -> Result<String, String> {
     use plotters::prelude::*;
     let lines = p99_lines(a);
     let all = || lines.iter().flat_map(|l| l.points.iter());
     let x_hi = all().map(|p| p.0).fold(1.0, f64::max) + 0.3;
-    let y_hi = all().map(|p| p.1).fold(1.0, f64::max) * 1.15;
+    // Log up the side: a bloated tail-drop queue is hundreds of ms, a discipline's a few.
+    let y_hi = all().map(|p| p.1).fold(1.0, f64::max) * 1.5;
+    let y_lo = all().map(|p| p.1).fold(y_hi, f64::min).max(0.01) / 1.5;
     let title = "Game p99 by queue discipline and depth";
     latlab_lab::plot::svg_page(title, (900, 560), |root| {
-        let mut c =
-            latlab_lab::plot::chart(root, title, 20).build_cartesian_2d(-0.2..x_hi, 0.0..y_hi)?;
+        let mut c = latlab_lab::plot::chart(root, title, 20)
+            .build_cartesian_2d(-0.2..x_hi, (y_lo..y_hi).log_scale())?;
         c.configure_mesh()
             .x_desc("bulk TCP flows")
             .y_desc("game round trip p99 (ms)")

@@ -46,8 +46,9 @@ pub(super) fn markdown(a: &Analysis, topology: &str) -> String {
              round trip's growth over the unloaded point is the queue's delay. The bulk flows \
              are kernel TCP connections from the client to the server; their goodput is what \
              the receivers read while the game stream ran. A queue's sojourn time is the \
-             emulator's own record of the bottleneck queue (\"not recorded\" where the \
-             emulator keeps none: tail drop).\n\n"
+             emulator's own record of the bottleneck queue over the point's whole run, the \
+             flows' warm-up included (\"not recorded\" where the emulator keeps none: tail \
+             drop).\n\n"
         ));
     }
     md.push_str("## Points\n\n");
