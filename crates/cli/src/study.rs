@@ -76,6 +76,11 @@ pub(crate) struct BloatStudyArgs {
     /// How long the bulk flows run before the game stream starts, filling the queue.
     #[arg(long, value_parser = parse_duration, default_value = "3s", value_name = "DUR")]
     warmup: Duration,
+    /// The path's base round trip: a delay on the server→client direction (the flows' ACKs
+    /// and the game's answers), so that the bottleneck's queue is its rate's and discipline's
+    /// alone.
+    #[arg(long, value_parser = parse_duration, default_value = "0ms", value_name = "DUR")]
+    delay: Duration,
     #[command(flatten)]
     folder: StudyFolderArgs,
 }
@@ -499,6 +504,7 @@ fn bloat_study(a: BloatStudyArgs) -> Result<()> {
     options.model = a.model;
     options.duration = a.duration;
     options.warmup = a.warmup;
+    options.delay = a.delay;
     options.resume = a.folder.resume;
     options.shard = a.folder.shard;
     if let Err(e) = options.check() {

@@ -1,8 +1,8 @@
 //! `latlab study bufferbloat` as a user runs it: a short study in namespaces (tail drop, the
-//! unloaded link and one cubic flow) writes every artefact, the bulk flow's goodput stays
-//! under the bottleneck's rate while the game's round trip grows with the queue, `--resume`
-//! keeps the points, and `latlab report` draws it again byte for byte (root; must run under
-//! CI=true).
+//! unloaded link and one cubic flow, the answers delayed 5 ms) writes every artefact, the
+//! bulk flow's goodput stays under the bottleneck's rate while the game's round trip grows
+//! with the queue, `--resume` keeps the points, and `latlab report` draws it again byte for
+//! byte (root; must run under CI=true).
 
 mod common;
 
@@ -42,7 +42,15 @@ fn a_short_bufferbloat_study_writes_every_artefact_and_report_draws_it_again() {
                 "--model",
                 "fixed:160@5ms",
             ])
-            .args(["--duration", "1s", "--warmup", "500ms", "--out"])
+            .args([
+                "--duration",
+                "1s",
+                "--warmup",
+                "500ms",
+                "--delay",
+                "5ms",
+                "--out",
+            ])
             .arg(&out);
         if resume {
             c.arg("--resume");
@@ -82,8 +90,15 @@ fn a_short_bufferbloat_study_writes_every_artefact_and_report_draws_it_again() {
         (10e6..=20.5e6).contains(&goodput),
         "goodput {goodput} bit/s through 20 Mbit/s"
     );
-    // The game's probes wait behind the flow's queue: 100 frames are 60 ms at 20 Mbit/s.
+    // The answers come back 5 ms later; the probes wait behind the flow's queue on the way
+    // out: 100 frames are 60 ms at 20 Mbit/s.
     let p50 = |p: &serde_json::Value| p["game"]["latency_ns"]["p50"].as_f64().unwrap() / 1e6;
+    assert!(
+        (5.0..15.0).contains(&p50(&unloaded)),
+        "unloaded p50 {} ms with a 5 ms delay",
+        p50(&unloaded)
+    );
+    assert_eq!(loaded["return_delay_ns"], 5_000_000);
     assert!(
         p50(&loaded) > p50(&unloaded) + 5.0,
         "p50 {} ms loaded, {} ms unloaded",

@@ -176,6 +176,10 @@ pub struct BloatOptions {
     pub duration: Duration,
     /// How long the bulk flows run before the game stream starts (their queue builds).
     pub warmup: Duration,
+    /// The path's base round trip: a delay on the server→client direction (the bulk flows'
+    /// ACKs and the game's answers), so the bottleneck's queue is the rate's and its
+    /// discipline's alone.
+    pub delay: Duration,
     /// Continue the study in `out` (`--resume`), keeping the points it measured.
     pub resume: bool,
     /// This job's share of the points (`--shard I/N`; the whole study by default).
@@ -205,6 +209,7 @@ impl BloatOptions {
             model: DEFAULT_MODEL.parse().expect("the default model parses"),
             duration: Duration::from_secs(10),
             warmup: Duration::from_secs(3),
+            delay: Duration::ZERO,
             resume: false,
             shard: Shard::WHOLE,
         }
@@ -221,6 +226,14 @@ impl BloatOptions {
         link.validate()
             .map_err(|e| format!("--queues {queue}: {e}"))?;
         Ok((link, spec))
+    }
+
+    /// The server→client link: not limited, `delay` long.
+    pub fn return_link(&self) -> LinkConfig {
+        LinkConfig {
+            delay_ns: self.delay.as_nanos() as u64,
+            ..LinkConfig::default()
+        }
     }
 
     /// Checks every option before anything runs: every queue's link, the flow counts, the
@@ -287,6 +300,7 @@ impl BloatOptions {
             ("--model".to_string(), self.model.to_string()),
             ("--duration".to_string(), format!("{:?}", self.duration)),
             ("--warmup".to_string(), format!("{:?}", self.warmup)),
+            ("--delay".to_string(), format!("{:?}", self.delay)),
         ])
     }
 }
@@ -362,6 +376,9 @@ pub struct BloatPoint {
     pub rate_bps: u64,
     /// The bulk flows' congestion control (`None` without flows).
     pub cc: Option<String>,
+    /// The delay on the server→client direction, ns (`--delay`: the path's base round trip).
+    #[serde(default)]
+    pub return_delay_ns: u64,
     /// The bulk flows, each with its goodput.
     pub bulk: Vec<BulkFlow>,
     /// The game stream's round trips (latency, loss, the one-way delays: one clock).
@@ -369,6 +386,10 @@ pub struct BloatPoint {
     /// The emulator's report, as `latlab emu --json` writes it (kept whole, so a part a
     /// later emulator adds, such as the queue's sojourn times, is kept).
     pub emulator: serde_json::Value,
+    /// CPU time the hypervisor took from this machine while the point ran (all CPUs, ns): a
+    /// guest's threads stall while their vCPU is stolen, and a tail with them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_steal_ns: Option<u64>,
 }
 
 impl BloatPoint {

@@ -50,6 +50,13 @@ pub(super) fn markdown(a: &Analysis, topology: &str) -> String {
              flows' warm-up included (\"not recorded\" where the emulator keeps none: tail \
              drop).\n\n"
         ));
+        if p.return_delay_ns > 0 {
+            md.push_str(&format!(
+                "The server→client direction adds {} ms to every round trip (`--delay`, the \
+                 path's base round trip).\n\n",
+                p.return_delay_ns as f64 / 1e6
+            ));
+        }
     }
     md.push_str("## Points\n\n");
     md.push_str(&tables::points(a));

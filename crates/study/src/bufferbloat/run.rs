@@ -9,7 +9,6 @@ use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_io::Io;
-use latlab_link::LinkConfig;
 
 use super::bulk::BulkFlows;
 use super::{
@@ -51,9 +50,11 @@ pub(super) fn measure_all(
     let plan = CorePlan::allowed();
     let topology = format!(
         "{}; the client→server direction of latlab emu is the bottleneck ({}), the \
-         server→client direction is not limited; cores: {}, the bulk flows with the ends",
+         server→client direction is not limited (delay {:?}); cores: {}, the bulk flows with \
+         the ends",
         lab.describe(),
         options.rate,
+        options.delay,
         plan.describe()
     );
     progress.note(&format!("lab: {topology}"));
@@ -108,13 +109,15 @@ fn measure_points(
     };
     let total = options.shard.share_of(plan.len());
     let mine = plan.iter().enumerate().filter(|&(i, _)| share.owns(i));
+    let mut left_out = std::collections::BTreeSet::new();
     for (i, (_, planned)) in mine.enumerate() {
         if stop.is_raised() {
             break;
         }
         if let Some(reason) = planned.queue.left_out(emulator_has_aqm()) {
             let key = left_out_key(&planned.queue);
-            if points.resumed::<LeftOut>(&key).is_none() {
+            // Once per queue (its points share the record).
+            if left_out.insert(key.clone()) && points.resumed::<LeftOut>(&key).is_none() {
                 progress.note(&format!("{}: left out: {reason}", planned.queue));
                 let queue = planned.queue.to_string();
                 points.write(&key, &LeftOut { queue, reason }, None)?;
@@ -166,6 +169,7 @@ fn measure_point(
     gen.poll = PollMode::Block;
     gen.threads = ThreadChoice::One;
     gen.rcvbuf = Some(4 << 20);
+    let steal_before = latlab_io::cpu::steal_ns();
     let bind = gen.bind;
     let (sockets, check) = latlab_io::netns::run_in(lab.client.name(), move || {
         measure::open_sockets(bind, 1, Some(4 << 20))
@@ -177,7 +181,7 @@ fn measure_point(
         lab,
         cores.bridge(Io::Packet),
         bottleneck,
-        LinkConfig::default(),
+        options.return_link(),
         || -> Result<_, StudyError> {
             // Before the flows fill the queue: the reflector answers.
             measure::check_target(&check, target, Duration::from_secs(3))?;
@@ -213,9 +217,13 @@ fn measure_point(
         spec,
         rate_bps,
         cc: planned.cc.clone(),
+        return_delay_ns: options.delay.as_nanos() as u64,
         bulk,
         game,
         emulator: emulator.to_value(),
+        host_steal_ns: steal_before
+            .zip(latlab_io::cpu::steal_ns())
+            .map(|(a, b)| b.saturating_sub(a)),
     };
     Ok((point, result.report.latency))
 }

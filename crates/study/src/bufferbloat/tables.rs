@@ -10,12 +10,12 @@ fn ms(s: &latlab_stats::Summary, key: &str) -> String {
 }
 
 /// One row per point: the game's percentiles and loss, each flow's goodput, the bottleneck's
-/// drops and its sojourn times.
+/// drops and its sojourn times, and the CPU time the host took while it ran.
 pub(super) fn points(a: &Analysis) -> String {
     let mut md = String::from(
         "| Queue | CC | Flows | Game p50 (ms) | p99 | p99.9 | max | Game loss | Goodput per flow \
-         (Mbit/s) | Total (Mbit/s) | Bottleneck drops | Sojourn p50 / p99 (ms) |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|\n",
+         (Mbit/s) | Total (Mbit/s) | Bottleneck drops | Sojourn p50 / p99 (ms) | Host steal (ms) |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|\n",
     );
     for p in &a.points {
         md.push_str(&row(p));
@@ -38,8 +38,11 @@ fn row(p: &BloatPoint) -> String {
         Some(s) => format!("{} / {}", ms(&s, "p50"), ms(&s, "p99")),
         None => "not recorded".into(),
     };
+    let steal = p
+        .host_steal_ns
+        .map_or("-".into(), |ns| format!("{:.1}", ns as f64 / 1e6));
     format!(
-        "| {} | {} | {} | {} | {} | {} | {:.1} | {:.2}% ({} of {}) | {per_flow} | {:.2} | {} | {sojourn} |\n",
+        "| {} | {} | {} | {} | {} | {} | {:.1} | {:.2}% ({} of {}) | {per_flow} | {:.2} | {} | {sojourn} | {steal} |\n",
         p.queue,
         p.cc.as_deref().unwrap_or("-"),
         p.flows(),

@@ -41,6 +41,7 @@ fn point(queue: &str, cc: &str, flows: usize, mbit: f64, game_ms: f64, lost: u64
         spec: format!("rate=20mbit {}", q.spec()).trim().to_string(),
         rate_bps: 20_000_000,
         cc: (flows > 0).then(|| cc.to_string()),
+        return_delay_ns: 0,
         bulk: (0..flows)
             .map(|_| BulkFlow {
                 cc: cc.into(),
@@ -52,6 +53,7 @@ fn point(queue: &str, cc: &str, flows: usize, mbit: f64, game_ms: f64, lost: u64
             .collect(),
         game: run(game_ms * 1000.0, 1000, lost, 100.0),
         emulator: emulator(if flows > 0 { 40 } else { 0 }, None),
+        host_steal_ns: Some(2_500_000),
     }
 }
 
@@ -107,6 +109,8 @@ fn queues_are_specs_for_the_emulator() {
         .bottleneck(&Queue::parse("tail:depth=3").unwrap())
         .unwrap_err();
     assert!(err.contains("--queues") && err.contains("depth"), "{err}");
+    assert_eq!(options.return_link().delay_ns, 0);
+    assert_eq!(options.return_link().rate_bps, None);
     let mut bad_rate = options.clone();
     bad_rate.rate = "fast".into();
     assert!(bad_rate.check().unwrap_err().contains("rate"));
@@ -293,7 +297,7 @@ fn the_report_is_drawn_from_the_points_alone_and_again_byte_for_byte() {
     let report = write(&out, "namespaces (test)").unwrap();
     let md = fs::read_to_string(&report).unwrap();
     assert!(md.starts_with("# Bufferbloat study\n\nTopology: namespaces (test)."));
-    assert!(md.contains("| tail:limit=1000 | cubic | 1 | 499.9 | 598.2 | - | 600.3 | 0.00% (0 of 1000) | 19.00 | 19.00 | 40 | not recorded |"), "{md}");
+    assert!(md.contains("| tail:limit=1000 | cubic | 1 | 499.9 | 598.2 | - | 600.3 | 0.00% (0 of 1000) | 19.00 | 19.00 | 40 | not recorded | 2.5 |"), "{md}");
     assert!(
         md.contains(
             "| tail:limit=1000 | - | 0 | 1.0 | 1.2 | - | 1.2 | 0.00% (0 of 1000) | - | 0.00 | 0 |"
