@@ -149,9 +149,14 @@ fn the_plan_has_one_unloaded_point_per_queue_then_each_cc_and_count() {
 
 #[test]
 fn the_sojourn_is_read_where_the_emulator_recorded_it() {
-    let p = point("codel", "cubic", 1, 18.0, 8.0, 0);
+    let mut p = point("codel", "cubic", 1, 18.0, 8.0, 0);
     assert!(p.sojourn().is_none());
     assert_eq!(p.bottleneck_drops(), 40);
+    // A queue discipline's own drops count with the limits' (a frame FQ-CoDel pushes out to
+    // make room too).
+    p.emulator["a_to_b"]["link"]["aqm_drop"] = 7.into();
+    p.emulator["a_to_b"]["link"]["aqm_overflow"] = 2.into();
+    assert_eq!(p.bottleneck_drops(), 49);
     let p = with_sojourn(p, 5.0);
     let p50 = p
         .sojourn()
