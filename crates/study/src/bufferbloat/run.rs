@@ -25,9 +25,25 @@ use latlab_lab::topology::ClientEmuServer;
 /// The reflector's UDP port in the server namespace.
 const ECHO_PORT: u16 = 7777;
 
-/// How long the generator waits for the last answers: longer than any queue of the grid
-/// holds a probe (1000 full frames at 10 Mbit/s are 1.2 s).
-const GRACE: Duration = Duration::from_secs(2);
+/// How long the generator waits for the last answers at least.
+const MIN_GRACE: Duration = Duration::from_secs(2);
+
+/// How long the generator waits for the last answers through `bottleneck` with `delay` on
+/// the way back: longer than its full queue takes to drain (1514-byte frames) and the delay.
+fn grace(bottleneck: &latlab_link::LinkConfig, delay: Duration) -> Duration {
+    let frames = bottleneck
+        .limit_frames
+        .map_or(u64::MAX, |f| f as u64 * 1514);
+    let bytes = bottleneck.limit_bytes.map_or(u64::MAX, |b| b as u64);
+    let queued = frames.min(bytes);
+    let drain = match bottleneck.rate_bps {
+        Some(bps) if bps > 0 && queued < u64::MAX => {
+            Duration::from_secs_f64(queued as f64 * 8.0 / bps as f64)
+        }
+        _ => Duration::ZERO,
+    };
+    MIN_GRACE.max(drain * 3 / 2 + delay + Duration::from_millis(500))
+}
 
 /// Builds the lab, measures this job's points into `<out>/points` and writes `study.json`;
 /// returns the lab's description.
@@ -165,7 +181,7 @@ fn measure_point(
     gen.model = Some(options.model.clone());
     gen.duration = options.duration;
     gen.warmup = Duration::from_millis(200);
-    gen.grace = GRACE;
+    gen.grace = grace(&bottleneck, options.delay);
     gen.poll = PollMode::Block;
     gen.threads = ThreadChoice::One;
     gen.rcvbuf = Some(4 << 20);
@@ -226,4 +242,39 @@ fn measure_point(
             .map(|(a, b)| b.saturating_sub(a)),
     };
     Ok((point, result.report.latency))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latlab_link::LinkConfig;
+
+    #[test]
+    fn the_grace_outlasts_the_full_queue_and_the_delay() {
+        let link = |frames: Option<usize>, bytes: Option<usize>, bps: u64| LinkConfig {
+            limit_frames: frames,
+            limit_bytes: bytes,
+            rate_bps: Some(bps),
+            ..LinkConfig::default()
+        };
+        // 1000 frames at 20 Mbit/s drain in 606 ms: the floor holds.
+        assert_eq!(
+            grace(&link(Some(1000), None, 20_000_000), Duration::ZERO),
+            MIN_GRACE
+        );
+        // At 1 Mbit/s they take 12.1 s.
+        let slow = grace(&link(Some(1000), None, 1_000_000), Duration::from_secs(1));
+        assert_eq!(slow.as_millis(), 12_112 * 3 / 2 + 1_500);
+        // The byte limit, when it is the smaller.
+        let bytes = grace(
+            &link(Some(1000), Some(1_000_000), 1_000_000),
+            Duration::ZERO,
+        );
+        assert_eq!(bytes.as_millis(), 12_000 + 500);
+        let unlimited = LinkConfig::default();
+        assert_eq!(
+            grace(&unlimited, Duration::from_secs(3)),
+            MIN_GRACE.max(Duration::from_millis(3_500))
+        );
+    }
 }
