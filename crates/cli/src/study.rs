@@ -1,4 +1,5 @@
-//! `latlab study game-server`, `emulator`, `timestamps` and `transports`: flags → latlab-lab's studies.
+//! `latlab study game-server`, `emulator`, `timestamps`, `transports`, `forwarding` and
+//! `bufferbloat`: flags → latlab-study's studies.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,6 +33,56 @@ pub(crate) enum StudyCommand {
     /// (latlab fwd's cycles per packet by step), for every forwarder latlab rfc2544 builds
     /// (namespaces; root).
     Forwarding(ForwardingStudyArgs),
+    /// A game stream sharing a rate-limited link with TCP bulk flows (cubic, bbr) through
+    /// tail-drop queues of several depths and the emulator's queue disciplines: the game's
+    /// tail and loss, each flow's goodput, the queue's sojourn time (namespaces; root).
+    Bufferbloat(BloatStudyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct BloatStudyArgs {
+    /// The bottleneck's rate on the client→server direction (as latlab emu --rate takes it).
+    #[arg(long, default_value = "20mbit", value_name = "RATE")]
+    rate: String,
+    /// The bottleneck's queues, comma separated: NAME[:KEY=VALUE...], each handed to the
+    /// emulator as a spec (tail:limit=1000 is limit=1000; codel:target=5ms is aqm=codel
+    /// target=5ms).
+    #[arg(long, value_delimiter = ',', value_parser = latlab_study::bufferbloat::Queue::parse,
+          default_value = "tail:limit=1000,tail:limit=100,codel,fq_codel,pie", value_name = "QUEUES")]
+    queues: Vec<latlab_study::bufferbloat::Queue>,
+    /// Numbers of TCP bulk flows per point, comma separated (0: the unloaded link).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0,1,4",
+        value_name = "N,..."
+    )]
+    flows: Vec<u32>,
+    /// The bulk flows' congestion controls, comma separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "cubic,bbr",
+        value_name = "CC,..."
+    )]
+    cc: Vec<String>,
+    /// The game stream's traffic: a Table 1 model or fixed:SIZE@INTERVAL (see `latlab gen
+    /// --help`).
+    #[arg(long, value_name = "MODEL", value_parser = values::model(), default_value = latlab_study::bufferbloat::DEFAULT_MODEL)]
+    model: latlab_lab::command::TrafficModel,
+    /// The game stream's sending time per point.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DUR")]
+    duration: Duration,
+    /// How long the bulk flows run before the game stream starts, filling the queue.
+    #[arg(long, value_parser = parse_duration, default_value = "3s", value_name = "DUR")]
+    warmup: Duration,
+    /// The path's base round trip: a delay on the server→client direction (the flows' ACKs
+    /// and the game's answers), so that the bottleneck's queue is its rate's and discipline's
+    /// alone.
+    #[arg(long, value_parser = parse_duration, default_value = "0ms", value_name = "DUR")]
+    delay: Duration,
+    #[command(flatten)]
+    folder: StudyFolderArgs,
 }
 
 /// Where a study writes, the same flags for every study.
@@ -243,6 +294,7 @@ pub(crate) fn run(command: StudyCommand) -> Result<()> {
         StudyCommand::Timestamps(a) => stamp_study(a),
         StudyCommand::Transports(a) => transport_study(a),
         StudyCommand::Forwarding(a) => forwarding_study(a),
+        StudyCommand::Bufferbloat(a) => bloat_study(a),
     }
 }
 
@@ -440,6 +492,31 @@ fn forwarding_study(a: ForwardingStudyArgs) -> Result<()> {
     let mut bar = progress::Terminal::new();
     let report = forwarding::ForwardingStudy::run(&options, &STOP, &mut bar)?;
     finish(&report, "the measured DUTs")
+}
+
+fn bloat_study(a: BloatStudyArgs) -> Result<()> {
+    use latlab_study::bufferbloat::{BloatOptions, BufferbloatStudy};
+    let mut options = BloatOptions::new(a.folder.out("bufferbloat"));
+    options.rate = a.rate;
+    options.queues = a.queues;
+    options.flows = a.flows;
+    options.ccs = a.cc;
+    options.model = a.model;
+    options.duration = a.duration;
+    options.warmup = a.warmup;
+    options.delay = a.delay;
+    options.resume = a.folder.resume;
+    options.shard = a.folder.shard;
+    if let Err(e) = options.check() {
+        return Err(latlab_lab::error::CommandError::Usage(e).into());
+    }
+    if let Some(reason) = latlab_lab::topology::why_no_namespaces() {
+        bail!("study bufferbloat needs network namespaces: {reason}");
+    }
+    crate::clean::at_start(&options.out, options.resume || !options.shard.is_whole());
+    let mut bar = progress::Terminal::new();
+    let report = BufferbloatStudy::run(&options, &STOP, &mut bar)?;
+    finish(&report, "the finished points")
 }
 
 /// Prints where the report is and, when a signal stopped the study, that `kept` (the finished

@@ -1,5 +1,5 @@
 //! latlab-study: the studies (`game_server`, `emulator`, `timestamps`, `transports`,
-//! `forwarding`), the RFC 2544 benchmark ([`rfc2544`]), the demo ([`demo`]) and `latlab
+//! `forwarding`, `bufferbloat`), the RFC 2544 benchmark ([`rfc2544`]), the demo ([`demo`]) and `latlab
 //! report` ([`report`]), on top of the kit in `latlab-lab` and the thin-stream transports in
 //! `latlab-stream`.
 //!
@@ -42,6 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use latlab_lab::results::write_atomic;
 
+pub mod bufferbloat;
 pub mod demo;
 pub mod emulator;
 pub mod forwarding;
@@ -116,17 +117,20 @@ pub enum StudyKind {
     /// `latlab rfc2544`: one DUT measured as RFC 2544 asks (the forwarding study's form for
     /// one DUT, with its own report).
     Rfc2544,
+    /// `latlab study bufferbloat`.
+    Bufferbloat,
 }
 
 impl StudyKind {
     /// Every kind, each with its line in [`STUDIES`].
-    pub const ALL: [StudyKind; 6] = [
+    pub const ALL: [StudyKind; 7] = [
         StudyKind::GameServer,
         StudyKind::Emulator,
         StudyKind::Timestamps,
         StudyKind::Transports,
         StudyKind::Forwarding,
         StudyKind::Rfc2544,
+        StudyKind::Bufferbloat,
     ];
 
     /// The study's name on the command line.
@@ -138,6 +142,7 @@ impl StudyKind {
             StudyKind::Transports => "transports",
             StudyKind::Forwarding => "forwarding",
             StudyKind::Rfc2544 => "rfc2544",
+            StudyKind::Bufferbloat => "bufferbloat",
         }
     }
 

@@ -19,8 +19,8 @@ use latlab_engine::Stop;
 use latlab_lab::progress::View;
 
 use crate::{
-    emulator, forwarding, game_server, rfc2544, timestamps, transports, Shard, StudyError,
-    StudyKind, StudyReport,
+    bufferbloat, emulator, forwarding, game_server, rfc2544, timestamps, transports, Shard,
+    StudyError, StudyKind, StudyReport,
 };
 
 /// One study: how it measures into a points folder and how it draws from one.
@@ -104,13 +104,14 @@ impl StudyEntry {
 }
 
 /// Every study, one line each.
-pub static STUDIES: [StudyEntry; 6] = [
+pub static STUDIES: [StudyEntry; 7] = [
     StudyEntry::of::<game_server::GameServerStudy>(),
     StudyEntry::of::<emulator::EmulatorStudy>(),
     StudyEntry::of::<timestamps::TimestampsStudy>(),
     StudyEntry::of::<transports::TransportsStudy>(),
     StudyEntry::of::<forwarding::ForwardingStudy>(),
     StudyEntry::of::<rfc2544::Rfc2544Study>(),
+    StudyEntry::of::<bufferbloat::BufferbloatStudy>(),
 ];
 
 /// The study that wrote `dir`, a folder without `study.json`, before it wrote points, if one
@@ -191,6 +192,8 @@ mod tests {
             ("dut-fwd-xdp", StudyKind::Forwarding),
             ("size-64", StudyKind::Rfc2544),
             ("run", StudyKind::Rfc2544),
+            ("bloat-tail-limit-1000-cubic-1", StudyKind::Bufferbloat),
+            ("bloat-fq_codel-0", StudyKind::Bufferbloat),
         ] {
             assert_eq!(kind_of_point(key), Some(kind), "{key}");
         }

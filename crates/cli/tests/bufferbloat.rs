@@ -1,0 +1,134 @@
+//! `latlab study bufferbloat` as a user runs it: a short study in namespaces (tail drop, the
+//! unloaded link and one cubic flow, the answers delayed 5 ms) writes every artefact, the
+//! bulk flow's goodput stays under the bottleneck's rate while the game's round trip grows
+//! with the queue, `--resume` keeps the points, and `latlab report` draws it again byte for
+//! byte (root; must run under CI=true).
+
+mod common;
+
+use assert_cmd::cargo::cargo_bin;
+
+#[test]
+fn bad_bufferbloat_options_name_themselves() {
+    common::one_line_error(
+        &["study", "bufferbloat", "--queues", "tail:depth=3"],
+        "--queues",
+    );
+    common::one_line_error(
+        &["study", "bufferbloat", "--queues", "tail:100"],
+        "key=value",
+    );
+    common::one_line_error(&["study", "bufferbloat", "--flows", "99"], "--flows");
+    common::one_line_error(&["study", "bufferbloat", "--rate", "fast"], "rate");
+    common::one_line_error(&["study", "bufferbloat", "--model", "quake"], "--model");
+}
+
+#[test]
+fn a_short_bufferbloat_study_writes_every_artefact_and_report_draws_it_again() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let study = |resume: bool| {
+        let mut c = assert_cmd::Command::new(cargo_bin("latlab"));
+        c.args(["study", "bufferbloat", "--queues", "tail:limit=100"])
+            .args([
+                "--flows",
+                "0,1",
+                "--cc",
+                "cubic",
+                "--model",
+                "fixed:160@5ms",
+            ])
+            .args([
+                "--duration",
+                "1s",
+                "--warmup",
+                "500ms",
+                "--delay",
+                "5ms",
+                "--out",
+            ])
+            .arg(&out);
+        if resume {
+            c.arg("--resume");
+        }
+        let run = c.output().unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        String::from_utf8_lossy(&run.stderr).into_owned()
+    };
+    study(false);
+    let written = common::artefacts(&out);
+    for f in [
+        "study.json",
+        "report.md",
+        "p99-by-queue.svg",
+        "goodput-vs-p99.svg",
+    ] {
+        assert!(written.contains_key(f), "{f} missing: {:?}", written.keys());
+    }
+    assert_eq!(
+        common::read_json(&out.join("study.json"))["kind"],
+        "bufferbloat"
+    );
+    let unloaded = common::read_json(&out.join("points/bloat-tail-limit-100-0.json"));
+    let loaded = common::read_json(&out.join("points/bloat-tail-limit-100-cubic-1.json"));
+    assert_eq!(unloaded["bulk"].as_array().unwrap().len(), 0);
+    assert_eq!(loaded["spec"], "rate=20mbit limit=100");
+    let bulk = loaded["bulk"].as_array().unwrap();
+    assert_eq!(bulk.len(), 1);
+    assert_eq!(bulk[0]["cc"], "cubic");
+    // The receiver reads no more than the bottleneck lets through, and most of it.
+    let goodput = bulk[0]["goodput_bps"].as_f64().unwrap();
+    assert!(
+        (10e6..=20.5e6).contains(&goodput),
+        "goodput {goodput} bit/s through 20 Mbit/s"
+    );
+    // The answers come back 5 ms later; the probes wait behind the flow's queue on the way
+    // out: 100 frames are 60 ms at 20 Mbit/s.
+    let p50 = |p: &serde_json::Value| p["game"]["latency_ns"]["p50"].as_f64().unwrap() / 1e6;
+    assert!(
+        (5.0..15.0).contains(&p50(&unloaded)),
+        "unloaded p50 {} ms with a 5 ms delay",
+        p50(&unloaded)
+    );
+    assert_eq!(loaded["return_delay_ns"], 5_000_000);
+    assert!(
+        p50(&loaded) > p50(&unloaded) + 5.0,
+        "p50 {} ms loaded, {} ms unloaded",
+        p50(&loaded),
+        p50(&unloaded)
+    );
+    // The queue overflowed at its limit: tail drop.
+    let drops = loaded["emulator"]["a_to_b"]["link"]["dropped_queue_frames"]
+        .as_u64()
+        .unwrap();
+    assert!(drops > 0, "no drop at a 100-frame queue");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("| tail:limit=100 | cubic | 1 |"),
+        "{report}"
+    );
+    assert!(report.contains("not recorded"), "{report}");
+
+    let again = study(true);
+    assert!(again.contains("measured before, kept"), "{again}");
+    let before = common::artefacts(&out);
+    let redraw = assert_cmd::Command::new(cargo_bin("latlab"))
+        .arg("report")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        redraw.status.success(),
+        "{}",
+        String::from_utf8_lossy(&redraw.stderr)
+    );
+    assert_eq!(common::artefacts(&out), before);
+}
