@@ -13,6 +13,8 @@
 //! loss (independent, Gilbert-Elliott `gemodel`, or the 4-state Markov `state` model),
 //! duplication, corruption, reordering (`reorder P gap N`), a rate limit that counts per-frame
 //! overhead, and a queue limit, plus a [`Schedule`] that changes delay, loss and rate over time.
+//! The queue the rate builds is served by a discipline ([`aqm`]): tail drop at the limits by
+//! default, or CoDel, FQ-CoDel or PIE, with ECN marking.
 //!
 //! What it guarantees:
 //!
@@ -59,6 +61,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod aqm;
 mod config;
 mod dist;
 pub mod flow;
@@ -68,6 +71,7 @@ mod pipe;
 mod schedule;
 pub mod sim;
 
+pub use aqm::{Aqm, Discipline};
 pub use config::{JitterDist, LinkConfig, LossModel, Reorder};
 pub use flow::{FlowMatch, FlowRule, Flows};
 pub use link::{Conditions, DropCause, Fate, Link, LinkCounters};
@@ -145,7 +149,9 @@ pub enum ConfigError {
 impl ConfigError {
     /// The [`LinkConfig`] field at fault, for an error from [`LinkConfig::validate`]: one of
     /// `jitter_dist`, `correlation`, `loss`, `duplicate`, `corrupt`, `reorder`, `rate_bps`,
-    /// `limit_frames`, `limit_bytes`, `max_frame`, `schedule`. `None` for errors about text
+    /// `limit_frames`, `limit_bytes`, `max_frame`, `schedule`, and the queue discipline's
+    /// `aqm`, `aqm_target`, `aqm_interval`, `aqm_flows`, `aqm_quantum`, `aqm_tupdate`,
+    /// `aqm_alpha`, `aqm_beta`, `aqm_max_burst`, `ecn`. `None` for errors about text
     /// (those of [`parse`] and of schedule files name the option or column they read).
     pub fn field(&self) -> Option<&'static str> {
         match self {

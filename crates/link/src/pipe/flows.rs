@@ -116,6 +116,12 @@ impl FlowPipes {
     /// among equal ones), if any. See [`Pipe::poll_departure`].
     #[inline]
     pub fn poll_departure(&mut self, now: u64) -> Option<Departure<'_>> {
+        for pipe in &mut self.pipes {
+            // A queue discipline's wire first: what it sent by `now` joins the delay queues.
+            if pipe.bottleneck.is_some() {
+                pipe.serve_bottleneck(now);
+            }
+        }
         let due = self.next_flow().filter(|&(_, at)| at <= now);
         let Some((flow, _)) = due else {
             for pipe in &mut self.pipes {
@@ -128,10 +134,28 @@ impl FlowPipes {
         Some(departure)
     }
 
-    /// The earliest departure time of any pipe, `None` if none holds a frame.
+    /// When to come back: the earliest of the pipes' [`Pipe::poll_timeout`], `None` if none
+    /// holds a frame.
     #[inline]
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.next_flow().map(|(_, at)| at)
+        if let [only] = &self.pipes[..] {
+            return only.poll_timeout();
+        }
+        self.pipes.iter().filter_map(Pipe::poll_timeout).min()
+    }
+
+    /// The sojourn times at the bottleneck of every pipe that has had a queue discipline,
+    /// together (see [`Pipe::sojourn`]); `None` if none has.
+    pub fn sojourn(&self) -> Option<latlab_stats::LatencyHistogram> {
+        let mut all: Option<latlab_stats::LatencyHistogram> = None;
+        for histogram in self.pipes.iter().filter_map(Pipe::sojourn) {
+            match &mut all {
+                // Histograms of one precision always merge.
+                Some(sum) => sum.merge(histogram).expect("same precision"),
+                None => all = Some(histogram.clone()),
+            }
+        }
+        all
     }
 
     /// Changes the default pipe's conditions at `now` (see [`Pipe::handle_config`]); the rules
@@ -210,11 +234,11 @@ impl FlowPipes {
         &mut self.pipes[default]
     }
 
-    /// The pipe whose frame is due first, and when.
+    /// The pipe whose frame is due first in its delay queue, and when.
     #[inline]
     fn next_flow(&self) -> Option<(usize, u64)> {
         if let [only] = &self.pipes[..] {
-            return only.poll_timeout().map(|at| (0, at));
+            return only.next_due().map(|(at, _)| (0, at));
         }
         self.pipes
             .iter()
