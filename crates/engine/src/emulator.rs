@@ -124,8 +124,12 @@ pub struct DirectionReport {
     pub release_error: LatencyHistogram,
     /// Released before the intended departure (never expected; counted to show it).
     pub released_early: u64,
-    /// The same fates in bytes.
+    /// The same fates in bytes (the queue discipline's drops, counted in `link`, not among
+    /// them).
     pub bytes: ByteCounters,
+    /// With a queue discipline (`aqm`), the sojourn time at the bottleneck of every frame it
+    /// sent, ns, over the direction's pipes; `None` without one.
+    pub sojourn: Option<LatencyHistogram>,
     /// Per flow, with per-flow rules: each rule's frames in the order of the rules, then the
     /// default pipe's; they add up to the counters above. Empty without rules.
     pub flows: Vec<FlowReport>,
@@ -233,6 +237,7 @@ impl DirectionReport {
             release_error: LatencyHistogram::new(),
             released_early: 0,
             bytes: ByteCounters::default(),
+            sojourn: None,
             flows: flows::flow_reports(pipes),
         }
     }
@@ -246,6 +251,7 @@ impl DirectionReport {
         let out = [
             self.sent,
             self.link.dropped(),
+            self.link.aqm_drop + self.link.aqm_overflow,
             self.tx_ring_full,
             self.tx_too_long,
             self.tx_too_short,

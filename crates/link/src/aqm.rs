@@ -16,7 +16,7 @@
 //! other parameters belong to one discipline each and are kept, unused, under another.
 
 use crate::config::invalid;
-use crate::{ConfigError, LinkConfig};
+use crate::{format_ns, ConfigError, LinkConfig};
 
 pub(crate) mod codel;
 pub(crate) mod fq;
@@ -141,24 +141,26 @@ impl Aqm {
         const US: u64 = 1_000;
         const MS: u64 = 1_000_000;
         const S: u64 = 1_000_000_000;
-        let within = |field: &'static str, value: u64, low: u64, high: u64, what: &str| {
-            if (low..=high).contains(&value) {
-                Ok(())
-            } else {
-                Err((
-                    field,
-                    invalid(field, &format!("{value} {what} is outside {low}..={high}")),
-                ))
-            }
-        };
+        let within =
+            |field: &'static str, value: u64, low: u64, high: u64, show: fn(u64) -> String| {
+                if (low..=high).contains(&value) {
+                    Ok(())
+                } else {
+                    let reason =
+                        format!("{} is outside {}..={}", show(value), show(low), show(high));
+                    Err((field, invalid(field, &reason)))
+                }
+            };
+        let count = |n: u64| n.to_string();
+        let bytes = |n: u64| format!("{n} bytes");
         if let Some(target) = self.target_ns {
-            within("aqm_target", target, US, 10 * S, "ns")?;
+            within("aqm_target", target, US, 10 * S, format_ns)?;
         }
-        within("aqm_interval", self.interval_ns, US, 100 * S, "ns")?;
-        within("aqm_flows", u64::from(self.flows), 1, 65_536, "flows")?;
-        within("aqm_quantum", u64::from(self.quantum), 64, 65_536, "bytes")?;
-        within("aqm_tupdate", self.tupdate_ns, MS, S, "ns")?;
-        within("aqm_max_burst", self.max_burst_ns, 0, 10 * S, "ns")?;
+        within("aqm_interval", self.interval_ns, US, 100 * S, format_ns)?;
+        within("aqm_flows", u64::from(self.flows), 1, 65_536, count)?;
+        within("aqm_quantum", u64::from(self.quantum), 64, 65_536, bytes)?;
+        within("aqm_tupdate", self.tupdate_ns, MS, S, format_ns)?;
+        within("aqm_max_burst", self.max_burst_ns, 0, 10 * S, format_ns)?;
         for (field, value) in [("aqm_alpha", self.alpha), ("aqm_beta", self.beta)] {
             if !(0.0..=32.0).contains(&value) {
                 return Err((
@@ -172,13 +174,13 @@ impl Aqm {
                 "ecn",
                 invalid(
                     "ecn",
-                    "needs aqm codel, fq_codel or pie (tail drop never marks)",
+                    "needs an aqm of codel, fq_codel or pie (tail drop never marks)",
                 ),
             )),
             Discipline::Tail => Ok(()),
             Discipline::Codel | Discipline::FqCodel if self.target() >= self.interval_ns => Err((
                 "aqm_target",
-                invalid("aqm_target", "must be below the interval (aqm_interval)"),
+                invalid("aqm_target", "must be below CoDel's interval"),
             )),
             _ => {
                 let scheduled = config

@@ -477,5 +477,13 @@ fn a_discipline_without_a_rate_and_parameters_out_of_range_are_refused_by_field(
     .validate()
     .unwrap_err()
     .to_string();
-    assert_eq!(message, "aqm_flows: 0 flows is outside 1..=65536");
+    assert_eq!(message, "aqm_flows: 0 is outside 1..=65536");
+    let message = link(Aqm {
+        tupdate_ns: 10,
+        ..codel()
+    })
+    .validate()
+    .unwrap_err()
+    .to_string();
+    assert_eq!(message, "aqm_tupdate: 10ns is outside 1ms..=1s");
 }

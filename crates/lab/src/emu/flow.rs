@@ -56,7 +56,7 @@ pub fn parse(flag: &str, text: &str) -> Result<FlowSpec, String> {
     };
     let mut settings = Vec::new();
     for pair in &tokens[slash + 1..] {
-        let Some((key, value)) = pair.split_once('=') else {
+        let Some((key, value)) = knob::key_value(pair) else {
             return Err(format!(
                 "{flag} {pair}: not key=value (one / between MATCH and SPEC)"
             ));
