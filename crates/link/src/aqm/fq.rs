@@ -219,13 +219,17 @@ impl FqCodel {
         }
     }
 
-    /// The head of the queue with the most bytes, taken out (RFC 8290 section 4.1.3).
+    /// The head of the queue with the most bytes, taken out (RFC 8290 section 4.1.3). Only
+    /// the queues on the lists can hold frames, so only they are searched (the lowest index
+    /// among equals).
     pub(crate) fn drop_from_fattest(&mut self) -> Option<Held> {
-        let (index, _) = self
-            .queues
+        let index = self
+            .new_flows
             .iter()
-            .enumerate()
-            .max_by_key(|(i, q)| (q.bytes, std::cmp::Reverse(*i)))?;
+            .chain(&self.old_flows)
+            .map(|&i| (self.queues[i as usize].bytes, std::cmp::Reverse(i)))
+            .max()
+            .map(|(_, std::cmp::Reverse(i))| i as usize)?;
         let queue = &mut self.queues[index];
         let held = queue.frames.pop_front()?;
         queue.bytes -= held.len as usize;
