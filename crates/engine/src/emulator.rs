@@ -280,9 +280,13 @@ fn arrive(
     frame: &[u8],
 ) -> (Fate, u64) {
     let no_buffer = pipe.dropped_no_buffer();
+    let aqm = pipe.aqm_dropped();
     let len = frame.len() as u64;
     let mut dropped = 0;
     let fate = pipe.handle_arrival(rx_ns, frame);
+    // A queue discipline's drops (of frames before this one, or this one), live only: the
+    // report takes them from the pipes' counters.
+    dropped += pipe.aqm_dropped() - aqm;
     if let Fate::Drop(cause) = fate {
         let b = &mut report.bytes;
         *match cause {
@@ -317,6 +321,7 @@ fn release(
     mut tapped: impl FnMut(&[u8], u64, Option<u64>),
 ) -> io::Result<usize> {
     let mut n = 0;
+    let aqm = pipe.aqm_dropped();
     while let Some(departure) = pipe.poll_departure(now) {
         let queued = send(departure.frame())?;
         let t = now_ns();
@@ -351,6 +356,12 @@ fn release(
         *dropped += 1;
         *bytes += len;
         live.dropped.fetch_add(1, Ordering::Relaxed);
+    }
+    // A queue discipline's drops while it served the wire, live only: the report takes them
+    // from the pipes' counters.
+    let aqm = pipe.aqm_dropped() - aqm;
+    if aqm > 0 {
+        live.dropped.fetch_add(aqm, Ordering::Relaxed);
     }
     Ok(n)
 }

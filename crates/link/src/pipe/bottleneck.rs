@@ -226,6 +226,13 @@ impl Pipe {
         self.bottleneck.as_ref().map(|b| &b.sojourn)
     }
 
+    /// Frames its queue discipline dropped: `aqm_drop` and `aqm_overflow` of its counters.
+    #[inline]
+    pub fn aqm_dropped(&self) -> u64 {
+        let counters = self.link.counters();
+        counters.aqm_drop + counters.aqm_overflow
+    }
+
     /// PIE's drop probability now, with PIE in force.
     pub fn pie_drop_probability(&self) -> Option<f64> {
         self.bottleneck.as_ref()?.queue.as_ref()?.drop_probability()

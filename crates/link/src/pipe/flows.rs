@@ -63,6 +63,8 @@ pub struct FlowPipes {
     seq: u64,
     /// Frames (or copies) the pipes had no buffer for, summed.
     dropped_no_buffer: u64,
+    /// Frames the pipes' queue disciplines dropped, summed (see [`FlowPipes::aqm_dropped`]).
+    aqm_dropped: u64,
 }
 
 impl FlowPipes {
@@ -81,6 +83,7 @@ impl FlowPipes {
             pipes,
             seq: 0,
             dropped_no_buffer: 0,
+            aqm_dropped: 0,
         })
     }
 
@@ -106,6 +109,14 @@ impl FlowPipes {
         let pipe = &mut self.pipes[flow];
         let no_buffer = pipe.dropped_no_buffer;
         pipe.seq = self.seq;
+        if pipe.bottleneck.is_some() {
+            let dropped = pipe.aqm_dropped();
+            let fate = pipe.handle_arrival(now, frame);
+            self.aqm_dropped += pipe.aqm_dropped() - dropped;
+            self.seq = pipe.seq;
+            self.dropped_no_buffer += pipe.dropped_no_buffer - no_buffer;
+            return fate;
+        }
         let fate = pipe.handle_arrival(now, frame);
         self.seq = pipe.seq;
         self.dropped_no_buffer += pipe.dropped_no_buffer - no_buffer;
@@ -119,7 +130,9 @@ impl FlowPipes {
         for pipe in &mut self.pipes {
             // A queue discipline's wire first: what it sent by `now` joins the delay queues.
             if pipe.bottleneck.is_some() {
+                let dropped = pipe.aqm_dropped();
                 pipe.serve_bottleneck(now);
+                self.aqm_dropped += pipe.aqm_dropped() - dropped;
             }
         }
         let due = self.next_flow().filter(|&(_, at)| at <= now);
@@ -177,6 +190,13 @@ impl FlowPipes {
     /// [`Pipe::dropped_no_buffer`]).
     pub fn dropped_no_buffer(&self) -> u64 {
         self.dropped_no_buffer
+    }
+
+    /// Frames the pipes' queue disciplines dropped (their `aqm_drop` and `aqm_overflow`),
+    /// summed; kept as they happen, so reading it costs no sum over the pipes.
+    #[inline]
+    pub fn aqm_dropped(&self) -> u64 {
+        self.aqm_dropped
     }
 
     /// Frames held by the pipes (duplicates included).

@@ -275,3 +275,34 @@ fn a_rule_with_a_queue_discipline_runs_beside_a_tail_drop_default() {
     assert!(pipes.sojourn().is_some_and(|h| h.len() == 20));
     assert_eq!(pipes.poll_timeout(), None);
 }
+
+#[test]
+fn the_queue_disciplines_drops_are_summed_as_they_happen() {
+    let fq = LinkConfig {
+        rate_bps: Some(1_000_000),
+        limit_frames: Some(5),
+        aqm: crate::Aqm {
+            discipline: crate::Discipline::FqCodel,
+            ..crate::Aqm::default()
+        },
+        ..LinkConfig::default()
+    };
+    let flows = Flows {
+        default: LinkConfig::default(),
+        rules: vec![rule("proto=udp", fq)],
+    };
+    let mut pipes = FlowPipes::new(flows, 0).unwrap();
+    for i in 0..20u8 {
+        pipes.handle_arrival(0, &udp4(40000, 27015, i));
+    }
+    // The limit counts what the pipe holds: the first frame, on the wire, and 4 waiting; the
+    // other 15 made room.
+    assert_eq!(pipes.aqm_dropped(), 15);
+    assert_eq!(pipes.counters().aqm_overflow, 15);
+    let out = drain(&mut pipes, 100 * MS);
+    assert_eq!(out.len(), 5);
+    assert_eq!(
+        pipes.aqm_dropped(),
+        pipes.counters().aqm_overflow + pipes.counters().aqm_drop
+    );
+}
