@@ -2,8 +2,8 @@
 # The queue disciplines' cost, in one sitting:
 #   1. the default path (`aqm=tail`): `cargo bench -p latlab-link --bench pipe` built from BASE
 #      (a revision before the disciplines, default main's merge-base) and from this tree, run
-#      alternately ROUNDS times (default 4), each bench's median per round, then the median of
-#      the rounds and the ratio this tree ÷ BASE;
+#      alternately ROUNDS times (default 4; which goes first alternates too), each bench's
+#      median per round, then the median of the rounds and the ratio this tree ÷ BASE;
 #   2. each discipline's ns per frame at a saturated bottleneck (`--bench aqm`), this tree only.
 # Criterion's warm-up and measurement are kept short (0.5 s, 1 s): alternating rounds, not long
 # runs, are what tell a change from a busy machine.
@@ -37,7 +37,9 @@ run() {
                    if (u == "µs") v *= 1000; if (u == "ns" || u == "µs") print id, v }'
 }
 for r in $(seq "$rounds"); do
-  for who in base here; do
+  # ABBA: odd rounds run BASE first, even rounds this tree first.
+  order="base here"; [ $((r % 2)) = 0 ] && order="here base"
+  for who in $order; do
     bin=base_bin; [ "$who" = here ] && bin=here_bin
     echo "# $who round $r $(date +%T) load $(cut -d' ' -f1 /proc/loadavg)" >&2
     run "${!bin}" | sed "s/^/$who /"
