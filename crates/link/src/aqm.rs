@@ -341,6 +341,16 @@ impl Queue {
         }
     }
 
+    /// Bytes of the queue's own slots (frames' entries and, for FQ-CoDel, its flow queues).
+    pub(crate) fn held_bytes(&self) -> usize {
+        let entry = std::mem::size_of::<Held>();
+        match self {
+            Queue::Codel(q) => q.capacity() * entry,
+            Queue::FqCodel(q) => q.held_bytes(),
+            Queue::Pie(q) => q.capacity() * entry,
+        }
+    }
+
     /// PIE's drop probability now (for tests and the API), `None` for other disciplines.
     pub(crate) fn drop_probability(&self) -> Option<f64> {
         match self {

@@ -25,6 +25,9 @@
 //!   departure times of delivered frames never decrease, whatever the jitter: a frame whose
 //!   sampled delay would let it overtake waits for the one before it
 //!   (`departure = max(arrival + delay + jitter, previous departure) + transmission time`).
+//!   With a queue discipline ([`LinkConfig::aqm`]) the same holds after the bottleneck
+//!   (`departure = max(end of transmission + delay + jitter, previous departure)`); FQ-CoDel
+//!   serves its flows in turn, so frames keep their order within a flow, not across flows.
 //! - **Memory is bounded by the limits.** A frame counts against [`LinkConfig::limit_frames`]
 //!   and [`LinkConfig::limit_bytes`] from its arrival until the engine calls
 //!   [`Link::handle_departure`] for it (a pipe does so when the frame leaves it); a frame that

@@ -15,7 +15,9 @@ pub enum Fate {
     /// [`Link::handle_departure`] for it (and once more for its duplicate, if any).
     Deliver {
         /// When to send the frame, in nanoseconds on the clock of `now`. Never before the
-        /// arrival; without reordering, never before the previous frame's departure.
+        /// arrival; without reordering, never before the previous frame's departure. With a
+        /// queue discipline ([`LinkConfig::aqm`]), unless reordered, it is the arrival: when
+        /// the frame joins the bottleneck queue, which a [`crate::Pipe`] serves.
         departure_ns: u64,
         /// When to send a second copy, if the frame is duplicated: the copy goes through
         /// delay and rate as the next frame would, so it departs after the original, unless

@@ -37,7 +37,8 @@ pub const RETAINED_BUFFERS: usize = 256;
 ///    bytes of the next frame due (corrupted if the link said so) with its intended departure
 ///    time; send them, then drop the `Departure` to give the buffer back. Frames come out in
 ///    departure order (arrival order for equal times): in arrival order unless the link
-///    reorders; a duplicate is a departure of its own.
+///    reorders (or FQ-CoDel serves flows in turn: in order within each flow); a duplicate is
+///    a departure of its own.
 /// 4. [`Pipe::poll_timeout`] for when to come back: the next departure time, `None` if the
 ///    pipe is empty.
 /// 5. At any time, [`Pipe::handle_config`]`(now, config)` changes the conditions of the
@@ -251,10 +252,13 @@ impl Pipe {
     }
 
     /// Bytes of memory the pipe holds for frames: the buffers of the frames queued and of the
-    /// idle ones, and the slots of its queue and pool (the allocator's own overhead aside).
+    /// idle ones, and the slots of its queue and pool, and of a queue discipline's queues
+    /// (the allocator's own overhead aside; a discipline's sojourn histogram is not counted).
     /// It follows the bytes queued, never [`LinkConfig::limit_frames`] times a frame size.
     pub fn held_bytes(&self) -> usize {
-        self.pool.held_bytes() + self.queue.capacity() * std::mem::size_of::<queue::Entry>()
+        self.pool.held_bytes()
+            + self.queue.capacity() * std::mem::size_of::<queue::Entry>()
+            + self.bottleneck.as_ref().map_or(0, |b| b.held_bytes())
     }
 
     /// The conditions in force at the last arrival.

@@ -222,4 +222,9 @@ impl CodelFifo {
     pub(crate) fn len(&self) -> usize {
         self.queue.len()
     }
+
+    /// Entries the FIFO has room for.
+    pub(crate) fn capacity(&self) -> usize {
+        self.queue.capacity()
+    }
 }

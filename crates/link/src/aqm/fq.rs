@@ -257,4 +257,13 @@ impl FqCodel {
     pub(crate) fn len(&self) -> usize {
         self.len
     }
+
+    /// Bytes of its flow queues and their entries, and of its lists.
+    pub(crate) fn held_bytes(&self) -> usize {
+        let entries: usize = self.queues.iter().map(|q| q.frames.capacity()).sum();
+        let lists = self.new_flows.capacity() + self.old_flows.capacity();
+        self.queues.capacity() * std::mem::size_of::<FlowQueue>()
+            + entries * std::mem::size_of::<Held>()
+            + lists * std::mem::size_of::<u32>()
+    }
 }

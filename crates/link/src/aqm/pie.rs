@@ -230,6 +230,11 @@ impl PieFifo {
         self.queue.len()
     }
 
+    /// Entries the FIFO has room for.
+    pub(crate) fn capacity(&self) -> usize {
+        self.queue.capacity()
+    }
+
     pub(crate) fn drop_probability(&self) -> f64 {
         self.pie.drop_probability()
     }

@@ -37,6 +37,11 @@ impl Bottleneck {
         self.queue.as_ref().map_or(0, Queue::len)
     }
 
+    /// Bytes of the discipline's own slots (see [`Pipe::held_bytes`]).
+    pub(super) fn held_bytes(&self) -> usize {
+        self.queue.as_ref().map_or(0, Queue::held_bytes)
+    }
+
     /// When the wire takes the next frame, if one waits.
     pub(super) fn next_service(&self) -> Option<u64> {
         (self.len() > 0).then_some(self.busy_until_ns)
