@@ -219,6 +219,10 @@ impl Pipe {
     /// state when only its parameters change; frames waiting in a discipline that is replaced
     /// are sent in their order at the rate, as tail drop would. On error nothing changes.
     pub fn handle_config(&mut self, now: u64, config: LinkConfig) -> Result<(), ConfigError> {
+        // What the wire took before `now` it took at the old rate, under the old discipline.
+        if self.bottleneck.is_some() {
+            self.serve_bottleneck(now);
+        }
         self.link.handle_config(now, config)?;
         self.reconfigure_bottleneck(now);
         Ok(())

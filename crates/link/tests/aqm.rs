@@ -487,3 +487,33 @@ fn a_discipline_without_a_rate_and_parameters_out_of_range_are_refused_by_field(
     .to_string();
     assert_eq!(message, "aqm_tupdate: 10ns is outside 1ms..=1s");
 }
+
+#[test]
+fn a_rate_changed_while_frames_wait_applies_from_the_change_on() {
+    // Ten 1000-byte frames at once at 1 Mbit/s (8.192 ms each on the wire); at 20 ms the rate
+    // becomes 100 Mbit/s (81.92 µs). The third frame took the wire at 16.384 ms, before the
+    // change, so it keeps the old rate; the rest get the new one.
+    let slow = LinkConfig {
+        rate_bps: Some(1_000_000),
+        ..link(codel())
+    };
+    let mut pipe = Pipe::new(slow.clone(), 0).unwrap();
+    for i in 0..10 {
+        pipe.handle_arrival(0, &frame(1000, 1, 0, i));
+    }
+    pipe.handle_config(
+        20 * MS,
+        LinkConfig {
+            rate_bps: Some(100_000_000),
+            ..slow
+        },
+    )
+    .unwrap();
+    let seen = run(&mut pipe, &[], 100 * MS);
+    let departures: Vec<u64> = seen.departures.iter().map(|(at, _)| *at).collect();
+    let mut expected = vec![8_192_000, 16_384_000, 24_576_000];
+    for i in 1..=7 {
+        expected.push(24_576_000 + i * 81_920);
+    }
+    assert_eq!(departures, expected);
+}
