@@ -267,3 +267,44 @@ impl FqCodel {
             + lists * std::mem::size_of::<u32>()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::frames::udp4;
+    use crate::Discipline;
+
+    fn fq(seed: u64) -> FqCodel {
+        let aqm = Aqm {
+            discipline: Discipline::FqCodel,
+            ..Aqm::default()
+        };
+        FqCodel::new(&aqm, seed)
+    }
+
+    #[test]
+    fn the_hash_takes_the_5_tuple_perturbed_by_the_seed() {
+        let q = fq(1);
+        // The same flow, whatever the payload, always in one queue; 1000 flows spread over
+        // the 1024 queues (a uniform hash fills about 1 − 1/e of them: 632).
+        assert_eq!(
+            q.classify(&udp4(40000, 53, 1)),
+            q.classify(&udp4(40000, 53, 2))
+        );
+        let queues: std::collections::BTreeSet<u32> = (0..1000)
+            .map(|i| q.classify(&udp4(40000 + i, 53, 0)))
+            .collect();
+        assert!((560..700).contains(&queues.len()), "{}", queues.len());
+        // Another seed puts the same flow elsewhere (most of the time: 8 seeds, one queue each).
+        let flow = udp4(40000, 53, 0);
+        let by_seed: std::collections::BTreeSet<u32> =
+            (0..8).map(|s| fq(s).classify(&flow)).collect();
+        assert!(by_seed.len() > 4, "{by_seed:?}");
+        // A frame that is not IP goes by its EtherType alone.
+        let mut arp = vec![0x11u8; 60];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let mut other_arp = vec![0x22u8; 60];
+        other_arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(q.classify(&arp), q.classify(&other_arp));
+    }
+}
