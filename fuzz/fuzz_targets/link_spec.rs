@@ -16,14 +16,14 @@ fuzz_target!(|data: &[u8]| {
     let _ = FlowMatch::parse("--flow", text);
     let _ = Schedule::parse(text);
     let _ = latlab_lab::emu::flow::parse("--flow", text);
-    let Ok(config) = merged(&LinkConfig::default(), text) else {
+    let Ok(config) = merged(&LinkConfig::default(), true, text) else {
         return;
     };
     let spec = spec_text(&config);
     if spec.is_empty() {
         return;
     }
-    let again = merged(&LinkConfig::default(), &spec)
+    let again = merged(&LinkConfig::default(), true, &spec)
         .unwrap_or_else(|e| panic!("{text:?} was taken, its spec {spec:?} is refused: {e}"));
     assert_eq!(spec_text(&again), spec, "from {text:?}");
 });

@@ -83,11 +83,16 @@ impl clap::FromArgMatches for ImpairmentArgs {
 impl clap::Args for ImpairmentArgs {
     fn augment_args(cmd: clap::Command) -> clap::Command {
         cmd.args(KNOBS.iter().flat_map(|k| k.flags).map(|f| {
-            clap::Arg::new(f.name)
+            let arg = clap::Arg::new(f.name)
                 .long(f.name)
                 .value_name(f.value_name)
                 .help(f.help_text().trim_end_matches('.').to_string())
-                .allow_hyphen_values(f.hyphen_values)
+                .allow_hyphen_values(f.hyphen_values);
+            match f.alone {
+                // A switch that may also take a value (`--ecn`, `--ecn off`).
+                Some(value) => arg.num_args(0..=1).default_missing_value(value),
+                None => arg,
+            }
         }))
     }
 

@@ -52,6 +52,94 @@ fn a_put_changes_the_delay_mid_run_over_af_xdp() {
     api_changes_a_running_bridge(&["--io", "xdp", "--xdp-frames", "512"]);
 }
 
+#[test]
+fn a_queue_discipline_is_taken_from_the_flags_and_shown_and_changed_over_the_api() {
+    let base = ["emu", "--iface-a", "a0", "--iface-b", "b0"];
+    common::one_line_error(
+        &[&base[..], &["--aqm", "codel"]].concat(),
+        "--aqm: needs a --rate",
+    );
+    common::one_line_error(
+        &[
+            &base[..],
+            &["--rate", "10mbit", "--aqm", "fq_codel", "--quantum", "8"],
+        ]
+        .concat(),
+        "--quantum: 8 bytes is outside 64 bytes..=65536 bytes",
+    );
+    common::one_line_error(&[&base[..], &["--aqm", "red"]].concat(), "--aqm");
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    let emu = common::in_ns(lab.emu.name())
+        .args([
+            "emu",
+            "--iface-a",
+            "emu-a",
+            "--iface-b",
+            "emu-b",
+            "--duration",
+            "3s",
+        ])
+        .args(["--aqm", "codel", "--rate", "10mbit", "--ecn", "--api", API])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let ns = lab.emu.name().to_string();
+    let (status, body) = request(&ns, "GET", "/conditions", "");
+    assert_eq!(status, 200, "{body}");
+    let conditions = json(&body);
+    for direction in ["a_to_b", "b_to_a"] {
+        let d = &conditions[direction];
+        assert_eq!(d["spec"], "rate=10mbit aqm=codel ecn=on", "{conditions}");
+        assert_eq!(d["aqm"]["discipline"], "codel");
+        assert_eq!(d["aqm"]["target_ns"], 5_000_000, "CoDel's default");
+        assert_eq!(d["aqm"]["interval_ns"], 100_000_000);
+        assert_eq!(d["aqm"]["ecn"], true);
+    }
+    // Out of range: 400, naming the key; a discipline changed while it runs.
+    let (status, body) = request(&ns, "PUT", "/conditions/a-to-b", "aqm=fq_codel flows=0");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("--flows"), "{body}");
+    let (status, body) = request(&ns, "PUT", "/conditions/a-to-b", "aqm=pie max_burst=50ms");
+    assert_eq!(status, 200, "{body}");
+    let conditions = json(&request(&ns, "GET", "/conditions", "").1);
+    let a = &conditions["a_to_b"];
+    assert_eq!(
+        a["spec"], "rate=10mbit aqm=pie max-burst=50ms ecn=on",
+        "{conditions}"
+    );
+    assert_eq!(a["aqm"]["target_ns"], 15_000_000, "PIE's default");
+    assert_eq!(conditions["b_to_a"]["aqm"]["discipline"], "codel");
+    let (status, metrics) = request(&ns, "GET", "/metrics", "");
+    assert_eq!(status, 200);
+    for name in [
+        "latlab_emu_sojourn_seconds_count{direction=\"a_to_b\"}",
+        "latlab_emu_aqm_marked_frames_total{direction=\"b_to_a\"}",
+        "latlab_emu_dropped_frames_total{direction=\"a_to_b\",cause=\"aqm\"}",
+    ] {
+        assert!(metrics.contains(name), "{name} missing:\n{metrics}");
+    }
+    // The exit summary has each direction's discipline.
+    let out = emu.wait_with_output().unwrap();
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let aqm = "  aqm: dropped 0, overflow 0, marked 0";
+    assert_eq!(
+        summary.lines().filter(|l| l.starts_with(aqm)).count(),
+        2,
+        "{summary}"
+    );
+}
+
 /// One HTTP/1.1 request to the API inside namespace `ns`: the status and the body.
 fn request(ns: &str, method: &str, path: &str, body: &str) -> (u16, String) {
     let (method, path, body) = (method.to_string(), path.to_string(), body.to_string());

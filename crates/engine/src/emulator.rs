@@ -124,8 +124,12 @@ pub struct DirectionReport {
     pub release_error: LatencyHistogram,
     /// Released before the intended departure (never expected; counted to show it).
     pub released_early: u64,
-    /// The same fates in bytes.
+    /// The same fates in bytes (the queue discipline's drops, counted in `link`, not among
+    /// them).
     pub bytes: ByteCounters,
+    /// With a queue discipline (`aqm`), the sojourn time at the bottleneck of every frame it
+    /// sent, ns, over the direction's pipes; `None` without one.
+    pub sojourn: Option<LatencyHistogram>,
     /// Per flow, with per-flow rules: each rule's frames in the order of the rules, then the
     /// default pipe's; they add up to the counters above. Empty without rules.
     pub flows: Vec<FlowReport>,
@@ -233,6 +237,7 @@ impl DirectionReport {
             release_error: LatencyHistogram::new(),
             released_early: 0,
             bytes: ByteCounters::default(),
+            sojourn: None,
             flows: flows::flow_reports(pipes),
         }
     }
@@ -246,6 +251,7 @@ impl DirectionReport {
         let out = [
             self.sent,
             self.link.dropped(),
+            self.link.aqm_drop + self.link.aqm_overflow,
             self.tx_ring_full,
             self.tx_too_long,
             self.tx_too_short,
@@ -274,9 +280,13 @@ fn arrive(
     frame: &[u8],
 ) -> (Fate, u64) {
     let no_buffer = pipe.dropped_no_buffer();
+    let aqm = pipe.aqm_dropped();
     let len = frame.len() as u64;
     let mut dropped = 0;
     let fate = pipe.handle_arrival(rx_ns, frame);
+    // A queue discipline's drops (of frames before this one, or this one), live only: the
+    // report takes them from the pipes' counters.
+    dropped += pipe.aqm_dropped() - aqm;
     if let Fate::Drop(cause) = fate {
         let b = &mut report.bytes;
         *match cause {
@@ -311,6 +321,7 @@ fn release(
     mut tapped: impl FnMut(&[u8], u64, Option<u64>),
 ) -> io::Result<usize> {
     let mut n = 0;
+    let aqm = pipe.aqm_dropped();
     while let Some(departure) = pipe.poll_departure(now) {
         let queued = send(departure.frame())?;
         let t = now_ns();
@@ -345,6 +356,12 @@ fn release(
         *dropped += 1;
         *bytes += len;
         live.dropped.fetch_add(1, Ordering::Relaxed);
+    }
+    // A queue discipline's drops while it served the wire, live only: the report takes them
+    // from the pipes' counters.
+    let aqm = pipe.aqm_dropped() - aqm;
+    if aqm > 0 {
+        live.dropped.fetch_add(aqm, Ordering::Relaxed);
     }
     Ok(n)
 }

@@ -1,7 +1,7 @@
 //! The knobs of a link, NetEm's names and meanings, and their checks.
 
 use crate::{
-    format_number, ConfigError, Schedule, DEFAULT_LIMIT_FRAMES, DEFAULT_MAX_FRAME,
+    format_number, Aqm, ConfigError, Schedule, DEFAULT_LIMIT_FRAMES, DEFAULT_MAX_FRAME,
     DEFAULT_OVERHEAD_BYTES, MIN_FRAME,
 };
 
@@ -46,6 +46,9 @@ pub struct LinkConfig {
     pub max_frame: usize,
     /// Whether frames shorter than [`MIN_FRAME`] are dropped as runts (true) or forwarded.
     pub drop_runts: bool,
+    /// The discipline of the bottleneck queue the rate builds, with ECN marking
+    /// (`--aqm`, `--ecn` and the discipline's parameters); tail drop by default.
+    pub aqm: Aqm,
     /// Conditions that change over time (`--schedule FILE`).
     pub schedule: Option<Schedule>,
     /// Seed of the link's random number generator (`--seed`).
@@ -69,6 +72,7 @@ impl Default for LinkConfig {
             limit_bytes: None,
             max_frame: DEFAULT_MAX_FRAME,
             drop_runts: true,
+            aqm: Aqm::default(),
             schedule: None,
             seed: 0,
         }
@@ -138,7 +142,7 @@ impl LinkConfig {
         if let Some(schedule) = &self.schedule {
             schedule.validate().map_err(at("schedule"))?;
         }
-        Ok(())
+        self.aqm.check(self)
     }
 }
 

@@ -13,6 +13,8 @@
 //! loss (independent, Gilbert-Elliott `gemodel`, or the 4-state Markov `state` model),
 //! duplication, corruption, reordering (`reorder P gap N`), a rate limit that counts per-frame
 //! overhead, and a queue limit, plus a [`Schedule`] that changes delay, loss and rate over time.
+//! The queue the rate builds is served by a discipline ([`aqm`]): tail drop at the limits by
+//! default, or CoDel, FQ-CoDel or PIE, with ECN marking.
 //!
 //! What it guarantees:
 //!
@@ -23,6 +25,9 @@
 //!   departure times of delivered frames never decrease, whatever the jitter: a frame whose
 //!   sampled delay would let it overtake waits for the one before it
 //!   (`departure = max(arrival + delay + jitter, previous departure) + transmission time`).
+//!   With a queue discipline ([`LinkConfig::aqm`]) the same holds after the bottleneck
+//!   (`departure = max(end of transmission + delay + jitter, previous departure)`); FQ-CoDel
+//!   serves its flows in turn, so frames keep their order within a flow, not across flows.
 //! - **Memory is bounded by the limits.** A frame counts against [`LinkConfig::limit_frames`]
 //!   and [`LinkConfig::limit_bytes`] from its arrival until the engine calls
 //!   [`Link::handle_departure`] for it (a pipe does so when the frame leaves it); a frame that
@@ -59,6 +64,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod aqm;
 mod config;
 mod dist;
 pub mod flow;
@@ -69,6 +75,7 @@ mod schedule;
 pub mod sim;
 pub mod trace;
 
+pub use aqm::{Aqm, Discipline};
 pub use config::{JitterDist, LinkConfig, LossModel, Reorder};
 pub use flow::{FlowMatch, FlowRule, Flows};
 pub use link::{Conditions, DropCause, Fate, Link, LinkCounters};
@@ -146,7 +153,9 @@ pub enum ConfigError {
 impl ConfigError {
     /// The [`LinkConfig`] field at fault, for an error from [`LinkConfig::validate`]: one of
     /// `jitter_dist`, `correlation`, `loss`, `duplicate`, `corrupt`, `reorder`, `rate_bps`,
-    /// `limit_frames`, `limit_bytes`, `max_frame`, `schedule`. `None` for errors about text
+    /// `limit_frames`, `limit_bytes`, `max_frame`, `schedule`, and the queue discipline's
+    /// `aqm`, `aqm_target`, `aqm_interval`, `aqm_flows`, `aqm_quantum`, `aqm_tupdate`,
+    /// `aqm_alpha`, `aqm_beta`, `aqm_max_burst`, `ecn`. `None` for errors about text
     /// (those of [`parse`] and of schedule files name the option or column they read).
     pub fn field(&self) -> Option<&'static str> {
         match self {

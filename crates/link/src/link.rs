@@ -15,7 +15,9 @@ pub enum Fate {
     /// [`Link::handle_departure`] for it (and once more for its duplicate, if any).
     Deliver {
         /// When to send the frame, in nanoseconds on the clock of `now`. Never before the
-        /// arrival; without reordering, never before the previous frame's departure.
+        /// arrival; without reordering, never before the previous frame's departure. With a
+        /// queue discipline ([`LinkConfig::aqm`]), unless reordered, it is the arrival: when
+        /// the frame joins the bottleneck queue, which a [`crate::Pipe`] serves.
         departure_ns: u64,
         /// When to send a second copy, if the frame is duplicated: the copy goes through
         /// delay and rate as the next frame would, so it departs after the original, unless
@@ -45,7 +47,10 @@ pub enum DropCause {
 }
 
 /// Every frame's fate by cause. `arrived = delivered + dropped_*` (all five); duplicated,
-/// corrupted and reordered count delivered frames that were also so treated. Read back from
+/// corrupted and reordered count delivered frames that were also so treated. With a queue
+/// discipline, delivered frames (and copies) may still be dropped at the bottleneck
+/// (`aqm_drop`, `aqm_overflow`): the frames sent are `delivered + duplicated − aqm_drop −
+/// aqm_overflow` (less any a pipe had no buffer for). Read back from
 /// JSON, a counter a file lacks (one written before it was counted) reads as 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -70,6 +75,16 @@ pub struct LinkCounters {
     pub dropped_runt: u64,
     /// Oversized frames dropped.
     pub dropped_oversized: u64,
+    /// Frames (or copies) the queue discipline dropped after they were delivered to the
+    /// bottleneck queue: CoDel's and FQ-CoDel's drops at dequeue, PIE's at enqueue (see
+    /// [`crate::Aqm`]). Counted in `delivered` (or `duplicated`) too: they arrived whole.
+    pub aqm_drop: u64,
+    /// Frames the queue discipline marked CE instead of dropping them (ECN); they were sent.
+    pub aqm_mark: u64,
+    /// Frames FQ-CoDel dropped from the head of its fattest queue to make room for an
+    /// arrival when the limits were reached (an overflow of the bottleneck queue, besides
+    /// the arrivals the limits drop, `dropped_queue_*`). Counted in `delivered` too.
+    pub aqm_overflow: u64,
 }
 
 impl std::ops::AddAssign for LinkCounters {
@@ -87,6 +102,9 @@ impl std::ops::AddAssign for LinkCounters {
             dropped_queue_bytes,
             dropped_runt,
             dropped_oversized,
+            aqm_drop,
+            aqm_mark,
+            aqm_overflow,
         } = other;
         self.arrived += arrived;
         self.delivered += delivered;
@@ -98,11 +116,15 @@ impl std::ops::AddAssign for LinkCounters {
         self.dropped_queue_bytes += dropped_queue_bytes;
         self.dropped_runt += dropped_runt;
         self.dropped_oversized += dropped_oversized;
+        self.aqm_drop += aqm_drop;
+        self.aqm_mark += aqm_mark;
+        self.aqm_overflow += aqm_overflow;
     }
 }
 
 impl LinkCounters {
-    /// All drops, whatever the cause.
+    /// All drops at arrival, whatever the cause (the queue discipline's later drops,
+    /// `aqm_drop` and `aqm_overflow`, are not among them).
     pub fn dropped(&self) -> u64 {
         self.dropped_loss
             + self.dropped_queue_frames
@@ -323,6 +345,22 @@ impl Link {
         &self.counters
     }
 
+    /// The counters, for the pipe to count what its queue discipline does.
+    pub(crate) fn counters_mut(&mut self) -> &mut LinkCounters {
+        &mut self.counters
+    }
+
+    /// Whether a frame of `len` bytes arriving now would find the queue at a limit.
+    pub(crate) fn would_overflow(&self, len: usize) -> bool {
+        self.config
+            .limit_frames
+            .is_some_and(|limit| self.queued_frames >= limit)
+            || self
+                .config
+                .limit_bytes
+                .is_some_and(|limit| self.queued_bytes.saturating_add(len) > limit)
+    }
+
     /// Frames delivered (and duplicates) not yet departed.
     pub fn queued_frames(&self) -> usize {
         self.queued_frames
@@ -363,6 +401,17 @@ impl Link {
             _ => None,
         };
         let reordered = self.reorder_event();
+        if self.config.aqm.is_active() {
+            // The bottleneck comes first: the pipe's queue discipline serves the frame (and
+            // its copy) from `now`, then the delay applies.
+            let duplicate = duplicate && self.admit(len).is_ok();
+            return Fate::Deliver {
+                departure_ns: now,
+                duplicate_departure_ns: duplicate.then_some(now),
+                corrupt_bit,
+                reordered,
+            };
+        }
         let departure_ns = if reordered {
             now
         } else {
@@ -505,6 +554,16 @@ impl Link {
         departure
     }
 
+    /// The departure of a frame whose transmission at the bottleneck ended at `done_ns`
+    /// (a queue discipline's order: rate, then delay), in order.
+    pub(crate) fn departure_after_bottleneck(&mut self, done_ns: u64) -> u64 {
+        let departure = done_ns
+            .saturating_add(self.sample_delay_ns())
+            .max(self.last_departure_ns);
+        self.last_departure_ns = departure;
+        departure
+    }
+
     /// The delay plus a jitter sample, never below 0.
     fn sample_delay_ns(&mut self) -> u64 {
         let delay_ns = self.conditions.delay_ns;
@@ -522,7 +581,7 @@ impl Link {
     }
 
     /// Time on the wire of `len` bytes plus overhead at the rate in force; 0 without a rate.
-    fn transmission_ns(&mut self, len: usize) -> u64 {
+    pub(crate) fn transmission_ns(&mut self, len: usize) -> u64 {
         let Some(rate_bps) = self.conditions.rate_bps else {
             return 0;
         };

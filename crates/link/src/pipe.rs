@@ -2,10 +2,12 @@
 
 use crate::{Conditions, ConfigError, Fate, Link, LinkConfig, LinkCounters};
 
+mod bottleneck;
 mod flows;
 mod pool;
 mod queue;
 
+use bottleneck::Bottleneck;
 pub use flows::FlowPipes;
 use pool::{IdleLists, Pool};
 use queue::DelayQueue;
@@ -35,7 +37,8 @@ pub const RETAINED_BUFFERS: usize = 256;
 ///    bytes of the next frame due (corrupted if the link said so) with its intended departure
 ///    time; send them, then drop the `Departure` to give the buffer back. Frames come out in
 ///    departure order (arrival order for equal times): in arrival order unless the link
-///    reorders; a duplicate is a departure of its own.
+///    reorders (or FQ-CoDel serves flows in turn: in order within each flow); a duplicate is
+///    a departure of its own.
 /// 4. [`Pipe::poll_timeout`] for when to come back: the next departure time, `None` if the
 ///    pipe is empty.
 /// 5. At any time, [`Pipe::handle_config`]`(now, config)` changes the conditions of the
@@ -79,6 +82,9 @@ pub struct Pipe {
     seq: u64,
     /// Delivered frames (or copies) dropped because [`MAX_HELD_WITHOUT_LIMIT`] were held.
     dropped_no_buffer: u64,
+    /// The queue discipline's queue and the sojourn times, once a discipline other than tail
+    /// drop was configured (`None` on the default path).
+    bottleneck: Option<Box<Bottleneck>>,
 }
 
 /// The next frame due, lent by [`Pipe::poll_departure`]. The frame has left the queue (its
@@ -127,13 +133,16 @@ impl Pipe {
     /// A pipe with `config` (checked with [`LinkConfig::validate`]), whose schedule starts at
     /// `start_ns`. It holds no buffer until frames arrive.
     pub fn new(config: LinkConfig, start_ns: u64) -> Result<Pipe, ConfigError> {
-        Ok(Pipe {
+        let mut pipe = Pipe {
             link: Link::new(config, start_ns)?,
             queue: DelayQueue::default(),
             pool: Pool::default(),
             seq: 0,
             dropped_no_buffer: 0,
-        })
+            bottleneck: None,
+        };
+        pipe.reconfigure_bottleneck(start_ns);
+        Ok(pipe)
     }
 
     /// A frame arrived at `now`: the link decides its fate; a delivered frame is copied into a
@@ -141,6 +150,9 @@ impl Pipe {
     /// the fate (the frame's bytes are the pipe's business from here on).
     #[inline]
     pub fn handle_arrival(&mut self, now: u64, frame: &[u8]) -> Fate {
+        if self.bottleneck.as_ref().is_some_and(|b| b.is_active()) {
+            return self.arrive_at_bottleneck(now, frame);
+        }
         let fate = self.link.handle_arrival(now, frame.len());
         if let Fate::Deliver {
             departure_ns,
@@ -154,7 +166,7 @@ impl Pipe {
                 self.hold(now, duplicate_ns, frame, None);
             }
         }
-        debug_assert_eq!(self.queue.len(), self.link.queued_frames());
+        debug_assert_eq!(self.queued_frames(), self.link.queued_frames());
         fate
     }
 
@@ -162,6 +174,9 @@ impl Pipe {
     /// bytes are sent (or copied); until then the pipe is borrowed.
     #[inline]
     pub fn poll_departure(&mut self, now: u64) -> Option<Departure<'_>> {
+        if self.bottleneck.is_some() {
+            self.serve_bottleneck(now);
+        }
         let Some((departure_ns, _, buffer)) = self.queue.peek() else {
             self.trim_if_drained();
             return None;
@@ -183,17 +198,34 @@ impl Pipe {
         })
     }
 
-    /// The departure time of the next frame, `None` if the pipe holds none.
+    /// When to come back: the departure time of the next frame, or with a queue discipline
+    /// the end of the frame on the wire if that is earlier (the discipline then picks the
+    /// next frame); `None` if the pipe holds none.
     #[inline]
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.queue.peek().map(|(departure_ns, _, _)| departure_ns)
+        let departure = self.queue.peek().map(|(departure_ns, _, _)| departure_ns);
+        match &self.bottleneck {
+            None => departure,
+            Some(bottleneck) => match (departure, bottleneck.next_service()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        }
     }
 
     /// Changes the conditions at `now` without losing held frames: they keep their departure
     /// times; frames arriving from now on get the new conditions, and the new limits apply
-    /// to them. See [`Link::handle_config`] for what carries over. On error nothing changes.
+    /// to them. See [`Link::handle_config`] for what carries over. A queue discipline keeps its
+    /// state when only its parameters change; frames waiting in a discipline that is replaced
+    /// are sent in their order at the rate, as tail drop would. On error nothing changes.
     pub fn handle_config(&mut self, now: u64, config: LinkConfig) -> Result<(), ConfigError> {
-        self.link.handle_config(now, config)
+        // What the wire took before `now` it took at the old rate, under the old discipline.
+        if self.bottleneck.is_some() {
+            self.serve_bottleneck(now);
+        }
+        self.link.handle_config(now, config)?;
+        self.reconfigure_bottleneck(now);
+        Ok(())
     }
 
     /// Every frame's fate so far, by cause.
@@ -208,9 +240,9 @@ impl Pipe {
         self.dropped_no_buffer
     }
 
-    /// Frames held (duplicates included).
+    /// Frames held (duplicates included), in the delay queue and at the bottleneck.
     pub fn queued_frames(&self) -> usize {
-        self.queue.len()
+        self.queue.len() + self.bottleneck.as_ref().map_or(0, |b| b.len())
     }
 
     /// Bytes of the frames held.
@@ -224,10 +256,13 @@ impl Pipe {
     }
 
     /// Bytes of memory the pipe holds for frames: the buffers of the frames queued and of the
-    /// idle ones, and the slots of its queue and pool (the allocator's own overhead aside).
+    /// idle ones, and the slots of its queue and pool, and of a queue discipline's queues
+    /// (the allocator's own overhead aside; a discipline's sojourn histogram is not counted).
     /// It follows the bytes queued, never [`LinkConfig::limit_frames`] times a frame size.
     pub fn held_bytes(&self) -> usize {
-        self.pool.held_bytes() + self.queue.capacity() * std::mem::size_of::<queue::Entry>()
+        self.pool.held_bytes()
+            + self.queue.capacity() * std::mem::size_of::<queue::Entry>()
+            + self.bottleneck.as_ref().map_or(0, |b| b.held_bytes())
     }
 
     /// The conditions in force at the last arrival.

@@ -116,8 +116,11 @@ impl FlowKey {
     }
 }
 
-/// Where the network header starts, and its EtherType, past any VLAN tags.
-fn network_header(frame: &[u8]) -> Option<(usize, u16)> {
+/// Where the network header starts in `frame` (an Ethernet frame as on the wire), and its
+/// EtherType, past any 802.1Q / 802.1ad tags; `None` for a frame too short to say. Never
+/// panics.
+#[inline]
+pub fn network_header(frame: &[u8]) -> Option<(usize, u16)> {
     let mut at = 12;
     loop {
         let ethertype = be16(frame, at)?;

@@ -71,6 +71,7 @@
 use core::fmt;
 
 pub mod checksum;
+pub mod ecn;
 pub mod ethernet;
 pub mod flow;
 pub mod game;

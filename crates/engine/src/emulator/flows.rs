@@ -37,15 +37,17 @@ impl FlowReport {
         let out = [
             self.sent,
             self.link.dropped(),
+            self.link.aqm_drop + self.link.aqm_overflow,
             self.dropped_by_emulator,
             self.queued,
         ];
         copies_in - out.iter().map(|&n| i128::from(n)).sum::<i128>()
     }
 
-    /// Every frame the flow lost: the link's drops and the emulator's.
+    /// Every frame the flow lost: the link's drops (its queue discipline's too) and the
+    /// emulator's.
     pub fn dropped(&self) -> u64 {
-        self.link.dropped() + self.dropped_by_emulator
+        self.link.dropped() + self.link.aqm_drop + self.link.aqm_overflow + self.dropped_by_emulator
     }
 }
 
@@ -74,6 +76,7 @@ pub(super) fn flow_reports(pipes: &FlowPipes) -> Vec<FlowReport> {
 /// The queue of the direction is left to the caller (at exit it is `queued_at_exit`).
 pub(super) fn counted(mut report: DirectionReport, pipes: &FlowPipes) -> DirectionReport {
     report.link = pipes.counters();
+    report.sojourn = pipes.sojourn();
     report.queue_slots_full += pipes.dropped_no_buffer();
     for (flow, (_, pipe)) in report.flows.iter_mut().zip(pipes.flows()) {
         flow.config = pipe.config().clone();

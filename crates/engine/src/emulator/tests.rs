@@ -126,6 +126,30 @@ fn a_frame_longer_than_the_far_sides_mtu_is_counted_and_the_emulator_goes_on() {
 }
 
 #[test]
+fn a_queue_disciplines_drops_are_accounted_for_and_its_sojourn_times_reported() {
+    // 400 frames at once into FQ-CoDel at 10 Mbit/s with room for 50: the fattest (only)
+    // queue's head makes room for each arrival past the 50th, and the 50 left take 41 ms.
+    let mut a = MemoryPort::new(&[1000; 400], 1514);
+    let mut b = MemoryPort::new(&[], 1514);
+    let fq = LinkConfig {
+        rate_bps: Some(10_000_000),
+        limit_frames: Some(50),
+        aqm: latlab_link::Aqm {
+            discipline: latlab_link::Discipline::FqCodel,
+            ..latlab_link::Aqm::default()
+        },
+        ..LinkConfig::default()
+    };
+    let report = bridge(&mut a, &mut b, fq, 300);
+    let d = &report.a_to_b;
+    assert_eq!((d.arrived, d.link.aqm_overflow, d.sent), (400, 350, 50));
+    assert_eq!(d.link.dropped(), 0, "no arrival dropped");
+    assert_eq!(d.unaccounted(), 0);
+    assert_eq!(d.sojourn.as_ref().map(|h| h.len()), Some(50));
+    assert!(report.b_to_a.sojourn.is_none(), "tail drop: none");
+}
+
+#[test]
 fn frames_still_held_at_exit_are_reported_so_every_frame_is_accounted_for() {
     let mut a = MemoryPort::new(&[100; 5], 1514);
     let mut b = MemoryPort::new(&[], 1514);

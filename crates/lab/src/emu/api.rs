@@ -280,8 +280,26 @@ pub fn direction_json(c: &LinkConfig) -> serde_json::Value {
         "limit_frames": c.limit_frames,
         "limit_bytes": c.limit_bytes,
         "max_frame": c.max_frame,
+        "aqm": aqm_json(&c.aqm),
         "schedule": c.schedule.is_some(),
         "seed": c.seed,
+    })
+}
+
+/// The queue discipline's settings: its name, the target in force (the discipline's default
+/// if none was given) and every parameter, times in ns.
+fn aqm_json(a: &latlab_link::Aqm) -> serde_json::Value {
+    serde_json::json!({
+        "discipline": a.discipline.name(),
+        "target_ns": a.target(),
+        "interval_ns": a.interval_ns,
+        "flows": a.flows,
+        "quantum": a.quantum,
+        "tupdate_ns": a.tupdate_ns,
+        "alpha": a.alpha,
+        "beta": a.beta,
+        "max_burst_ns": a.max_burst_ns,
+        "ecn": a.ecn,
     })
 }
 
@@ -382,6 +400,37 @@ pub fn spec_text(c: &LinkConfig) -> String {
     }
     if let Some(bytes) = c.limit_bytes {
         put("limit-bytes", bytes.to_string());
+    }
+    let (a, da) = (&c.aqm, &d.aqm);
+    if a.discipline != da.discipline {
+        put("aqm", a.discipline.name().into());
+    }
+    if let Some(target) = a.target_ns {
+        put("target", duration(target));
+    }
+    if a.interval_ns != da.interval_ns {
+        put("interval", duration(a.interval_ns));
+    }
+    if a.flows != da.flows {
+        put("flows", a.flows.to_string());
+    }
+    if a.quantum != da.quantum {
+        put("quantum", a.quantum.to_string());
+    }
+    if a.tupdate_ns != da.tupdate_ns {
+        put("tupdate", duration(a.tupdate_ns));
+    }
+    if a.alpha != da.alpha {
+        put("alpha", a.alpha.to_string());
+    }
+    if a.beta != da.beta {
+        put("beta", a.beta.to_string());
+    }
+    if a.max_burst_ns != da.max_burst_ns {
+        put("max-burst", duration(a.max_burst_ns));
+    }
+    if a.ecn {
+        put("ecn", "on".into());
     }
     if c.schedule.is_some() {
         put("schedule", "(file)".into());

@@ -22,9 +22,8 @@ pub use super::knob::{apply, key_of_field, naming_key};
 /// it is for (A→B), which a `preset=` key among them needs.
 pub fn apply_spec(config: &mut LinkConfig, up: bool, flag: &str, spec: &str) -> Result<(), String> {
     for pair in spec.split_whitespace() {
-        let (key, value) = pair
-            .split_once('=')
-            .ok_or_else(|| format!("{flag}: {pair:?} is not key=value"))?;
+        let (key, value) =
+            knob::key_value(pair).ok_or_else(|| format!("{flag}: {pair:?} is not key=value"))?;
         apply_in(config, up, key, value).map_err(|err| format!("{flag}: {err}"))?;
     }
     Ok(())
@@ -315,10 +314,102 @@ mod tests {
             "limit_bytes",
             "max_frame",
             "schedule",
+            "aqm",
+            "aqm_target",
+            "aqm_interval",
+            "aqm_flows",
+            "aqm_quantum",
+            "aqm_tupdate",
+            "aqm_alpha",
+            "aqm_beta",
+            "aqm_max_burst",
+            "ecn",
         ] {
             let key = key_of_field(field).unwrap();
             assert!(keys().any(|k| k == &key[2..]), "{field} → {key}");
         }
+    }
+
+    #[test]
+    fn queue_discipline_keys_come_from_flags_specs_and_files_and_errors_name_the_key() {
+        let sources = |flags: ImpairmentFlags| LinkSources {
+            flags,
+            frame_size: 2048,
+            ..LinkSources::default()
+        };
+        let error = |flags| links(&sources(flags)).unwrap_err();
+        assert_eq!(
+            error(ImpairmentFlags::from([("aqm", "codel")])),
+            "A to B: --aqm: needs a --rate: without a rate limit no queue builds for it to manage"
+        );
+        let codel = [("rate", "10mbit"), ("aqm", "fq_codel")];
+        let with = |extra: (&'static str, &'static str)| {
+            ImpairmentFlags::from([codel[0], codel[1], extra])
+        };
+        assert_eq!(
+            error(with(("flows", "0"))),
+            "A to B: --flows: 0 is outside 1..=65536"
+        );
+        assert_eq!(
+            error(with(("target", "200ms"))),
+            "A to B: --target: must be below CoDel's interval"
+        );
+        assert_eq!(
+            error(with(("max-burst", "11s"))),
+            "A to B: --max-burst: 11s is outside 0ns..=10s"
+        );
+        assert_eq!(
+            error(ImpairmentFlags::from([("ecn", "on")])),
+            "A to B: --ecn: needs an aqm of codel, fq_codel or pie (tail drop never marks)"
+        );
+        let mut c = LinkConfig::default();
+        let err = apply(&mut c, "aqm", "red").unwrap_err();
+        assert!(
+            err.starts_with("--aqm: \"red\" is not a queue discipline"),
+            "{err}"
+        );
+        assert!(apply(&mut c, "ecn", "maybe")
+            .unwrap_err()
+            .starts_with("--ecn"));
+        assert!(apply(&mut c, "alpha", "inf")
+            .unwrap_err()
+            .starts_with("--alpha"));
+        // A spec: `ecn` alone is `ecn=on`, `max_burst` is `max-burst`.
+        let spec = "rate=10mbit aqm=pie target=20ms tupdate=30ms alpha=0.25 beta=2.5 \
+                    max_burst=100ms ecn";
+        apply_spec(&mut c, true, "--a-to-b", spec).unwrap();
+        let pie = latlab_link::Aqm {
+            discipline: latlab_link::Discipline::Pie,
+            target_ns: Some(20_000_000),
+            tupdate_ns: 30_000_000,
+            alpha: 0.25,
+            beta: 2.5,
+            max_burst_ns: 100_000_000,
+            ecn: true,
+            ..latlab_link::Aqm::default()
+        };
+        assert_eq!((c.aqm, c.validate()), (pie, Ok(())));
+        // What the API shows reads back as the same settings.
+        let text = crate::emu::api::spec_text(&c);
+        let mut again = LinkConfig::default();
+        apply_spec(&mut again, true, "--a-to-b", &text).unwrap();
+        assert_eq!(again, c, "{text}");
+        assert!(apply_spec(&mut again, true, "--a-to-b", "delay").is_err());
+        // A file: the same keys, `ecn` a boolean.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("aqm.toml");
+        std::fs::write(
+            &path,
+            "rate = \"10mbit\"\naqm = \"fq_codel\"\nquantum = 3028\n[b_to_a]\necn = true\n",
+        )
+        .unwrap();
+        let file = load_file(&path).unwrap();
+        let mut b = LinkConfig::default();
+        for (k, v) in file.both.iter().chain(&file.b_to_a) {
+            apply(&mut b, k, v).unwrap();
+        }
+        assert_eq!((b.aqm.quantum, b.aqm.ecn), (3028, true));
+        assert_eq!(b.aqm.discipline, latlab_link::Discipline::FqCodel);
     }
 
     #[test]

@@ -56,7 +56,7 @@ pub fn parse(flag: &str, text: &str) -> Result<FlowSpec, String> {
     };
     let mut settings = Vec::new();
     for pair in &tokens[slash + 1..] {
-        let Some((key, value)) = pair.split_once('=') else {
+        let Some((key, value)) = knob::key_value(pair) else {
             return Err(format!(
                 "{flag} {pair}: not key=value (one / between MATCH and SPEC)"
             ));
@@ -198,6 +198,17 @@ mod tests {
         assert_eq!(back.matcher.to_string(), "src=10.0.0.0/8");
         let one_way = parse("--flow", "dir=a-to-b port=22 / delay=1ms").unwrap();
         assert_eq!(one_way.directions, [true, false]);
+        // A queue discipline per rule, `ecn` alone a switch.
+        let aqm = parse("--flow", "proto=tcp / rate=10mbit aqm=fq_codel ecn").unwrap();
+        assert_eq!(aqm.settings[2], ("ecn".into(), "on".into()));
+        let [ab, _] = rules(&[aqm], [1, 2], 1600).unwrap();
+        assert_eq!(
+            ab[0].config.aqm.discipline,
+            latlab_link::Discipline::FqCodel
+        );
+        assert!(ab[0].config.aqm.ecn);
+        let err = parse("--flow", "proto=tcp / aqm=codel").unwrap_err();
+        assert!(err.contains("--aqm: needs a --rate"), "{err}");
     }
 
     #[test]

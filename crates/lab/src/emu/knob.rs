@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use latlab_link::{parse, LinkConfig, Schedule};
+use latlab_link::{parse, Discipline, LinkConfig, Schedule};
 
 /// A command-line flag of a knob: its name after `--`, what `--help` says, and the name of
 /// its value there.
@@ -24,6 +24,9 @@ pub struct Flag {
     /// The names its value takes, from the parser's own list, shown after the help
     /// (`--jitter-dist`'s distributions); empty for a value that is not a name.
     pub names: &'static [&'static str],
+    /// The value it takes when given alone, as a switch (`--ecn`, `ecn` in a spec, for
+    /// `ecn=on`); `None` for a flag that needs a value.
+    pub alone: Option<&'static str>,
 }
 
 impl Flag {
@@ -60,6 +63,7 @@ const fn flag(name: &'static str, value_name: &'static str, help: &'static str) 
         value_name,
         hyphen_values: false,
         names: &[],
+        alone: None,
     }
 }
 
@@ -70,6 +74,7 @@ const fn probability_flag(name: &'static str, help: &'static str) -> Flag {
         value_name: "P",
         hyphen_values: true,
         names: &[],
+        alone: None,
     }
 }
 
@@ -255,6 +260,143 @@ pub static KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        key: "aqm",
+        flags: &[Flag {
+            names: &Discipline::NAMES,
+            ..flag(
+                "aqm",
+                "QDISC",
+                "Queue discipline at the rate's queue (needs --rate; default tail)",
+            )
+        }],
+        field: Some("aqm"),
+        set: |c, flag, v| {
+            c.aqm.discipline = Discipline::from_name(v).ok_or_else(|| {
+                format!(
+                    "{flag}: {v:?} is not a queue discipline: expected one of {}",
+                    Discipline::NAMES.join(", ")
+                )
+            })?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "target",
+        flags: &[flag(
+            "target",
+            "DUR",
+            "AQM target queue delay (default 5ms for codel and fq_codel, 15ms for pie).",
+        )],
+        field: Some("aqm_target"),
+        set: |c, flag, v| {
+            c.aqm.target_ns = Some(parse::duration_ns(flag, v).map_err(text)?);
+            Ok(())
+        },
+    },
+    Knob {
+        key: "interval",
+        flags: &[flag(
+            "interval",
+            "DUR",
+            "CoDel's and FQ-CoDel's interval (default 100ms).",
+        )],
+        field: Some("aqm_interval"),
+        set: |c, flag, v| {
+            c.aqm.interval_ns = parse::duration_ns(flag, v).map_err(text)?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "flows",
+        flags: &[flag("flows", "N", "FQ-CoDel's flow queues (default 1024).")],
+        field: Some("aqm_flows"),
+        set: |c, flag, v| {
+            c.aqm.flows = v
+                .parse()
+                .map_err(|_| format!("{flag}: {v:?} is not a number of flows"))?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "quantum",
+        flags: &[flag(
+            "quantum",
+            "BYTES",
+            "FQ-CoDel's quantum, bytes a queue sends per round (default 1514).",
+        )],
+        field: Some("aqm_quantum"),
+        set: |c, flag, v| {
+            c.aqm.quantum = v
+                .parse()
+                .map_err(|_| format!("{flag}: {v:?} is not a byte count"))?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "tupdate",
+        flags: &[flag(
+            "tupdate",
+            "DUR",
+            "PIE's update period (default 15ms).",
+        )],
+        field: Some("aqm_tupdate"),
+        set: |c, flag, v| {
+            c.aqm.tupdate_ns = parse::duration_ns(flag, v).map_err(text)?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "alpha",
+        flags: &[flag("alpha", "HZ", "PIE's alpha (default 0.125).")],
+        field: Some("aqm_alpha"),
+        set: |c, flag, v| {
+            c.aqm.alpha = number(flag, v)?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "beta",
+        flags: &[flag("beta", "HZ", "PIE's beta (default 1.25).")],
+        field: Some("aqm_beta"),
+        set: |c, flag, v| {
+            c.aqm.beta = number(flag, v)?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "max-burst",
+        flags: &[flag(
+            "max-burst",
+            "DUR",
+            "PIE's burst allowance (default 150ms).",
+        )],
+        field: Some("aqm_max_burst"),
+        set: |c, flag, v| {
+            c.aqm.max_burst_ns = parse::duration_ns(flag, v).map_err(text)?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "ecn",
+        flags: &[Flag {
+            alone: Some("on"),
+            ..flag(
+                "ecn",
+                "on|off",
+                "Mark ECN-capable frames CE instead of the AQM dropping them (--ecn alone: on).",
+            )
+        }],
+        field: Some("ecn"),
+        set: |c, flag, v| {
+            c.aqm.ecn = match v {
+                "on" | "" => true,
+                "off" => false,
+                v => return Err(format!("{flag}: {v:?} is not on or off")),
+            };
+            Ok(())
+        },
+    },
+    Knob {
         key: "schedule",
         flags: &[flag(
             "schedule",
@@ -296,9 +438,22 @@ pub fn keys() -> impl Iterator<Item = &'static str> {
     KNOBS.iter().map(|k| k.key)
 }
 
-/// The knob of `key`.
+/// The knob of `key`; `_` may stand for `-` (`max_burst` for `max-burst`).
 pub fn knob(key: &str) -> Option<&'static Knob> {
-    KNOBS.iter().find(|k| k.key == key)
+    KNOBS
+        .iter()
+        .find(|k| k.key == key || (key.contains('_') && k.key == key.replace('_', "-")))
+}
+
+/// A spec's `key=value` pair as key and value; a key alone is a switch's (`ecn`), given the
+/// value its flag takes alone ([`Flag::alone`]). `None` for a key alone that is no switch.
+pub fn key_value(pair: &str) -> Option<(&str, &str)> {
+    if let Some(kv) = pair.split_once('=') {
+        return Some(kv);
+    }
+    let knob = knob(pair)?;
+    let alone = knob.flags.iter().find_map(|f| f.alone)?;
+    Some((pair, alone))
 }
 
 /// The knob a command-line flag (its name after `--`) sets.
@@ -319,6 +474,14 @@ pub fn apply(config: &mut LinkConfig, key: &str, value: &str) -> Result<(), Stri
     (knob.set)(config, &format!("--{key}"), value)
 }
 
+/// A finite number, errors naming `flag`.
+fn number(flag: &str, v: &str) -> Result<f64, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite())
+        .ok_or_else(|| format!("{flag}: {v:?} is not a number"))
+}
+
 fn read(flag: &str, path: &str) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|err| format!("{flag} {path}: {err}"))
 }
@@ -329,8 +492,9 @@ pub(crate) fn scalar(path: &Path, key: &str, value: &toml::Value) -> Result<Stri
         toml::Value::String(s) => Ok(s.clone()),
         toml::Value::Integer(i) => Ok(i.to_string()),
         toml::Value::Float(f) => Ok(f.to_string()),
+        toml::Value::Boolean(b) => Ok(if *b { "on" } else { "off" }.to_string()),
         _ => Err(format!(
-            "--config {}: {key}: expected a string or a number",
+            "--config {}: {key}: expected a string, a number or a boolean",
             path.display()
         )),
     }
@@ -356,6 +520,7 @@ pub fn naming_key(error: latlab_link::ConfigError) -> String {
         .naming_field_as(&key)
         .to_string()
         .replace("needs delay_ns above 0", "needs a --delay")
+        .replace("needs rate_bps", "needs a --rate")
 }
 
 #[cfg(test)]

@@ -8,6 +8,10 @@
 //! queue gauge). Frames the kernel dropped before the emulator read them are known only at
 //! exit, from the JSON report.
 //!
+//! With a queue discipline (`aqm`), its drops are the causes `aqm` and `aqm_overflow` (in
+//! frames only), its ECN marks `latlab_emu_aqm_marked_frames_total`, and the time frames
+//! spent in its queue `latlab_emu_sojourn_seconds`.
+//!
 //! With per-flow rules, `latlab_emu_flow_*` give each flow's frames, labelled also with its
 //! `flow`: the rule's match (`proto=udp dport=27015`), or `default`; per flow, `arrived +
 //! duplicated = forwarded + dropped + queue`. Without rules they are not written.
@@ -24,40 +28,59 @@ pub const RELEASE_ERROR_BUCKETS: [f64; 13] = [
     1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2,
 ];
 
-/// Drop causes, as labels, and how to read (frames, bytes) of each from a direction.
-type Cause = (&'static str, fn(&DirectionSnapshot) -> (u64, u64));
+/// Upper bounds of the sojourn-time histogram's buckets (time in a queue discipline's queue),
+/// seconds.
+pub const SOJOURN_BUCKETS: [f64; 13] = [
+    1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1, 0.2, 0.5, 1.0,
+];
 
-const CAUSES: [Cause; 9] = [
+/// Drop causes, as labels, and how to read (frames, bytes) of each from a direction; `None`
+/// bytes for a cause counted in frames only (a queue discipline's drops), whose bytes series
+/// is not written.
+type Cause = (&'static str, fn(&DirectionSnapshot) -> (u64, Option<u64>));
+
+const CAUSES: [Cause; 11] = [
     ("loss", |d| {
-        (d.report.link.dropped_loss, d.report.bytes.dropped_loss)
+        (
+            d.report.link.dropped_loss,
+            Some(d.report.bytes.dropped_loss),
+        )
     }),
     ("queue_frames", |d| {
         let (l, b) = (&d.report.link, &d.report.bytes);
-        (l.dropped_queue_frames, b.dropped_queue_frames)
+        (l.dropped_queue_frames, Some(b.dropped_queue_frames))
     }),
     ("queue_bytes", |d| {
         let (l, b) = (&d.report.link, &d.report.bytes);
-        (l.dropped_queue_bytes, b.dropped_queue_bytes)
+        (l.dropped_queue_bytes, Some(b.dropped_queue_bytes))
     }),
     ("runt", |d| {
-        (d.report.link.dropped_runt, d.report.bytes.dropped_runt)
+        (
+            d.report.link.dropped_runt,
+            Some(d.report.bytes.dropped_runt),
+        )
     }),
     ("oversized", |d| {
         let (l, b) = (&d.report.link, &d.report.bytes);
-        (l.dropped_oversized, b.dropped_oversized)
+        (l.dropped_oversized, Some(b.dropped_oversized))
     }),
     ("queue_slots_full", |d| {
-        (d.report.queue_slots_full, d.report.bytes.queue_slots_full)
+        (
+            d.report.queue_slots_full,
+            Some(d.report.bytes.queue_slots_full),
+        )
     }),
     ("tx_ring_full", |d| {
-        (d.report.tx_ring_full, d.report.bytes.tx_ring_full)
+        (d.report.tx_ring_full, Some(d.report.bytes.tx_ring_full))
     }),
     ("tx_too_long", |d| {
-        (d.report.tx_too_long, d.report.bytes.tx_too_long)
+        (d.report.tx_too_long, Some(d.report.bytes.tx_too_long))
     }),
     ("tx_too_short", |d| {
-        (d.report.tx_too_short, d.report.bytes.tx_too_short)
+        (d.report.tx_too_short, Some(d.report.bytes.tx_too_short))
     }),
+    ("aqm", |d| (d.report.link.aqm_drop, None)),
+    ("aqm_overflow", |d| (d.report.link.aqm_overflow, None)),
 ];
 
 /// The exposition of `snapshot`, with the number of `changes` per direction.
@@ -117,6 +140,12 @@ pub fn exposition(snapshot: &Snapshot, changes: &[ConfigChange]) -> String {
         &|d| d.report.link.reordered,
     );
     family(
+        "latlab_emu_aqm_marked_frames_total",
+        "counter",
+        "Frames the queue discipline marked CE (ECN) instead of dropping them.",
+        &|d| d.report.link.aqm_mark,
+    );
+    family(
         "latlab_emu_released_early_frames_total",
         "counter",
         "Frames sent before their intended departure.",
@@ -151,7 +180,9 @@ pub fn exposition(snapshot: &Snapshot, changes: &[ConfigChange]) -> String {
         for (dir, d) in dirs {
             for (cause, read) in CAUSES {
                 let (frames, bytes) = read(d);
-                let value = if i == 0 { frames } else { bytes };
+                let Some(value) = (if i == 0 { Some(frames) } else { bytes }) else {
+                    continue;
+                };
                 let _ = writeln!(
                     out,
                     "{name}{{direction=\"{}\",cause=\"{cause}\"}} {value}",
@@ -179,7 +210,22 @@ pub fn exposition(snapshot: &Snapshot, changes: &[ConfigChange]) -> String {
         "Actual minus intended departure of every frame sent.",
     );
     for (dir, d) in dirs {
-        histogram(&mut out, name, dir.name(), &d.report.release_error);
+        let h = &d.report.release_error;
+        histogram(&mut out, name, dir.name(), h, &RELEASE_ERROR_BUCKETS);
+    }
+    if dirs.iter().any(|(_, d)| d.report.sojourn.is_some()) {
+        let name = "latlab_emu_sojourn_seconds";
+        head(
+            &mut out,
+            name,
+            "histogram",
+            "Time every frame sent spent in the queue discipline's queue (aqm).",
+        );
+        let empty = LatencyHistogram::new();
+        for (dir, d) in dirs {
+            let h = d.report.sojourn.as_ref().unwrap_or(&empty);
+            histogram(&mut out, name, dir.name(), h, &SOJOURN_BUCKETS);
+        }
     }
     flows(&mut out, &dirs);
     let name = "latlab_emu_uptime_seconds";
@@ -261,14 +307,15 @@ fn head(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
-/// The buckets (cumulative), sum and count of one direction's release errors.
-fn histogram(out: &mut String, name: &str, direction: &str, h: &LatencyHistogram) {
+/// The buckets (cumulative, upper bounds `buckets` in seconds), sum and count of one
+/// direction's histogram of ns.
+fn histogram(out: &mut String, name: &str, direction: &str, h: &LatencyHistogram, buckets: &[f64]) {
     let recorded: Vec<(u64, u64)> = h
         .as_hdr()
         .iter_recorded()
         .map(|v| (v.value_iterated_to(), v.count_at_value()))
         .collect();
-    for le in RELEASE_ERROR_BUCKETS {
+    for &le in buckets {
         let le_ns = (le * 1e9).round() as u64;
         let count: u64 = recorded
             .iter()

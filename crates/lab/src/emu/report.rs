@@ -47,12 +47,35 @@ pub fn summary_text(report: &EmulatorReport) -> String {
             p99,
             format_us(err.max_ns as f64),
         ));
+        if let Some(sojourn) = &d.sojourn {
+            out.push_str(&aqm_line(l, sojourn));
+        }
         for f in &d.flows {
             out.push_str(&flow_line(f));
         }
     }
     out.push_str(&cpu_line(&report.cpu));
     out
+}
+
+/// A queue discipline's line under its direction's: `  aqm: dropped 12, overflow 0, marked
+/// 3 (ECN); sojourn p50 2.1 ms, p99 6.0 ms, max 9.8 ms`.
+fn aqm_line(l: &latlab_link::LinkCounters, sojourn: &latlab_stats::LatencyHistogram) -> String {
+    let s = Summary::from_histogram(sojourn);
+    let at = |p: &str| {
+        s.percentile(p)
+            .and_then(|p| p.estimate.value_ns())
+            .map_or("-".to_string(), |v| format_us(v as f64))
+    };
+    format!(
+        "  aqm: dropped {}, overflow {}, marked {} (ECN); sojourn p50 {}, p99 {}, max {}\n",
+        l.aqm_drop,
+        l.aqm_overflow,
+        l.aqm_mark,
+        at("p50"),
+        at("p99"),
+        format_us(s.max_ns as f64),
+    )
 }
 
 /// `CPU: 0.23 of a core (1 thread), sleeping until 12.0 µs before each departure`.
@@ -133,6 +156,7 @@ mod tests {
             kernel_drops: 0,
             wire: Default::default(),
             release_error: LatencyHistogram::new(),
+            sojourn: None,
             released_early: 0,
             bytes: ByteCounters::default(),
             flows: if with_flows {

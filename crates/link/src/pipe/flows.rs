@@ -63,6 +63,8 @@ pub struct FlowPipes {
     seq: u64,
     /// Frames (or copies) the pipes had no buffer for, summed.
     dropped_no_buffer: u64,
+    /// Frames the pipes' queue disciplines dropped, summed (see [`FlowPipes::aqm_dropped`]).
+    aqm_dropped: u64,
 }
 
 impl FlowPipes {
@@ -81,6 +83,7 @@ impl FlowPipes {
             pipes,
             seq: 0,
             dropped_no_buffer: 0,
+            aqm_dropped: 0,
         })
     }
 
@@ -106,6 +109,14 @@ impl FlowPipes {
         let pipe = &mut self.pipes[flow];
         let no_buffer = pipe.dropped_no_buffer;
         pipe.seq = self.seq;
+        if pipe.bottleneck.is_some() {
+            let dropped = pipe.aqm_dropped();
+            let fate = pipe.handle_arrival(now, frame);
+            self.aqm_dropped += pipe.aqm_dropped() - dropped;
+            self.seq = pipe.seq;
+            self.dropped_no_buffer += pipe.dropped_no_buffer - no_buffer;
+            return fate;
+        }
         let fate = pipe.handle_arrival(now, frame);
         self.seq = pipe.seq;
         self.dropped_no_buffer += pipe.dropped_no_buffer - no_buffer;
@@ -116,6 +127,14 @@ impl FlowPipes {
     /// among equal ones), if any. See [`Pipe::poll_departure`].
     #[inline]
     pub fn poll_departure(&mut self, now: u64) -> Option<Departure<'_>> {
+        for pipe in &mut self.pipes {
+            // A queue discipline's wire first: what it sent by `now` joins the delay queues.
+            if pipe.bottleneck.is_some() {
+                let dropped = pipe.aqm_dropped();
+                pipe.serve_bottleneck(now);
+                self.aqm_dropped += pipe.aqm_dropped() - dropped;
+            }
+        }
         let due = self.next_flow().filter(|&(_, at)| at <= now);
         let Some((flow, _)) = due else {
             for pipe in &mut self.pipes {
@@ -128,10 +147,28 @@ impl FlowPipes {
         Some(departure)
     }
 
-    /// The earliest departure time of any pipe, `None` if none holds a frame.
+    /// When to come back: the earliest of the pipes' [`Pipe::poll_timeout`], `None` if none
+    /// holds a frame.
     #[inline]
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.next_flow().map(|(_, at)| at)
+        if let [only] = &self.pipes[..] {
+            return only.poll_timeout();
+        }
+        self.pipes.iter().filter_map(Pipe::poll_timeout).min()
+    }
+
+    /// The sojourn times at the bottleneck of every pipe that has had a queue discipline,
+    /// together (see [`Pipe::sojourn`]); `None` if none has.
+    pub fn sojourn(&self) -> Option<latlab_stats::LatencyHistogram> {
+        let mut all: Option<latlab_stats::LatencyHistogram> = None;
+        for histogram in self.pipes.iter().filter_map(Pipe::sojourn) {
+            match &mut all {
+                // Histograms of one precision always merge.
+                Some(sum) => sum.merge(histogram).expect("same precision"),
+                None => all = Some(histogram.clone()),
+            }
+        }
+        all
     }
 
     /// Changes the default pipe's conditions at `now` (see [`Pipe::handle_config`]); the rules
@@ -153,6 +190,13 @@ impl FlowPipes {
     /// [`Pipe::dropped_no_buffer`]).
     pub fn dropped_no_buffer(&self) -> u64 {
         self.dropped_no_buffer
+    }
+
+    /// Frames the pipes' queue disciplines dropped (their `aqm_drop` and `aqm_overflow`),
+    /// summed; kept as they happen, so reading it costs no sum over the pipes.
+    #[inline]
+    pub fn aqm_dropped(&self) -> u64 {
+        self.aqm_dropped
     }
 
     /// Frames held by the pipes (duplicates included).
@@ -210,11 +254,11 @@ impl FlowPipes {
         &mut self.pipes[default]
     }
 
-    /// The pipe whose frame is due first, and when.
+    /// The pipe whose frame is due first in its delay queue, and when.
     #[inline]
     fn next_flow(&self) -> Option<(usize, u64)> {
         if let [only] = &self.pipes[..] {
-            return only.poll_timeout().map(|at| (0, at));
+            return only.next_due().map(|(at, _)| (0, at));
         }
         self.pipes
             .iter()

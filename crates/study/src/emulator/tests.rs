@@ -111,6 +111,7 @@ fn emulator_report(
         wire_frames: Default::default(),
         released_early: 0,
         release_error_ns: release_summary(release),
+        sojourn_ns: None,
         bytes: Default::default(),
         flows: Vec::new(),
     };

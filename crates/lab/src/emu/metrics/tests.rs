@@ -39,6 +39,7 @@ fn direction() -> DirectionSnapshot {
             queue_slots_full: 0,
             kernel_drops: 0,
             release_error,
+            sojourn: None,
             released_early: 0,
             bytes,
             wire: Default::default(),
@@ -149,6 +150,7 @@ fn the_exposition_parses_and_its_counters_add_up() {
         );
         let dropped_bytes: f64 = CAUSES
             .iter()
+            .filter(|(_, read)| read(&direction()).1.is_some())
             .map(|(cause, _)| {
                 get(
                     "latlab_emu_dropped_bytes_total",
@@ -183,6 +185,59 @@ fn the_exposition_parses_and_its_counters_add_up() {
         assert!((0.051..0.053).contains(&sum), "{sum}");
     }
     assert_eq!(get("latlab_emu_uptime_seconds", &[]), 3.0);
+    assert!(
+        !text.contains("latlab_emu_sojourn_seconds"),
+        "no aqm, no sojourn"
+    );
+}
+
+#[test]
+fn a_queue_disciplines_drops_marks_and_sojourn_times_are_exposed_and_add_up() {
+    // Of the 93 delivered and 3 copies, the discipline dropped 4 and made room by 1; 2 of
+    // those sent were marked.
+    let mut d = direction();
+    d.report.link.aqm_drop = 4;
+    d.report.link.aqm_overflow = 1;
+    d.report.link.aqm_mark = 2;
+    d.report.sent -= 5;
+    let mut sojourn = LatencyHistogram::new();
+    for ns in [50_000, 3_000_000, 30_000_000] {
+        sojourn.record(ns);
+    }
+    d.report.sojourn = Some(sojourn);
+    let snapshot = Snapshot {
+        at_ns: 1,
+        a_to_b: d,
+        b_to_a: direction(),
+    };
+    let text = exposition(&snapshot, &[]);
+    let samples = parse(&text);
+    let get = |name: &str, l: &[(&str, &str)]| {
+        *samples
+            .get(&(name.to_string(), labels(l)))
+            .unwrap_or_else(|| panic!("{name} {l:?} missing:\n{text}"))
+    };
+    let a = [("direction", "a_to_b")];
+    let dropped: f64 = CAUSES
+        .iter()
+        .map(|(cause, _)| get("latlab_emu_dropped_frames_total", &[a[0], ("cause", cause)]))
+        .sum();
+    assert_eq!(
+        get("latlab_emu_arrived_frames_total", &a) + get("latlab_emu_duplicated_frames_total", &a),
+        get("latlab_emu_forwarded_frames_total", &a) + dropped + get("latlab_emu_queue_frames", &a)
+    );
+    assert_eq!(
+        get("latlab_emu_dropped_frames_total", &[a[0], ("cause", "aqm")]),
+        4.0
+    );
+    assert_eq!(get("latlab_emu_aqm_marked_frames_total", &a), 2.0);
+    let h = "latlab_emu_sojourn_seconds";
+    assert_eq!(get(&format!("{h}_bucket"), &[a[0], ("le", "0.0001")]), 1.0);
+    assert_eq!(get(&format!("{h}_bucket"), &[a[0], ("le", "0.005")]), 2.0);
+    assert_eq!(get(&format!("{h}_count"), &a), 3.0);
+    // The other direction has no discipline: an empty histogram.
+    assert_eq!(get(&format!("{h}_count"), &[("direction", "b_to_a")]), 0.0);
+    assert!(!text.contains("dropped_bytes_total{direction=\"a_to_b\",cause=\"aqm\"}"));
 }
 
 #[test]

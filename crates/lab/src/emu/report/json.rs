@@ -62,7 +62,11 @@ pub struct EmuDirectionJson {
     pub released_early: u64,
     /// Actual − intended departure of every released frame, ns.
     pub release_error_ns: Summary,
-    /// The same fates in bytes.
+    /// With a queue discipline (`aqm`) only: the time every frame it sent spent in its queue,
+    /// ns (its drops and marks are `link.aqm_drop`, `link.aqm_overflow`, `link.aqm_mark`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sojourn_ns: Option<Summary>,
+    /// The same fates in bytes (a queue discipline's drops are counted in frames only).
     #[serde(default)]
     pub bytes: EmuBytesJson,
     /// Per flow, with per-flow rules only: each rule's frames in the order of the rules, then
@@ -315,6 +319,7 @@ impl EmuDirectionJson {
             },
             released_early: d.released_early,
             release_error_ns: Summary::from_histogram(&d.release_error),
+            sojourn_ns: d.sojourn.as_ref().map(Summary::from_histogram),
             bytes: EmuBytesJson::new(&d.bytes),
             flows: d.flows.iter().map(EmuFlowJson::new).collect(),
         }
@@ -539,6 +544,9 @@ mod tests {
             dropped_queue_bytes: n(6),
             dropped_runt: n(7),
             dropped_oversized: n(8),
+            aqm_drop: n(41),
+            aqm_mark: n(42),
+            aqm_overflow: n(43),
         };
         let mut wire = latlab_io::port::WireFrameStats {
             tags_restored: n(11),
@@ -589,6 +597,7 @@ mod tests {
             kernel_drops: n(36),
             wire,
             release_error,
+            sojourn: None,
             released_early: n(37),
             bytes: ByteCounters {
                 arrived: n(64_000),
@@ -681,6 +690,28 @@ mod tests {
         assert!(!text.contains("\"flows\""), "no rules, no flows: {text}");
         let text = EmuJson::new(&report(false)).text();
         assert!(text.contains("\"match\": null") && text.contains("\"refused\": null"));
+    }
+
+    #[test]
+    fn a_queue_disciplines_sojourn_times_are_written_only_with_one_and_read_back() {
+        let mut report = report(false);
+        assert!(!EmuJson::new(&report).text().contains("sojourn_ns"));
+        let mut sojourn = LatencyHistogram::new();
+        for ns in [1_000, 2_000_000, 9_000_000] {
+            sojourn.record(ns);
+        }
+        report.a_to_b.sojourn = Some(sojourn);
+        let json = EmuJson::new(&report);
+        let again: EmuJson = serde_json::from_str(&json.text()).unwrap();
+        assert_eq!(again, json);
+        let summary = again.a_to_b.sojourn_ns.expect("a_to_b has a discipline");
+        assert_eq!(summary.count, 3);
+        assert!(
+            summary.max_ns.abs_diff(9_000_000) < 9_000,
+            "{}",
+            summary.max_ns
+        );
+        assert!(again.b_to_a.sojourn_ns.is_none());
     }
 
     #[test]

@@ -240,3 +240,69 @@ fn a_bad_rule_configuration_is_refused() {
     let error = FlowPipes::new(flows, 0).unwrap_err();
     assert_eq!(error.field(), Some("rate_bps"));
 }
+
+#[test]
+fn a_rule_with_a_queue_discipline_runs_beside_a_tail_drop_default() {
+    // Game traffic under CoDel at 1 Mbit/s; the rest through a 2 ms delay. The rule's wire
+    // events (a frame taken from its queue) are times to come back at, and a poll at one of
+    // them still hands out the default pipe's frames due then.
+    let codel = LinkConfig {
+        rate_bps: Some(1_000_000),
+        aqm: crate::Aqm {
+            discipline: crate::Discipline::Codel,
+            ..crate::Aqm::default()
+        },
+        ..LinkConfig::default()
+    };
+    let flows = Flows {
+        default: delay(2 * MS),
+        rules: vec![rule("proto=udp dport=27015", codel)],
+    };
+    let mut pipes = FlowPipes::new(flows, 0).unwrap();
+    for i in 0..20u8 {
+        pipes.handle_arrival(u64::from(i) * 100_000, &udp4(40000, 27015, i));
+        pipes.handle_arrival(u64::from(i) * 100_000, &udp4(40000, 53, 100 + i));
+    }
+    let out = drain(&mut pipes, 100 * MS);
+    assert_eq!(out.len(), 40);
+    assert!(out.windows(2).all(|w| w[0].0 <= w[1].0), "{out:?}");
+    let game: Vec<u8> = out.iter().filter(|o| o.1 == 0).map(|o| o.2).collect();
+    assert_eq!(game, (0..20).collect::<Vec<u8>>());
+    // Each game frame takes (len + 24)·8 µs at 1 Mbit/s, one after the other.
+    let len = udp4(40000, 27015, 0).len() as u64;
+    let last_game = out.iter().filter(|o| o.1 == 0).map(|o| o.0).max().unwrap();
+    assert_eq!(last_game, 20 * (len + 24) * 8 * 1_000);
+    assert!(pipes.sojourn().is_some_and(|h| h.len() == 20));
+    assert_eq!(pipes.poll_timeout(), None);
+}
+
+#[test]
+fn the_queue_disciplines_drops_are_summed_as_they_happen() {
+    let fq = LinkConfig {
+        rate_bps: Some(1_000_000),
+        limit_frames: Some(5),
+        aqm: crate::Aqm {
+            discipline: crate::Discipline::FqCodel,
+            ..crate::Aqm::default()
+        },
+        ..LinkConfig::default()
+    };
+    let flows = Flows {
+        default: LinkConfig::default(),
+        rules: vec![rule("proto=udp", fq)],
+    };
+    let mut pipes = FlowPipes::new(flows, 0).unwrap();
+    for i in 0..20u8 {
+        pipes.handle_arrival(0, &udp4(40000, 27015, i));
+    }
+    // The limit counts what the pipe holds: the first frame, on the wire, and 4 waiting; the
+    // other 15 made room.
+    assert_eq!(pipes.aqm_dropped(), 15);
+    assert_eq!(pipes.counters().aqm_overflow, 15);
+    let out = drain(&mut pipes, 100 * MS);
+    assert_eq!(out.len(), 5);
+    assert_eq!(
+        pipes.aqm_dropped(),
+        pipes.counters().aqm_overflow + pipes.counters().aqm_drop
+    );
+}

@@ -1,0 +1,361 @@
+//! Queue disciplines at the link's bottleneck, the queue that the rate limit builds: tail drop
+//! (the frame and byte limits alone, the default), CoDel (RFC 8289), FQ-CoDel (RFC 8290) and
+//! PIE (RFC 8033), each optionally marking ECN-capable frames CE instead of dropping them
+//! (RFC 3168).
+//!
+//! With a discipline other than [`Discipline::Tail`], a pipe's frames go through the link in
+//! this order: the loss model and the other arrival fates, then the bottleneck queue served at
+//! the rate (the discipline decides at enqueue for PIE, at dequeue for CoDel and FQ-CoDel, on
+//! the sojourn time `dequeue − enqueue`), then the delay and jitter. Tail drop keeps NetEm's
+//! order (delay, then rate). A queue only builds where a rate limits the link, so a discipline
+//! other than tail needs a rate ([`LinkConfig::rate_bps`] or a schedule entry that sets one):
+//! without one it would never act, and [`LinkConfig::validate`] refuses it.
+//!
+//! `target` is one knob for CoDel, FQ-CoDel and PIE (the delay each steers the queue to), left
+//! unset for the discipline's RFC default: 5 ms for CoDel and FQ-CoDel, 15 ms for PIE. The
+//! other parameters belong to one discipline each and are kept, unused, under another.
+
+use crate::config::invalid;
+use crate::{format_ns, ConfigError, LinkConfig};
+
+pub(crate) mod codel;
+pub(crate) mod fq;
+pub(crate) mod pie;
+
+/// CoDel's and FQ-CoDel's default target (RFC 8289 section 4.4, RFC 8290 section 4.1): 5 ms.
+pub const CODEL_TARGET_NS: u64 = 5_000_000;
+/// PIE's default target, `QDELAY_REF` (RFC 8033 section 5): 15 ms.
+pub const PIE_TARGET_NS: u64 = 15_000_000;
+
+/// Which discipline serves the bottleneck (`aqm=`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Discipline {
+    /// Tail drop at the frame and byte limits (`aqm=tail`), NetEm's queue; the default.
+    #[default]
+    Tail,
+    /// CoDel, RFC 8289 (`aqm=codel`): drops at dequeue once the sojourn time stayed above the
+    /// target for an interval, then at `interval / √count` spacing.
+    Codel,
+    /// FQ-CoDel, RFC 8290 (`aqm=fq_codel`): flows hashed on their 5-tuple into queues served
+    /// by deficit round robin (new flows first), CoDel on each; on overflow the head of the
+    /// queue with the most bytes is dropped.
+    FqCodel,
+    /// PIE, RFC 8033 (`aqm=pie`): drops at enqueue with a probability steered every `tupdate`
+    /// by the queue delay's distance from the target and its trend.
+    Pie,
+}
+
+impl Discipline {
+    /// Every discipline's name, as `aqm=` takes it.
+    pub const NAMES: [&'static str; 4] = ["tail", "codel", "fq_codel", "pie"];
+
+    /// Its name, as `aqm=` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Discipline::Tail => "tail",
+            Discipline::Codel => "codel",
+            Discipline::FqCodel => "fq_codel",
+            Discipline::Pie => "pie",
+        }
+    }
+
+    /// The discipline named `name` (one of [`Discipline::NAMES`]).
+    pub fn from_name(name: &str) -> Option<Discipline> {
+        match name {
+            "tail" => Some(Discipline::Tail),
+            "codel" => Some(Discipline::Codel),
+            "fq_codel" => Some(Discipline::FqCodel),
+            "pie" => Some(Discipline::Pie),
+            _ => None,
+        }
+    }
+}
+
+/// The bottleneck's discipline and its parameters. [`Aqm::default`] is tail drop with the
+/// RFCs' defaults for the others' parameters, ECN off.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Aqm {
+    /// The discipline (`aqm=`).
+    pub discipline: Discipline,
+    /// The queue delay to steer to, in ns (`target=`), CoDel's, FQ-CoDel's and PIE's; `None`
+    /// for the discipline's default ([`CODEL_TARGET_NS`], [`PIE_TARGET_NS`]). 1 µs..=10 s,
+    /// and under CoDel's interval.
+    pub target_ns: Option<u64>,
+    /// CoDel's and FQ-CoDel's interval in ns (`interval=`), default 100 ms. 1 µs..=100 s.
+    pub interval_ns: u64,
+    /// FQ-CoDel's number of flow queues (`flows=`), default 1024. 1..=65536.
+    pub flows: u32,
+    /// FQ-CoDel's quantum in bytes (`quantum=`): what a queue may send per round, default 1514
+    /// (one Ethernet MTU). 64..=65536.
+    pub quantum: u32,
+    /// PIE's update period in ns (`tupdate=`), default 15 ms. 1 ms..=1 s.
+    pub tupdate_ns: u64,
+    /// PIE's α in Hz (`alpha=`): the weight of the distance from the target, default 0.125.
+    /// 0..=32.
+    pub alpha: f64,
+    /// PIE's β in Hz (`beta=`): the weight of the delay's trend, default 1.25. 0..=32.
+    pub beta: f64,
+    /// PIE's burst allowance in ns (`max_burst=`), default 150 ms. 0..=10 s.
+    pub max_burst_ns: u64,
+    /// Mark ECN-capable frames CE instead of dropping them (`ecn`); frames that are not
+    /// ECN-capable are still dropped. Overflow of the limits always drops.
+    pub ecn: bool,
+}
+
+impl Default for Aqm {
+    fn default() -> Self {
+        Aqm {
+            discipline: Discipline::Tail,
+            target_ns: None,
+            interval_ns: 100_000_000,
+            flows: 1024,
+            quantum: 1514,
+            tupdate_ns: 15_000_000,
+            alpha: 0.125,
+            beta: 1.25,
+            max_burst_ns: 150_000_000,
+            ecn: false,
+        }
+    }
+}
+
+impl Aqm {
+    /// Whether a discipline other than tail drop serves the bottleneck.
+    #[inline]
+    pub fn is_active(&self) -> bool {
+        self.discipline != Discipline::Tail
+    }
+
+    /// The target in force: the one given, or the discipline's default.
+    pub fn target(&self) -> u64 {
+        self.target_ns.unwrap_or(match self.discipline {
+            Discipline::Pie => PIE_TARGET_NS,
+            _ => CODEL_TARGET_NS,
+        })
+    }
+
+    /// Checks the parameters against the rest of `config`; the error names the field
+    /// (`aqm`, `aqm_target`, `aqm_interval`, `aqm_flows`, `aqm_quantum`, `aqm_tupdate`,
+    /// `aqm_alpha`, `aqm_beta`, `aqm_max_burst`, `ecn`).
+    pub(crate) fn check(&self, config: &LinkConfig) -> Result<(), (&'static str, ConfigError)> {
+        const US: u64 = 1_000;
+        const MS: u64 = 1_000_000;
+        const S: u64 = 1_000_000_000;
+        let within =
+            |field: &'static str, value: u64, low: u64, high: u64, show: fn(u64) -> String| {
+                if (low..=high).contains(&value) {
+                    Ok(())
+                } else {
+                    let reason =
+                        format!("{} is outside {}..={}", show(value), show(low), show(high));
+                    Err((field, invalid(field, &reason)))
+                }
+            };
+        let count = |n: u64| n.to_string();
+        let bytes = |n: u64| format!("{n} bytes");
+        if let Some(target) = self.target_ns {
+            within("aqm_target", target, US, 10 * S, format_ns)?;
+        }
+        within("aqm_interval", self.interval_ns, US, 100 * S, format_ns)?;
+        within("aqm_flows", u64::from(self.flows), 1, 65_536, count)?;
+        within("aqm_quantum", u64::from(self.quantum), 64, 65_536, bytes)?;
+        within("aqm_tupdate", self.tupdate_ns, MS, S, format_ns)?;
+        within("aqm_max_burst", self.max_burst_ns, 0, 10 * S, format_ns)?;
+        for (field, value) in [("aqm_alpha", self.alpha), ("aqm_beta", self.beta)] {
+            if !(0.0..=32.0).contains(&value) {
+                return Err((
+                    field,
+                    invalid(field, &format!("{value} is outside 0..=32 (Hz)")),
+                ));
+            }
+        }
+        match self.discipline {
+            Discipline::Tail if self.ecn => Err((
+                "ecn",
+                invalid(
+                    "ecn",
+                    "needs an aqm of codel, fq_codel or pie (tail drop never marks)",
+                ),
+            )),
+            Discipline::Tail => Ok(()),
+            Discipline::Codel | Discipline::FqCodel if self.target() >= self.interval_ns => Err((
+                "aqm_target",
+                invalid("aqm_target", "must be below CoDel's interval"),
+            )),
+            _ => {
+                let scheduled = config
+                    .schedule
+                    .as_ref()
+                    .is_some_and(|s| s.entries().iter().any(|entry| entry.rate_bps.is_some()));
+                if config.rate_bps.is_none() && !scheduled {
+                    return Err((
+                        "aqm",
+                        invalid(
+                            "aqm",
+                            "needs rate_bps: without a rate limit no queue builds for it to manage",
+                        ),
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A frame waiting at the bottleneck: where its bytes are and what the discipline needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Held {
+    /// When it joined the bottleneck queue.
+    pub enqueue_ns: u64,
+    /// Arrival order in the pipe (kept for the delay queue's ties).
+    pub seq: u64,
+    /// Its buffer in the pipe's pool.
+    pub buffer: usize,
+    /// Its length in bytes.
+    pub len: u32,
+    /// Its flow queue (FQ-CoDel; 0 otherwise).
+    pub queue: u32,
+    /// ECN-capable, read once at enqueue when ECN is on.
+    pub ect: bool,
+    /// The discipline chose to mark it CE rather than drop it.
+    pub mark: bool,
+}
+
+/// Why a discipline took a frame out of its queue without sending it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Discard {
+    /// The discipline's drop (CoDel at dequeue, PIE at enqueue).
+    Aqm,
+    /// FQ-CoDel's overflow: the head of the fattest queue, to make room.
+    Overflow,
+}
+
+/// A discipline's state and queue.
+#[derive(Debug)]
+pub(crate) enum Queue {
+    /// One FIFO with one CoDel.
+    Codel(codel::CodelFifo),
+    /// Flow queues with CoDel each.
+    FqCodel(Box<fq::FqCodel>),
+    /// One FIFO with PIE.
+    Pie(pie::PieFifo),
+}
+
+impl Queue {
+    /// The queue of `aqm` (an active discipline); `seed` perturbs FQ-CoDel's hash and feeds
+    /// PIE's draws.
+    pub(crate) fn new(aqm: &Aqm, seed: u64) -> Queue {
+        match aqm.discipline {
+            Discipline::FqCodel => Queue::FqCodel(Box::new(fq::FqCodel::new(aqm, seed))),
+            Discipline::Pie => Queue::Pie(pie::PieFifo::new(aqm, seed)),
+            _ => Queue::Codel(codel::CodelFifo::new(aqm)),
+        }
+    }
+
+    /// Whether this queue serves `aqm`'s discipline.
+    pub(crate) fn serves(&self, aqm: &Aqm) -> bool {
+        matches!(
+            (self, aqm.discipline),
+            (Queue::Codel(_), Discipline::Codel)
+                | (Queue::FqCodel(_), Discipline::FqCodel)
+                | (Queue::Pie(_), Discipline::Pie)
+        )
+    }
+
+    /// New parameters for the same discipline; the state carries over.
+    pub(crate) fn set_params(&mut self, aqm: &Aqm) {
+        match self {
+            Queue::Codel(q) => q.set_params(aqm),
+            Queue::FqCodel(q) => q.set_params(aqm),
+            Queue::Pie(q) => q.set_params(aqm),
+        }
+    }
+
+    /// Which flow queue `frame` goes to (FQ-CoDel), 0 otherwise.
+    #[inline]
+    pub(crate) fn classify(&self, frame: &[u8]) -> u32 {
+        match self {
+            Queue::FqCodel(q) => q.classify(frame),
+            _ => 0,
+        }
+    }
+
+    /// Queues `held` at `now`, or (PIE) drops it, handing it back with the cause; a frame
+    /// PIE chose to mark comes back in the queue with [`Held::mark`] set.
+    #[inline]
+    pub(crate) fn enqueue(&mut self, now: u64, held: Held) -> Result<(), (Held, Discard)> {
+        match self {
+            Queue::Codel(q) => {
+                q.push(held);
+                Ok(())
+            }
+            Queue::FqCodel(q) => {
+                q.enqueue(held);
+                Ok(())
+            }
+            Queue::Pie(q) => q.enqueue(now, held).map_err(|held| (held, Discard::Aqm)),
+        }
+    }
+
+    /// The next frame to send at `now`, the discipline's drops on the way pushed on
+    /// `discarded`.
+    #[inline]
+    pub(crate) fn dequeue(
+        &mut self,
+        now: u64,
+        discarded: &mut Vec<(Held, Discard)>,
+    ) -> Option<Held> {
+        match self {
+            Queue::Codel(q) => q.dequeue(now, discarded),
+            Queue::FqCodel(q) => q.dequeue(now, discarded),
+            Queue::Pie(q) => q.dequeue(now),
+        }
+    }
+
+    /// FQ-CoDel's overflow: takes the head of the queue holding the most bytes, to make room
+    /// for an arrival. `None` from the other disciplines (they drop the arrival) or if empty.
+    pub(crate) fn drop_from_fattest(&mut self) -> Option<Held> {
+        match self {
+            Queue::FqCodel(q) => q.drop_from_fattest(),
+            _ => None,
+        }
+    }
+
+    /// Every frame held, in no particular order, leaving the queue empty (a discipline
+    /// replaced while frames wait).
+    pub(crate) fn drain(&mut self) -> Vec<Held> {
+        match self {
+            Queue::Codel(q) => q.drain(),
+            Queue::FqCodel(q) => q.drain(),
+            Queue::Pie(q) => q.drain(),
+        }
+    }
+
+    /// Frames waiting.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Queue::Codel(q) => q.len(),
+            Queue::FqCodel(q) => q.len(),
+            Queue::Pie(q) => q.len(),
+        }
+    }
+
+    /// Bytes of the queue's own slots (frames' entries and, for FQ-CoDel, its flow queues).
+    pub(crate) fn held_bytes(&self) -> usize {
+        let entry = std::mem::size_of::<Held>();
+        match self {
+            Queue::Codel(q) => q.capacity() * entry,
+            Queue::FqCodel(q) => q.held_bytes(),
+            Queue::Pie(q) => q.capacity() * entry,
+        }
+    }
+
+    /// PIE's drop probability now (for tests and the API), `None` for other disciplines.
+    pub(crate) fn drop_probability(&self) -> Option<f64> {
+        match self {
+            Queue::Pie(q) => Some(q.drop_probability()),
+            _ => None,
+        }
+    }
+}

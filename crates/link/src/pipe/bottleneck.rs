@@ -1,0 +1,245 @@
+//! The pipe's bottleneck under a queue discipline ([`crate::aqm`]): frames wait in the
+//! discipline's queue until the wire is free, are served one at a time at the rate (the
+//! discipline deciding, on the sojourn time, what to drop or mark), then go through the delay
+//! into the pipe's delay queue. The wire's service runs in virtual time: every call first
+//! serves what the wire took by its `now`.
+
+use latlab_stats::LatencyHistogram;
+
+use super::{Pipe, MAX_HELD_WITHOUT_LIMIT};
+use crate::aqm::{Discard, Held, Queue};
+use crate::Fate;
+
+/// The discipline's queue, when the wire is busy until, and the sojourn times.
+#[derive(Debug)]
+pub(super) struct Bottleneck {
+    /// The discipline in force; `None` once the pipe went back to tail drop.
+    queue: Option<Queue>,
+    /// When the frame on the wire has been sent; a frame is taken from the queue then (or at
+    /// its arrival, if the wire is idle).
+    busy_until_ns: u64,
+    /// The discipline's drops of one dequeue (kept for its room).
+    discarded: Vec<(Held, Discard)>,
+    /// The sojourn time (from joining the queue to leaving it for the wire) of every frame
+    /// sent, in ns.
+    sojourn: LatencyHistogram,
+}
+
+impl Bottleneck {
+    /// Whether a discipline is in force (arrivals join its queue).
+    #[inline]
+    pub(super) fn is_active(&self) -> bool {
+        self.queue.is_some()
+    }
+
+    /// Frames waiting.
+    pub(super) fn len(&self) -> usize {
+        self.queue.as_ref().map_or(0, Queue::len)
+    }
+
+    /// Bytes of the discipline's own slots (see [`Pipe::held_bytes`]).
+    pub(super) fn held_bytes(&self) -> usize {
+        self.queue.as_ref().map_or(0, Queue::held_bytes)
+    }
+
+    /// When the wire takes the next frame, if one waits.
+    pub(super) fn next_service(&self) -> Option<u64> {
+        (self.len() > 0).then_some(self.busy_until_ns)
+    }
+}
+
+impl Pipe {
+    /// Sets up, keeps or retires the bottleneck for the configuration in force at `now`.
+    pub(super) fn reconfigure_bottleneck(&mut self, now: u64) {
+        let aqm = self.link.config().aqm;
+        let seed = self.link.config().seed;
+        if !aqm.is_active() && self.bottleneck.is_none() {
+            return;
+        }
+        self.serve_bottleneck(now);
+        let bottleneck = self.bottleneck.get_or_insert_with(|| {
+            Box::new(Bottleneck {
+                queue: None,
+                busy_until_ns: 0,
+                discarded: Vec::new(),
+                sojourn: LatencyHistogram::new(),
+            })
+        });
+        match &mut bottleneck.queue {
+            Some(queue) if aqm.is_active() && queue.serves(&aqm) => {
+                queue.set_params(&aqm);
+                return;
+            }
+            _ => {}
+        }
+        // A new discipline (or none): what waits in the old one goes to the wire in order.
+        let waiting = bottleneck
+            .queue
+            .take()
+            .map(|mut q| q.drain())
+            .unwrap_or_default();
+        bottleneck.queue = aqm.is_active().then(|| Queue::new(&aqm, seed));
+        for held in waiting {
+            let start = self.bottleneck_mut().busy_until_ns.max(held.enqueue_ns);
+            self.send(start, held);
+        }
+    }
+
+    fn bottleneck_mut(&mut self) -> &mut Bottleneck {
+        // Only called once the bottleneck exists.
+        self.bottleneck.as_mut().expect("the bottleneck exists")
+    }
+
+    /// A frame arrived at `now`, with a queue discipline in force: the link decides its fate; a delivered frame (and its copy) joins the
+    /// discipline's queue, a reordered one skips it and the delay.
+    pub(super) fn arrive_at_bottleneck(&mut self, now: u64, frame: &[u8]) -> Fate {
+        self.serve_bottleneck(now);
+        if self.link.config().aqm.discipline == crate::Discipline::FqCodel {
+            // RFC 8290 section 4.1.3: at the limit, the fattest queue's head makes room.
+            while self.link.would_overflow(frame.len()) {
+                let dropped = self
+                    .bottleneck
+                    .as_mut()
+                    .and_then(|b| b.queue.as_mut())
+                    .and_then(Queue::drop_from_fattest);
+                let Some(held) = dropped else { break };
+                self.discard(now, held, Discard::Overflow);
+            }
+        }
+        let fate = self.link.handle_arrival(now, frame.len());
+        if let Fate::Deliver {
+            duplicate_departure_ns,
+            corrupt_bit,
+            reordered,
+            departure_ns,
+        } = fate
+        {
+            if reordered {
+                self.hold(now, departure_ns, frame, corrupt_bit);
+            } else {
+                self.enqueue(now, frame, corrupt_bit);
+            }
+            if duplicate_departure_ns.is_some() {
+                self.enqueue(now, frame, None);
+            }
+            self.serve_bottleneck(now);
+        }
+        debug_assert_eq!(self.queued_frames(), self.link.queued_frames());
+        fate
+    }
+
+    /// Copies `frame` into a buffer and offers it to the discipline.
+    fn enqueue(&mut self, now: u64, frame: &[u8], corrupt_bit: Option<usize>) {
+        if self.link.config().limit_frames.is_none()
+            && self.queued_frames() >= MAX_HELD_WITHOUT_LIMIT
+        {
+            self.dropped_no_buffer += 1;
+            self.link.handle_departure(now, frame.len());
+            return;
+        }
+        let ecn = self.link.config().aqm.ecn;
+        let buffer = self.pool.hold(frame);
+        if let Some(bit) = corrupt_bit {
+            if let Some(byte) = self.pool.buffers[buffer].get_mut(bit / 8) {
+                *byte ^= 1 << (bit % 8);
+            }
+        }
+        self.seq += 1;
+        let seq = self.seq;
+        let bottleneck = self.bottleneck_mut();
+        if bottleneck.len() == 0 {
+            // An idle wire takes the frame at once.
+            bottleneck.busy_until_ns = bottleneck.busy_until_ns.max(now);
+        }
+        // Arrivals come here only while a discipline is in force (`Pipe::handle_arrival`).
+        let queue = bottleneck.queue.as_mut().expect("a discipline is in force");
+        let held = Held {
+            enqueue_ns: now,
+            seq,
+            buffer,
+            len: u32::try_from(frame.len()).unwrap_or(u32::MAX),
+            queue: queue.classify(frame),
+            ect: ecn && latlab_wire::ecn::read(frame).is_capable(),
+            mark: false,
+        };
+        if let Err((held, cause)) = queue.enqueue(now, held) {
+            self.discard(now, held, cause);
+        }
+    }
+
+    /// Serves the queue up to `now`: each time the wire is free, the discipline picks the next
+    /// frame (dropping or marking on the way), which takes the wire for its transmission time
+    /// and then goes through the delay.
+    pub(super) fn serve_bottleneck(&mut self, now: u64) {
+        loop {
+            let Some(bottleneck) = self.bottleneck.as_mut() else {
+                return;
+            };
+            let start = bottleneck.busy_until_ns;
+            let Some(queue) = bottleneck.queue.as_mut() else {
+                return;
+            };
+            if queue.len() == 0 || start > now {
+                return;
+            }
+            let mut discarded = std::mem::take(&mut bottleneck.discarded);
+            let next = queue.dequeue(start, &mut discarded);
+            for (held, cause) in discarded.drain(..) {
+                self.discard(start, held, cause);
+            }
+            self.bottleneck_mut().discarded = discarded;
+            match next {
+                Some(held) => self.send(start, held),
+                None => return,
+            }
+        }
+    }
+
+    /// Puts `held` on the wire at `start`: marks it if the discipline said so, records its
+    /// sojourn, and gives it its departure after the transmission and the delay.
+    fn send(&mut self, start: u64, held: Held) {
+        if held.mark && latlab_wire::ecn::mark_ce(&mut self.pool.buffers[held.buffer]) {
+            self.link.counters_mut().aqm_mark += 1;
+        }
+        let tx = self.link.transmission_ns(held.len as usize);
+        let bottleneck = self.bottleneck_mut();
+        bottleneck
+            .sojourn
+            .record(start.saturating_sub(held.enqueue_ns));
+        bottleneck.busy_until_ns = start.saturating_add(tx);
+        let departure = self
+            .link
+            .departure_after_bottleneck(start.saturating_add(tx));
+        self.queue.push((departure, held.seq, held.buffer));
+    }
+
+    /// Takes `held` out unsent: its buffer back to the pool, its room freed, its cause counted.
+    fn discard(&mut self, now: u64, held: Held, cause: Discard) {
+        let capacity = self.pool.buffers[held.buffer].capacity();
+        self.pool.idle.give_back(held.buffer, capacity);
+        self.link.handle_departure(now, held.len as usize);
+        let counters = self.link.counters_mut();
+        match cause {
+            Discard::Aqm => counters.aqm_drop += 1,
+            Discard::Overflow => counters.aqm_overflow += 1,
+        }
+    }
+
+    /// The sojourn times at the bottleneck of the frames sent (ns), once a queue discipline
+    /// has been in force; `None` on tail drop.
+    pub fn sojourn(&self) -> Option<&LatencyHistogram> {
+        self.bottleneck.as_ref().map(|b| &b.sojourn)
+    }
+
+    /// Frames its queue discipline dropped: `aqm_drop` and `aqm_overflow` of its counters.
+    #[inline]
+    pub fn aqm_dropped(&self) -> u64 {
+        let counters = self.link.counters();
+        counters.aqm_drop + counters.aqm_overflow
+    }
+
+    /// PIE's drop probability now, with PIE in force.
+    pub fn pie_drop_probability(&self) -> Option<f64> {
+        self.bottleneck.as_ref()?.queue.as_ref()?.drop_probability()
+    }
+}
