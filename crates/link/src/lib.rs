@@ -70,6 +70,7 @@ pub mod parse;
 mod pipe;
 mod schedule;
 pub mod sim;
+pub mod trace;
 
 pub use aqm::{Aqm, Discipline};
 pub use config::{JitterDist, LinkConfig, LossModel, Reorder};
