@@ -483,3 +483,29 @@ fn presets_are_listed_and_an_unknown_one_names_the_known_ones() {
         "--a-to-b: preset: unknown preset \"dsl\"",
     );
 }
+
+#[test]
+fn a_trace_that_does_not_read_is_refused_naming_its_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.trace");
+    std::fs::write(&bad, "0\n5\n3\n").unwrap();
+    let ok = dir.path().join("ok.trace");
+    std::fs::write(&ok, "1\n").unwrap();
+    let base = ["emu", "--iface-a", "a", "--iface-b", "b"];
+    common::one_line_error(
+        &[&base[..], &["--trace", bad.to_str().unwrap()]].concat(),
+        &format!("--trace: {}: line 3: 3 ms comes before", bad.display()),
+    );
+    common::one_line_error(
+        &[
+            &base[..],
+            &["--trace", ok.to_str().unwrap(), "--rate", "1mbit"],
+        ]
+        .concat(),
+        "--trace: a trace is the link's capacity: leave --rate out",
+    );
+    common::one_line_error(
+        &[&base[..], &["--a-to-b", "trace=/no/such.trace"]].concat(),
+        "--a-to-b: --trace: /no/such.trace: ",
+    );
+}

@@ -187,12 +187,13 @@ impl Aqm {
                     .schedule
                     .as_ref()
                     .is_some_and(|s| s.entries().iter().any(|entry| entry.rate_bps.is_some()));
-                if config.rate_bps.is_none() && !scheduled {
+                if config.rate_bps.is_none() && !scheduled && config.trace.is_none() {
                     return Err((
                         "aqm",
                         invalid(
                             "aqm",
-                            "needs rate_bps: without a rate limit no queue builds for it to manage",
+                            "needs rate_bps or a trace: without a bottleneck no queue builds for \
+                             it to manage",
                         ),
                     ));
                 }
@@ -239,6 +240,9 @@ pub(crate) enum Queue {
     FqCodel(Box<fq::FqCodel>),
     /// One FIFO with PIE.
     Pie(pie::PieFifo),
+    /// One FIFO and no discipline: tail drop at the limits, for a trace-driven link
+    /// (`aqm=tail trace=FILE`), whose frames wait here for a delivery opportunity.
+    Fifo(std::collections::VecDeque<Held>),
 }
 
 impl Queue {
@@ -248,7 +252,8 @@ impl Queue {
         match aqm.discipline {
             Discipline::FqCodel => Queue::FqCodel(Box::new(fq::FqCodel::new(aqm, seed))),
             Discipline::Pie => Queue::Pie(pie::PieFifo::new(aqm, seed)),
-            _ => Queue::Codel(codel::CodelFifo::new(aqm)),
+            Discipline::Codel => Queue::Codel(codel::CodelFifo::new(aqm)),
+            Discipline::Tail => Queue::Fifo(std::collections::VecDeque::new()),
         }
     }
 
@@ -259,6 +264,7 @@ impl Queue {
             (Queue::Codel(_), Discipline::Codel)
                 | (Queue::FqCodel(_), Discipline::FqCodel)
                 | (Queue::Pie(_), Discipline::Pie)
+                | (Queue::Fifo(_), Discipline::Tail)
         )
     }
 
@@ -268,6 +274,7 @@ impl Queue {
             Queue::Codel(q) => q.set_params(aqm),
             Queue::FqCodel(q) => q.set_params(aqm),
             Queue::Pie(q) => q.set_params(aqm),
+            Queue::Fifo(_) => {}
         }
     }
 
@@ -294,6 +301,10 @@ impl Queue {
                 Ok(())
             }
             Queue::Pie(q) => q.enqueue(now, held).map_err(|held| (held, Discard::Aqm)),
+            Queue::Fifo(q) => {
+                q.push_back(held);
+                Ok(())
+            }
         }
     }
 
@@ -309,6 +320,7 @@ impl Queue {
             Queue::Codel(q) => q.dequeue(now, discarded),
             Queue::FqCodel(q) => q.dequeue(now, discarded),
             Queue::Pie(q) => q.dequeue(now),
+            Queue::Fifo(q) => q.pop_front(),
         }
     }
 
@@ -328,6 +340,7 @@ impl Queue {
             Queue::Codel(q) => q.drain(),
             Queue::FqCodel(q) => q.drain(),
             Queue::Pie(q) => q.drain(),
+            Queue::Fifo(q) => q.drain(..).collect(),
         }
     }
 
@@ -338,6 +351,7 @@ impl Queue {
             Queue::Codel(q) => q.len(),
             Queue::FqCodel(q) => q.len(),
             Queue::Pie(q) => q.len(),
+            Queue::Fifo(q) => q.len(),
         }
     }
 
@@ -348,6 +362,7 @@ impl Queue {
             Queue::Codel(q) => q.capacity() * entry,
             Queue::FqCodel(q) => q.held_bytes(),
             Queue::Pie(q) => q.capacity() * entry,
+            Queue::Fifo(q) => q.capacity() * entry,
         }
     }
 

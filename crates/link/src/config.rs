@@ -49,6 +49,9 @@ pub struct LinkConfig {
     /// The discipline of the bottleneck queue the rate builds, with ECN marking
     /// (`--aqm`, `--ecn` and the discipline's parameters); tail drop by default.
     pub aqm: Aqm,
+    /// A delivery trace in mahimahi's format ([`crate::trace`]): the link's capacity over
+    /// time, in place of `rate_bps`; frames wait in the queue (any `aqm`) for an opportunity.
+    pub trace: Option<crate::trace::DeliveryTrace>,
     /// Conditions that change over time (`--schedule FILE`).
     pub schedule: Option<Schedule>,
     /// Seed of the link's random number generator (`--seed`).
@@ -73,6 +76,7 @@ impl Default for LinkConfig {
             max_frame: DEFAULT_MAX_FRAME,
             drop_runts: true,
             aqm: Aqm::default(),
+            trace: None,
             schedule: None,
             seed: 0,
         }
@@ -80,6 +84,12 @@ impl Default for LinkConfig {
 }
 
 impl LinkConfig {
+    /// Whether frames wait at a bottleneck of the pipe's own: a queue discipline other than
+    /// tail drop, or a trace (whose opportunities serve the queue).
+    pub fn has_bottleneck(&self) -> bool {
+        self.aqm.is_active() || self.trace.is_some()
+    }
+
     /// Checks every knob. The error is a [`ConfigError::Field`] naming the field at fault by
     /// its name in this struct (see [`ConfigError::field`]), with the sub-part after it where
     /// there is one, e.g. `loss: 120% is above 100%` or `loss gemodel 1-h: not a number ...`.
@@ -111,6 +121,30 @@ impl LinkConfig {
                     invalid(
                         "reorder",
                         "needs delay_ns above 0: a reordered frame overtakes the delayed ones",
+                    ),
+                ));
+            }
+        }
+        if self.trace.is_some() {
+            if self.rate_bps.is_some() {
+                return Err((
+                    "trace",
+                    invalid(
+                        "trace",
+                        "a trace is the link's capacity: leave rate_bps out with it",
+                    ),
+                ));
+            }
+            let scheduled_rate = self
+                .schedule
+                .as_ref()
+                .is_some_and(|s| s.entries().iter().any(|e| e.rate_bps.is_some()));
+            if scheduled_rate {
+                return Err((
+                    "trace",
+                    invalid(
+                        "trace",
+                        "a trace is the link's capacity: its schedule may not change the rate",
                     ),
                 ));
             }

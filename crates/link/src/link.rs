@@ -401,7 +401,7 @@ impl Link {
             _ => None,
         };
         let reordered = self.reorder_event();
-        if self.config.aqm.is_active() {
+        if self.config.has_bottleneck() {
             // The bottleneck comes first: the pipe's queue discipline serves the frame (and
             // its copy) from `now`, then the delay applies.
             let duplicate = duplicate && self.admit(len).is_ok();

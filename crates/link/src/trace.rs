@@ -17,7 +17,8 @@
 
 use std::sync::Arc;
 
-/// The bytes one delivery opportunity carries.
+/// The bytes one delivery opportunity carries: one packet of a 1,500-byte MTU (on a bridge,
+/// a frame's bytes past its 14-byte Ethernet header).
 pub const OPPORTUNITY_BYTES: u64 = 1500;
 
 /// A trace that does not read.
@@ -34,6 +35,8 @@ pub struct TraceError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeliveryTrace {
     ms: Arc<[u64]>,
+    /// The file it was read from, if it was.
+    source: Option<Arc<str>>,
 }
 
 impl DeliveryTrace {
@@ -79,14 +82,25 @@ impl DeliveryTrace {
                 line: ms.len(),
                 what: "the trace lasts no time: its last line must be past 0 ms".into(),
             }),
-            Some(_) => Ok(DeliveryTrace { ms: ms.into() }),
+            Some(_) => Ok(DeliveryTrace {
+                ms: ms.into(),
+                source: None,
+            }),
         }
     }
 
     /// Reads the trace file at `path`; errors name the file and the line.
     pub fn read(path: &std::path::Path) -> Result<DeliveryTrace, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        DeliveryTrace::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let mut trace =
+            DeliveryTrace::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        trace.source = Some(path.display().to_string().into());
+        Ok(trace)
+    }
+
+    /// The file it was read from, if it was ([`DeliveryTrace::read`]).
+    pub fn source(&self) -> Option<&str> {
+        self.source.as_deref()
     }
 
     /// The trace's period, ns: its last millisecond.

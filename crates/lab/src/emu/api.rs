@@ -204,7 +204,7 @@ pub fn merged(current: &LinkConfig, up: bool, body: &str) -> Result<LinkConfig, 
     }
     for pair in body.split_whitespace() {
         let key = pair.split_once('=').map_or(pair, |(k, _)| k);
-        if matches!(key, "schedule" | "dist-table") {
+        if matches!(key, "schedule" | "dist-table" | "trace") {
             return Err(format!(
                 "{key}: not accepted over the API (it names a file to read); give it at start"
             ));
@@ -282,6 +282,11 @@ pub fn direction_json(c: &LinkConfig) -> serde_json::Value {
         "max_frame": c.max_frame,
         "aqm": aqm_json(&c.aqm),
         "schedule": c.schedule.is_some(),
+        "trace": c.trace.as_ref().map(|t| serde_json::json!({
+            "file": t.source(),
+            "mean_rate_bps": t.mean_rate_bps(),
+            "period_ns": t.period_ns(),
+        })),
         "seed": c.seed,
     })
 }
@@ -434,6 +439,9 @@ pub fn spec_text(c: &LinkConfig) -> String {
     }
     if c.schedule.is_some() {
         put("schedule", "(file)".into());
+    }
+    if let Some(trace) = &c.trace {
+        put("trace", trace.source().unwrap_or("(file)").to_string());
     }
     out.join(" ")
 }

@@ -340,7 +340,7 @@ mod tests {
         let error = |flags| links(&sources(flags)).unwrap_err();
         assert_eq!(
             error(ImpairmentFlags::from([("aqm", "codel")])),
-            "A to B: --aqm: needs a --rate: without a rate limit no queue builds for it to manage"
+            "A to B: --aqm: needs a --rate or a --trace: without a bottleneck no queue builds for it to manage"
         );
         let codel = [("rate", "10mbit"), ("aqm", "fq_codel")];
         let with = |extra: (&'static str, &'static str)| {

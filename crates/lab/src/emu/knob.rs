@@ -412,6 +412,22 @@ pub static KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        key: "trace",
+        flags: &[flag(
+            "trace",
+            "FILE",
+            "The link's capacity from a delivery trace in mahimahi's format (one line per \
+             1,500-byte opportunity, in ms; it repeats), in place of --rate.",
+        )],
+        field: Some("trace"),
+        set: |c, flag, v| {
+            let trace = latlab_link::trace::DeliveryTrace::read(std::path::Path::new(v))
+                .map_err(|err| format!("{flag}: {err}"))?;
+            c.trace = Some(trace);
+            Ok(())
+        },
+    },
+    Knob {
         key: "seed",
         flags: &[flag("seed", "N", "Seed of the random choices.")],
         field: None,
@@ -520,6 +536,8 @@ pub fn naming_key(error: latlab_link::ConfigError) -> String {
         .naming_field_as(&key)
         .to_string()
         .replace("needs delay_ns above 0", "needs a --delay")
+        .replace("needs rate_bps or a trace", "needs a --rate or a --trace")
+        .replace("leave rate_bps out", "leave --rate out")
         .replace("needs rate_bps", "needs a --rate")
 }
 

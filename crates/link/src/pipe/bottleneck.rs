@@ -8,6 +8,7 @@ use latlab_stats::LatencyHistogram;
 
 use super::{Pipe, MAX_HELD_WITHOUT_LIMIT};
 use crate::aqm::{Discard, Held, Queue};
+use crate::trace::{Opportunities, OPPORTUNITY_BYTES};
 use crate::Fate;
 
 /// The discipline's queue, when the wire is busy until, and the sojourn times.
@@ -23,6 +24,13 @@ pub(super) struct Bottleneck {
     /// The sojourn time (from joining the queue to leaving it for the wire) of every frame
     /// sent, in ns.
     sojourn: LatencyHistogram,
+    /// With a trace, its delivery opportunities in place of the rate.
+    trace: Option<Opportunities>,
+    /// Bytes left of the opportunity at `left_at_ns`, for a frame that waits then (mm-link
+    /// spends an opportunity's bytes on every frame waiting, and loses what is left).
+    left_bytes: u64,
+    /// The instant of the last opportunity used.
+    left_at_ns: u64,
 }
 
 impl Bottleneck {
@@ -44,7 +52,53 @@ impl Bottleneck {
 
     /// When the wire takes the next frame, if one waits.
     pub(super) fn next_service(&self) -> Option<u64> {
-        (self.len() > 0).then_some(self.busy_until_ns)
+        (self.len() > 0).then(|| self.service_at())
+    }
+
+    /// When the wire can take the head of the queue: once the frame before it has gone, and
+    /// with a trace at the next opportunity from then (the one that frame left bytes of, if
+    /// it did).
+    fn service_at(&self) -> u64 {
+        let Some(trace) = &self.trace else {
+            return self.busy_until_ns;
+        };
+        if self.left_bytes > 0 && self.left_at_ns >= self.busy_until_ns {
+            return self.left_at_ns;
+        }
+        let mut next = trace.clone();
+        next.skip_before(self.busy_until_ns);
+        next.next_ns()
+    }
+}
+
+impl Bottleneck {
+    /// Spends the trace's opportunities from `start` (an opportunity's instant) on a frame of
+    /// `len` bytes: what the opportunity there has left, then whole ones; returns the instant
+    /// of the one its last byte went in. An opportunity carries [`OPPORTUNITY_BYTES`] of IP
+    /// packet, the frame less its 14-byte Ethernet header (mm-link's carry one packet of a
+    /// 1,500-byte MTU).
+    fn spend_opportunities(&mut self, start: u64, len: u32) -> u64 {
+        const ETHERNET_HEADER: u64 = 14;
+        let mut need = u64::from(len).saturating_sub(ETHERNET_HEADER).max(1);
+        let mut done = start;
+        if self.left_bytes > 0 && self.left_at_ns == start {
+            let used = need.min(self.left_bytes);
+            need -= used;
+            self.left_bytes -= used;
+        } else if let Some(trace) = &mut self.trace {
+            trace.skip_before(start);
+        }
+        let Some(trace) = &mut self.trace else {
+            return done;
+        };
+        while need > 0 {
+            done = trace.take();
+            let used = need.min(OPPORTUNITY_BYTES);
+            need -= used;
+            self.left_bytes = OPPORTUNITY_BYTES - used;
+            self.left_at_ns = done;
+        }
+        done
     }
 }
 
@@ -53,7 +107,9 @@ impl Pipe {
     pub(super) fn reconfigure_bottleneck(&mut self, now: u64) {
         let aqm = self.link.config().aqm;
         let seed = self.link.config().seed;
-        if !aqm.is_active() && self.bottleneck.is_none() {
+        let active = self.link.config().has_bottleneck();
+        let trace = self.link.config().trace.clone();
+        if !active && self.bottleneck.is_none() {
             return;
         }
         self.serve_bottleneck(now);
@@ -63,10 +119,18 @@ impl Pipe {
                 busy_until_ns: 0,
                 discarded: Vec::new(),
                 sojourn: LatencyHistogram::new(),
+                trace: None,
+                left_bytes: 0,
+                left_at_ns: 0,
             })
         });
+        // A new trace starts its millisecond 0 now; the same one goes on where it is.
+        if bottleneck.trace.as_ref().map(Opportunities::trace) != trace.as_ref() {
+            bottleneck.trace = trace.map(|t| Opportunities::new(t, now));
+            bottleneck.left_bytes = 0;
+        }
         match &mut bottleneck.queue {
-            Some(queue) if aqm.is_active() && queue.serves(&aqm) => {
+            Some(queue) if active && queue.serves(&aqm) => {
                 queue.set_params(&aqm);
                 return;
             }
@@ -78,7 +142,7 @@ impl Pipe {
             .take()
             .map(|mut q| q.drain())
             .unwrap_or_default();
-        bottleneck.queue = aqm.is_active().then(|| Queue::new(&aqm, seed));
+        bottleneck.queue = active.then(|| Queue::new(&aqm, seed));
         for held in waiting {
             let start = self.bottleneck_mut().busy_until_ns.max(held.enqueue_ns);
             self.send(start, held);
@@ -175,11 +239,14 @@ impl Pipe {
             let Some(bottleneck) = self.bottleneck.as_mut() else {
                 return;
             };
-            let start = bottleneck.busy_until_ns;
+            if bottleneck.len() == 0 {
+                return;
+            }
+            let start = bottleneck.service_at();
             let Some(queue) = bottleneck.queue.as_mut() else {
                 return;
             };
-            if queue.len() == 0 || start > now {
+            if start > now {
                 return;
             }
             let mut discarded = std::mem::take(&mut bottleneck.discarded);
@@ -201,15 +268,17 @@ impl Pipe {
         if held.mark && latlab_wire::ecn::mark_ce(&mut self.pool.buffers[held.buffer]) {
             self.link.counters_mut().aqm_mark += 1;
         }
-        let tx = self.link.transmission_ns(held.len as usize);
+        let done = if self.bottleneck_mut().trace.is_some() {
+            self.bottleneck_mut().spend_opportunities(start, held.len)
+        } else {
+            start.saturating_add(self.link.transmission_ns(held.len as usize))
+        };
         let bottleneck = self.bottleneck_mut();
         bottleneck
             .sojourn
             .record(start.saturating_sub(held.enqueue_ns));
-        bottleneck.busy_until_ns = start.saturating_add(tx);
-        let departure = self
-            .link
-            .departure_after_bottleneck(start.saturating_add(tx));
+        bottleneck.busy_until_ns = done;
+        let departure = self.link.departure_after_bottleneck(done);
         self.queue.push((departure, held.seq, held.buffer));
     }
 
