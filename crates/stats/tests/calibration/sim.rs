@@ -3,6 +3,10 @@
 //! `Estimate::of`, `latlab_stats::gate`). Shared by `tests/calibration.rs` and
 //! `examples/gate_calibration.rs`.
 
+// The test leaves some of it unused (the names of the table), and neither user is a
+// crate of its own: nothing here is reachable from outside.
+#![allow(dead_code, unreachable_pub)]
+
 use latlab_stats::gate::{decide_proportion, decide_quantile, Bound, Verdict};
 use latlab_stats::{Estimate, LatencyHistogram, Z_95};
 use rand::rngs::SmallRng;
