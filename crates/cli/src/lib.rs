@@ -31,6 +31,7 @@ macro_rules! outln {
 
 mod check;
 mod clean;
+mod compare;
 mod demo;
 mod echo;
 mod emu;
@@ -76,6 +77,9 @@ enum Command {
     /// Decide latency gates on a results folder (gen --out, demo): each --assert from its 95%
     /// interval, pass, fail or inconclusive; exit 0, 3 (one failed) or 4 (one inconclusive).
     Check(check::CheckArgs),
+    /// Compare two results folders (gen --out, demo): each percentile's change with its 95%
+    /// interval, regression gates (--assert 'p99<=+10%'), both CCDFs on one plot.
+    Compare(compare::CompareArgs),
     /// Merge the runs of several generator hosts (gen --out folders) into one, exactly:
     /// histograms merged, counts added, the runs listed.
     Merge(merge::MergeArgs),
@@ -160,6 +164,7 @@ pub fn main() {
         Command::Demo(a) => demo::run(a),
         Command::Report(a) => report::run(a),
         Command::Check(a) => check::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Merge(a) => merge::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Study(s) => study::run(s),
@@ -215,6 +220,9 @@ fn exit_code(e: &anyhow::Error) -> i32 {
             || cause
                 .downcast_ref::<StudyError>()
                 .is_some_and(StudyError::is_usage)
+            || cause
+                .downcast_ref::<latlab_study::compare::CompareError>()
+                .is_some_and(latlab_study::compare::CompareError::is_usage)
             || cause
                 .downcast_ref::<latlab_study::check::CheckError>()
                 .is_some_and(latlab_study::check::CheckError::is_usage)

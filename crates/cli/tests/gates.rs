@@ -1,24 +1,42 @@
 //! `latlab check DIR --assert EXPR` on results folders built here: one test per exit code
 //! (0 every gate passed, 3 one failed, 4 none failed but one was inconclusive, 2 a gate the
-//! folder cannot answer or that does not parse), and the JUnit file.
+//! folder cannot answer or that does not parse), and the JUnit file; `latlab compare`'s
+//! regression gate and its refusal of folders of different kinds.
 
 use std::path::Path;
 
 use assert_cmd::Command;
-use latlab_lab::results::{summary_json, RunSummary};
+use latlab_lab::results::{
+    ccdf_csv, histograms_bytes, summary_json, RunHistograms, RunSummary, HISTOGRAMS,
+};
 use latlab_stats::LatencyHistogram;
 use predicates::str::contains;
 
 /// A `gen --out` folder at `dir`: `n` round trips of 1 µs to `n` µs, all `n` probes answered,
 /// at 1000 probes per second.
 fn gen_folder(dir: &Path, n: u64) {
+    scaled_folder(dir, n, 1_000);
+}
+
+/// A `gen --out` folder of `n` round trips of `step` ns to `n·step` ns.
+fn scaled_folder(dir: &Path, n: u64, step: u64) {
     let mut h = LatencyHistogram::new();
     for i in 1..=n {
-        h.record(i * 1_000);
+        h.record(i * step);
     }
     let summary = RunSummary::synthetic("1000 pps to test", &h, n, 1_000.0);
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(dir.join("summary.json"), summary_json(&summary)).unwrap();
+    std::fs::write(dir.join("ccdf.csv"), ccdf_csv(&h).unwrap()).unwrap();
+    let histograms = RunHistograms {
+        latency: h,
+        ..RunHistograms::default()
+    };
+    std::fs::write(
+        dir.join(HISTOGRAMS),
+        histograms_bytes(&histograms, 0, "test").unwrap(),
+    )
+    .unwrap();
 }
 
 fn check(dir: &Path, gates: &[&str]) -> assert_cmd::assert::Assert {
@@ -136,4 +154,44 @@ fn the_junit_file_has_a_test_case_per_gate() {
         .stderr(contains(
             "/no/such/folder/gates.xml: folder /no/such/folder does not exist",
         ));
+}
+
+#[test]
+fn compare_fails_a_regression_gate_on_a_slower_run_and_refuses_other_kinds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (base, new) = (tmp.path().join("base"), tmp.path().join("new"));
+    scaled_folder(&base, 20_000, 1_000);
+    scaled_folder(&new, 20_000, 1_200); // every round trip 20 % slower
+    let plot = tmp.path().join("both.svg");
+    Command::cargo_bin("latlab")
+        .unwrap()
+        .arg("compare")
+        .args([&base, &new])
+        .args(["--assert", "p99<=+10%", "--plot"])
+        .arg(&plot)
+        .assert()
+        .code(3)
+        .stdout(contains("NEW's p50 is 20.0% ["))
+        .stdout(contains("FAIL p99<=+10%: NEW's p99 is 20.0% ["));
+    assert!(std::fs::read_to_string(&plot)
+        .unwrap()
+        .contains("NEW: 1000 pps to test"));
+    // A study's folder is not a run to compare: refused naming it.
+    let study = tmp.path().join("study");
+    std::fs::create_dir_all(&study).unwrap();
+    std::fs::write(
+        study.join("study.json"),
+        r#"{"kind":"emulator","topology":"t","latlab_version":"0.1.0"}"#,
+    )
+    .unwrap();
+    Command::cargo_bin("latlab")
+        .unwrap()
+        .arg("compare")
+        .args([&base, &study])
+        .assert()
+        .code(2)
+        .stderr(contains(format!(
+            "{}: a study's folder (emulator)",
+            study.display()
+        )));
 }

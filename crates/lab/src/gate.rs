@@ -33,6 +33,7 @@ use crate::results::{Delay, RunSummary};
 use crate::units::{format_rate, parse_duration, parse_rate};
 
 pub mod junit;
+pub mod regression;
 
 /// What an assertion holds against its limit.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -419,7 +420,7 @@ fn delay_summary(run: &RunSummary, delay: Delay) -> Option<&Summary> {
 }
 
 /// Nanoseconds in the unit that reads best: `850 ns`, `12.35 µs`, `1.234 ms`, `2.500 s`.
-fn format_ns(ns: f64) -> String {
+pub(crate) fn format_ns(ns: f64) -> String {
     if ns < 1e3 {
         format!("{ns:.0} ns")
     } else if ns < 1e6 {
@@ -452,7 +453,8 @@ pub struct AssertionVerdict {
     pub run: Option<String>,
     /// `pass`, `fail` or `inconclusive`.
     pub verdict: Verdict,
-    /// The unit of `estimate`, `low` and `high`: `ns`, `ratio` (loss) or `pps`.
+    /// The unit of `estimate`, `low` and `high`: `ns`, `ratio` (loss), `pps`, or `change`
+    /// (`latlab compare`: NEW/BASE − 1).
     pub unit: String,
     /// The point estimate (absent with too few samples).
     pub estimate: Option<f64>,

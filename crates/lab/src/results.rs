@@ -526,6 +526,26 @@ tagged_histograms!(
     ("return", reverse),
 );
 
+impl RunHistograms {
+    /// Reads a run's [`HISTOGRAMS`] file; an error says what is wrong with it (the caller
+    /// names the file).
+    pub fn read(path: &Path) -> io::Result<RunHistograms> {
+        let mut histograms = RunHistograms::default();
+        let file = fs::File::open(path)?;
+        for interval in latlab_stats::hlog::read_hlog(io::BufReader::new(file))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?
+        {
+            let tag = interval.tag.as_deref().unwrap_or("");
+            let slot = histograms.get_mut(tag).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidData, format!("unknown tag {tag:?}"))
+            })?;
+            slot.merge(&interval.histogram)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        }
+        Ok(histograms)
+    }
+}
+
 /// The text of [`HISTOGRAMS`]: one interval per histogram, tagged with its name, covering the
 /// run from `start_ns`.
 pub fn histograms_bytes(h: &RunHistograms, start_ns: u64, label: &str) -> io::Result<Vec<u8>> {
