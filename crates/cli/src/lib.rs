@@ -74,7 +74,7 @@ enum Command {
     /// Draw a results folder again from its data: a gen or demo folder's table (and CCDF
     /// plot), a study's tables, figures and report.md.
     Report(report::ReportArgs),
-    /// Decide latency gates on a results folder (gen --out, demo): each --assert from its 95%
+    /// Decide latency gates on a results folder (gen --out, demo, rfc2544): each --assert from its 95%
     /// interval, pass, fail or inconclusive; exit 0, 3 (one failed) or 4 (one inconclusive).
     Check(check::CheckArgs),
     /// Compare two results folders (gen --out, demo): each percentile's change with its 95%

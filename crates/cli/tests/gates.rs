@@ -1,7 +1,7 @@
 //! `latlab check DIR --assert EXPR` on results folders built here: one test per exit code
 //! (0 every gate passed, 3 one failed, 4 none failed but one was inconclusive, 2 a gate the
-//! folder cannot answer or that does not parse), and the JUnit file; `latlab compare`'s
-//! regression gate and its refusal of folders of different kinds.
+//! folder cannot answer or that does not parse), and the JUnit file; an `rfc2544` folder's
+//! rates; `latlab compare`'s regression gate and its refusal of folders of different kinds.
 
 use std::path::Path;
 
@@ -194,4 +194,38 @@ fn compare_fails_a_regression_gate_on_a_slower_run_and_refuses_other_kinds() {
             "{}: a study's folder (emulator)",
             study.display()
         )));
+}
+
+#[test]
+fn check_decides_rfc2544_rates_per_frame_size_and_refuses_its_percentiles() {
+    use latlab_study::rfc2544::SizeResult;
+    let tmp = tempfile::tempdir().unwrap();
+    let sizes = vec![
+        SizeResult {
+            frame_size: 64,
+            ndr_pps: Some(450_000),
+            pdr_pps: Some(470_000),
+            ..SizeResult::default()
+        },
+        SizeResult {
+            frame_size: 1518,
+            ndr_pps: Some(200_000),
+            pdr_pps: Some(200_000),
+            ..SizeResult::default()
+        },
+    ];
+    let json = serde_json::json!({ "sizes": sizes });
+    std::fs::write(tmp.path().join("rfc2544.json"), json.to_string()).unwrap();
+    check(tmp.path(), &["ndr>=150k"])
+        .code(0)
+        .stdout(contains(
+            "PASS ndr>=150k [64 B]: ndr 450.0 kpps (found by the search)",
+        ))
+        .stdout(contains("PASS ndr>=150k [1518 B]"));
+    check(tmp.path(), &["ndr>=150k", "pdr>=300k"])
+        .code(3)
+        .stdout(contains("FAIL pdr>=300k [1518 B]: pdr 200.0 kpps"));
+    check(tmp.path(), &["p99<=1ms"])
+        .code(2)
+        .stderr(contains("rfc2544 gates its rates only"));
 }

@@ -267,6 +267,44 @@ impl Assertion {
         self.verdict(run, &subject, decision, per_second)
     }
 
+    /// Decides an `ndr` or `pdr` gate on one frame size of an RFC 2544 run (`run` names it):
+    /// the rate the search found, an observed value, so pass or fail; inconclusive when the
+    /// search found none, or when the rate falls short of an at-least limit but the source,
+    /// not the DUT, was the limit (`source_limited`: the DUT lost nothing at the source's
+    /// maximum, so its own rate is not known).
+    pub fn evaluate_rates(
+        &self,
+        ndr_pps: Option<u64>,
+        pdr_pps: Option<u64>,
+        source_limited: bool,
+        run: &str,
+    ) -> AssertionVerdict {
+        let (name, rate) = match self.statistic {
+            Statistic::Pdr => ("pdr", pdr_pps),
+            _ => ("ndr", ndr_pps),
+        };
+        let Some(rate) = rate else {
+            return self.verdict_without_data(Some(run), &format!("the search found no {name}"));
+        };
+        let mut d = decide_observed(rate as f64, 1, self.bound, self.limit);
+        let short_of_source = source_limited
+            && d.verdict == Verdict::Fail
+            && matches!(self.bound, Bound::AtLeast | Bound::Above);
+        if short_of_source {
+            d.verdict = Verdict::Inconclusive;
+        }
+        let mut v = self.verdict(Some(run), name, d, 0.0);
+        v.samples = 0;
+        v.message = format!("{name} {} (found by the search)", format_rate(rate as f64));
+        if short_of_source {
+            v.message.push_str(
+                "; the DUT lost nothing at the source's maximum, so its own rate is above \
+                 what this source can offer",
+            );
+        }
+        v
+    }
+
     fn decide_delay(&self, delays: &Summary) -> Decision {
         let n = delays.count;
         match self.statistic {

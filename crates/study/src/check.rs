@@ -1,6 +1,7 @@
 //! `latlab check DIR --assert EXPR`: gates decided on a results folder after its run, as
 //! `--assert` decides them during it ([`latlab_lab::gate`]). A `gen --out` folder is one run; a
-//! `demo` folder's runs are each decided, named by their label. The folder is read, never
+//! `demo` folder's runs are each decided, named by their label; an `rfc2544` folder's frame
+//! sizes each (`ndr`, `pdr`: [`crate::rfc2544::gates`]). The folder is read, never
 //! changed: the verdicts go to the terminal and, with `--junit`, to a JUnit XML file.
 
 use std::path::PathBuf;
@@ -63,15 +64,25 @@ pub fn run(options: &CheckOptions) -> Result<Vec<AssertionVerdict>, CheckError> 
         check_writable(path)?;
     }
     let dir = &options.dir;
-    if !dir.join("summary.json").is_file() {
-        return Err(StudyError::UnknownFolder(dir.clone()).into());
-    }
-    let folder = RunsFolder::load(dir)?;
-    let verdicts =
-        decide(&options.assertions, &folder.runs).map_err(|source| CheckError::Assertion {
-            dir: dir.clone(),
-            source,
+    let refused = |source| CheckError::Assertion {
+        dir: dir.clone(),
+        source,
+    };
+    let verdicts = if let Some(sizes) = crate::rfc2544::gates::folder_sizes(dir) {
+        let sizes = sizes.map_err(|reason| StudyError::Data {
+            path: dir.clone(),
+            reason,
         })?;
+        for a in &options.assertions {
+            a.check_for(Results::Rfc2544, false).map_err(refused)?;
+        }
+        crate::rfc2544::gates::decide(&options.assertions, &sizes)
+    } else if dir.join("summary.json").is_file() {
+        let folder = RunsFolder::load(dir)?;
+        decide(&options.assertions, &folder.runs).map_err(refused)?
+    } else {
+        return Err(StudyError::UnknownFolder(dir.clone()).into());
+    };
     if let Some(path) = &options.junit {
         let xml = junit_xml(&format!("latlab check {}", dir.display()), &verdicts);
         results::write_atomic(path, xml.as_bytes())?;

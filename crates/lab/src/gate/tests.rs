@@ -176,3 +176,38 @@ fn verdicts_round_trip_through_summary_json_and_combine_worst_first() {
     assert_eq!(overall(&summary.assertions[..1]), Verdict::Pass);
     assert_eq!(overall(&[]), Verdict::Pass);
 }
+
+#[test]
+fn rfc2544_rates_pass_or_fail_and_a_source_limit_is_inconclusive() {
+    let ndr = parse("ndr>=500k").unwrap();
+    assert_eq!(
+        ndr.evaluate_rates(Some(600_000), None, false, "64 B")
+            .verdict,
+        Verdict::Pass
+    );
+    assert_eq!(
+        ndr.evaluate_rates(Some(400_000), None, false, "64 B")
+            .verdict,
+        Verdict::Fail
+    );
+    let limited = ndr.evaluate_rates(Some(400_000), None, true, "64 B");
+    assert_eq!(limited.verdict, Verdict::Inconclusive);
+    assert!(
+        limited.line().contains("above what this source can offer"),
+        "{}",
+        limited.line()
+    );
+    let none = parse("pdr>=1k")
+        .unwrap()
+        .evaluate_rates(Some(1), None, false, "1518 B");
+    assert_eq!(none.verdict, Verdict::Inconclusive);
+    assert_eq!(
+        none.line(),
+        "INCONCLUSIVE pdr>=1k [1518 B]: the search found no pdr"
+    );
+    assert_eq!(
+        ndr.evaluate_rates(Some(600_000), None, false, "64 B")
+            .line(),
+        "PASS ndr>=500k [64 B]: ndr 600.0 kpps (found by the search)"
+    );
+}
