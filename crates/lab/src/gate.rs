@@ -74,6 +74,9 @@ pub enum Results {
     Run,
     /// An RFC 2544 measurement: NDR and PDR per frame size.
     Rfc2544,
+    /// A thin stream (`stream send`): its latency is one-way already (application to
+    /// application), its loss and rate are of messages.
+    Stream,
 }
 
 /// Why an assertion was refused; each message starts with the assertion as given.
@@ -228,14 +231,30 @@ impl Assertion {
                 }
             }
             (Results::Run, _) => Ok(()),
+            (Results::Stream, Statistic::Ndr | Statistic::Pdr) => {
+                refuse("ndr and pdr are rfc2544's; a stream has achieved and loss")
+            }
+            (Results::Stream, s) if matches!(s.delay(), Some(Delay::Forward | Delay::Return)) => {
+                refuse(
+                    "a stream's latency is one-way already (application to application): \
+                     gate it as p99, mean, max",
+                )
+            }
+            (Results::Stream, _) => Ok(()),
         }
     }
 
     /// Decides the assertion against one run; `run` names it in the verdict (`None` for the
     /// only run of a folder).
     pub fn evaluate(&self, summary: &RunSummary, run: Option<&str>) -> AssertionVerdict {
+        self.evaluate_measured(&Measured::from(summary), run)
+    }
+
+    /// Decides the assertion against what any run measured ([`Measured`]: a generator run's,
+    /// a stream's).
+    pub fn evaluate_measured(&self, m: &Measured<'_>, run: Option<&str>) -> AssertionVerdict {
         let (decision, subject) = match self.statistic.delay() {
-            Some(delay) => match delay_summary(summary, delay) {
+            Some(delay) => match m.delay(delay) {
                 Some(delays) => (self.decide_delay(delays), self.describe_delay(delay)),
                 None => {
                     return self.verdict_without_data(
@@ -247,20 +266,20 @@ impl Assertion {
             },
             None => match self.statistic {
                 Statistic::Loss => (
-                    decide_proportion(summary.lost, summary.sent, self.bound, self.limit),
+                    decide_proportion(m.lost, m.sent, self.bound, self.limit),
                     "loss".to_string(),
                 ),
                 _ => (
-                    decide_observed(summary.achieved_pps, summary.sent, self.bound, self.limit),
+                    decide_observed(m.achieved_pps, m.sent, self.bound, self.limit),
                     "achieved".to_string(),
                 ),
             },
         };
         // Samples per second of run: probes sent for loss, responses for the delays.
         let per_second = match self.statistic {
-            Statistic::Loss | Statistic::Achieved => summary.achieved_pps,
-            _ if summary.sent > 0 => {
-                summary.achieved_pps * summary.received as f64 / summary.sent as f64
+            Statistic::Loss | Statistic::Achieved => m.achieved_pps,
+            _ if m.sent > 0 => {
+                m.achieved_pps * (m.sent - m.lost.min(m.sent)) as f64 / m.sent as f64
             }
             _ => 0.0,
         };
@@ -448,12 +467,45 @@ impl Assertion {
     }
 }
 
-/// The summary of one of a run's delays, if the run has it.
-fn delay_summary(run: &RunSummary, delay: Delay) -> Option<&Summary> {
-    match delay {
-        Delay::RoundTrip => Some(&run.latency_ns),
-        Delay::Forward => run.forward_ns.as_ref(),
-        Delay::Return => run.return_ns.as_ref(),
+/// What a gate is decided on: a run's delays and counts.
+#[derive(Clone, Copy, Debug)]
+pub struct Measured<'a> {
+    /// The delay `p99`, `mean`, `max`, `min` name: a generator's round trip, a stream's
+    /// one-way application latency.
+    pub latency: &'a Summary,
+    /// The one-way delay out (`forward.`), when the run has it.
+    pub forward: Option<&'a Summary>,
+    /// The one-way delay back (`return.`), when the run has it.
+    pub back: Option<&'a Summary>,
+    /// Probes (messages) sent.
+    pub sent: u64,
+    /// Of them, lost.
+    pub lost: u64,
+    /// The rate they left at, per second.
+    pub achieved_pps: f64,
+}
+
+impl<'a> From<&'a RunSummary> for Measured<'a> {
+    fn from(run: &'a RunSummary) -> Measured<'a> {
+        Measured {
+            latency: &run.latency_ns,
+            forward: run.forward_ns.as_ref(),
+            back: run.return_ns.as_ref(),
+            sent: run.sent,
+            lost: run.lost,
+            achieved_pps: run.achieved_pps,
+        }
+    }
+}
+
+impl<'a> Measured<'a> {
+    /// The summary of one of the run's delays, if it has it.
+    fn delay(&self, delay: Delay) -> Option<&'a Summary> {
+        match delay {
+            Delay::RoundTrip => Some(self.latency),
+            Delay::Forward => self.forward,
+            Delay::Return => self.back,
+        }
     }
 }
 

@@ -95,6 +95,10 @@ fn what_a_command_cannot_answer_is_refused_before_it_runs() {
         .unwrap_err()
         .contains("rfc2544's"));
     assert_eq!(check("ndr>=1k", Results::Rfc2544, false), Ok(()));
+    assert_eq!(check("p99<=2ms", Results::Stream, true), Ok(()));
+    assert!(check("forward.p99<=2ms", Results::Stream, true)
+        .unwrap_err()
+        .contains("one-way already"));
 }
 
 #[test]
