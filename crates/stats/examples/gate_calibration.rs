@@ -1,7 +1,9 @@
 //! The calibration table of latency gates: for each distribution and run length, how often
 //! `p99 <= limit` (and `p99.9 <= limit`) passes, is inconclusive and fails when the true value
 //! is the limit and when it is 20 % under it; the same for `loss <= 0.1 %`. Every run is
-//! decided by the real code (`LatencyHistogram`, `Estimate::of`, `latlab_stats::gate`).
+//! decided by the real code (`LatencyHistogram`, `Estimate::of`, `latlab_stats::gate`). The
+//! last column is the exact probability of a pass, computed from the binomial distribution
+//! (for a percentile at the limit it holds for any continuous distribution).
 //!
 //! `cargo run --release -p latlab-stats --example gate_calibration -- [RUNS]` (default 4000;
 //! runs of 100 000 samples a quarter as many, to keep the table within minutes).
@@ -9,16 +11,17 @@
 #[path = "../tests/calibration/sim.rs"]
 mod sim;
 
-use sim::{loss_gate, quantile_gate, Shape, Tally};
+use sim::{exact_pass_at_limit_quantile, exact_pass_loss, loss_gate, quantile_gate, Shape, Tally};
 
-fn row(what: &str, t: Tally) {
+fn row(what: &str, t: Tally, exact: Option<f64>) {
     let share = |k: u32| 100.0 * f64::from(k) / f64::from(t.runs());
     println!(
-        "| {what} | {} | {:.1}% | {:.1}% | {:.1}% |",
+        "| {what} | {} | {:.1}% | {:.1}% | {:.1}% | {} |",
         t.runs(),
         share(t.pass),
         share(t.inconclusive),
-        share(t.fail)
+        share(t.fail),
+        exact.map_or("".into(), |p| format!("{:.2}%", 100.0 * p))
     );
 }
 
@@ -49,6 +52,7 @@ fn main() {
                     row(
                         &format!("{label}<=limit, {}, {truth}, {n}", shape.name()),
                         quantile_gate(shape, q, n, ratio, runs, seed),
+                        (ratio == 1.0).then(|| exact_pass_at_limit_quantile(n, q)),
                     );
                 }
             }
@@ -60,6 +64,7 @@ fn main() {
             row(
                 &format!("loss<=0.1%, {truth}, {n} probes"),
                 loss_gate(p, 0.001, n, runs, seed),
+                Some(exact_pass_loss(p, 0.001, n)),
             );
         }
     }

@@ -48,3 +48,18 @@ fn loss_at_the_limit_passes_in_at_most_2_5_percent_and_20_percent_under_it_in_95
     let under = loss_gate(0.0008, 0.001, 1_000_000, 1_000, 29);
     assert!(under.pass_share() >= 0.95, "{under:?}");
 }
+
+#[test]
+fn the_exact_chance_of_a_pass_at_the_limit_is_at_most_2_5_percent() {
+    use sim::{exact_pass_at_limit_quantile, exact_pass_loss};
+    for n in [1_000, 10_000, 100_000, 1_000_000] {
+        for q in [0.99, 0.999] {
+            let p = exact_pass_at_limit_quantile(n, q);
+            println!("p{} n={n}: {:.3}%", 100.0 * q, 100.0 * p);
+            assert!(p <= 0.025, "q={q} n={n}: {p}");
+        }
+        let p = exact_pass_loss(0.001, 0.001, n);
+        println!("loss n={n}: {:.3}%", 100.0 * p);
+        assert!(p <= 0.025, "loss n={n}: {p}");
+    }
+}

@@ -179,3 +179,46 @@ pub fn loss_gate(true_loss: f64, limit: f64, n: u64, runs: u32, seed: u64) -> Ta
     }
     tally
 }
+
+/// `P(Bin(n, p) <= k)`, the terms summed in log space (no term underflows before it matters).
+fn binomial_cdf(k: u64, n: u64, p: f64) -> f64 {
+    let (ln_p, ln_q) = (p.ln(), (1.0 - p).ln());
+    let mut ln_term = n as f64 * ln_q; // P(X = 0)
+    let mut sum = ln_term.exp();
+    for i in 0..k.min(n) {
+        ln_term += ((n - i) as f64 / (i + 1) as f64).ln() + ln_p - ln_q;
+        sum += ln_term.exp();
+    }
+    sum.min(1.0)
+}
+
+/// The exact probability that `p(q) <= limit` passes when the true quantile is the limit, for
+/// any continuous distribution: the interval's high rank `hi` must have its sample at or below
+/// the true quantile, that is at most `n − hi` of the `n` samples above it (HdrHistogram's
+/// rounding up, which makes a pass rarer still, left out).
+pub fn exact_pass_at_limit_quantile(n: u64, q: f64) -> f64 {
+    match latlab_stats::rank_interval(n, q, Z_95) {
+        Some((_, hi)) => binomial_cdf(n - hi, n, 1.0 - q),
+        None => 0.0,
+    }
+}
+
+/// The exact probability that `loss <= limit` passes for `n` probes each lost with probability
+/// `true_loss`: the chance of a loss count whose Wilson interval lies at or under the limit.
+pub fn exact_pass_loss(true_loss: f64, limit: f64, n: u64) -> f64 {
+    let passes = |k: u64| decide_proportion(k, n, Bound::AtMost, limit).verdict == Verdict::Pass;
+    if !passes(0) {
+        return 0.0;
+    }
+    // The largest passing count (passing is monotone in the count).
+    let (mut low, mut high) = (0u64, n);
+    while high - low > 1 {
+        let mid = low + (high - low) / 2;
+        if passes(mid) {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    binomial_cdf(low, n, true_loss)
+}
