@@ -31,9 +31,10 @@ fn main() {
         .map(|a| a.parse().expect("RUNS is a whole number"))
         .unwrap_or(4_000);
     println!(
-        "| gate, distribution, true value, samples per run | runs | pass | inconclusive | fail |"
+        "| gate, distribution, true value, samples per run | runs | pass | inconclusive | fail \
+         | pass, exact |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     let mut seed = 0;
     for shape in Shape::ALL {
         for (q, label) in [(0.99, "p99"), (0.999, "p99.9")] {
