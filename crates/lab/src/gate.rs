@@ -283,7 +283,7 @@ impl Assertion {
             }
             _ => 0.0,
         };
-        self.verdict(run, &subject, decision, per_second)
+        self.verdict(run, &subject, decision, (per_second, m.sent_name))
     }
 
     /// Decides an `ndr` or `pdr` gate on one frame size of an RFC 2544 run (`run` names it):
@@ -312,7 +312,7 @@ impl Assertion {
         if short_of_source {
             d.verdict = Verdict::Inconclusive;
         }
-        let mut v = self.verdict(Some(run), name, d, 0.0);
+        let mut v = self.verdict(Some(run), name, d, (0.0, "frames"));
         v.samples = 0;
         v.message = format!("{name} {} (found by the search)", format_rate(rate as f64));
         if short_of_source {
@@ -403,12 +403,13 @@ impl Assertion {
         }
     }
 
+    /// The verdict of decision `d`; `sent` names what loss and rates count (`probes`).
     fn verdict(
         &self,
         run: Option<&str>,
         subject: &str,
         d: Decision,
-        per_second: f64,
+        (per_second, sent): (f64, &str),
     ) -> AssertionVerdict {
         let mut message = match (d.estimate, d.interval) {
             (Some(v), Some((low, high))) if low == high => {
@@ -428,7 +429,7 @@ impl Assertion {
             _ => format!("{subject}: too few samples"),
         };
         let counted = match self.statistic {
-            Statistic::Loss | Statistic::Achieved => "probes",
+            Statistic::Loss | Statistic::Achieved => sent,
             _ => "samples",
         };
         message.push_str(&format!(", {} {counted}", d.samples));
@@ -483,6 +484,8 @@ pub struct Measured<'a> {
     pub lost: u64,
     /// The rate they left at, per second.
     pub achieved_pps: f64,
+    /// What `sent` counts, as the verdicts name it: `probes`, `messages`.
+    pub sent_name: &'static str,
 }
 
 impl<'a> From<&'a RunSummary> for Measured<'a> {
@@ -494,6 +497,7 @@ impl<'a> From<&'a RunSummary> for Measured<'a> {
             sent: run.sent,
             lost: run.lost,
             achieved_pps: run.achieved_pps,
+            sent_name: "probes",
         }
     }
 }

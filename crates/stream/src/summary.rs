@@ -148,6 +148,7 @@ impl StreamSummary {
             } else {
                 0.0
             },
+            sent_name: "messages",
         }
     }
 
