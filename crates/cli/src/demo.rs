@@ -27,6 +27,14 @@ pub(crate) struct DemoArgs {
     /// Skip the run through an emulated link (1 ms each way, 0.1% loss).
     #[arg(long)]
     no_emulated_link: bool,
+    /// A latency gate (repeatable), decided on every run from its 95% interval: p99<=2ms,
+    /// loss<=0.1%, forward.p99<=1ms (see gen --assert). Exit 3 when one fails, 4 when none
+    /// fails but one is inconclusive.
+    #[arg(long = "assert", value_name = "EXPR", value_parser = crate::check::parse_assertion)]
+    assertions: Vec<latlab_lab::gate::Assertion>,
+    /// Write every --assert verdict as a JUnit XML test case to this file.
+    #[arg(long, value_name = "FILE", requires = "assertions")]
+    junit: Option<PathBuf>,
 }
 
 pub(crate) fn run(a: DemoArgs) -> Result<()> {
@@ -36,7 +44,10 @@ pub(crate) fn run(a: DemoArgs) -> Result<()> {
         out: a.out.unwrap_or_else(|| default_out("demo")),
         namespaces: !a.loopback,
         emulated_link: !a.no_emulated_link,
+        assertions: a.assertions,
+        junit: a.junit,
     };
+    options.check()?;
     if options.namespaces {
         crate::clean::at_start(&options.out, false);
     }
@@ -68,5 +79,10 @@ pub(crate) fn run(a: DemoArgs) -> Result<()> {
             signal.name()
         );
     }
-    Ok(())
+    let verdicts: Vec<_> = outcome
+        .runs
+        .iter()
+        .flat_map(|r| r.assertions.clone())
+        .collect();
+    crate::check::gates(&verdicts)
 }

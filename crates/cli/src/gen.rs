@@ -120,6 +120,15 @@ pub(crate) struct GenArgs {
     /// Write the per-second latency histograms to this HdrHistogram interval log.
     #[arg(long, value_name = "FILE")]
     hlog: Option<PathBuf>,
+    /// A latency gate (repeatable), decided from the 95% interval: p99<=2ms, p99.9<5ms,
+    /// max<=20ms, mean<=1ms, loss<=0.1%, achieved>=9.9k, forward.p99<=1ms (a shared clock).
+    /// One line each at the end; exit 3 when one fails, 4 when none fails but one is
+    /// inconclusive.
+    #[arg(long = "assert", value_name = "EXPR", value_parser = crate::check::parse_assertion)]
+    assertions: Vec<latlab_lab::gate::Assertion>,
+    /// Write every --assert verdict as a JUnit XML test case to this file.
+    #[arg(long, value_name = "FILE", requires = "assertions")]
+    junit: Option<PathBuf>,
     /// Write a whole results folder (summary.json, latency.hlog, ccdf.csv, ccdf.svg; with a
     /// shared clock also forward.hlog, return.hlog and their CCDFs).
     #[arg(long, value_name = "DIR")]
@@ -178,6 +187,8 @@ impl GenArgs {
         command.json = self.json;
         command.hlog = self.hlog;
         command.out = self.out;
+        command.assertions = self.assertions;
+        command.junit = self.junit;
         command.io = self.io;
         command.iface = self.iface;
         command.xdp_frames = self.xdp_frames;
@@ -201,5 +212,5 @@ pub(crate) fn run(a: GenArgs) -> Result<()> {
             crate::signals::received().map_or("a signal", |s| s.name())
         );
     }
-    Ok(())
+    crate::check::gates(&report.summary.assertions)
 }

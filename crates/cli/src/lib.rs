@@ -29,7 +29,9 @@ macro_rules! outln {
     };
 }
 
+mod check;
 mod clean;
+mod compare;
 mod demo;
 mod echo;
 mod emu;
@@ -72,6 +74,12 @@ enum Command {
     /// Draw a results folder again from its data: a gen or demo folder's table (and CCDF
     /// plot), a study's tables, figures and report.md.
     Report(report::ReportArgs),
+    /// Decide latency gates on a results folder (gen --out, demo, rfc2544): each --assert from its 95%
+    /// interval, pass, fail or inconclusive; exit 0, 3 (one failed) or 4 (one inconclusive).
+    Check(check::CheckArgs),
+    /// Compare two results folders (gen --out, demo): each percentile's change with its 95%
+    /// interval, regression gates (--assert 'p99<=+10%'), both CCDFs on one plot.
+    Compare(compare::CompareArgs),
     /// Merge the runs of several generator hosts (gen --out folders) into one, exactly:
     /// histograms merged, counts added, the runs listed.
     Merge(merge::MergeArgs),
@@ -155,6 +163,8 @@ pub fn main() {
         Command::Gen(a) => gen::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Report(a) => report::run(a),
+        Command::Check(a) => check::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Merge(a) => merge::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Study(s) => study::run(s),
@@ -197,8 +207,12 @@ fn exit_with(code: Result<i32>) -> Result<()> {
 
 /// The exit code of a failed command: 2 when what it was given cannot be used (a
 /// configuration or schedule file, a value in one, flags that contradict each other, a
-/// `--resume` that does not fit its folder), 1 for a failure at run time.
+/// `--resume` that does not fit its folder, a gate it cannot answer), 3 when a gate failed,
+/// 4 when none failed but one was inconclusive, 1 for a failure at run time.
 fn exit_code(e: &anyhow::Error) -> i32 {
+    if let Some(gates) = e.downcast_ref::<check::GatesNotPassed>() {
+        return gates.exit_code();
+    }
     let usage = e.chain().any(|cause| {
         cause
             .downcast_ref::<CommandError>()
@@ -206,6 +220,12 @@ fn exit_code(e: &anyhow::Error) -> i32 {
             || cause
                 .downcast_ref::<StudyError>()
                 .is_some_and(StudyError::is_usage)
+            || cause
+                .downcast_ref::<latlab_study::compare::CompareError>()
+                .is_some_and(latlab_study::compare::CompareError::is_usage)
+            || cause
+                .downcast_ref::<latlab_study::check::CheckError>()
+                .is_some_and(latlab_study::check::CheckError::is_usage)
             || cause
                 .downcast_ref::<latlab_lab::merge::MergeError>()
                 .is_some_and(latlab_lab::merge::MergeError::is_usage)

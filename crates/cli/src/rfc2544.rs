@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use latlab_lab::command::Io;
+use latlab_lab::command::{check_writable, CommandError, Io};
+use latlab_lab::gate::{Assertion, Results};
 use latlab_lab::units::parse_duration;
 use latlab_study::rfc2544::{Dut, Rfc2544Options};
 
@@ -73,6 +74,14 @@ pub(crate) struct Rfc2544Args {
     /// and the folder replaced whole (refused when it was measured with other options).
     #[arg(long, requires = "out")]
     resume: bool,
+    /// A gate on every frame size (repeatable): ndr>=500k, pdr>=600k (frames per second, as
+    /// the search found them). Exit 3 when one fails, 4 when none fails but one is
+    /// inconclusive (no rate found, or the source, not the DUT, was the limit).
+    #[arg(long = "assert", value_name = "EXPR", value_parser = crate::check::parse_assertion)]
+    assertions: Vec<Assertion>,
+    /// Write every --assert verdict as a JUnit XML test case to this file.
+    #[arg(long, value_name = "FILE", requires = "assertions")]
+    junit: Option<PathBuf>,
     /// Frames per receive call of latlab fwd as the DUT (--dut fwd or fwd-xdp), or testpmd's
     /// burst (--dut testpmd or testpmd-xdp).
     #[arg(long, default_value_t = 32, value_name = "N")]
@@ -184,8 +193,21 @@ impl Rfc2544Args {
 }
 
 pub(crate) fn run(a: Rfc2544Args) -> Result<()> {
+    let (assertions, junit) = (a.assertions.clone(), a.junit.clone());
+    for gate in &assertions {
+        gate.check_for(Results::Rfc2544, false)
+            .map_err(|e| CommandError::Usage(e.to_string()))?;
+    }
+    if let Some(path) = &junit {
+        check_writable(path)?;
+    }
     let options = a.options()?;
     let report = latlab_study::rfc2544::run(&options, &STOP, &mut Terminal::new())?;
     outln!("{}", report.text());
-    Ok(())
+    let verdicts = latlab_study::rfc2544::gates::decide(&assertions, &report.sizes);
+    if let Some(path) = &junit {
+        let xml = latlab_lab::gate::junit::junit_xml("latlab rfc2544", &verdicts);
+        latlab_lab::results::write_atomic(path, xml.as_bytes())?;
+    }
+    crate::check::gates(&verdicts)
 }

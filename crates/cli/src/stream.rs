@@ -106,6 +106,14 @@ pub(crate) struct SendArgs {
     /// Write the latency histogram to this HdrHistogram interval log.
     #[arg(long, value_name = "FILE")]
     hlog: Option<PathBuf>,
+    /// A gate on the stream (repeatable), decided from the 95% interval: p99<=100ms (the
+    /// one-way application latency), max<=250ms, loss<=0.1%. Exit 3 when one fails, 4 when
+    /// none fails but one is inconclusive.
+    #[arg(long = "assert", value_name = "EXPR", value_parser = crate::check::parse_assertion)]
+    assertions: Vec<latlab_lab::gate::Assertion>,
+    /// Write every --assert verdict as a JUnit XML test case to this file.
+    #[arg(long, value_name = "FILE", requires = "assertions")]
+    junit: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -141,6 +149,8 @@ fn send(a: SendArgs) -> Result<()> {
     command.grace = a.grace;
     command.json = a.json;
     command.hlog = a.hlog;
+    command.assertions = a.assertions;
+    command.junit = a.junit;
     command.check()?;
     let summary = latlab_stream::send::run(&command, &STOP, &mut crate::progress::Terminal::new())?;
     out!("{}", summary.text());
@@ -153,7 +163,7 @@ fn send(a: SendArgs) -> Result<()> {
     if let Some(failure) = summary.failure {
         bail!("{failure}");
     }
-    Ok(())
+    crate::check::gates(&summary.assertions)
 }
 
 fn recv(a: RecvArgs) -> Result<()> {

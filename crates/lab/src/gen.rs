@@ -9,6 +9,7 @@ use latlab_engine::Stop;
 
 use crate::command::{check_writable, CommandError, Io};
 use crate::cores::{PollChoice, Role, Seat};
+use crate::gate::{Assertion, Results};
 use crate::measure::{self, GenOptions, ThreadChoice};
 use crate::progress::View;
 use crate::results::{self, ResultsDir, RunSummary};
@@ -35,6 +36,10 @@ pub struct GenCommand {
     pub hlog: Option<PathBuf>,
     /// Write a whole results folder here.
     pub out: Option<PathBuf>,
+    /// Gates decided on the run ([`crate::gate`]): into `summary.json` and the report.
+    pub assertions: Vec<Assertion>,
+    /// Write the gates' verdicts as JUnit XML to this file.
+    pub junit: Option<PathBuf>,
 }
 
 impl GenCommand {
@@ -49,12 +54,15 @@ impl GenCommand {
             json: None,
             hlog: None,
             out: None,
+            assertions: Vec::new(),
+            junit: None,
         }
     }
 
     /// Checks what can be checked before anything runs: the target's port, the probe size,
-    /// the warm-up against the duration, and that the output files can be written (the rate
-    /// is a [`crate::units::ProbeRate`], within its bounds since it was made).
+    /// the warm-up against the duration, the gates (a one-way delay needs a shared clock:
+    /// [`CommandError::Usage`]), and that the output files can be written (the rate is a
+    /// [`crate::units::ProbeRate`], within its bounds since it was made).
     pub fn check(&self) -> Result<(), CommandError> {
         let o = &self.options;
         let bad = |text: String| Err(CommandError::Options(text));
@@ -82,7 +90,14 @@ impl GenCommand {
                     .into(),
             );
         }
-        for p in [&self.json, &self.hlog].into_iter().flatten() {
+        if !self.assertions.is_empty() {
+            let shared = o.clock.is_shared("remote", o.target);
+            for a in &self.assertions {
+                a.check_for(Results::Run, shared)
+                    .map_err(|e| CommandError::Usage(e.to_string()))?;
+            }
+        }
+        for p in [&self.json, &self.hlog, &self.junit].into_iter().flatten() {
             check_writable(p)?;
         }
         match (self.io, &self.iface) {
@@ -190,8 +205,17 @@ pub fn run(
     let (mut summary, result) = outcome?;
     let placement = placement_of(&seat, threads);
     summary.placement = Some(placement.clone());
+    summary.assertions = command
+        .assertions
+        .iter()
+        .map(|a| a.evaluate(&summary, None))
+        .collect();
     if let Some(path) = &command.json {
         results::write_atomic(path, results::summary_json(&summary).as_bytes())?;
+    }
+    if let Some(path) = &command.junit {
+        let xml = crate::gate::junit::junit_xml("latlab gen", &summary.assertions);
+        results::write_atomic(path, xml.as_bytes())?;
     }
     if let Some(path) = &command.hlog {
         results::write_atomic(path, &results::hlog_bytes(&result, &summary.setup.label)?)?;
@@ -229,6 +253,7 @@ fn placement_of(seat: &Seat, threads: Threads) -> crate::cores::Placement {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::ClockChoice;
 
     fn command(edit: impl FnOnce(&mut GenCommand)) -> Result<(), String> {
         let mut c = GenCommand::new(GenOptions::new("127.0.0.1:9".parse().unwrap()));
@@ -256,6 +281,28 @@ mod tests {
         assert_eq!(
             command(|c| c.hlog = Some("/no/such/folder/run.hlog".into())),
             Err("/no/such/folder/run.hlog: folder /no/such/folder does not exist".into())
+        );
+        assert_eq!(
+            command(|c| c.junit = Some("/no/such/folder/gates.xml".into())),
+            Err("/no/such/folder/gates.xml: folder /no/such/folder does not exist".into())
+        );
+    }
+
+    #[test]
+    fn a_one_way_gate_without_a_shared_clock_is_refused_before_the_run() {
+        let gate = |text: &str, clock| {
+            command(|c| {
+                c.options.clock = clock;
+                c.assertions = vec![text.parse().unwrap()];
+            })
+        };
+        assert_eq!(gate("forward.p99<=1ms", ClockChoice::Shared), Ok(()));
+        assert_eq!(gate("p99<=1ms", ClockChoice::Separate), Ok(()));
+        let refused = gate("forward.p99<=1ms", ClockChoice::Separate).unwrap_err();
+        assert!(
+            refused
+                .starts_with("--assert \"forward.p99<=1ms\": one-way delays need a shared clock"),
+            "{refused}"
         );
     }
 }

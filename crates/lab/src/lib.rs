@@ -33,6 +33,7 @@ pub mod echo;
 pub mod emu;
 pub mod error;
 pub mod fwd;
+pub mod gate;
 pub mod gen;
 pub mod measure;
 pub mod merge;

@@ -153,18 +153,8 @@ fn load(dir: &Path) -> Result<Run, MergeError> {
     if !hist_path.is_file() {
         return Err(MergeError::NoHistograms(dir.to_path_buf()));
     }
-    let mut histograms = RunHistograms::default();
-    let file = fs::File::open(&hist_path).map_err(|e| unreadable(format!("{HISTOGRAMS}: {e}")))?;
-    for interval in read_hlog(std::io::BufReader::new(file))
-        .map_err(|e| unreadable(format!("{HISTOGRAMS}: {e}")))?
-    {
-        let tag = interval.tag.as_deref().unwrap_or("");
-        let slot = histograms
-            .get_mut(tag)
-            .ok_or_else(|| unreadable(format!("{HISTOGRAMS}: unknown tag {tag:?}")))?;
-        slot.merge(&interval.histogram)
-            .map_err(|e| unreadable(format!("{HISTOGRAMS}: {e}")))?;
-    }
+    let histograms =
+        RunHistograms::read(&hist_path).map_err(|e| unreadable(format!("{HISTOGRAMS}: {e}")))?;
     let log = dir.join("latency.hlog");
     let file = fs::File::open(&log).map_err(|e| unreadable(format!("latency.hlog: {e}")))?;
     let start_s = summary.start_time_unix_ns as f64 / 1e9;

@@ -17,6 +17,7 @@ use latlab_stats::{hlog::HlogWriter, LatencyHistogram, Summary};
 use serde::{Deserialize, Serialize};
 mod atomic;
 mod export;
+mod synthetic;
 pub(crate) use atomic::{naming, temp_name};
 pub use atomic::{write_atomic, PartialFile};
 pub use export::{ccdf_csv, hlog_bytes, hlog_of, summary_json, Delay};
@@ -159,6 +160,10 @@ pub struct RunSummary {
     /// Where `latlab gen`'s loop ran and why (the core plan), when recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<crate::cores::Placement>,
+    /// The `--assert` gates decided on this run ([`crate::gate`]); absent when none were
+    /// given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assertions: Vec<crate::gate::AssertionVerdict>,
 }
 
 /// One run a merged result was made of.
@@ -240,6 +245,7 @@ impl RunSummary {
             run_id: None,
             merged_from: Vec::new(),
             placement: None,
+            assertions: Vec::new(),
         }
     }
 
@@ -458,6 +464,26 @@ tagged_histograms!(
     ("forward", forward),
     ("return", reverse),
 );
+
+impl RunHistograms {
+    /// Reads a run's [`HISTOGRAMS`] file; an error says what is wrong with it (the caller
+    /// names the file).
+    pub fn read(path: &Path) -> io::Result<RunHistograms> {
+        let mut histograms = RunHistograms::default();
+        let file = fs::File::open(path)?;
+        for interval in latlab_stats::hlog::read_hlog(io::BufReader::new(file))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?
+        {
+            let tag = interval.tag.as_deref().unwrap_or("");
+            let slot = histograms.get_mut(tag).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidData, format!("unknown tag {tag:?}"))
+            })?;
+            slot.merge(&interval.histogram)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        }
+        Ok(histograms)
+    }
+}
 
 /// The text of [`HISTOGRAMS`]: one interval per histogram, tagged with its name, covering the
 /// run from `start_ns`.

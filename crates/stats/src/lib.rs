@@ -12,6 +12,9 @@
 //!   say nothing about p99.9999, which needs [`min_samples`] (3.8 million) of them.
 //! - [`ccdf`] gives the tail curve, with a lossless CSV form ([`write_ccdf_csv`],
 //!   [`read_ccdf_csv`]).
+//! - [`compare`] gives NEW's percentile against BASE's, with a 95 % bootstrap interval.
+//! - [`gate`] decides latency gates (`p99 <= 2 ms`, `loss <= 0.1 %`) from those intervals:
+//!   pass, fail, or inconclusive with the samples that would likely decide it.
 //! - [`hlog`] writes and reads HdrHistogram interval logs that HdrHistogram's own
 //!   tools (`HistogramLogProcessor`, plotters) understand.
 //!
@@ -39,7 +42,9 @@
 #![forbid(unsafe_code)]
 
 mod ccdf;
+pub mod compare;
 mod error;
+pub mod gate;
 mod histogram;
 pub mod hlog;
 mod quantile;

@@ -19,6 +19,7 @@ use super::tcp::{configure, rto_min_way, RtoMinGuard, RtoMinWay};
 use super::transport::{SenderSetup, TcpOptions, TransportSpec};
 use super::wire::udp_overhead;
 use latlab_lab::command::{check_writable, CommandError};
+use latlab_lab::gate::{Assertion, Results};
 use latlab_lab::progress::View;
 use latlab_lab::results::write_atomic;
 use latlab_probe::model::TrafficModel;
@@ -56,6 +57,10 @@ pub struct SendCommand {
     pub model: Option<TrafficModel>,
     /// Seed of the model's draws.
     pub seed: u64,
+    /// Gates decided on the run ([`latlab_lab::gate`]), into the summary.
+    pub assertions: Vec<Assertion>,
+    /// Write the gates' verdicts as JUnit XML to this file.
+    pub junit: Option<PathBuf>,
 }
 
 impl SendCommand {
@@ -72,6 +77,8 @@ impl SendCommand {
             hlog: None,
             model: None,
             seed: 1,
+            assertions: Vec::new(),
+            junit: None,
         }
     }
 
@@ -157,7 +164,11 @@ impl SendCommand {
         if self.grace > Duration::from_secs(60) {
             return bad(format!("--grace must be at most 60s, not {:?}", self.grace));
         }
-        for p in [&self.json, &self.hlog].into_iter().flatten() {
+        for a in &self.assertions {
+            a.check_for(Results::Stream, true)
+                .map_err(|e| CommandError::Usage(e.to_string()))?;
+        }
+        for p in [&self.json, &self.hlog, &self.junit].into_iter().flatten() {
             check_writable(p)?;
         }
         Ok(())
@@ -385,7 +396,7 @@ pub fn run_measured(
     if let Some(f) = &failure {
         view.note(&format!("latlab stream: {f}"));
     }
-    let summary = StreamSummary {
+    let mut summary = StreamSummary {
         latlab_version: env!("CARGO_PKG_VERSION").to_string(),
         transport: spec.to_string(),
         reliable: spec.is_reliable(),
@@ -418,10 +429,20 @@ pub fn run_measured(
             plan.payload_bytes(sent),
             udp_overhead(target),
         ),
+        assertions: Vec::new(),
     };
+    summary.assertions = command
+        .assertions
+        .iter()
+        .map(|a| a.evaluate_measured(&summary.measured(), None))
+        .collect();
     if let Some(path) = &command.json {
         let text = serde_json::to_string_pretty(&summary).map_err(std::io::Error::other)?;
         write_atomic(path, (text + "\n").as_bytes())?;
+    }
+    if let Some(path) = &command.junit {
+        let xml = latlab_lab::gate::junit::junit_xml("latlab stream send", &summary.assertions);
+        write_atomic(path, xml.as_bytes())?;
     }
     if let Some(path) = &command.hlog {
         let mut w = HlogWriter::new(

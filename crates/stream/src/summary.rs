@@ -4,6 +4,7 @@ use latlab_stats::{CcdfPoint, Estimate, Summary, STANDARD_PERCENTILES};
 use serde::{Deserialize, Serialize};
 
 use super::wire::WireCounts;
+use latlab_lab::gate::{AssertionVerdict, Measured};
 use latlab_lab::units::format_us;
 
 /// Everything one run measured, as `--json` writes it.
@@ -61,6 +62,9 @@ pub struct StreamSummary {
     pub ccdf: Vec<CcdfPoint>,
     /// What the transport put on the wire.
     pub wire: WireReport,
+    /// The `--assert` gates decided on the run; absent when none were given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assertions: Vec<AssertionVerdict>,
 }
 
 /// What the transport put on the wire in each direction, against the messages alone.
@@ -130,6 +134,24 @@ impl WireReport {
 }
 
 impl StreamSummary {
+    /// What a gate is decided on: the one-way application latency, messages sent and lost,
+    /// and the rate they were sent at.
+    pub fn measured(&self) -> Measured<'_> {
+        Measured {
+            latency: &self.latency_ns,
+            forward: None,
+            back: None,
+            sent: self.sent,
+            lost: self.lost,
+            achieved_pps: if self.duration_ns > 0 {
+                self.sent as f64 / (self.duration_ns as f64 / 1e9)
+            } else {
+                0.0
+            },
+            sent_name: "messages",
+        }
+    }
+
     /// The table printed at the end of a run.
     pub fn text(&self) -> String {
         let mut rows: Vec<(String, String)> = Vec::new();

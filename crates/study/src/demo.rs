@@ -14,6 +14,8 @@ use serde::Serialize;
 
 use latlab_lab::progress::View;
 
+use latlab_lab::command::{check_writable, CommandError};
+use latlab_lab::gate::{Assertion, Results};
 use latlab_lab::measure::{self, GenOptions, MeasureError, ThreadChoice};
 use latlab_lab::results::{self, ResultsDir, RunSummary};
 use latlab_lab::topology::{ClientEmuServer, ClientServer, TopologyError};
@@ -31,6 +33,9 @@ pub enum DemoError {
     /// Files or sockets.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// A gate or an output refused before the run.
+    #[error(transparent)]
+    Options(#[from] CommandError),
 }
 
 /// What the demo runs.
@@ -46,6 +51,36 @@ pub struct DemoOptions {
     pub namespaces: bool,
     /// Also measure through an emulated link (namespaces only).
     pub emulated_link: bool,
+    /// Gates decided on every run ([`latlab_lab::gate`]), each run's into its summary.
+    pub assertions: Vec<Assertion>,
+    /// Write the gates' verdicts as JUnit XML here.
+    pub junit: Option<PathBuf>,
+}
+
+impl DemoOptions {
+    /// Refuses, before anything runs, a gate a demo run cannot answer (every run of the demo
+    /// reads one clock: one-way gates are answerable) and a JUnit file that cannot be written.
+    pub fn check(&self) -> Result<(), CommandError> {
+        for a in &self.assertions {
+            a.check_for(Results::Run, true)
+                .map_err(|e| CommandError::Usage(e.to_string()))?;
+        }
+        match &self.junit {
+            Some(path) => check_writable(path),
+            None => Ok(()),
+        }
+    }
+
+    /// `summary` with the gates decided on it, named by its label.
+    fn gated(&self, mut summary: RunSummary) -> RunSummary {
+        let label = summary.setup.label.clone();
+        summary.assertions = self
+            .assertions
+            .iter()
+            .map(|a| a.evaluate(&summary, Some(&label)))
+            .collect();
+        summary
+    }
 }
 
 /// The emulated link of the demo: 1 ms each way, 0.1% loss each way.
@@ -163,6 +198,7 @@ pub fn run(
     stop: &Stop,
     view: &mut dyn View,
 ) -> Result<DemoOutcome, DemoError> {
+    options.check()?;
     let results = ResultsDir::create(&options.out)?;
     let topology = ClientServer::build(options.namespaces)?;
     view.note(&format!("lab: {}", topology.describe()));
@@ -230,6 +266,7 @@ pub fn run(
             .map(|(s, _)| &s.latency_ns);
         let (baseline_p50, baseline_min) = (baseline.and_then(p50), baseline.and_then(fastest));
         let (summary, result, link) = emulated_run(options, stop, view)?;
+        let summary = options.gated(summary);
         let dir = summary.setup.dir.clone().unwrap_or_default();
         results::write_run(&results, &format!("{dir}/"), &summary, &result)?;
         results.write(
@@ -284,6 +321,14 @@ pub fn run(
     results.write("summary.txt", table.as_bytes())?;
     drop(topology);
     let out = results.commit()?;
+    if let Some(path) = &options.junit {
+        let verdicts: Vec<_> = summaries
+            .iter()
+            .flat_map(|s| s.assertions.clone())
+            .collect();
+        let xml = latlab_lab::gate::junit::junit_xml("latlab demo", &verdicts);
+        results::write_atomic(path, xml.as_bytes())?;
+    }
     Ok(DemoOutcome {
         topology: topo_text,
         runs: summaries,
@@ -448,6 +493,7 @@ fn measure_rates(
         let dir = format!("rate-{}pps", rate.pps() as u64);
         let mut summary = summary;
         summary.setup.dir = Some(dir.clone());
+        let summary = options.gated(summary);
         results::write_run(results, &format!("{dir}/"), &summary, &result)?;
         runs.push((summary, result));
     }
@@ -457,6 +503,36 @@ fn measure_rates(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gated_options(gates: &[&str]) -> DemoOptions {
+        DemoOptions {
+            duration: Duration::from_secs(1),
+            rates: Vec::new(),
+            out: "unused".into(),
+            namespaces: false,
+            emulated_link: false,
+            assertions: gates.iter().map(|g| g.parse().unwrap()).collect(),
+            junit: None,
+        }
+    }
+
+    #[test]
+    fn each_run_is_gated_under_its_label_and_rfc2544_gates_are_refused() {
+        let mut h = latlab_stats::LatencyHistogram::new();
+        for i in 1..=1_000u64 {
+            h.record(i * 1_000);
+        }
+        let options = gated_options(&["p50<=1s", "forward.p50<=1s"]);
+        assert!(
+            options.check().is_ok(),
+            "every run of the demo reads one clock"
+        );
+        let run = options.gated(RunSummary::synthetic("1000 pps loopback", &h, 1_000, 1e3));
+        let names: Vec<_> = run.assertions.iter().map(|v| v.run.as_deref()).collect();
+        assert_eq!(names, [Some("1000 pps loopback"); 2]);
+        let refused = gated_options(&["ndr>=1k"]).check().unwrap_err().to_string();
+        assert!(refused.contains("ndr and pdr are rfc2544's"), "{refused}");
+    }
 
     #[test]
     fn what_the_link_added_is_told_from_the_fastest_round_trips() {

@@ -1,7 +1,8 @@
 //! latlab-study: the studies (`game_server`, `emulator`, `timestamps`, `transports`,
 //! `forwarding`, `bufferbloat`), the RFC 2544 benchmark ([`rfc2544`]), the demo ([`demo`]) and `latlab
 //! report` ([`report`]), on top of the kit in `latlab-lab` and the thin-stream transports in
-//! `latlab-stream`.
+//! `latlab-stream`, and `latlab check` ([`check`]) and `latlab compare` ([`compare`]), the gates
+//! decided on results folders.
 //!
 //! A study measures a grid of points in a lab it builds, writes each point to its results
 //! folder as soon as it is measured, and then draws its tables, figures and `report.md` from
@@ -43,6 +44,8 @@ use serde::{Deserialize, Serialize};
 use latlab_lab::results::write_atomic;
 
 pub mod bufferbloat;
+pub mod check;
+pub mod compare;
 pub mod demo;
 pub mod emulator;
 pub mod forwarding;

@@ -49,6 +49,7 @@ pub(crate) fn run(mean_us: f64, n: u64, lost: u64, rate: f64) -> RunSummary {
         run_id: None,
         merged_from: Vec::new(),
         placement: None,
+        assertions: Vec::new(),
         raised: 0,
         loss_ratio: lost as f64 / (n + lost) as f64,
         reordered: 0,

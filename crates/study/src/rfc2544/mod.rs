@@ -19,6 +19,7 @@ mod dut;
 mod dut_report;
 mod external;
 mod folder;
+pub mod gates;
 mod mlr;
 mod points;
 mod report;
