@@ -20,9 +20,10 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
+use super::meter::create_map;
 use super::{
-    bpf, bpf_error, bpf_fd, link, load, name16, AttachMode, Insn, MapCreateAttr, MapUpdateAttr,
-    Size, BPF_FUNC_REDIRECT_MAP, BPF_MAP_CREATE, BPF_MAP_UPDATE_ELEM, R0, R1, R2, R3, R6, R7,
+    bpf, bpf_error, link, load, AttachMode, Insn, MapUpdateAttr, Size, BPF_FUNC_REDIRECT_MAP,
+    BPF_MAP_UPDATE_ELEM, R0, R1, R2, R3, R6, R7,
 };
 
 const BPF_MAP_LOOKUP_ELEM: u32 = 1;
@@ -178,28 +179,6 @@ fn parse_possible(text: &str) -> Option<usize> {
         .filter_map(|n| n.parse::<usize>().ok())
         .max()?;
     Some(last + 1)
-}
-
-fn create_map(
-    ifname: &str,
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    name: &str,
-) -> io::Result<OwnedFd> {
-    let mut attr = MapCreateAttr {
-        map_type,
-        key_size,
-        value_size,
-        max_entries,
-        map_flags: 0,
-        inner_map_fd: 0,
-        numa_node: 0,
-        map_name: name16(name),
-    };
-    bpf_fd(BPF_MAP_CREATE, &mut attr)
-        .map_err(|e| bpf_error(ifname, &format!("BPF_MAP_CREATE {name}"), e))
 }
 
 /// The forwarder's instructions for the device map `devmap` and the counter map `counters`.

@@ -178,7 +178,8 @@ impl SourceDrops {
     }
 }
 
-fn create_map(
+/// Makes a map named `name` for the program of `ifname`; errors name both.
+pub(super) fn create_map(
     ifname: &str,
     map_type: u32,
     key_size: u32,
