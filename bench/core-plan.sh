@@ -3,7 +3,8 @@
 # in its own namespace (client — emu — server), at rising rates of round trips, side by side in
 # one run with the old defaults. Root.
 #
-#   new:      emu, echo, gen at their defaults (--poll auto: the core plan gives the CPUs out)
+#   new:      emu, echo, gen at their defaults (--poll auto: the core plan gives the CPUs out;
+#             as root the emulator sleeps between frames in SCHED_FIFO, "rt" in the table)
 #   old:      emu --poll block (what auto was on 2 CPUs), echo and gen --poll busy
 #   explicit: emu at its default, echo and gen told --poll busy (they spin where they are
 #             told, beside the emulator: its contention notice)
@@ -85,7 +86,8 @@ worse = lambda k: max(emu[d]["release_error_ns"][k] or 0 for d in ("a_to_b", "b_
 def where(r):
     p = r.get("placement") or {}
     cpu = p.get("cpu")
-    return "%s%s" % (p.get("poll", "?"), "" if cpu is None else "@%d" % cpu)
+    rt = " rt" if p.get("realtime") else ""
+    return "%s%s%s" % (p.get("poll", "?"), "" if cpu is None else "@%d" % cpu, rt)
 answered = 100.0 * gen["received"] / max(gen["sent"], 1)
 ok = worse("p50") <= 5000 and worse("p99") <= 50000 and answered >= 99.0
 notice = "; ".join(c["note"].split(":")[0] + " late" for c in emu.get("contention") or [])

@@ -146,9 +146,11 @@ pub(crate) struct EmuArgs {
     frame_size: usize,
     /// busy: spin (frames picked up within microseconds, one core at 100%); block: sleep
     /// until a frame arrives or shortly before the next departure, then spin the last
-    /// microseconds (no core of its own needed); auto: busy, pinned to a CPU the emulator
-    /// claims first (the core plan: gen, echo and serve at --poll auto keep off it), when 2
-    /// or more CPUs are allowed, else block (run-to-completion only).
+    /// microseconds (no core of its own needed); auto: pinned to a CPU the emulator claims
+    /// first (the core plan: gen, echo and serve at --poll auto keep off it) when 2 or more
+    /// CPUs are allowed, there asleep between frames at realtime priority (SCHED_FIFO, woken
+    /// ahead of anything else on its CPU) where the process may, else spinning; with one
+    /// CPU, block (run-to-completion only).
     #[arg(long, default_value = "auto", value_name = "MODE")]
     poll: PollArg,
     /// run-to-completion: one loop for both directions; pipeline: an RX stage and a TX stage

@@ -54,8 +54,13 @@ fn placed(report: &serde_json::Value) -> (String, Option<u64>) {
     (p["poll"].as_str().unwrap().to_string(), p["cpu"].as_u64())
 }
 
+/// Whether a report's loop ran in `SCHED_FIFO`.
+fn realtime(report: &serde_json::Value) -> bool {
+    report["placement"]["realtime"].as_bool().unwrap()
+}
+
 #[test]
-fn at_the_defaults_the_emulator_spins_on_a_cpu_of_its_own_and_gen_and_echo_block_off_it() {
+fn at_the_defaults_the_emulator_takes_a_cpu_of_its_own_and_gen_and_echo_block_off_it() {
     let _turn = common::engines();
     if !common::namespaces_or_skip() {
         return;
@@ -131,11 +136,16 @@ fn at_the_defaults_the_emulator_spins_on_a_cpu_of_its_own_and_gen_and_echo_block
         common::read_json(echo_json.as_ref()),
         common::read_json(gen_json.as_ref()),
     );
-    // The emulator came first: it spins on the higher CPU, claimed, and says so.
+    // The emulator came first: it takes the higher CPU, claimed, asleep between frames at
+    // realtime priority (the tests run as root), and says so.
     let cpu = |n: usize| Some(n as u64);
-    assert_eq!(placed(&emu), ("busy".into(), cpu(cpus[1])), "{emu_err}");
+    assert_eq!(placed(&emu), ("block".into(), cpu(cpus[1])), "{emu_err}");
+    assert!(realtime(&emu), "{emu}");
     assert!(
-        emu_err.contains(&format!("spinning on CPU {}", cpus[1])),
+        emu_err.contains(&format!(
+            "asleep between frames at realtime priority, pinned to CPU {}",
+            cpus[1]
+        )),
         "{emu_err}"
     );
     // Taking the last free CPU would leave none to the blocking loops and the kernel: echo
@@ -235,7 +245,8 @@ fn a_generator_spinning_before_the_emulator_gives_it_its_cpu_and_goes_on_blockin
     let cpu = |n: usize| Some(n as u64);
     assert_eq!(placed(&gen), ("busy".into(), cpu(cpus[1])), "{gen_err}");
     // The emulator took the generator's CPU rather than leave no CPU free...
-    assert_eq!(placed(&emu), ("busy".into(), cpu(cpus[1])), "{emu}");
+    assert_eq!(placed(&emu), ("block".into(), cpu(cpus[1])), "{emu}");
+    assert!(realtime(&emu), "{emu}");
     let reason = emu["placement"]["reason"].as_str().unwrap();
     assert!(reason.contains("its loop gives way"), "{reason}");
     // ...and the generator gave way within its watch, blocking on the other CPU.
@@ -253,8 +264,10 @@ fn a_generator_spinning_before_the_emulator_gives_it_its_cpu_and_goes_on_blockin
     assert!(gen["received"].as_u64().unwrap() > 500, "{gen}");
 }
 
-/// A loop that is not latlab spins on the emulator's CPU: the emulator notices from its own
-/// release errors, says so once on its standard error naming the CPU, and `--json` records it.
+/// Something that is not latlab takes the emulator's CPU from it: a realtime thread of higher
+/// priority, pinned there, running 2 ms in every 5 (an ordinary thread cannot: the emulator
+/// runs in `SCHED_FIFO`). The emulator notices from its own release errors, says so once on
+/// its standard error naming the CPU, and `--json` records it.
 #[test]
 fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
     let _turn = common::engines();
@@ -285,19 +298,7 @@ fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
     )
     .spawn()
     .unwrap();
-    // The stranger: a shell spinning on the CPU the emulator claims, ended by its id.
-    let stranger = Stranger(
-        Command::new("taskset")
-            .args([
-                "-c",
-                &cpus[1].to_string(),
-                "sh",
-                "-c",
-                "while :; do :; done",
-            ])
-            .spawn()
-            .unwrap(),
-    );
+    let stranger = Stranger::start(cpus[1]);
     let target = format!("{}:7777", lab.server_addr);
     let mut echo = common::echo_in(
         lab.server.name(),
@@ -311,7 +312,8 @@ fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
     drop(stranger);
     assert!(echo.wait().unwrap().success());
     let report = common::read_json(emu_json.as_ref());
-    assert_eq!(placed(&report), ("busy".into(), Some(cpus[1] as u64)));
+    assert_eq!(placed(&report), ("block".into(), Some(cpus[1] as u64)));
+    assert!(realtime(&report), "{report}");
     let found = report["contention"].as_array().unwrap();
     assert_eq!(found.len(), 1, "{report}");
     assert_eq!(found[0]["cpu"], cpus[1]);
@@ -331,11 +333,42 @@ fn in_ns_output(ns: &str, target: &str, args: &[&str]) -> std::process::Output {
 }
 
 /// A process this test started, ended (by its id) when the test ends, failed or not.
-struct Stranger(Child);
+/// A realtime thread (`SCHED_FIFO` 2, above the emulator's 1) pinned to a CPU, running
+/// 2 ms in every 5 until dropped.
+struct Stranger {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Stranger {
+    fn start(cpu: usize) -> Stranger {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::time::Instant;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            latlab_io::cpu::pin_current_thread(cpu).unwrap();
+            latlab_io::cpu::set_thread_realtime(0, 2).unwrap();
+            while !s.load(Ordering::Relaxed) {
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_millis(2) {
+                    std::hint::spin_loop();
+                }
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        });
+        Stranger {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
 
 impl Drop for Stranger {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }

@@ -98,6 +98,46 @@ pub fn set_current_thread_idle_class() -> io::Result<()> {
     Ok(())
 }
 
+/// `SCHED_RESET_ON_FORK`: threads and processes the thread starts get the default policy.
+const SCHED_RESET_ON_FORK: libc::c_int = 0x4000_0000;
+
+/// Puts thread `tid` (0: the calling thread) in the `SCHED_FIFO` class at `priority` (1 is the
+/// lowest), with `SCHED_RESET_ON_FORK`, so threads and processes it starts are ordinary
+/// again. A `SCHED_FIFO` thread that wakes runs at once, ahead of every ordinary thread on
+/// its CPU, and keeps it until it sleeps: a loop that sleeps between frames is then woken
+/// within microseconds whatever else runs. Needs `CAP_SYS_NICE` (or `RLIMIT_RTPRIO`).
+pub fn set_thread_realtime(tid: i32, priority: i32) -> io::Result<()> {
+    // SAFETY: sched_param is a plain struct passed by pointer for the duration of the call.
+    let rc = unsafe {
+        let param = libc::sched_param {
+            sched_priority: priority,
+        };
+        libc::sched_setscheduler(tid, libc::SCHED_FIFO | SCHED_RESET_ON_FORK, &param)
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether this process may put its threads in `SCHED_FIFO` ([`set_thread_realtime`]):
+/// tried on a thread of its own, which ends at once, so nothing of the caller's changes.
+pub fn may_run_realtime() -> bool {
+    std::thread::spawn(|| set_thread_realtime(0, 1).is_ok())
+        .join()
+        .unwrap_or(false)
+}
+
+/// Whether thread `tid` (0: the calling thread) runs in the `SCHED_FIFO` class.
+pub fn thread_is_realtime(tid: i32) -> io::Result<bool> {
+    // SAFETY: sched_getscheduler takes a thread id and touches no memory of ours.
+    let rc = unsafe { libc::sched_getscheduler(tid) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc & !SCHED_RESET_ON_FORK == libc::SCHED_FIFO)
+}
+
 /// Time the hypervisor gave this machine's CPUs to others while they had work (the `steal`
 /// column of `/proc/stat`'s `cpu` line, all CPUs summed), ns; `None` where the kernel does not
 /// report it. On a guest, a thread can stall for tens of milliseconds while its vCPU is

@@ -49,6 +49,7 @@ pub(crate) fn watched_noting<T>(
     let out = std::thread::scope(|s| {
         let shown = &mut *view;
         let watcher = s.spawn(move || {
+            crate::cores::seat::place_helper_thread();
             let start = Instant::now();
             let mut ticks = 0u32;
             while !stop.is_raised() {

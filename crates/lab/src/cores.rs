@@ -7,10 +7,14 @@
 //! for as long as it spins there; the kernel lets go of them however the process ends. From the
 //! claims present and the CPUs it may run on, [`plan`] (pure, no lock) decides:
 //!
-//! - **the emulator** spins on the highest CPU nobody claimed when another CPU stays free for
-//!   the rest, else on the highest CPU no emulator holds, whose spinning loop gives way; it
+//! - **the emulator** takes the highest CPU nobody claimed when another CPU stays free for
+//!   the rest, else the highest CPU no emulator holds, whose spinning loop gives way; it
 //!   sleeps (and spins only the last stretch before each departure) when it is allowed only
-//!   one CPU;
+//!   one CPU. On its CPU it spins, or, where the process may ([`seat::Seat`] asks the
+//!   kernel), sleeps between frames in `SCHED_FIFO`: whatever else runs there (a build, the
+//!   kernel's deferred receive work in `ksoftirqd`) would otherwise take turns with a spinning
+//!   loop a scheduler tick at a time, milliseconds of release error; a realtime thread that
+//!   wakes runs at once;
 //! - **a loop** (`gen`, `echo`, `serve`) spins on the highest free CPU when another free one is
 //!   left after it (for the blocking loops and the kernel's work), else blocks on the CPUs
 //!   nobody spins on.

@@ -28,6 +28,10 @@ pub struct Placement {
     /// What changed while it ran (it gave its CPU to an emulator), in order.
     #[serde(default)]
     pub changes: Vec<String>,
+    /// Whether the loop ran in the `SCHED_FIFO` class: asleep between frames, woken ahead of
+    /// every ordinary thread on its CPU (the emulator at `auto`, where it may).
+    #[serde(default)]
+    pub realtime: bool,
 }
 
 impl Placement {
@@ -36,6 +40,10 @@ impl Placement {
         match (self.poll.as_str(), self.cpu) {
             ("busy", Some(cpu)) => format!("spinning on CPU {cpu} ({})", self.reason),
             ("busy", None) => format!("spinning ({})", self.reason),
+            (_, Some(cpu)) if self.realtime => format!(
+                "asleep between frames at realtime priority, pinned to CPU {cpu} ({})",
+                self.reason
+            ),
             (_, Some(cpu)) => format!("blocking, pinned to CPU {cpu} ({})", self.reason),
             _ => format!("blocking ({})", self.reason),
         }
@@ -64,7 +72,28 @@ pub struct Seat {
     cpus: Mutex<Vec<usize>>,
     /// Whether the loop gives way when an emulator claims its CPU.
     yields: bool,
+    /// Whether [`Seat::place`] puts the loop in `SCHED_FIFO` (it then blocks on its CPU).
+    realtime: bool,
     placement: Mutex<Placement>,
+}
+
+/// The `SCHED_FIFO` priority of a realtime loop: the lowest, below the kernel's own realtime
+/// threads (migration, watchdogs).
+pub const REALTIME_PRIORITY: i32 = 1;
+
+/// The CPUs this process's helper threads may run on: the CPUs it was allowed less the one its
+/// loop spins on; empty while no loop of it spins pinned.
+static HELPER_CPUS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// Moves the calling thread, a helper (a watcher, a live line: anything but the loop), off the
+/// CPU this process's loop spins on. A thread starts on the CPUs of the thread that started
+/// it, so a watcher started by a pinned loop would wake on the loop's CPU at every tick and,
+/// being a sleeper, run before it: the loop's release error would carry the watcher's work.
+pub fn place_helper_thread() {
+    let cpus = lock(&HELPER_CPUS).clone();
+    if !cpus.is_empty() {
+        let _ = cpu::set_thread_cpus(0, &cpus);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -97,11 +126,13 @@ impl Seat {
             claims: Mutex::new(Vec::new()),
             cpus: Mutex::new(Vec::new()),
             yields: false,
+            realtime: false,
             placement: Mutex::new(Placement {
                 poll: "block".into(),
                 cpu: None,
                 reason: String::new(),
                 changes: Vec::new(),
+                realtime: false,
             }),
         };
         let (poll, cpus, reason) = match (choice.explicit(), cpu) {
@@ -128,7 +159,24 @@ impl Seat {
                     format!("--cpu {n} given, claimed by another"),
                 ),
             },
-            (None, None) => seat.planned(),
+            (None, None) => {
+                let (poll, cpus, reason) = seat.planned();
+                // The emulator's CPU is its own only among latlab's processes: whatever else
+                // runs there (a build, the kernel's deferred receive work) takes turns with a
+                // spinning loop a scheduler tick (4 ms at 250 Hz) at a time. In SCHED_FIFO it
+                // sleeps between frames instead and is woken ahead of all of them.
+                if role == Role::Emulator
+                    && poll == PollMode::Busy
+                    && cpus.len() == 1
+                    && cpu::may_run_realtime()
+                {
+                    seat.realtime = true;
+                    let reason = format!("{reason}; SCHED_FIFO allowed");
+                    (PollMode::Block, cpus, reason)
+                } else {
+                    (poll, cpus, reason)
+                }
+            }
         };
         seat.switch.set(poll);
         *lock(&seat.cpus) = cpus.clone();
@@ -137,6 +185,7 @@ impl Seat {
             cpu: (cpus.len() == 1).then(|| cpus[0]),
             reason,
             changes: Vec::new(),
+            realtime: seat.realtime,
         };
         seat
     }
@@ -240,7 +289,25 @@ impl Seat {
         if cpus.is_empty() {
             return Ok(());
         }
-        cpu::set_thread_cpus(tid, &cpus)
+        if let [spun] = cpus.as_slice() {
+            if self.realtime || self.poll() == PollMode::Busy {
+                let rest: Vec<usize> = self.allowed.iter().copied().filter(|c| c != spun).collect();
+                *lock(&HELPER_CPUS) = rest;
+            }
+        }
+        cpu::set_thread_cpus(tid, &cpus)?;
+        if self.realtime {
+            if let Err(e) = cpu::set_thread_realtime(tid, REALTIME_PRIORITY) {
+                // Allowed when the seat was taken, refused now: the loop sleeps between frames
+                // as an ordinary thread, and the report says so.
+                let mut placement = lock(&self.placement);
+                placement.realtime = false;
+                placement
+                    .changes
+                    .push(format!("SCHED_FIFO refused ({e}): an ordinary thread"));
+            }
+        }
+        Ok(())
     }
 
     /// Runs `engine` on the calling thread, placed as the seat says; a spinning loop that
@@ -252,7 +319,10 @@ impl Seat {
         let done = AtomicBool::new(false);
         let out = std::thread::scope(|s| {
             if self.yields {
-                s.spawn(|| self.watch(tid, &done));
+                s.spawn(|| {
+                    place_helper_thread();
+                    self.watch(tid, &done)
+                });
             }
             let out = engine();
             done.store(true, Ordering::Relaxed);
@@ -402,6 +472,63 @@ mod tests {
             "its old claim is given back"
         );
         drop(emu);
+    }
+
+    #[test]
+    fn helper_threads_of_a_spinning_loop_keep_off_its_cpu() {
+        let cpus = cpu::allowed_cpus().unwrap();
+        if cpus.len() < 2 {
+            latlab_io::precondition::missing("one CPU: no loop spins at auto");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let seat = Seat::take_in(
+            dir.path().into(),
+            Role::Emulator,
+            "latlab emu",
+            PollChoice::Auto,
+            None,
+        );
+        // Where the process may (root), the emulator sleeps between frames in SCHED_FIFO;
+        // elsewhere it spins.
+        let realtime = cpu::may_run_realtime();
+        let expected = if realtime {
+            PollMode::Block
+        } else {
+            PollMode::Busy
+        };
+        assert_eq!(seat.poll(), expected, "{:?}", seat.placement());
+        assert_eq!(seat.placement().realtime, realtime);
+        let spun = seat.cpu().unwrap();
+        // The loop's thread, pinned by the seat, starts a watcher as the commands do.
+        let (loop_cpus, loop_policy, helper_cpus, helper_policy) = std::thread::scope(|s| {
+            s.spawn(|| {
+                seat.run(|| {
+                    let helper = std::thread::spawn(|| {
+                        let inherited = cpu::allowed_cpus().unwrap();
+                        place_helper_thread();
+                        let policy = cpu::thread_is_realtime(0).unwrap();
+                        (inherited, cpu::allowed_cpus().unwrap(), policy)
+                    });
+                    let (inherited, placed, policy) = helper.join().unwrap();
+                    assert_eq!(
+                        inherited,
+                        vec![spun],
+                        "a new thread starts on the loop's CPU"
+                    );
+                    let own = cpu::thread_is_realtime(0).unwrap();
+                    (cpu::allowed_cpus().unwrap(), own, placed, policy)
+                })
+                .unwrap()
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(loop_cpus, vec![spun]);
+        assert_eq!(loop_policy, realtime);
+        assert!(!helper_policy, "helpers are ordinary threads");
+        let rest: Vec<usize> = cpus.iter().copied().filter(|&c| c != spun).collect();
+        assert_eq!(helper_cpus, rest, "the helper moved off CPU {spun}");
     }
 
     #[test]

@@ -318,7 +318,9 @@ fn watched_bridge(
     }
     let live = EmulatorLive::default();
     let watch = Mutex::new(match seat {
-        Ok(seat) if seat.poll() == PollMode::Busy => Some(ContentionWatch::new(seat.cpu())),
+        Ok(seat) if seat.poll() == PollMode::Busy || seat.placement().realtime => {
+            Some(ContentionWatch::new(seat.cpu()))
+        }
         _ => None,
     });
     let done = AtomicBool::new(false);
@@ -406,6 +408,7 @@ fn pipeline_placement(
             _ => "pipeline: stages not pinned".into(),
         },
         changes: Vec::new(),
+        realtime: false,
     };
     (placement, claims)
 }

@@ -29,9 +29,10 @@ pub enum EmuMode {
 /// How the run-to-completion loop waits for frames and departures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum EmuPoll {
-    /// As the core plan says ([`crate::cores`]): spin pinned on a CPU of its own, claimed
-    /// first, when two or more CPUs are allowed, else sleep; without the plan's claims, spin
-    /// only with [`EmuPoll::SPIN_CPUS`] or more.
+    /// As the core plan says ([`crate::cores`]): pinned on a CPU of its own, claimed first,
+    /// when two or more CPUs are allowed, and there asleep between frames in `SCHED_FIFO`
+    /// where the process may (else spinning); with one CPU, sleep; without the plan's
+    /// claims, spin only with [`EmuPoll::SPIN_CPUS`] or more.
     #[default]
     Auto,
     /// Spin: frames picked up within a microsecond, one core at 100%.
