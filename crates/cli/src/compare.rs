@@ -8,7 +8,7 @@ use latlab_study::compare::CompareOptions;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct CompareArgs {
-    /// The folder compared against (gen --out or demo).
+    /// The folder compared against (gen --out, demo or stream send --out).
     base: PathBuf,
     /// The folder compared (of the same kind and latlab version).
     new: PathBuf,

@@ -94,7 +94,8 @@ pub(crate) struct GenArgs {
     /// Local address to send from.
     #[arg(long, value_name = "IP")]
     bind: Option<std::net::IpAddr>,
-    /// Skip the check that the target answers before the run.
+    /// Skip the check that the target answers before the run (which also asks the reflector
+    /// which clock it stamps with, for --clock auto).
     #[arg(long)]
     no_check: bool,
     /// socket: kernel UDP sockets with recvmmsg/sendmmsg; xdp: AF_XDP on --iface, probes
@@ -110,8 +111,9 @@ pub(crate) struct GenArgs {
     #[arg(long, default_value_t = 4096, value_parser = parse_xdp_frames, value_name = "N")]
     xdp_frames: u32,
     /// Whether this host and the responder read one clock, which one-way delays need.
-    /// auto: shared when the target is an address of this host; shared: the user says so
-    /// (one host, or clocks kept together by PTP); separate: report round trips only.
+    /// auto: shared when the reflector names this host's clock in its answer to the check (any
+    /// namespace or container of this host) or the target is an address of this host; shared:
+    /// the user says so (clocks kept together by PTP); separate: report round trips only.
     #[arg(long, default_value = "auto", value_name = "CLOCK", value_parser = values::clock())]
     clock: ClockChoice,
     /// Write the summary to this JSON file.

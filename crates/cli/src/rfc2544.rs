@@ -201,7 +201,9 @@ pub(crate) fn run(a: Rfc2544Args) -> Result<()> {
     if let Some(path) = &junit {
         check_writable(path)?;
     }
-    let options = a.options()?;
+    let mut options = a.options()?;
+    // Decided on every size as the folder is drawn: into rfc2544.json and report.md.
+    options.assertions = assertions.clone();
     let report = latlab_study::rfc2544::run(&options, &STOP, &mut Terminal::new())?;
     outln!("{}", report.text());
     let verdicts = latlab_study::rfc2544::gates::decide(&assertions, &report.sizes);

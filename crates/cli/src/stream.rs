@@ -16,7 +16,7 @@ use crate::{values, STOP};
 pub(crate) enum StreamCommand {
     /// Send one thin stream of messages to a `stream recv` and measure each message's one-way
     /// application latency and what the transport put on the wire.
-    Send(SendArgs),
+    Send(Box<SendArgs>),
     /// Receive `stream send` runs, one after another, and hand each one's measurements back.
     Recv(RecvArgs),
 }
@@ -106,6 +106,10 @@ pub(crate) struct SendArgs {
     /// Write the latency histogram to this HdrHistogram interval log.
     #[arg(long, value_name = "FILE")]
     hlog: Option<PathBuf>,
+    /// Write a results folder (stream.json, latency.hlog, ccdf.csv) that latlab compare and
+    /// latlab check read; it must not exist.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// A gate on the stream (repeatable), decided from the 95% interval: p99<=100ms (the
     /// one-way application latency), max<=250ms, loss<=0.1%. Exit 3 when one fails, 4 when
     /// none fails but one is inconclusive.
@@ -134,7 +138,7 @@ pub(crate) struct RecvArgs {
 
 pub(crate) fn run(command: StreamCommand) -> Result<()> {
     match command {
-        StreamCommand::Send(a) => send(a),
+        StreamCommand::Send(a) => send(*a),
         StreamCommand::Recv(a) => recv(a),
     }
 }
@@ -149,6 +153,7 @@ fn send(a: SendArgs) -> Result<()> {
     command.grace = a.grace;
     command.json = a.json;
     command.hlog = a.hlog;
+    command.out = a.out;
     command.assertions = a.assertions;
     command.junit = a.junit;
     command.check()?;

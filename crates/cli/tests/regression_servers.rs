@@ -98,6 +98,7 @@ fn probe_payload(len: usize) -> Vec<u8> {
         intended_send_ns: 1,
         actual_send_ns: 1,
         responder: None,
+        responder_clock: probe::ResponderClock::NotAsked,
     };
     repr.emit(&mut probe::Packet::new_unchecked(&mut buf[..]));
     assert!(probe::is_probe(&buf));

@@ -258,11 +258,29 @@ fn rfc2544_with_an_af_xdp_source_counts_only_frames_that_left_and_finds_a_non_ze
                 "rfc2544", "--dut", "kernel", "--sizes", "64", "--source", "xdp",
             ])
             .args(["--trial", "150ms", "--max-trials", "5", "--no-loss-sweep"])
-            .args(["--b2b-repeats", "0", "--latency-trials", "0", "--out"])
+            .args([
+                "--b2b-repeats",
+                "0",
+                "--latency-trials",
+                "0",
+                "--assert",
+                "ndr>=1",
+            ])
+            .arg("--out")
             .arg(&out),
     );
     let results = common::read_json(&out.join("rfc2544.json"));
     assert_eq!(results["source_io"], "xdp");
+    // The gate's verdict is in the results (as summary.json has a gen run's) and the report.
+    let gate = &results["assertions"][0];
+    assert_eq!(
+        (&gate["assertion"], &gate["run"], &gate["verdict"]),
+        (&"ndr>=1".into(), &"64 B".into(), &"pass".into()),
+        "{results}"
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("## Gates: pass\n\n"), "{report}");
+    assert!(report.contains("\n- PASS ndr>=1 [64 B]: ndr "), "{report}");
     let s = &results["sizes"][0];
     assert!(s["ndr_pps"].as_u64().unwrap() > 0, "{s}");
     // The blaster counts only frames the kernel took, and every trial drains before the next

@@ -320,3 +320,121 @@ fn a_sender_follows_a_traffic_model_with_its_sizes_and_gaps() {
         "--size",
     );
 }
+
+/// A `gen --out` folder of `n` round trips of 1 µs to `n` µs, as `latlab compare` reads one.
+fn gen_folder(dir: &std::path::Path, n: u64) {
+    use latlab_lab::results::{
+        ccdf_csv, histograms_bytes, summary_json, RunHistograms, RunSummary, HISTOGRAMS,
+    };
+    let mut latency = latlab_stats::LatencyHistogram::new();
+    for i in 1..=n {
+        latency.record(i * 1_000);
+    }
+    let summary = RunSummary::synthetic("1000 pps", &latency, n, 1_000.0);
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("summary.json"), summary_json(&summary)).unwrap();
+    std::fs::write(dir.join("ccdf.csv"), ccdf_csv(&latency).unwrap()).unwrap();
+    let histograms = RunHistograms {
+        latency,
+        ..RunHistograms::default()
+    };
+    let bytes = histograms_bytes(&histograms, 0, "test").unwrap();
+    std::fs::write(dir.join(HISTOGRAMS), bytes).unwrap();
+}
+
+#[test]
+fn two_stream_folders_are_compared_and_each_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let recv = RecvProcess::start(&["--transport", "udp", "--runs", "2"]);
+    let target = recv.addr.to_string();
+    let send = |out: &std::path::Path| {
+        let run = assert_cmd::Command::new(cargo_bin("latlab"))
+            .args(["stream", "send", "--target", &target, "--transport", "udp"])
+            .args(["--interval", "2ms", "--duration", "1s", "--out"])
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    };
+    let (base, new) = (dir.path().join("base"), dir.path().join("new"));
+    send(&base);
+    send(&new);
+    let names: Vec<String> = common::artefacts(&new).into_keys().collect();
+    assert_eq!(names, ["ccdf.csv", "latency.hlog", "stream.json"]);
+    assert_eq!(common::read_json(&new.join("stream.json"))["sent"], 500);
+    // A folder that exists is refused before anything is sent.
+    fails(
+        &[
+            "stream",
+            "send",
+            "--target",
+            &target,
+            "--transport",
+            "udp",
+            "--duration",
+            "1s",
+            "--out",
+            new.to_str().unwrap(),
+        ],
+        1,
+        "exists already: pick another --out",
+    );
+    let plot = dir.path().join("both.svg");
+    let compared = assert_cmd::Command::new(cargo_bin("latlab"))
+        .arg("compare")
+        .args([&base, &new])
+        .arg("--plot")
+        .arg(&plot)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&compared.stdout);
+    assert!(
+        compared.status.success(),
+        "{}",
+        String::from_utf8_lossy(&compared.stderr)
+    );
+    assert!(stdout.contains("NEW's p50 is "), "{stdout}");
+    assert!(stdout.contains("NEW's p99 is "), "{stdout}");
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(
+        svg.contains("BASE: udp") && svg.contains("NEW: udp"),
+        "{svg}"
+    );
+    // A gen folder against a stream folder: refused naming NEW.
+    let gen = dir.path().join("gen");
+    gen_folder(&gen, 1_000);
+    fails(
+        &["compare", gen.to_str().unwrap(), new.to_str().unwrap()],
+        2,
+        &format!(
+            "{}: a stream folder, and BASE {} a gen folder: compare folders of one kind",
+            new.display(),
+            gen.display()
+        ),
+    );
+    // `latlab check` reads a stream folder as `stream send --assert` decides it.
+    let checked = assert_cmd::Command::new(cargo_bin("latlab"))
+        .arg("check")
+        .arg(&new)
+        .args(["--assert", "loss<=50%", "--assert", "achieved>=100"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert_eq!(checked.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("PASS loss<=50%: loss 0.000% ["), "{stdout}");
+    assert!(stdout.contains("PASS achieved>=100"), "{stdout}");
+    fails(
+        &[
+            "check",
+            new.to_str().unwrap(),
+            "--assert",
+            "forward.p99<=1ms",
+        ],
+        2,
+        "a stream's latency is one-way already",
+    );
+}

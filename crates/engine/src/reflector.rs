@@ -24,6 +24,11 @@ pub struct ReflectorConfig {
     pub switch: Option<PollSwitch>,
     /// Write the reflector's receive and transmit times into the probe (bytes 40..56).
     pub stamp: bool,
+    /// The identity of the clock the stamps are in
+    /// ([`latlab_io::clock::clock_identity`]), written into every stamped probe whose header
+    /// asks for it (`responder_clock`, bytes 56..64 of a header of 64 bytes or more); `None`
+    /// names no clock (default).
+    pub clock: Option<u64>,
     /// Largest datagram accepted; longer ones are counted as oversized and dropped.
     pub max_datagram: usize,
 }
@@ -35,6 +40,7 @@ impl Default for ReflectorConfig {
             poll: PollMode::Busy,
             switch: None,
             stamp: true,
+            clock: None,
             max_datagram: 9216,
         }
     }
@@ -132,7 +138,8 @@ pub fn run_udp(
 
 /// Reflects probes arriving on `port` until `stop` is raised: every valid probe goes back to
 /// its sender, stamped (when `config.stamp`) with its receive stamp from the port and its
-/// transmit time, written as it leaves. Over a kernel UDP socket use
+/// transmit time, written as it leaves, and with `config.clock` when its header asks which
+/// clock that is. Over a kernel UDP socket use
 /// [`UdpPort`] in batched mode with [`ReflectorConfig::port_sizes`];
 /// over AF_XDP, an [`XdpEndpoint`](latlab_io::port::XdpEndpoint) (IPv4 and UDP in user space,
 /// each reply to the MAC address its probe came from).
@@ -144,6 +151,7 @@ pub fn run<P: DatagramPort>(
 ) -> io::Result<()> {
     let max = config.max_datagram;
     let stamp = config.stamp;
+    let clock = config.clock;
     // The kernel's drop counter costs a system call: it is read every few thousand turns of
     // the loop, whenever a blocking wait finds nothing, and at the end.
     let mut turns = 0u32;
@@ -179,7 +187,13 @@ pub fn run<P: DatagramPort>(
             };
             out.copy_from_slice(pkt.data);
             if stamp {
-                probe::Packet::new_unchecked(out).set_responder_stamps(pkt.rx_ns, 0);
+                let mut out = probe::Packet::new_unchecked(out);
+                out.set_responder_stamps(pkt.rx_ns, 0);
+                if let Some(clock) = clock {
+                    // Writes only into a header with room for it: a 56-byte header's next
+                    // bytes are the sender's padding.
+                    out.set_responder_clock(clock);
+                }
             }
         })?;
         if n == 0 {

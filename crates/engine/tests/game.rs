@@ -118,6 +118,7 @@ fn measure(io: ServerIo) {
         intended_send_ns: 1,
         actual_send_ns: 1,
         responder: None,
+        responder_clock: latlab_wire::probe::ResponderClock::NotAsked,
     }
     .emit(&mut latlab_wire::probe::Packet::new_unchecked(
         &mut fake[..],

@@ -215,9 +215,10 @@ impl XdpSocket {
         let want = self.rx.size().min(u32::try_from(max).unwrap_or(u32::MAX));
         let ready = self.rx.peek(want);
         let start = self.rx.local();
-        // The program stamps with CLOCK_MONOTONIC; results are in CLOCK_REALTIME.
+        // The program stamps with the host's CLOCK_MONOTONIC (never shifted by a time
+        // namespace); results are in CLOCK_REALTIME, which no time namespace shifts either.
         let realtime_minus_monotonic = if ready > 0 {
-            crate::clock::now_ns().wrapping_sub(crate::clock::monotonic_ns())
+            crate::clock::now_ns().wrapping_sub(crate::clock::host_monotonic_ns())
         } else {
             0
         };

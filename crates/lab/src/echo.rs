@@ -113,6 +113,9 @@ pub fn run(
         poll: seat.poll(),
         switch: Some(seat.switch().clone()),
         stamp: options.stamp,
+        // Named to every generator that asks, so that one on this host (in any namespace or
+        // container of it) takes the clock as shared and reports one-way delays.
+        clock: latlab_io::clock::clock_identity(),
         ..ReflectorConfig::default()
     };
     let counters = Arc::new(ReflectorCounters::default());

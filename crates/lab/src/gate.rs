@@ -225,8 +225,9 @@ impl Assertion {
                     Ok(())
                 } else {
                     refuse(
-                        "one-way delays need a shared clock (--clock shared, or a target on \
-                         this host); this run reports round trips only",
+                        "one-way delays need a shared clock (--clock shared, or a reflector \
+                         on this host, in any of its namespaces); this run reports round trips \
+                         only",
                     )
                 }
             }

@@ -10,7 +10,7 @@ use latlab_engine::Stop;
 use crate::command::{check_writable, CommandError, Io};
 use crate::cores::{PollChoice, Role, Seat};
 use crate::gate::{Assertion, Results};
-use crate::measure::{self, GenOptions, ThreadChoice};
+use crate::measure::{self, ClockChoice, GenOptions, ThreadChoice};
 use crate::progress::View;
 use crate::results::{self, ResultsDir, RunSummary};
 use crate::units::format_rate;
@@ -61,8 +61,10 @@ impl GenCommand {
 
     /// Checks what can be checked before anything runs: the target's port, the probe size,
     /// the warm-up against the duration, the gates (a one-way delay needs a shared clock:
-    /// [`CommandError::Usage`]), and that the output files can be written (the rate is a
-    /// [`crate::units::ProbeRate`], within its bounds since it was made).
+    /// [`CommandError::Usage`]; with `--clock auto` and the check, a target elsewhere is
+    /// decided by the responder's answer, [`GenCommand::check_clock`]), and that the output
+    /// files can be written (the rate is a [`crate::units::ProbeRate`], within its bounds
+    /// since it was made).
     pub fn check(&self) -> Result<(), CommandError> {
         let o = &self.options;
         let bad = |text: String| Err(CommandError::Options(text));
@@ -90,13 +92,8 @@ impl GenCommand {
                     .into(),
             );
         }
-        if !self.assertions.is_empty() {
-            let shared = o.clock.is_shared("remote", o.target);
-            for a in &self.assertions {
-                a.check_for(Results::Run, shared)
-                    .map_err(|e| CommandError::Usage(e.to_string()))?;
-            }
-        }
+        let answer_to_come = o.clock == ClockChoice::Auto && o.check;
+        self.check_gates(o, answer_to_come)?;
         for p in [&self.json, &self.hlog, &self.junit].into_iter().flatten() {
             check_writable(p)?;
         }
@@ -108,6 +105,48 @@ impl GenCommand {
             ),
             (other, _) => bad(format!("--io {other}: gen runs on --io socket or xdp")),
         }
+    }
+}
+
+impl GenCommand {
+    /// Refuses a one-way gate once the clock is known not to be shared, after the check has
+    /// asked the responder which clock it stamps with ([`measure::check_target`], its answer
+    /// in `options.responder_clock`): still before the run, with the reason in one line.
+    pub fn check_clock(&self, options: &GenOptions) -> Result<(), CommandError> {
+        self.check_gates(options, false)
+    }
+
+    /// Refuses a gate a generator run cannot answer; a one-way delay when the clock is not
+    /// shared, unless `undecided` (the responder's answer is still to come).
+    fn check_gates(&self, o: &GenOptions, undecided: bool) -> Result<(), CommandError> {
+        let shared = o.clock.is_shared("remote", o.target, o.responder_clock);
+        for a in &self.assertions {
+            let usage = |e: crate::gate::AssertionError, why: &str| {
+                CommandError::Usage(format!("{e}{why}"))
+            };
+            a.check_for(Results::Run, true).map_err(|e| usage(e, ""))?;
+            if shared || undecided {
+                continue;
+            }
+            let why = match (o.clock, o.check, o.responder_clock) {
+                (ClockChoice::Auto, false, _) => {
+                    "; --no-check skips asking the reflector which clock it stamps with".into()
+                }
+                (ClockChoice::Auto, true, None) => format!(
+                    "; the reflector at {} named no clock (another responder, or a latlab echo \
+                     older than that question)",
+                    o.target
+                ),
+                (ClockChoice::Auto, true, Some(_)) => format!(
+                    "; the reflector at {} stamps with another host's clock",
+                    o.target
+                ),
+                _ => String::new(),
+            };
+            a.check_for(Results::Run, false)
+                .map_err(|e| usage(e, &why))?;
+        }
+        Ok(())
     }
 }
 
@@ -143,8 +182,17 @@ pub fn run(
     let target = opts.target;
     let (sockets, check) = measure::open_sockets(opts.bind, opts.flows, opts.rcvbuf)
         .map_err(CommandError::setup(format!("--bind {}", opts.bind)))?;
+    let mut asked = opts.clone();
     if opts.check {
-        measure::check_target(&check, target, Duration::from_secs(1))?;
+        asked.responder_clock = measure::check_target(&check, target, Duration::from_secs(1))?;
+        command.check_clock(&asked)?;
+    }
+    let opts = &asked;
+    if opts.clock_named_by_responder() {
+        view.note(&format!(
+            "latlab gen: the reflector at {target} stamps with this host's clock: one-way \
+             delays reported"
+        ));
     }
     let xdp = match (command.io, &command.iface) {
         (Io::Xdp, Some(iface)) => Some(measure::open_xdp(
@@ -253,7 +301,6 @@ fn placement_of(seat: &Seat, threads: Threads) -> crate::cores::Placement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::ClockChoice;
 
     fn command(edit: impl FnOnce(&mut GenCommand)) -> Result<(), String> {
         let mut c = GenCommand::new(GenOptions::new("127.0.0.1:9".parse().unwrap()));
@@ -304,5 +351,48 @@ mod tests {
                 .starts_with("--assert \"forward.p99<=1ms\": one-way delays need a shared clock"),
             "{refused}"
         );
+    }
+
+    #[test]
+    fn with_the_auto_clock_a_one_way_gate_is_decided_by_the_reflectors_answer() {
+        // A target elsewhere (TEST-NET-1): nothing here says whose clock it reads until the
+        // check's answer; the gate waits for it, and is refused before the run if the answer
+        // does not name this host's clock.
+        let mut c = GenCommand::new(GenOptions::new("192.0.2.1:7".parse().unwrap()));
+        c.assertions = vec!["forward.p99<=1ms".parse().unwrap()];
+        assert_eq!(c.check().map_err(|e| e.to_string()), Ok(()));
+        let after = |c: &GenCommand, named: Option<u64>| {
+            let mut options = c.options.clone();
+            options.responder_clock = named;
+            c.check_clock(&options).map_err(|e| e.to_string())
+        };
+        let own = latlab_io::clock::clock_identity().expect("this kernel has a boot id");
+        assert_eq!(after(&c, Some(own)), Ok(()));
+        let old = after(&c, None).unwrap_err();
+        assert!(
+            old.starts_with("--assert \"forward.p99<=1ms\": one-way delays need a shared clock")
+                && old.ends_with(
+                    "; the reflector at 192.0.2.1:7 named no clock (another responder, or a \
+                     latlab echo older than that question)"
+                ),
+            "{old}"
+        );
+        let other = after(&c, Some(own ^ 1)).unwrap_err();
+        assert!(
+            other.ends_with("; the reflector at 192.0.2.1:7 stamps with another host's clock"),
+            "{other}"
+        );
+        // Without the check nothing asks: refused at once, saying why.
+        c.options.check = false;
+        let unasked = c.check().unwrap_err().to_string();
+        assert!(
+            unasked.ends_with("; --no-check skips asking the reflector which clock it stamps with"),
+            "{unasked}"
+        );
+        assert!(!unasked.contains('\n'));
+        // Round-trip gates never wait for a clock.
+        c.assertions = vec!["p99<=1ms".parse().unwrap()];
+        assert_eq!(c.check().map_err(|e| e.to_string()), Ok(()));
+        assert_eq!(after(&c, None), Ok(()));
     }
 }

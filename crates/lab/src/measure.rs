@@ -118,6 +118,10 @@ pub struct GenOptions {
     /// Whether the generator and the responder read one clock (one-way delays are reported
     /// only then).
     pub clock: ClockChoice,
+    /// The clock the responder said it stamps with, in its answer to the check
+    /// ([`check_target`]); `None` before the check, without it, or when the responder named
+    /// none. [`ClockChoice::Auto`] takes the clock as shared when it is this host's.
+    pub responder_clock: Option<u64>,
     /// Send the sizes and gaps of this model instead of `pattern` at `rate` with
     /// `payload_len` bytes (`latlab gen --model`).
     pub model: Option<TrafficModel>,
@@ -129,7 +133,10 @@ pub struct GenOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClockChoice {
     /// Shared when the lab made the topology on this host (namespaces share
-    /// `CLOCK_REALTIME`) or the target is an address of this host; separate otherwise.
+    /// `CLOCK_REALTIME`), when the target is an address of this host, or when the responder
+    /// names this host's clock ([`latlab_io::clock::clock_identity`]) in its answer to the
+    /// check: a reflector in another namespace or container of this host; separate
+    /// otherwise (another host, or a responder that names no clock).
     Auto,
     /// The user says one clock serves both (one host, or clocks kept together by PTP).
     Shared,
@@ -166,14 +173,41 @@ impl ClockChoice {
     }
 
     /// Whether the clocks are shared on a run of `topology` (as [`RunSetup::topology`] names
-    /// it) towards `target`.
+    /// it) towards `target`, whose responder named `responder_clock` (`None`: named none, or
+    /// not asked).
     ///
     /// [`RunSetup::topology`]: crate::results::RunSetup::topology
-    pub fn is_shared(self, topology: &str, target: SocketAddr) -> bool {
+    pub fn is_shared(
+        self,
+        topology: &str,
+        target: SocketAddr,
+        responder_clock: Option<u64>,
+    ) -> bool {
+        self.is_shared_with(
+            topology,
+            target,
+            responder_clock,
+            latlab_io::clock::clock_identity(),
+        )
+    }
+
+    /// [`ClockChoice::is_shared`] on a host whose own clock is `own` (`None`: unnamed, so
+    /// never the responder's).
+    pub fn is_shared_with(
+        self,
+        topology: &str,
+        target: SocketAddr,
+        responder_clock: Option<u64>,
+        own: Option<u64>,
+    ) -> bool {
         match self {
             ClockChoice::Shared => true,
             ClockChoice::Separate => false,
-            ClockChoice::Auto => topology != "remote" || is_local_address(target.ip()),
+            ClockChoice::Auto => {
+                topology != "remote"
+                    || is_local_address(target.ip())
+                    || (responder_clock.is_some() && responder_clock == own)
+            }
         }
     }
 }
@@ -210,9 +244,19 @@ impl GenOptions {
             rcvbuf: None,
             check: true,
             clock: ClockChoice::Auto,
+            responder_clock: None,
             model: None,
             trace: None,
         }
+    }
+
+    /// Whether `--clock auto` takes the clock as shared on the responder's word alone: the
+    /// target is no address of this host, and the responder named this host's clock.
+    pub fn clock_named_by_responder(&self) -> bool {
+        self.clock == ClockChoice::Auto
+            && self.responder_clock.is_some()
+            && self.responder_clock == latlab_io::clock::clock_identity()
+            && !is_local_address(self.target.ip())
     }
 
     /// The traffic the probes follow instead of a rate, if any.
@@ -319,18 +363,20 @@ pub fn open_sockets(
 
 /// Sends a few probes of a throw-away run on `socket` and waits up to `timeout` for one to
 /// come back, so a run against nothing fails at once with the reason instead of reporting
-/// 100% loss.
+/// 100% loss. The probes ask which clock the responder stamps with (a 64-byte header); the
+/// answer's `responder_clock` is returned (`None`: the responder named none, as one that
+/// predates the field or does not stamp).
 pub fn check_target(
     socket: &UdpSocket,
     target: SocketAddr,
     timeout: Duration,
-) -> Result<(), MeasureError> {
+) -> Result<Option<u64>, MeasureError> {
     let unreachable = |reason: String| MeasureError::Unreachable { target, reason };
     socket
         .connect(target)
         .map_err(|e| unreachable(e.to_string()))?;
     let run_id = run_id(0x636865636b);
-    let mut buf = [0u8; probe::HEADER_LEN];
+    let mut buf = [0u8; probe::CLOCK_HEADER_LEN];
     let deadline = latlab_io::clock::now_ns() + timeout.as_nanos() as u64;
     let mut seq = 0u64;
     loop {
@@ -348,6 +394,7 @@ pub fn check_target(
             intended_send_ns: now,
             actual_send_ns: now,
             responder: None,
+            responder_clock: probe::ResponderClock::Asked,
         }
         .emit(&mut probe::Packet::new_unchecked(&mut buf[..]));
         seq += 1;
@@ -364,10 +411,8 @@ pub fn check_target(
         loop {
             match socket.recv_one(&mut rx) {
                 Ok(n) => {
-                    let answered = probe::is_probe(&rx[..n])
-                        && probe::Packet::new_unchecked(&rx[..n]).run_id() == run_id;
-                    if answered {
-                        return Ok(());
+                    if let Some(clock) = answer_to_check(&rx[..n], run_id) {
+                        return Ok(clock);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -375,6 +420,17 @@ pub fn check_target(
             }
         }
     }
+}
+
+/// `Some` when `bytes` answer a check probe of `run_id`: with the clock the responder named
+/// in it, if it named one.
+fn answer_to_check(bytes: &[u8], run_id: u32) -> Option<Option<u64>> {
+    let packet = probe::Packet::new_checked(bytes).ok()?;
+    let repr = probe::Repr::parse(&packet).ok()?;
+    (repr.run_id == run_id).then_some(match repr.responder_clock {
+        probe::ResponderClock::Named(clock) => Some(clock),
+        probe::ResponderClock::NotAsked | probe::ResponderClock::Asked => None,
+    })
 }
 
 fn refusal(e: &io::Error) -> String {
@@ -443,7 +499,9 @@ fn summarized(
         threads,
     };
     let result = generate(&config).map_err(io_err("generator"))?;
-    let shared = options.clock.is_shared(&setup.topology, options.target);
+    let shared = options
+        .clock
+        .is_shared(&setup.topology, options.target, options.responder_clock);
     let mut summary =
         RunSummary::new(setup, options.offered_pps(), &result).with_clock(shared, &result);
     summary.run_id = Some(config.probe.run_id);
@@ -493,5 +551,89 @@ mod tests {
         let mut none = GenOptions::new(target);
         none.flows = 0;
         assert_eq!(error(none), "--flows must be at least 1");
+    }
+
+    /// An address of no host here (TEST-NET-1): never local, never sent to.
+    fn elsewhere() -> SocketAddr {
+        SocketAddr::from(([192, 0, 2, 1], 7))
+    }
+
+    /// A responder on loopback that answers one check probe with `answer` applied to it.
+    fn responder(answer: impl FnOnce(&mut [u8]) + Send + 'static) -> SocketAddr {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = socket.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let (n, from) = socket.recv_from(&mut buf).unwrap();
+            answer(&mut buf[..n]);
+            socket.send_to(&buf[..n], from).unwrap();
+        });
+        addr
+    }
+
+    fn checked(target: SocketAddr) -> Option<u64> {
+        let socket =
+            UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &UdpOptions::default()).unwrap();
+        check_target(&socket, target, Duration::from_secs(5)).unwrap()
+    }
+
+    #[test]
+    fn a_reflector_that_names_another_clock_gets_round_trips_only() {
+        let own = latlab_io::clock::clock_identity().expect("this kernel has a boot id");
+        let forged = own ^ 0xdead_beef;
+        // Forged bytes: the answer names a clock that is not this host's.
+        let target = responder(move |bytes| {
+            let mut p = probe::Packet::new_checked(bytes).unwrap();
+            assert!(p.has_clock_field(), "the check asks which clock");
+            p.set_responder_stamps(1, 2);
+            assert!(p.set_responder_clock(forged));
+        });
+        let named = checked(target);
+        assert_eq!(named, Some(forged));
+        let auto = ClockChoice::Auto;
+        assert!(!auto.is_shared("remote", elsewhere(), named));
+        // The same answer naming this host's clock: shared, across namespaces.
+        assert!(auto.is_shared("remote", elsewhere(), Some(own)));
+        assert!(!auto.is_shared_with("remote", elsewhere(), Some(own), None));
+        // The user's word goes before the responder's.
+        assert!(!ClockChoice::Separate.is_shared("remote", elsewhere(), Some(own)));
+        assert!(ClockChoice::Shared.is_shared("remote", elsewhere(), named));
+        let mut options = GenOptions::new(elsewhere());
+        options.responder_clock = Some(own);
+        assert!(options.clock_named_by_responder());
+        options.responder_clock = named;
+        assert!(!options.clock_named_by_responder());
+    }
+
+    #[test]
+    fn a_reflector_that_predates_the_clock_gets_round_trips_only() {
+        // It stamps and leaves bytes 56..64 and flag bit 1 as they came.
+        let target = responder(|bytes| {
+            probe::Packet::new_checked(bytes)
+                .unwrap()
+                .set_responder_stamps(1, 2);
+        });
+        let named = checked(target);
+        assert_eq!(named, None);
+        assert!(!ClockChoice::Auto.is_shared("remote", elsewhere(), named));
+        // A target on this host is shared whatever its responder says.
+        assert!(ClockChoice::Auto.is_shared("remote", target, named));
+        // So is a lab this host built.
+        assert!(ClockChoice::Auto.is_shared("veth-namespaces", elsewhere(), named));
+    }
+
+    #[test]
+    fn only_an_answer_to_this_check_counts() {
+        let mut bytes = [0u8; probe::CLOCK_HEADER_LEN];
+        let repr = probe::Repr {
+            run_id: 5,
+            responder_clock: probe::ResponderClock::Named(9),
+            ..probe::Repr::default()
+        };
+        repr.emit(&mut probe::Packet::new_unchecked(&mut bytes[..]));
+        assert_eq!(answer_to_check(&bytes, 5), Some(Some(9)));
+        assert_eq!(answer_to_check(&bytes, 6), None);
+        assert_eq!(answer_to_check(&bytes[..60], 5), None);
+        assert_eq!(answer_to_check(b"not a probe", 5), None);
     }
 }

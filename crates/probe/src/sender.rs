@@ -137,6 +137,7 @@ impl Sender {
             intended_send_ns: due,
             actual_send_ns: 0,
             responder: None,
+            responder_clock: probe::ResponderClock::NotAsked,
         };
         repr.emit(&mut probe::Packet::new_unchecked(&mut buf[..]));
         Some(Transmit {

@@ -1,9 +1,10 @@
 //! `latlab stream send`: one run of messages to a `stream recv`, from checked options to a
-//! [`StreamSummary`] whose `--json` and `--hlog` files are written before it is returned.
+//! [`StreamSummary`] whose `--json`, `--hlog` and `--out` files are written before it is
+//! returned.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use latlab_engine::Stop;
@@ -21,11 +22,42 @@ use super::wire::udp_overhead;
 use latlab_lab::command::{check_writable, CommandError};
 use latlab_lab::gate::{Assertion, Results};
 use latlab_lab::progress::View;
-use latlab_lab::results::write_atomic;
+use latlab_lab::results::{ccdf_csv, write_atomic, ResultsDir};
 use latlab_probe::model::TrafficModel;
 
 /// The most messages one run sends.
 pub const MAX_MESSAGES: u64 = 10_000_000;
+
+/// The summary file of a stream's results folder (`stream send --out`): what `--json` holds.
+pub const STREAM_JSON: &str = "stream.json";
+
+/// The latency histogram of a stream's results folder: what `--hlog` holds, one interval.
+pub const STREAM_HLOG: &str = "latency.hlog";
+
+/// A stream's results folder (`stream send --out`): its summary, latency histogram and CCDF,
+/// `None` when `dir` is none (no `stream.json`). Errors name the file.
+pub fn read_folder(
+    dir: &Path,
+) -> Option<Result<(StreamSummary, latlab_stats::LatencyHistogram), String>> {
+    let json = dir.join(STREAM_JSON);
+    json.is_file().then(|| {
+        let named = |path: &Path, e: String| format!("{}: {e}", path.display());
+        let text = std::fs::read_to_string(&json).map_err(|e| named(&json, e.to_string()))?;
+        let summary: StreamSummary =
+            serde_json::from_str(&text).map_err(|e| named(&json, e.to_string()))?;
+        let hlog = dir.join(STREAM_HLOG);
+        let file = std::fs::File::open(&hlog).map_err(|e| named(&hlog, e.to_string()))?;
+        let mut latency = latlab_stats::LatencyHistogram::new();
+        for interval in latlab_stats::hlog::read_hlog(std::io::BufReader::new(file))
+            .map_err(|e| named(&hlog, e.to_string()))?
+        {
+            latency
+                .merge(&interval.histogram)
+                .map_err(|e| named(&hlog, e.to_string()))?;
+        }
+        Ok((summary, latency))
+    })
+}
 
 /// How long the sender tries to open the control connection.
 const CONTROL_CONNECT: Duration = Duration::from_secs(10);
@@ -52,6 +84,9 @@ pub struct SendCommand {
     pub json: Option<PathBuf>,
     /// Write the latency histogram to this HdrHistogram interval log.
     pub hlog: Option<PathBuf>,
+    /// Write a results folder here (must not exist): [`STREAM_JSON`], [`STREAM_HLOG`] and
+    /// `ccdf.csv`, which `latlab compare` and `latlab check` read.
+    pub out: Option<PathBuf>,
     /// Send a game's traffic instead of `size` bytes every `interval`: the model's sizes and
     /// gaps, drawn from `seed` (`--model`).
     pub model: Option<TrafficModel>,
@@ -75,6 +110,7 @@ impl SendCommand {
             grace: Duration::from_secs(2),
             json: None,
             hlog: None,
+            out: None,
             model: None,
             seed: 1,
             assertions: Vec::new(),
@@ -208,6 +244,8 @@ pub fn run_measured(
     view: &mut dyn View,
 ) -> Result<(StreamSummary, latlab_stats::LatencyHistogram), CommandError> {
     command.check()?;
+    // Fail before the run, not after it, when the folder cannot be made.
+    let dir = command.out.as_deref().map(ResultsDir::create).transpose()?;
     let target = command.target;
     let spec = &command.transport;
     // Modified TCP's minimum RTO goes on the data connection's socket. On a kernel without
@@ -436,15 +474,15 @@ pub fn run_measured(
         .iter()
         .map(|a| a.evaluate_measured(&summary.measured(), None))
         .collect();
+    let json = serde_json::to_string_pretty(&summary).map_err(std::io::Error::other)? + "\n";
     if let Some(path) = &command.json {
-        let text = serde_json::to_string_pretty(&summary).map_err(std::io::Error::other)?;
-        write_atomic(path, (text + "\n").as_bytes())?;
+        write_atomic(path, json.as_bytes())?;
     }
     if let Some(path) = &command.junit {
         let xml = latlab_lab::gate::junit::junit_xml("latlab stream send", &summary.assertions);
         write_atomic(path, xml.as_bytes())?;
     }
-    if let Some(path) = &command.hlog {
+    let hlog = || -> std::io::Result<Vec<u8>> {
         let mut w = HlogWriter::new(
             Vec::new(),
             start_ns as f64 / 1e9,
@@ -457,7 +495,16 @@ pub fn run_measured(
         let seconds = (sent * interval_ns) as f64 / 1e9;
         w.write_interval(0.0, seconds, &latency, None)
             .map_err(std::io::Error::other)?;
-        write_atomic(path, &w.into_inner())?;
+        Ok(w.into_inner())
+    };
+    if let Some(path) = &command.hlog {
+        write_atomic(path, &hlog()?)?;
+    }
+    if let Some(dir) = dir {
+        dir.write(STREAM_JSON, json.as_bytes())?;
+        dir.write(STREAM_HLOG, &hlog()?)?;
+        dir.write("ccdf.csv", &ccdf_csv(&latency)?)?;
+        dir.commit()?;
     }
     Ok((summary, latency))
 }

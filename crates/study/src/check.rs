@@ -1,7 +1,8 @@
 //! `latlab check DIR --assert EXPR`: gates decided on a results folder after its run, as
 //! `--assert` decides them during it ([`latlab_lab::gate`]). A `gen --out` folder is one run; a
-//! `demo` folder's runs are each decided, named by their label; an `rfc2544` folder's frame
-//! sizes each (`ndr`, `pdr`: [`crate::rfc2544::gates`]). The folder is read, never
+//! `demo` folder's runs are each decided, named by their label; a `stream send --out` folder
+//! is one stream (its latency one-way already); an `rfc2544` folder's frame sizes each (`ndr`,
+//! `pdr`: [`crate::rfc2544::gates`]). The folder is read, never
 //! changed: the verdicts go to the terminal and, with `--junit`, to a JUnit XML file.
 
 use std::path::PathBuf;
@@ -77,6 +78,19 @@ pub fn run(options: &CheckOptions) -> Result<Vec<AssertionVerdict>, CheckError> 
             a.check_for(Results::Rfc2544, false).map_err(refused)?;
         }
         crate::rfc2544::gates::decide(&options.assertions, &sizes)
+    } else if let Some(stream) = latlab_stream::send::read_folder(dir) {
+        let (summary, _) = stream.map_err(|reason| StudyError::Data {
+            path: dir.clone(),
+            reason,
+        })?;
+        for a in &options.assertions {
+            a.check_for(Results::Stream, true).map_err(refused)?;
+        }
+        options
+            .assertions
+            .iter()
+            .map(|a| a.evaluate_measured(&summary.measured(), None))
+            .collect()
     } else if dir.join("summary.json").is_file() {
         let folder = RunsFolder::load(dir)?;
         decide(&options.assertions, &folder.runs).map_err(refused)?

@@ -1,5 +1,5 @@
-//! `latlab compare BASE NEW`: two `gen` or `demo` folders side by side. Each standard
-//! percentile of each run: NEW's change against BASE's with its 95 % interval (a seeded
+//! `latlab compare BASE NEW`: two `gen`, `demo` or `stream send --out` folders side by side.
+//! Each standard percentile of each run: NEW's change against BASE's with its 95 % interval (a seeded
 //! bootstrap over the runs' whole-run histograms, [`latlab_stats::compare`]); with
 //! `--assert 'p99<=+10%'` regression gates decided from that interval
 //! ([`latlab_lab::gate::regression`]); with `--plot` both CCDFs on one plot. Folders of
@@ -13,7 +13,7 @@ use latlab_lab::gate::regression::{describe, Regression};
 use latlab_lab::gate::AssertionVerdict;
 use latlab_lab::results::{write_atomic, RunHistograms, HISTOGRAMS};
 use latlab_stats::compare::{compare_quantile, Comparison};
-use latlab_stats::{Quantile, STANDARD_PERCENTILES};
+use latlab_stats::{CcdfPoint, LatencyHistogram, Quantile, STANDARD_PERCENTILES};
 
 use crate::report::RunsFolder;
 use crate::{StudyError, StudyFile};
@@ -40,7 +40,8 @@ pub struct CompareOptions {
 /// Why two folders cannot be compared; each names the folder at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
-    /// Not a `gen` or `demo` folder (a study's, or none).
+    /// Not a `gen`, `demo` or `stream` folder (a study's, or none), or one that does not
+    /// read.
     #[error("{}: {reason}", dir.display())]
     Folder {
         /// The folder.
@@ -108,11 +109,50 @@ pub struct Compared {
     pub verdicts: Vec<AssertionVerdict>,
 }
 
-/// A folder's runs with their whole-run histograms, and whether it is a demo's.
+/// The kinds of folder `compare` reads, each compared only with its own kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// `gen --out`: one run.
+    Gen,
+    /// `demo`: a run per rate, each in a `rate-…/` folder, paired by rate.
+    Demo,
+    /// `stream send --out`: one stream's one-way application latency.
+    Stream,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Gen => "gen",
+            Kind::Demo => "demo",
+            Kind::Stream => "stream",
+        }
+    }
+}
+
+/// One run of a folder: its name, the rate it was offered and its whole-run latency.
+struct Run {
+    label: String,
+    offered_pps: f64,
+    latency: LatencyHistogram,
+}
+
+/// A folder's runs, its kind and the latlab that wrote it.
 struct Runs {
-    folder: RunsFolder,
-    histograms: Vec<RunHistograms>,
-    demo: bool,
+    kind: Kind,
+    version: String,
+    runs: Vec<Run>,
+    /// Where each run's CCDF is: a gen or demo folder's `ccdf.csv` files, or a stream's
+    /// summary.
+    ccdf: Ccdf,
+}
+
+/// Where a folder's CCDFs are read from for `--plot`.
+enum Ccdf {
+    /// Each run's `ccdf.csv`.
+    Files(RunsFolder),
+    /// The stream's summary holds it.
+    Stream(Vec<CcdfPoint>),
 }
 
 fn open(dir: &Path) -> Result<Runs, CompareError> {
@@ -122,33 +162,58 @@ fn open(dir: &Path) -> Result<Runs, CompareError> {
     };
     if let Some(study) = StudyFile::read(dir)? {
         return Err(refuse(format!(
-            "a study's folder ({}): compare reads gen --out and demo folders",
+            "a study's folder ({}): compare reads gen --out, demo and stream send --out folders",
             study.kind.name()
         )));
     }
+    if let Some(stream) = latlab_stream::send::read_folder(dir) {
+        let (summary, latency) = stream.map_err(refuse)?;
+        return Ok(Runs {
+            kind: Kind::Stream,
+            version: summary.latlab_version.clone(),
+            runs: vec![Run {
+                label: summary.transport.clone(),
+                offered_pps: summary.measured().achieved_pps,
+                latency,
+            }],
+            ccdf: Ccdf::Stream(summary.ccdf),
+        });
+    }
     if !dir.join("summary.json").is_file() {
         return Err(refuse(
-            "not a gen --out or demo folder (no summary.json)".into(),
+            "not a gen --out, demo or stream send --out folder (no summary.json or stream.json)"
+                .into(),
         ));
     }
     let folder = RunsFolder::load(dir)?;
     let demo = folder.dirs.first().is_some_and(|d| d != dir);
-    let histograms = folder
-        .dirs
+    let runs = folder
+        .runs
         .iter()
-        .map(|d| {
-            RunHistograms::read(&d.join(HISTOGRAMS)).map_err(|e| {
+        .zip(&folder.dirs)
+        .map(|(summary, d)| {
+            let histograms = RunHistograms::read(&d.join(HISTOGRAMS)).map_err(|e| {
                 refuse(format!(
                     "{}: {e} (written by a latlab that did not keep whole-run histograms?)",
                     d.join(HISTOGRAMS).display()
                 ))
+            })?;
+            Ok(Run {
+                label: summary.setup.label.clone(),
+                offered_pps: summary.offered_pps,
+                latency: histograms.latency,
             })
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, CompareError>>()?;
     Ok(Runs {
-        folder,
-        histograms,
-        demo,
+        kind: if demo { Kind::Demo } else { Kind::Gen },
+        version: folder
+            .runs
+            .first()
+            .map(|s| s.latlab_version.clone())
+            .unwrap_or_default(),
+        runs,
+        ccdf: Ccdf::Files(folder),
     })
 }
 
@@ -159,28 +224,25 @@ fn check_pair(options: &CompareOptions, base: &Runs, new: &Runs) -> Result<(), C
         new: options.new.clone(),
         reason,
     };
-    let kind = |r: &Runs| if r.demo { "demo" } else { "gen" };
-    if base.demo != new.demo {
+    if base.kind != new.kind {
         return Err(mismatch(format!(
             "a {} folder, and BASE {} a {} folder: compare folders of one kind",
-            kind(new),
+            new.kind.name(),
             options.base.display(),
-            kind(base)
+            base.kind.name()
         )));
     }
-    let version = |r: &Runs| r.folder.runs.first().map(|s| s.latlab_version.clone());
-    if version(base) != version(new) {
+    if base.version != new.version {
         return Err(mismatch(format!(
             "written by latlab {}, BASE {} by latlab {}: compare folders of one version",
-            version(new).unwrap_or_default(),
+            new.version,
             options.base.display(),
-            version(base).unwrap_or_default()
+            base.version
         )));
     }
-    let rates =
-        |r: &Runs| -> Vec<u64> { r.folder.runs.iter().map(|s| s.offered_pps as u64).collect() };
-    // A demo's runs are paired by rate; two gen runs may be at any rates.
-    if base.demo && rates(base) != rates(new) {
+    let rates = |r: &Runs| -> Vec<u64> { r.runs.iter().map(|s| s.offered_pps as u64).collect() };
+    // A demo's runs are paired by rate; two gen runs, or two streams, may be at any rates.
+    if base.kind == Kind::Demo && rates(base) != rates(new) {
         return Err(mismatch(format!(
             "its runs are at {:?} pps, BASE's at {:?}",
             rates(new),
@@ -198,16 +260,15 @@ pub fn run(options: &CompareOptions) -> Result<Compared, CompareError> {
     let base = open(&options.base)?;
     let new = open(&options.new)?;
     check_pair(options, &base, &new)?;
-    let several = new.folder.runs.len() > 1;
+    let several = new.runs.len() > 1;
     let mut rows = Vec::new();
     let mut verdicts = Vec::new();
-    for (i, (summary, histograms)) in new.folder.runs.iter().zip(&new.histograms).enumerate() {
-        let run = several.then(|| summary.setup.label.clone());
-        let base_latency = &base.histograms[i].latency;
+    for (new_run, base_run) in new.runs.iter().zip(&base.runs) {
+        let run = several.then(|| new_run.label.clone());
         let compare = |q: Quantile| {
             compare_quantile(
-                base_latency,
-                &histograms.latency,
+                &base_run.latency,
+                &new_run.latency,
                 q.q,
                 options.draws,
                 options.seed,
@@ -237,7 +298,11 @@ pub fn run(options: &CompareOptions) -> Result<Compared, CompareError> {
 fn plot(base: &Runs, new: &Runs) -> Result<String, CompareError> {
     let mut series = Vec::new();
     for (who, runs) in [("BASE", base), ("NEW", new)] {
-        for (label, points) in runs.folder.ccdf_series()? {
+        let runs_series = match &runs.ccdf {
+            Ccdf::Files(folder) => folder.ccdf_series()?,
+            Ccdf::Stream(points) => vec![(runs.runs[0].label.clone(), points.clone())],
+        };
+        for (label, points) in runs_series {
             series.push((format!("{who}: {label}"), points));
         }
     }

@@ -16,6 +16,7 @@ fn sample_repr() -> probe::Repr {
         intended_send_ns: 1_700_000_000_000_000_000,
         actual_send_ns: 1_700_000_000_000_000_250,
         responder: None,
+        responder_clock: probe::ResponderClock::NotAsked,
     }
 }
 

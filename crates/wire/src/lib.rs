@@ -43,6 +43,7 @@
 //!     intended_send_ns: 1_700_000_000_000_000_000,
 //!     actual_send_ns: 0,
 //!     responder: None,
+//!     responder_clock: probe::ResponderClock::NotAsked,
 //! };
 //! let mut buf = [0u8; 64];
 //! let mut packet = probe::Packet::new_unchecked(&mut buf[..]);
@@ -291,6 +292,7 @@ mod tests {
             intended_send_ns: t0,
             actual_send_ns: t0 + 250,
             responder: Some((t0 + 10_000, t0 + 10_400)),
+            responder_clock: probe::ResponderClock::NotAsked,
         }
         .emit(&mut probe::Packet::new_unchecked(payload));
         // The UDP checksum covers the payload: refill it now that it is final.

@@ -16,11 +16,14 @@
 //! | 32     | 8    | actual_send_ns     |
 //! | 40     | 8    | responder_rx_ns    |
 //! | 48     | 8    | responder_tx_ns    |
-//! | 56..   |      | padding            |
+//! | 56     | 8    | responder_clock (only when header_len >= 64) |
+//! | 56.. or 64.. | | padding            |
 //!
 //! Timestamps are nanoseconds since the Unix epoch (CLOCK_REALTIME) in the
 //! clock of whoever wrote them. A responder echoes the whole datagram,
-//! changing nothing but bytes 40..56 and flag bit 0.
+//! changing nothing but bytes 40..56 and flag bit 0, and, in a header of 64
+//! bytes or more, bytes 56..64 and flag bit 1: the identity of the clock it
+//! stamps with, so that a sender can tell whether the two read one clock.
 
 use crate::{be, Error, Result};
 
@@ -34,9 +37,19 @@ pub const VERSION: u8 = 1;
 /// long; bytes past the header are padding.
 pub const HEADER_LEN: usize = 56;
 
+/// Length of a header that carries the `responder_clock` field: a sender that
+/// wants to know which clock the responder stamps with writes a header_len of
+/// at least this (bytes 56..64 zero), and a responder that knows answers there.
+pub const CLOCK_HEADER_LEN: usize = 64;
+
 /// Flag bit 0: the responder wrote `responder_rx_ns` and `responder_tx_ns`.
-/// All other flag bits are reserved: sent as 0, ignored when parsing.
 pub const FLAG_RESPONDER_STAMPED: u8 = 0x01;
+
+/// Flag bit 1: the responder wrote the identity of the clock it stamps with
+/// into `responder_clock` (bytes 56..64). Meaningful only in a header of
+/// [`CLOCK_HEADER_LEN`] bytes or more; ignored in a shorter one. Bits 2–7 are
+/// reserved: sent as 0, ignored when parsing.
+pub const FLAG_RESPONDER_CLOCK: u8 = 0x02;
 
 mod field {
     use crate::Field;
@@ -52,6 +65,7 @@ mod field {
     pub(crate) const ACTUAL_SEND_NS: Field = 32..40;
     pub(crate) const RESPONDER_RX_NS: Field = 40..48;
     pub(crate) const RESPONDER_TX_NS: Field = 48..56;
+    pub(crate) const RESPONDER_CLOCK: Field = 56..64;
 }
 
 /// Cheap test whether `bytes` looks like a version-1 probe: long enough,
@@ -178,6 +192,26 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.responder_stamped()
             .then(|| (self.responder_rx_ns(), self.responder_tx_ns()))
     }
+
+    /// Whether the header has room for `responder_clock`: header_len is at
+    /// least [`CLOCK_HEADER_LEN`] (so the sender asked which clock the
+    /// responder stamps with).
+    pub fn has_clock_field(&self) -> bool {
+        usize::from(self.header_len()) >= CLOCK_HEADER_LEN
+    }
+
+    /// What the header says of the responder's clock: not asked (a header
+    /// shorter than [`CLOCK_HEADER_LEN`]), asked and not answered (flag bit 1
+    /// clear), or the identity the responder named.
+    pub fn responder_clock(&self) -> ResponderClock {
+        if !self.has_clock_field() {
+            ResponderClock::NotAsked
+        } else if self.flags() & FLAG_RESPONDER_CLOCK == 0 {
+            ResponderClock::Asked
+        } else {
+            ResponderClock::Named(be::u64(self.buffer.as_ref(), field::RESPONDER_CLOCK))
+        }
+    }
 }
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
@@ -252,6 +286,20 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.set_flags(flags | FLAG_RESPONDER_STAMPED);
     }
 
+    /// Responder side: names the clock its stamps come from (bytes 56..64, and
+    /// [`FLAG_RESPONDER_CLOCK`]) when the header has room for it
+    /// ([`Packet::has_clock_field`]); returns whether it did. A header without
+    /// the field is left as it is: its bytes 56..64 are the sender's padding.
+    pub fn set_responder_clock(&mut self, clock: u64) -> bool {
+        if !self.has_clock_field() {
+            return false;
+        }
+        be::set_u64(self.buffer.as_mut(), field::RESPONDER_CLOCK, clock);
+        let flags = self.flags();
+        self.set_flags(flags | FLAG_RESPONDER_CLOCK);
+        true
+    }
+
     /// Zeroes both stamps and clears [`FLAG_RESPONDER_STAMPED`].
     pub fn clear_responder_stamps(&mut self) {
         self.set_responder_rx_ns(0);
@@ -290,6 +338,30 @@ pub struct Repr {
     /// `(responder_rx_ns, responder_tx_ns)` in the responder's clock, present
     /// iff flag bit 0 is set.
     pub responder: Option<(u64, u64)>,
+    /// Whether the header carries `responder_clock`, and what it says.
+    pub responder_clock: ResponderClock,
+}
+
+/// The `responder_clock` field of a probe header: which clock the responder's
+/// stamps come from.
+///
+/// The identity is an opaque 64-bit value: two stamps are in one clock when
+/// their writers name the same identity. latlab's reflector names the
+/// `CLOCK_REALTIME` of its kernel (`latlab_io::clock::clock_identity`); a
+/// sender compares it with its own and never takes the clock as shared on
+/// anything else (a different identity, or no answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ResponderClock {
+    /// A header of 56 to 63 bytes: no room, not asked. The version-1 probes
+    /// of senders that predate the field are all of this kind.
+    #[default]
+    NotAsked,
+    /// A header of 64 bytes or more, flag bit 1 clear: the sender asked and
+    /// the responder did not answer (a responder that predates the field, or
+    /// one that does not stamp).
+    Asked,
+    /// Flag bit 1 set in a header of 64 bytes or more: the responder's clock.
+    Named(u64),
 }
 
 impl Repr {
@@ -300,7 +372,8 @@ impl Repr {
     /// version ≠ [`VERSION`] → [`Error::UnsupportedVersion`]; header_len
     /// field < 56 → [`Error::BadLength`]; header_len field > buffer →
     /// [`Error::Truncated`]. Reserved flag bits are ignored; the stamps are
-    /// read only when flag bit 0 is set.
+    /// read only when flag bit 0 is set, the responder's clock only in a
+    /// header of [`CLOCK_HEADER_LEN`] bytes or more with flag bit 1 set.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr> {
         if packet.buffer.as_ref().len() < HEADER_LEN {
             return Err(Error::Truncated);
@@ -319,30 +392,37 @@ impl Repr {
             intended_send_ns: packet.intended_send_ns(),
             actual_send_ns: packet.actual_send_ns(),
             responder: packet.responder_stamps(),
+            responder_clock: packet.responder_clock(),
         })
     }
 
-    /// Length of the header [`emit`](Self::emit) writes: [`HEADER_LEN`].
+    /// Length of the header [`emit`](Self::emit) writes: [`HEADER_LEN`], or
+    /// [`CLOCK_HEADER_LEN`] when it carries `responder_clock`.
     pub const fn header_len(&self) -> usize {
-        HEADER_LEN
+        match self.responder_clock {
+            ResponderClock::NotAsked => HEADER_LEN,
+            ResponderClock::Asked | ResponderClock::Named(_) => CLOCK_HEADER_LEN,
+        }
     }
 
-    /// Smallest buffer a probe fits in: [`HEADER_LEN`] (padding is up to the
-    /// caller).
+    /// Smallest buffer a probe fits in: [`Repr::header_len`] (padding is up
+    /// to the caller).
     pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
+        self.header_len()
     }
 
-    /// Writes the 56 header bytes (magic, version 1, flags, header_len 56,
-    /// all fields; stamps as 0 and flag clear when `responder` is `None`).
-    /// Bytes past 56 (padding) are never touched.
+    /// Writes the header (magic, version 1, flags, header_len 56 or 64, all
+    /// fields; stamps as 0 and flag bit 0 clear when `responder` is `None`;
+    /// with `responder_clock` not [`ResponderClock::NotAsked`], bytes 56..64
+    /// as the identity, or 0 with flag bit 1 clear when only asked). Bytes
+    /// past the header (padding) are never touched.
     ///
     /// # Panics
-    /// Panics if the buffer is shorter than [`HEADER_LEN`].
+    /// Panics if the buffer is shorter than [`Repr::buffer_len`].
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
         packet.set_magic();
         packet.set_version(VERSION);
-        packet.set_header_len(HEADER_LEN as u16);
+        packet.set_header_len(self.header_len() as u16);
         packet.set_run_id(self.run_id);
         packet.set_flow(self.flow);
         packet.set_seq(self.seq);
@@ -352,6 +432,15 @@ impl Repr {
         match self.responder {
             Some((rx, tx)) => packet.set_responder_stamps(rx, tx),
             None => packet.clear_responder_stamps(),
+        }
+        match self.responder_clock {
+            ResponderClock::NotAsked => {}
+            ResponderClock::Asked => {
+                be::set_u64(packet.buffer.as_mut(), field::RESPONDER_CLOCK, 0);
+            }
+            ResponderClock::Named(clock) => {
+                packet.set_responder_clock(clock);
+            }
         }
     }
 }
@@ -383,7 +472,110 @@ mod tests {
             intended_send_ns: T0,
             actual_send_ns: T0 + 250,
             responder: Some((T0 + 10_000, T0 + 10_400)),
+            responder_clock: ResponderClock::NotAsked,
         }
+    }
+
+    /// The 72-byte example with the responder's clock from PROBE_FORMAT.md:
+    /// the golden probe sent with a 64-byte header (asking which clock the
+    /// responder stamps with), answered with clock `0x0123456789abcdef`.
+    const GOLDEN_CLOCK: [u8; 72] = [
+        0x4c, 0x4c, 0x50, 0x42, 0x01, 0x03, 0x00, 0x40, // LLPB v1 flags=3 len=64
+        0xde, 0xad, 0xbe, 0xef, 0x00, 0x00, 0x00, 0x02, // run_id, flow
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2a, // seq 42
+        0x17, 0x97, 0x9c, 0xfe, 0x36, 0x2a, 0x00, 0x00, // intended
+        0x17, 0x97, 0x9c, 0xfe, 0x36, 0x2a, 0x00, 0xfa, // actual (+250)
+        0x17, 0x97, 0x9c, 0xfe, 0x36, 0x2a, 0x27, 0x10, // responder rx (+10000)
+        0x17, 0x97, 0x9c, 0xfe, 0x36, 0x2a, 0x28, 0xa0, // responder tx (+10400)
+        0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, // responder clock
+        0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, // padding
+    ];
+
+    const CLOCK: u64 = 0x0123_4567_89ab_cdef;
+
+    #[test]
+    fn golden_with_the_responders_clock() {
+        let packet = Packet::new_checked(&GOLDEN_CLOCK[..]).unwrap();
+        assert!(is_probe(&GOLDEN_CLOCK));
+        assert_eq!(packet.header_len(), 64);
+        assert!(packet.has_clock_field());
+        assert_eq!(packet.responder_clock(), ResponderClock::Named(CLOCK));
+        assert_eq!(packet.padding(), &[0xa5; 8]);
+        let named = Repr {
+            responder_clock: ResponderClock::Named(CLOCK),
+            ..golden_repr()
+        };
+        assert_eq!(Repr::parse(&packet).unwrap(), named);
+        let mut buf = [0xa5u8; 72];
+        named.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(buf, GOLDEN_CLOCK);
+        // The sender's probe asked; the responder stamps and names its clock in place.
+        let asked = Repr {
+            responder: None,
+            responder_clock: ResponderClock::Asked,
+            ..golden_repr()
+        };
+        let mut buf = [0xa5u8; 72];
+        let mut packet = Packet::new_unchecked(&mut buf[..]);
+        asked.emit(&mut packet);
+        assert_eq!(packet.flags(), 0);
+        assert_eq!(packet.responder_clock(), ResponderClock::Asked);
+        assert_eq!(&buf[56..64], &[0; 8]);
+        let mut packet = Packet::new_checked(&mut buf[..]).unwrap();
+        packet.set_responder_stamps(T0 + 10_000, T0 + 10_400);
+        assert!(packet.set_responder_clock(CLOCK));
+        assert_eq!(buf, GOLDEN_CLOCK);
+    }
+
+    #[test]
+    fn a_responder_that_predates_the_clock_leaves_the_question_unanswered() {
+        // It stamps bytes 40..56 and flag bit 0 only (PROBE_FORMAT.md's responder rules).
+        let asked = Repr {
+            responder: None,
+            responder_clock: ResponderClock::Asked,
+            ..golden_repr()
+        };
+        let mut buf = [0xa5u8; 72];
+        asked.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        Packet::new_checked(&mut buf[..])
+            .unwrap()
+            .set_responder_stamps(1, 2);
+        let echoed = Repr::parse(&Packet::new_checked(&buf[..]).unwrap()).unwrap();
+        assert_eq!(echoed.responder, Some((1, 2)));
+        assert_eq!(echoed.responder_clock, ResponderClock::Asked);
+    }
+
+    #[test]
+    fn a_header_without_the_field_never_carries_a_clock() {
+        // The 56-byte golden probe: bytes 56..64 are the sender's padding, never written.
+        let mut buf = GOLDEN;
+        let mut packet = Packet::new_checked(&mut buf[..]).unwrap();
+        assert!(!packet.has_clock_field());
+        assert!(!packet.set_responder_clock(CLOCK));
+        assert_eq!(buf, GOLDEN);
+        // Flag bit 1 in a header too short for the field is ignored, in 56 to 63 bytes.
+        for header_len in [56u16, 60, 63] {
+            let mut buf = GOLDEN;
+            buf[5] |= FLAG_RESPONDER_CLOCK;
+            Packet::new_unchecked(&mut buf[..]).set_header_len(header_len);
+            let packet = Packet::new_checked(&buf[..]).unwrap();
+            assert_eq!(packet.responder_clock(), ResponderClock::NotAsked);
+            assert_eq!(
+                Repr::parse(&packet).unwrap().responder_clock,
+                ResponderClock::NotAsked
+            );
+        }
+        // A header that claims the field but is longer than the datagram is truncated.
+        let mut buf = GOLDEN_CLOCK;
+        Packet::new_unchecked(&mut buf[..]).set_header_len(73);
+        assert_eq!(
+            Repr::parse(&Packet::new_unchecked(&buf[..])),
+            Err(Error::Truncated)
+        );
+        assert_eq!(
+            Repr::parse(&Packet::new_unchecked(&GOLDEN_CLOCK[..60])),
+            Err(Error::Truncated)
+        );
     }
 
     #[test]
@@ -462,8 +654,14 @@ mod tests {
                 intended_send_ns: rng.next_u64(),
                 actual_send_ns: rng.next_u64(),
                 responder: (rng.next_u64() % 2 == 0).then(|| (rng.next_u64(), rng.next_u64())),
+                responder_clock: match rng.next_u64() % 3 {
+                    0 => ResponderClock::NotAsked,
+                    1 => ResponderClock::Asked,
+                    _ => ResponderClock::Named(rng.next_u64()),
+                },
             };
-            let len = HEADER_LEN + (rng.next_u64() % 1400) as usize;
+            let header = repr.buffer_len();
+            let len = header + (rng.next_u64() % 1400) as usize;
             let mut buf = vec![0x5au8; len];
             repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
             assert!(is_probe(&buf));
@@ -471,7 +669,7 @@ mod tests {
                 Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
                 Ok(repr)
             );
-            assert!(buf[HEADER_LEN..].iter().all(|&b| b == 0x5a));
+            assert!(buf[header..].iter().all(|&b| b == 0x5a));
         }
     }
 
@@ -526,6 +724,9 @@ mod tests {
             if let Ok(mut packet) = Packet::new_checked(&mut *buf) {
                 packet.set_responder_stamps(1, 2);
                 packet.set_actual_send_ns(3);
+                let asked = packet.has_clock_field();
+                assert_eq!(packet.set_responder_clock(4), asked);
+                let _ = packet.responder_clock();
                 let _ = packet.padding_mut();
             }
         });

@@ -73,6 +73,7 @@ pub fn open_xdp(
             intended_send_ns: now,
             actual_send_ns: now,
             responder: None,
+            responder_clock: probe::ResponderClock::NotAsked,
         }
         .emit(&mut probe::Packet::new_unchecked(&mut buf[..]));
         let _ = route.send_one(&buf, None);

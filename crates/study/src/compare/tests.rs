@@ -93,7 +93,8 @@ fn folders_of_other_kinds_or_versions_are_refused_naming_the_folder() {
     assert_eq!(
         e.to_string(),
         format!(
-            "{}: not a gen --out or demo folder (no summary.json)",
+            "{}: not a gen --out, demo or stream send --out folder (no summary.json or \
+             stream.json)",
             nothing.display()
         )
     );

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use latlab_bench::throughput::PDR_LOSS;
+use latlab_lab::gate::AssertionVerdict;
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -15,11 +16,15 @@ use super::{
 /// The results file of a run folder.
 pub(super) const RESULTS: &str = "rfc2544.json";
 
-/// `rfc2544.json`: what a run measured and the options that shaped it, written and read back
-/// as this one type. Every key but `sizes` may be missing from a folder an older latlab wrote, so each is an
+/// `rfc2544.json`: what a run measured, the options that shaped it and its gates' verdicts,
+/// written and read back as this one type. Every key but `sizes` may be missing from a folder an older latlab wrote, so each is an
 /// `Option` that reads as `null` when absent.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Rfc2544File {
+    /// Every `--assert` decided on every size (`latlab check`'s verdicts, as `summary.json`
+    /// keeps a generator run's); absent when none was asked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assertions: Vec<AssertionVerdict>,
     /// `--b2b-repeats`.
     #[serde(default)]
     pub back_to_back_repeats: Option<u32>,
@@ -114,6 +119,7 @@ impl Rfc2544File {
     ) -> Rfc2544File {
         let mlr = options.search.mlr();
         Rfc2544File {
+            assertions: super::gates::decide(&options.assertions, &report.sizes),
             back_to_back_repeats: Some(options.b2b_repeats),
             dut: Some(options.dut.name().to_string()),
             dut_report,
@@ -196,7 +202,7 @@ pub fn redraw(dir: &Path) -> Result<PathBuf, String> {
             .map_err(|e| e.to_string())?;
     }
     let names: Vec<String> = figures.into_iter().map(|f| f.0).collect();
-    let md = report::markdown(&report, &file.how_measured(), &names);
+    let md = report::markdown(&report, &file.how_measured(), &names, &file.assertions);
     let out = dir.join("report.md");
     latlab_lab::results::write_atomic(&out, md.as_bytes()).map_err(|e| e.to_string())?;
     Ok(out)
@@ -346,7 +352,7 @@ pub(super) fn write_files(dir: &Path, file: &Rfc2544File) -> Result<PathBuf, Str
     let names: Vec<String> = figures.into_iter().map(|f| f.0).collect();
     write(
         "report.md",
-        report::markdown(&report, &file.how_measured(), &names).as_bytes(),
+        report::markdown(&report, &file.how_measured(), &names, &file.assertions).as_bytes(),
     )?;
     Ok(dir.join("report.md"))
 }

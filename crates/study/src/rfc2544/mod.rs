@@ -111,6 +111,8 @@ pub struct Rfc2544Options {
     pub dst_mac: [u8; 6],
     /// The frames' destination address for an external DUT.
     pub dst_ip: std::net::Ipv4Addr,
+    /// Gates (`ndr>=500k`) decided on every size; their verdicts go into `rfc2544.json`.
+    pub assertions: Vec<latlab_lab::gate::Assertion>,
 }
 
 impl Rfc2544Options {
@@ -142,6 +144,7 @@ impl Rfc2544Options {
             iface_b: None,
             dst_mac: external::DEFAULT_DST_MAC,
             dst_ip: external::DEFAULT_DST_IP,
+            assertions: Vec::new(),
         }
     }
 

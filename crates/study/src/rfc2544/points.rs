@@ -305,6 +305,71 @@ mod tests {
     }
 
     #[test]
+    fn the_gates_verdicts_go_into_rfc2544_json_and_the_report_as_check_decides_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("gated");
+        // NDRs of 1e6/size: 15 625 pps at 64 bytes, 1953 at 512.
+        let (mut options, m) = measured(&out, &[64, 512]);
+        let gates = ["ndr>=10k", "pdr>=1k"];
+        options.assertions = gates.iter().map(|g| g.parse().unwrap()).collect();
+        write(&options, &m).unwrap();
+        draw(&out).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join(RESULTS)).unwrap()).unwrap();
+        let verdicts: Vec<(&str, &str, &str)> = json["assertions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["run"].as_str().unwrap(),
+                    v["assertion"].as_str().unwrap(),
+                    v["verdict"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("64 B", "ndr>=10k", "pass"),
+                ("64 B", "pdr>=1k", "inconclusive"),
+                ("512 B", "ndr>=10k", "fail"),
+                ("512 B", "pdr>=1k", "inconclusive"),
+            ]
+        );
+        let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(report.contains("## Gates: fail\n"), "{report}");
+        assert!(report.contains("\n- PASS ndr>=10k [64 B]: "), "{report}");
+        assert!(report.contains("\n- FAIL ndr>=10k [512 B]: "), "{report}");
+        // `latlab check` on the folder decides the same, from the same sizes.
+        let checked = crate::check::run(&crate::check::CheckOptions {
+            dir: out.clone(),
+            assertions: options.assertions.clone(),
+            junit: None,
+        })
+        .unwrap();
+        let stored: Vec<latlab_lab::gate::AssertionVerdict> =
+            serde_json::from_value(json["assertions"].clone()).unwrap();
+        assert_eq!(checked, stored);
+        // Redrawn byte for byte; a run without gates writes no `assertions` key.
+        let (json_before, md_before) = (
+            std::fs::read(out.join(RESULTS)).unwrap(),
+            std::fs::read(out.join("report.md")).unwrap(),
+        );
+        redraw(&out).unwrap();
+        assert_eq!(std::fs::read(out.join(RESULTS)).unwrap(), json_before);
+        assert_eq!(std::fs::read(out.join("report.md")).unwrap(), md_before);
+        let plain = tmp.path().join("plain");
+        let (options, m) = measured(&plain, &[64]);
+        write(&options, &m).unwrap();
+        draw(&plain).unwrap();
+        let text = std::fs::read_to_string(plain.join(RESULTS)).unwrap();
+        assert!(!text.contains("assertions"), "{text}");
+        let report = std::fs::read_to_string(plain.join("report.md")).unwrap();
+        assert!(!report.contains("## Gates"), "{report}");
+    }
+
+    #[test]
     fn a_folder_written_before_points_is_redrawn_as_it_was_and_resumed_into_points() {
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("old");

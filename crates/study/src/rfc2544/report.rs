@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use super::{Rfc2544Report, SizeResult};
+use latlab_lab::gate::{overall, AssertionVerdict};
 use latlab_lab::plot::{lines_svg, Line};
 
 /// Bits one frame of `size` bytes takes on an Ethernet wire: the frame, its preamble and start
@@ -107,8 +108,25 @@ pub(super) fn figures(report: &Rfc2544Report) -> Result<Vec<(String, String)>, S
 
 /// `report.md`: what was measured and how, Table I's shape per frame size, the latency by
 /// load, and conclusions computed from the numbers. `figures` are the files drawn beside it.
-pub(super) fn markdown(report: &Rfc2544Report, how: &str, figures: &[String]) -> String {
+pub(super) fn markdown(
+    report: &Rfc2544Report,
+    how: &str,
+    figures: &[String],
+    gates: &[AssertionVerdict],
+) -> String {
     let mut md = format!("# RFC 2544 / RFC 8219: {}\n\n{how}\n\n", report.dut.name());
+    if !gates.is_empty() {
+        let _ = writeln!(
+            md,
+            "## Gates: {}\n\nEach `--assert` on each frame size, as `rfc2544.json` keeps it \
+             (`assertions`).\n",
+            overall(gates).name()
+        );
+        for gate in gates {
+            let _ = writeln!(md, "- {}", gate.line());
+        }
+        md.push('\n');
+    }
     md.push_str("## Throughput (Table I's shape)\n\nRates in Mpps and as Gbit/s on the wire (frame + 20 bytes of preamble and gap). The NDR loses nothing; the PDR at most 0.5%.\n\n| frame size | source max [Mpps] | NDR [Mpps] | NDR [Gbit/s] | PDR [Mpps] | loss at 100% | back-to-back [frames] | typical / worst / PDV at NDR [µs] | note |\n|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
     let us = |v: Option<u64>| v.map_or("-".into(), |v| format!("{:.1}", v as f64 / 1e3));
     for s in &report.sizes {
@@ -315,7 +333,7 @@ mod tests {
         let r = report(vec![size(64, 200_000, false), size(1518, 190_000, true)]);
         let figures: Vec<String> = figures(&r).unwrap().into_iter().map(|f| f.0).collect();
         assert_eq!(figures, ["fig2-throughput.svg", "loss.svg", "latency.svg"]);
-        let md = markdown(&r, "how", &figures);
+        let md = markdown(&r, "how", &figures, &[]);
         // 200 kpps of 64-byte frames: 200e3 × 84 × 8 bits = 0.134 Gbit/s on the wire.
         assert!(
             md.contains(
@@ -344,7 +362,7 @@ mod tests {
     fn a_dut_bound_by_bytes_is_told_from_one_bound_by_packets() {
         // 1518-byte frames at 64/1518 × 84/1538 of the rate: the same bits a second.
         let r = report(vec![size(64, 1_538_000, false), size(1518, 84_000, false)]);
-        let md = markdown(&r, "how", &[]);
+        let md = markdown(&r, "how", &[], &[]);
         assert!(md.contains("the DUT is bound by bytes"), "{md}");
         assert!(
             md.contains("The source outran the DUT at every size"),
@@ -362,6 +380,6 @@ mod tests {
         let r = report(vec![s]);
         let names: Vec<String> = figures(&r).unwrap().into_iter().map(|f| f.0).collect();
         assert_eq!(names, ["fig2-throughput.svg"]);
-        assert!(markdown(&r, "how", &names).contains("No frame size has an NDR"));
+        assert!(markdown(&r, "how", &names, &[]).contains("No frame size has an NDR"));
     }
 }

@@ -9,7 +9,7 @@ use latlab_engine::Stop;
 use latlab_io::clock::{now_ns, wait_until};
 use latlab_io::port::{DatagramPort, NoStamp, SendQueue};
 use latlab_io::udp::{RecvBatch, UdpSocket};
-use latlab_wire::probe::{Packet, Repr, HEADER_LEN};
+use latlab_wire::probe::{Packet, Repr, ResponderClock, HEADER_LEN};
 
 use super::ProbeStamps;
 
@@ -58,6 +58,7 @@ pub(super) fn probe(
             intended_send_ns: user_tx,
             actual_send_ns: user_tx,
             responder: None,
+            responder_clock: ResponderClock::NotAsked,
         }
         .emit(&mut Packet::new_unchecked(&mut buf[..]));
         socket.send_one(&buf, Some(target))?;
@@ -158,6 +159,7 @@ pub(super) fn probe_port<P: DatagramPort>(
             intended_send_ns: user_tx,
             actual_send_ns: user_tx,
             responder: None,
+            responder_clock: ResponderClock::NotAsked,
         }
         .emit(&mut Packet::new_unchecked(&mut buf[..HEADER_LEN]));
         let mut refused = None;
