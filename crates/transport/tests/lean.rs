@@ -448,3 +448,40 @@ fn a_compact_client_falls_back_to_version_1_with_a_classic_server_and_old_client
     );
     stream(&mut old, 10);
 }
+
+#[test]
+fn at_2_5_percent_loss_each_way_every_message_arrives_within_two_round_trips_and_no_window_holds_it(
+) {
+    // A cumulative ACK a second apart leaves ~22 packets unacknowledged: the window counts
+    // only what an ACK at once would have left in flight, so the stream is never held.
+    let lossy = |seed| latlab_link::LinkConfig {
+        loss: latlab_link::LossModel::Bernoulli { p: 0.025 },
+        seed,
+        ..one_way(50)
+    };
+    let mut lab = Lab::connect(
+        config("lean", false),
+        config("lean", true),
+        lossy(1),
+        lossy(2),
+    );
+    let start = lab.now().max(1000 * MS);
+    for i in 0..1200u64 {
+        lab.send_at(start + i * 100 * MS, 0, &[i as u8; 100]);
+    }
+    lab.run_until(start + 1200 * 100 * MS + 3000 * MS);
+    let delivered = lab.server().messages(0);
+    assert_eq!(delivered.len(), 1200);
+    let worst = (0..1200u64)
+        .map(|i| delivered[i as usize].0 - (start + i * 100 * MS))
+        .max()
+        .unwrap();
+    assert!(worst <= 200 * MS + 10 * MS, "worst {worst} ns");
+    let client = lab
+        .pair
+        .a
+        .endpoint
+        .connection_stats(lab.connection)
+        .unwrap();
+    assert_eq!(client.window_limited, 0);
+}

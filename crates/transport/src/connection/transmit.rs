@@ -129,10 +129,11 @@ impl Connection {
         while self.copies.front().is_some_and(|k| !live(self, k)) {
             self.copies.pop_front();
         }
+        let (flight_bytes, flight_packets) = self.flight(now, nack_mode);
         let may_send_new = !self.fresh.is_empty()
             && self.cc.can_send(
-                self.bytes_in_flight,
-                self.sent.len(),
+                flight_bytes,
+                flight_packets,
                 config.mtu,
                 recovery.thin_packets,
             );
@@ -308,6 +309,21 @@ impl Connection {
             );
         }
         Some(at)
+    }
+
+    /// Bytes and packets in flight as the congestion window sees them. Under NACK feedback
+    /// ACKs come a second apart, so what an ACK at once would have left in flight counts: the
+    /// packets sent within the last SRTT (a thin stream stays thin).
+    fn flight(&self, now: u64, nack_mode: bool) -> (usize, usize) {
+        if !nack_mode {
+            return (self.bytes_in_flight, self.sent.len());
+        }
+        let since = now.saturating_sub(self.rtt.srtt().unwrap_or(0));
+        self.sent
+            .values()
+            .rev()
+            .take_while(|p| p.sent >= since)
+            .fold((0, 0), |(bytes, n), p| (bytes + p.size, n + 1))
     }
 
     /// Redundant data bundling: copies of fragments sent before and not yet acknowledged
