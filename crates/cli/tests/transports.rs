@@ -86,6 +86,7 @@ fn a_short_transport_study_writes_every_artefact_and_resumes() {
             format!("fig2-{kind}-rtt20ms-ia20ms.svg"),
             format!("fig3-ccdf-{kind}-rtt20ms-ia20ms-loss1.svg"),
             format!("fig4-overhead-{kind}.svg"),
+            format!("fig5-cost-{kind}-rtt20ms-ia20ms-loss1.svg"),
         ] {
             assert!(out.join(&f).is_file(), "{f} missing");
         }

@@ -113,6 +113,7 @@ fn garbage_datagrams_and_connections_do_not_stop_the_receiver() {
         "quic",
         "quic:datagrams",
         "latlab",
+        "latlab:lean",
     ] {
         let receiver =
             Receiver::bind(&recv_command("127.0.0.1:0".parse().unwrap(), transport)).unwrap();

@@ -46,11 +46,42 @@ pub enum LossRule {
     Rack,
 }
 
+/// How the receiver tells the sender what arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feedback {
+    /// Selective ACKs, at once while the sender has few packets in flight or a gap opens.
+    Ack,
+    /// Bytes only on loss: the receiver learns each channel's tick and sends a NACK for a
+    /// message late by the copy spacing and a margin; a cumulative ACK every
+    /// [`Recovery::ack_every_ns`] (RTT, buffers, congestion); a repeated datagram never forces
+    /// an ACK.
+    Nack,
+}
+
+/// When every reliable message is sent twice (a blind copy [`Recovery::duplicate_spacing_ns`]
+/// after the first, unless acknowledged by then).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copies {
+    /// Never (only urgent messages, by `dup-urgent`).
+    Off,
+    /// Always.
+    On,
+    /// While the connection has seen a packet lost among its last
+    /// [`COPIES_AUTO_PACKETS`] (so from the start, until the path proves clean).
+    Auto,
+}
+
+/// Packets without a loss after which [`Copies::Auto`] stops copying.
+pub const COPIES_AUTO_PACKETS: u64 = 1000;
+
 /// A loss recovery policy: a rule and its knobs. Parsed from text:
-/// `NAME[:KEY=VALUE,...]` with NAME `tcp-like`, `thin` or `rack` and keys
+/// `NAME[:KEY=VALUE,...]` with NAME `tcp-like`, `thin`, `rack` or `lean` and keys
 /// `min-rto` (duration), `dupacks` (count), `rdb` (bytes, 0 = off), `reo-wnd` (duration),
-/// `thin-packets` (count), `dup-urgent` (on/off), `dup-spacing` (duration). Durations take
-/// `ns`, `us`, `ms` or `s`.
+/// `thin-packets` (count), `dup-urgent` (on/off), `dup-spacing` (duration), `wire`
+/// (`classic` or `compact`), `feedback` (`ack` or `nack`), `ack-every` (duration),
+/// `nack-margin` (duration), `copies` (`off`, `on`, `auto`), `tlp` (on/off). Durations take
+/// `ns`, `us`, `ms` or `s`. `lean` is `rack` with the compact wire format, NACK feedback,
+/// blind copies 20 ms apart while loss is seen, and tail-loss probes.
 ///
 /// ```
 /// use latlab_transport::{LossRule, Recovery};
@@ -81,6 +112,21 @@ pub struct Recovery {
     pub duplicate_urgent: bool,
     /// Time between the two copies of an urgent message (ns).
     pub duplicate_spacing_ns: u64,
+    /// Ask for version 2's compact wire format in the handshake (a client) or accept it (a
+    /// server); a client falls back to version 1 after three unanswered `Hello`s.
+    pub compact: bool,
+    /// How the receiver reports what arrived.
+    pub feedback: Feedback,
+    /// [`Feedback::Nack`]: longest a cumulative ACK waits (ns).
+    pub ack_every_ns: u64,
+    /// [`Feedback::Nack`]: how late past its expected arrival (and its copy's) a message is
+    /// NACKed (ns).
+    pub nack_margin_ns: u64,
+    /// Blind copies of every reliable message.
+    pub copies: Copies,
+    /// Tail-loss probe: a thin stream's timeout is SRTT + 4·RTTVAR (at least 1 ms), without
+    /// the `min-rto` floor.
+    pub tlp: bool,
 }
 
 impl Recovery {
@@ -98,6 +144,25 @@ impl Recovery {
             thin_packets: 4,
             duplicate_urgent: true,
             duplicate_spacing_ns: 5_000_000,
+            compact: false,
+            feedback: Feedback::Ack,
+            ack_every_ns: 1_000_000_000,
+            nack_margin_ns: 10_000_000,
+            copies: Copies::Off,
+            tlp: false,
+        }
+    }
+
+    /// `lean`: RACK with the compact format, NACK feedback, a blind copy 20 ms behind every
+    /// message while loss is seen, and tail-loss probes.
+    pub const fn lean() -> Recovery {
+        Recovery {
+            compact: true,
+            feedback: Feedback::Nack,
+            copies: Copies::Auto,
+            duplicate_spacing_ns: 20_000_000,
+            tlp: true,
+            ..Recovery::new(LossRule::Rack)
         }
     }
 }
@@ -112,7 +177,7 @@ impl Default for Recovery {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseRecoveryError {
     /// The name before `:` is not a policy.
-    #[error("recovery policy: unknown policy `{0}` (tcp-like, thin, rack)")]
+    #[error("recovery policy: unknown policy `{0}` (tcp-like, thin, rack, lean)")]
     UnknownPolicy(String),
     /// A key this policy does not have.
     #[error("recovery policy: unknown key `{0}`")]
@@ -145,13 +210,13 @@ impl FromStr for Recovery {
 
     fn from_str(text: &str) -> Result<Recovery, ParseRecoveryError> {
         let (name, options) = text.split_once(':').unwrap_or((text, ""));
-        let rule = match name {
-            "tcp-like" => LossRule::TcpLike,
-            "thin" => LossRule::Thin,
-            "rack" => LossRule::Rack,
+        let mut recovery = match name {
+            "tcp-like" => Recovery::new(LossRule::TcpLike),
+            "thin" => Recovery::new(LossRule::Thin),
+            "rack" => Recovery::new(LossRule::Rack),
+            "lean" => Recovery::lean(),
             other => return Err(ParseRecoveryError::UnknownPolicy(other.to_string())),
         };
-        let mut recovery = Recovery::new(rule);
         for option in options.split(',').filter(|o| !o.is_empty()) {
             let (key, value) = option.split_once('=').unwrap_or((option, ""));
             let bad = || ParseRecoveryError::BadValue {
@@ -159,7 +224,39 @@ impl FromStr for Recovery {
                 value: value.to_string(),
             };
             let count = || value.parse::<u64>().map_err(|_| bad());
+            let on_off = || match value {
+                "on" => Ok(true),
+                "off" => Ok(false),
+                _ => Err(bad()),
+            };
             match key {
+                "wire" => {
+                    recovery.compact = match value {
+                        "compact" => true,
+                        "classic" => false,
+                        _ => return Err(bad()),
+                    }
+                }
+                "feedback" => {
+                    recovery.feedback = match value {
+                        "ack" => Feedback::Ack,
+                        "nack" => Feedback::Nack,
+                        _ => return Err(bad()),
+                    }
+                }
+                "copies" => {
+                    recovery.copies = match value {
+                        "off" => Copies::Off,
+                        "on" => Copies::On,
+                        "auto" => Copies::Auto,
+                        _ => return Err(bad()),
+                    }
+                }
+                "tlp" => recovery.tlp = on_off()?,
+                "ack-every" => {
+                    recovery.ack_every_ns = duration_ns(value).filter(|&d| d > 0).ok_or_else(bad)?
+                }
+                "nack-margin" => recovery.nack_margin_ns = duration_ns(value).ok_or_else(bad)?,
                 "min-rto" => recovery.min_rto_ns = duration_ns(value).ok_or_else(bad)?,
                 "reo-wnd" => recovery.reo_wnd_ns = duration_ns(value).ok_or_else(bad)?,
                 "dup-spacing" => {
@@ -172,13 +269,7 @@ impl FromStr for Recovery {
                 "thin-packets" => {
                     recovery.thin_packets = usize::try_from(count()?).map_err(|_| bad())?
                 }
-                "dup-urgent" => {
-                    recovery.duplicate_urgent = match value {
-                        "on" => true,
-                        "off" => false,
-                        _ => return Err(bad()),
-                    }
-                }
+                "dup-urgent" => recovery.duplicate_urgent = on_off()?,
                 other => return Err(ParseRecoveryError::UnknownKey(other.to_string())),
             }
         }
@@ -215,6 +306,29 @@ impl fmt::Display for Recovery {
         }
         if self.duplicate_spacing_ns != defaults.duplicate_spacing_ns {
             write!(f, ",dup-spacing={}us", self.duplicate_spacing_ns / 1_000)?;
+        }
+        if self.compact != defaults.compact {
+            write!(f, ",wire=compact")?;
+        }
+        if self.feedback != defaults.feedback {
+            write!(f, ",feedback=nack")?;
+        }
+        if self.ack_every_ns != defaults.ack_every_ns {
+            write!(f, ",ack-every={}us", self.ack_every_ns / 1_000)?;
+        }
+        if self.nack_margin_ns != defaults.nack_margin_ns {
+            write!(f, ",nack-margin={}us", self.nack_margin_ns / 1_000)?;
+        }
+        if self.copies != defaults.copies {
+            let copies = match self.copies {
+                Copies::Off => "off",
+                Copies::On => "on",
+                Copies::Auto => "auto",
+            };
+            write!(f, ",copies={copies}")?;
+        }
+        if self.tlp != defaults.tlp {
+            write!(f, ",tlp={}", if self.tlp { "on" } else { "off" })?;
         }
         Ok(())
     }
@@ -315,7 +429,7 @@ mod tests {
         let error = |text: &str| text.parse::<Recovery>().unwrap_err().to_string();
         assert_eq!(
             error("quic"),
-            "recovery policy: unknown policy `quic` (tcp-like, thin, rack)"
+            "recovery policy: unknown policy `quic` (tcp-like, thin, rack, lean)"
         );
         assert_eq!(error("thin:rbd=600"), "recovery policy: unknown key `rbd`");
         assert_eq!(
@@ -342,6 +456,9 @@ mod tests {
             "rack:reo-wnd=3ms,thin-packets=2",
             "thin:dup-urgent=off",
             "rack:rdb=600,dup-spacing=20ms",
+            "lean",
+            "lean:copies=on,ack-every=500ms,nack-margin=5ms",
+            "rack:wire=compact,tlp=on",
         ] {
             let recovery: Recovery = text.parse().unwrap();
             let again: Recovery = recovery.to_string().parse().unwrap();

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use latlab_wire::transport::{self as wire, ChannelKind, Frame, HEADER_LEN};
 
-use crate::config::Config;
+use crate::config::{Config, Copies, Feedback, COPIES_AUTO_PACKETS};
 use crate::recv::{Delivery, Received, Receiver, Refused};
 use crate::rtt::{Congestion, RttEstimator, INITIAL_RTO_NS};
 use crate::{CloseReason, ConnectionStats};
@@ -52,6 +52,8 @@ struct OutMessage {
     acked: Vec<bool>,
     queued: Vec<bool>,
     sends: Vec<u32>,
+    /// When each fragment last went out (a NACK's repair waits half an SRTT after it).
+    last_sent: Vec<u64>,
     /// Copies of each fragment in packets neither acknowledged nor declared lost.
     in_flight: Vec<u32>,
     unacked: u16,
@@ -86,6 +88,12 @@ enum Item {
         message: u32,
     },
     Ping,
+    /// A NACK: sent again (for the messages still missing) if its packet is lost.
+    Nack {
+        channel: u8,
+        first: u32,
+        count: u8,
+    },
 }
 
 #[derive(Debug)]
@@ -93,6 +101,11 @@ struct SentPacket {
     sent: u64,
     size: usize,
     items: Vec<Item>,
+    /// The largest packet number of the ACK frame it carried: once it is acknowledged, the
+    /// peer has seen that ACK ([`Feedback::Nack`] then reports only what lies above).
+    ack_largest: Option<u64>,
+    /// It asked for an immediate ACK.
+    asked_now: bool,
     /// Ack-eliciting packets sent after this one that were acknowledged.
     later_acked: u64,
 }
@@ -112,6 +125,10 @@ pub(crate) struct Connection {
     pub(crate) id: u64,
     pub(crate) remote: SocketAddr,
     pub(crate) state: State,
+    /// Version 2's compact format (short headers, compact frames) once established.
+    pub(crate) compact: bool,
+    /// Client: `Hello`s sent (the fourth and later ask for version 1).
+    hello_attempts: u32,
     pub(crate) stats: ConnectionStats,
     pub(crate) events: VecDeque<ConnEvent>,
     next_pn: u64,
@@ -120,6 +137,8 @@ pub(crate) struct Connection {
     outgoing_bytes: usize,
     fresh: VecDeque<FragKey>,
     retransmit: VecDeque<FragKey>,
+    /// Blind copies due (urgent duplicates, [`Copies`]).
+    copies: VecDeque<FragKey>,
     controls: VecDeque<Item>,
     sent: BTreeMap<u64, SentPacket>,
     lost: BTreeMap<u64, LostPacket>,
@@ -131,8 +150,18 @@ pub(crate) struct Connection {
     backoff: u64,
     timeouts_in_a_row: u32,
     rack_timer: Option<u64>,
-    received: Received,
+    pub(crate) received: Received,
     receiver: Receiver,
+    /// [`Feedback::Nack`]: each channel's arrivals, to tell when a message is late.
+    watches: Vec<feedback::Watch>,
+    /// Messages NACKed and not yet arrived, whose NACK is not known lost: when they may be
+    /// NACKed again (one timeout after, should the repair be lost; doubled for each NACK
+    /// already sent) and how many were.
+    nack_pending: BTreeMap<(u8, u32), (u64, u32)>,
+    /// Largest of our packet numbers the peer acknowledged.
+    largest_acked: Option<u64>,
+    /// Packets acknowledged since one was declared lost ([`Copies::Auto`]).
+    packets_since_loss: u64,
     last_received: u64,
     last_eliciting_sent: u64,
     ping_due: bool,
@@ -154,6 +183,8 @@ impl Connection {
             id,
             remote,
             state,
+            compact: state == State::Established && config.recovery.compact,
+            hello_attempts: 0,
             stats: ConnectionStats::default(),
             events: VecDeque::new(),
             next_pn: 1,
@@ -162,6 +193,7 @@ impl Connection {
             outgoing_bytes: 0,
             fresh: VecDeque::new(),
             retransmit: VecDeque::new(),
+            copies: VecDeque::new(),
             controls: VecDeque::new(),
             sent: BTreeMap::new(),
             lost: BTreeMap::new(),
@@ -174,6 +206,10 @@ impl Connection {
             timeouts_in_a_row: 0,
             rack_timer: None,
             received: Received::default(),
+            watches: vec![feedback::Watch::default(); config.channels.len()],
+            nack_pending: BTreeMap::new(),
+            largest_acked: None,
+            packets_since_loss: 0,
             receiver: Receiver::new(
                 config.channels.iter().map(|c| c.kind),
                 config.max_reassembly_bytes,
@@ -192,6 +228,10 @@ impl Connection {
     /// fits in `mtu`.
     pub(crate) fn fragment_len(mtu: usize) -> usize {
         mtu - HEADER_LEN - Frame::ack_len(wire::MAX_ACK_RANGES) - Frame::data_len(0)
+    }
+
+    fn is_established(&self) -> bool {
+        self.state == State::Established
     }
 
     pub(crate) fn is_open(&self) -> bool {
@@ -216,13 +256,14 @@ impl Connection {
         let fragments = u16::try_from(fragments).unwrap_or(u16::MAX);
         let kind = channel_config.kind;
         let expires = (kind == ChannelKind::Deadline).then(|| now + channel_config.deadline_ns);
-        let urgent = config.recovery.duplicate_urgent
+        let urgent = (config.recovery.duplicate_urgent
             && (urgent
                 || (kind == ChannelKind::Deadline
                     && self
                         .rtt
                         .srtt()
-                        .is_some_and(|srtt| 2 * channel_config.deadline_ns < 3 * srtt)));
+                        .is_some_and(|srtt| 2 * channel_config.deadline_ns < 3 * srtt))))
+            || (kind.is_reliable() && self.copies_active(config));
         if let Some(at) = expires {
             self.expiries.insert((at, channel, number));
         }
@@ -245,6 +286,7 @@ impl Connection {
                 acked: vec![false; n],
                 queued: vec![true; n],
                 sends: vec![0; n],
+                last_sent: vec![0; n],
                 in_flight: vec![0; n],
                 unacked: fragments,
                 expired: false,
@@ -261,11 +303,20 @@ impl Connection {
         ConnectionStats {
             srtt_ns: self.rtt.srtt(),
             rttvar_ns: self.rtt.rttvar(),
-            rto_ns: self.rtt.rto(config.recovery.min_rto_ns) * self.backoff,
+            rto_ns: self.rtt.rto(self.rto_floor(config)) * self.backoff,
             congestion_window: self.cc.window,
             bytes_in_flight: self.bytes_in_flight,
             packets_in_flight: self.sent.len(),
             ..self.stats
+        }
+    }
+
+    /// Whether every reliable message gets a blind copy now.
+    pub(super) fn copies_active(&self, config: &Config) -> bool {
+        match config.recovery.copies {
+            Copies::Off => false,
+            Copies::On => true,
+            Copies::Auto => self.packets_since_loss < COPIES_AUTO_PACKETS,
         }
     }
 
@@ -289,9 +340,12 @@ impl Connection {
 
     // ---- handshake ------------------------------------------------------------------
 
-    pub(crate) fn handle_challenge(&mut self, now: u64, epoch: u32, mac: u64) {
+    /// The server's cookie arrived in a packet of `compact`'s version, which the connection
+    /// keeps.
+    pub(crate) fn handle_challenge(&mut self, now: u64, epoch: u32, mac: u64, compact: bool) {
         if self.state == State::Hello {
             self.state = State::Cookie { epoch, mac };
+            self.compact = compact;
             self.handshake_at = Some(now);
             self.last_received = now;
         }
@@ -322,6 +376,7 @@ impl Connection {
             return;
         }
         let eliciting = frames.iter().any(|f| !matches!(f, Frame::Ack { .. }));
+        let nack_mode = config.recovery.feedback == Feedback::Nack;
         let mut take = true;
         for frame in frames {
             if let Frame::Data { channel, kind, .. } = *frame {
@@ -339,7 +394,8 @@ impl Connection {
         self.last_received = now;
         let Some(gap) = self.received.insert(header.packet_number, now) else {
             self.stats.duplicate_packets += 1;
-            if eliciting {
+            // A repeated datagram never forces an ACK under NACK feedback.
+            if eliciting && !nack_mode {
                 // Our ACK may have been lost: say again what arrived.
                 self.received.ack_deadline = Some(now);
             }
@@ -357,6 +413,10 @@ impl Connection {
                     fragments,
                     payload,
                 } => {
+                    if nack_mode && kind.is_reliable() {
+                        self.note_arrival(now, channel, message);
+                    }
+                    self.received.data_since_ack = true;
                     let result = self.receiver.handle_data(
                         channel,
                         kind,
@@ -372,6 +432,11 @@ impl Connection {
                     self.receiver.handle_expired(channel, message)
                 }
                 Frame::Close { code } => self.drain(CloseReason::Remote(code)),
+                Frame::Nack {
+                    channel,
+                    first,
+                    count,
+                } => self.handle_nack(now, channel, first, count, config),
                 _ => {}
             }
         }
@@ -386,115 +451,17 @@ impl Connection {
         }
         if eliciting && !refused {
             self.received.unacked_eliciting += 1;
-            let immediate = header.ack_immediately || gap || self.received.unacked_eliciting >= 2;
+            let immediate = header.ack_immediately
+                || (!nack_mode && (gap || self.received.unacked_eliciting >= 2));
             let at = if immediate {
                 now
+            } else if nack_mode {
+                now + config.recovery.ack_every_ns
             } else {
                 now + config.max_ack_delay_ns
             };
             let deadline = self.received.ack_deadline.map_or(at, |d| d.min(at));
             self.received.ack_deadline = Some(deadline);
-        }
-    }
-
-    fn handle_ack(&mut self, now: u64, delay_us: u32, ranges: &wire::AckRanges, config: &Config) {
-        let mut newly: Vec<u64> = Vec::new();
-        for &(lo, hi) in ranges.as_slice() {
-            newly.extend(self.sent.range(lo..=hi).map(|(&pn, _)| pn));
-            let late: Vec<u64> = self.lost.range(lo..=hi).map(|(&pn, _)| pn).collect();
-            for pn in late {
-                if let Some(lost) = self.lost.remove(&pn) {
-                    self.late_ack(&lost.items);
-                }
-            }
-        }
-        if newly.is_empty() {
-            return;
-        }
-        newly.sort_unstable();
-        let largest = *newly.last().expect("not empty");
-        if ranges.largest() == Some(largest) {
-            let packet = &self.sent[&largest];
-            let sample = now.saturating_sub(packet.sent);
-            let delay = u64::from(delay_us) * 1_000;
-            let sample = if sample > delay {
-                sample - delay
-            } else {
-                sample
-            };
-            self.rtt.update(sample);
-        }
-        self.backoff = 1;
-        self.timeouts_in_a_row = 0;
-        let limited = 2 * self.bytes_in_flight >= self.cc.window;
-        for &pn in &newly {
-            for (_, packet) in self.sent.range_mut(..pn) {
-                packet.later_acked += 1;
-            }
-        }
-        for pn in newly {
-            let packet = self.sent.remove(&pn).expect("listed above");
-            self.bytes_in_flight -= packet.size;
-            self.cc
-                .on_ack(packet.sent, packet.size, config.mtu, limited);
-            for item in packet.items {
-                if let Item::Fragment(key) | Item::Bundled(key) = item {
-                    self.copy_landed(key);
-                    self.ack_fragment(key);
-                }
-            }
-        }
-        self.detect_losses(now, config);
-    }
-
-    /// A packet declared lost was acknowledged after all.
-    fn late_ack(&mut self, items: &[Item]) {
-        for item in items {
-            if let Item::Bundled(key) = *item {
-                self.ack_fragment(key);
-            }
-            if let Item::Fragment(key) = *item {
-                let resent = self
-                    .outgoing
-                    .get(&(key.channel, key.message))
-                    .is_none_or(|m| m.sends[usize::from(key.fragment)] > 1);
-                if resent {
-                    self.stats.spurious_retransmissions += 1;
-                }
-                self.ack_fragment(key);
-            }
-        }
-    }
-
-    /// A packet carrying a copy of `key` was acknowledged or declared lost.
-    fn copy_landed(&mut self, key: FragKey) {
-        if let Some(message) = self.outgoing.get_mut(&(key.channel, key.message)) {
-            let copies = &mut message.in_flight[usize::from(key.fragment)];
-            *copies = copies.saturating_sub(1);
-        }
-    }
-
-    fn ack_fragment(&mut self, key: FragKey) {
-        let Some(message) = self.outgoing.get_mut(&(key.channel, key.message)) else {
-            return;
-        };
-        let index = usize::from(key.fragment);
-        if message.acked[index] {
-            return;
-        }
-        message.acked[index] = true;
-        message.unacked -= 1;
-        if message.unacked == 0 {
-            self.forget(key.channel, key.message);
-        }
-    }
-
-    fn forget(&mut self, channel: u8, number: u32) {
-        if let Some(message) = self.outgoing.remove(&(channel, number)) {
-            self.outgoing_bytes -= message.data.len();
-            if let Some(at) = message.expires {
-                self.expiries.remove(&(at, channel, number));
-            }
         }
     }
 
@@ -527,6 +494,7 @@ impl Connection {
         consider(self.received.ack_deadline);
         consider(self.expiries.first().map(|&(t, _, _)| t));
         consider(self.duplicates.first().map(|&(t, _, _)| t));
+        consider(self.next_nack_at(config));
         consider(Some(self.last_received + config.idle_timeout_ns));
         if !self.ping_due {
             consider(Some(self.last_activity() + config.keep_alive_ns));
@@ -579,7 +547,7 @@ impl Connection {
                     message: number,
                     fragment,
                 };
-                self.requeue(key);
+                self.queue_copy(key);
             }
             self.stats.duplicated_messages += 1;
         }
@@ -589,5 +557,7 @@ impl Connection {
     }
 }
 
+mod ack;
+mod feedback;
 mod recovery;
 mod transmit;

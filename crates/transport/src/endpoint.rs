@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
-use latlab_wire::transport::{self as wire, Frame, HEADER_LEN, HELLO_MIN_LEN};
+use latlab_wire::transport::compact::{self, decode_packet_number};
+use latlab_wire::transport::{self as wire, Frame, HEADER_LEN, HELLO_MIN_LEN, VERSION_COMPACT};
 use siphasher::sip::SipHasher24;
 
 use crate::connection::{ConnEvent, Connection, State};
@@ -39,8 +40,22 @@ impl std::fmt::Debug for CookieKey {
     }
 }
 
+/// Furthest a short packet's number may decode above the highest received: a genuine peer
+/// never jumps this far, so a number beyond it (forged, or corrupted) is refused.
+const MAX_PACKET_NUMBER_JUMP: u64 = 4096;
+
 /// Shortest buffer [`Endpoint::poll_transmit`] takes.
 pub const MIN_TRANSMIT_BUF: usize = 200;
+
+/// A handshake packet's origin and what its header said.
+#[derive(Debug, Clone, Copy)]
+struct Handshake {
+    from: SocketAddr,
+    len: usize,
+    id: u64,
+    /// It came in version 2's long header.
+    compact: bool,
+}
 
 /// A latlab transport endpoint: any number of connections over one UDP socket, sans-IO.
 ///
@@ -56,6 +71,8 @@ pub struct Endpoint {
     cookie_key: CookieKey,
     connections: BTreeMap<ConnectionHandle, Connection>,
     by_id: HashMap<u64, ConnectionHandle>,
+    /// Established compact connections by remote address (their packets carry no id).
+    by_addr: HashMap<SocketAddr, ConnectionHandle>,
     next_handle: u64,
     answers: VecDeque<(SocketAddr, Vec<u8>)>,
     events: VecDeque<Event>,
@@ -87,6 +104,7 @@ impl Endpoint {
             cookie_key: CookieKey(SipHasher24::new_with_key(&key)),
             connections: BTreeMap::new(),
             by_id: HashMap::new(),
+            by_addr: HashMap::new(),
             next_handle: 0,
             answers: VecDeque::new(),
             events: VecDeque::new(),
@@ -212,17 +230,30 @@ impl Endpoint {
     pub fn handle_datagram(&mut self, now: u64, from: SocketAddr, bytes: &[u8]) {
         self.stats.packets_received += 1;
         self.stats.bytes_received += bytes.len() as u64;
+        if compact::is_short(bytes) {
+            self.handle_short(now, from, bytes);
+            self.collect_events();
+            return;
+        }
         let mut frames = Vec::new();
-        let Ok(header) = wire::parse_packet(bytes, |f| frames.push(f)) else {
+        let Ok((version, header)) = wire::parse_long_packet(bytes, |f| frames.push(f)) else {
             self.stats.garbage += 1;
             return;
         };
-        if header.connection_id == 0 || frames.is_empty() {
+        let compact = version == VERSION_COMPACT;
+        if header.connection_id == 0 || frames.is_empty() || (compact && header.packet_number != 0)
+        {
             self.stats.garbage += 1;
             return;
         }
         if header.packet_number == 0 {
-            self.handle_handshake(now, from, bytes.len(), header.connection_id, &frames);
+            let hs = Handshake {
+                from,
+                len: bytes.len(),
+                id: header.connection_id,
+                compact,
+            };
+            self.handle_handshake(now, hs, &frames);
         } else {
             match self.by_id.get(&header.connection_id) {
                 Some(&handle) if self.connections[&handle].remote == from => {
@@ -235,6 +266,35 @@ impl Endpoint {
             }
         }
         self.collect_events();
+    }
+
+    /// A short-header packet: its connection is the one of its source address.
+    fn handle_short(&mut self, now: u64, from: SocketAddr, bytes: &[u8]) {
+        let mut frames = Vec::new();
+        let Ok(short) = compact::parse_short_packet(bytes, |f| frames.push(f)) else {
+            self.stats.garbage += 1;
+            return;
+        };
+        let Some(&handle) = self.by_addr.get(&from) else {
+            self.stats.foreign += 1;
+            return;
+        };
+        let connection = self.connections.get_mut(&handle).expect("indexed");
+        let largest = connection.received.largest();
+        let pn = decode_packet_number(u64::from(short.truncated), short.pn_len, largest);
+        let far = pn > largest.unwrap_or(0).saturating_add(MAX_PACKET_NUMBER_JUMP);
+        if frames.is_empty() || pn == 0 || far {
+            connection.stats.packets_refused += 1;
+            return;
+        }
+        connection.stats.packets_received += 1;
+        connection.stats.bytes_received += bytes.len() as u64;
+        let header = wire::Repr {
+            ack_immediately: short.ack_immediately,
+            connection_id: connection.id,
+            packet_number: pn,
+        };
+        connection.handle_packet(now, header, &frames, &self.config);
     }
 
     fn cookie_mac(&self, from: SocketAddr, id: u64, epoch: u32) -> u64 {
@@ -259,15 +319,20 @@ impl Endpoint {
         (now / self.config.cookie_epoch_ns.max(1)) as u32
     }
 
-    fn handle_handshake(
-        &mut self,
-        now: u64,
-        from: SocketAddr,
-        len: usize,
-        id: u64,
-        frames: &[Frame<'_>],
-    ) {
+    fn handle_handshake(&mut self, now: u64, hs: Handshake, frames: &[Frame<'_>]) {
+        let Handshake {
+            from,
+            len,
+            id,
+            compact,
+        } = hs;
         let drops = &mut self.stats.handshake_drops;
+        let is_request = matches!(frames, [Frame::Hello { .. } | Frame::HelloCookie { .. }]);
+        if compact && is_request && !self.config.recovery.compact {
+            // A server that does not speak version 2 stays silent, as an older one would.
+            drops.unsupported_version += 1;
+            return;
+        }
         if frames.len() != 1 {
             drops.malformed += 1;
             return;
@@ -300,6 +365,11 @@ impl Endpoint {
                     self.stats.handshake_drops.expired_cookie += 1;
                     return;
                 }
+                let address_taken = compact
+                    && self
+                        .by_addr
+                        .get(&from)
+                        .is_some_and(|h| self.connections[h].id != id);
                 match self.by_id.get(&id) {
                     // Our Accept was lost: say it again.
                     Some(&h) if self.connections[&h].remote == from => {}
@@ -307,10 +377,18 @@ impl Endpoint {
                         self.stats.handshake_drops.id_in_use += 1;
                         return;
                     }
+                    None if address_taken => {
+                        self.stats.handshake_drops.id_in_use += 1;
+                        return;
+                    }
                     None => {
-                        let connection =
+                        let mut connection =
                             Connection::new(now, id, from, State::Established, &self.config);
+                        connection.compact = compact;
                         let handle = self.insert(connection);
+                        if compact {
+                            self.by_addr.insert(from, handle);
+                        }
                         self.stats.accepted += 1;
                         self.events.push_back(Event::Accepted {
                             connection: handle,
@@ -322,15 +400,21 @@ impl Endpoint {
             }
             Frame::Challenge { epoch, mac } => {
                 match self.client_in_handshake(id, from) {
-                    Some(c) => c.handle_challenge(now, epoch, mac),
+                    Some(c) => c.handle_challenge(now, epoch, mac, compact),
                     None => self.stats.handshake_drops.unexpected += 1,
                 }
                 return;
             }
             Frame::Accept => {
                 match self.client_in_handshake(id, from) {
-                    Some(c) => c.handle_accept(now),
-                    None => self.stats.handshake_drops.unexpected += 1,
+                    Some(c) if c.compact == compact => {
+                        c.handle_accept(now);
+                        if compact {
+                            let handle = self.by_id[&id];
+                            self.by_addr.insert(from, handle);
+                        }
+                    }
+                    _ => self.stats.handshake_drops.unexpected += 1,
                 }
                 return;
             }
@@ -349,7 +433,12 @@ impl Endpoint {
             packet_number: 0,
         };
         let mut bytes = vec![0u8; HEADER_LEN + answer.buffer_len()];
-        header.emit(&mut wire::Packet::new_unchecked(&mut bytes[..]));
+        let version = if compact {
+            VERSION_COMPACT
+        } else {
+            wire::VERSION
+        };
+        header.emit_version(&mut wire::Packet::new_unchecked(&mut bytes[..]), version);
         answer.emit(&mut bytes[HEADER_LEN..]);
         debug_assert!(
             bytes.len() <= len,
@@ -467,6 +556,9 @@ impl Endpoint {
         for handle in gone {
             if let Some(connection) = self.connections.remove(&handle) {
                 self.by_id.remove(&connection.id);
+                if self.by_addr.get(&connection.remote) == Some(&handle) {
+                    self.by_addr.remove(&connection.remote);
+                }
             }
         }
     }

@@ -88,7 +88,10 @@ mod endpoint;
 mod recv;
 mod rtt;
 
-pub use config::{ChannelConfig, ChannelKind, Config, LossRule, ParseRecoveryError, Recovery};
+pub use config::{
+    ChannelConfig, ChannelKind, Config, Copies, Feedback, LossRule, ParseRecoveryError, Recovery,
+    COPIES_AUTO_PACKETS,
+};
 pub use endpoint::{Endpoint, MIN_TRANSMIT_BUF};
 
 /// Names a connection of an [`Endpoint`].
@@ -212,8 +215,14 @@ pub struct ConnectionStats {
     pub spurious_retransmissions: u64,
     /// Bytes of `Data` frames bundled redundantly (RDB).
     pub redundant_bytes: u64,
-    /// Urgent messages sent a second time.
+    /// Urgent messages sent a second time (blind copies included).
     pub duplicated_messages: u64,
+    /// NACK frames received.
+    pub nacks_received: u64,
+    /// Fragments sent again because a NACK asked (within the half-SRTT budget).
+    pub nack_repairs: u64,
+    /// NACK frames sent.
+    pub nacks_sent: u64,
     /// Packets declared lost.
     pub packets_lost: u64,
     /// Retransmission timeouts.
@@ -259,6 +268,8 @@ pub struct HandshakeDrops {
     pub id_in_use: u64,
     /// A `Hello` or cookie sent to an endpoint that does not accept connections.
     pub not_a_server: u64,
+    /// A `Hello` or cookie asking for the compact format of a server that does not speak it.
+    pub unsupported_version: u64,
     /// A `Challenge` or `Accept` no connection waits for.
     pub unexpected: u64,
     /// A handshake packet with other frames, or a non-handshake frame with packet number 0.

@@ -26,6 +26,12 @@ pub(crate) struct Received {
     pub(crate) unacked_eliciting: u32,
     /// An ACK is owed by this time.
     pub(crate) ack_deadline: Option<u64>,
+    /// A packet with data arrived since the last ACK sent (under NACK feedback that ACK
+    /// asks to be acknowledged, so that its sender learns what the peer has seen).
+    pub(crate) data_since_ack: bool,
+    /// Under NACK feedback: the peer has seen an ACK up to here, so ACKs report only the
+    /// packet numbers above.
+    pub(crate) floor: Option<u64>,
 }
 
 impl Received {
@@ -73,6 +79,11 @@ impl Received {
         Some(gap)
     }
 
+    /// The largest packet number received.
+    pub(crate) fn largest(&self) -> Option<u64> {
+        self.ranges.back().map(|&(_, hi)| hi)
+    }
+
     /// Forgets `pn` (its packet was refused), so the next ACK does not include it.
     pub(crate) fn remove(&mut self, pn: u64) {
         let at = self.ranges.partition_point(|&(_, hi)| hi < pn);
@@ -104,11 +115,13 @@ impl Received {
             .iter()
             .rev()
             .take_while(|&&(_, hi)| hi + ACK_HISTORY >= largest);
-        for &(lo, hi) in recent.take(MAX_ACK_RANGES) {
+        let above = |&&(_, hi): &&(u64, u64)| self.floor.is_none_or(|f| hi > f);
+        for &(lo, hi) in recent.filter(above).take(MAX_ACK_RANGES) {
             if prev_lo.is_some_and(|p| p - hi - 1 > max) {
                 break;
             }
             let lo = lo.max(hi.saturating_sub(max));
+            let lo = self.floor.map_or(lo, |f| lo.max(f + 1));
             ranges.push(lo, hi);
             prev_lo = Some(lo);
         }
@@ -236,8 +249,18 @@ impl Receiver {
         }
     }
 
+    /// The oldest message of reliable `channel` not delivered yet (`None` for the other
+    /// kinds or no such channel).
+    pub(crate) fn first_missing(&self, channel: u8) -> Option<u32> {
+        match &self.channels.get(usize::from(channel))?.1 {
+            Channel::Ordered { next, .. } => Some(*next),
+            Channel::Unordered(seen) => Some(seen.floor),
+            Channel::Unreliable | Channel::Sequenced { .. } => None,
+        }
+    }
+
     /// Whether `message` of `channel` was delivered (or expired) already.
-    fn done(&self, channel: u8, message: u32) -> bool {
+    pub(crate) fn done(&self, channel: u8, message: u32) -> bool {
         match &self.channels[usize::from(channel)].1 {
             Channel::Ordered { next, held } => message < *next || held.contains_key(&message),
             Channel::Unordered(seen) => seen.contains(message),

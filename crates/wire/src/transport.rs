@@ -10,6 +10,9 @@
 //! | 12     | 8    | packet number (never reused within a connection)        |
 //! | 20     | ..   | frames, back to back, up to the end of the datagram     |
 //!
+//! Version 2 ([`VERSION_COMPACT`], [`compact`]) keeps this header for its handshake only; its
+//! established connections send a 2–5 byte short header and compact frames.
+//!
 //! Each frame starts with its type byte ([`FrameType`]); see [`Frame`] for the bodies. The
 //! handshake (`Hello`, `Challenge`, `HelloCookie`, `Accept`) travels in packets with packet
 //! number 0; a `Hello` packet is padded to at least [`HELLO_MIN_LEN`] bytes so that no answer
@@ -22,8 +25,10 @@
 
 use crate::{be, Error, Result};
 
+pub mod compact;
 mod frame;
 
+pub use compact::VERSION_COMPACT;
 pub use frame::{AckRanges, ChannelKind, Frame, FrameType, Frames, MAX_ACK_RANGES};
 
 /// The two bytes every transport packet starts with.
@@ -198,6 +203,32 @@ impl Repr {
         packet.set_connection_id(self.connection_id);
         packet.set_packet_number(self.packet_number);
     }
+
+    /// Writes the header with another version byte ([`VERSION_COMPACT`]'s handshake).
+    pub fn emit_version<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>, version: u8) {
+        self.emit(packet);
+        packet.buffer.as_mut()[field::VERSION] = version;
+    }
+}
+
+/// Parses a whole long-header packet of version 1 or of [`VERSION_COMPACT`] (whose long
+/// header only carries its handshake): the version, the header and every frame, as
+/// [`parse_packet`] does.
+pub fn parse_long_packet<'a>(bytes: &'a [u8], each: impl FnMut(Frame<'a>)) -> Result<(u8, Repr)> {
+    let packet = Packet::new_checked(bytes)?;
+    if packet.version() != VERSION_COMPACT {
+        return parse_packet(bytes, each).map(|repr| (VERSION, repr));
+    }
+    // The same layout as version 1's: read it as such.
+    let mut header = [0u8; HEADER_LEN];
+    header.copy_from_slice(&bytes[..HEADER_LEN]);
+    header[field::VERSION] = VERSION;
+    let repr = Repr::parse(&Packet::new_unchecked(&header[..]))?;
+    for frame in Frames::new(&bytes[HEADER_LEN..]) {
+        frame?;
+    }
+    Frames::new(&bytes[HEADER_LEN..]).flatten().for_each(each);
+    Ok((VERSION_COMPACT, repr))
 }
 
 /// Parses a whole packet: its header and every frame, so a packet with one bad frame is

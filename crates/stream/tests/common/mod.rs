@@ -16,4 +16,5 @@ pub(crate) const TRANSPORTS: &[&str] = &[
     "latlab:tcp-like",
     "latlab:thin",
     "latlab:rack:rdb=600",
+    "latlab:lean",
 ];

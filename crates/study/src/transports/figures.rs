@@ -135,3 +135,51 @@ pub(super) fn ccdf_svg(title: &str, points: &[&TransportPoint]) -> Result<String
         .collect();
     latlab_lab::plot::ccdf_svg_coloured(title, &series, &COLOURS)
 }
+
+/// Cost against tail on one cell: each transport at its wire bytes per message (both ways,
+/// headers included), its p99.9 (filled circle) and its maximum (cross) on a log scale, so
+/// which transport buys which tail at which cost reads off one figure.
+pub(super) fn cost_svg(title: &str, points: &[&TransportPoint]) -> Result<String, String> {
+    let marks: Vec<(String, f64, Option<f64>, f64)> = points
+        .iter()
+        .filter(|p| p.sent > 0)
+        .map(|p| {
+            let bytes = (p.wire.forward.bytes + p.wire.reverse.bytes) as f64 / p.sent as f64;
+            let p999 = super::report::pct_ms(p, "p99_9");
+            (
+                p.transport.clone(),
+                bytes,
+                p999,
+                p.latency_ns.max_ns as f64 / 1e6,
+            )
+        })
+        .collect();
+    svg_page(title, (960, 620), |root| {
+        let xs = || marks.iter().map(|m| m.1);
+        let ys = || marks.iter().flat_map(|m| [m.2.unwrap_or(m.3), m.3]);
+        let x_lo = xs().fold(f64::MAX, f64::min).min(100.0);
+        let x_hi = xs().fold(0.0, f64::max).max(x_lo * 1.5);
+        let y_lo = ys().filter(|y| *y > 0.0).fold(f64::MAX, f64::min).min(10.0);
+        let y_hi = ys().fold(0.0, f64::max).max(y_lo * 10.0);
+        let mut c = chart(root, title, 22)
+            .build_cartesian_2d(x_lo * 0.9..x_hi * 1.1, (y_lo / 1.5..y_hi * 1.5).log_scale())?;
+        c.configure_mesh()
+            .x_desc("wire bytes per message, both ways")
+            .y_desc("p99.9 (dot) and maximum (cross) latency (ms)")
+            .y_label_formatter(&|y| format!("{y}"))
+            .draw()?;
+        for (i, (label, x, p999, max)) in marks.iter().enumerate() {
+            let (color, _) = style(i);
+            let (x, max) = (*x, *max);
+            c.draw_series(p999.map(|y| Circle::new((x, y), 5, color.filled())))?
+                .label(label.as_str())
+                .legend(move |(lx, ly)| Circle::new((lx + 10, ly), 5, color.filled()));
+            c.draw_series(std::iter::once(Cross::new(
+                (x, max),
+                6,
+                color.stroke_width(2),
+            )))?;
+        }
+        legend(&mut c)
+    })
+}

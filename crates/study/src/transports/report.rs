@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::figures::{ccdf_svg, lines_svg, Line};
+use super::figures::{ccdf_svg, cost_svg, lines_svg, Line};
 use super::{Clock, LossKind, TransportPoint};
 use crate::{points, StudyError};
 use latlab_lab::results::write_atomic;
@@ -147,6 +147,24 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
                     kind.name()
                 );
                 let svg = ccdf_svg(&title, &cell).map_err(figure(name.clone()))?;
+                write_atomic(&out.join(&name), svg.as_bytes())?;
+                let _ = writeln!(md, "![{title}]({name})\n");
+            }
+            // Figure 5: what each transport pays for its tail, cell by cell.
+            for loss in l.losses(kind, path) {
+                let (rtt, ia) = (path.0 / 1_000_000, path.1 / 1_000_000);
+                let name = format!(
+                    "fig5-cost-{}-rtt{rtt}ms-ia{ia}ms-loss{}.svg",
+                    kind.name(),
+                    loss * 100.0
+                );
+                let title = format!(
+                    "Bytes per message vs tail, RTT {rtt} ms, every {ia} ms, {}% {} loss",
+                    loss * 100.0,
+                    kind.name()
+                );
+                let svg =
+                    cost_svg(&title, &l.cell(kind, path, loss)).map_err(figure(name.clone()))?;
                 write_atomic(&out.join(&name), svg.as_bytes())?;
                 let _ = writeln!(md, "![{title}]({name})\n");
             }

@@ -137,6 +137,8 @@ fn the_report_draws_every_figure_and_states_the_target_from_the_numbers() {
         "fig2-random-rtt100ms-ia100ms.svg",
         "fig3-ccdf-random-rtt100ms-ia100ms-loss2.5.svg",
         "fig4-overhead-random.svg",
+        "fig5-cost-random-rtt100ms-ia100ms-loss1.svg",
+        "fig5-cost-random-rtt100ms-ia100ms-loss2.5.svg",
     ] {
         assert!(out.join(f).is_file(), "{f} missing");
     }

@@ -2,7 +2,7 @@
 //! retransmission timeout with its backoff, and deadline expiry of lost messages.
 
 use super::{ConnEvent, Connection, FragKey, Item, LostPacket, KEPT_LOST};
-use crate::config::{Config, LossRule};
+use crate::config::{Config, Feedback, LossRule};
 use crate::rtt::INITIAL_RTO_NS;
 
 impl Connection {
@@ -46,6 +46,7 @@ impl Connection {
             return;
         };
         self.stats.packets_lost += 1;
+        self.packets_since_loss = 0;
         self.bytes_in_flight -= packet.size;
         self.cc.on_loss(packet.sent, now);
         for &item in &packet.items {
@@ -60,6 +61,11 @@ impl Connection {
                     self.expire_if_lost(key.channel, key.message);
                 }
                 Item::Expired { .. } => self.controls.push_back(item),
+                Item::Nack {
+                    channel,
+                    first,
+                    count,
+                } => self.nack_lost(channel, first, count),
                 Item::Ping => {}
             }
         }
@@ -112,9 +118,30 @@ impl Connection {
         });
     }
 
+    /// When the retransmission timeout fires: from the oldest packet in flight, the RTO (with
+    /// `tlp`, a thin stream's is SRTT + 4·RTTVAR without the `min-rto` floor) times the
+    /// backoff; under NACK feedback plus the time a cumulative ACK may wait.
     pub(super) fn rto_deadline(&self, config: &Config) -> Option<u64> {
         let (_, oldest) = self.sent.first_key_value()?;
-        Some(oldest.sent + self.rtt.rto(config.recovery.min_rto_ns) * self.backoff)
+        let recovery = config.recovery;
+        let floor = self.rto_floor(config);
+        let wait = match recovery.feedback {
+            Feedback::Nack if !oldest.asked_now => recovery.ack_every_ns,
+            _ => 0,
+        };
+        Some(oldest.sent + self.rtt.rto(floor) * self.backoff + wait)
+    }
+
+    /// The RTO's lower bound: none for a thin stream with `tlp` once the RTT is known (its
+    /// timeout is the tail-loss probe, SRTT + 4·RTTVAR), `min-rto` otherwise.
+    pub(super) fn rto_floor(&self, config: &Config) -> u64 {
+        let recovery = config.recovery;
+        let thin = self.sent.len() < recovery.thin_packets;
+        if recovery.tlp && thin && self.rtt.srtt().is_some() {
+            0
+        } else {
+            recovery.min_rto_ns
+        }
     }
 
     pub(super) fn on_rto(&mut self, now: u64, config: &Config) {

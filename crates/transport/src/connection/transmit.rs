@@ -1,13 +1,17 @@
 //! Building the next packet of a connection.
 
-use latlab_wire::transport::{self as wire, Frame, HEADER_LEN, HELLO_MIN_LEN};
+use latlab_wire::transport::compact::ShortHeader;
+use latlab_wire::transport::{self as wire, Frame, HEADER_LEN, HELLO_MIN_LEN, VERSION_COMPACT};
 
 use super::{Connection, FragKey, Item, SentPacket, State};
-use crate::config::Config;
+use crate::config::{Config, Feedback};
 
-/// Writes the header and `frames` into `buf`; returns the packet's length.
-fn write_packet(buf: &mut [u8], header: wire::Repr, frames: &[Frame<'_>]) -> usize {
-    header.emit(&mut wire::Packet::new_unchecked(&mut buf[..]));
+/// `Hello`s that ask for the compact format before a client falls back to version 1.
+const COMPACT_HELLOS: u32 = 3;
+
+/// Writes a long header of `version` and `frames` into `buf`; returns the packet's length.
+fn write_packet(buf: &mut [u8], header: wire::Repr, version: u8, frames: &[Frame<'_>]) -> usize {
+    header.emit_version(&mut wire::Packet::new_unchecked(&mut buf[..]), version);
     let mut at = HEADER_LEN;
     for frame in frames {
         at += frame.emit(&mut buf[at..]);
@@ -38,13 +42,25 @@ impl Connection {
                 }
                 self.handshake_at = Some(now + self.handshake_rto);
                 self.handshake_rto = self.handshake_rto.saturating_mul(2);
-                let frame = match self.state {
-                    State::Cookie { epoch, mac } => Frame::HelloCookie { epoch, mac },
-                    _ => Frame::Hello {
-                        padding: (HELLO_MIN_LEN - HEADER_LEN - 3) as u16,
-                    },
+                let (frame, compact) = match self.state {
+                    State::Cookie { epoch, mac } => {
+                        (Frame::HelloCookie { epoch, mac }, self.compact)
+                    }
+                    _ => {
+                        self.hello_attempts += 1;
+                        let hello = Frame::Hello {
+                            padding: (HELLO_MIN_LEN - HEADER_LEN - 3) as u16,
+                        };
+                        let ask = config.recovery.compact && self.hello_attempts <= COMPACT_HELLOS;
+                        (hello, ask)
+                    }
                 };
-                let len = write_packet(buf, handshake(self.id), &[frame]);
+                let version = if compact {
+                    VERSION_COMPACT
+                } else {
+                    wire::VERSION
+                };
+                let len = write_packet(buf, handshake(self.id), version, &[frame]);
                 self.count_sent(len);
                 Some(len)
             }
@@ -54,8 +70,15 @@ impl Connection {
                     connection_id: self.id,
                     packet_number: self.next_pn,
                 };
+                let close = Frame::Close { code };
+                let len = if self.compact {
+                    let short = ShortHeader::new(false, self.next_pn, self.largest_acked);
+                    let at = short.emit(buf);
+                    at + close.emit_compact(&mut buf[at..])
+                } else {
+                    write_packet(buf, header, wire::VERSION, &[close])
+                };
                 self.next_pn += 1;
-                let len = write_packet(buf, header, &[Frame::Close { code }]);
                 self.count_sent(len);
                 self.state = State::Drained;
                 Some(len)
@@ -69,8 +92,27 @@ impl Connection {
         self.stats.bytes_sent += len as u64;
     }
 
+    /// Writes `frame` in the connection's format; its length.
+    fn emit_frame(&self, frame: &Frame<'_>, buf: &mut [u8]) -> usize {
+        if self.compact {
+            frame.emit_compact(buf)
+        } else {
+            frame.emit(buf)
+        }
+    }
+
+    fn frame_len(&self, frame: &Frame<'_>) -> usize {
+        if self.compact {
+            frame.compact_len()
+        } else {
+            frame.buffer_len()
+        }
+    }
+
     fn poll_data(&mut self, now: u64, buf: &mut [u8], config: &Config) -> Option<usize> {
         let recovery = config.recovery;
+        let nack_mode = recovery.feedback == Feedback::Nack;
+        let nacks = self.due_nacks(now, config);
         let ack_due = self.received.ack_deadline.is_some_and(|t| t <= now);
         // Drop queue heads that no longer need sending.
         let live = |c: &Connection, key: &FragKey| {
@@ -84,50 +126,84 @@ impl Connection {
         while self.fresh.front().is_some_and(|k| !live(self, k)) {
             self.fresh.pop_front();
         }
+        while self.copies.front().is_some_and(|k| !live(self, k)) {
+            self.copies.pop_front();
+        }
+        let (flight_bytes, flight_packets) = self.flight(now, nack_mode);
         let may_send_new = !self.fresh.is_empty()
             && self.cc.can_send(
-                self.bytes_in_flight,
-                self.sent.len(),
+                flight_bytes,
+                flight_packets,
                 config.mtu,
                 recovery.thin_packets,
             );
         if !self.fresh.is_empty() && !may_send_new {
             self.stats.window_limited += 1;
         }
-        let has_eliciting =
-            !self.retransmit.is_empty() || !self.controls.is_empty() || may_send_new;
+        let has_eliciting = !self.retransmit.is_empty()
+            || !self.copies.is_empty()
+            || !self.controls.is_empty()
+            || !nacks.is_empty()
+            || may_send_new;
         if !ack_due && !has_eliciting && !self.ping_due {
             return None;
         }
         let limit = buf.len();
         let mut header = wire::Repr {
-            ack_immediately: self.sent.len() < recovery.thin_packets,
+            ack_immediately: !nack_mode && self.sent.len() < recovery.thin_packets,
             connection_id: self.id,
             packet_number: self.next_pn,
         };
-        let mut at = HEADER_LEN;
+        let short = ShortHeader::new(false, self.next_pn, self.largest_acked);
+        let mut at = if self.compact {
+            short.buffer_len()
+        } else {
+            HEADER_LEN
+        };
+        let header_len = at;
         // An ACK rides along only when one is owed (an ack-eliciting packet arrived since the
         // last): ACK-only packets from the peer are never acknowledged.
         let ack = self
             .received
             .ack_deadline
             .and_then(|_| self.received.ack(now));
+        let mut ack_largest = None;
+        let mut acks_data = false;
         if let Some((ranges, delay_us)) = ack {
-            at += Frame::Ack { delay_us, ranges }.emit(&mut buf[at..]);
+            at += self.emit_frame(&Frame::Ack { delay_us, ranges }, &mut buf[at..]);
+            self.received.ack_deadline = None;
+            self.received.unacked_eliciting = 0;
+            ack_largest = ranges.largest();
+            acks_data = std::mem::take(&mut self.received.data_since_ack);
+        } else if self.received.ack_deadline.is_some() {
+            // Nothing above what the peer has seen: no ACK is owed.
             self.received.ack_deadline = None;
             self.received.unacked_eliciting = 0;
         }
         let mut items: Vec<Item> = Vec::new();
         let mut retransmitted = false;
+        self.stats.nacks_sent += nacks.len() as u64;
+        for item in nacks.into_iter().rev() {
+            self.controls.push_front(item);
+        }
         while let Some(&item) = self.controls.front() {
             let frame = match item {
                 Item::Expired { channel, message } => Frame::Expired { channel, message },
+                Item::Nack {
+                    channel,
+                    first,
+                    count,
+                } => Frame::Nack {
+                    channel,
+                    first,
+                    count,
+                },
                 _ => Frame::Ping,
             };
-            if at + frame.buffer_len() > limit {
+            if at + self.frame_len(&frame) > limit {
                 break;
             }
-            at += frame.emit(&mut buf[at..]);
+            at += self.emit_frame(&frame, &mut buf[at..]);
             items.push(item);
             self.controls.pop_front();
         }
@@ -143,6 +219,20 @@ impl Connection {
             self.retransmit.pop_front();
             items.push(Item::Fragment(key));
             retransmitted = true;
+        }
+        while let Some(&key) = self.copies.front() {
+            if !live(self, &key) {
+                self.copies.pop_front();
+                continue;
+            }
+            let Some(len) = self.emit_fragment(key, &mut buf[at..]) else {
+                break;
+            };
+            at += len;
+            self.copies.pop_front();
+            items.push(Item::Fragment(key));
+            // A blind copy asks for no ACK of its own under NACK feedback.
+            retransmitted |= !nack_mode;
         }
         let mut sent_new = false;
         if may_send_new {
@@ -163,20 +253,38 @@ impl Connection {
         if sent_new && recovery.rdb_bytes > 0 {
             at += self.bundle(&mut items, &mut buf[at..], recovery.rdb_bytes);
         }
-        if items.is_empty() && self.ping_due {
-            at += Frame::Ping.emit(&mut buf[at..]);
+        // Under NACK feedback an ACK of data asks to be acknowledged (a PING): its sender then
+        // knows what the peer has seen, and learns the round trip.
+        let ping = self.ping_due || (nack_mode && acks_data);
+        if items.is_empty() && ping {
+            at += self.emit_frame(&Frame::Ping, &mut buf[at..]);
             items.push(Item::Ping);
         }
-        if items.is_empty() && at == HEADER_LEN {
+        if items.is_empty() && at == header_len {
             return None;
+        }
+        if nack_mode {
+            // Feedback (NACKs, ACKs of data) asks for an ACK at once; data does not.
+            let data = items
+                .iter()
+                .any(|i| matches!(i, Item::Fragment(_) | Item::Bundled(_)));
+            header.ack_immediately = !data && !items.is_empty();
         }
         if items.is_empty() {
             header.ack_immediately = false;
         }
-        if retransmitted {
+        if retransmitted && !nack_mode {
             header.ack_immediately = true;
         }
-        header.emit(&mut wire::Packet::new_unchecked(&mut buf[..]));
+        if self.compact {
+            let short = ShortHeader {
+                ack_immediately: header.ack_immediately,
+                ..short
+            };
+            short.emit(buf);
+        } else {
+            header.emit(&mut wire::Packet::new_unchecked(&mut buf[..]));
+        }
         self.next_pn += 1;
         self.count_sent(at);
         if !items.is_empty() {
@@ -195,10 +303,27 @@ impl Connection {
                     size: at,
                     items,
                     later_acked: 0,
+                    ack_largest,
+                    asked_now: header.ack_immediately,
                 },
             );
         }
         Some(at)
+    }
+
+    /// Bytes and packets in flight as the congestion window sees them. Under NACK feedback
+    /// ACKs come a second apart, so what an ACK at once would have left in flight counts: the
+    /// packets sent within the last SRTT (a thin stream stays thin).
+    fn flight(&self, now: u64, nack_mode: bool) -> (usize, usize) {
+        if !nack_mode {
+            return (self.bytes_in_flight, self.sent.len());
+        }
+        let since = now.saturating_sub(self.rtt.srtt().unwrap_or(0));
+        self.sent
+            .values()
+            .rev()
+            .take_while(|p| p.sent >= since)
+            .fold((0, 0), |(bytes, n), p| (bytes + p.size, n + 1))
     }
 
     /// Redundant data bundling: copies of fragments sent before and not yet acknowledged
@@ -255,10 +380,10 @@ impl Connection {
             fragments: message.fragments,
             payload: message.fragment(key.fragment),
         };
-        if frame.buffer_len() > buf.len() {
+        if self.frame_len(&frame) > buf.len() {
             return None;
         }
-        Some(frame.emit(buf))
+        Some(self.emit_frame(&frame, buf))
     }
 
     /// Bookkeeping after a fragment went out: retransmission counters, the duplicate of an
@@ -270,6 +395,7 @@ impl Connection {
         let index = usize::from(key.fragment);
         message.queued[index] = false;
         message.sends[index] += 1;
+        message.last_sent[index] = now;
         message.in_flight[index] += 1;
         if message.sends[index] > 1 {
             self.stats.retransmissions += 1;

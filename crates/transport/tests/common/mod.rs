@@ -6,7 +6,35 @@ use std::net::SocketAddr;
 use latlab_link::sim::{self, Datagram, Network, Pair};
 use latlab_link::LinkConfig;
 use latlab_transport::{Config, ConnectionHandle, Endpoint, Event, MessageId};
-use latlab_wire::transport::{parse_packet, Frame};
+use latlab_wire::transport::compact::{is_short, parse_short_packet};
+use latlab_wire::transport::{parse_long_packet, Frame};
+
+/// Calls `each` for every frame of a packet of either format (nothing for garbage).
+pub(crate) fn each_frame<'a>(bytes: &'a [u8], each: impl FnMut(Frame<'a>)) {
+    if is_short(bytes) {
+        let _ = parse_short_packet(bytes, each);
+    } else {
+        let _ = parse_long_packet(bytes, each);
+    }
+}
+
+/// Whether a packet carries a copy of message `number` of `channel` (fragment `fragment`, or
+/// any).
+pub(crate) fn carries(bytes: &[u8], channel: u8, number: u32, fragment: Option<u16>) -> bool {
+    let mut hit = false;
+    each_frame(bytes, |f| {
+        if let Frame::Data {
+            channel: c,
+            message,
+            fragment: i,
+            ..
+        } = f
+        {
+            hit |= c == channel && message == number && fragment.is_none_or(|x| x == i);
+        }
+    });
+    hit
+}
 
 pub(crate) const MS: u64 = 1_000_000;
 
@@ -186,7 +214,7 @@ impl Lab {
             pair: Pair::new(a, b, network),
             connection,
         };
-        for step in 1..=500 {
+        for step in 1..=1000 {
             lab.pair.drive_until(step * 10 * MS);
             if lab
                 .client()
@@ -197,7 +225,7 @@ impl Lab {
                 return lab;
             }
         }
-        panic!("not connected after 5 s");
+        panic!("not connected after 10 s");
     }
 
     pub(crate) fn client(&self) -> &Node {
@@ -253,18 +281,7 @@ impl Lab {
             if d.from != client || seen >= copies {
                 return false;
             }
-            let mut hit = false;
-            let _ = parse_packet(&d.payload, |f| {
-                if let Frame::Data {
-                    channel: c,
-                    message,
-                    fragment: i,
-                    ..
-                } = f
-                {
-                    hit |= c == channel && message == number && fragment.is_none_or(|x| x == i);
-                }
-            });
+            let hit = carries(&d.payload, channel, number, fragment);
             seen += u32::from(hit);
             hit
         });

@@ -11,6 +11,7 @@
 //! | 7    | `Ping`        | (none)                                                                    |
 //! | 8    | `Close`       | 2: code                                                                   |
 //! | 9    | `Expired`     | 1: channel, 4: message                                                    |
+//! | 10   | `Nack`        | 1: channel, 4: first message, 1: count (≥ 1)                              |
 //!
 //! An ACK range covers packet numbers `smallest..=largest`; the first range ends at `largest`
 //! and is `length` long below it (`smallest = largest − length`); each next range lies `gap`
@@ -23,7 +24,8 @@ pub const MAX_ACK_RANGES: usize = 8;
 
 pub(crate) const CHALLENGE_LEN: usize = 13;
 pub(crate) const ACCEPT_LEN: usize = 1;
-const DATA_HEADER_LEN: usize = 13;
+pub(crate) const DATA_HEADER_LEN: usize = 13;
+const NACK_LEN: usize = 7;
 
 /// The type byte of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,6 +49,8 @@ pub enum FrameType {
     Close = 8,
     /// The sender dropped a deadline message that was out of time.
     Expired = 9,
+    /// The receiver misses messages: send them again.
+    Nack = 10,
 }
 
 impl FrameType {
@@ -62,6 +66,7 @@ impl FrameType {
             7 => FrameType::Ping,
             8 => FrameType::Close,
             9 => FrameType::Expired,
+            10 => FrameType::Nack,
             _ => return None,
         })
     }
@@ -234,6 +239,16 @@ pub enum Frame<'a> {
         /// Message number.
         message: u32,
     },
+    /// The receiver misses messages `first..first + count` of `channel` (those the sender
+    /// still holds go again, within its budget).
+    Nack {
+        /// Channel id.
+        channel: u8,
+        /// The first message missing.
+        first: u32,
+        /// How many from `first` (≥ 1).
+        count: u8,
+    },
 }
 
 /// Reads `N` bytes at `at`, or [`Error::Truncated`].
@@ -257,12 +272,13 @@ impl<'a> Frame<'a> {
             Frame::Ping => FrameType::Ping,
             Frame::Close { .. } => FrameType::Close,
             Frame::Expired { .. } => FrameType::Expired,
+            Frame::Nack { .. } => FrameType::Nack,
         }
     }
 
     /// Parses the frame at the start of `bytes`: the frame and its length. Errors:
     /// [`Error::Truncated`] (cut short), [`Error::Malformed`] (unknown type or kind, nonzero
-    /// padding, a fragment index not below the count, ACK ranges that overlap, underflow or
+    /// padding, a fragment index not below the count, a NACK of no message, ACK ranges that overlap, underflow or
     /// number 0 or more than [`MAX_ACK_RANGES`]).
     pub fn parse(bytes: &'a [u8]) -> Result<(Frame<'a>, usize)> {
         let ty = *bytes.first().ok_or(Error::Truncated)?;
@@ -318,6 +334,21 @@ impl<'a> Frame<'a> {
                 };
                 (frame, 6)
             }
+            FrameType::Nack => {
+                let (first, count) = (u32_at(2)?, take::<1>(bytes, 6)?[0]);
+                if count == 0 {
+                    return Err(Error::Malformed);
+                }
+                let channel = bytes[1];
+                (
+                    Frame::Nack {
+                        channel,
+                        first,
+                        count,
+                    },
+                    NACK_LEN,
+                )
+            }
         })
     }
 
@@ -360,6 +391,7 @@ impl<'a> Frame<'a> {
             Frame::Data { payload, .. } => DATA_HEADER_LEN + payload.len(),
             Frame::Close { .. } => 3,
             Frame::Expired { .. } => 6,
+            Frame::Nack { .. } => NACK_LEN,
         }
     }
 
@@ -431,6 +463,16 @@ impl<'a> Frame<'a> {
             Frame::Expired { channel, message } => {
                 buf[1] = channel;
                 buf[2..6].copy_from_slice(&message.to_be_bytes());
+            }
+            Frame::Nack {
+                channel,
+                first,
+                count,
+            } => {
+                assert!(count > 0, "a NACK names at least one message");
+                buf[1] = channel;
+                buf[2..6].copy_from_slice(&first.to_be_bytes());
+                buf[6] = count;
             }
         }
         len
