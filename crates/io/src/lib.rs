@@ -39,6 +39,7 @@ pub mod clock;
 pub mod cpu;
 pub mod ethtool;
 mod iface;
+pub mod ifstats;
 pub mod lock;
 pub mod mem;
 pub mod neigh;
