@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The emulator's memory after a burst (issue 25, part 4): `latlab emu` with a long delay queues
 # a burst of 1,400-byte frames (~100 MB of them), then the queue drains; the emulator's RSS
-# (VmRSS) is sampled every 100 ms before, during and after, with the frames that reached the
-# far end. Prints the idle RSS (before any frame), the peak, the RSS 1, 2, 3 and 5 s after the
-# last frame left, and how long after that it was back within 10% of idle.
+# (VmRSS) is sampled every 100 ms before, during and after, with the frames it sent on. Prints
+# the idle RSS (just before the burst), the peak, the RSS 0, 1, 2, 3 and 5 s after the last
+# frame left, and how long after that it was back within 10% of idle.
 # Root (namespaces). Run it under the bench lock: flock /tmp/latlab-bench.lock bench/emu-memory.sh
 #
 # Usage: bench/emu-memory.sh [RATE] [DELAY] [SECONDS] [OUT_DIR]
@@ -44,15 +44,18 @@ ip netns exec "$e" "$latlab" emu --iface-a emu-a --iface-b emu-b --delay "$delay
 emu_pid=$!
 sleep 1
 
-# Samples every 100 ms: time, the emulator's VmRSS (kB), frames the server's veth received.
+# Samples every 100 ms: time, the emulator's VmRSS (kB), frames that came in from the client
+# and frames it sent on to the server (emu-a's rx_packets, emu-b's tx_packets, read through the
+# emulator's own /proc/PID/net/dev: no process started).
 samples="$out/samples.csv"
 start=$(date +%s.%N)
-rx_server() { ip netns exec "$s" cat /sys/class/net/veth0/statistics/rx_packets; }
 sample_loop() {
   while kill -0 "$emu_pid" 2>/dev/null; do
-    local rss
+    local rss io
     rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$emu_pid/status" 2>/dev/null) || break
-    printf '%s,%s,%s\n' "$(date +%s.%N)" "$rss" "$(rx_server)" >>"$samples.raw"
+    io=$(sed 's/:/ /' "/proc/$emu_pid/net/dev" 2>/dev/null |
+      awk '$1 == "emu-a" {a = $3} $1 == "emu-b" {b = $11} END {print a "," b}') || break
+    printf '%s,%s,%s\n' "$(date +%s.%N)" "$rss" "$io" >>"$samples.raw"
     sleep 0.1
   done
 }
@@ -72,25 +75,26 @@ import json, sys
 raw, start, out = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 rows = []
 for line in open(raw):
-    t, rss, rx = line.strip().split(",")
-    rows.append((float(t) - start, int(rss), int(rx)))
+    t, rss, rx, tx = line.strip().split(",")
+    rows.append((float(t) - start, int(rss), int(rx), int(tx)))
 with open(f"{out}/samples.csv", "w") as f:
-    f.write("t_s,rss_kb,rx_packets\n")
-    for t, rss, rx in rows:
-        f.write(f"{t:.2f},{rss},{rx}\n")
-idle = rows[0][1]
+    f.write("t_s,rss_kb,in_packets,out_packets\n")
+    for r in rows:
+        f.write(f"{r[0]:.2f},{r[1]},{r[2]},{r[3]}\n")
+# Idle: the last sample before the burst came in; drained: the first sample from which the
+# far end got no more than a few stray frames (ARP, IPv6) to the end.
+burst = next(i for i, r in enumerate(rows) if r[2] > rows[0][2] + 100)
+idle = rows[max(burst - 1, 0)][1]
 peak = max(r[1] for r in rows)
-rx_final = rows[-1][2]
-rx_first = rows[0][2]
-# The drain: the first sample at which the far end had every frame it ever got.
-drained = next(t for t, _, rx in rows if rx == rx_final)
+out_final = rows[-1][3]
+drained = next(r[0] for r in rows if r[3] >= out_final - 10)
 def rss_at(dt):
     after = [r for r in rows if r[0] >= drained + dt]
     return after[0][1] if after else None
-back = next((t - drained for t, rss, _ in rows if t >= drained and rss <= idle * 1.1), None)
+back = next((r[0] - drained for r in rows if r[0] >= drained and r[1] <= idle * 1.1), None)
 result = {
-    "frames_through": rx_final - rx_first,
-    "idle_rss_kb": idle, "peak_rss_kb": peak,
+    "frames_through": out_final - rows[0][3],
+    "rss_kb_at_start": rows[0][1], "idle_rss_kb": idle, "peak_rss_kb": peak,
     "rss_kb_after_drain": {f"{dt}s": rss_at(dt) for dt in (0, 1, 2, 3, 5)},
     "seconds_to_within_10pct_of_idle": back,
 }
