@@ -322,6 +322,7 @@ fn release(
 ) -> io::Result<usize> {
     let mut n = 0;
     let aqm = pipe.aqm_dropped();
+    let releases = pipe.releases();
     while let Some(departure) = pipe.poll_departure(now) {
         let queued = send(departure.frame())?;
         let t = now_ns();
@@ -362,6 +363,12 @@ fn release(
     let aqm = pipe.aqm_dropped() - aqm;
     if aqm > 0 {
         live.dropped.fetch_add(aqm, Ordering::Relaxed);
+    }
+    // The pipes freed the buffers a past burst left (at most once a memory window): the
+    // allocator keeps freed chunks, so the process's memory follows only when it is asked to
+    // give whole free pages back.
+    if pipe.releases() != releases {
+        latlab_io::mem::give_back_free_memory();
     }
     Ok(n)
 }

@@ -7,8 +7,8 @@
 //! run holds, inherited signal dispositions ([`signal`]), the one rule for a test whose
 //! precondition is missing ([`precondition`]: skipped with the reason, failed under CI), and a
 //! CPU-wide sampling profiler on the software CPU clock ([`profile`]) for where a forwarder's
-//! kernel time goes. Every `unsafe` block of the project is in this crate, each with a
-//! `// SAFETY:` line saying why it holds.
+//! kernel time goes, and freed heap memory given back to the system ([`mem`]). Every `unsafe`
+//! block of the project is in this crate, each with a `// SAFETY:` line saying why it holds.
 //!
 //! Engines do not use the sockets directly but the two shapes of [`port`]: a datagram port
 //! (kernel UDP one datagram per call or in batches, or an AF_XDP endpoint with IPv4/UDP in user
@@ -39,7 +39,9 @@ pub mod clock;
 pub mod cpu;
 pub mod ethtool;
 mod iface;
+pub mod ifstats;
 pub mod lock;
+pub mod mem;
 pub mod neigh;
 pub mod netns;
 pub mod packet;

@@ -79,7 +79,9 @@ pub use aqm::{Aqm, Discipline};
 pub use config::{JitterDist, LinkConfig, LossModel, Reorder};
 pub use flow::{FlowMatch, FlowRule, Flows};
 pub use link::{Conditions, DropCause, Fate, Link, LinkCounters};
-pub use pipe::{Departure, FlowPipes, Pipe, MAX_HELD_WITHOUT_LIMIT, RETAINED_BUFFERS};
+pub use pipe::{
+    Departure, FlowPipes, Pipe, MAX_HELD_WITHOUT_LIMIT, MEMORY_WINDOW_NS, RETAINED_BUFFERS,
+};
 pub use schedule::{Schedule, ScheduleEntry};
 
 /// The shortest frame that is not a runt: an Ethernet header (6 + 6 + 2 bytes).

@@ -17,9 +17,15 @@ use queue::DelayQueue;
 /// [`Pipe::dropped_no_buffer`].
 pub const MAX_HELD_WITHOUT_LIMIT: usize = 65_536;
 
-/// Idle buffers a pipe keeps for reuse once its queue has drained; the rest are freed, so a
-/// burst does not keep its peak memory forever.
+/// Idle buffers a pipe keeps for reuse above the most frames it held in the last window
+/// ([`MEMORY_WINDOW_NS`]); the rest are freed, so a burst does not keep its peak memory
+/// forever.
 pub const RETAINED_BUFFERS: usize = 256;
+
+/// How long a pipe remembers the most frames it held: at the end of each window it keeps the
+/// buffers that window needed at its peak (plus [`RETAINED_BUFFERS`] idle ones) and frees the
+/// rest, so its memory follows its queue down within two windows of the queue shrinking.
+pub const MEMORY_WINDOW_NS: u64 = 1_000_000_000;
 
 /// One direction of an emulated link with its frames: the [`Link`] model decides each
 /// frame's fate and departure time, the pipe holds a copy of the frame (in a buffer of its
@@ -52,8 +58,10 @@ pub const RETAINED_BUFFERS: usize = 256;
 /// counts as queued, at most [`LinkConfig::limit_frames`] (or [`MAX_HELD_WITHOUT_LIMIT`]) of
 /// them and at most [`LinkConfig::limit_bytes`] bytes. Memory follows the bytes held, not
 /// the limit: a frame's buffer is less than twice its length (at least 64 bytes), plus 48
-/// bytes of queue entry and index ([`Pipe::held_bytes`] tells the total). Once the queue drains, at most
-/// [`RETAINED_BUFFERS`] idle buffers are kept.
+/// bytes of queue entry and index ([`Pipe::held_bytes`] tells the total). Memory follows the
+/// queue down as well: at the end of each [`MEMORY_WINDOW_NS`] the pipe frees the buffers
+/// beyond what the window needed at its peak plus [`RETAINED_BUFFERS`] idle ones, and the
+/// queue's room beyond as many entries ([`Pipe::releases`] counts the times it did).
 ///
 /// ```
 /// use latlab_link::{LinkConfig, Pipe};
@@ -82,6 +90,8 @@ pub struct Pipe {
     seq: u64,
     /// Delivered frames (or copies) dropped because [`MAX_HELD_WITHOUT_LIMIT`] were held.
     dropped_no_buffer: u64,
+    /// Times the pipe freed idle buffers ([`Pipe::releases`]).
+    releases: u64,
     /// The queue discipline's queue and the sojourn times, once a discipline other than tail
     /// drop was configured (`None` on the default path).
     bottleneck: Option<Box<Bottleneck>>,
@@ -139,6 +149,7 @@ impl Pipe {
             pool: Pool::default(),
             seq: 0,
             dropped_no_buffer: 0,
+            releases: 0,
             bottleneck: None,
         };
         pipe.reconfigure_bottleneck(start_ns);
@@ -178,10 +189,11 @@ impl Pipe {
             self.serve_bottleneck(now);
         }
         let Some((departure_ns, _, buffer)) = self.queue.peek() else {
-            self.trim_if_drained();
+            self.follow_queue(now);
             return None;
         };
         if departure_ns > now {
+            self.follow_queue(now);
             return None;
         }
         self.queue.pop();
@@ -255,6 +267,13 @@ impl Pipe {
         self.pool.idle_buffers()
     }
 
+    /// Times the pipe freed idle buffers it no longer needed (see [`MEMORY_WINDOW_NS`]): an
+    /// engine that sees it grow may ask its allocator to give the freed memory back to the
+    /// system.
+    pub fn releases(&self) -> u64 {
+        self.releases
+    }
+
     /// Bytes of memory the pipe holds for frames: the buffers of the frames queued and of the
     /// idle ones, and the slots of its queue and pool, and of a queue discipline's queues
     /// (the allocator's own overhead aside; a discipline's sojourn histogram is not counted).
@@ -295,15 +314,21 @@ impl Pipe {
         self.queue.push((departure_ns, self.seq, buffer));
     }
 
-    /// Frees what a drained queue no longer needs, if it is drained and more than
-    /// [`RETAINED_BUFFERS`] buffers are idle (what a past burst left): with nothing held, every
-    /// buffer is idle; [`RETAINED_BUFFERS`] of them are kept (the smallest), and the queue's
-    /// room for as many.
+    /// At the end of a [`MEMORY_WINDOW_NS`] (checked at every poll that finds nothing due):
+    /// frees the idle buffers beyond what the window needed at its peak plus
+    /// [`RETAINED_BUFFERS`], and the delay queue's room beyond as many entries. Between two
+    /// windows' ends it costs a comparison.
     #[inline]
-    fn trim_if_drained(&mut self) {
-        if self.queue.is_empty() && self.pool.idle_buffers() > RETAINED_BUFFERS {
-            self.pool.trim_idle(RETAINED_BUFFERS);
-            self.queue.shrink_to(RETAINED_BUFFERS);
+    fn follow_queue(&mut self, now: u64) {
+        let Some(peak) = self.pool.roll_window(now, MEMORY_WINDOW_NS) else {
+            return;
+        };
+        let keep = peak.saturating_add(RETAINED_BUFFERS);
+        if self.pool.release_above(keep) > 0 {
+            self.releases += 1;
+        }
+        if self.queue.capacity() > 2 * keep.max(self.queue.len()) {
+            self.queue.shrink_to(keep.max(self.queue.len()));
         }
     }
 

@@ -8,6 +8,7 @@ pub mod config;
 pub mod contention;
 pub mod flow;
 pub mod knob;
+pub mod losses;
 pub mod metrics;
 mod options;
 pub mod pcap;
@@ -31,6 +32,7 @@ pub use latlab_io::packet::RxRing;
 use crate::command::{watched_noting, write_json, CommandError, Io, View};
 use crate::cores::{self, Placement, Role, Seat};
 use contention::{Contention, ContentionWatch};
+use losses::{InterfaceCounts, InterfaceWatch, LossesJson};
 pub use options::{EmuMode, EmuOptions, EmuPoll};
 
 /// How `poll` waits, for the line that starts the bridge.
@@ -50,12 +52,28 @@ pub struct EmuReport {
     pub placement: Placement,
     /// Contention found on its CPU from its release errors (at most one; empty when none).
     pub contention: Vec<Contention>,
+    /// What interface A and interface B counted while the bridge ran (`None` if their
+    /// counters could not be read).
+    pub interfaces: Option<InterfaceCounts>,
 }
 
 impl EmuReport {
     /// The lines printed at the end of a run.
     pub fn text(&self) -> String {
         let mut text = crate::emu::report::summary_text(&self.report);
+        for (name, losses) in ["A→B", "B→A"].into_iter().zip(self.losses()) {
+            let n = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+            if losses.total > losses.link + losses.queued_at_exit {
+                text.push_str(&format!(
+                    "{name} lost on its way through: interface rx {}, socket rx {}, emulator {}, \
+                     interface tx {}\n",
+                    n(losses.interface_rx),
+                    losses.socket_rx,
+                    losses.emulator,
+                    n(losses.interface_tx),
+                ));
+            }
+        }
         for c in &self.contention {
             text.push_str(&format!("{}\n", c.note));
         }
@@ -65,11 +83,25 @@ impl EmuReport {
     /// The `--json` report: [`crate::emu::report::EmuJson`]'s, with the placement and the
     /// contention found (`[]` when none).
     pub fn to_value(&self) -> serde_json::Value {
-        let mut value = crate::emu::report::EmuJson::new(&self.report).to_value();
+        let mut value =
+            crate::emu::report::EmuJson::with_interfaces(&self.report, self.interfaces).to_value();
         value["placement"] = self.placement.to_value();
         value["contention"] =
             serde_json::to_value(&self.contention).expect("contention notices are plain data");
         value
+    }
+
+    /// Each direction's losses by cause, A→B then B→A.
+    pub fn losses(&self) -> [LossesJson; 2] {
+        // A→B frames come in on A and leave on B; B→A the other way.
+        let (a, b) = (self.interfaces.map(|i| i.a), self.interfaces.map(|i| i.b));
+        let has_socket = self
+            .interfaces
+            .is_some_and(|i| i.rx_dropped_has_socket_drops);
+        [
+            LossesJson::new(&self.report.a_to_b, a, b, has_socket),
+            LossesJson::new(&self.report.b_to_a, b, a, has_socket),
+        ]
     }
 }
 
@@ -122,6 +154,12 @@ fn run_bridge(
     stop: &Stop,
     view: &mut dyn View,
 ) -> Result<EmuReport, CommandError> {
+    // The interfaces' own counters, read in their namespace; a bridge whose interfaces have
+    // none readable is reported without them.
+    let watch = {
+        let (a, b) = (options.iface_a.clone(), options.iface_b.clone());
+        in_netns(options, move || InterfaceWatch::open(&a, &b)).ok()
+    };
     let bridged = match options.io {
         Io::Xdp => run_xdp(options, stop, view),
         _ => run_packet(options, stop, view),
@@ -130,6 +168,7 @@ fn run_bridge(
         report: bridged.report,
         placement: bridged.placement,
         contention: bridged.contention,
+        interfaces: watch.and_then(|w| w.since_open(options.io == Io::Xdp)),
     };
     if let Some(path) = &options.json {
         write_json(path, &report.to_value())?;

@@ -55,9 +55,15 @@ impl PortSettings {
     }
 
     /// As the lab's emulator middles open their ports: [`PortSettings::emulator`] for frames
-    /// of [`LAB_MAX_FRAME`] bytes, with its default rings.
+    /// of [`LAB_MAX_FRAME`] bytes, with an AF_PACKET RX ring four times the default (16 MB,
+    /// 8,192 slots of 2 KiB: 110 ms of 64-byte frames at 75 kpps), so a loop that is off its
+    /// CPU for a while loses nothing: with 2,048 slots it lost frames at its ring far below its
+    /// capacity (`rfc2544 --dut emu` at 64 bytes, three runs alternated: NDR 64–79 kpps, and
+    /// 93–124 kpps with the larger ring; `bench/results/emu-rest-2026-11-27.md`).
     pub fn lab_emulator() -> PortSettings {
-        PortSettings::emulator(LAB_MAX_FRAME, RxRing::V2, 4096)
+        let mut settings = PortSettings::emulator(LAB_MAX_FRAME, RxRing::V2, 4096);
+        settings.packet.block_count *= 4;
+        settings
     }
 
     /// As `latlab fwd` opens its ports: 2048-byte TPACKET_V2 slots, 4096 UMEM frames of 2048

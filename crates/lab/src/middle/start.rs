@@ -94,8 +94,12 @@ pub struct Placement {
 pub enum MiddleReport {
     /// `latlab fwd`'s counters and cycle accounting.
     Fwd(Box<ForwarderReport>),
-    /// `latlab emu`'s counters and release errors.
-    Emu(Box<EmulatorReport>),
+    /// `latlab emu`'s counters and release errors, and what the middle's two interfaces
+    /// counted while it ran (`None` if they could not be read).
+    Emu(
+        Box<EmulatorReport>,
+        Option<crate::emu::losses::InterfaceCounts>,
+    ),
     /// testpmd's totals.
     Testpmd(TestpmdCounts),
     /// The XDP forwarder's counts: A→B's program, B→A's.
@@ -115,6 +119,8 @@ pub struct RunningMiddle {
     xdp_forward: Option<[latlab_io::xdp::XdpForward; 2]>,
     route: Option<(Ipv4Addr, Ipv4Addr)>,
     placed: String,
+    /// The emulator's interfaces' counters from its start (`None` for the other kinds).
+    interfaces: Option<crate::emu::losses::InterfaceWatch>,
 }
 
 impl std::fmt::Debug for RunningMiddle {
@@ -143,6 +149,7 @@ impl RunningMiddle {
             xdp_forward: None,
             route: None,
             placed: String::new(),
+            interfaces: None,
         }
     }
 
@@ -186,13 +193,23 @@ impl RunningMiddle {
                 to_a.counts()?,
             ])));
         }
-        match self.thread.take() {
-            None => Ok(None),
+        let report = match self.thread.take() {
+            None => return Ok(None),
             Some(t) => t
                 .join()
-                .map_err(|_| io::Error::other(format!("the {} thread panicked", self.middle)))?
-                .map(Some),
-        }
+                .map_err(|_| io::Error::other(format!("the {} thread panicked", self.middle)))??,
+        };
+        Ok(Some(match report {
+            MiddleReport::Emu(r, _) => {
+                let over_xdp = self.middle.io == FrameIo::Xdp;
+                let counts = self
+                    .interfaces
+                    .as_ref()
+                    .and_then(|w| w.since_open(over_xdp));
+                MiddleReport::Emu(r, counts)
+            }
+            other => other,
+        }))
     }
 }
 
@@ -266,6 +283,17 @@ pub fn start(
             })
             .map_err(failed("opening the middle's sockets"))?
             .map_err(|e| failed("opening the middle's sockets")(e.into()))?;
+            if middle.kind == MiddleKind::Emu {
+                // Where it loses frames: its interfaces' drops count among its causes.
+                running.interfaces = latlab_io::netns::run_in(lab.emu.name(), || {
+                    crate::emu::losses::InterfaceWatch::open(
+                        ClientEmuServer::EMU_A,
+                        ClientEmuServer::EMU_B,
+                    )
+                })
+                .ok()
+                .and_then(Result::ok);
+            }
             let engine = if middle.kind == MiddleKind::Fwd {
                 let live = Arc::<ForwarderLive>::default();
                 running.fwd_live = Some(live.clone());
@@ -350,16 +378,20 @@ impl OnPorts for Loop {
             Engine::Fwd(config, live) => MiddleReport::Fwd(Box::new(forwarder::run(
                 &mut a, &mut b, config, &self.stop, &live,
             )?)),
-            Engine::Emu(emu, poll, max_frame) => MiddleReport::Emu(Box::new(emulator::run(
-                &mut a,
-                &mut b,
-                emu.a_to_b,
-                emu.b_to_a,
-                max_frame,
-                poll,
-                &self.stop,
-                &EmulatorLive::default(),
-            )?)),
+            Engine::Emu(emu, poll, max_frame) => MiddleReport::Emu(
+                Box::new(emulator::run(
+                    &mut a,
+                    &mut b,
+                    emu.a_to_b,
+                    emu.b_to_a,
+                    max_frame,
+                    poll,
+                    &self.stop,
+                    &EmulatorLive::default(),
+                )?),
+                // The interfaces' counters are read in the lab's thread (`RunningMiddle::stop`).
+                None,
+            ),
         })
     }
 }

@@ -138,7 +138,7 @@ impl FlowPipes {
         let due = self.next_flow().filter(|&(_, at)| at <= now);
         let Some((flow, _)) = due else {
             for pipe in &mut self.pipes {
-                pipe.trim_if_drained();
+                pipe.follow_queue(now);
             }
             return None;
         };
@@ -207,6 +207,11 @@ impl FlowPipes {
     /// Bytes of the frames held by the pipes.
     pub fn queued_bytes(&self) -> usize {
         self.pipes.iter().map(Pipe::queued_bytes).sum()
+    }
+
+    /// Times the pipes freed idle buffers, summed (see [`Pipe::releases`]).
+    pub fn releases(&self) -> u64 {
+        self.pipes.iter().map(Pipe::releases).sum()
     }
 
     /// Idle buffers the pipes keep for reuse.

@@ -56,7 +56,7 @@ impl DelayQueue {
         self.fifo.len() + self.heap.len()
     }
 
-    #[inline]
+    #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
         self.fifo.is_empty() && self.heap.is_empty()
     }

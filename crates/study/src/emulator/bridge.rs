@@ -149,7 +149,7 @@ pub(crate) fn with_bridge<T, E: From<io::Error>>(
         .map_err(|e| io::Error::other(e.to_string()))?;
     let out = f();
     let report = match running.stop()? {
-        Some(MiddleReport::Emu(report)) => report,
+        Some(MiddleReport::Emu(report, _)) => report,
         _ => return Err(io::Error::other("the emulator gave no report").into()),
     };
     Ok((out?, EmuJson::new(&report)))

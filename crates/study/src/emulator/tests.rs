@@ -115,6 +115,7 @@ fn emulator_report(
         sojourn_ns: None,
         bytes: Default::default(),
         flows: Vec::new(),
+        lost_by_cause: None,
     };
     EmuJson {
         latlab_version: "test".into(),
@@ -126,6 +127,7 @@ fn emulator_report(
             cores,
             ..EmuCpuJson::default()
         }),
+        interfaces: None,
     }
 }
 

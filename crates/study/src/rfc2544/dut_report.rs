@@ -79,7 +79,9 @@ impl From<MiddleReport> for DutReport {
                 "kernel_drops": r.a_to_b.kernel_drops,
                 "cycles": r.cycles,
             })),
-            MiddleReport::Emu(r) => DutReport::Emu(Box::new(EmuJson::new(&r))),
+            MiddleReport::Emu(r, interfaces) => {
+                DutReport::Emu(Box::new(EmuJson::with_interfaces(&r, interfaces)))
+            }
             MiddleReport::Testpmd(testpmd) => DutReport::Testpmd(TestpmdReport { testpmd }),
             MiddleReport::FwdXdpRedirect([ab, ba]) => {
                 let direction = |c: latlab_io::xdp::ForwardCounts| XdpRedirectCounts {

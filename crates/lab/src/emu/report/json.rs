@@ -15,6 +15,8 @@ use latlab_link::LinkCounters;
 use latlab_stats::Summary;
 use serde::{Deserialize, Serialize};
 
+use crate::emu::losses::{InterfaceCounts, InterfacesJson, LossesJson};
+
 /// The whole file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EmuJson {
@@ -34,6 +36,10 @@ pub struct EmuJson {
     /// The CPU the emulator used; `None` only in a file older than the count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<EmuCpuJson>,
+    /// What the two interfaces counted while it ran; `None` where they could not be read, or
+    /// in a file older than the count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interfaces: Option<InterfacesJson>,
 }
 
 /// What one direction did: every frame read is accounted for.
@@ -73,6 +79,10 @@ pub struct EmuDirectionJson {
     /// the default pipe's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flows: Vec<EmuFlowJson>,
+    /// Every frame lost on its way through, by where it was lost ([`EmuJson::with_interfaces`]
+    /// sets it); `None` in a file older than the count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_by_cause: Option<LossesJson>,
 }
 
 /// The frames of one direction the emulator dropped, by cause.
@@ -265,7 +275,27 @@ impl EmuJson {
             changes: report.changes.iter().map(EmuChangeJson::new).collect(),
             pcap_dropped: report.tap_full,
             cpu: Some(EmuCpuJson::new(&report.cpu)),
+            interfaces: None,
         }
+    }
+
+    /// The file of a run that reported `report`, with each direction's losses by cause and,
+    /// when they were read, what interface A and B counted over the run (A→B comes in on A
+    /// and leaves on B).
+    pub fn with_interfaces(
+        report: &EmulatorReport,
+        interfaces: Option<InterfaceCounts>,
+    ) -> EmuJson {
+        let (a, b) = (interfaces.map(|i| i.a), interfaces.map(|i| i.b));
+        let has_socket = interfaces.is_some_and(|i| i.rx_dropped_has_socket_drops);
+        let mut json = EmuJson::new(report);
+        json.a_to_b.lost_by_cause = Some(LossesJson::new(&report.a_to_b, a, b, has_socket));
+        json.b_to_a.lost_by_cause = Some(LossesJson::new(&report.b_to_a, b, a, has_socket));
+        json.interfaces = interfaces.map(|i| InterfacesJson {
+            a: i.a.into(),
+            b: i.b.into(),
+        });
+        json
     }
 
     /// The file as a JSON value, every object's keys in alphabetical order.
@@ -322,6 +352,7 @@ impl EmuDirectionJson {
             sojourn_ns: d.sojourn.as_ref().map(Summary::from_histogram),
             bytes: EmuBytesJson::new(&d.bytes),
             flows: d.flows.iter().map(EmuFlowJson::new).collect(),
+            lost_by_cause: None,
         }
     }
 }

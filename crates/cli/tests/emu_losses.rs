@@ -1,0 +1,139 @@
+//! Issue 25, part 3: every frame `latlab emu` loses on its way through the DUT's CPU is counted
+//! by cause in its `--json`, and the causes add up to what the client's veth sent less what
+//! the server's received (root; must run under CI=true).
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use latlab_lab::topology::ClientEmuServer;
+
+/// A counter of `dev` in namespace `ns`, as its sysfs statistics say.
+fn counter(ns: &str, dev: &str, name: &str) -> u64 {
+    let out = common::succeeds(std::process::Command::new("ip").args([
+        "netns",
+        "exec",
+        ns,
+        "cat",
+        &format!("/sys/class/net/{dev}/statistics/{name}"),
+    ]));
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// Frames the client's veth handed towards the emulator (sent, and dropped because the
+/// emulator's end could not take them), and frames the server's veth received from it.
+fn ends(lab: &ClientEmuServer) -> (u64, u64) {
+    let c = lab.client.name();
+    let sent = counter(c, "veth0", "tx_packets") + counter(c, "veth0", "tx_dropped");
+    (sent, counter(lab.server.name(), "veth0", "rx_packets"))
+}
+
+/// The emulator is stopped (SIGSTOP) for 300 ms in the middle of a 50 kpps stream: its ring
+/// fills and the kernel drops the rest; once it goes on, the backlog leaves in a burst. Every
+/// frame lost is in `lost_by_cause`, and the causes add up to sent − received exactly (the
+/// ends' counters read before the emulator started and after it stopped).
+#[test]
+fn a_stalled_emulators_losses_add_up_to_sent_minus_received() {
+    stalled_emulator_counts_every_loss("packet");
+}
+
+/// The same over AF_XDP.
+#[test]
+fn a_stalled_af_xdp_emulators_losses_add_up_to_sent_minus_received() {
+    stalled_emulator_counts_every_loss("xdp");
+}
+
+fn stalled_emulator_counts_every_loss(io: &str) {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    // No frame but the test's: without IPv6 the ends send nothing of their own, so the ends'
+    // counters can be read before the emulator starts and after it stopped.
+    for ns in [lab.client.name(), lab.emu.name(), lab.server.name()] {
+        for conf in ["all", "default", "lo"] {
+            common::succeeds(std::process::Command::new("ip").args([
+                "netns",
+                "exec",
+                ns,
+                "sh",
+                "-c",
+                &format!("echo 1 > /proc/sys/net/ipv6/conf/{conf}/disable_ipv6"),
+            ]));
+        }
+    }
+    let before = ends(&lab);
+    let dir = tempfile::tempdir().unwrap();
+    let emu_json = dir.path().join("emu.json");
+    let emu = common::in_ns(lab.emu.name())
+        .args(["emu", "--iface-a", "emu-a", "--iface-b", "emu-b"])
+        .args(["--io", io, "--delay", "1ms", "--duration", "5s"])
+        .arg("--json")
+        .arg(&emu_json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let pid = emu.id().to_string();
+    let stall = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(400));
+        common::succeeds(std::process::Command::new("kill").args(["-STOP", &pid]));
+        std::thread::sleep(Duration::from_millis(300));
+        common::succeeds(std::process::Command::new("kill").args(["-CONT", &pid]));
+    });
+    let target = format!("{}:9", lab.server_addr);
+    let probes = [
+        "--rate",
+        "50k",
+        "--duration",
+        "1500ms",
+        "--size",
+        "64",
+        "--no-check",
+        "--grace",
+        "10ms",
+        "--poll",
+        "block",
+    ];
+    common::gen_in(lab.client.name(), &target, &probes);
+    stall.join().unwrap();
+    let out = emu.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = ends(&lab);
+    let report = common::read_json(&emu_json);
+    let lost = &report["a_to_b"]["lost_by_cause"];
+    let sent = after.0 - before.0;
+    let received = after.1 - before.1;
+    assert!(sent >= 50_000, "the client sent {sent} frames");
+    // 15,000 frames came while it was stopped, more than its ring's 1,024 slots (AF_PACKET)
+    // or 4,096 UMEM frames (AF_XDP) hold.
+    assert!(
+        lost["socket_rx"].as_u64().unwrap() > 0,
+        "a 300 ms stall at 50 kpps lost nothing at the ring: {lost}"
+    );
+    assert_eq!(
+        sent - received,
+        lost["total"].as_u64().unwrap(),
+        "sent {sent}, received {received}, lost by cause {lost}, interfaces {}",
+        report["interfaces"]
+    );
+    let causes: u64 = [
+        "interface_rx",
+        "socket_rx",
+        "link",
+        "emulator",
+        "queued_at_exit",
+        "interface_tx",
+    ]
+    .iter()
+    .map(|k| lost[k].as_u64().unwrap())
+    .sum();
+    assert_eq!(causes, lost["total"].as_u64().unwrap(), "{lost}");
+}

@@ -1,0 +1,145 @@
+//! Where a bridge run lost frames, by cause, per direction: what the link model dropped (as
+//! asked), what the emulator itself dropped, what its sockets' kernel rings dropped before it
+//! could read them, what the interfaces dropped on the way in (a full backlog, for instance)
+//! and on the way out (on veth: the far end could not take them), and what was still held at
+//! exit. The interfaces' counters are read when the bridge starts and when it stops, in the
+//! emulator's namespace; the sum is every frame that reached the emulator's receiving
+//! interface and did not leave its sending one.
+
+use latlab_engine::emulator::DirectionReport;
+use latlab_io::ifstats::{DevCounters, DevStats};
+use serde::{Deserialize, Serialize};
+
+/// The counters of the bridge's two interfaces, from when [`InterfaceWatch::open`] read them.
+#[derive(Debug)]
+pub(crate) struct InterfaceWatch {
+    stats: [DevStats; 2],
+    start: [DevCounters; 2],
+}
+
+impl InterfaceWatch {
+    /// Opens and reads the counters of `a` and `b` in the calling thread's namespace.
+    pub(crate) fn open(a: &str, b: &str) -> std::io::Result<InterfaceWatch> {
+        let stats = [DevStats::open(a)?, DevStats::open(b)?];
+        let start = [stats[0].read()?, stats[1].read()?];
+        Ok(InterfaceWatch { stats, start })
+    }
+
+    /// What each interface counted since [`InterfaceWatch::open`]; `None` if one can no longer
+    /// be read (it went away). `over_xdp`: the bridge's sockets were AF_XDP's (see
+    /// [`InterfaceCounts::rx_dropped_has_socket_drops`]).
+    pub(crate) fn since_open(&self, over_xdp: bool) -> Option<InterfaceCounts> {
+        Some(InterfaceCounts {
+            a: self.stats[0].read().ok()?.since(&self.start[0]),
+            b: self.stats[1].read().ok()?.since(&self.start[1]),
+            rx_dropped_has_socket_drops: over_xdp,
+        })
+    }
+}
+
+/// What a bridge's two interfaces counted over its run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InterfaceCounts {
+    /// Interface A's counters.
+    pub a: DevCounters,
+    /// Interface B's counters.
+    pub b: DevCounters,
+    /// The interfaces' `rx_dropped` already counts what the sockets' rings dropped: over
+    /// AF_XDP a veth counts a frame its program could not redirect into a full socket as a
+    /// drop of its own (AF_PACKET's ring drops are the socket's alone).
+    pub rx_dropped_has_socket_drops: bool,
+}
+
+/// Both interfaces' counters over the run, as `--json` shows them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterfacesJson {
+    /// Interface A's.
+    pub a: InterfaceJson,
+    /// Interface B's.
+    pub b: InterfaceJson,
+}
+
+/// One interface's counters over the run, as `--json` shows them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct InterfaceJson {
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Frames dropped on receive (driver, backlog, missed).
+    pub rx_dropped: u64,
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Frames dropped on transmit.
+    pub tx_dropped: u64,
+}
+
+impl From<DevCounters> for InterfaceJson {
+    fn from(c: DevCounters) -> InterfaceJson {
+        InterfaceJson {
+            rx_packets: c.rx_packets,
+            rx_dropped: c.rx_dropped,
+            tx_packets: c.tx_packets,
+            tx_dropped: c.tx_dropped,
+        }
+    }
+}
+
+/// The frames one direction lost, by where they were lost. `total` is their sum.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LossesJson {
+    /// Dropped on the way in by the receiving interface (its `rx_dropped`: a full backlog,
+    /// the driver; less the socket's drops where it counts those too); `None` when the
+    /// interfaces' counters could not be read.
+    pub interface_rx: Option<u64>,
+    /// Dropped by the kernel before the emulator's socket could read them: a full AF_PACKET
+    /// ring (`tp_drops`), or AF_XDP's full RX ring and empty fill ring.
+    pub socket_rx: u64,
+    /// Dropped by the link model as configured (loss, queue limits, a queue discipline, runts,
+    /// oversized frames): the impairment asked for.
+    pub link: u64,
+    /// Dropped by the emulator itself: its TX ring full, too long or too short for the far
+    /// interface, no buffer slot.
+    pub emulator: u64,
+    /// Still held when the emulator stopped.
+    pub queued_at_exit: u64,
+    /// Dropped by the sending interface after the emulator had sent them (its `tx_dropped`:
+    /// on veth, the far end's backlog was full); `None` without the interfaces' counters.
+    pub interface_tx: Option<u64>,
+    /// Every frame lost between the receiving interface and the wire beyond the sending one.
+    pub total: u64,
+}
+
+impl LossesJson {
+    /// The losses of direction `d`, received on the interface that counted `rx` and sent on
+    /// the one that counted `tx`; `rx_has_socket`: `rx`'s drops include the socket's (each
+    /// frame is counted once, at the socket).
+    pub fn new(
+        d: &DirectionReport,
+        rx: Option<DevCounters>,
+        tx: Option<DevCounters>,
+        rx_has_socket: bool,
+    ) -> Self {
+        let link = d.link.dropped() + d.link.aqm_drop + d.link.aqm_overflow;
+        let emulator = d.tx_ring_full + d.tx_too_long + d.tx_too_short + d.queue_slots_full;
+        let interface_rx = rx.map(|c| match rx_has_socket {
+            true => c.rx_dropped.saturating_sub(d.kernel_drops),
+            false => c.rx_dropped,
+        });
+        let interface_tx = tx.map(|c| c.tx_dropped);
+        LossesJson {
+            interface_rx,
+            socket_rx: d.kernel_drops,
+            link,
+            emulator,
+            queued_at_exit: d.queued_at_exit,
+            interface_tx,
+            total: interface_rx.unwrap_or(0)
+                + d.kernel_drops
+                + link
+                + emulator
+                + d.queued_at_exit
+                + interface_tx.unwrap_or(0),
+        }
+    }
+}
