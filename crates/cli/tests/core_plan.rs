@@ -264,10 +264,10 @@ fn a_generator_spinning_before_the_emulator_gives_it_its_cpu_and_goes_on_blockin
     assert!(gen["received"].as_u64().unwrap() > 500, "{gen}");
 }
 
-/// Something that is not latlab takes the emulator's CPU from it: a realtime thread of higher
-/// priority, pinned there, running 2 ms in every 5 (an ordinary thread cannot: the emulator
-/// runs in `SCHED_FIFO`). The emulator notices from its own release errors, says so once on
-/// its standard error naming the CPU, and `--json` records it.
+/// A loop that is not latlab spins on the emulator's CPU. The emulator here may not run
+/// realtime (`CAP_SYS_NICE` dropped before it starts), so the plan has it spin there as an
+/// ordinary thread, as it does for a user without the capability: it notices from its own
+/// release errors, says so once on its standard error naming the CPU, and `--json` records it.
 #[test]
 fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
     let _turn = common::engines();
@@ -280,11 +280,12 @@ fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
     let claims = dir.path().join("claims");
     let emu_json = dir.path().join("emu.json");
     let emu_json = emu_json.to_str().unwrap();
-    let emu = latlab_in(
-        lab.emu.name(),
-        cpus,
-        &claims,
-        &[
+    let mut emu = Command::new("setpriv");
+    emu.args(["--bounding-set", "-sys_nice", "taskset", "-c"])
+        .arg(format!("{},{}", cpus[0], cpus[1]))
+        .args(["ip", "netns", "exec", lab.emu.name()])
+        .arg(cargo_bin("latlab"))
+        .args([
             "emu",
             "--iface-a",
             "emu-a",
@@ -294,11 +295,24 @@ fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
             "4s",
             "--json",
             emu_json,
-        ],
-    )
-    .spawn()
-    .unwrap();
-    let stranger = Stranger::start(cpus[1]);
+        ])
+        .env(CLAIMS_ENV, &claims)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let emu = emu.spawn().unwrap();
+    // The stranger: a shell spinning on the CPU the emulator claims, ended by its id.
+    let stranger = Stranger(
+        Command::new("taskset")
+            .args([
+                "-c",
+                &cpus[1].to_string(),
+                "sh",
+                "-c",
+                "while :; do :; done",
+            ])
+            .spawn()
+            .unwrap(),
+    );
     let target = format!("{}:7777", lab.server_addr);
     let mut echo = common::echo_in(
         lab.server.name(),
@@ -312,8 +326,8 @@ fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
     drop(stranger);
     assert!(echo.wait().unwrap().success());
     let report = common::read_json(emu_json.as_ref());
-    assert_eq!(placed(&report), ("block".into(), Some(cpus[1] as u64)));
-    assert!(realtime(&report), "{report}");
+    assert_eq!(placed(&report), ("busy".into(), Some(cpus[1] as u64)));
+    assert!(!realtime(&report), "{report}");
     let found = report["contention"].as_array().unwrap();
     assert_eq!(found.len(), 1, "{report}");
     assert_eq!(found[0]["cpu"], cpus[1]);
@@ -333,42 +347,11 @@ fn in_ns_output(ns: &str, target: &str, args: &[&str]) -> std::process::Output {
 }
 
 /// A process this test started, ended (by its id) when the test ends, failed or not.
-/// A realtime thread (`SCHED_FIFO` 2, above the emulator's 1) pinned to a CPU, running
-/// 2 ms in every 5 until dropped.
-struct Stranger {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Stranger {
-    fn start(cpu: usize) -> Stranger {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::time::Instant;
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let thread = std::thread::spawn(move || {
-            latlab_io::cpu::pin_current_thread(cpu).unwrap();
-            latlab_io::cpu::set_thread_realtime(0, 2).unwrap();
-            while !s.load(Ordering::Relaxed) {
-                let start = Instant::now();
-                while start.elapsed() < Duration::from_millis(2) {
-                    std::hint::spin_loop();
-                }
-                std::thread::sleep(Duration::from_millis(3));
-            }
-        });
-        Stranger {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
+struct Stranger(Child);
 
 impl Drop for Stranger {
     fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
