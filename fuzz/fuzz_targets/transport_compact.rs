@@ -4,7 +4,8 @@
 //! against any highest packet number without a panic.
 #![no_main]
 
-use latlab_wire::transport::compact::{self, CompactFrames, ShortHeader};
+use latlab_wire::transport::compact::{self, ShortHeader};
+use latlab_wire::transport::Frames;
 use latlab_wire::transport::Frame;
 use libfuzzer_sys::fuzz_target;
 
@@ -12,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     let mut frames = Vec::new();
     let Ok(header) = compact::parse_short_packet(data, |f| frames.push(f)) else {
         // The frame walker alone must not panic either.
-        for _ in CompactFrames::new(data) {}
+        for _ in Frames::compact(data) {}
         return;
     };
     let largest = data

@@ -30,7 +30,26 @@ fn two_cpus() -> Option<[usize; 2]> {
 
 /// `taskset -c A,B ip netns exec NS latlab ARGS…` with the claims in `claims`.
 fn latlab_in(ns: &str, cpus: [usize; 2], claims: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new("taskset");
+    latlab_after(&[], ns, cpus, claims, args)
+}
+
+/// [`latlab_in`] started through `before` (a program and its arguments, which then runs
+/// `taskset …`).
+fn latlab_after(
+    before: &[&str],
+    ns: &str,
+    cpus: [usize; 2],
+    claims: &Path,
+    args: &[&str],
+) -> Command {
+    let mut c = match before.split_first() {
+        Some((program, rest)) => {
+            let mut c = Command::new(program);
+            c.args(rest).arg("taskset");
+            c
+        }
+        None => Command::new("taskset"),
+    };
     c.args(["-c", &format!("{},{}", cpus[0], cpus[1])])
         .args(["ip", "netns", "exec", ns])
         .arg(cargo_bin("latlab"))
@@ -280,12 +299,12 @@ fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
     let claims = dir.path().join("claims");
     let emu_json = dir.path().join("emu.json");
     let emu_json = emu_json.to_str().unwrap();
-    let mut emu = Command::new("setpriv");
-    emu.args(["--bounding-set", "-sys_nice", "taskset", "-c"])
-        .arg(format!("{},{}", cpus[0], cpus[1]))
-        .args(["ip", "netns", "exec", lab.emu.name()])
-        .arg(cargo_bin("latlab"))
-        .args([
+    let emu = latlab_after(
+        &["setpriv", "--bounding-set", "-sys_nice"],
+        lab.emu.name(),
+        cpus,
+        &claims,
+        &[
             "emu",
             "--iface-a",
             "emu-a",
@@ -295,11 +314,10 @@ fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
             "4s",
             "--json",
             emu_json,
-        ])
-        .env(CLAIMS_ENV, &claims)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let emu = emu.spawn().unwrap();
+        ],
+    )
+    .spawn()
+    .unwrap();
     // The stranger: a shell spinning on the CPU the emulator claims, ended by its id.
     let stranger = Stranger(
         Command::new("taskset")

@@ -30,7 +30,7 @@
 //! format is canonical (the shortest varints, a whole message always in the short `Data`
 //! form), so a parsed frame re-emits to the bytes it came from.
 
-use super::frame::{ChannelKind, Frame, FrameType, DATA_HEADER_LEN};
+use super::frame::{ChannelKind, Frame, FrameType, Frames, DATA_HEADER_LEN};
 use super::{AckRanges, MAX_ACK_RANGES};
 use crate::{Error, Result};
 
@@ -402,41 +402,11 @@ impl<'a> Frame<'a> {
 /// The classic `Data` frame's header length, for a caller sizing fragments.
 pub const FRAGMENT_HEADER_LEN: usize = DATA_HEADER_LEN;
 
-/// Iterator over the compact frames of a short packet's payload; after the first error it
-/// yields that error and stops.
-#[derive(Debug, Clone)]
-pub struct CompactFrames<'a> {
-    rest: &'a [u8],
-    failed: bool,
-}
-
-impl<'a> CompactFrames<'a> {
-    /// Frames of `payload` (the bytes after the short header).
-    pub fn new(payload: &'a [u8]) -> CompactFrames<'a> {
-        CompactFrames {
-            rest: payload,
-            failed: false,
-        }
-    }
-}
-
-impl<'a> Iterator for CompactFrames<'a> {
-    type Item = Result<Frame<'a>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.rest.is_empty() || self.failed {
-            return None;
-        }
-        match Frame::parse_compact(self.rest) {
-            Ok((frame, len)) => {
-                self.rest = &self.rest[len..];
-                Some(Ok(frame))
-            }
-            Err(e) => {
-                self.failed = true;
-                Some(Err(e))
-            }
-        }
+impl<'a> Frames<'a> {
+    /// The compact frames of a short packet's payload (the bytes after the short header);
+    /// after the first error the iterator yields that error and stops.
+    pub fn compact(payload: &'a [u8]) -> Frames<'a> {
+        Frames::with(payload, Frame::parse_compact)
     }
 }
 
@@ -447,10 +417,10 @@ pub fn parse_short_packet<'a>(
     mut each: impl FnMut(Frame<'a>),
 ) -> Result<ShortHeader> {
     let (header, len) = ShortHeader::parse(bytes)?;
-    for frame in CompactFrames::new(&bytes[len..]) {
+    for frame in Frames::compact(&bytes[len..]) {
         frame?;
     }
-    for frame in CompactFrames::new(&bytes[len..]).flatten() {
+    for frame in Frames::compact(&bytes[len..]).flatten() {
         each(frame);
     }
     Ok(header)

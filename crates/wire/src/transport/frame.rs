@@ -485,14 +485,26 @@ impl<'a> Frame<'a> {
 pub struct Frames<'a> {
     rest: &'a [u8],
     failed: bool,
+    /// How one frame is read: [`Frame::parse`], or [`Frame::parse_compact`] for version 2's
+    /// short packets ([`Frames::compact`]).
+    parse: fn(&'a [u8]) -> Result<(Frame<'a>, usize)>,
 }
 
 impl<'a> Frames<'a> {
     /// Frames of `payload` (the bytes after the header).
     pub fn new(payload: &'a [u8]) -> Frames<'a> {
+        Frames::with(payload, Frame::parse)
+    }
+
+    /// Frames of `payload` read by `parse`.
+    pub(super) fn with(
+        payload: &'a [u8],
+        parse: fn(&'a [u8]) -> Result<(Frame<'a>, usize)>,
+    ) -> Frames<'a> {
         Frames {
             rest: payload,
             failed: false,
+            parse,
         }
     }
 }
@@ -504,7 +516,7 @@ impl<'a> Iterator for Frames<'a> {
         if self.rest.is_empty() || self.failed {
             return None;
         }
-        match Frame::parse(self.rest) {
+        match (self.parse)(self.rest) {
             Ok((frame, len)) => {
                 self.rest = &self.rest[len..];
                 Some(Ok(frame))

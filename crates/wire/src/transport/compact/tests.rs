@@ -229,7 +229,7 @@ fn random_bytes_never_panic_and_parsed_frames_re_emit() {
             let again = short_bytes(header, &frames);
             assert_eq!(again, buf);
         }
-        for frame in CompactFrames::new(buf).map_while(|f| f.ok()) {
+        for frame in Frames::compact(buf).map_while(|f| f.ok()) {
             let mut out = vec![0u8; frame.compact_len()];
             frame.emit_compact(&mut out);
             assert_eq!(Frame::parse_compact(&out), Ok((frame, out.len())));
