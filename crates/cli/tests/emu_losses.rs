@@ -89,7 +89,7 @@ fn stalled_emulator_counts_every_loss(io: &str) {
         "--rate",
         "50k",
         "--duration",
-        "1500ms",
+        "2500ms",
         "--size",
         "64",
         "--no-check",
