@@ -407,7 +407,7 @@ pub struct EmulatorReport {
 
 /// The CPU an emulator run used: its threads' CPU time (the kernel's work inside their
 /// system calls included) over the time it ran, and how a blocking loop waited.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CpuUse {
     /// Wall-clock time from start to stop, ns.
     pub elapsed_ns: u64,
@@ -460,7 +460,8 @@ pub fn run<P: Port>(
     let control = &live.control;
     let mut last_publish = None;
     let mut tap = control.take_tap().map(Tap::new);
-    let mut waits = crate::wait::SleepSpin::new();
+    // A realtime loop keeps under the kernel's realtime allowance (see `crate::wait`).
+    let mut waits = crate::wait::SleepSpin::for_this_thread();
     while !stop.is_raised() {
         let got = a.recv_frames(&mut |frame, rx_ns| ab.arrive(rx_ns, frame, 0, &mut tap))?
             + b.recv_frames(&mut |frame, rx_ns| ba.arrive(rx_ns, frame, 1, &mut tap))?;

@@ -6,6 +6,15 @@
 //! margin, between [`MIN_SPIN_NS`] and [`MAX_SPIN_NS`]. After it handled a frame, a loop also
 //! keeps polling for the same stretch ([`SleepSpin::lingers`]): a frame that comes back that
 //! soon (the other half of a round trip) is then taken without waiting for a wake-up.
+//!
+//! A loop in the realtime class must also leave its CPU some of the time: the kernel lets
+//! realtime threads run only `sched_rt_runtime_us` of every `sched_rt_period_us` (950 ms of
+//! each second by default) and then takes the CPU from them for the rest of the period, a
+//! stall of ~50 ms once a second for a loop that spins between frames at 20 kpps. With a
+//! [`SleepSpin::with_duty_limit`] the loop counts the time it was awake in each
+//! [`DUTY_WINDOW_NS`]; past the limit it rests for the rest of that window: it neither spins
+//! before deadlines nor lingers after frames, it sleeps until the deadline itself or a frame,
+//! and is woken for each (a few microseconds later than a spinning loop would have taken it).
 
 use std::time::Duration;
 
@@ -20,10 +29,15 @@ pub const MAX_SPIN_NS: u64 = 200_000;
 const MARGIN_NS: u64 = 5_000;
 /// The lateness assumed before any sleep was timed.
 const FIRST_GUESS_NS: u64 = 50_000;
+/// The window over which a loop with a duty limit counts the time it was awake.
+pub const DUTY_WINDOW_NS: u64 = 10_000_000;
+/// The share of the kernel's realtime allowance a realtime loop spins or lingers in: the
+/// rest is headroom for the frames it still handles while resting.
+pub const REALTIME_DUTY: f64 = 0.96;
 
 /// What a blocking loop's sleeps were, for its report: the spin it ended with and what it was
 /// learned from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SleepReport {
     /// The spin before each deadline at the end ([`SleepSpin::spin_ns`]).
     pub spin_ns: u64,
@@ -37,6 +51,11 @@ pub struct SleepReport {
     /// The time the loop was away sleeping, in all: from each [`SleepSpin::sleep_for`] that
     /// gave a sleep to the [`SleepSpin::woke`] after it.
     pub slept_ns: u64,
+    /// The share of each [`DUTY_WINDOW_NS`] the loop could be awake before resting
+    /// ([`SleepSpin::with_duty_limit`]); `None` without a limit.
+    pub duty_limit: Option<f64>,
+    /// Windows in which the loop reached its duty limit and rested for the rest of it.
+    pub rested_windows: u64,
 }
 
 impl SleepReport {
@@ -60,6 +79,42 @@ pub struct SleepSpin {
     /// The deadline of the sleep under way (`wake_at`), if it was timed.
     asked: Option<u64>,
     linger_until: u64,
+    duty: Option<Duty>,
+}
+
+/// The time a loop with a duty limit was awake in its current window.
+#[derive(Clone, Debug)]
+struct Duty {
+    limit: f64,
+    /// Awake time allowed per window, ns.
+    awake_ns: u64,
+    window_start: u64,
+    /// Time slept since `window_start`, ns.
+    slept_ns: u64,
+    resting: bool,
+    rested_windows: u64,
+}
+
+impl Duty {
+    /// Whether the loop rests at `now`: it was awake longer than allowed in this window.
+    fn rests(&mut self, now: u64) -> bool {
+        if now >= self.window_start + DUTY_WINDOW_NS {
+            self.window_start = now;
+            self.slept_ns = 0;
+            self.resting = false;
+        }
+        let awake = (now - self.window_start).saturating_sub(self.slept_ns);
+        if !self.resting && awake >= self.awake_ns {
+            self.resting = true;
+            self.rested_windows += 1;
+        }
+        self.resting
+    }
+
+    /// The loop slept from `since` to `now`: the part inside this window counts.
+    fn slept(&mut self, since: u64, now: u64) {
+        self.slept_ns += now.saturating_sub(since.max(self.window_start));
+    }
 }
 
 impl Default for SleepSpin {
@@ -81,9 +136,44 @@ impl SleepSpin {
             sleeping_since: None,
             asked: None,
             linger_until: 0,
+            duty: None,
         };
         s.resize();
         s
+    }
+
+    /// A loop that may be awake at most `limit` (0 to 1) of each [`DUTY_WINDOW_NS`], and
+    /// rests for the rest of a window once it was: no spin, no linger.
+    pub fn with_duty_limit(limit: f64) -> SleepSpin {
+        let limit = limit.clamp(0.0, 1.0);
+        SleepSpin {
+            duty: Some(Duty {
+                limit,
+                awake_ns: (limit * DUTY_WINDOW_NS as f64) as u64,
+                window_start: 0,
+                slept_ns: 0,
+                resting: false,
+                rested_windows: 0,
+            }),
+            ..SleepSpin::new()
+        }
+    }
+
+    /// For the calling thread: with a duty limit if it runs in the realtime class and the
+    /// kernel limits realtime threads ([`latlab_io::cpu::realtime_share`]), at
+    /// [`REALTIME_DUTY`] of what the kernel allows; without one otherwise.
+    pub fn for_this_thread() -> SleepSpin {
+        let realtime = latlab_io::cpu::thread_is_realtime(0).unwrap_or(false);
+        match latlab_io::cpu::realtime_share().filter(|_| realtime) {
+            Some(share) => SleepSpin::with_duty_limit(share * REALTIME_DUTY),
+            None => SleepSpin::new(),
+        }
+    }
+
+    /// Whether the loop rests for the rest of its current window (its duty limit reached,
+    /// as of its last [`SleepSpin::sleep_for`]).
+    pub fn resting(&self) -> bool {
+        self.duty.as_ref().is_some_and(|d| d.resting)
     }
 
     /// The current spin before a deadline, ns.
@@ -99,6 +189,8 @@ impl SleepSpin {
             timed_sleeps: self.timed,
             asked_ns: self.asked_ns,
             slept_ns: self.slept_ns,
+            duty_limit: self.duty.as_ref().map(|d| d.limit),
+            rested_windows: self.duty.as_ref().map_or(0, |d| d.rested_windows),
         }
     }
 
@@ -115,7 +207,8 @@ impl SleepSpin {
 
     fn next_sleep(&mut self, now: u64, due: Option<u64>, max: Duration) -> Duration {
         self.asked = None;
-        if now < self.linger_until {
+        let rests = self.duty.as_mut().is_some_and(|d| d.rests(now));
+        if now < self.linger_until && !rests {
             return Duration::ZERO;
         }
         let Some(due) = due else {
@@ -123,10 +216,14 @@ impl SleepSpin {
             return max;
         };
         // Never spin more than half the time left: a loop whose deadlines come closer than
-        // its spin sleeps half the time, and keeps timing its sleeps.
+        // its spin sleeps half the time, and keeps timing its sleeps. A resting loop spins only
+        // when the deadline is too close to sleep for.
         let left = due.saturating_sub(now);
-        let spin = self.spin_ns.min(left / 2);
-        if spin < MIN_SPIN_NS {
+        let spin = if rests { 0 } else { self.spin_ns.min(left / 2) };
+        if rests && left < 2 * MIN_SPIN_NS {
+            return Duration::ZERO;
+        }
+        if spin < MIN_SPIN_NS && !rests {
             return Duration::ZERO;
         }
         let sleep = left - spin;
@@ -145,6 +242,9 @@ impl SleepSpin {
     pub fn woke(&mut self, now: u64) {
         if let Some(since) = self.sleeping_since.take() {
             self.slept_ns += now.saturating_sub(since);
+            if let Some(d) = &mut self.duty {
+                d.slept(since, now);
+            }
         }
         if let Some(wake_at) = self.asked.take().filter(|&w| now >= w) {
             self.late[self.next] = now.saturating_sub(wake_at);
@@ -295,5 +395,118 @@ mod tests {
         s.lingers(now);
         assert_eq!(s.sleep_for(now + spin - 1, None, MAX_SLEEP), Duration::ZERO);
         assert_eq!(s.sleep_for(now + spin, None, MAX_SLEEP), MAX_SLEEP);
+    }
+
+    /// A loop that handles a frame every `every` ns from `start` to `end`, lingering after
+    /// each; returns how long it spent awake and when its rests began.
+    fn frames_every(s: &mut SleepSpin, start: u64, end: u64, every: u64) -> (u64, Vec<u64>) {
+        let (mut now, mut awake, mut rests) = (start, 0, Vec::new());
+        let mut next_frame = start;
+        let mut rested = s.report().rested_windows;
+        while now < end {
+            if now >= next_frame {
+                s.lingers(now);
+                next_frame += every;
+            }
+            let sleep = s.sleep_for(now, None, MAX_SLEEP).as_nanos() as u64;
+            if s.report().rested_windows != rested {
+                rested = s.report().rested_windows;
+                rests.push(now);
+            }
+            if sleep == 0 {
+                // Spinning (lingering): awake until the next look, 1 µs later.
+                now += 1_000;
+                awake += 1_000;
+            } else {
+                // Asleep until the next frame wakes it.
+                now = next_frame;
+                s.woke(now);
+            }
+        }
+        (awake, rests)
+    }
+
+    #[test]
+    fn a_loop_with_a_duty_limit_rests_once_it_was_awake_its_share_of_a_window() {
+        // Frames every 25 µs with a linger of 55 µs: without a limit, awake all the time.
+        let start = 1_000_000_000;
+        let mut free = SleepSpin::new();
+        let (awake, rests) = frames_every(&mut free, start, start + 100_000_000, 25_000);
+        assert_eq!(awake, 100_000_000);
+        assert!(rests.is_empty());
+        assert_eq!(free.report().duty_limit, None);
+
+        let mut limited = SleepSpin::with_duty_limit(0.76);
+        let (awake, rests) = frames_every(&mut limited, start, start + 100_000_000, 25_000);
+        let r = limited.report();
+        assert_eq!(r.duty_limit, Some(0.76));
+        // Ten windows of 10 ms, each rested in after 7.6 ms awake (to the µs it looks at).
+        assert_eq!(r.rested_windows, 10);
+        assert_eq!(rests.len(), 10);
+        for (w, at) in rests.iter().enumerate() {
+            let into = at - (start + w as u64 * DUTY_WINDOW_NS);
+            assert!(
+                (7_600_000..=7_601_000).contains(&into),
+                "window {w}: {into}"
+            );
+        }
+        assert!(
+            (75_000_000..=77_000_000).contains(&awake),
+            "awake {awake} ns of 100 ms"
+        );
+        // Asleep the rest of each window: woken by each frame, not spinning after it.
+        assert!(r.slept_ns >= 23_000_000, "{r:?}");
+    }
+
+    #[test]
+    fn a_resting_loop_sleeps_to_the_deadline_itself_and_spins_only_when_too_close() {
+        let mut s = SleepSpin::with_duty_limit(0.0);
+        let now = 1_000_000_000;
+        // Rests at once: a deadline 1 ms away is slept to, with no spin before it.
+        assert_eq!(
+            s.sleep_for(now, Some(now + 1_000_000), MAX_SLEEP),
+            Duration::from_millis(1)
+        );
+        s.woke(now + 1_000_020);
+        // That sleep was timed: how late it woke still teaches the spin.
+        assert_eq!(s.report().timed_sleeps, 1);
+        // A frame's linger is ignored while resting.
+        s.lingers(now + 1_000_020);
+        assert_eq!(s.sleep_for(now + 1_000_030, None, MAX_SLEEP), MAX_SLEEP);
+        // A deadline closer than two of the shortest spins is spun to.
+        let at = now + 2_000_000;
+        assert_eq!(
+            s.sleep_for(at, Some(at + 2 * MIN_SPIN_NS - 1), MAX_SLEEP),
+            Duration::ZERO
+        );
+        // A limit of 1 never rests.
+        let mut full = SleepSpin::with_duty_limit(1.0);
+        full.lingers(now);
+        assert_eq!(full.sleep_for(now + 1, None, MAX_SLEEP), Duration::ZERO);
+        assert_eq!(full.report().rested_windows, 0);
+    }
+
+    #[test]
+    fn a_realtime_thread_gets_a_duty_limit_under_the_kernel_s_allowance() {
+        assert_eq!(SleepSpin::for_this_thread().report().duty_limit, None);
+        if !latlab_io::cpu::may_run_realtime() {
+            // Without CAP_SYS_NICE (not root): nothing more to check, and CI runs as root.
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI runs the tests as root"
+            );
+            return;
+        }
+        let limit = std::thread::spawn(|| {
+            latlab_io::cpu::set_thread_realtime(0, 1).unwrap();
+            SleepSpin::for_this_thread().report().duty_limit
+        })
+        .join()
+        .unwrap();
+        let expected = latlab_io::cpu::realtime_share().map(|s| s * REALTIME_DUTY);
+        assert_eq!(limit, expected);
+        if let Some(limit) = limit {
+            assert!(limit < latlab_io::cpu::realtime_share().unwrap(), "{limit}");
+        }
     }
 }

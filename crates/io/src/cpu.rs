@@ -120,6 +120,35 @@ pub fn set_thread_realtime(tid: i32, priority: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Puts thread `tid` (0: the calling thread) back in the ordinary class (`SCHED_OTHER`, its
+/// nice value kept). Always allowed.
+pub fn set_thread_ordinary(tid: i32) -> io::Result<()> {
+    // SAFETY: sched_param is a plain struct passed by pointer for the duration of the call.
+    let rc = unsafe {
+        let param = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(tid, libc::SCHED_OTHER | SCHED_RESET_ON_FORK, &param)
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The realtime priority of thread `tid` (0: the calling thread), `None` if it is not in the
+/// `SCHED_FIFO` class.
+pub fn thread_realtime_priority(tid: i32) -> io::Result<Option<i32>> {
+    if !thread_is_realtime(tid)? {
+        return Ok(None);
+    }
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_getparam writes one sched_param through the pointer we own.
+    let rc = unsafe { libc::sched_getparam(tid, &mut param) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Some(param.sched_priority))
+}
+
 /// Whether this process may put its threads in `SCHED_FIFO` ([`set_thread_realtime`]):
 /// tried on a thread of its own, which ends at once, so nothing of the caller's changes.
 pub fn may_run_realtime() -> bool {
@@ -136,6 +165,22 @@ pub fn thread_is_realtime(tid: i32) -> io::Result<bool> {
         return Err(io::Error::last_os_error());
     }
     Ok(rc & !SCHED_RESET_ON_FORK == libc::SCHED_FIFO)
+}
+
+/// The share of each period the kernel lets realtime threads run (`sched_rt_runtime_us` over
+/// `sched_rt_period_us`, 0.95 by default); `None` where it does not limit them (a runtime of
+/// -1) or does not say. Past it the kernel takes the CPU from a realtime loop until the period
+/// ends: ~50 ms once a second at the defaults.
+pub fn realtime_share() -> Option<f64> {
+    let read = |name: &str| std::fs::read_to_string(format!("/proc/sys/kernel/{name}")).ok();
+    parse_realtime_share(&read("sched_rt_runtime_us")?, &read("sched_rt_period_us")?)
+}
+
+/// [`realtime_share`] from the two files' text.
+fn parse_realtime_share(runtime_us: &str, period_us: &str) -> Option<f64> {
+    let runtime: i64 = runtime_us.trim().parse().ok()?;
+    let period: i64 = period_us.trim().parse().ok()?;
+    (runtime >= 0 && period > 0).then(|| (runtime as f64 / period as f64).min(1.0))
 }
 
 /// Time the hypervisor gave this machine's CPUs to others while they had work (the `steal`
@@ -187,6 +232,17 @@ mod tests {
         assert_eq!(parse_steal_ns("cpu  1 2 3 4\n"), None);
         assert_eq!(parse_steal_ns("intr 5\n"), None);
         assert!(steal_ns().is_some());
+    }
+
+    #[test]
+    fn the_realtime_share_is_runtime_over_period_and_none_when_unlimited() {
+        assert_eq!(parse_realtime_share("950000\n", "1000000\n"), Some(0.95));
+        assert_eq!(parse_realtime_share("-1\n", "1000000\n"), None);
+        assert_eq!(parse_realtime_share("2000000", "1000000"), Some(1.0));
+        assert_eq!(parse_realtime_share("x", "1000000"), None);
+        assert_eq!(parse_realtime_share("5", "0"), None);
+        let share = realtime_share();
+        assert!(share.is_none_or(|s| (0.0..=1.0).contains(&s)), "{share:?}");
     }
 
     #[test]

@@ -252,7 +252,7 @@ pub struct EmuCpuJson {
 }
 
 /// How a blocking loop slept.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct EmuSleepsJson {
     /// The latest wake-up among its last timed sleeps, which sized the spin, ns.
@@ -263,6 +263,11 @@ pub struct EmuSleepsJson {
     pub asked_ns: u64,
     /// The time it was away sleeping, in all, ns.
     pub slept_ns: u64,
+    /// The share of each 10 ms a realtime loop may be awake before it rests (the kernel takes
+    /// the CPU from realtime threads past its allowance); `null` for an ordinary loop.
+    pub duty_limit: Option<f64>,
+    /// The 10 ms windows in which it reached that share and rested.
+    pub rested_windows: u64,
 }
 
 impl EmuJson {
@@ -423,6 +428,8 @@ impl EmuCpuJson {
                 timed: s.timed_sleeps,
                 asked_ns: s.asked_ns,
                 slept_ns: s.slept_ns,
+                duty_limit: s.duty_limit,
+                rested_windows: s.rested_windows,
             }),
         }
     }
@@ -555,6 +562,8 @@ mod tests {
                     "timed": s.timed_sleeps,
                     "asked_ns": s.asked_ns,
                     "slept_ns": s.slept_ns,
+                    "duty_limit": s.duty_limit,
+                    "rested_windows": s.rested_windows,
                 })),
             })
         }
@@ -674,6 +683,8 @@ mod tests {
             timed_sleeps: 900,
             asked_ns: 2_500_000_000,
             slept_ns: 2_400_000_000,
+            duty_limit: Some(0.76),
+            rested_windows: 37,
         };
         EmulatorReport {
             a_to_b: direction(0, !spinning),
