@@ -258,6 +258,7 @@ fn a_stalled_path_is_repaired_from_the_nacks_and_the_acks_they_carry() {
 fn forged(pn: u64, frames: &[Frame<'_>]) -> Vec<u8> {
     let header = ShortHeader {
         ack_immediately: false,
+        short_id: None,
         pn_len: 4,
         truncated: pn as u32,
     };
