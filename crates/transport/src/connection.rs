@@ -532,6 +532,7 @@ impl Connection {
         }
         if self.rto_deadline(config).is_some_and(|t| t <= now) {
             self.on_rto(now, config);
+            self.announce_after_silence();
         }
         if self.rack_timer.is_some_and(|t| t <= now) {
             self.detect_losses(now, config);

@@ -231,8 +231,9 @@ impl Endpoint {
     /// server gave it in its short headers, from a PING sent at once, until the server
     /// acknowledges one of them: the server finds the connection by the id and moves it to the
     /// new address. Returns whether the connection will announce its address: not for a
-    /// version 1 connection (tied to its address), one not yet established, or one whose
-    /// server gave no short id.
+    /// version 1 connection (tied to its address), a server's, one not yet established, or
+    /// one whose server gave no short id. (A client that is not told, as when a NAT moves it,
+    /// announces on its own after two timeouts in a row with nothing acknowledged.)
     pub fn local_address_changed(&mut self, connection: ConnectionHandle) -> bool {
         self.connections
             .get_mut(&connection)

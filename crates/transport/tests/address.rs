@@ -136,6 +136,57 @@ fn a_client_moved_to_a_new_address_mid_stream_loses_nothing_and_sends_the_id_for
     }
 }
 
+#[test]
+fn a_client_moved_by_a_nat_it_was_not_told_of_announces_its_id_after_two_silent_timeouts() {
+    // The client's address changes under it 40 ms before message 20 (T = 3 s) and nobody
+    // tells it: the server counts its packets as foreign and answers none, and what the server
+    // sends goes to the old address. At its second timeout in a row (T + 720 ms in this
+    // deterministic run; the timeouts wait for the cumulative ACK under NACK feedback) the
+    // client announces its short id with the messages it holds: the server moves the
+    // connection and delivers 20..=27 together at T + 770 ms; from 28 on, 50 ms after sending.
+    let moved = Rc::new(Cell::new(false));
+    let (mut lab, log, _) = lab(&moved);
+    for i in 0..40u64 {
+        if i == 20 {
+            lab.run_until(sent_at(20) - 40 * MS);
+            moved.set(true);
+            lab.pair.a.addr = new_client_addr();
+        }
+        lab.send_at(sent_at(i), 0, &[i as u8; 100]);
+    }
+    lab.run_until(sent_at(40) + 10_000 * MS);
+    let server = lab.server();
+    let got: Vec<u32> = server.messages(0).iter().map(|m| m.1).collect();
+    assert_eq!(got, (0..40).collect::<Vec<u32>>());
+    for i in 0..20u32 {
+        let at = server.delivered_at(0, i);
+        assert_eq!(at, Some(sent_at(u64::from(i)) + 50 * MS));
+    }
+    let on_server = lab.connection_on_server();
+    assert_eq!(server.endpoint.remote(on_server), Some(new_client_addr()));
+    let stats = server.endpoint.connection_stats(on_server).unwrap();
+    assert_eq!(stats.address_moves, 1);
+    assert!(server.endpoint.stats().foreign > 0);
+    let t = sent_at(20);
+    for i in 20..40u32 {
+        let expected = if i <= 27 {
+            t + 770 * MS
+        } else {
+            sent_at(u64::from(i)) + 50 * MS
+        };
+        assert_eq!(server.delivered_at(0, i), Some(expected), "message {i}");
+    }
+    let log = log.borrow();
+    let announced = log
+        .iter()
+        .filter(|d| d.0 == new_client_addr() && sends_id(&d.2))
+        .count();
+    assert!(
+        (1..=3).contains(&announced),
+        "{announced} packets with the id"
+    );
+}
+
 /// A short packet with `short_id`, packet number `pn` in `pn_len` bytes, and a PING.
 fn spoofed(short_id: u32, pn: u64, pn_len: usize) -> Vec<u8> {
     let header = ShortHeader {
