@@ -246,6 +246,59 @@ fn a_wrong_id_a_far_number_or_an_old_number_from_another_address_moves_nothing()
 }
 
 #[test]
+fn a_packet_with_the_id_from_another_connections_address_moves_nothing_and_one_from_a_free_one_does(
+) {
+    // Two clients of one server, driven by hand at t = 0. Whoever knows client A's short id
+    // (it travels in the clear) and a number in its window moves A to a free address: nothing
+    // is authenticated. Onto client B's address it cannot: that address names B.
+    let mut server = Endpoint::new(config("lean", true), 9);
+    let (addr_a, addr_b): (SocketAddr, SocketAddr) = (
+        "10.0.0.1:5000".parse().unwrap(),
+        "10.0.0.3:5000".parse().unwrap(),
+    );
+    let mut a = Endpoint::new(config("lean", false), 1);
+    let mut b = Endpoint::new(config("lean", false), 2);
+    a.connect(0, server_addr());
+    b.connect(0, server_addr());
+    let mut buf = [0u8; 1500];
+    let mut id_a = None;
+    let mut handles = Vec::new();
+    for _ in 0..3 {
+        for (client, from) in [(&mut a, addr_a), (&mut b, addr_b)] {
+            while let Some(t) = client.poll_transmit(0, &mut buf) {
+                server.handle_datagram(0, from, &buf[..t.len]);
+            }
+        }
+        while let Some(t) = server.poll_transmit(0, &mut buf) {
+            let bytes = &buf[..t.len];
+            let _ = parse_long_packet(bytes, |f| {
+                if let (Frame::ShortId { id }, true) = (f, t.to == addr_a) {
+                    id_a = Some(id);
+                }
+            });
+            let client = if t.to == addr_a { &mut a } else { &mut b };
+            client.handle_datagram(0, server_addr(), bytes);
+        }
+        while let Some(event) = server.poll_event() {
+            if let Event::Accepted { connection, remote } = event {
+                handles.push((remote, connection));
+            }
+        }
+    }
+    let id_a = id_a.expect("A's Accept carries its short id");
+    let (_, on_server) = *handles.iter().find(|h| h.0 == addr_a).unwrap();
+    server.handle_datagram(MS, addr_b, &spoofed(id_a, 1, 1));
+    let stats = server.connection_stats(on_server).unwrap();
+    assert_eq!((stats.moves_refused, stats.address_moves), (1, 0));
+    assert_eq!(server.remote(on_server), Some(addr_a));
+    let free: SocketAddr = "10.6.6.6:6666".parse().unwrap();
+    server.handle_datagram(MS, free, &spoofed(id_a, 1, 1));
+    let stats = server.connection_stats(on_server).unwrap();
+    assert_eq!(stats.address_moves, 1);
+    assert_eq!(server.remote(on_server), Some(free));
+}
+
+#[test]
 fn a_version_1_connection_has_no_short_id_and_stays_on_its_address() {
     let mut lab = Lab::connect(
         config("rack", false),
