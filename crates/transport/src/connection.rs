@@ -127,6 +127,13 @@ pub(crate) struct Connection {
     pub(crate) state: State,
     /// Version 2's compact format (short headers, compact frames) once established.
     pub(crate) compact: bool,
+    /// Version 2: the short id the server gave the connection (`path.rs`).
+    pub(crate) short_id: Option<u32>,
+    /// Client: the first packet number sent since its address changed; short headers carry
+    /// the short id until the server acknowledges one at or above it.
+    announce_from: Option<u64>,
+    /// Server: the packet number that last moved the connection to a new address (0: none).
+    pub(crate) moved_at: u64,
     /// Client: `Hello`s sent (the fourth and later ask for version 1).
     hello_attempts: u32,
     pub(crate) stats: ConnectionStats,
@@ -184,6 +191,9 @@ impl Connection {
             remote,
             state,
             compact: state == State::Established && config.recovery.compact,
+            short_id: None,
+            announce_from: None,
+            moved_at: 0,
             hello_attempts: 0,
             stats: ConnectionStats::default(),
             events: VecDeque::new(),
@@ -404,7 +414,10 @@ impl Connection {
         let mut refused = false;
         for frame in frames {
             match *frame {
-                Frame::Ack { delay_us, ranges } => self.handle_ack(now, delay_us, &ranges, config),
+                Frame::Ack { delay_us, ranges } => {
+                    self.handle_ack(now, delay_us, &ranges, config);
+                    self.note_announce_acked(&ranges);
+                }
                 Frame::Data {
                     channel,
                     kind,
@@ -519,6 +532,7 @@ impl Connection {
         }
         if self.rto_deadline(config).is_some_and(|t| t <= now) {
             self.on_rto(now, config);
+            self.announce_after_silence();
         }
         if self.rack_timer.is_some_and(|t| t <= now) {
             self.detect_losses(now, config);
@@ -559,5 +573,6 @@ impl Connection {
 
 mod ack;
 mod feedback;
+mod path;
 mod recovery;
 mod transmit;

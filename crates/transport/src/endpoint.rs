@@ -1,11 +1,29 @@
-//! The endpoint: demultiplexes datagrams by connection id, answers handshakes statelessly,
-//! and hands out packets, timers and events in quinn's verb set.
+//! The endpoint: demultiplexes datagrams by connection id (version 2's short packets by
+//! remote address, or by short id when the client's address changed), answers handshakes
+//! statelessly (`endpoint/handshake.rs`), and hands out packets, timers and events in quinn's
+//! verb set.
+//!
+//! # What an unauthenticated connection can and cannot resist
+//!
+//! Nothing on the wire is authenticated. A packet whose number lies further above the highest
+//! received than a genuine peer's can ([`MAX_PACKET_NUMBER_JUMP`]; for a short header a
+//! quarter of its truncation window, [`compact::max_jump`]) is refused whole and counted
+//! (`ConnectionStats::packets_far`): a forged, corrupted or stale number far from the window
+//! changes nothing, and only a packet that parsed whole moves the window. A short packet with
+//! a short id from a new address moves its connection there only if its number is within that
+//! window and above every number received (so a replayed or reordered older packet never
+//! moves it back), and the address is no other connection's: a blind attacker must guess the
+//! 32-bit id and a number in the window. Whoever sees the traffic (the id travels in the
+//! `Accept` and while a client announces a new address) can forge packets inside the window,
+//! which do what their frames say, and can move the connection to another address, towards
+//! which the server then sends its stream: no more than the connection's window holds, but
+//! nothing here stops it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use latlab_wire::transport::compact::{self, decode_packet_number};
-use latlab_wire::transport::{self as wire, Frame, HEADER_LEN, HELLO_MIN_LEN, VERSION_COMPACT};
+use latlab_wire::transport::{self as wire, VERSION_COMPACT};
 use siphasher::sip::SipHasher24;
 
 use crate::connection::{ConnEvent, Connection, State};
@@ -13,6 +31,7 @@ use crate::recv::Delivery;
 use crate::{
     Config, ConnectionHandle, ConnectionStats, EndpointStats, Event, MessageId, SendError, Transmit,
 };
+use handshake::Handshake;
 
 /// Handshake answers waiting to be sent; more are dropped (counted).
 const MAX_QUEUED_ANSWERS: usize = 256;
@@ -40,22 +59,14 @@ impl std::fmt::Debug for CookieKey {
     }
 }
 
-/// Furthest a short packet's number may decode above the highest received: a genuine peer
-/// never jumps this far, so a number beyond it (forged, or corrupted) is refused.
-const MAX_PACKET_NUMBER_JUMP: u64 = 4096;
+/// Furthest a packet's number may lie above the highest received (above 0 before any): a
+/// genuine peer never jumps this far (65,536 packets in a row lost), so a number beyond it
+/// (forged, corrupted or stale) is refused. A short header's own bound
+/// ([`compact::max_jump`]) is tighter below 3 bytes of packet number.
+pub const MAX_PACKET_NUMBER_JUMP: u64 = 1 << 16;
 
 /// Shortest buffer [`Endpoint::poll_transmit`] takes.
 pub const MIN_TRANSMIT_BUF: usize = 200;
-
-/// A handshake packet's origin and what its header said.
-#[derive(Debug, Clone, Copy)]
-struct Handshake {
-    from: SocketAddr,
-    len: usize,
-    id: u64,
-    /// It came in version 2's long header.
-    compact: bool,
-}
 
 /// A latlab transport endpoint: any number of connections over one UDP socket, sans-IO.
 ///
@@ -73,6 +84,8 @@ pub struct Endpoint {
     by_id: HashMap<u64, ConnectionHandle>,
     /// Established compact connections by remote address (their packets carry no id).
     by_addr: HashMap<SocketAddr, ConnectionHandle>,
+    /// Compact connections this server accepted, by the short id it gave them.
+    by_short_id: HashMap<u32, ConnectionHandle>,
     next_handle: u64,
     answers: VecDeque<(SocketAddr, Vec<u8>)>,
     events: VecDeque<Event>,
@@ -105,6 +118,7 @@ impl Endpoint {
             connections: BTreeMap::new(),
             by_id: HashMap::new(),
             by_addr: HashMap::new(),
+            by_short_id: HashMap::new(),
             next_handle: 0,
             answers: VecDeque::new(),
             events: VecDeque::new(),
@@ -212,6 +226,20 @@ impl Endpoint {
         self.connections.get(&connection).map(|c| c.remote)
     }
 
+    /// Tells a client's `connection` that its own address changed (it sends from a new socket
+    /// or port, or learnt of a NAT rebinding). A compact connection then puts the short id the
+    /// server gave it in its short headers, from a PING sent at once, until the server
+    /// acknowledges one of them: the server finds the connection by the id and moves it to the
+    /// new address. Returns whether the connection will announce its address: not for a
+    /// version 1 connection (tied to its address), a server's, one not yet established, or
+    /// one whose server gave no short id. (A client that is not told, as when a NAT moves it,
+    /// announces on its own after two timeouts in a row with nothing acknowledged.)
+    pub fn local_address_changed(&mut self, connection: ConnectionHandle) -> bool {
+        self.connections
+            .get_mut(&connection)
+            .is_some_and(Connection::local_address_changed)
+    }
+
     /// Counters of the endpoint.
     pub fn stats(&self) -> EndpointStats {
         self.stats
@@ -258,6 +286,12 @@ impl Endpoint {
             match self.by_id.get(&header.connection_id) {
                 Some(&handle) if self.connections[&handle].remote == from => {
                     let connection = self.connections.get_mut(&handle).expect("indexed");
+                    let largest = connection.received.largest().unwrap_or(0);
+                    if header.packet_number > largest.saturating_add(MAX_PACKET_NUMBER_JUMP) {
+                        connection.stats.packets_far += 1;
+                        self.collect_events();
+                        return;
+                    }
                     connection.stats.packets_received += 1;
                     connection.stats.bytes_received += bytes.len() as u64;
                     connection.handle_packet(now, header, &frames, &self.config);
@@ -268,24 +302,48 @@ impl Endpoint {
         self.collect_events();
     }
 
-    /// A short-header packet: its connection is the one of its source address.
+    /// A short-header packet: its connection is the one of its source address, or the one
+    /// its short id names (which may move there).
     fn handle_short(&mut self, now: u64, from: SocketAddr, bytes: &[u8]) {
         let mut frames = Vec::new();
         let Ok(short) = compact::parse_short_packet(bytes, |f| frames.push(f)) else {
             self.stats.garbage += 1;
             return;
         };
-        let Some(&handle) = self.by_addr.get(&from) else {
+        let known = match short.short_id {
+            Some(id) => self.by_short_id.get(&id),
+            None => self.by_addr.get(&from),
+        };
+        let Some(&handle) = known else {
             self.stats.foreign += 1;
             return;
         };
         let connection = self.connections.get_mut(&handle).expect("indexed");
         let largest = connection.received.largest();
         let pn = decode_packet_number(u64::from(short.truncated), short.pn_len, largest);
-        let far = pn > largest.unwrap_or(0).saturating_add(MAX_PACKET_NUMBER_JUMP);
-        if frames.is_empty() || pn == 0 || far {
+        let jump = compact::max_jump(short.pn_len).min(MAX_PACKET_NUMBER_JUMP);
+        if pn > largest.unwrap_or(0).saturating_add(jump) {
+            connection.stats.packets_far += 1;
+            return;
+        }
+        if frames.is_empty() || pn == 0 {
             connection.stats.packets_refused += 1;
             return;
+        }
+        if from != connection.remote {
+            let newest = largest.is_none_or(|l| pn > l) && pn > connection.moved_at;
+            let taken = self.by_addr.get(&from).is_some_and(|&h| h != handle);
+            if !newest || taken || connection.state != State::Established {
+                connection.stats.moves_refused += 1;
+                return;
+            }
+            if self.by_addr.get(&connection.remote) == Some(&handle) {
+                self.by_addr.remove(&connection.remote);
+            }
+            self.by_addr.insert(from, handle);
+            connection.remote = from;
+            connection.moved_at = pn;
+            connection.stats.address_moves += 1;
         }
         connection.stats.packets_received += 1;
         connection.stats.bytes_received += bytes.len() as u64;
@@ -295,164 +353,6 @@ impl Endpoint {
             packet_number: pn,
         };
         connection.handle_packet(now, header, &frames, &self.config);
-    }
-
-    fn cookie_mac(&self, from: SocketAddr, id: u64, epoch: u32) -> u64 {
-        let mut input = [0u8; 16 + 2 + 8 + 4];
-        let at = match from.ip() {
-            IpAddr::V4(ip) => {
-                input[..4].copy_from_slice(&ip.octets());
-                4
-            }
-            IpAddr::V6(ip) => {
-                input[..16].copy_from_slice(&ip.octets());
-                16
-            }
-        };
-        input[at..at + 2].copy_from_slice(&from.port().to_be_bytes());
-        input[at + 2..at + 10].copy_from_slice(&id.to_be_bytes());
-        input[at + 10..at + 14].copy_from_slice(&epoch.to_be_bytes());
-        self.cookie_key.0.hash(&input[..at + 14])
-    }
-
-    fn epoch(&self, now: u64) -> u32 {
-        (now / self.config.cookie_epoch_ns.max(1)) as u32
-    }
-
-    fn handle_handshake(&mut self, now: u64, hs: Handshake, frames: &[Frame<'_>]) {
-        let Handshake {
-            from,
-            len,
-            id,
-            compact,
-        } = hs;
-        let drops = &mut self.stats.handshake_drops;
-        let is_request = matches!(frames, [Frame::Hello { .. } | Frame::HelloCookie { .. }]);
-        if compact && is_request && !self.config.recovery.compact {
-            // A server that does not speak version 2 stays silent, as an older one would.
-            drops.unsupported_version += 1;
-            return;
-        }
-        if frames.len() != 1 {
-            drops.malformed += 1;
-            return;
-        }
-        let answer = match frames[0] {
-            Frame::Hello { .. } => {
-                if !self.config.accept_connections {
-                    drops.not_a_server += 1;
-                    return;
-                }
-                if len < HELLO_MIN_LEN {
-                    drops.hello_too_short += 1;
-                    return;
-                }
-                let epoch = self.epoch(now);
-                let mac = self.cookie_mac(from, id, epoch);
-                Frame::Challenge { epoch, mac }
-            }
-            Frame::HelloCookie { epoch, mac } => {
-                if !self.config.accept_connections {
-                    drops.not_a_server += 1;
-                    return;
-                }
-                if mac != self.cookie_mac(from, id, epoch) {
-                    self.stats.handshake_drops.bad_cookie += 1;
-                    return;
-                }
-                let current = self.epoch(now);
-                if epoch != current && epoch.wrapping_add(1) != current {
-                    self.stats.handshake_drops.expired_cookie += 1;
-                    return;
-                }
-                let address_taken = compact
-                    && self
-                        .by_addr
-                        .get(&from)
-                        .is_some_and(|h| self.connections[h].id != id);
-                match self.by_id.get(&id) {
-                    // Our Accept was lost: say it again.
-                    Some(&h) if self.connections[&h].remote == from => {}
-                    Some(_) => {
-                        self.stats.handshake_drops.id_in_use += 1;
-                        return;
-                    }
-                    None if address_taken => {
-                        self.stats.handshake_drops.id_in_use += 1;
-                        return;
-                    }
-                    None => {
-                        let mut connection =
-                            Connection::new(now, id, from, State::Established, &self.config);
-                        connection.compact = compact;
-                        let handle = self.insert(connection);
-                        if compact {
-                            self.by_addr.insert(from, handle);
-                        }
-                        self.stats.accepted += 1;
-                        self.events.push_back(Event::Accepted {
-                            connection: handle,
-                            remote: from,
-                        });
-                    }
-                }
-                Frame::Accept
-            }
-            Frame::Challenge { epoch, mac } => {
-                match self.client_in_handshake(id, from) {
-                    Some(c) => c.handle_challenge(now, epoch, mac, compact),
-                    None => self.stats.handshake_drops.unexpected += 1,
-                }
-                return;
-            }
-            Frame::Accept => {
-                match self.client_in_handshake(id, from) {
-                    Some(c) if c.compact == compact => {
-                        c.handle_accept(now);
-                        if compact {
-                            let handle = self.by_id[&id];
-                            self.by_addr.insert(from, handle);
-                        }
-                    }
-                    _ => self.stats.handshake_drops.unexpected += 1,
-                }
-                return;
-            }
-            _ => {
-                drops.malformed += 1;
-                return;
-            }
-        };
-        if self.answers.len() >= MAX_QUEUED_ANSWERS {
-            self.stats.handshake_drops.answer_queue_full += 1;
-            return;
-        }
-        let header = wire::Repr {
-            ack_immediately: false,
-            connection_id: id,
-            packet_number: 0,
-        };
-        let mut bytes = vec![0u8; HEADER_LEN + answer.buffer_len()];
-        let version = if compact {
-            VERSION_COMPACT
-        } else {
-            wire::VERSION
-        };
-        header.emit_version(&mut wire::Packet::new_unchecked(&mut bytes[..]), version);
-        answer.emit(&mut bytes[HEADER_LEN..]);
-        debug_assert!(
-            bytes.len() <= len,
-            "an answer is never larger than its request"
-        );
-        self.answers.push_back((from, bytes));
-    }
-
-    fn client_in_handshake(&mut self, id: u64, from: SocketAddr) -> Option<&mut Connection> {
-        let handle = *self.by_id.get(&id)?;
-        let connection = self.connections.get_mut(&handle)?;
-        (connection.remote == from
-            && matches!(connection.state, State::Hello | State::Cookie { .. }))
-        .then_some(connection)
     }
 
     /// Writes the next packet due into `buf` (which should hold [`Config::mtu`] bytes; a
@@ -559,7 +459,14 @@ impl Endpoint {
                 if self.by_addr.get(&connection.remote) == Some(&handle) {
                     self.by_addr.remove(&connection.remote);
                 }
+                if let Some(id) = connection.short_id {
+                    if self.by_short_id.get(&id) == Some(&handle) {
+                        self.by_short_id.remove(&id);
+                    }
+                }
             }
         }
     }
 }
+
+mod handshake;

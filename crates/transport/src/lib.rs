@@ -92,7 +92,7 @@ pub use config::{
     ChannelConfig, ChannelKind, Config, Copies, Feedback, LossRule, ParseRecoveryError, Recovery,
     COPIES_AUTO_PACKETS,
 };
-pub use endpoint::{Endpoint, MIN_TRANSMIT_BUF};
+pub use endpoint::{Endpoint, MAX_PACKET_NUMBER_JUMP, MIN_TRANSMIT_BUF};
 
 /// Names a connection of an [`Endpoint`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -235,8 +235,17 @@ pub struct ConnectionStats {
     pub sequenced_dropped: u64,
     /// Deadline messages this side dropped for being late.
     pub expired: u64,
-    /// Packets refused (bad channel, before the handshake ended).
+    /// Packets refused (bad channel, before the handshake ended, no frame).
     pub packets_refused: u64,
+    /// Packets refused whole because their number lay further above the highest received
+    /// than a genuine peer's can (forged, corrupted or stale): they change nothing.
+    pub packets_far: u64,
+    /// Server: times a packet with the connection's short id from a new address moved the
+    /// connection there.
+    pub address_moves: u64,
+    /// Server: packets with the connection's short id from another address that were dropped
+    /// without moving it (not the newest received, or the address is another connection's).
+    pub moves_refused: u64,
     /// Packets refused for lack of reassembly memory (not acknowledged; they come again).
     pub reassembly_refused: u64,
     /// Times new data waited for the congestion window.
@@ -291,7 +300,8 @@ pub struct EndpointStats {
     pub bytes_sent: u64,
     /// Datagrams that are not transport packets.
     pub garbage: u64,
-    /// Packets for a connection id this endpoint does not hold, or from another address.
+    /// Packets for a connection id (or short id) this endpoint does not hold, or from an
+    /// address no compact connection has, or a version 1 packet from another address.
     pub foreign: u64,
     /// Connections accepted.
     pub accepted: u64,

@@ -10,8 +10,9 @@
 //! | 12     | 8    | packet number (never reused within a connection)        |
 //! | 20     | ..   | frames, back to back, up to the end of the datagram     |
 //!
-//! Version 2 ([`VERSION_COMPACT`], [`compact`]) keeps this header for its handshake only; its
-//! established connections send a 2–5 byte short header and compact frames.
+//! Version 2 ([`VERSION_COMPACT`], [`compact`]) keeps this header for its handshake only (its
+//! `Accept` packet adds a `ShortId` frame); its established connections send a 2–5 byte short
+//! header (6–9 bytes while the client announces a new address) and compact frames.
 //!
 //! Each frame starts with its type byte ([`FrameType`]); see [`Frame`] for the bodies. The
 //! handshake (`Hello`, `Challenge`, `HelloCookie`, `Accept`) travels in packets with packet
@@ -46,9 +47,11 @@ pub const MAX_HANDSHAKE_ANSWER_LEN: usize = HEADER_LEN + frame::CHALLENGE_LEN;
 
 // Anti-amplification, checked at compile time: the largest handshake answer is no longer than
 // the shortest packet that can cause one (a HelloCookie causes an Accept, a Hello a Challenge).
+// Version 2's Accept packet carries a ShortId frame after the Accept.
 const _: () = assert!(
     MAX_HANDSHAKE_ANSWER_LEN <= HELLO_MIN_LEN
-        && HEADER_LEN + frame::ACCEPT_LEN <= HEADER_LEN + frame::CHALLENGE_LEN
+        && HEADER_LEN + frame::ACCEPT_LEN + frame::SHORT_ID_LEN
+            <= HEADER_LEN + frame::CHALLENGE_LEN
 );
 
 mod field {

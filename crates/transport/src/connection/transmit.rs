@@ -72,8 +72,7 @@ impl Connection {
                 };
                 let close = Frame::Close { code };
                 let len = if self.compact {
-                    let short = ShortHeader::new(false, self.next_pn, self.largest_acked);
-                    let at = short.emit(buf);
+                    let at = self.short_header(false).emit(buf);
                     at + close.emit_compact(&mut buf[at..])
                 } else {
                     write_packet(buf, header, wire::VERSION, &[close])
@@ -154,7 +153,7 @@ impl Connection {
             connection_id: self.id,
             packet_number: self.next_pn,
         };
-        let short = ShortHeader::new(false, self.next_pn, self.largest_acked);
+        let short = self.short_header(false);
         let mut at = if self.compact {
             short.buffer_len()
         } else {
@@ -274,6 +273,11 @@ impl Connection {
             header.ack_immediately = false;
         }
         if retransmitted && !nack_mode {
+            header.ack_immediately = true;
+        }
+        // The first packet from a new address asks the server to say at once that it found
+        // the connection there, so the short id stops soon.
+        if self.announce_from == Some(header.packet_number) && !items.is_empty() {
             header.ack_immediately = true;
         }
         if self.compact {

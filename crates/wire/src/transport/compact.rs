@@ -3,15 +3,25 @@
 //!
 //! The handshake keeps the long header of [`super::Packet`] with its version byte set to
 //! [`VERSION_COMPACT`] (a server that does not speak it drops such a `Hello`, and the client
-//! falls back to version 1). Once a connection is established every packet has the *short
-//! header*: no magic and no connection id (the UDP 4-tuple names the connection), and the
-//! packet number truncated to 1–4 bytes, decoded against the highest one received
-//! ([`decode_packet_number`], RFC 9000's appendix A.3):
+//! falls back to version 1); the server's `Accept` packet carries a `ShortId` frame after the
+//! `Accept`: 4 bytes that name the connection should the client's address change. Once a
+//! connection is established every packet has the *short header*: no magic and no connection
+//! id (the UDP 4-tuple names the connection), and the packet number truncated to 1–4 bytes,
+//! decoded against the highest one received ([`decode_packet_number`], RFC 9000's appendix
+//! A.3):
 //!
 //! | offset | size | field                                                               |
 //! |-------:|-----:|---------------------------------------------------------------------|
-//! | 0      | 1    | `1 0 0 0 0 A L L`: bit 7 set (a long header's first byte is `'L'`, bit 7 clear), A [`SHORT_ACK_IMMEDIATELY`], LL packet-number length − 1 |
-//! | 1      | 1–4  | the packet number's low bytes                                       |
+//! | 0      | 1    | `1 I 0 0 0 A L L`: bit 7 set (a long header's first byte is `'L'`, bit 7 clear), I [`SHORT_HAS_ID`], A [`SHORT_ACK_IMMEDIATELY`], LL packet-number length − 1 |
+//! | 1      | 4    | only with I: the connection's short id (from the `ShortId` frame)    |
+//! | 1 or 5 | 1–4  | the packet number's low bytes                                       |
+//!
+//! A client whose address changed (a new socket, a NAT rebinding it was told of) sets I and
+//! sends the short id until the server acknowledges a packet sent since: the server finds the
+//! connection by the id and moves it to the packet's address. The sender takes enough bytes of
+//! packet number that *four times* its distance above the largest acknowledged fits
+//! ([`packet_number_len`]), so a genuine number is never more than a quarter of its window
+//! ([`max_jump`]) above the highest received, and a receiver refuses any that is.
 //!
 //! Frames follow, with integers as QUIC's variable-length integers ([`varint`]: 1, 2, 4 or 8
 //! bytes, the shortest form only):
@@ -38,10 +48,14 @@ use crate::{Error, Result};
 pub const VERSION_COMPACT: u8 = 2;
 /// Short header flag: the receiver should acknowledge at once.
 pub const SHORT_ACK_IMMEDIATELY: u8 = 0x04;
+/// Short header flag: the connection's 4-byte short id follows the first byte.
+pub const SHORT_HAS_ID: u8 = 0x40;
+/// Bits of a short header's first byte that must be 0.
+const SHORT_RESERVED: u8 = 0x38;
 /// Bit 7 of the first byte: a short header (a long header starts with `'L'`).
 pub const SHORT_FORM: u8 = 0x80;
-/// Longest short header.
-pub const MAX_SHORT_HEADER_LEN: usize = 5;
+/// Longest short header (with a short id and 4 bytes of packet number).
+pub const MAX_SHORT_HEADER_LEN: usize = 9;
 
 /// Type byte of a whole message's `Data` frame: this plus its channel kind.
 const SHORT_DATA: u8 = 0x20;
@@ -105,19 +119,29 @@ pub mod varint {
 }
 
 /// Bytes of the truncated packet number for `packet_number` when the peer has acknowledged
-/// up to `largest_acked` (`None`: nothing yet): enough that twice the distance fits.
+/// up to `largest_acked` (`None`: nothing yet): enough that four times the distance fits
+/// (RFC 9000 asks for twice; the other half is the receiver's margin, [`max_jump`]).
 pub fn packet_number_len(packet_number: u64, largest_acked: Option<u64>) -> usize {
     let unacked = match largest_acked {
         Some(acked) => packet_number.saturating_sub(acked),
         None => packet_number.saturating_add(1),
     };
-    let range = unacked.saturating_mul(2);
+    let range = unacked.saturating_mul(4);
     match range {
         r if r < 1 << 8 => 1,
         r if r < 1 << 16 => 2,
         r if r < 1 << 24 => 3,
         _ => 4,
     }
+}
+
+/// Furthest a genuine packet number sent in `len` bytes lies above the highest the receiver
+/// has (a quarter of the window, since the sender's largest acknowledged is at most that
+/// highest): one further is forged, corrupted or stale, and refused. A forged number within
+/// it shifts the decoding by less than a quarter window, so the next genuine packets of the
+/// same length still decode to their own numbers.
+pub const fn max_jump(len: usize) -> u64 {
+    1u64 << (8 * len as u32 - 2)
 }
 
 /// The full packet number a truncated one of `len` bytes stands for, the closest to one past
@@ -137,11 +161,14 @@ pub fn decode_packet_number(truncated: u64, len: usize, largest: Option<u64>) ->
     }
 }
 
-/// A short header: flags and the packet number's low bytes.
+/// A short header: flags, the short id while the client announces a new address, and the
+/// packet number's low bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ShortHeader {
     /// Ask the receiver for an immediate ACK.
     pub ack_immediately: bool,
+    /// The connection's short id ([`SHORT_HAS_ID`]): the client's address changed.
+    pub short_id: Option<u32>,
     /// Bytes of packet number on the wire, 1..=4.
     pub pn_len: usize,
     /// The packet number's low `pn_len` bytes.
@@ -149,12 +176,14 @@ pub struct ShortHeader {
 }
 
 impl ShortHeader {
-    /// The header of `packet_number` sent with `largest_acked` acknowledged by the peer.
+    /// The header of `packet_number` sent with `largest_acked` acknowledged by the peer, with
+    /// no short id.
     pub fn new(ack_immediately: bool, packet_number: u64, largest_acked: Option<u64>) -> Self {
         let pn_len = packet_number_len(packet_number, largest_acked);
         let mask = (1u64 << (8 * pn_len)) - 1;
         ShortHeader {
             ack_immediately,
+            short_id: None,
             pn_len,
             truncated: (packet_number & mask) as u32,
         }
@@ -164,23 +193,30 @@ impl ShortHeader {
     /// header or reserved bits set ([`Error::Malformed`]), too short ([`Error::Truncated`]).
     pub fn parse(bytes: &[u8]) -> Result<(ShortHeader, usize)> {
         let first = *bytes.first().ok_or(Error::Truncated)?;
-        if first & SHORT_FORM == 0 || first & 0x78 != 0 {
+        if first & SHORT_FORM == 0 || first & SHORT_RESERVED != 0 {
             return Err(Error::Malformed);
         }
+        let be = |raw: &[u8]| raw.iter().fold(0u32, |v, &b| v << 8 | u32::from(b));
+        let (short_id, at) = if first & SHORT_HAS_ID != 0 {
+            (Some(be(bytes.get(1..5).ok_or(Error::Truncated)?)), 5)
+        } else {
+            (None, 1)
+        };
         let pn_len = usize::from(first & 0x03) + 1;
-        let raw = bytes.get(1..1 + pn_len).ok_or(Error::Truncated)?;
-        let truncated = raw.iter().fold(0u32, |v, &b| v << 8 | u32::from(b));
+        let raw = bytes.get(at..at + pn_len).ok_or(Error::Truncated)?;
         let header = ShortHeader {
             ack_immediately: first & SHORT_ACK_IMMEDIATELY != 0,
+            short_id,
             pn_len,
-            truncated,
+            truncated: be(raw),
         };
-        Ok((header, 1 + pn_len))
+        Ok((header, at + pn_len))
     }
 
     /// Header length.
     pub const fn buffer_len(&self) -> usize {
-        1 + self.pn_len
+        let id = if self.short_id.is_some() { 4 } else { 0 };
+        1 + id + self.pn_len
     }
 
     /// Writes the header; returns its length. Panics if `buf` is shorter.
@@ -191,10 +227,16 @@ impl ShortHeader {
             0
         };
         buf[0] = SHORT_FORM | flag | (self.pn_len as u8 - 1);
-        for i in 0..self.pn_len {
-            buf[1 + i] = (self.truncated >> (8 * (self.pn_len - 1 - i))) as u8;
+        let mut at = 1;
+        if let Some(id) = self.short_id {
+            buf[0] |= SHORT_HAS_ID;
+            buf[1..5].copy_from_slice(&id.to_be_bytes());
+            at = 5;
         }
-        1 + self.pn_len
+        for i in 0..self.pn_len {
+            buf[at + i] = (self.truncated >> (8 * (self.pn_len - 1 - i))) as u8;
+        }
+        at + self.pn_len
     }
 }
 
@@ -240,7 +282,8 @@ impl<'a> Frame<'a> {
             FrameType::Hello
             | FrameType::Challenge
             | FrameType::HelloCookie
-            | FrameType::Accept => Err(Error::Malformed),
+            | FrameType::Accept
+            | FrameType::ShortId => Err(Error::Malformed),
             FrameType::Data => {
                 let (frame, len) = Frame::parse(bytes)?;
                 match frame {
@@ -342,7 +385,8 @@ impl<'a> Frame<'a> {
             Frame::Hello { .. }
             | Frame::Challenge { .. }
             | Frame::HelloCookie { .. }
-            | Frame::Accept => panic!("handshake frames have no compact form"),
+            | Frame::Accept
+            | Frame::ShortId { .. } => panic!("handshake frames have no compact form"),
             Frame::Data {
                 channel,
                 kind,

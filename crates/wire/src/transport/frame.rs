@@ -12,6 +12,7 @@
 //! | 8    | `Close`       | 2: code                                                                   |
 //! | 9    | `Expired`     | 1: channel, 4: message                                                    |
 //! | 10   | `Nack`        | 1: channel, 4: first message, 1: count (≥ 1)                              |
+//! | 11   | `ShortId`     | 4: the connection's short id (only after `Accept`, in version 2's handshake) |
 //!
 //! An ACK range covers packet numbers `smallest..=largest`; the first range ends at `largest`
 //! and is `length` long below it (`smallest = largest − length`); each next range lies `gap`
@@ -24,6 +25,7 @@ pub const MAX_ACK_RANGES: usize = 8;
 
 pub(crate) const CHALLENGE_LEN: usize = 13;
 pub(crate) const ACCEPT_LEN: usize = 1;
+pub(crate) const SHORT_ID_LEN: usize = 5;
 pub(crate) const DATA_HEADER_LEN: usize = 13;
 const NACK_LEN: usize = 7;
 
@@ -51,6 +53,9 @@ pub enum FrameType {
     Expired = 9,
     /// The receiver misses messages: send them again.
     Nack = 10,
+    /// Server → client, beside `Accept` in version 2: the short id that names the
+    /// connection when the client's address changes.
+    ShortId = 11,
 }
 
 impl FrameType {
@@ -67,6 +72,7 @@ impl FrameType {
             8 => FrameType::Close,
             9 => FrameType::Expired,
             10 => FrameType::Nack,
+            11 => FrameType::ShortId,
             _ => return None,
         })
     }
@@ -249,6 +255,11 @@ pub enum Frame<'a> {
         /// How many from `first` (≥ 1).
         count: u8,
     },
+    /// The short id the server gave a compact connection (version 2's `Accept` packet).
+    ShortId {
+        /// The id, carried in a short header whose client's address changed.
+        id: u32,
+    },
 }
 
 /// Reads `N` bytes at `at`, or [`Error::Truncated`].
@@ -273,6 +284,7 @@ impl<'a> Frame<'a> {
             Frame::Close { .. } => FrameType::Close,
             Frame::Expired { .. } => FrameType::Expired,
             Frame::Nack { .. } => FrameType::Nack,
+            Frame::ShortId { .. } => FrameType::ShortId,
         }
     }
 
@@ -349,6 +361,7 @@ impl<'a> Frame<'a> {
                     NACK_LEN,
                 )
             }
+            FrameType::ShortId => (Frame::ShortId { id: u32_at(1)? }, SHORT_ID_LEN),
         })
     }
 
@@ -392,6 +405,7 @@ impl<'a> Frame<'a> {
             Frame::Close { .. } => 3,
             Frame::Expired { .. } => 6,
             Frame::Nack { .. } => NACK_LEN,
+            Frame::ShortId { .. } => SHORT_ID_LEN,
         }
     }
 
@@ -474,6 +488,7 @@ impl<'a> Frame<'a> {
                 buf[2..6].copy_from_slice(&first.to_be_bytes());
                 buf[6] = count;
             }
+            Frame::ShortId { id } => buf[1..5].copy_from_slice(&id.to_be_bytes()),
         }
         len
     }

@@ -62,6 +62,8 @@ fn challenge_and_hello_cookie_golden() {
 #[test]
 fn accept_ping_close_expired_golden() {
     golden(Frame::Accept, &[4]);
+    golden(Frame::ShortId { id: 0x0102_0304 }, &[11, 1, 2, 3, 4]);
+    assert_eq!(Frame::parse(&[11, 1, 2, 3]), Err(Error::Truncated));
     golden(Frame::Ping, &[7]);
     golden(Frame::Close { code: 0x0203 }, &[8, 2, 3]);
     golden(

@@ -57,11 +57,13 @@ fn short_header_golden() {
     assert_eq!(header.emit(&mut buf), 2);
     assert_eq!(buf, [0x84, 0x42]);
     assert_eq!(ShortHeader::parse(&buf), Ok((header, 2)));
-    // 200 unacknowledged packets need two bytes.
+    // 200 unacknowledged packets need two bytes; so do 64 (four times the distance fits).
     let header = ShortHeader::new(false, 1200, Some(1000));
     let mut buf = [0u8; 3];
     assert_eq!(header.emit(&mut buf), 3);
     assert_eq!(buf, [0x81, 0x04, 0xb0]);
+    assert_eq!(ShortHeader::new(false, 1063, Some(1000)).pn_len, 1);
+    assert_eq!(ShortHeader::new(false, 1064, Some(1000)).pn_len, 2);
     assert_eq!(
         ShortHeader::parse(&[0x88, 0]),
         Err(Error::Malformed),
@@ -73,6 +75,63 @@ fn short_header_golden() {
         "a long header"
     );
     assert_eq!(ShortHeader::parse(&[0x81, 0]), Err(Error::Truncated));
+}
+
+#[test]
+fn short_header_with_the_short_id_golden() {
+    // A client whose address changed: flag I (0x40), the id, then the packet number.
+    let header = ShortHeader {
+        short_id: Some(0xdead_beef),
+        ..ShortHeader::new(true, 0x0142, Some(0x0140))
+    };
+    let mut buf = [0u8; 6];
+    assert_eq!(header.buffer_len(), 6);
+    assert_eq!(header.emit(&mut buf), 6);
+    assert_eq!(buf, [0xc4, 0xde, 0xad, 0xbe, 0xef, 0x42]);
+    assert_eq!(ShortHeader::parse(&buf), Ok((header, 6)));
+    // The longest header: the id and 4 bytes of packet number.
+    let header = ShortHeader {
+        short_id: Some(1),
+        ..ShortHeader::new(false, 1 << 30, Some(0))
+    };
+    let mut buf = [0u8; MAX_SHORT_HEADER_LEN];
+    assert_eq!(header.emit(&mut buf), MAX_SHORT_HEADER_LEN);
+    assert_eq!(buf, [0xc3, 0, 0, 0, 1, 0x40, 0, 0, 0]);
+    assert_eq!(ShortHeader::parse(&buf), Ok((header, 9)));
+    // Cut inside the id, or inside the packet number after it.
+    assert_eq!(ShortHeader::parse(&[0xc0, 1, 2]), Err(Error::Truncated));
+    assert_eq!(
+        ShortHeader::parse(&[0xc1, 1, 2, 3, 4, 5]),
+        Err(Error::Truncated)
+    );
+    for reserved in [0x08, 0x10, 0x20] {
+        assert_eq!(
+            ShortHeader::parse(&[0x80 | reserved, 0]),
+            Err(Error::Malformed)
+        );
+    }
+}
+
+#[test]
+fn a_genuine_number_lies_within_a_quarter_window_of_the_highest_received() {
+    assert_eq!([1, 2, 3, 4].map(max_jump), [64, 16_384, 1 << 22, 1 << 30]);
+    // Whatever was acknowledged (at most the receiver's highest), the sender's length keeps
+    // its number within max_jump of that highest.
+    for acked in [0u64, 5, 1000, 70_000] {
+        for pn in acked + 1..acked + 70_000 {
+            let len = packet_number_len(pn, Some(acked));
+            assert!(pn - acked <= max_jump(len), "pn {pn} acked {acked}");
+        }
+    }
+    // A forged number one quarter window ahead leaves the next genuine ones decodable.
+    let highest = 1000;
+    let forged = highest + max_jump(1);
+    for genuine in highest - 60..highest + 60 {
+        let h = ShortHeader::new(false, genuine, Some(highest - 1));
+        assert_eq!(h.pn_len, 1);
+        let decoded = decode_packet_number(u64::from(h.truncated), 1, Some(forged));
+        assert_eq!(decoded, genuine);
+    }
 }
 
 #[test]
@@ -190,7 +249,13 @@ fn nack_in_version_1_golden() {
 
 #[test]
 fn handshake_frames_have_no_short_form() {
-    for bytes in [&[1u8, 0, 0][..], &[4], &[2; 13], &[3; 13]] {
+    for bytes in [
+        &[1u8, 0, 0][..],
+        &[4],
+        &[2; 13],
+        &[3; 13],
+        &[11, 0, 0, 0, 1],
+    ] {
         assert_eq!(Frame::parse_compact(bytes), Err(Error::Malformed));
     }
 }
@@ -219,6 +284,35 @@ fn the_compact_handshake_is_version_1_with_its_version_byte() {
         Err(Error::UnsupportedVersion)
     );
     assert!(!is_short(&bytes) && is_short(&[0x80]));
+}
+
+#[test]
+fn the_compact_accept_carries_the_short_id_golden() {
+    let repr = Repr {
+        ack_immediately: false,
+        connection_id: 7,
+        packet_number: 0,
+    };
+    let frames = [Frame::Accept, Frame::ShortId { id: 0x0102_0304 }];
+    let mut bytes = vec![0u8; HEADER_LEN + 6];
+    repr.emit_version(&mut Packet::new_unchecked(&mut bytes[..]), VERSION_COMPACT);
+    let mut at = HEADER_LEN;
+    for frame in frames {
+        at += frame.emit(&mut bytes[at..]);
+    }
+    assert_eq!(bytes[HEADER_LEN..], [4, 11, 1, 2, 3, 4]);
+    let mut parsed = Vec::new();
+    assert_eq!(
+        parse_long_packet(&bytes, |f| parsed.push(f)),
+        Ok((VERSION_COMPACT, repr))
+    );
+    assert_eq!(parsed, frames);
+    // No larger than the HelloCookie that draws it.
+    assert!(bytes.len() <= HEADER_LEN + 13);
+    assert_eq!(
+        parse_long_packet(&bytes[..bytes.len() - 1], |_| {}),
+        Err(Error::Truncated)
+    );
 }
 
 #[test]
