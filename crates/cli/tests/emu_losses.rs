@@ -112,7 +112,7 @@ fn stalled_emulator_counts_every_loss(io: &str) {
     let sent = after.0 - before.0;
     let received = after.1 - before.1;
     assert!(sent >= 50_000, "the client sent {sent} frames");
-    // 15,000 frames came while it was stopped, more than its ring's 1,024 slots (AF_PACKET)
+    // 15,000 frames came while it was stopped, more than its ring's 8,192 slots (AF_PACKET)
     // or 4,096 UMEM frames (AF_XDP) hold.
     assert!(
         lost["socket_rx"].as_u64().unwrap() > 0,
@@ -127,6 +127,7 @@ fn stalled_emulator_counts_every_loss(io: &str) {
     let causes: u64 = [
         "interface_rx",
         "socket_rx",
+        "socket_tx",
         "link",
         "emulator",
         "queued_at_exit",
@@ -136,4 +137,25 @@ fn stalled_emulator_counts_every_loss(io: &str) {
     .map(|k| lost[k].as_u64().unwrap())
     .sum();
     assert_eq!(causes, lost["total"].as_u64().unwrap(), "{lost}");
+
+    // The socket's losses by the kernel's own counters: AF_PACKET's full ring, AF_XDP's
+    // empty fill ring and full RX ring, each frame counted once; the TX side refused none.
+    let socket = &report["a_to_b"]["socket"];
+    let counted = |k: &str| {
+        socket[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("socket.{k}: {socket}"))
+    };
+    assert_eq!(
+        counted("rx_dropped") + counted("rx_ring_full"),
+        lost["socket_rx"].as_u64().unwrap(),
+        "{socket}"
+    );
+    assert_eq!(counted("tx_invalid_descs"), 0, "{socket}");
+    assert_eq!(lost["socket_tx"], 0, "{lost}");
+    if io == "packet" {
+        // AF_PACKET has no such rings: its full ring is rx_dropped.
+        assert_eq!(counted("rx_ring_full"), 0, "{socket}");
+        assert_eq!(counted("rx_fill_ring_empty_descs"), 0, "{socket}");
+    }
 }

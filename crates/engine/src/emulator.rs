@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use latlab_io::clock::now_ns;
 use latlab_io::packet::PacketSocket;
-use latlab_io::port::{FrameQueued, WireFrameStats};
+use latlab_io::port::{FrameQueued, SocketCounters, WireFrameStats};
 use latlab_link::{DropCause, Fate, FlowPipes, Flows, LinkCounters};
 use latlab_stats::LatencyHistogram;
 use rtrb::Consumer;
@@ -115,8 +115,12 @@ pub struct DirectionReport {
     /// already held [`latlab_link::MAX_HELD_WITHOUT_LIMIT`] frames, or (pipeline) the ring to
     /// the TX stage was full.
     pub queue_slots_full: u64,
-    /// Frames the kernel dropped before the RX ring (PACKET_STATISTICS).
+    /// Frames the kernel dropped before the RX ring (PACKET_STATISTICS; AF_XDP's
+    /// `rx_dropped + rx_ring_full`): [`SocketCounters::rx_lost`] of `socket`.
     pub kernel_drops: u64,
+    /// What the kernel counted at the sockets, by cause: the receiving socket's `rx_*`
+    /// counters and the sending socket's `tx_*` ones.
+    pub socket: SocketCounters,
     /// What the receiving port did to make frames what they were on the wire (tags put back,
     /// checksums finished, super-frames segmented: `arrived` counts the wire frames).
     pub wire: WireFrameStats,
@@ -210,10 +214,21 @@ impl Direction {
         )
     }
 
-    /// The report, with the pipe's counters and the port's kernel drops.
-    fn finish(self, kernel_drops: u64, wire: WireFrameStats) -> DirectionReport {
+    /// The report, with the pipe's counters, what the kernel counted at the receiving
+    /// socket (`rx`) and at the sending one (`tx`).
+    fn finish(
+        self,
+        rx: SocketCounters,
+        tx: SocketCounters,
+        wire: WireFrameStats,
+    ) -> DirectionReport {
         DirectionReport {
-            kernel_drops,
+            kernel_drops: rx.rx_lost(),
+            socket: SocketCounters {
+                tx_invalid: tx.tx_invalid,
+                tx_ring_empty: tx.tx_ring_empty,
+                ..rx
+            },
             wire,
             ..finish(self.report, &self.pipe)
         }
@@ -233,6 +248,7 @@ impl DirectionReport {
             queued_at_exit: 0,
             queue_slots_full: 0,
             kernel_drops: 0,
+            socket: SocketCounters::default(),
             wire: WireFrameStats::default(),
             release_error: LatencyHistogram::new(),
             released_early: 0,
@@ -510,9 +526,11 @@ pub fn run<P: Port>(
         now.saturating_sub(start),
         [(&ab.report, &ab.pipe), (&ba.report, &ba.pipe)],
     ));
+    // Once per socket: AF_PACKET's kernel counters start again after each read.
+    let (socket_a, socket_b) = (a.socket_counters(), b.socket_counters());
     Ok(EmulatorReport {
-        a_to_b: ab.finish(a.kernel_drops(), a.wire_frame_stats()),
-        b_to_a: ba.finish(b.kernel_drops(), b.wire_frame_stats()),
+        a_to_b: ab.finish(socket_a, socket_b, a.wire_frame_stats()),
+        b_to_a: ba.finish(socket_b, socket_a, b.wire_frame_stats()),
         changes: control.changes(),
         tap_full: tap.map_or(0, |t| t.full),
         cpu: CpuUse {

@@ -476,6 +476,7 @@ impl XdpSocket {
             tx_invalid_descs: st.tx_invalid_descs,
             rx_ring_full: st.rx_ring_full,
             rx_fill_ring_empty: st.rx_fill_ring_empty_descs,
+            tx_ring_empty: st.tx_ring_empty_descs,
             corrupt_descs: self.corrupt_descs,
         })
     }

@@ -1,7 +1,9 @@
 //! The XDP forwarder (`XdpForward`) between two veths of a middle namespace: `a` — `mid` — `b`
 //! (root only; skipped with the reason elsewhere, but a failure under CI=true). UDP datagrams
 //! from `a` to `b` and back cross the middle without leaving the kernel, each counted once by
-//! the program of the interface it came in on; the programs go when the forwarder is dropped.
+//! the program of the interface it came in on; a frame longer than the target takes is counted
+//! `too_long` (the limit following the target's MTU); the programs go when the forwarder is
+//! dropped.
 
 use std::net::UdpSocket;
 use std::process::Command;
@@ -169,6 +171,30 @@ fn frames_cross_the_middle_by_redirect_and_are_counted_once_each_way() {
         .join()
         .unwrap();
     assert_eq!(seen.forwarded, to_b.counts().unwrap().forwarded);
+
+    // A frame longer than the target takes is counted, not forwarded, and the limit follows
+    // the target's MTU (the MTU + 18 bytes, the kernel's rule), read through the namespace the
+    // forwarder was made in whichever thread asks.
+    assert_eq!(to_b.limit(), 1518);
+    assert!(ip(&["-n", &mid, "link", "set", "m-b", "mtu", "1400"]));
+    assert_eq!(to_b.refresh_limit().unwrap(), 1418);
+    let before = to_b.counts().unwrap();
+    // 1,400 bytes of UDP: a 1,442-byte frame.
+    client.send_to(&[7u8; 1400], "198.18.8.2:9000").unwrap();
+    server
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    assert!(
+        server.recv_from(&mut buf).is_err(),
+        "a frame over the target's limit arrived"
+    );
+    let after = to_b.counts().unwrap();
+    assert_eq!(after.too_long - before.too_long, 1, "{after:?}");
+    // 1,376 bytes of UDP, a 1,418-byte frame: at the limit, forwarded.
+    client.send_to(&[8u8; 1376], "198.18.8.2:9000").unwrap();
+    let (n, _) = server.recv_from(&mut buf).expect("a frame at the limit");
+    assert_eq!(n, 1376);
+    assert_eq!(to_b.counts().unwrap().too_long, after.too_long);
 
     // Dropped: the programs are gone, and with them the only path between a and b.
     drop((to_b, to_a));

@@ -172,7 +172,9 @@ pub fn run_pipeline(
             d.queue_slots_full += full[i][0];
             d.bytes.queue_slots_full += full[i][1];
             d.queued_at_exit += rings[i].slots() as u64;
-            d.kernel_drops = rx.statistics().map(|s| s.drops).unwrap_or(0);
+            // The receiving socket's (the TX stage's sockets' refusals are not read here).
+            d.socket.rx_dropped = rx.statistics().map(|s| s.drops).unwrap_or(0);
+            d.kernel_drops = d.socket.rx_lost();
             d.wire = rx.wire_frame_stats();
             d
         };

@@ -83,6 +83,36 @@ pub struct UnfinishedCauses {
     pub protocol: u64,
 }
 
+/// What the kernel counted at a frame port's socket since it was opened: the frames it lost
+/// there, by cause, and the events that explain them. Read once, at the end of a run
+/// ([`FramePort::socket_counters`]; AF_PACKET's kernel counters start again after each read).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SocketCounters {
+    /// Frames lost before the port could read them: AF_PACKET's full ring (`tp_drops`);
+    /// AF_XDP's `rx_dropped` (no free frame in the fill ring, or too long for a UMEM frame).
+    pub rx_dropped: u64,
+    /// Frames lost to a full AF_XDP RX ring (`rx_ring_full`); 0 over AF_PACKET, whose full
+    /// ring is `rx_dropped`.
+    pub rx_ring_full: u64,
+    /// Times the kernel found the AF_XDP fill ring empty (`rx_fill_ring_empty_descs`): events,
+    /// not frames (the frames lost then are in `rx_dropped`).
+    pub rx_fill_ring_empty: u64,
+    /// Frames queued for sending that the kernel refused at the socket, before any device saw
+    /// them: AF_XDP's invalid TX descriptors (`tx_invalid_descs`). Lost. (What a veth refuses
+    /// from AF_PACKET is the interface's `tx_dropped`, not counted here.)
+    pub tx_invalid: u64,
+    /// Times the kernel, woken to send, found the AF_XDP TX ring empty
+    /// (`tx_ring_empty_descs`): events, not frames lost.
+    pub tx_ring_empty: u64,
+}
+
+impl SocketCounters {
+    /// The frames lost on receive, each counted once.
+    pub fn rx_lost(&self) -> u64 {
+        self.rx_dropped + self.rx_ring_full
+    }
+}
+
 /// One interface as a bridge uses it: frames in with their arrival stamps, frames out through a
 /// TX queue.
 pub trait FramePort: Send {
@@ -124,6 +154,14 @@ pub trait FramePort: Send {
     }
     /// Frames the kernel dropped before this port could read them.
     fn kernel_drops(&self) -> u64;
+    /// What the kernel counted at the port's socket, by cause; by default only
+    /// [`FramePort::kernel_drops`], as `rx_dropped`. Call it once, instead of `kernel_drops`.
+    fn socket_counters(&self) -> SocketCounters {
+        SocketCounters {
+            rx_dropped: self.kernel_drops(),
+            ..SocketCounters::default()
+        }
+    }
     /// Blocks until `a` or `b` has a frame or `timeout` passes.
     fn wait_either(a: &mut Self, b: &mut Self, timeout: Duration) -> io::Result<()>
     where
@@ -240,6 +278,17 @@ impl FramePort for XdpSocket {
         self.statistics()
             .map(|s| s.rx_dropped + s.rx_ring_full)
             .unwrap_or(0)
+    }
+
+    fn socket_counters(&self) -> SocketCounters {
+        let s = self.statistics().unwrap_or_default();
+        SocketCounters {
+            rx_dropped: s.rx_dropped,
+            rx_ring_full: s.rx_ring_full,
+            rx_fill_ring_empty: s.rx_fill_ring_empty,
+            tx_invalid: s.tx_invalid_descs,
+            tx_ring_empty: s.tx_ring_empty,
+        }
     }
 
     fn wait_either(a: &mut Self, b: &mut Self, timeout: Duration) -> io::Result<()> {

@@ -49,7 +49,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use crate::udp::TimestampSource;
-pub use frame::{FramePort, FrameQueued, RecvBatch, WireFrameStats};
+pub use frame::{FramePort, FrameQueued, RecvBatch, SocketCounters, WireFrameStats};
 pub use udp::{UdpMode, UdpPort, UdpQueue, UdpRxHalf, UdpTxHalf};
 pub use xdp::{LinkRoute, XdpEndpoint, XdpRxHalf, XdpTxHalf, XdpTxQueue};
 

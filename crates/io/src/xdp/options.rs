@@ -81,6 +81,8 @@ pub struct XdpStats {
     /// Times the kernel found the fill ring empty (`rx_fill_ring_empty_descs`); the frames
     /// lost then are in [`Self::rx_dropped`] as well, so do not add the two.
     pub rx_fill_ring_empty: u64,
+    /// Times the kernel, woken to send, found the TX ring empty (`tx_ring_empty_descs`).
+    pub tx_ring_empty: u64,
     /// Descriptors the kernel found in the rings pointing outside their part of the UMEM;
     /// never read. Always 0 unless the kernel and this code disagree about the layout.
     pub corrupt_descs: u64,

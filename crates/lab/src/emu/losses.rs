@@ -93,8 +93,12 @@ pub struct LossesJson {
     /// interfaces' counters could not be read.
     pub interface_rx: Option<u64>,
     /// Dropped by the kernel before the emulator's socket could read them: a full AF_PACKET
-    /// ring (`tp_drops`), or AF_XDP's full RX ring and empty fill ring.
+    /// ring (`tp_drops`), or AF_XDP's full RX ring and empty fill ring (`rx_ring_full` +
+    /// `rx_dropped`; each apart in the direction's `socket`).
     pub socket_rx: u64,
+    /// Refused by the kernel at the sending socket after the emulator queued them, before
+    /// the interface saw them (AF_XDP's invalid TX descriptors).
+    pub socket_tx: u64,
     /// Dropped by the link model as configured (loss, queue limits, a queue discipline, runts,
     /// oversized frames): the impairment asked for.
     pub link: u64,
@@ -130,16 +134,50 @@ impl LossesJson {
         LossesJson {
             interface_rx,
             socket_rx: d.kernel_drops,
+            socket_tx: d.socket.tx_invalid,
             link,
             emulator,
             queued_at_exit: d.queued_at_exit,
             interface_tx,
             total: interface_rx.unwrap_or(0)
                 + d.kernel_drops
+                + d.socket.tx_invalid
                 + link
                 + emulator
                 + d.queued_at_exit
                 + interface_tx.unwrap_or(0),
+        }
+    }
+}
+
+/// What the kernel counted at one direction's sockets, as `--json` shows them: the receiving
+/// socket's losses by cause and events, the sending socket's refusals and events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SocketJson {
+    /// Frames lost before the emulator read them: AF_PACKET's full ring (`tp_drops`);
+    /// AF_XDP's `rx_dropped` (no free frame in the fill ring, or too long for a UMEM frame).
+    pub rx_dropped: u64,
+    /// Frames lost to a full AF_XDP RX ring (`rx_ring_full`).
+    pub rx_ring_full: u64,
+    /// Times the kernel found the AF_XDP fill ring empty (`rx_fill_ring_empty_descs`):
+    /// events; their frames are in `rx_dropped`.
+    pub rx_fill_ring_empty_descs: u64,
+    /// TX descriptors the kernel refused (AF_XDP's `tx_invalid_descs`): frames lost.
+    pub tx_invalid_descs: u64,
+    /// Times the kernel, woken to send, found the AF_XDP TX ring empty
+    /// (`tx_ring_empty_descs`): events, not frames lost.
+    pub tx_ring_empty_descs: u64,
+}
+
+impl From<latlab_io::port::SocketCounters> for SocketJson {
+    fn from(c: latlab_io::port::SocketCounters) -> SocketJson {
+        SocketJson {
+            rx_dropped: c.rx_dropped,
+            rx_ring_full: c.rx_ring_full,
+            rx_fill_ring_empty_descs: c.rx_fill_ring_empty,
+            tx_invalid_descs: c.tx_invalid,
+            tx_ring_empty_descs: c.tx_ring_empty,
         }
     }
 }

@@ -66,10 +66,11 @@ impl EmuReport {
             if losses.total > losses.link + losses.queued_at_exit {
                 text.push_str(&format!(
                     "{name} lost on its way through: interface rx {}, socket rx {}, emulator {}, \
-                     interface tx {}\n",
+                     socket tx {}, interface tx {}\n",
                     n(losses.interface_rx),
                     losses.socket_rx,
                     losses.emulator,
+                    losses.socket_tx,
                     n(losses.interface_tx),
                 ));
             }

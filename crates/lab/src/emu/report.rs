@@ -154,6 +154,7 @@ mod tests {
             queued_at_exit: 0,
             queue_slots_full: 0,
             kernel_drops: 0,
+            socket: Default::default(),
             wire: Default::default(),
             release_error: LatencyHistogram::new(),
             sojourn: None,

@@ -38,8 +38,9 @@ impl RedirectReport {
         let mut out = String::new();
         for (name, c) in [("A→B", &self.a_to_b), ("B→A", &self.b_to_a)] {
             out.push_str(&format!(
-                "{name}: forwarded {} in the kernel, dropped with no target {}\n",
-                c.forwarded, c.no_target
+                "{name}: forwarded {} in the kernel, dropped with no target {}, too long for \
+                 the target {}\n",
+                c.forwarded, c.no_target, c.too_long
             ));
         }
         out.push_str(&format!(
@@ -95,6 +96,10 @@ pub struct RedirectDirectionJson {
 pub struct RedirectDropsJson {
     /// The device map had no target.
     pub no_target: u64,
+    /// Longer than the target takes (its MTU, the Ethernet header and one VLAN tag), which
+    /// the kernel would have dropped after the redirect; 0 in a file older than the count.
+    #[serde(default)]
+    pub too_long: u64,
 }
 
 impl FwdRedirectJson {
@@ -104,6 +109,7 @@ impl FwdRedirectJson {
             forwarded: c.forwarded,
             dropped: RedirectDropsJson {
                 no_target: c.no_target,
+                too_long: c.too_long,
             },
         };
         FwdRedirectJson {
@@ -139,7 +145,8 @@ pub fn run(
     view.started(&format!(
         "latlab fwd: forwarding {} ↔ {} by XDP redirect ({} on {}, {} on {}), frames never \
          leaving the kernel; a redirect into a veth arrives only where the target's peer runs \
-         NAPI (an XDP program or GRO on) and with the senders' checksums finished; Ctrl-C stops",
+         NAPI (an XDP program or GRO on) and with the senders' checksums finished; frames \
+         longer than the target's MTU plus 18 bytes are dropped and counted; Ctrl-C stops",
         options.iface_a,
         options.iface_b,
         mode_name(to_b.mode()),
@@ -151,7 +158,10 @@ pub fn run(
     let line = || match (count_ab.read(), count_ba.read()) {
         (Ok(ab), Ok(ba)) => format!(
             "A→B forwarded {} dropped {}   B→A forwarded {} dropped {}",
-            ab.forwarded, ab.no_target, ba.forwarded, ba.no_target
+            ab.forwarded,
+            ab.no_target + ab.too_long,
+            ba.forwarded,
+            ba.no_target + ba.too_long
         ),
         (Err(e), _) | (_, Err(e)) => format!("counters unreadable: {e}"),
     };
@@ -161,8 +171,11 @@ pub fn run(
         view,
         line,
         || -> std::io::Result<()> {
+            // A target's MTU changed while forwarding takes effect within a turn.
             while !stop.is_raised() {
                 std::thread::sleep(Duration::from_millis(20));
+                to_b.refresh_limit()?;
+                to_a.refresh_limit()?;
             }
             Ok(())
         },

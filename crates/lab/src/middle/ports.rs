@@ -17,6 +17,24 @@ use super::FrameIo;
 /// lab emulator's ports are those of `latlab emu --frame-size 1792`.
 pub const LAB_MAX_FRAME: usize = 1792;
 
+/// Slots in the AF_PACKET RX ring of each of an emulator's sockets (`latlab emu`'s and the
+/// lab's emulator middles'): 8 ms of frames at 1 Mpps, more than this kind of host's veth
+/// carries (the blaster's 0.76–1.1 Mpps of 64-byte frames), so a loop that is off its CPU for
+/// two 4 ms scheduler ticks at that rate loses nothing at its ring; at the 35 kpps of 1.4 KB
+/// frames of `bench/emu-memory.sh` it is 230 ms. At 10 Gb/s line rate it is 10 ms of
+/// 1,500-byte frames, 0.55 ms of 64-byte ones. With 2,048 slots the lab's emulator lost
+/// frames at its ring far below its capacity (`rfc2544 --dut emu` at 64 bytes, three runs
+/// alternated: NDR 64–79 kpps, and 93–124 kpps with 8,192; and `latlab emu`'s old 1,024
+/// slots lost 3.4% of the memory bench's burst there; `bench/results/emu-rest-2026-11-27.md`).
+pub const EMU_RX_SLOTS: usize = 8192;
+
+/// The most memory one of those rings takes: 32 MiB, 8,192 slots of 4 KiB (`latlab emu`'s
+/// default `--frame-size` 2048, whose slots are 4 KiB); a ring of larger slots (jumbo frames)
+/// has fewer. The ring is mapped into the process, so it counts in its RSS from the start:
+/// 32 MiB per interface at the default frame size, 16 MiB at the lab's (2 KiB slots), against
+/// 4 MiB each before.
+pub const EMU_RX_RING_BYTES: usize = 32 << 20;
+
 /// What the ports of each frame I/O are opened with.
 #[derive(Clone, Debug)]
 pub struct PortSettings {
@@ -33,16 +51,22 @@ impl PortSettings {
     /// and UMEM frames that hold one (the next power of two above it and the kernel's
     /// headers; UMEM frames of 2048 or 4096 bytes), frames handed over as they were on the
     /// wire whatever the senders' offloads (VLAN tags back, checksums finished, super-frames
-    /// cut), `xdp_frames` UMEM frames per interface.
+    /// cut), an RX ring of [`EMU_RX_SLOTS`] slots (at most [`EMU_RX_RING_BYTES`]),
+    /// `xdp_frames` UMEM frames per interface.
     pub fn emulator(max_frame: usize, rx_ring: RxRing, xdp_frames: u32) -> PortSettings {
+        // Ring slots hold the frame plus the kernel's headers and must be a power of two.
+        let frame_size = (max_frame.max(128) + 128).next_power_of_two();
+        let defaults = PacketOptions::default();
+        let block_size = defaults.block_size.max(frame_size);
+        let ring_bytes = (EMU_RX_SLOTS * frame_size).min(EMU_RX_RING_BYTES);
         PortSettings {
             packet: PacketOptions {
-                // Ring slots hold the frame plus the kernel's headers and must be a power of
-                // two.
-                frame_size: (max_frame.max(128) + 128).next_power_of_two(),
+                frame_size,
+                block_size,
+                block_count: (ring_bytes / block_size).max(1),
                 rx_ring,
                 wire_frames: true,
-                ..PacketOptions::default()
+                ..defaults
             },
             xdp: XdpOptions {
                 // A received frame gets frame_size − 256 bytes of a UMEM frame.
@@ -55,15 +79,10 @@ impl PortSettings {
     }
 
     /// As the lab's emulator middles open their ports: [`PortSettings::emulator`] for frames
-    /// of [`LAB_MAX_FRAME`] bytes, with an AF_PACKET RX ring four times the default (16 MB,
-    /// 8,192 slots of 2 KiB: 110 ms of 64-byte frames at 75 kpps), so a loop that is off its
-    /// CPU for a while loses nothing: with 2,048 slots it lost frames at its ring far below its
-    /// capacity (`rfc2544 --dut emu` at 64 bytes, three runs alternated: NDR 64–79 kpps, and
-    /// 93–124 kpps with the larger ring; `bench/results/emu-rest-2026-11-27.md`).
+    /// of [`LAB_MAX_FRAME`] bytes (an RX ring of 16 MiB, 8,192 slots of 2 KiB: 110 ms of
+    /// 64-byte frames at 75 kpps).
     pub fn lab_emulator() -> PortSettings {
-        let mut settings = PortSettings::emulator(LAB_MAX_FRAME, RxRing::V2, 4096);
-        settings.packet.block_count *= 4;
-        settings
+        PortSettings::emulator(LAB_MAX_FRAME, RxRing::V2, 4096)
     }
 
     /// As `latlab fwd` opens its ports: 2048-byte TPACKET_V2 slots, 4096 UMEM frames of 2048
@@ -221,4 +240,30 @@ pub fn open_endpoint(iface: &str, settings: &EndpointSettings) -> io::Result<Xdp
         ..defaults
     };
     XdpSocket::open(iface, &options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The RX ring's slots: [`EMU_RX_SLOTS`] at the default frame size and the lab's, fewer
+    /// for jumbo frames, whose ring stays at [`EMU_RX_RING_BYTES`].
+    fn rx_slots(max_frame: usize) -> (usize, usize) {
+        let p = PortSettings::emulator(max_frame, RxRing::V2, 4096).packet;
+        let bytes = p.block_size * p.block_count;
+        (bytes / p.frame_size, bytes)
+    }
+
+    #[test]
+    fn an_emulators_rx_ring_holds_8192_frames_in_at_most_32_mib() {
+        assert_eq!(rx_slots(2048), (8192, 32 << 20));
+        assert_eq!(rx_slots(LAB_MAX_FRAME), (8192, 16 << 20));
+        assert_eq!(rx_slots(1500), (8192, 16 << 20));
+        assert_eq!(rx_slots(9000), (2048, 32 << 20));
+        let lab = PortSettings::lab_emulator().packet;
+        assert_eq!(
+            lab.block_size * lab.block_count / lab.frame_size,
+            EMU_RX_SLOTS
+        );
+    }
 }

@@ -116,6 +116,7 @@ fn emulator_report(
         bytes: Default::default(),
         flows: Vec::new(),
         lost_by_cause: None,
+        socket: None,
     };
     EmuJson {
         latlab_version: "test".into(),

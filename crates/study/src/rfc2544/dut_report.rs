@@ -87,6 +87,7 @@ impl From<MiddleReport> for DutReport {
                 let direction = |c: latlab_io::xdp::ForwardCounts| XdpRedirectCounts {
                     forwarded: c.forwarded,
                     no_target: c.no_target,
+                    too_long: c.too_long,
                 };
                 DutReport::XdpRedirect(XdpRedirectReport {
                     xdp_redirect: XdpRedirectDirections {
@@ -132,6 +133,10 @@ pub struct XdpRedirectCounts {
     pub forwarded: u64,
     /// Frames dropped with no target in the device map.
     pub no_target: u64,
+    /// Frames dropped as longer than the other veth takes (its MTU, the Ethernet header and
+    /// one VLAN tag); 0 in a file older than the count.
+    #[serde(default)]
+    pub too_long: u64,
 }
 
 /// testpmd's report: `{"testpmd": {…}}`.

@@ -38,6 +38,7 @@ fn direction() -> DirectionSnapshot {
             queued_at_exit: 0,
             queue_slots_full: 0,
             kernel_drops: 0,
+            socket: Default::default(),
             release_error,
             sojourn: None,
             released_early: 0,

@@ -15,7 +15,7 @@ use latlab_link::LinkCounters;
 use latlab_stats::Summary;
 use serde::{Deserialize, Serialize};
 
-use crate::emu::losses::{InterfaceCounts, InterfacesJson, LossesJson};
+use crate::emu::losses::{InterfaceCounts, InterfacesJson, LossesJson, SocketJson};
 
 /// The whole file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -83,6 +83,10 @@ pub struct EmuDirectionJson {
     /// sets it); `None` in a file older than the count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_by_cause: Option<LossesJson>,
+    /// What the kernel counted at the sockets (the receiving one's losses, the sending one's
+    /// refusals), set with `lost_by_cause`; `None` in a file older than the count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<SocketJson>,
 }
 
 /// The frames of one direction the emulator dropped, by cause.
@@ -296,6 +300,8 @@ impl EmuJson {
         let mut json = EmuJson::new(report);
         json.a_to_b.lost_by_cause = Some(LossesJson::new(&report.a_to_b, a, b, has_socket));
         json.b_to_a.lost_by_cause = Some(LossesJson::new(&report.b_to_a, b, a, has_socket));
+        json.a_to_b.socket = Some(report.a_to_b.socket.into());
+        json.b_to_a.socket = Some(report.b_to_a.socket.into());
         json.interfaces = interfaces.map(|i| InterfacesJson {
             a: i.a.into(),
             b: i.b.into(),
@@ -358,6 +364,7 @@ impl EmuDirectionJson {
             bytes: EmuBytesJson::new(&d.bytes),
             flows: d.flows.iter().map(EmuFlowJson::new).collect(),
             lost_by_cause: None,
+            socket: None,
         }
     }
 }
@@ -635,6 +642,7 @@ mod tests {
             queued_at_exit: n(34),
             queue_slots_full: n(35),
             kernel_drops: n(36),
+            socket: Default::default(),
             wire,
             release_error,
             sojourn: None,
