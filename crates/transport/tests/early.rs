@@ -275,3 +275,38 @@ fn at_2_5_percent_loss_each_way_the_worst_message_comes_with_an_early_repair() {
         "{early_bytes} bytes against {late_bytes}"
     );
 }
+
+#[test]
+fn a_datagram_repeated_a_hundred_times_draws_no_ack_and_no_nack() {
+    // Message 20's first datagram, recorded on the way and played to the server 100 times
+    // more at T+51 ms (20 arrived at T+50; nothing is due before 21's NACK time, T+155).
+    let mut lab = lab(EARLY);
+    let seen: std::rc::Rc<std::cell::RefCell<Vec<Vec<u8>>>> = Default::default();
+    let log = std::rc::Rc::clone(&seen);
+    let client = client_addr();
+    lab.pair.network.set_drop_filter(move |d| {
+        if d.from == client && carries(&d.payload, 0, 20, None) {
+            log.borrow_mut().push(d.payload.to_vec());
+        }
+        false
+    });
+    send(&mut lab, 0, 21);
+    lab.run_until(T + 51 * MS);
+    let now = lab.now();
+    let datagram = seen.borrow()[0].clone();
+    let mut buf = [0u8; 1500];
+    let before = server_stats(&lab);
+    assert!(lab.pair.b.endpoint.poll_transmit(now, &mut buf).is_none());
+    for _ in 0..100 {
+        lab.pair
+            .b
+            .endpoint
+            .handle_datagram(now, client_addr(), &datagram);
+    }
+    assert!(lab.pair.b.endpoint.poll_transmit(now, &mut buf).is_none());
+    let after = server_stats(&lab);
+    assert_eq!(after.duplicate_packets, before.duplicate_packets + 100);
+    assert_eq!(after.packets_sent, before.packets_sent);
+    send(&mut lab, 21, 40);
+    finish(&mut lab, 40);
+}
