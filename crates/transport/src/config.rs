@@ -79,7 +79,8 @@ pub const COPIES_AUTO_PACKETS: u64 = 1000;
 /// `min-rto` (duration), `dupacks` (count), `rdb` (bytes, 0 = off), `reo-wnd` (duration),
 /// `thin-packets` (count), `dup-urgent` (on/off), `dup-spacing` (duration), `wire`
 /// (`classic` or `compact`), `feedback` (`ack` or `nack`), `ack-every` (duration),
-/// `nack-margin` (duration), `copies` (`off`, `on`, `auto`), `tlp` (on/off). Durations take
+/// `nack-margin` (duration), `nack-early` (on/off), `copies` (`off`, `on`, `auto`), `tlp`
+/// (on/off). Durations take
 /// `ns`, `us`, `ms` or `s`. `lean` is `rack` with the compact wire format, NACK feedback,
 /// blind copies 20 ms apart while loss is seen, and tail-loss probes.
 ///
@@ -122,6 +123,12 @@ pub struct Recovery {
     /// [`Feedback::Nack`]: how late past its expected arrival (and its copy's) a message is
     /// NACKed (ns).
     pub nack_margin_ns: u64,
+    /// [`Feedback::Nack`] with copies: the first NACK goes once the message's first copy is
+    /// late by the margin, without waiting for its blind copy, and draws one repair (with no
+    /// blind copy of its own); the NACK a copy spacing later, sent only while both copies are
+    /// missing, draws the second. A NACKed fragment then goes again unless it went twice
+    /// within the last half SRTT (instead of once).
+    pub nack_early: bool,
     /// Blind copies of every reliable message.
     pub copies: Copies,
     /// Tail-loss probe: a thin stream's timeout is SRTT + 4·RTTVAR (at least 1 ms), without
@@ -148,6 +155,7 @@ impl Recovery {
             feedback: Feedback::Ack,
             ack_every_ns: 1_000_000_000,
             nack_margin_ns: 10_000_000,
+            nack_early: false,
             copies: Copies::Off,
             tlp: false,
         }
@@ -253,6 +261,7 @@ impl FromStr for Recovery {
                     }
                 }
                 "tlp" => recovery.tlp = on_off()?,
+                "nack-early" => recovery.nack_early = on_off()?,
                 "ack-every" => {
                     recovery.ack_every_ns = duration_ns(value).filter(|&d| d > 0).ok_or_else(bad)?
                 }
@@ -318,6 +327,13 @@ impl fmt::Display for Recovery {
         }
         if self.nack_margin_ns != defaults.nack_margin_ns {
             write!(f, ",nack-margin={}us", self.nack_margin_ns / 1_000)?;
+        }
+        if self.nack_early != defaults.nack_early {
+            write!(
+                f,
+                ",nack-early={}",
+                if self.nack_early { "on" } else { "off" }
+            )?;
         }
         if self.copies != defaults.copies {
             let copies = match self.copies {
@@ -458,6 +474,7 @@ mod tests {
             "rack:rdb=600,dup-spacing=20ms",
             "lean",
             "lean:copies=on,ack-every=500ms,nack-margin=5ms",
+            "lean:dup-spacing=10ms,nack-early=on",
             "rack:wire=compact,tlp=on",
         ] {
             let recovery: Recovery = text.parse().unwrap();

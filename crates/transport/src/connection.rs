@@ -54,6 +54,9 @@ struct OutMessage {
     sends: Vec<u32>,
     /// When each fragment last went out (a NACK's repair waits half an SRTT after it).
     last_sent: Vec<u64>,
+    /// When each fragment went out before that (0: not twice yet); with `nack-early` a
+    /// NACK's repair waits half an SRTT after it.
+    prior_sent: Vec<u64>,
     /// Copies of each fragment in packets neither acknowledged nor declared lost.
     in_flight: Vec<u32>,
     unacked: u16,
@@ -297,6 +300,7 @@ impl Connection {
                 queued: vec![true; n],
                 sends: vec![0; n],
                 last_sent: vec![0; n],
+                prior_sent: vec![0; n],
                 in_flight: vec![0; n],
                 unacked: fragments,
                 expired: false,

@@ -197,7 +197,7 @@ fn run_streams(
             };
             let receiver =
                 latlab_io::netns::run_in(lab.server.name(), move || Receiver::bind(&command))?
-                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                    .map_err(|e| std::io::Error::other(whole_chain(&e)))?;
             let addr = receiver.local_addr()?;
             receivers.push((spec.clone(), addr, receiver));
         }
@@ -226,10 +226,13 @@ fn run_streams(
                 scope.spawn(move || -> StreamOutcome {
                     // This scoped thread is the sender's own: it moves into the client's
                     // namespace for good.
-                    let ns = std::fs::File::open(&client).map_err(|e| e.to_string())?;
-                    latlab_io::netns::enter(&ns).map_err(|e| e.to_string())?;
+                    let entering = |e: std::io::Error| {
+                        format!("entering the client's namespace {}: {e}", client.display())
+                    };
+                    let ns = std::fs::File::open(&client).map_err(entering)?;
+                    latlab_io::netns::enter(&ns).map_err(entering)?;
                     std::thread::sleep(offset);
-                    send::run_measured(&command, stop, &mut Quiet).map_err(|e| e.to_string())
+                    send::run_measured(&command, stop, &mut Quiet).map_err(|e| whole_chain(&e))
                 })
             })
             .collect();
@@ -258,6 +261,22 @@ fn run_streams(
             merge(spec, options, cell, mine)
         })
         .collect())
+}
+
+/// An error and every cause under it on one line, each cause once (an error whose message
+/// already ends with its source's is not followed by it again): a stream that failed is
+/// reported with the system's reason, not only the step that failed.
+pub(super) fn whole_chain(error: &dyn std::error::Error) -> String {
+    let mut line = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !line.ends_with(&text) {
+            line = format!("{line}: {text}");
+        }
+        source = cause.source();
+    }
+    line
 }
 
 /// One transport's point from its streams' outcomes.

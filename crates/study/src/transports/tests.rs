@@ -330,3 +330,21 @@ impl latlab_lab::progress::View for Notes {
         self.0.push(line.to_string());
     }
 }
+
+#[test]
+fn a_stream_that_failed_is_reported_with_every_cause_of_its_error() {
+    use latlab_lab::command::CommandError;
+    let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+    let error = CommandError::Setup {
+        context: "--target 198.18.0.2:41481: no latlab stream recv answers there".into(),
+        source: refused,
+    };
+    assert_eq!(
+        super::run::whole_chain(&error),
+        "--target 198.18.0.2:41481: no latlab stream recv answers there: connection refused"
+    );
+    // A message that already ends with its cause's is not followed by it again.
+    let io = std::io::Error::other("no such file");
+    let wrapped = CommandError::Io(io);
+    assert_eq!(super::run::whole_chain(&wrapped), "no such file");
+}

@@ -10,6 +10,13 @@
 //! With copies on, the NACK and the repair each go twice, the copy's spacing apart, as every
 //! message does. The sender answers a NACK by sending each message it still holds again, at
 //! most once per half SRTT per fragment: a flood of NACKs costs it no more than that.
+//!
+//! With `nack-early` the first NACK does not wait for the blind copy: it goes once the first
+//! copy is late by the margin, `expected + margin`, and its repair goes once. While the blind
+//! copy is missing too, a second NACK follows the copy's spacing later and draws a second
+//! repair, so a fragment may go again twice per half SRTT (a flood costs at most that). At
+//! RTT 100 ms, one-way 50 ms, both copies lost: the repair arrives 50 + margin + 100 ms after
+//! the message left, instead of 50 + spacing + margin + 100 ms.
 
 use super::{Connection, FragKey, Item};
 use crate::config::{Config, Copies, Feedback};
@@ -54,8 +61,10 @@ impl Connection {
             at.saturating_sub(u64::from(highest - k).saturating_mul(tick))
         };
         let recovery = config.recovery;
+        // An early NACK does not wait for the blind copy.
         let spacing = match recovery.copies {
             Copies::Off => 0,
+            Copies::On | Copies::Auto if recovery.nack_early => 0,
             Copies::On | Copies::Auto => recovery.duplicate_spacing_ns,
         };
         Some(expected + spacing + recovery.nack_margin_ns)
@@ -160,7 +169,8 @@ impl Connection {
 
     /// The peer NACKed `first..first + count` of `channel`: each fragment of those messages
     /// that we still hold, unacknowledged, goes again unless it went less than half an SRTT
-    /// ago. Messages we never sent or no longer hold change nothing.
+    /// ago (with `nack-early`: unless it went twice within the last half SRTT). Messages we
+    /// never sent or no longer hold change nothing.
     pub(super) fn handle_nack(
         &mut self,
         now: u64,
@@ -171,7 +181,9 @@ impl Connection {
     ) {
         self.stats.nacks_received += 1;
         let gap = self.rtt.srtt().unwrap_or(INITIAL_RTO_NS) / 2;
-        let copies = self.copies_active(config);
+        let early = config.recovery.nack_early;
+        // Under `nack-early` the second NACK draws the second repair, not a blind copy.
+        let copies = self.copies_active(config) && !early;
         let spacing = config.recovery.duplicate_spacing_ns;
         for number in (0..u32::from(count)).filter_map(|i| first.checked_add(i)) {
             let Some(message) = self.outgoing.get_mut(&(channel, number)) else {
@@ -182,7 +194,11 @@ impl Connection {
             }
             let mut keys = Vec::new();
             for (index, fragment) in (0..message.fragments).enumerate() {
-                let recent = message.sends[index] > 0 && now < message.last_sent[index] + gap;
+                let recent = if early {
+                    message.sends[index] > 1 && now < message.prior_sent[index] + gap
+                } else {
+                    message.sends[index] > 0 && now < message.last_sent[index] + gap
+                };
                 if message.acked[index] || message.queued[index] || recent {
                     continue;
                 }

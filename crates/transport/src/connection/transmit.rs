@@ -399,6 +399,7 @@ impl Connection {
         let index = usize::from(key.fragment);
         message.queued[index] = false;
         message.sends[index] += 1;
+        message.prior_sent[index] = message.last_sent[index];
         message.last_sent[index] = now;
         message.in_flight[index] += 1;
         if message.sends[index] > 1 {
