@@ -168,6 +168,7 @@ fn without_nack_early_the_same_loss_waits_for_the_copy_and_its_margin() {
 fn forged(pn: u64, frames: &[Frame<'_>]) -> Vec<u8> {
     let header = ShortHeader {
         ack_immediately: false,
+        short_id: None,
         pn_len: 4,
         truncated: pn as u32,
     };
