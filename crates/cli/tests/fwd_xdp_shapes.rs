@@ -192,4 +192,6 @@ fn runts_vlan_tagged_and_jumbo_frames_are_forwarded_or_counted_too_long() {
         "{report}"
     );
     assert_eq!(a_to_b["dropped"]["no_target"], 0, "{report}");
+    // Everything handed to the target left it: what arrived is forwarded − refused_by_target.
+    assert_eq!(a_to_b["dropped"]["refused_by_target"], 0, "{report}");
 }

@@ -165,6 +165,8 @@ fn frames_cross_the_middle_by_redirect_and_are_counted_once_each_way() {
     assert!(ab.forwarded >= N && ab.forwarded < N + 10, "{ab:?}");
     assert!(ba.forwarded >= N && ba.forwarded < N + 10, "{ba:?}");
     assert_eq!((ab.no_target, ba.no_target), (0, 0));
+    // Every datagram came back: the targets passed on all they were handed.
+    assert_eq!((ab.refused_by_target, ba.refused_by_target), (0, 0));
     // A handle read from another thread sees the same counts.
     let counter = to_b.counter().unwrap();
     let seen = std::thread::spawn(move || counter.read().unwrap())

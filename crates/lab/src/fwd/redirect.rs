@@ -39,8 +39,8 @@ impl RedirectReport {
         for (name, c) in [("A→B", &self.a_to_b), ("B→A", &self.b_to_a)] {
             out.push_str(&format!(
                 "{name}: forwarded {} in the kernel, dropped with no target {}, too long for \
-                 the target {}\n",
-                c.forwarded, c.no_target, c.too_long
+                 the target {}, handed over but refused by the target {}\n",
+                c.forwarded, c.no_target, c.too_long, c.refused_by_target
             ));
         }
         out.push_str(&format!(
@@ -100,6 +100,11 @@ pub struct RedirectDropsJson {
     /// the kernel would have dropped after the redirect; 0 in a file older than the count.
     #[serde(default)]
     pub too_long: u64,
+    /// Handed to the target but not passed on by it (a veth's peer's XDP ring was full), from
+    /// the target's driver statistics; also in `forwarded`. 0 where the driver does not count
+    /// them, and in a file older than the count.
+    #[serde(default)]
+    pub refused_by_target: u64,
 }
 
 impl FwdRedirectJson {
@@ -110,6 +115,7 @@ impl FwdRedirectJson {
             dropped: RedirectDropsJson {
                 no_target: c.no_target,
                 too_long: c.too_long,
+                refused_by_target: c.refused_by_target,
             },
         };
         FwdRedirectJson {
@@ -159,9 +165,9 @@ pub fn run(
         (Ok(ab), Ok(ba)) => format!(
             "A→B forwarded {} dropped {}   B→A forwarded {} dropped {}",
             ab.forwarded,
-            ab.no_target + ab.too_long,
+            ab.no_target + ab.too_long + ab.refused_by_target,
             ba.forwarded,
-            ba.no_target + ba.too_long
+            ba.no_target + ba.too_long + ba.refused_by_target
         ),
         (Err(e), _) | (_, Err(e)) => format!("counters unreadable: {e}"),
     };

@@ -88,6 +88,7 @@ impl From<MiddleReport> for DutReport {
                     forwarded: c.forwarded,
                     no_target: c.no_target,
                     too_long: c.too_long,
+                    refused_by_target: c.refused_by_target,
                 };
                 DutReport::XdpRedirect(XdpRedirectReport {
                     xdp_redirect: XdpRedirectDirections {
@@ -137,6 +138,10 @@ pub struct XdpRedirectCounts {
     /// one VLAN tag); 0 in a file older than the count.
     #[serde(default)]
     pub too_long: u64,
+    /// Frames the other veth was handed but could not pass on (its peer's XDP ring full), from
+    /// its driver statistics; also in `forwarded`. 0 in a file older than the count.
+    #[serde(default)]
+    pub refused_by_target: u64,
 }
 
 /// testpmd's report: `{"testpmd": {…}}`.

@@ -81,6 +81,11 @@ pub struct ForwardCounts {
     /// Frames dropped because they were longer than the target takes (its MTU, the Ethernet
     /// header and one VLAN tag): the kernel would have dropped them after the redirect.
     pub too_long: u64,
+    /// Frames handed to the target that it could not pass on (on a veth: its peer's XDP ring
+    /// was full), from the target's driver statistics since the program was attached; counted
+    /// in `forwarded` too. 0 where the driver does not count them (or another sender's
+    /// redirects to the same target are counted with these).
+    pub refused_by_target: u64,
 }
 
 /// The longest frame an interface of MTU `mtu` takes from a redirect, bytes.
@@ -164,6 +169,7 @@ impl XdpForward {
             .map_err(|e| bpf_error(from, &format!("DEVMAP update (target {to})"), e))?;
         let limit = TargetLimit::new(from)?;
         limit.refresh(to)?;
+        let refused = TargetRefusals::new(to)?;
         let counters = create_map(
             from,
             BPF_MAP_TYPE_PERCPU_ARRAY,
@@ -190,6 +196,7 @@ impl XdpForward {
             counters: ForwardCounter {
                 map: counters,
                 cpus: possible_cpus()?,
+                refused,
             },
         })
     }
@@ -228,7 +235,47 @@ impl XdpForward {
         Ok(ForwardCounter {
             map: self.counters.map.try_clone()?,
             cpus: self.counters.cpus,
+            refused: self.counters.refused.try_clone()?,
         })
+    }
+}
+
+/// The target's count of frames it could not pass on, read through a socket of the namespace
+/// the forwarder was made in (whichever thread reads), from where it stood at the attach.
+#[derive(Debug)]
+struct TargetRefusals {
+    to: String,
+    socket: socket2::Socket,
+    /// The count at the attach; `None` for a driver that keeps none.
+    at_attach: Option<u64>,
+}
+
+impl TargetRefusals {
+    fn new(to: &str) -> io::Result<TargetRefusals> {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+        let at_attach = crate::ethtool::xdp_xmit_errors(&socket, to)?;
+        Ok(TargetRefusals {
+            to: to.to_owned(),
+            socket,
+            at_attach,
+        })
+    }
+
+    fn try_clone(&self) -> io::Result<TargetRefusals> {
+        Ok(TargetRefusals {
+            to: self.to.clone(),
+            socket: self.socket.try_clone()?,
+            at_attach: self.at_attach,
+        })
+    }
+
+    /// Frames refused since the attach.
+    fn read(&self) -> io::Result<u64> {
+        let Some(at_attach) = self.at_attach else {
+            return Ok(0);
+        };
+        let now = crate::ethtool::xdp_xmit_errors(&self.socket, &self.to)?.unwrap_or(at_attach);
+        Ok(now.saturating_sub(at_attach))
     }
 }
 
@@ -237,6 +284,7 @@ impl XdpForward {
 pub struct ForwardCounter {
     map: OwnedFd,
     cpus: usize,
+    refused: TargetRefusals,
 }
 
 impl ForwardCounter {
@@ -260,6 +308,7 @@ impl ForwardCounter {
             forwarded: sum(FORWARDED)?,
             no_target: sum(NO_TARGET)?,
             too_long: sum(TOO_LONG)?,
+            refused_by_target: self.refused.read()?,
         })
     }
 }
