@@ -13,13 +13,13 @@ use latlab_lab::topology::ClientEmuServer;
 
 /// `latlab fwd --io xdp-redirect` between the lab's middle veths for `secs` seconds.
 fn forwarder(lab: &ClientEmuServer, secs: u64) -> Child {
-    common::in_ns(lab.emu.name())
-        .args(["fwd", "--iface-a", "emu-a", "--iface-b", "emu-b"])
+    // SIGHUP at its default whatever the runner's: the SIGHUP below tests latlab's handling.
+    let mut cmd = common::in_ns_with_default_sighup(lab.emu.name());
+    cmd.args(["fwd", "--iface-a", "emu-a", "--iface-b", "emu-b"])
         .args(["--io", "xdp-redirect", "--duration", &format!("{secs}s")])
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        .stderr(Stdio::piped());
+    cmd.spawn().unwrap()
 }
 
 /// Whether either middle veth has an XDP program on it.

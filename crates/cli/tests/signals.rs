@@ -269,7 +269,8 @@ fn sighup_stops_serve_with_129_unless_it_was_started_under_nohup() {
             c.arg(cargo_bin("latlab"));
             c
         } else {
-            Command::new(cargo_bin("latlab"))
+            // Not ignored when started, whatever the runner's own SIGHUP is.
+            common::latlab_with_default_sighup()
         };
         // `nohup` execs latlab, so the child's id is latlab's own.
         let mut child = cmd

@@ -61,6 +61,27 @@ pub(crate) fn read_json(path: &std::path::Path) -> serde_json::Value {
 }
 
 /// `ip netns exec NS latlab`: the command execs latlab, so the child's id is latlab's own.
+/// `latlab` started with SIGHUP at its default disposition (through `env --default-signal`,
+/// which execs it: the child's id is latlab's). Under `nohup` a test inherits SIGHUP ignored,
+/// and latlab keeps an ignored SIGHUP ignored (as documented): a test of latlab's own SIGHUP
+/// handling must not depend on how its runner was started.
+#[allow(dead_code)]
+pub(crate) fn latlab_with_default_sighup() -> Command {
+    let mut c = Command::new("env");
+    c.arg("--default-signal=HUP").arg(cargo_bin("latlab"));
+    c
+}
+
+/// `latlab` run in namespace `ns`, with SIGHUP at its default disposition
+/// ([`latlab_with_default_sighup`]).
+#[allow(dead_code)]
+pub(crate) fn in_ns_with_default_sighup(ns: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, "env", "--default-signal=HUP"])
+        .arg(cargo_bin("latlab"));
+    c
+}
+
 pub(crate) fn in_ns(ns: &str) -> Command {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", ns]).arg(cargo_bin("latlab"));
