@@ -24,17 +24,9 @@ fn forwarder(lab: &ClientEmuServer, secs: u64) -> Child {
 
 /// Whether either middle veth has an XDP program on it.
 fn programs_attached(lab: &ClientEmuServer) -> bool {
-    ["emu-a", "emu-b"].iter().any(|dev| {
-        let shown = common::succeeds(Command::new("ip").args([
-            "-n",
-            lab.emu.name(),
-            "-d",
-            "link",
-            "show",
-            dev,
-        ]));
-        String::from_utf8_lossy(&shown.stdout).contains("prog/xdp")
-    })
+    ["emu-a", "emu-b"]
+        .iter()
+        .any(|dev| common::xdp_program_on(lab.emu.name(), dev))
 }
 
 /// Waits until the forwarder's programs are on the veths (at most 5 s).

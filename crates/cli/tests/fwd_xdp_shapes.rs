@@ -40,17 +40,9 @@ fn frame(index: u8, len: usize, tags: &[(u16, u16)]) -> Vec<u8> {
 
 /// Whether both of the forwarder's programs are on the middle's veths.
 fn attached(lab: &ClientEmuServer) -> bool {
-    ["emu-a", "emu-b"].iter().all(|dev| {
-        let shown = common::succeeds(Command::new("ip").args([
-            "-n",
-            lab.emu.name(),
-            "-d",
-            "link",
-            "show",
-            dev,
-        ]));
-        String::from_utf8_lossy(&shown.stdout).contains("prog/xdp")
-    })
+    ["emu-a", "emu-b"]
+        .iter()
+        .all(|dev| common::xdp_program_on(lab.emu.name(), dev))
 }
 
 #[test]

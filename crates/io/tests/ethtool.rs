@@ -17,17 +17,26 @@ fn ip(args: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-#[test]
-fn offloads_of_a_veth_can_be_turned_off() {
-    let name = format!("latlab-iotest-{}-ethtool", std::process::id());
+/// A namespace of the test's own holding the veth pair `veth-a` — `veth-b`; `None` (the
+/// precondition said missing) where namespaces cannot be made.
+fn veth_namespace(what: &str) -> Option<Namespace> {
+    let name = format!("latlab-iotest-{}-{what}", std::process::id());
     if !ip(&["netns", "add", &name]) {
         latlab_io::precondition::missing("cannot make a network namespace (not root?)");
-        return;
+        return None;
     }
     let ns = Namespace(name);
     assert!(ip(&[
         "-n", &ns.0, "link", "add", "veth-a", "type", "veth", "peer", "name", "veth-b"
     ]));
+    Some(ns)
+}
+
+#[test]
+fn offloads_of_a_veth_can_be_turned_off() {
+    let Some(ns) = veth_namespace("ethtool") else {
+        return;
+    };
     let before = latlab_io::netns::run_in(&ns.0, || latlab_io::ethtool::offloads("veth-a"))
         .unwrap()
         .unwrap();
@@ -46,15 +55,9 @@ fn offloads_of_a_veth_can_be_turned_off() {
 
 #[test]
 fn a_veths_driver_statistics_name_its_xdp_transmit_errors() {
-    let name = format!("latlab-iotest-{}-ethstats", std::process::id());
-    if !ip(&["netns", "add", &name]) {
-        latlab_io::precondition::missing("cannot make a network namespace (not root?)");
+    let Some(ns) = veth_namespace("ethstats") else {
         return;
-    }
-    let ns = Namespace(name);
-    assert!(ip(&[
-        "-n", &ns.0, "link", "add", "veth-a", "type", "veth", "peer", "name", "veth-b"
-    ]));
+    };
     let (stats, errors) = latlab_io::netns::run_in(&ns.0, || -> std::io::Result<_> {
         let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
         Ok((

@@ -9,27 +9,10 @@ use std::net::{SocketAddr, UdpSocket};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use common::{carries, client_addr, one_way, server_addr, Lab, MS};
-use latlab_transport::{Config, Endpoint, Event, Recovery};
+use common::{carries, client_addr, config, one_way, sent_at, server_addr, Lab, MS};
+use latlab_transport::{Endpoint, Event};
 use latlab_wire::transport::compact::{is_short, ShortHeader, SHORT_HAS_ID};
 use latlab_wire::transport::{parse_long_packet, Frame};
-
-fn config(policy: &str, server: bool) -> Config {
-    let base = if server {
-        Config::server()
-    } else {
-        Config::default()
-    };
-    Config {
-        recovery: policy.parse::<Recovery>().unwrap(),
-        ..base
-    }
-}
-
-/// Message `i` is sent at `1 s + i·100 ms`.
-fn sent_at(i: u64) -> u64 {
-    1000 * MS + i * 100 * MS
-}
 
 fn new_client_addr() -> SocketAddr {
     "10.0.0.9:6001".parse().unwrap()
@@ -195,10 +178,7 @@ fn spoofed(short_id: u32, pn: u64, pn_len: usize) -> Vec<u8> {
         pn_len,
         truncated: (pn & ((1 << (8 * pn_len)) - 1)) as u32,
     };
-    let mut bytes = vec![0u8; header.buffer_len() + 1];
-    let at = header.emit(&mut bytes);
-    Frame::Ping.emit_compact(&mut bytes[at..]);
-    bytes
+    common::short_packet(header, &[Frame::Ping])
 }
 
 #[test]

@@ -11,24 +11,12 @@
 
 mod common;
 
-use common::{carries, client_addr, one_way, server_addr, Lab, MS};
-use latlab_transport::{Config, ConnectionStats, Recovery};
-use latlab_wire::transport::compact::ShortHeader;
+use common::{
+    carries, client_addr, config, finish, forged, one_way, send, sent_at, server_addr, Lab, MS,
+};
 use latlab_wire::transport::Frame;
 
 const EARLY: &str = "lean:dup-spacing=10ms,nack-margin=5ms,nack-early=on";
-
-fn config(policy: &str, server: bool) -> Config {
-    let base = if server {
-        Config::server()
-    } else {
-        Config::default()
-    };
-    Config {
-        recovery: policy.parse::<Recovery>().unwrap(),
-        ..base
-    }
-}
 
 fn lab(policy: &str) -> Lab {
     Lab::connect(
@@ -37,40 +25,6 @@ fn lab(policy: &str) -> Lab {
         one_way(50),
         one_way(50),
     )
-}
-
-/// Message `i` is sent at `1 s + i·100 ms`.
-fn sent_at(i: u64) -> u64 {
-    1000 * MS + i * 100 * MS
-}
-
-fn send(lab: &mut Lab, from: u64, to: u64) {
-    for i in from..to {
-        lab.send_at(sent_at(i), 0, &[i as u8; 100]);
-    }
-}
-
-/// Runs until 3 s after the last of `count` messages; all arrived.
-fn finish(lab: &mut Lab, count: u64) {
-    lab.run_until(sent_at(count) + 3000 * MS);
-    assert_eq!(lab.server().messages(0).len(), count as usize, "all arrive");
-}
-
-fn client_stats(lab: &Lab) -> ConnectionStats {
-    lab.pair
-        .a
-        .endpoint
-        .connection_stats(lab.connection)
-        .unwrap()
-}
-
-fn server_stats(lab: &Lab) -> ConnectionStats {
-    let stats = lab
-        .pair
-        .b
-        .endpoint
-        .connection_stats(lab.connection_on_server());
-    stats.unwrap()
 }
 
 /// Drops the first `data` client packets carrying message 20 and the first `nacks` server
@@ -102,8 +56,8 @@ fn a_lost_first_copy_arrives_with_its_copy_at_60ms_and_costs_one_nack_and_one_re
     lose(&mut lab, 1, 0);
     send(&mut lab, 0, 25);
     // (Counted before the stream ends: the receiver NACKs the message after the last too.)
-    assert_eq!(server_stats(&lab).nacks_sent, 1);
-    let client = client_stats(&lab);
+    assert_eq!(lab.server_stats().nacks_sent, 1);
+    let client = lab.client_stats();
     assert_eq!((client.nacks_received, client.nack_repairs), (1, 1));
     send(&mut lab, 25, 40);
     finish(&mut lab, 40);
@@ -118,8 +72,8 @@ fn both_copies_lost_arrive_with_the_early_nacks_repair_at_155ms() {
     let mut lab = lab(EARLY);
     lose(&mut lab, 2, 0);
     send(&mut lab, 0, 25);
-    assert_eq!(server_stats(&lab).nacks_sent, 2);
-    let client = client_stats(&lab);
+    assert_eq!(lab.server_stats().nacks_sent, 2);
+    let client = lab.client_stats();
     assert_eq!((client.nacks_received, client.nack_repairs), (2, 2));
     send(&mut lab, 25, 40);
     finish(&mut lab, 40);
@@ -135,7 +89,7 @@ fn a_lost_first_repair_is_covered_by_the_second_nacks_at_165ms() {
     let mut lab = lab(EARLY);
     lose(&mut lab, 3, 0);
     send(&mut lab, 0, 25);
-    assert_eq!(client_stats(&lab).nack_repairs, 2);
+    assert_eq!(lab.client_stats().nack_repairs, 2);
     send(&mut lab, 25, 40);
     finish(&mut lab, 40);
     assert_eq!(lab.server().delivered_at(0, 20), Some(T + 165 * MS));
@@ -146,7 +100,7 @@ fn a_lost_early_nack_is_covered_by_the_second_at_165ms() {
     let mut lab = lab(EARLY);
     lose(&mut lab, 2, 1);
     send(&mut lab, 0, 25);
-    let client = client_stats(&lab);
+    let client = lab.client_stats();
     assert_eq!((client.nacks_received, client.nack_repairs), (1, 1));
     send(&mut lab, 25, 40);
     finish(&mut lab, 40);
@@ -164,22 +118,6 @@ fn without_nack_early_the_same_loss_waits_for_the_copy_and_its_margin() {
     assert_eq!(lab.server().delivered_at(0, 20), Some(T + 165 * MS));
 }
 
-/// A short packet as the server would send it, with packet number `pn` in 4 bytes.
-fn forged(pn: u64, frames: &[Frame<'_>]) -> Vec<u8> {
-    let header = ShortHeader {
-        ack_immediately: false,
-        short_id: None,
-        pn_len: 4,
-        truncated: pn as u32,
-    };
-    let mut bytes = vec![0u8; 5 + frames.iter().map(Frame::compact_len).sum::<usize>()];
-    let mut at = header.emit(&mut bytes);
-    for frame in frames {
-        at += frame.emit_compact(&mut bytes[at..]);
-    }
-    bytes
-}
-
 #[test]
 fn a_forged_nack_flood_costs_the_sender_no_more_than_two_repairs_per_half_srtt() {
     // 10,000 NACKs for messages 0..=255 from the server's address over 1 s: the client sends
@@ -188,7 +126,7 @@ fn a_forged_nack_flood_costs_the_sender_no_more_than_two_repairs_per_half_srtt()
         let mut lab = lab(EARLY);
         send(&mut lab, 0, 40);
         finish(&mut lab, 40);
-        client_stats(&lab)
+        lab.client_stats()
     };
     let mut lab = lab(EARLY);
     for i in 0..40u64 {
@@ -211,7 +149,7 @@ fn a_forged_nack_flood_costs_the_sender_no_more_than_two_repairs_per_half_srtt()
         }
     }
     lab.run_until(sent_at(40) + 3000 * MS);
-    let client = client_stats(&lab);
+    let client = lab.client_stats();
     // At most ~20 messages are unacknowledged at once (a cumulative ACK a second), each
     // repaired at most twice per 50 ms over the flood's 1 s (and twice at its start).
     assert!(client.nack_repairs > 0);
@@ -250,8 +188,8 @@ fn lossy_run(policy: &str, count: u64) -> (Vec<u64>, u64) {
     let delays = (0..count)
         .map(|i| delivered[i as usize].0 - (start + i * 100 * MS))
         .collect();
-    assert_eq!(client_stats(&lab).window_limited, 0);
-    let bytes = client_stats(&lab).bytes_sent + server_stats(&lab).bytes_sent;
+    assert_eq!(lab.client_stats().window_limited, 0);
+    let bytes = lab.client_stats().bytes_sent + lab.server_stats().bytes_sent;
     (delays, bytes)
 }
 
@@ -296,7 +234,7 @@ fn a_datagram_repeated_a_hundred_times_draws_no_ack_and_no_nack() {
     let now = lab.now();
     let datagram = seen.borrow()[0].clone();
     let mut buf = [0u8; 1500];
-    let before = server_stats(&lab);
+    let before = lab.server_stats();
     assert!(lab.pair.b.endpoint.poll_transmit(now, &mut buf).is_none());
     for _ in 0..100 {
         lab.pair
@@ -305,7 +243,7 @@ fn a_datagram_repeated_a_hundred_times_draws_no_ack_and_no_nack() {
             .handle_datagram(now, client_addr(), &datagram);
     }
     assert!(lab.pair.b.endpoint.poll_transmit(now, &mut buf).is_none());
-    let after = server_stats(&lab);
+    let after = lab.server_stats();
     assert_eq!(after.duplicate_packets, before.duplicate_packets + 100);
     assert_eq!(after.packets_sent, before.packets_sent);
     send(&mut lab, 21, 40);

@@ -12,22 +12,11 @@ mod common;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use common::{carries, client_addr, one_way, server_addr, Lab, MS};
-use latlab_transport::{Config, Endpoint, Recovery};
-use latlab_wire::transport::compact::ShortHeader;
+use common::{
+    carries, client_addr, config, finish, forged, one_way, send, sent_at, server_addr, Lab, MS,
+};
+use latlab_transport::{Config, Endpoint};
 use latlab_wire::transport::{self as wire, Frame, HEADER_LEN, HELLO_MIN_LEN, VERSION_COMPACT};
-
-fn config(policy: &str, server: bool) -> Config {
-    let base = if server {
-        Config::server()
-    } else {
-        Config::default()
-    };
-    Config {
-        recovery: policy.parse::<Recovery>().unwrap(),
-        ..base
-    }
-}
 
 fn lab() -> Lab {
     Lab::connect(
@@ -38,40 +27,13 @@ fn lab() -> Lab {
     )
 }
 
-/// Message `i` is sent at `1 s + i·100 ms`.
-fn sent_at(i: u64) -> u64 {
-    1000 * MS + i * 100 * MS
-}
-
-/// Sends messages `from..to` at their times.
-fn send(lab: &mut Lab, from: u64, to: u64) {
-    for i in from..to {
-        lab.send_at(sent_at(i), 0, &[i as u8; 100]);
-    }
-}
-
 /// Sends `count` messages, running until 3 s after the last.
 fn stream(lab: &mut Lab, count: u64) {
     send(lab, 0, count);
     finish(lab, count);
 }
 
-/// Runs until 3 s after the last of `count` messages; all arrived.
-fn finish(lab: &mut Lab, count: u64) {
-    lab.run_until(sent_at(count) + 3000 * MS);
-    assert_eq!(lab.server().messages(0).len(), count as usize, "all arrive");
-}
-
 /// The server's connection counters now.
-fn server_stats(lab: &Lab) -> latlab_transport::ConnectionStats {
-    let stats = lab
-        .pair
-        .b
-        .endpoint
-        .connection_stats(lab.connection_on_server());
-    stats.unwrap()
-}
-
 /// Drops the client's packets for which `drop(packet, index of its kind)` holds; records the
 /// size of every datagram the network carried, by sender.
 type Sizes = Rc<RefCell<Vec<(bool, usize)>>>;
@@ -105,12 +67,7 @@ fn the_handshake_negotiates_the_compact_format_and_a_message_costs_7_bytes_of_he
     let mut lab = lab();
     let sizes = filter(&mut lab, |_, _| false);
     send(&mut lab, 0, 40);
-    let client = lab
-        .pair
-        .a
-        .endpoint
-        .connection_stats(lab.connection)
-        .unwrap();
+    let client = lab.client_stats();
     assert_eq!(client.srtt_ns, Some(100 * MS));
     let copies_only = client.retransmissions - client.duplicated_messages;
     assert_eq!((copies_only, client.nacks_received), (0, 0));
@@ -143,7 +100,7 @@ fn a_lost_first_copy_is_recovered_by_the_copy_20ms_behind() {
     filter(&mut lab, lose(1, 20));
     send(&mut lab, 0, 25);
     assert_eq!(
-        server_stats(&lab).nacks_sent,
+        lab.server_stats().nacks_sent,
         0,
         "the copy came before a NACK was due"
     );
@@ -162,12 +119,7 @@ fn both_copies_lost_are_recovered_by_the_nack() {
     let mut lab = lab();
     filter(&mut lab, lose(2, 20));
     send(&mut lab, 0, 25);
-    let client = lab
-        .pair
-        .a
-        .endpoint
-        .connection_stats(lab.connection)
-        .unwrap();
+    let client = lab.client_stats();
     assert_eq!((client.nacks_received, client.nack_repairs), (2, 1));
     send(&mut lab, 25, 40);
     finish(&mut lab, 40);
@@ -178,12 +130,7 @@ fn both_copies_lost_are_recovered_by_the_nack() {
 
 /// The server's current timeout (its tail-loss probe: SRTT + 4·RTTVAR, no floor).
 fn server_rto(lab: &Lab) -> u64 {
-    let stats = lab
-        .pair
-        .b
-        .endpoint
-        .connection_stats(lab.connection_on_server());
-    stats.unwrap().rto_ns
+    lab.server_stats().rto_ns
 }
 
 #[test]
@@ -209,7 +156,7 @@ fn a_lost_nack_is_sent_again_after_the_receivers_tail_loss_probe() {
     });
     send(&mut lab, 0, 23);
     assert_eq!(server_rto(&lab), 250 * MS);
-    assert_eq!(server_stats(&lab).nacks_sent, 2);
+    assert_eq!(lab.server_stats().nacks_sent, 2);
     send(&mut lab, 23, 40);
     lab.run_until(sent_at(40) + 3000 * MS);
     assert_eq!(lab.server().messages(0).len(), 40);
@@ -254,22 +201,6 @@ fn a_stalled_path_is_repaired_from_the_nacks_and_the_acks_they_carry() {
     }
 }
 
-/// A short packet as the server would send it, with packet number `pn` in 4 bytes.
-fn forged(pn: u64, frames: &[Frame<'_>]) -> Vec<u8> {
-    let header = ShortHeader {
-        ack_immediately: false,
-        short_id: None,
-        pn_len: 4,
-        truncated: pn as u32,
-    };
-    let mut bytes = vec![0u8; 5 + frames.iter().map(Frame::compact_len).sum::<usize>()];
-    let mut at = header.emit(&mut bytes);
-    for frame in frames {
-        at += frame.emit_compact(&mut bytes[at..]);
-    }
-    bytes
-}
-
 #[test]
 fn a_forged_nack_flood_costs_the_sender_no_more_than_one_repair_per_half_srtt() {
     // 10,000 NACKs for messages 0..=255 from the server's address over 1 s: the client sends
@@ -281,11 +212,7 @@ fn a_forged_nack_flood_costs_the_sender_no_more_than_one_repair_per_half_srtt() 
     let baseline = {
         let mut lab = lab();
         stream(&mut lab, 40);
-        lab.pair
-            .a
-            .endpoint
-            .connection_stats(lab.connection)
-            .unwrap()
+        lab.client_stats()
     };
     let mut lab = lab();
     for i in 0..40u64 {
@@ -314,12 +241,7 @@ fn a_forged_nack_flood_costs_the_sender_no_more_than_one_repair_per_half_srtt() 
         got.len() >= 31 && got.iter().enumerate().all(|(i, &m)| m == i as u32),
         "{got:?}"
     );
-    let client = lab
-        .pair
-        .a
-        .endpoint
-        .connection_stats(lab.connection)
-        .unwrap();
+    let client = lab.client_stats();
     // At most ~20 messages are unacknowledged at once (a cumulative ACK a second), each
     // repaired at most once per 50 ms over the flood's 1 s.
     assert!(
@@ -341,12 +263,7 @@ fn acks_for_packets_never_sent_and_numbers_far_from_the_window_change_nothing() 
         lab.send_at(sent_at(i), 0, &[i as u8; 100]);
     }
     lab.run_until(sent_at(20));
-    let before = lab
-        .pair
-        .a
-        .endpoint
-        .connection_stats(lab.connection)
-        .unwrap();
+    let before = lab.client_stats();
     let mut ranges = wire::AckRanges::new();
     ranges.push(1_000_000, 1_000_010);
     let now = lab.now();
@@ -370,12 +287,7 @@ fn acks_for_packets_never_sent_and_numbers_far_from_the_window_change_nothing() 
         .a
         .endpoint
         .handle_datagram(now, server_addr(), &far);
-    let after = lab
-        .pair
-        .a
-        .endpoint
-        .connection_stats(lab.connection)
-        .unwrap();
+    let after = lab.client_stats();
     assert_eq!(after.srtt_ns, before.srtt_ns);
     assert_eq!(after.packets_in_flight, before.packets_in_flight);
     assert_eq!(after.packets_far, before.packets_far + 1);
@@ -479,11 +391,6 @@ fn at_2_5_percent_loss_each_way_every_message_arrives_within_two_round_trips_and
         .max()
         .unwrap();
     assert!(worst <= 200 * MS + 10 * MS, "worst {worst} ns");
-    let client = lab
-        .pair
-        .a
-        .endpoint
-        .connection_stats(lab.connection)
-        .unwrap();
+    let client = lab.client_stats();
     assert_eq!(client.window_limited, 0);
 }

@@ -9,26 +9,10 @@ mod common;
 use std::cell::Cell;
 use std::rc::Rc;
 
-use common::{client_addr, one_way, server_addr, Lab, MS};
-use latlab_transport::{ChannelKind, Config, Endpoint, Recovery};
+use common::{client_addr, config, one_way, sent_at, server_addr, Lab, MS};
+use latlab_transport::{ChannelKind, Endpoint};
 use latlab_wire::transport::compact::{is_short, ShortHeader};
 use latlab_wire::transport::{self as wire, Frame, HEADER_LEN};
-
-fn config(policy: &str, server: bool) -> Config {
-    let base = if server {
-        Config::server()
-    } else {
-        Config::default()
-    };
-    Config {
-        recovery: policy.parse::<Recovery>().unwrap(),
-        ..base
-    }
-}
-
-fn sent_at(i: u64) -> u64 {
-    1000 * MS + i * 100 * MS
-}
 
 /// A forged copy of message 25 with other bytes: delivered, it would show.
 const FORGED: [u8; 100] = [0xee; 100];
@@ -52,11 +36,7 @@ fn short_packet(pn: u64, pn_len: usize) -> Vec<u8> {
         pn_len,
         truncated: (pn & ((1 << (8 * pn_len)) - 1)) as u32,
     };
-    let frame = forged_data();
-    let mut bytes = vec![0u8; header.buffer_len() + frame.compact_len()];
-    let at = header.emit(&mut bytes);
-    frame.emit_compact(&mut bytes[at..]);
-    bytes
+    common::short_packet(header, &[forged_data()])
 }
 
 /// A version 1 packet of connection `id` numbered `pn` carrying the forged message.

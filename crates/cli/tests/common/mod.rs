@@ -82,6 +82,13 @@ pub(crate) fn in_ns_with_default_sighup(ns: &str) -> Command {
     c
 }
 
+/// Whether interface `dev` of namespace `ns` has an XDP program on it (`ip -d link show`).
+#[allow(dead_code)]
+pub(crate) fn xdp_program_on(ns: &str, dev: &str) -> bool {
+    let shown = succeeds(Command::new("ip").args(["-n", ns, "-d", "link", "show", dev]));
+    String::from_utf8_lossy(&shown.stdout).contains("prog/xdp")
+}
+
 pub(crate) fn in_ns(ns: &str) -> Command {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", ns]).arg(cargo_bin("latlab"));

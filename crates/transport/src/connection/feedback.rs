@@ -221,18 +221,8 @@ impl Connection {
     /// Queues a blind copy of a fragment unless it was acknowledged, dropped or is already
     /// queued.
     pub(super) fn queue_copy(&mut self, key: FragKey) {
-        let Some(message) = self.outgoing.get_mut(&(key.channel, key.message)) else {
-            return;
-        };
-        let index = usize::from(key.fragment);
-        if message.acked[index]
-            || message.queued[index]
-            || message.expired
-            || !message.kind.is_reliable()
-        {
-            return;
+        if self.mark_queued(key) {
+            self.copies.push_back(key);
         }
-        message.queued[index] = true;
-        self.copies.push_back(key);
     }
 }

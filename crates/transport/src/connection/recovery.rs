@@ -82,8 +82,16 @@ impl Connection {
 
     /// Sends a fragment again unless it was acknowledged, dropped or is already queued.
     pub(super) fn requeue(&mut self, key: FragKey) {
+        if self.mark_queued(key) {
+            self.retransmit.push_back(key);
+        }
+    }
+
+    /// Marks a fragment queued to go again (a retransmission or a blind copy) and says so,
+    /// unless it was acknowledged, dropped, is already queued or is not reliable.
+    pub(super) fn mark_queued(&mut self, key: FragKey) -> bool {
         let Some(message) = self.outgoing.get_mut(&(key.channel, key.message)) else {
-            return;
+            return false;
         };
         let index = usize::from(key.fragment);
         if message.acked[index]
@@ -91,10 +99,10 @@ impl Connection {
             || message.expired
             || !message.kind.is_reliable()
         {
-            return;
+            return false;
         }
         message.queued[index] = true;
-        self.retransmit.push_back(key);
+        true
     }
 
     /// Drops a message past its deadline once a fragment of it can no longer arrive, and

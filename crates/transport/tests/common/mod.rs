@@ -5,8 +5,10 @@ use std::net::SocketAddr;
 
 use latlab_link::sim::{self, Datagram, Network, Pair};
 use latlab_link::LinkConfig;
-use latlab_transport::{Config, ConnectionHandle, Endpoint, Event, MessageId};
-use latlab_wire::transport::compact::{is_short, parse_short_packet};
+use latlab_transport::{
+    Config, ConnectionHandle, ConnectionStats, Endpoint, Event, MessageId, Recovery,
+};
+use latlab_wire::transport::compact::{is_short, parse_short_packet, ShortHeader};
 use latlab_wire::transport::{parse_long_packet, Frame};
 
 /// Calls `each` for every frame of a packet of either format (nothing for garbage).
@@ -37,6 +39,59 @@ pub(crate) fn carries(bytes: &[u8], channel: u8, number: u32, fragment: Option<u
 }
 
 pub(crate) const MS: u64 = 1_000_000;
+
+/// The client's (or with `server`, the server's) configuration under recovery policy `policy`.
+pub(crate) fn config(policy: &str, server: bool) -> Config {
+    let base = if server {
+        Config::server()
+    } else {
+        Config::default()
+    };
+    Config {
+        recovery: policy.parse::<Recovery>().unwrap(),
+        ..base
+    }
+}
+
+/// Message `i` of a thin stream is sent at `1 s + i·100 ms`.
+pub(crate) fn sent_at(i: u64) -> u64 {
+    1000 * MS + i * 100 * MS
+}
+
+/// Sends the stream's messages `from..to` of 100 bytes on channel 0 at their times.
+pub(crate) fn send(lab: &mut Lab, from: u64, to: u64) {
+    for i in from..to {
+        lab.send_at(sent_at(i), 0, &[i as u8; 100]);
+    }
+}
+
+/// Runs until 3 s after the last of `count` messages; all arrived.
+pub(crate) fn finish(lab: &mut Lab, count: u64) {
+    lab.run_until(sent_at(count) + 3000 * MS);
+    assert_eq!(lab.server().messages(0).len(), count as usize, "all arrive");
+}
+
+/// A short packet as the server would send it, with packet number `pn` in 4 bytes.
+pub(crate) fn forged(pn: u64, frames: &[Frame<'_>]) -> Vec<u8> {
+    let header = ShortHeader {
+        ack_immediately: false,
+        short_id: None,
+        pn_len: 4,
+        truncated: pn as u32,
+    };
+    short_packet(header, frames)
+}
+
+/// A compact packet with `header` carrying `frames`, as a forger would build it.
+pub(crate) fn short_packet(header: ShortHeader, frames: &[Frame<'_>]) -> Vec<u8> {
+    let mut bytes =
+        vec![0u8; header.buffer_len() + frames.iter().map(Frame::compact_len).sum::<usize>()];
+    let mut at = header.emit(&mut bytes);
+    for frame in frames {
+        at += frame.emit_compact(&mut bytes[at..]);
+    }
+    bytes
+}
 
 pub(crate) fn client_addr() -> SocketAddr {
     "10.0.0.1:5000".parse().unwrap()
@@ -237,6 +292,18 @@ impl Lab {
     }
 
     /// The server's handle of the connection.
+    /// The client's connection counters now.
+    pub(crate) fn client_stats(&self) -> ConnectionStats {
+        let stats = self.pair.a.endpoint.connection_stats(self.connection);
+        stats.unwrap()
+    }
+
+    /// The server's connection counters now.
+    pub(crate) fn server_stats(&self) -> ConnectionStats {
+        let on_server = self.connection_on_server();
+        self.pair.b.endpoint.connection_stats(on_server).unwrap()
+    }
+
     pub(crate) fn connection_on_server(&self) -> ConnectionHandle {
         self.server()
             .events

@@ -327,21 +327,13 @@ impl<'a> Frame<'a> {
         }
         let (first, mut at) = varint::read(bytes, at + 1)?;
         let mut ranges = AckRanges::new();
-        let mut smallest = largest.checked_sub(first).ok_or(Error::Malformed)?;
+        let smallest = largest.checked_sub(first).ok_or(Error::Malformed)?;
         ranges.push(smallest, largest);
         for _ in 1..count {
             let (gap, next) = varint::read(bytes, at)?;
             let (len, next) = varint::read(bytes, next)?;
             at = next;
-            if gap == 0 {
-                return Err(Error::Malformed);
-            }
-            let hi = smallest.checked_sub(gap + 1).ok_or(Error::Malformed)?;
-            let lo = hi.checked_sub(len).ok_or(Error::Malformed)?;
-            if !ranges.push(lo, hi) {
-                return Err(Error::Malformed);
-            }
-            smallest = lo;
+            ranges.push_gap(gap, len)?;
         }
         Ok((Frame::Ack { delay_us, ranges }, at))
     }

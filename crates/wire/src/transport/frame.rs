@@ -157,6 +157,26 @@ impl AckRanges {
         true
     }
 
+    /// Appends the range an ACK frame encodes as a `gap` of missing numbers (at least one, the
+    /// encoded value being one less) below the last range held and the `len` numbers below its
+    /// top: a malformed frame if there is no range yet, the gap is 0, the range would go below
+    /// 0, or [`AckRanges::push`] refuses it.
+    pub(crate) fn push_gap(&mut self, gap: u64, len: u64) -> Result<()> {
+        let &(smallest, _) = self.as_slice().last().ok_or(Error::Malformed)?;
+        if gap == 0 {
+            return Err(Error::Malformed);
+        }
+        let hi = gap
+            .checked_add(1)
+            .and_then(|below| smallest.checked_sub(below))
+            .ok_or(Error::Malformed)?;
+        let lo = hi.checked_sub(len).ok_or(Error::Malformed)?;
+        if !self.push(lo, hi) {
+            return Err(Error::Malformed);
+        }
+        Ok(())
+    }
+
     /// The ranges, highest first.
     pub fn as_slice(&self) -> &[(u64, u64)] {
         &self.ranges[..usize::from(self.len)]
@@ -375,21 +395,13 @@ impl<'a> Frame<'a> {
         }
         let mut ranges = AckRanges::new();
         let first = u64::from(u32_at(14)?);
-        let mut smallest = largest.checked_sub(first).ok_or(Error::Malformed)?;
+        let smallest = largest.checked_sub(first).ok_or(Error::Malformed)?;
         ranges.push(smallest, largest);
         let mut at = 18;
         for _ in 1..count {
             let (gap, len) = (u64::from(u32_at(at)?), u64::from(u32_at(at + 4)?));
             at += 8;
-            if gap == 0 {
-                return Err(Error::Malformed);
-            }
-            let hi = smallest.checked_sub(gap + 1).ok_or(Error::Malformed)?;
-            let lo = hi.checked_sub(len).ok_or(Error::Malformed)?;
-            if !ranges.push(lo, hi) {
-                return Err(Error::Malformed);
-            }
-            smallest = lo;
+            ranges.push_gap(gap, len)?;
         }
         Ok((Frame::Ack { delay_us, ranges }, at))
     }
