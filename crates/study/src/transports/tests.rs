@@ -152,9 +152,12 @@ fn the_report_draws_every_figure_and_states_the_target_from_the_numbers() {
     // 190 ms against 350 ms at the maximum (as the histogram holds them): 0.54×, above half: the target is not held.
     let thin = point("latlab:thin", 0.025, n, slow(140_000_000), 3_600_000);
     assert!((pct_ms(&thin, "p99_9").unwrap() - 190.0).abs() < 1.0);
-    assert!(md.contains("latlab's best (latlab:thin) has a maximum of 190.1 ms against 350.2 ms for the best peer (enet), 0.54×"), "{md}");
+    assert!(md.contains("latlab's best (latlab:thin) has a maximum of 190.1 ms against 350.2 ms, the lowest of any peer (enet), 0.54×"), "{md}");
     assert!(md.contains("wire bytes 1.20× ENet's"), "{md}");
-    assert!(md.contains("): not held."), "{md}");
+    assert!(
+        md.contains("): not held (0 of the cell's 2 latlab policies held)."),
+        "{md}"
+    );
     // No UDP point: nothing said of the machine.
     assert!(!md.contains("keep up"), "{md}");
     // Plain UDP 20 ms late at p99 on a 50 ms one-way path: the machine did not keep up.
@@ -347,4 +350,56 @@ fn a_stream_that_failed_is_reported_with_every_cause_of_its_error() {
     let io = std::io::Error::other("no such file");
     let wrapped = CommandError::Io(io);
     assert_eq!(super::run::whole_chain(&wrapped), "no such file");
+}
+
+#[test]
+fn the_target_takes_the_lowest_maximum_and_the_lowest_p99_9_of_any_peer_each_on_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("study");
+    let points = PointsDir::create(&out, Existing::Refuse).unwrap();
+    let n = 20_000;
+    // `extra` ms more for one message in `every` (and `once` ms for message 7): the p99.9 is
+    // the 20th slowest message.
+    let late = |every: u64, extra: u64, once: u64| {
+        move |i: u64| {
+            let ms = if i == 7 {
+                once
+            } else if i % every == 0 {
+                extra
+            } else {
+                0
+            };
+            50_000_000 + ms * 1_000_000 + i % 1000
+        }
+    };
+    for (t, f, bytes) in [
+        // The lowest maximum (~350 ms), a p99.9 of ~350 ms.
+        ("enet", late(40, 300, 300), 3_000_000),
+        // The lowest p99.9 (~200 ms), a maximum of ~650 ms.
+        ("kcp:mode=fast", late(400, 150, 600), 3_000_000),
+        // Half ENet's of both, but a p99.9 of ~160 ms, above half KCP's: not held.
+        ("latlab:thin", late(400, 110, 110), 3_300_000),
+        // 10 late messages (fewer than the p99.9's 20) at ~170 ms: held.
+        ("latlab:lean", late(2000, 120, 120), 3_300_000),
+    ] {
+        let p = point(t, 0.025, n, f, bytes);
+        let key = format!("rtt100ms-ia100ms-loss2.5-random-{}", transport_key(t));
+        points.write(&key, &p, None).unwrap();
+    }
+    let md = std::fs::read_to_string(write(&out, "test lab").unwrap()).unwrap();
+    assert!(
+        md.contains("latlab's best (latlab:lean) has a maximum of 170.0 ms against 350.2 ms, the lowest of any peer (enet), 0.49×"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "p99.9 50.0 ms against 200.0 ms, the lowest of any peer (kcp:mode=fast), 0.25×"
+        ),
+        "{md}"
+    );
+    assert!(md.contains("wire bytes 1.10× ENet's"), "{md}");
+    assert!(
+        md.contains("): held (1 of the cell's 2 latlab policies held)."),
+        "{md}"
+    );
 }
