@@ -113,7 +113,7 @@ pub fn udt_refusal() -> String {
 /// `FromStr` takes (latlab's keys are `latlab_transport::Recovery`'s, and `urgent`).
 pub const TRANSPORTS_HELP: &str = "udp | tcp[:cc=reno|cubic|bbr][,thin][,rto_min=DUR] | \
      enet[:reliable|unreliable] | kcp[:mode=fast|normal] | quic[:stream|datagrams] | \
-     latlab[:tcp-like|thin|rack|lean[:KEY=VALUE,...]][,urgent]";
+     latlab[:tcp-like|thin|rack|lean|game[:KEY=VALUE,...]][,urgent]";
 
 impl TransportSpec {
     /// Whether the transport delivers every message (a lost one is then a failure).
@@ -292,10 +292,10 @@ impl FromStr for TransportSpec {
                     .map_err(|e: latlab_transport::ParseRecoveryError| {
                         // The policy's own error lists the policies when the policy was wrong.
                         let e = e.to_string();
-                        if e.contains("(tcp-like, thin, rack, lean)") {
+                        if e.contains("(tcp-like, thin, rack, lean, game)") {
                             format!("latlab: {e}")
                         } else {
-                            format!("latlab: {e} (policies: tcp-like, thin, rack, lean)")
+                            format!("latlab: {e} (policies: tcp-like, thin, rack, lean, game)")
                         }
                     })?
             };

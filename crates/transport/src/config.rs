@@ -75,14 +75,15 @@ pub enum Copies {
 pub const COPIES_AUTO_PACKETS: u64 = 1000;
 
 /// A loss recovery policy: a rule and its knobs. Parsed from text:
-/// `NAME[:KEY=VALUE,...]` with NAME `tcp-like`, `thin`, `rack` or `lean` and keys
+/// `NAME[:KEY=VALUE,...]` with NAME `tcp-like`, `thin`, `rack`, `lean` or `game` and keys
 /// `min-rto` (duration), `dupacks` (count), `rdb` (bytes, 0 = off), `reo-wnd` (duration),
 /// `thin-packets` (count), `dup-urgent` (on/off), `dup-spacing` (duration), `wire`
 /// (`classic` or `compact`), `feedback` (`ack` or `nack`), `ack-every` (duration),
 /// `nack-margin` (duration), `nack-early` (on/off), `copies` (`off`, `on`, `auto`), `tlp`
 /// (on/off). Durations take
 /// `ns`, `us`, `ms` or `s`. `lean` is `rack` with the compact wire format, NACK feedback,
-/// blind copies 20 ms apart while loss is seen, and tail-loss probes.
+/// blind copies 20 ms apart while loss is seen, and tail-loss probes; `game` is `lean` with the
+/// copies 15 ms apart, a 5 ms NACK margin and early NACKs ([`Recovery::game`]).
 ///
 /// ```
 /// use latlab_transport::{LossRule, Recovery};
@@ -173,6 +174,19 @@ impl Recovery {
             ..Recovery::new(LossRule::Rack)
         }
     }
+
+    /// `game`: `lean` with the blind copy 15 ms behind, a NACK once the first copy is 5 ms late
+    /// without waiting for the copy (`nack-early`): the policy that held the transport target
+    /// (half the lowest p99.9 and maximum of any peer at 1.45× ENet's bytes, RTT and interval
+    /// 100 ms, 2.5 % random and bursty loss; `bench/results/transport-long-2026-11-27.md`).
+    pub const fn game() -> Recovery {
+        Recovery {
+            duplicate_spacing_ns: 15_000_000,
+            nack_margin_ns: 5_000_000,
+            nack_early: true,
+            ..Recovery::lean()
+        }
+    }
 }
 
 impl Default for Recovery {
@@ -185,7 +199,7 @@ impl Default for Recovery {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseRecoveryError {
     /// The name before `:` is not a policy.
-    #[error("recovery policy: unknown policy `{0}` (tcp-like, thin, rack, lean)")]
+    #[error("recovery policy: unknown policy `{0}` (tcp-like, thin, rack, lean, game)")]
     UnknownPolicy(String),
     /// A key this policy does not have.
     #[error("recovery policy: unknown key `{0}`")]
@@ -223,6 +237,7 @@ impl FromStr for Recovery {
             "thin" => Recovery::new(LossRule::Thin),
             "rack" => Recovery::new(LossRule::Rack),
             "lean" => Recovery::lean(),
+            "game" => Recovery::game(),
             other => return Err(ParseRecoveryError::UnknownPolicy(other.to_string())),
         };
         for option in options.split(',').filter(|o| !o.is_empty()) {
@@ -445,7 +460,7 @@ mod tests {
         let error = |text: &str| text.parse::<Recovery>().unwrap_err().to_string();
         assert_eq!(
             error("quic"),
-            "recovery policy: unknown policy `quic` (tcp-like, thin, rack, lean)"
+            "recovery policy: unknown policy `quic` (tcp-like, thin, rack, lean, game)"
         );
         assert_eq!(error("thin:rbd=600"), "recovery policy: unknown key `rbd`");
         assert_eq!(
@@ -475,12 +490,18 @@ mod tests {
             "lean",
             "lean:copies=on,ack-every=500ms,nack-margin=5ms",
             "lean:dup-spacing=10ms,nack-early=on",
+            "game",
             "rack:wire=compact,tlp=on",
         ] {
             let recovery: Recovery = text.parse().unwrap();
             let again: Recovery = recovery.to_string().parse().unwrap();
             assert_eq!(again, recovery, "{text} printed as {recovery}");
         }
+        let game: Recovery = "game".parse().unwrap();
+        let spelled: Recovery = "lean:dup-spacing=15ms,nack-margin=5ms,nack-early=on"
+            .parse()
+            .unwrap();
+        assert_eq!(game, spelled);
         // Policies that differ never print alike (a study keys its points by the text).
         let a: Recovery = "rack:rdb=600".parse().unwrap();
         let b: Recovery = "rack:rdb=600,dup-spacing=20ms".parse().unwrap();
