@@ -208,6 +208,6 @@ pub(crate) fn transports_study_help() -> String {
          ({TRANSPORTS_HELP}), with `+` between a transport's options here: tcp:cc=reno+thin, \
          latlab:thin:min-rto=120ms+rdb=600 [default: udp, tcp (cubic), tcp (reno, thin), \
          modified tcp (reno, thin, rto_min=10ms), enet, kcp (fast), quic, latlab's tcp-like, \
-         thin and rack with RDB]"
+         thin, rack with RDB and game]"
     )
 }

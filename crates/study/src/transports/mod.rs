@@ -71,8 +71,9 @@ impl Study for TransportsStudy {
 /// The transports measured when none are named: every one `latlab stream` has, in one or two
 /// of its settings, and modified TCP (reno, the thin-stream timeouts and a 10 ms minimum RTO,
 /// set on its own sockets with `TCP_RTO_MIN_US`, so beside plain TCP; on a kernel without that
-/// option the minimum RTO falls back to the namespace's sysctl, shared by every TCP stream).
-pub const DEFAULT_TRANSPORTS: [&str; 10] = [
+/// option the minimum RTO falls back to the namespace's sysctl, shared by every TCP stream),
+/// and latlab's `game` policy, the one that held the transport target.
+pub const DEFAULT_TRANSPORTS: [&str; 11] = [
     "udp",
     "tcp:cc=cubic",
     "tcp:cc=reno,thin",
@@ -83,6 +84,7 @@ pub const DEFAULT_TRANSPORTS: [&str; 10] = [
     "latlab:tcp-like",
     "latlab:thin",
     "latlab:rack:rdb=600",
+    "latlab:game",
 ];
 
 /// Mean length of a loss burst of the bursty loss model, frames.
