@@ -36,6 +36,7 @@ use std::time::Duration;
 use latlab_bench::latency::{LatencyFigures, TrialsSummary};
 use latlab_engine::blaster::FrameAddrs;
 use latlab_engine::Stop;
+use latlab_io::ifstats::DevStats;
 use latlab_io::packet::{PacketOptions, PacketSocket};
 use latlab_io::port::FramePort;
 use latlab_lab::middle::ports::{open_endpoint, EndpointSettings};
@@ -51,6 +52,7 @@ pub use latlab_engine::forwarder::FwdPoll;
 pub use mlr::{MlrSettings, MlrSizeResult, SearchMethod};
 pub use points::Rfc2544Study;
 pub use saturation::Saturation;
+pub use trial::TrialRecord;
 
 use folder::RESULTS;
 use search::measure_sizes;
@@ -228,25 +230,6 @@ impl Rfc2544Options {
         }
         Ok(())
     }
-}
-
-/// One trial as run.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct TrialRecord {
-    /// `source_max`, `ndr`, `pdr` or `loss` (`throughput`: the trial a search ended on).
-    pub search: String,
-    /// The rate asked for, frames per second (`None`: as fast as the source goes, or a burst).
-    pub rate_pps: Option<u64>,
-    /// The burst's length, frames (back-to-back trials only).
-    pub burst_frames: Option<u64>,
-    /// Frames sent.
-    pub sent: u64,
-    /// Frames received.
-    pub received: u64,
-    /// The rate the source reached.
-    pub achieved_pps: f64,
-    /// The source fell more than 2% short of the rate asked for.
-    pub source_short: bool,
 }
 
 /// The results of one frame size.
@@ -462,6 +445,8 @@ pub fn measure(
         placement,
         topology,
     } = setup;
+    let (ns, iface) = (source_ns.clone(), source_iface.clone());
+    let source_drops = in_namespace(ns.as_deref(), move || DevStats::open(&iface)).ok();
     view.started(&format!(
         "latlab rfc2544: {} in {topology}; {placement}; source ({}) on CPU {}",
         options.dut.name(),
@@ -489,7 +474,7 @@ pub fn measure(
                 options,
                 &todo,
                 &mut tx,
-                (&sink, &addrs),
+                (&sink, &addrs, source_drops.as_ref()),
                 cpus,
                 running,
                 stop,
@@ -504,7 +489,7 @@ pub fn measure(
                 options,
                 &todo,
                 &mut tx,
-                (&sink, &addrs),
+                (&sink, &addrs, source_drops.as_ref()),
                 cpus,
                 running,
                 stop,
@@ -555,14 +540,22 @@ fn measure_all<P: FramePort>(
     options: &Rfc2544Options,
     todo: &[usize],
     tx: &mut P,
-    (sink, addrs): (&Sink, &FrameAddrs),
+    (sink, addrs, source): (&Sink, &FrameAddrs, Option<&DevStats>),
     (source_cpu, dut_cpu): (Option<usize>, usize),
     running: RunningMiddle,
     stop: &Stop,
     view: &mut dyn View,
 ) -> Result<AllMeasured, CommandError> {
-    let (measured, failure) =
-        measure_sizes(options, todo, tx, sink, addrs, source_cpu, stop, view)?;
+    let (measured, failure) = measure_sizes(
+        options,
+        todo,
+        tx,
+        (sink, source),
+        addrs,
+        source_cpu,
+        stop,
+        view,
+    )?;
     let smallest = todo.iter().min().copied();
     // An external DUT's CPU is not known here: no saturation trial.
     let sampled = options.saturation && options.dut != Dut::EXTERNAL;

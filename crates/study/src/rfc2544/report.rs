@@ -268,6 +268,7 @@ fn conclusions(report: &Rfc2544Report) -> String {
                 .find(|l| l.percent_of_ndr == p)
                 .and_then(|l| l.summary.worst_case_ns)
         };
+        md.push_str(&where_lost(s));
         if let (Some(low), Some(full)) = (at(10), at(100)) {
             let _ = writeln!(
                 md,
@@ -280,6 +281,26 @@ fn conclusions(report: &Rfc2544Report) -> String {
         }
     }
     md
+}
+
+/// Of the frames one size's trials lost, those the source's interface dropped (on veth: the
+/// DUT's input ring full), when the trials read it and lost any.
+fn where_lost(s: &SizeResult) -> String {
+    let read: Vec<_> = s
+        .trials
+        .iter()
+        .filter(|t| t.dropped_entering.is_some())
+        .collect();
+    let lost: u64 = read.iter().map(|t| t.sent.saturating_sub(t.received)).sum();
+    let entering: u64 = read.iter().filter_map(|t| t.dropped_entering).sum();
+    if lost == 0 {
+        return String::new();
+    }
+    format!(
+        "- {} bytes: of the {lost} frames the searches' trials lost, {entering} ({:.1}%) were dropped entering the DUT (the source's interface could not hand them over: the DUT's input ring full), the rest in or after it.\n",
+        s.frame_size,
+        100.0 * entering as f64 / lost as f64
+    )
 }
 
 #[cfg(test)]
@@ -356,6 +377,35 @@ mod tests {
         assert!(md.contains("64 bytes: the worst-case latency is 20.0 µs at 10% of the NDR and 80.0 µs at the NDR (4.0×)."), "{md}");
         assert!(md.contains("| 1518 | 10% | 0.019 |"), "{md}");
         assert!(md.contains("![latency.svg](latency.svg)"), "{md}");
+    }
+
+    #[test]
+    fn the_frames_dropped_entering_the_dut_are_told_apart_from_the_rest() {
+        let trial = |sent: u64, received: u64, entering: Option<u64>| crate::rfc2544::TrialRecord {
+            search: "ndr".into(),
+            rate_pps: Some(100_000),
+            burst_frames: None,
+            sent,
+            received,
+            achieved_pps: 100_000.0,
+            source_short: false,
+            dropped_entering: entering,
+        };
+        let mut s = size(64, 200_000, false);
+        // 1,000 + 500 lost, 1,200 of them at the DUT's input; a trial that did not read the
+        // counter (an older file) is left out of both sums.
+        s.trials = vec![
+            trial(100_000, 99_000, Some(900)),
+            trial(100_000, 99_500, Some(300)),
+            trial(100_000, 90_000, None),
+            trial(100_000, 100_000, Some(0)),
+        ];
+        let md = markdown(&report(vec![s.clone()]), "how", &[], &[]);
+        assert!(md.contains("- 64 bytes: of the 1500 frames the searches' trials lost, 1200 (80.0%) were dropped entering the DUT"), "{md}");
+        // Nothing lost among the trials that read it: nothing said.
+        s.trials.truncate(0);
+        s.trials.push(trial(100_000, 100_000, Some(0)));
+        assert_eq!(where_lost(&s), "");
     }
 
     #[test]

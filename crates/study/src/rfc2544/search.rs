@@ -9,6 +9,7 @@ use latlab_bench::sweep::{BackToBack, BurstConfig, LossSweep};
 use latlab_bench::throughput::{Throughput, ThroughputConfig, PDR_LOSS};
 use latlab_engine::blaster::{self, FrameAddrs};
 use latlab_engine::Stop;
+use latlab_io::ifstats::DevStats;
 use latlab_io::port::FramePort;
 use latlab_stats::LatencyHistogram;
 
@@ -23,7 +24,7 @@ pub(super) fn measure_sizes<P: FramePort>(
     options: &Rfc2544Options,
     todo: &[usize],
     tx: &mut P,
-    sink: &Sink,
+    (sink, source): (&Sink, Option<&DevStats>),
     addrs: &FrameAddrs,
     source_cpu: Option<usize>,
     stop: &Stop,
@@ -39,7 +40,8 @@ pub(super) fn measure_sizes<P: FramePort>(
         let frame = blaster::stampable_udp_frame(addrs, size).map_err(CommandError::Options)?;
         let mut one = |load: trial::Load, latency: Option<&mut LatencyHistogram>| {
             let (tx, frame) = (&mut *tx, &frame);
-            trial::run(
+            let before = source.and_then(|s| s.read().ok());
+            let run = trial::run(
                 tx,
                 sink,
                 frame,
@@ -48,7 +50,14 @@ pub(super) fn measure_sizes<P: FramePort>(
                 source_cpu,
                 stop,
                 latency,
-            )
+            )?;
+            // Read once the sink went quiet: every drop of the trial has happened.
+            let after = source.and_then(|s| s.read().ok());
+            let dropped_entering = before.zip(after).map(|(b, a)| a.since(&b).tx_dropped);
+            Ok(trial::TrialRun {
+                dropped_entering,
+                ..run
+            })
         };
         let mut result = SizeResult {
             frame_size: size,
@@ -104,9 +113,11 @@ fn measure_size(
                 received: t.counts.received,
                 achieved_pps: achieved,
                 source_short: rate.is_some_and(|want| achieved < 0.98 * want as f64),
+                dropped_entering: t.dropped_entering,
             });
+            let entering = t.dropped_entering.filter(|&d| d > 0);
             view.counters(&format!(
-                "{} | {size} B {search} trial at {}: sent {}, received {}, lost {:.3}%",
+                "{} | {size} B {search} trial at {}: sent {}, received {}, lost {:.3}%{}",
                 budget.tick(),
                 match (rate, burst) {
                     (_, Some(frames)) => format!("a burst of {frames} frames"),
@@ -115,7 +126,10 @@ fn measure_size(
                 },
                 t.counts.sent,
                 t.counts.received,
-                100.0 * t.counts.loss_ratio()
+                100.0 * t.counts.loss_ratio(),
+                entering.map_or(String::new(), |d| format!(
+                    " ({d} dropped entering the DUT: its input ring full)"
+                ))
             ));
         };
     let first = one(trial::Load::Rate(None), None)?;

@@ -25,6 +25,29 @@ const QUIET: Duration = Duration::from_millis(150);
 /// …or at most this long after the source stopped.
 const MAX_DRAIN: Duration = Duration::from_secs(3);
 
+/// One trial as run.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct TrialRecord {
+    /// `source_max`, `ndr`, `pdr` or `loss` (`throughput`: the trial a search ended on).
+    pub search: String,
+    /// The rate asked for, frames per second (`None`: as fast as the source goes, or a burst).
+    pub rate_pps: Option<u64>,
+    /// The burst's length, frames (back-to-back trials only).
+    pub burst_frames: Option<u64>,
+    /// Frames sent.
+    pub sent: u64,
+    /// Frames received.
+    pub received: u64,
+    /// The rate the source reached.
+    pub achieved_pps: f64,
+    /// The source fell more than 2% short of the rate asked for.
+    pub source_short: bool,
+    /// Frames the source's interface dropped (on veth: the DUT's input ring full), part of
+    /// `sent − received`; absent where not read (and in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped_entering: Option<u64>,
+}
+
 /// What one trial measured.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct TrialRun {
@@ -32,6 +55,9 @@ pub(super) struct TrialRun {
     pub(super) counts: TrialCounts,
     /// How long the source sent, ns.
     pub(super) elapsed_ns: u64,
+    /// Frames the source's interface dropped over the trial (`tx_dropped`: on veth, frames
+    /// the DUT's side could not take, its input ring full); `None` where it was not read.
+    pub(super) dropped_entering: Option<u64>,
 }
 
 impl TrialRun {
@@ -136,6 +162,7 @@ pub(super) fn run_then<P: FramePort>(
                 received,
             },
             elapsed_ns: sent.elapsed_ns,
+            dropped_entering: None,
         })
     })
 }
