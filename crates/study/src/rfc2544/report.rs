@@ -284,22 +284,27 @@ fn conclusions(report: &Rfc2544Report) -> String {
 }
 
 /// Of the frames one size's trials lost, those the source's interface dropped (on veth: the
-/// DUT's input ring full), when the trials read it and lost any.
+/// DUT's input ring full) and those the sink's socket dropped, when the trials read both and
+/// lost any.
 fn where_lost(s: &SizeResult) -> String {
     let read: Vec<_> = s
         .trials
         .iter()
-        .filter(|t| t.dropped_entering.is_some())
+        .filter(|t| t.dropped_entering.is_some() && t.dropped_at_sink.is_some())
         .collect();
     let lost: u64 = read.iter().map(|t| t.sent.saturating_sub(t.received)).sum();
     let entering: u64 = read.iter().filter_map(|t| t.dropped_entering).sum();
+    let at_sink: u64 = read.iter().filter_map(|t| t.dropped_at_sink).sum();
     if lost == 0 {
         return String::new();
     }
+    let share = |n: u64| 100.0 * n as f64 / lost as f64;
     format!(
-        "- {} bytes: of the {lost} frames the searches' trials lost, {entering} ({:.1}%) were dropped entering the DUT (the source's interface could not hand them over: the DUT's input ring full), the rest in or after it.\n",
+        "- {} bytes: of the {lost} frames the searches' trials lost, {entering} ({:.1}%) were dropped entering the DUT (the source's interface could not hand them over: the DUT's input ring full), {at_sink} ({:.1}%) at the sink's socket, the rest ({:.1}%) in the DUT or on its way out.\n",
         s.frame_size,
-        100.0 * entering as f64 / lost as f64
+        share(entering),
+        share(at_sink),
+        share(lost.saturating_sub(entering + at_sink))
     )
 }
 
@@ -382,6 +387,7 @@ mod tests {
     #[test]
     fn the_frames_dropped_entering_the_dut_are_told_apart_from_the_rest() {
         let trial = |sent: u64, received: u64, entering: Option<u64>| crate::rfc2544::TrialRecord {
+            dropped_at_sink: entering.map(|e| e / 6),
             search: "ndr".into(),
             rate_pps: Some(100_000),
             burst_frames: None,
@@ -402,6 +408,10 @@ mod tests {
         ];
         let md = markdown(&report(vec![s.clone()]), "how", &[], &[]);
         assert!(md.contains("- 64 bytes: of the 1500 frames the searches' trials lost, 1200 (80.0%) were dropped entering the DUT"), "{md}");
+        assert!(
+            md.contains("full), 200 (13.3%) at the sink's socket, the rest (6.7%) in the DUT"),
+            "{md}"
+        );
         // Nothing lost among the trials that read it: nothing said.
         s.trials.truncate(0);
         s.trials.push(trial(100_000, 100_000, Some(0)));

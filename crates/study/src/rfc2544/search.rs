@@ -114,8 +114,10 @@ fn measure_size(
                 achieved_pps: achieved,
                 source_short: rate.is_some_and(|want| achieved < 0.98 * want as f64),
                 dropped_entering: t.dropped_entering,
+                dropped_at_sink: t.dropped_at_sink,
             });
             let entering = t.dropped_entering.filter(|&d| d > 0);
+            let at_sink = t.dropped_at_sink.filter(|&d| d > 0);
             view.counters(&format!(
                 "{} | {size} B {search} trial at {}: sent {}, received {}, lost {:.3}%{}",
                 budget.tick(),
@@ -129,6 +131,8 @@ fn measure_size(
                 100.0 * t.counts.loss_ratio(),
                 entering.map_or(String::new(), |d| format!(
                     " ({d} dropped entering the DUT: its input ring full)"
+                )) + &at_sink.map_or(String::new(), |d| format!(
+                    " ({d} dropped at the sink's socket)"
                 ))
             ));
         };

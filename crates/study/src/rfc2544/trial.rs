@@ -46,6 +46,10 @@ pub struct TrialRecord {
     /// `sent − received`; absent where not read (and in older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dropped_entering: Option<u64>,
+    /// Frames the sink's socket dropped (its receive buffer full), part of `sent − received`;
+    /// absent where not read (an external DUT's sink, older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped_at_sink: Option<u64>,
 }
 
 /// What one trial measured.
@@ -58,6 +62,8 @@ pub(super) struct TrialRun {
     /// Frames the source's interface dropped over the trial (`tx_dropped`: on veth, frames
     /// the DUT's side could not take, its input ring full); `None` where it was not read.
     pub(super) dropped_entering: Option<u64>,
+    /// Frames the sink's socket dropped (its receive buffer full); `None` where not read.
+    pub(super) dropped_at_sink: Option<u64>,
 }
 
 impl TrialRun {
@@ -152,7 +158,7 @@ pub(super) fn run_then<P: FramePort>(
             .map_err(|_| io::Error::other("the source thread panicked"));
         at_source_end();
         source_done.store(true, Ordering::Relaxed);
-        let received = counter
+        let (received, dropped_at_sink) = counter
             .join()
             .map_err(|_| io::Error::other("the sink thread panicked"))??;
         let sent = sent??;
@@ -163,6 +169,7 @@ pub(super) fn run_then<P: FramePort>(
             },
             elapsed_ns: sent.elapsed_ns,
             dropped_entering: None,
+            dropped_at_sink,
         })
     })
 }
@@ -198,7 +205,7 @@ fn count_until_quiet(
     sink: &Sink,
     source_done: &AtomicBool,
     mut latency: Option<&mut LatencyHistogram>,
-) -> io::Result<u64> {
+) -> io::Result<(u64, Option<u64>)> {
     // Records the one-way latency of a datagram whose payload starts with its send stamp.
     let mut stamp = |data: &[u8], rx_ns: u64| {
         let Some(h) = latency.as_deref_mut() else {
@@ -217,13 +224,18 @@ fn count_until_quiet(
     match sink {
         Sink::Udp(socket) => {
             let mut port = UdpPort::new(socket, UdpMode::Batched, blaster::SINK_SIZES);
-            until_quiet(source_done, |wait| {
+            let before = port.kernel_drops();
+            let received = until_quiet(source_done, |wait| {
                 if wait {
                     port.wait_readable(Some(Duration::from_millis(5)))?;
                     return Ok(0);
                 }
                 port.recv(|d| stamp(d.data, d.rx_ns))
-            })
+            })?;
+            let drops = before
+                .zip(port.kernel_drops())
+                .map(|(b, a)| a.saturating_sub(b));
+            Ok((received, drops))
         }
         Sink::Frames { port, dst } => {
             let mut port = port
@@ -243,6 +255,9 @@ fn count_until_quiet(
                 })?;
                 Ok(ours)
             })
+            // The interface's socket sees every frame on it, not only the blaster's: its drops
+            // are not the trial's.
+            .map(|received| (received, None))
         }
     }
 }
