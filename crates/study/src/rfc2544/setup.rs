@@ -10,6 +10,11 @@ use super::{dut, Rfc2544Options};
 use latlab_lab::command::CommandError;
 use latlab_lab::topology::ClientEmuServer;
 
+/// The sink socket's receive buffer: it shares the source's CPU, and a stall of the guest or of
+/// its thread must not turn into losses of the tester's own (32 MB: ~40,000 frames, a quarter
+/// of a second at 160 kpps).
+const SINK_RCVBUF: usize = 32 << 20;
+
 /// What a run measures through: the DUT running, the frames' addresses, the sink, where the
 /// source sends from, and how it is all placed.
 pub(super) struct Setup {
@@ -53,7 +58,7 @@ pub(super) fn lab(
         .map_err(|e| setup(&dut_flag)(e.to_string()))?;
     let sink = latlab_io::netns::run_in(lab.server.name(), move || {
         let options = UdpOptions {
-            rcvbuf: Some(4 << 20),
+            rcvbuf: Some(SINK_RCVBUF),
             rx_timestamps: true,
             ..UdpOptions::default()
         };
