@@ -167,8 +167,9 @@ pub(crate) struct TransportStudyArgs {
     #[arg(long, value_delimiter = ',', value_parser = parse_transport, help = values::transports_study_help())]
     transports: Vec<latlab_stream::TransportSpec>,
     /// Streams of each transport at once per cell (on two cores, 10 of each of nine
-    /// transports, the defaults but modified TCP, kept plain UDP's p99 within 2 ms of the path;
-    /// the report says when the machine could not keep up).
+    /// transports, udp, tcp cubic and reno-thin, enet, kcp fast, quic and latlab's tcp-like, thin
+    /// and rack with RDB, kept plain UDP's p99 within 2 ms of the path; the report says when the
+    /// machine could not keep up).
     #[arg(long, default_value_t = 10, value_name = "N")]
     streams: u32,
     /// Bytes per message.

@@ -13,7 +13,8 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use common::{
-    carries, client_addr, config, finish, forged, one_way, send, sent_at, server_addr, Lab, MS,
+    carries, client_addr, config, finish, forged, on_time, one_way, send, sent_at, server_addr,
+    Lab, MS,
 };
 use latlab_transport::{Config, Endpoint};
 use latlab_wire::transport::{self as wire, Frame, HEADER_LEN, HELLO_MIN_LEN, VERSION_COMPACT};
@@ -259,9 +260,7 @@ fn a_forged_nack_flood_costs_the_sender_no_more_than_one_repair_per_half_srtt() 
 #[test]
 fn acks_for_packets_never_sent_and_numbers_far_from_the_window_change_nothing() {
     let mut lab = lab();
-    for i in 0..20u64 {
-        lab.send_at(sent_at(i), 0, &[i as u8; 100]);
-    }
+    send(&mut lab, 0, 20);
     lab.run_until(sent_at(20));
     let before = lab.client_stats();
     let mut ranges = wire::AckRanges::new();
@@ -292,16 +291,9 @@ fn acks_for_packets_never_sent_and_numbers_far_from_the_window_change_nothing() 
     assert_eq!(after.packets_in_flight, before.packets_in_flight);
     assert_eq!(after.packets_far, before.packets_far + 1);
     assert_eq!(after.packets_refused, before.packets_refused);
-    for i in 20..40u64 {
-        lab.send_at(sent_at(i), 0, &[i as u8; 100]);
-    }
+    send(&mut lab, 20, 40);
     lab.run_until(sent_at(40) + 3000 * MS);
-    for i in 0..40u32 {
-        assert_eq!(
-            lab.server().delivered_at(0, i),
-            Some(sent_at(u64::from(i)) + 50 * MS)
-        );
-    }
+    on_time(&lab, 0, 40);
 }
 
 fn hello(version: u8) -> Vec<u8> {

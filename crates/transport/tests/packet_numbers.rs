@@ -9,7 +9,7 @@ mod common;
 use std::cell::Cell;
 use std::rc::Rc;
 
-use common::{client_addr, config, one_way, sent_at, server_addr, Lab, MS};
+use common::{client_addr, config, one_way, send, sent_at, server_addr, Lab, MS};
 use latlab_transport::{ChannelKind, Endpoint};
 use latlab_wire::transport::compact::{is_short, ShortHeader};
 use latlab_wire::transport::{self as wire, Frame, HEADER_LEN};
@@ -70,18 +70,14 @@ fn first_half(policy: &str) -> (Lab, Rc<Cell<u64>>) {
         }
         false
     });
-    for i in 0..20u64 {
-        lab.send_at(sent_at(i), 0, &[i as u8; 100]);
-    }
+    send(&mut lab, 0, 20);
     lab.run_until(sent_at(20) - 40 * MS);
     (lab, sent)
 }
 
 /// Sends messages 20..40 and checks that all 40 arrived on time with their own bytes.
 fn second_half_arrives_untouched(lab: &mut Lab) {
-    for i in 20..40u64 {
-        lab.send_at(sent_at(i), 0, &[i as u8; 100]);
-    }
+    send(lab, 20, 40);
     lab.run_until(sent_at(40) + 3000 * MS);
     let got = lab.server().messages(0);
     assert_eq!(got.len(), 40);

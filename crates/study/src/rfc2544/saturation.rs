@@ -113,7 +113,7 @@ pub(super) fn measure<P: FramePort>(
             frame,
             load,
             duration,
-            (source_cpu, stop),
+            ((source_cpu, None), stop),
             None,
             || {
                 samples = Some(profiler.and_then(|p| p.stop()));

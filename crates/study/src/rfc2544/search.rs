@@ -40,24 +40,16 @@ pub(super) fn measure_sizes<P: FramePort>(
         let frame = blaster::stampable_udp_frame(addrs, size).map_err(CommandError::Options)?;
         let mut one = |load: trial::Load, latency: Option<&mut LatencyHistogram>| {
             let (tx, frame) = (&mut *tx, &frame);
-            let before = source.and_then(|s| s.read().ok());
-            let run = trial::run(
+            trial::run(
                 tx,
                 sink,
                 frame,
                 load,
                 options.trial,
-                source_cpu,
+                (source_cpu, source),
                 stop,
                 latency,
-            )?;
-            // Read once the sink went quiet: every drop of the trial has happened.
-            let after = source.and_then(|s| s.read().ok());
-            let dropped_entering = before.zip(after).map(|(b, a)| a.since(&b).tx_dropped);
-            Ok(trial::TrialRun {
-                dropped_entering,
-                ..run
-            })
+            )
         };
         let mut result = SizeResult {
             frame_size: size,

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use latlab_bench::TrialCounts;
 use latlab_engine::blaster;
 use latlab_engine::Stop;
+use latlab_io::ifstats::DevStats;
 use latlab_io::packet::PacketSocket;
 use latlab_io::port::{DatagramRx, FramePort, UdpMode, UdpPort};
 use latlab_io::udp::UdpSocket;
@@ -100,7 +101,7 @@ pub(super) fn run<P: FramePort>(
     frame: &[u8],
     load: Load,
     duration: Duration,
-    source_cpu: Option<usize>,
+    source: (Option<usize>, Option<&DevStats>),
     stop: &Stop,
     latency: Option<&mut LatencyHistogram>,
 ) -> io::Result<TrialRun> {
@@ -110,14 +111,15 @@ pub(super) fn run<P: FramePort>(
         frame,
         load,
         duration,
-        (source_cpu, stop),
+        (source, stop),
         latency,
         || {},
     )
 }
 
 /// As [`run`], calling `at_source_end` once the source has sent (or failed), before the sink
-/// drains: the moment to read what the DUT did while it was loaded.
+/// drains: the moment to read what the DUT did while it was loaded. With the source
+/// interface's counters, the frames it dropped over the trial are its `dropped_entering`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_then<P: FramePort>(
     tx: &mut P,
@@ -125,11 +127,12 @@ pub(super) fn run_then<P: FramePort>(
     frame: &[u8],
     load: Load,
     duration: Duration,
-    (source_cpu, stop): (Option<usize>, &Stop),
+    ((source_cpu, source_stats), stop): ((Option<usize>, Option<&DevStats>), &Stop),
     latency: Option<&mut LatencyHistogram>,
     at_source_end: impl FnOnce(),
 ) -> io::Result<TrialRun> {
     let source_done = AtomicBool::new(false);
+    let entering_before = source_stats.and_then(|s| s.read().ok());
     std::thread::scope(|s| {
         let counter = s.spawn(|| {
             // The sink shares the source's core: the DUT's core is the DUT's alone.
@@ -162,13 +165,18 @@ pub(super) fn run_then<P: FramePort>(
             .join()
             .map_err(|_| io::Error::other("the sink thread panicked"))??;
         let sent = sent??;
+        // Read once the sink went quiet: every drop of the trial has happened.
+        let entering_after = source_stats.and_then(|s| s.read().ok());
+        let dropped_entering = entering_before
+            .zip(entering_after)
+            .map(|(b, a)| a.since(&b).tx_dropped);
         Ok(TrialRun {
             counts: TrialCounts {
                 sent: sent.sent,
                 received,
             },
             elapsed_ns: sent.elapsed_ns,
-            dropped_entering: None,
+            dropped_entering,
             dropped_at_sink,
         })
     })

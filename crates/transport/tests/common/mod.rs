@@ -65,6 +65,17 @@ pub(crate) fn send(lab: &mut Lab, from: u64, to: u64) {
     }
 }
 
+/// Messages `from..to` each arrived the path's 50 ms after they were sent.
+pub(crate) fn on_time(lab: &Lab, from: u32, to: u32) {
+    for i in from..to {
+        assert_eq!(
+            lab.server().delivered_at(0, i),
+            Some(sent_at(u64::from(i)) + 50 * MS),
+            "message {i}"
+        );
+    }
+}
+
 /// Runs until 3 s after the last of `count` messages; all arrived.
 pub(crate) fn finish(lab: &mut Lab, count: u64) {
     lab.run_until(sent_at(count) + 3000 * MS);
