@@ -71,6 +71,20 @@ pub enum Copies {
     Auto,
 }
 
+/// When a blind copy of a whole message carries it XORed with the message before it
+/// (`connection/xor.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XorCopies {
+    /// Never: a copy is the message.
+    Off,
+    /// Always (while the message before is held unacknowledged).
+    On,
+    /// Where the XOR is a third chance that arrives before a NACK's repair could: while the
+    /// channel's interval plus the copy spacing is shorter than the SRTT plus the NACK margin
+    /// (plus the spacing without `nack-early`).
+    Auto,
+}
+
 /// Packets without a loss after which [`Copies::Auto`] stops copying.
 pub const COPIES_AUTO_PACKETS: u64 = 1000;
 
@@ -80,10 +94,11 @@ pub const COPIES_AUTO_PACKETS: u64 = 1000;
 /// `thin-packets` (count), `dup-urgent` (on/off), `dup-spacing` (duration), `wire`
 /// (`classic` or `compact`), `feedback` (`ack` or `nack`), `ack-every` (duration),
 /// `nack-margin` (duration), `nack-early` (on/off), `copies` (`off`, `on`, `auto`), `tlp`
-/// (on/off). Durations take
+/// (on/off), `xor` (`off`, `on`, `auto`). Durations take
 /// `ns`, `us`, `ms` or `s`. `lean` is `rack` with the compact wire format, NACK feedback,
 /// blind copies 20 ms apart while loss is seen, and tail-loss probes; `game` is `lean` with the
-/// copies 15 ms apart, a 5 ms NACK margin and early NACKs ([`Recovery::game`]).
+/// copies 15 ms apart, a 5 ms NACK margin, early NACKs and XOR copies where they come before a
+/// NACK's repair ([`Recovery::game`]).
 ///
 /// ```
 /// use latlab_transport::{LossRule, Recovery};
@@ -135,6 +150,10 @@ pub struct Recovery {
     /// Tail-loss probe: a thin stream's timeout is SRTT + 4·RTTVAR (at least 1 ms), without
     /// the `min-rto` floor.
     pub tlp: bool,
+    /// Whether a blind copy of a whole message carries it XORed with the message before it on
+    /// its channel (while the sender still holds that one unacknowledged): 3 bytes more, and a
+    /// third chance for the older message, which a receiver that has the newer recovers.
+    pub xor: XorCopies,
 }
 
 impl Recovery {
@@ -159,6 +178,7 @@ impl Recovery {
             nack_early: false,
             copies: Copies::Off,
             tlp: false,
+            xor: XorCopies::Off,
         }
     }
 
@@ -176,14 +196,18 @@ impl Recovery {
     }
 
     /// `game`: `lean` with the blind copy 15 ms behind, a NACK once the first copy is 5 ms late
-    /// without waiting for the copy (`nack-early`): the policy that held the transport target
-    /// (half the lowest p99.9 and maximum of any peer at 1.45× ENet's bytes, RTT and interval
-    /// 100 ms, 2.5 % random and bursty loss; `bench/results/transport-long-2026-11-27.md`).
+    /// without waiting for the copy (`nack-early`), and XOR copies where they come before a
+    /// NACK's repair (`xor=auto`: at intervals shorter than the RTT). Without the XOR copies
+    /// it held the transport target (half the lowest p99.9 and maximum of any peer at 1.45×
+    /// ENet's bytes, RTT and interval 100 ms, 2.5 % random and bursty loss;
+    /// `bench/results/transport-long-2026-11-27.md`); at a 50 ms interval the XOR copies take
+    /// its p99.9 from 105 to 65 ms in virtual time (`bench/results/transport-xor-2026-11-28.md`).
     pub const fn game() -> Recovery {
         Recovery {
             duplicate_spacing_ns: 15_000_000,
             nack_margin_ns: 5_000_000,
             nack_early: true,
+            xor: XorCopies::Auto,
             ..Recovery::lean()
         }
     }
@@ -276,6 +300,14 @@ impl FromStr for Recovery {
                     }
                 }
                 "tlp" => recovery.tlp = on_off()?,
+                "xor" => {
+                    recovery.xor = match value {
+                        "off" => XorCopies::Off,
+                        "on" => XorCopies::On,
+                        "auto" => XorCopies::Auto,
+                        _ => return Err(bad()),
+                    }
+                }
                 "nack-early" => recovery.nack_early = on_off()?,
                 "ack-every" => {
                     recovery.ack_every_ns = duration_ns(value).filter(|&d| d > 0).ok_or_else(bad)?
@@ -360,6 +392,14 @@ impl fmt::Display for Recovery {
         }
         if self.tlp != defaults.tlp {
             write!(f, ",tlp={}", if self.tlp { "on" } else { "off" })?;
+        }
+        if self.xor != defaults.xor {
+            let xor = match self.xor {
+                XorCopies::Off => "off",
+                XorCopies::On => "on",
+                XorCopies::Auto => "auto",
+            };
+            write!(f, ",xor={xor}")?;
         }
         Ok(())
     }
@@ -491,6 +531,7 @@ mod tests {
             "lean:copies=on,ack-every=500ms,nack-margin=5ms",
             "lean:dup-spacing=10ms,nack-early=on",
             "game",
+            "game:xor=on",
             "rack:wire=compact,tlp=on",
         ] {
             let recovery: Recovery = text.parse().unwrap();
@@ -498,7 +539,7 @@ mod tests {
             assert_eq!(again, recovery, "{text} printed as {recovery}");
         }
         let game: Recovery = "game".parse().unwrap();
-        let spelled: Recovery = "lean:dup-spacing=15ms,nack-margin=5ms,nack-early=on"
+        let spelled: Recovery = "lean:dup-spacing=15ms,nack-margin=5ms,nack-early=on,xor=auto"
             .parse()
             .unwrap();
         assert_eq!(game, spelled);

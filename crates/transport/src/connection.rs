@@ -86,6 +86,9 @@ enum Item {
     Fragment(FragKey),
     /// A redundant copy (RDB): acknowledged with the packet, never sent again for it.
     Bundled(FragKey),
+    /// A blind copy sent as the XOR of the fragment's message and the one before: its ACK
+    /// says nothing of either; its loss counts as the copy's.
+    Xor(FragKey),
     Expired {
         channel: u8,
         message: u32,
@@ -168,6 +171,8 @@ pub(crate) struct Connection {
     /// NACKed again (one timeout after, should the repair be lost; doubled for each NACK
     /// already sent) and how many were.
     nack_pending: BTreeMap<(u8, u32), (u64, u32)>,
+    /// Receiver: what XOR copies are solved with (`xor.rs`).
+    xors: xor::XorState,
     /// Largest of our packet numbers the peer acknowledged.
     largest_acked: Option<u64>,
     /// Packets acknowledged since one was declared lost ([`Copies::Auto`]).
@@ -221,6 +226,7 @@ impl Connection {
             received: Received::default(),
             watches: vec![feedback::Watch::default(); config.channels.len()],
             nack_pending: BTreeMap::new(),
+            xors: xor::XorState::default(),
             largest_acked: None,
             packets_since_loss: 0,
             receiver: Receiver::new(
@@ -269,6 +275,7 @@ impl Connection {
         let fragments = u16::try_from(fragments).unwrap_or(u16::MAX);
         let kind = channel_config.kind;
         let expires = (kind == ChannelKind::Deadline).then(|| now + channel_config.deadline_ns);
+        self.note_send_tick(now, channel, kind);
         let urgent = (config.recovery.duplicate_urgent
             && (urgent
                 || (kind == ChannelKind::Deadline
@@ -393,7 +400,7 @@ impl Connection {
         let nack_mode = config.recovery.feedback == Feedback::Nack;
         let mut take = true;
         for frame in frames {
-            if let Frame::Data { channel, kind, .. } = *frame {
+            if let Frame::Data { channel, kind, .. } | Frame::Xor { channel, kind, .. } = *frame {
                 let ok = config
                     .channels
                     .get(usize::from(channel))
@@ -444,6 +451,13 @@ impl Connection {
                         &mut self.stats,
                     );
                     refused |= result == Err(Refused::NoRoom);
+                    if result.is_ok() && fragments == 1 && kind.is_reliable() {
+                        self.keep_whole(now, channel, message, payload, config);
+                    }
+                }
+                Frame::Xor { .. } => {
+                    self.received.data_since_ack = true;
+                    self.handle_xor(now, frame, config);
                 }
                 Frame::Expired { channel, message } => {
                     self.receiver.handle_expired(channel, message)
@@ -580,3 +594,4 @@ mod feedback;
 mod path;
 mod recovery;
 mod transmit;
+mod xor;

@@ -90,7 +90,7 @@ mod rtt;
 
 pub use config::{
     ChannelConfig, ChannelKind, Config, Copies, Feedback, LossRule, ParseRecoveryError, Recovery,
-    COPIES_AUTO_PACKETS,
+    XorCopies, COPIES_AUTO_PACKETS,
 };
 pub use endpoint::{Endpoint, MAX_PACKET_NUMBER_JUMP, MIN_TRANSMIT_BUF};
 
@@ -223,6 +223,10 @@ pub struct ConnectionStats {
     pub nack_repairs: u64,
     /// NACK frames sent.
     pub nacks_sent: u64,
+    /// Blind copies sent as the XOR of a message and the one before it.
+    pub xor_copies: u64,
+    /// Messages recovered from an XOR copy and the other message in it.
+    pub xor_recovered: u64,
     /// Packets declared lost.
     pub packets_lost: u64,
     /// Retransmission timeouts.

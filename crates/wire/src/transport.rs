@@ -28,6 +28,7 @@ use crate::{be, Error, Result};
 
 pub mod compact;
 mod frame;
+pub mod xor;
 
 pub use compact::VERSION_COMPACT;
 pub use frame::{AckRanges, ChannelKind, Frame, FrameType, Frames, MAX_ACK_RANGES};

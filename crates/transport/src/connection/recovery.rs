@@ -60,6 +60,10 @@ impl Connection {
                     self.copy_landed(key);
                     self.expire_if_lost(key.channel, key.message);
                 }
+                Item::Xor(key) => {
+                    self.requeue(key);
+                    self.expire_if_lost(key.channel, key.message);
+                }
                 Item::Expired { .. } => self.controls.push_back(item),
                 Item::Nack {
                     channel,

@@ -92,7 +92,7 @@ impl Connection {
     }
 
     /// Writes `frame` in the connection's format; its length.
-    fn emit_frame(&self, frame: &Frame<'_>, buf: &mut [u8]) -> usize {
+    pub(super) fn emit_frame(&self, frame: &Frame<'_>, buf: &mut [u8]) -> usize {
         if self.compact {
             frame.emit_compact(buf)
         } else {
@@ -100,7 +100,7 @@ impl Connection {
         }
     }
 
-    fn frame_len(&self, frame: &Frame<'_>) -> usize {
+    pub(super) fn frame_len(&self, frame: &Frame<'_>) -> usize {
         if self.compact {
             frame.compact_len()
         } else {
@@ -224,12 +224,20 @@ impl Connection {
                 self.copies.pop_front();
                 continue;
             }
-            let Some(len) = self.emit_fragment(key, &mut buf[at..]) else {
-                break;
+            let xored = self
+                .xor_copies(key.channel, config)
+                .then(|| self.emit_xor(key, &mut buf[at..]))
+                .flatten();
+            let (len, item) = match xored {
+                Some(len) => (len, Item::Xor(key)),
+                None => match self.emit_fragment(key, &mut buf[at..]) {
+                    Some(len) => (len, Item::Fragment(key)),
+                    None => break,
+                },
             };
             at += len;
             self.copies.pop_front();
-            items.push(Item::Fragment(key));
+            items.push(item);
             // A blind copy asks for no ACK of its own under NACK feedback.
             retransmitted |= !nack_mode;
         }
@@ -266,7 +274,7 @@ impl Connection {
             // Feedback (NACKs, ACKs of data) asks for an ACK at once; data does not.
             let data = items
                 .iter()
-                .any(|i| matches!(i, Item::Fragment(_) | Item::Bundled(_)));
+                .any(|i| matches!(i, Item::Fragment(_) | Item::Bundled(_) | Item::Xor(_)));
             header.ack_immediately = !data && !items.is_empty();
         }
         if items.is_empty() {
@@ -296,8 +304,10 @@ impl Connection {
             self.last_eliciting_sent = now;
             self.bytes_in_flight += at;
             for item in &items {
-                if let Item::Fragment(key) = *item {
-                    self.note_sent(now, key, config);
+                match *item {
+                    Item::Fragment(key) => self.note_sent(now, key, config),
+                    Item::Xor(key) => self.note_xor_sent(key),
+                    _ => {}
                 }
             }
             self.sent.insert(

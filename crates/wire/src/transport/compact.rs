@@ -34,6 +34,7 @@
 //! | 7, 8          | `Ping`, `Close` | as version 1                                           |
 //! | 9             | `Expired`  | 1: channel, v: message                                      |
 //! | 10            | `Nack`     | 1: channel, v: first message, 1: count (≥ 1)                |
+//! | `0x30 + kind` | `Xor`      | 1: channel, v: message, 1: back, v: length, v: older length, payload ([`super::xor`]) |
 //!
 //! A whole 100-byte message thus costs 2 bytes of header (while fewer than 64 packets are
 //! unacknowledged) and 6 of frame, against 20 and 13 in version 1. Parsing never panics and the
@@ -41,6 +42,7 @@
 //! form), so a parsed frame re-emits to the bytes it came from.
 
 use super::frame::{ChannelKind, Frame, FrameType, Frames, DATA_HEADER_LEN};
+use super::xor;
 use super::{AckRanges, MAX_ACK_RANGES};
 use crate::{Error, Result};
 
@@ -278,6 +280,9 @@ impl<'a> Frame<'a> {
             };
             return Ok((frame, end));
         }
+        if ty & 0xf0 == xor::SHORT_XOR {
+            return xor::parse_compact(bytes);
+        }
         match FrameType::from_u8(ty).ok_or(Error::Malformed)? {
             FrameType::Hello
             | FrameType::Challenge
@@ -314,6 +319,8 @@ impl<'a> Frame<'a> {
                 ))
             }
             FrameType::Ack => Self::parse_compact_ack(bytes),
+            // Only in the kind-carrying form below.
+            FrameType::Xor => Err(Error::Malformed),
         }
     }
 
@@ -350,6 +357,7 @@ impl<'a> Frame<'a> {
             } => 2 + v(u64::from(message)) + v(payload.len() as u64) + payload.len(),
             Frame::Expired { message, .. } => 2 + v(u64::from(message)),
             Frame::Nack { first, .. } => 3 + v(u64::from(first)),
+            Frame::Xor { .. } => xor::compact_len(self),
             Frame::Ack { delay_us, ranges } => {
                 let list = ranges.as_slice();
                 let (first_lo, largest) = list[0];
@@ -416,6 +424,7 @@ impl<'a> Frame<'a> {
                 let at = varint::write(buf, 2, u64::from(first));
                 buf[at] = count;
             }
+            Frame::Xor { .. } => xor::emit_compact(self, buf),
             Frame::Ack { delay_us, ranges } => {
                 let list = ranges.as_slice();
                 let (first_lo, largest) = list[0];

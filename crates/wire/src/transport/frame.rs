@@ -13,11 +13,13 @@
 //! | 9    | `Expired`     | 1: channel, 4: message                                                    |
 //! | 10   | `Nack`        | 1: channel, 4: first message, 1: count (≥ 1)                              |
 //! | 11   | `ShortId`     | 4: the connection's short id (only after `Accept`, in version 2's handshake) |
+//! | 12   | `Xor`         | two messages XORed, a blind copy that is a third chance for the older (see `xor.rs`) |
 //!
 //! An ACK range covers packet numbers `smallest..=largest`; the first range ends at `largest`
 //! and is `length` long below it (`smallest = largest − length`); each next range lies `gap`
 //! (≥ 1) missing packet numbers below the previous one's smallest and is `length` long.
 
+use super::xor;
 use crate::{Error, Result};
 
 /// Most ranges an ACK frame carries.
@@ -56,6 +58,9 @@ pub enum FrameType {
     /// Server → client, beside `Accept` in version 2: the short id that names the
     /// connection when the client's address changes.
     ShortId = 11,
+    /// Two whole messages of a reliable channel XORed: a blind copy of the newer that is a
+    /// third chance for the older.
+    Xor = 12,
 }
 
 impl FrameType {
@@ -73,6 +78,7 @@ impl FrameType {
             9 => FrameType::Expired,
             10 => FrameType::Nack,
             11 => FrameType::ShortId,
+            12 => FrameType::Xor,
             _ => return None,
         })
     }
@@ -280,6 +286,24 @@ pub enum Frame<'a> {
         /// The id, carried in a short header whose client's address changed.
         id: u32,
     },
+    /// Whole messages `message` and `message − back` of reliable `channel`, XORed: whoever
+    /// has one recovers the other.
+    Xor {
+        /// Channel id.
+        channel: u8,
+        /// The channel's kind (a reliable one).
+        kind: ChannelKind,
+        /// The newer message.
+        message: u32,
+        /// How far back the older one is (1..=`message`).
+        back: u8,
+        /// The newer message's length.
+        len: u16,
+        /// The older message's length.
+        older_len: u16,
+        /// The two payloads XORed, the shorter padded with zeros: the longer's length.
+        payload: &'a [u8],
+    },
 }
 
 /// Reads `N` bytes at `at`, or [`Error::Truncated`].
@@ -305,6 +329,7 @@ impl<'a> Frame<'a> {
             Frame::Expired { .. } => FrameType::Expired,
             Frame::Nack { .. } => FrameType::Nack,
             Frame::ShortId { .. } => FrameType::ShortId,
+            Frame::Xor { .. } => FrameType::Xor,
         }
     }
 
@@ -382,6 +407,7 @@ impl<'a> Frame<'a> {
                 )
             }
             FrameType::ShortId => (Frame::ShortId { id: u32_at(1)? }, SHORT_ID_LEN),
+            FrameType::Xor => xor::parse(bytes)?,
         })
     }
 
@@ -418,6 +444,7 @@ impl<'a> Frame<'a> {
             Frame::Expired { .. } => 6,
             Frame::Nack { .. } => NACK_LEN,
             Frame::ShortId { .. } => SHORT_ID_LEN,
+            Frame::Xor { .. } => xor::len(self),
         }
     }
 
@@ -501,6 +528,7 @@ impl<'a> Frame<'a> {
                 buf[6] = count;
             }
             Frame::ShortId { id } => buf[1..5].copy_from_slice(&id.to_be_bytes()),
+            Frame::Xor { .. } => xor::emit(self, buf),
         }
         len
     }

@@ -206,3 +206,51 @@ fn random_bytes_never_panic_and_parsed_frames_re_emit() {
         }
     });
 }
+
+#[test]
+fn xor_golden_and_recovery() {
+    let (newer, older) = (b"abcd".as_slice(), b"xy".as_slice());
+    let mut payload = [0u8; 4];
+    xor::xor_into(&mut payload, newer, older);
+    assert_eq!(payload, [b'a' ^ b'x', b'b' ^ b'y', b'c', b'd']);
+    let frame = Frame::Xor {
+        channel: 2,
+        kind: ChannelKind::ReliableOrdered,
+        message: 0x0102_0304,
+        back: 1,
+        len: 4,
+        older_len: 2,
+        payload: &payload,
+    };
+    golden(
+        frame,
+        &[[12, 2, 1, 1, 2, 3, 4, 1, 0, 4, 0, 2].as_slice(), &payload].concat(),
+    );
+    // Whoever has one message recovers the other, at its own length.
+    assert_eq!(xor::recover(&payload, newer, 4, 2), Some(older.to_vec()));
+    assert_eq!(xor::recover(&payload, older, 2, 4), Some(newer.to_vec()));
+    // A known message of another length than the frame names is no key.
+    assert_eq!(xor::recover(&payload, b"xyz", 2, 4), None);
+}
+
+#[test]
+fn xor_refuses_what_pairs_no_two_messages() {
+    let ok = [12u8, 2, 1, 0, 0, 0, 5, 1, 0, 1, 0, 1, 9];
+    assert_eq!(Frame::parse(&ok).map(|(_, n)| n), Ok(13));
+    let with = |at: usize, value: u8| {
+        let mut b = ok;
+        b[at] = value;
+        Frame::parse(&b).map(|(_, n)| n)
+    };
+    // back 0, back past the first message, an unreliable kind, an unknown kind.
+    assert_eq!(with(7, 0), Err(Error::Malformed));
+    assert_eq!(with(7, 6), Err(Error::Malformed));
+    assert_eq!(
+        with(2, ChannelKind::Unreliable as u8),
+        Err(Error::Malformed)
+    );
+    assert_eq!(with(2, 9), Err(Error::Malformed));
+    // The payload is as long as the longer message.
+    assert_eq!(with(9, 2), Err(Error::Truncated));
+    assert_eq!(Frame::parse(&ok[..12]), Err(Error::Truncated));
+}

@@ -330,3 +330,40 @@ fn random_bytes_never_panic_and_parsed_frames_re_emit() {
         }
     });
 }
+
+#[test]
+fn xor_compact_golden() {
+    let payload = [1u8, 2, 3];
+    let frame = Frame::Xor {
+        channel: 0,
+        kind: ChannelKind::ReliableOrdered,
+        message: 70,
+        back: 1,
+        len: 3,
+        older_len: 100,
+        payload: &[0; 100],
+    };
+    let mut body = vec![0x31, 0, 0x40, 70, 1, 3, 0x40, 100];
+    body.extend([0; 100]);
+    golden(frame, &body);
+    let short = Frame::Xor {
+        channel: 0,
+        kind: ChannelKind::ReliableOrdered,
+        message: 70,
+        back: 1,
+        len: 3,
+        older_len: 3,
+        payload: &payload,
+    };
+    golden(short, &[0x31, 0, 0x40, 70, 1, 3, 3, 1, 2, 3]);
+    // Back past the channel's first message, a longer varint than needed, an unreliable
+    // kind, or version 1's type byte.
+    for bad in [
+        [0x31, 0, 3, 4, 0, 0].as_slice(),
+        &[0x31, 0, 0x40, 3, 1, 0, 0],
+        &[0x33, 0, 3, 1, 0, 0],
+        &[12, 0, 1, 3, 1, 0, 0],
+    ] {
+        assert_eq!(Frame::parse_compact(bad), Err(Error::Malformed), "{bad:?}");
+    }
+}
