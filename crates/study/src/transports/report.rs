@@ -570,12 +570,9 @@ pub(super) fn agreement(l: &Loaded) -> String {
             }
             _ => "too few samples".to_string(),
         };
+        let ms = |q| own(q) as f64 / 1e6;
         let machine = match udp {
-            Some(_) => format!(
-                "{:.2} / {:.2}",
-                own("p50") as f64 / 1e6,
-                own("p99") as f64 / 1e6
-            ),
+            Some(_) => format!("{:.2} / {:.2}", ms("p50"), ms("p99")),
             None => "-".into(),
         };
         let _ = writeln!(
