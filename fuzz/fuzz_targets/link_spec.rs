@@ -5,7 +5,7 @@
 //! again, to the same text.
 #![no_main]
 
-use latlab_lab::emu::api::{merged, spec_text};
+use latlab_emu::api::{merged, spec_text};
 use latlab_link::{FlowMatch, LinkConfig, Schedule};
 use libfuzzer_sys::fuzz_target;
 
@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let _ = FlowMatch::parse("--flow", text);
     let _ = Schedule::parse(text);
-    let _ = latlab_lab::emu::flow::parse("--flow", text);
+    let _ = latlab_emu::flow::parse("--flow", text);
     let Ok(config) = merged(&LinkConfig::default(), true, text) else {
         return;
     };

@@ -27,7 +27,7 @@ pub(crate) fn run(a: CleanArgs) -> Result<()> {
     failed.extend(namespaces.failed);
     // `latlab run --nat`'s tables and forwarding, in this namespace: after the namespaces, so
     // that a table whose run's namespace was just removed is known as left behind.
-    match latlab_lab::run::nat::remove_stale() {
+    match latlab_emu::run::nat::remove_stale() {
         Ok(nat) => {
             if !nat.tables.is_empty() {
                 outln!(

@@ -1,15 +1,15 @@
-//! `latlab emu`: flags → [`latlab_lab::emu`]. The impairment flags go to lab as typed; lab
+//! `latlab emu`: flags → [`latlab_emu`]. The impairment flags go to latlab-emu as typed; it
 //! combines them with `--config` and the per-direction specs, and its errors name the flags.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
+use latlab_emu::attach::Target;
+use latlab_emu::config::{ImpairmentFlags, LinkSources};
+use latlab_emu::knob::KNOBS;
+use latlab_emu::{EmuMode, EmuOptions, EmuPoll, RxRing};
 use latlab_lab::command::{CommandError, Io};
-use latlab_lab::emu::attach::Target;
-use latlab_lab::emu::config::{ImpairmentFlags, LinkSources};
-use latlab_lab::emu::knob::KNOBS;
-use latlab_lab::emu::{EmuMode, EmuOptions, EmuPoll, RxRing};
 use latlab_lab::units::parse_duration;
 
 use crate::progress::Terminal;
@@ -47,7 +47,7 @@ enum ModeArg {
 
 /// `--flow`'s help, its names from the lists the rule parser takes.
 pub(crate) fn flow_help() -> String {
-    use latlab_lab::emu::flow::{ETHER_NAMES, PROTOCOL_NAMES};
+    use latlab_emu::flow::{ETHER_NAMES, PROTOCOL_NAMES};
     format!(
         "A per-flow rule, 'MATCH / SPEC' (repeatable): frames matching every key of MATCH \
          (ether={}|0xNNNN, proto={}|N, src=PREFIX, dst=PREFIX, sport=N[-M], dport=N[-M], \
@@ -132,7 +132,7 @@ pub(crate) struct EmuArgs {
     /// toward the container).
     #[arg(long, value_name = "SPEC")]
     b_to_a: Option<String>,
-    #[arg(long, value_name = "NAME", help = latlab_lab::emu::preset::help())]
+    #[arg(long, value_name = "NAME", help = latlab_emu::preset::help())]
     preset: Option<String>,
     #[arg(long, value_name = "RULE", help = flow_help())]
     flow: Vec<String>,
@@ -241,7 +241,7 @@ impl EmuArgs {
 
 pub(crate) fn run(a: EmuArgs) -> Result<()> {
     if a.preset.as_deref() == Some("list") {
-        out!("{}", latlab_lab::emu::preset::list());
+        out!("{}", latlab_emu::preset::list());
         return Ok(());
     }
     let bridged = (a.iface_a.is_some() && a.iface_b.is_some())
@@ -259,7 +259,7 @@ pub(crate) fn run(a: EmuArgs) -> Result<()> {
         // A splice left by a run that ended is put back before this one looks.
         crate::clean::stale_namespaces();
     }
-    let report = latlab_lab::emu::run(&options, &STOP, &mut Terminal::new())?;
+    let report = latlab_emu::run(&options, &STOP, &mut Terminal::new())?;
     outln!("{}", report.text());
     Ok(())
 }

@@ -1,14 +1,14 @@
-//! `latlab run -- CMD` and `latlab shell`: flags → [`latlab_lab::run`]. The link flags are
+//! `latlab run -- CMD` and `latlab shell`: flags → [`mod@latlab_emu::run`]. The link flags are
 //! `latlab emu`'s, with `--up`/`--down` naming its directions for the user (A→B is from CMD).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use latlab_lab::emu::config::LinkSources;
-use latlab_lab::emu::EmuOptions;
-use latlab_lab::run::wiring::Subnet;
-use latlab_lab::run::{RunOptions, RunOutcome};
+use latlab_emu::config::LinkSources;
+use latlab_emu::run::wiring::Subnet;
+use latlab_emu::run::{RunOptions, RunOutcome};
+use latlab_emu::EmuOptions;
 
 use crate::emu::{flow_help, ImpairmentArgs, PollArg};
 use crate::signals;
@@ -110,7 +110,7 @@ impl LinkArgs {
 /// `--preset list`: prints the presets, and the run ends there.
 fn listed(link: &LinkArgs) -> Result<bool> {
     if link.preset.as_deref() == Some("list") {
-        out!("{}", latlab_lab::emu::preset::list());
+        out!("{}", latlab_emu::preset::list());
         return Ok(true);
     }
     Ok(false)
@@ -138,9 +138,9 @@ pub(crate) fn shell(a: ShellArgs) -> Result<i32> {
 fn outcome(options: &RunOptions) -> Result<i32> {
     crate::clean::at_start(std::path::Path::new(""), true);
     let signal = || signals::received().map(|s| s.number());
-    match latlab_lab::run::run(options, &signal, &mut |line| eprintln!("{line}"))? {
+    match latlab_emu::run::run(options, &signal, &mut |line| eprintln!("{line}"))? {
         RunOutcome::Ended { code, report } => {
-            eprintln!("{}", latlab_lab::run::summary_line(&report));
+            eprintln!("{}", latlab_emu::run::summary_line(&report));
             Ok(code)
         }
         RunOutcome::NotStarted { reason } => {

@@ -468,7 +468,7 @@ fn presets_are_listed_and_an_unknown_one_names_the_known_ones() {
         .unwrap();
     assert!(out.status.success());
     let listed = String::from_utf8_lossy(&out.stdout);
-    for p in latlab_lab::emu::preset::PRESETS {
+    for p in latlab_emu::preset::PRESETS {
         assert!(
             listed.contains(&format!("{}\n  {}\n", p.name, p.about)),
             "{listed}"

@@ -472,7 +472,7 @@ fn the_summary_rules_catch_what_they_should() {
 
 #[test]
 fn the_preset_table_is_latlabs_presets() {
-    use latlab_lab::emu::preset::PRESETS;
+    use latlab_emu::preset::PRESETS;
     let section = README
         .split("### Presets: `--preset NAME`")
         .nth(1)

@@ -11,9 +11,11 @@
 //!
 //! An emulator namespace of `latlab emu --attach` that has a state file
 //! (`/run/latlab/<name>.attach`) holds a container's veth: its wiring is put back first
-//! ([`crate::emu::attach::state::restore`], in the namespace the splice ran in), and the
+//! ([`attach::restore`], in the namespace the splice ran in), and the
 //! namespace is deleted only once the veth is out of it; if that cannot be done, it is left as
 //! it is and said so.
+
+pub mod attach;
 
 use std::fs;
 use std::io;
@@ -21,8 +23,8 @@ use std::path::{Path, PathBuf};
 
 use latlab_io::lock::OwnerLock;
 
-use crate::emu::attach::{self, state::AttachState};
 use crate::topology::{self, TopologyError};
+use attach::AttachState;
 
 /// What a clean-up removed, and what it could not.
 #[derive(Debug, Default)]
@@ -130,10 +132,10 @@ fn put_back(name: &str) -> Result<Option<String>, String> {
     let Some(state) = AttachState::read(name).map_err(|e| e.to_string())? else {
         return Ok(None);
     };
-    let Some(host) = attach::state::find_netns(state.host_netns) else {
+    let Some(host) = attach::find_netns(state.host_netns) else {
         // The namespace it was spliced from is gone, and with it the new pair's end there;
         // what it still holds cannot be put back, and is not deleted.
-        return match attach::state::still_held(&state)? {
+        return match attach::still_held(&state)? {
             false => Ok(None),
             true => Err(format!(
                 "it holds {}, and the namespace it was spliced from is not to be found",
@@ -152,8 +154,8 @@ fn put_back(name: &str) -> Result<Option<String>, String> {
             .unwrap_or_default()
     );
     latlab_io::netns::run_in_path(&host, move || {
-        attach::state::restore(&state)?;
-        match attach::state::still_held(&state)? {
+        attach::restore(&state)?;
+        match attach::still_held(&state)? {
             true => Err(format!("{} is still in it", state.veth)),
             false => Ok(()),
         }

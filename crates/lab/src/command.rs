@@ -27,7 +27,7 @@ pub use crate::progress::{Progress, Quiet, View};
 /// Runs `engine` on this thread while a watcher thread raises `stop` once `duration` has
 /// passed and passes the line `show` makes to `view` once a second. `stop` is raised when the
 /// engine returns, so the watcher ends with it; `view.stopped()` is called after both.
-pub(crate) fn watched<T>(
+pub fn watched<T>(
     duration: Option<Duration>,
     stop: &Stop,
     view: &mut dyn View,
@@ -39,7 +39,7 @@ pub(crate) fn watched<T>(
 
 /// [`watched`], whose `show` may also hand over a note (a notice found while it looked),
 /// shown once through the view's `note`.
-pub(crate) fn watched_noting<T>(
+pub fn watched_noting<T>(
     duration: Option<Duration>,
     stop: &Stop,
     view: &mut dyn View,
@@ -94,7 +94,7 @@ pub fn default_out(kind: &str) -> PathBuf {
 }
 
 /// Writes `value` as pretty JSON and a newline to `path`, whole or not at all.
-pub(crate) fn write_json(path: &Path, value: &serde_json::Value) -> io::Result<()> {
+pub fn write_json(path: &Path, value: &serde_json::Value) -> io::Result<()> {
     crate::results::write_atomic(path, format!("{value:#}\n").as_bytes())
 }
 

@@ -2,16 +2,17 @@
 //!
 //! Every command of the `latlab` binary that is not a study is a function here that takes
 //! checked options and returns a report whose files are already written: [`echo::run`],
-//! [`gen::run`], [`serve::run`], [`emu::run`], [`fwd::run`], [`merge`], [`trace`] and
-//! [`clean`]. The thin-stream commands live in `latlab-stream`, the studies, `rfc2544`, the
-//! demo and `report` in `latlab-study`, both on top of this crate. Live counters, progress and
-//! notes of commands, runs and studies alike go through one trait, [`progress::View`], which
-//! the command line implements once; the stop flag is a [`command::Stop`] the caller raises.
+//! [`gen::run`], [`serve::run`], [`fwd::run`], [`merge`], [`trace`] and [`clean`]. The
+//! emulator's commands (`emu`, `run`, `shell`) live in `latlab-emu`, the thin-stream commands
+//! in `latlab-stream`, the studies, `rfc2544`, the demo and `report` in `latlab-study`, all on
+//! top of this crate. Live counters, progress and notes of commands, runs and studies alike go
+//! through one trait, [`progress::View`], which the command line implements once; the stop
+//! flag is a [`command::Stop`] the caller raises.
 //!
 //! Topologies of network namespaces joined by veth pairs (or loopback) ([`topology`]),
 //! measurements from options to summaries ([`measure`]), results folders written whole or not
 //! at all ([`results`]), tables and plots drawn from the results data ([`table`], [`plot`]),
-//! and the emulator's command with its one table of knobs ([`emu`]). What a run makes outside
+//! and what runs between a lab's client and server ([`middle`]). What a run makes outside
 //! its results (namespaces, partial results) is marked with an owner lock that dies with the
 //! run, and [`clean`] removes what runs that ended left behind.
 //!
@@ -30,7 +31,6 @@ pub mod clean;
 pub mod command;
 pub mod cores;
 pub mod echo;
-pub mod emu;
 pub mod error;
 pub mod fwd;
 pub mod gate;
@@ -42,7 +42,6 @@ pub mod plot;
 pub mod points;
 pub mod progress;
 pub mod results;
-pub mod run;
 pub mod serve;
 pub mod table;
 pub mod topology;

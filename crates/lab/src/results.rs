@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 mod atomic;
 mod export;
 mod synthetic;
-pub(crate) use atomic::{naming, temp_name};
+pub(crate) use atomic::naming;
+pub use atomic::temp_name;
 pub use atomic::{write_atomic, PartialFile};
 pub use export::{ccdf_csv, hlog_bytes, hlog_of, summary_json, Delay};
 

@@ -349,7 +349,7 @@ fn emulated_link(seed: u64) -> latlab_link::LinkConfig {
 }
 
 struct EmulatorRun {
-    report: latlab_lab::emu::report::EmuJson,
+    report: latlab_emu::report::EmuJson,
 }
 
 /// One run at 1 kpps through `client — emu — server` with the demo's emulated link.

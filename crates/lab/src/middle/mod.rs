@@ -3,7 +3,8 @@
 //! user started (external). One type, [`Middle`]: its [`MiddleKind`] and, for what moves
 //! frames in user space, its [`FrameIo`]. [`start`] builds it in a lab's middle namespace and
 //! places it (its CPU, its receive work); [`ports`] is the one way the frame ports of a
-//! middle (and of the `emu` and `fwd` commands) are opened.
+//! middle (and of the `emu` and `fwd` commands) are opened, and [`interfaces`] how an emulator's
+//! two interfaces' counters are watched over its run.
 
 use std::fmt;
 use std::str::FromStr;
@@ -11,6 +12,7 @@ use std::str::FromStr;
 use latlab_engine::forwarder::FwdPoll;
 use latlab_io::Io;
 
+pub mod interfaces;
 pub mod ports;
 mod start;
 pub mod testpmd;

@@ -98,7 +98,7 @@ pub enum MiddleReport {
     /// counted while it ran (`None` if they could not be read).
     Emu(
         Box<EmulatorReport>,
-        Option<crate::emu::losses::InterfaceCounts>,
+        Option<super::interfaces::InterfaceCounts>,
     ),
     /// testpmd's totals.
     Testpmd(TestpmdCounts),
@@ -120,7 +120,7 @@ pub struct RunningMiddle {
     route: Option<(Ipv4Addr, Ipv4Addr)>,
     placed: String,
     /// The emulator's interfaces' counters from its start (`None` for the other kinds).
-    interfaces: Option<crate::emu::losses::InterfaceWatch>,
+    interfaces: Option<super::interfaces::InterfaceWatch>,
 }
 
 impl std::fmt::Debug for RunningMiddle {
@@ -286,7 +286,7 @@ pub fn start(
             if middle.kind == MiddleKind::Emu {
                 // Where it loses frames: its interfaces' drops count among its causes.
                 running.interfaces = latlab_io::netns::run_in(lab.emu.name(), || {
-                    crate::emu::losses::InterfaceWatch::open(
+                    super::interfaces::InterfaceWatch::open(
                         ClientEmuServer::EMU_A,
                         ClientEmuServer::EMU_B,
                     )

@@ -19,7 +19,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// holds the lock on it ([`latlab_io::lock`]) while it is written (the lock goes with the open
 /// file, renamed or not), so [`crate::clean`] removes it only once its writer is gone, however
 /// that went (`kill -9` included). What latlab writes as one file goes through it: the
-/// [`write_atomic`] files and the `emu --pcap` capture ([`crate::emu::pcap`]); a results folder
+/// [`write_atomic`] files and the `emu --pcap` capture (`latlab_emu::pcap`); a results folder
 /// is locked as a whole ([`ResultsDir`]).
 #[derive(Debug)]
 pub struct PartialFile {
@@ -90,7 +90,7 @@ pub(crate) fn naming(path: &Path, error: io::Error) -> io::Error {
 }
 
 /// The partial name of `path`: `.NAME.partial-PID` beside it.
-pub(crate) fn temp_name(path: &Path) -> PathBuf {
+pub fn temp_name(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -25,8 +25,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use latlab_emu::config::apply_spec;
 use latlab_engine::Stop;
-use latlab_lab::emu::config::apply_spec;
 use latlab_lab::progress::View;
 use latlab_lab::results::RunSummary;
 use latlab_link::LinkConfig;
@@ -309,7 +309,7 @@ impl BloatOptions {
 /// them are left out without it (one record each, [`LeftOut`]), so the default grid runs on
 /// any emulator.
 pub fn emulator_has_aqm() -> bool {
-    latlab_lab::emu::knob::knob("aqm").is_some()
+    latlab_emu::knob::knob("aqm").is_some()
 }
 
 /// A queue the study could not measure, as written to `points/bloat-<queue>-left-out.json`.

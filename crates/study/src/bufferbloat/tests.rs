@@ -2,7 +2,7 @@
 
 use std::fs;
 
-use latlab_lab::emu::report::EmuJson;
+use latlab_emu::report::EmuJson;
 use latlab_stats::{LatencyHistogram, Summary};
 
 use super::analysis::{full_queue_ms, Analysis};

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use latlab_lab::emu::report::EmuDirectionJson;
+use latlab_emu::report::EmuDirectionJson;
 use latlab_stats::Summary;
 
 use super::{EmuPoint, RatePoint};

@@ -7,8 +7,8 @@ use latlab_engine::PollMode;
 use latlab_io::Io;
 use latlab_link::LinkConfig;
 
-use latlab_lab::emu::report::EmuJson;
-use latlab_lab::emu::EmuPoll;
+use latlab_emu::report::EmuJson;
+use latlab_emu::EmuPoll;
 use latlab_lab::middle::{
     self, EmuSettings, FrameIo, Middle, MiddleKind, MiddleReport, MiddleSettings, Placement,
     PortSettings,

@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use latlab_emu::report::EmuJson;
 use latlab_engine::Stop;
-use latlab_lab::emu::report::EmuJson;
 use latlab_lab::units::ProbeRate;
 use serde::{Deserialize, Serialize};
 

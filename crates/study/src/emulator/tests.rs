@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::Path;
 
-use latlab_lab::emu::report::{EmuCpuJson, EmuDirectionJson, EmuDropsJson, EmuJson};
+use latlab_emu::report::{EmuCpuJson, EmuDirectionJson, EmuDropsJson, EmuJson};
 use latlab_stats::{Estimate, LatencyHistogram, PercentileEstimate, Quantile, Summary};
 
 use super::report::write;

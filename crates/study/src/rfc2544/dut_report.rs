@@ -7,7 +7,7 @@
 //! otherwise) is kept whole as [`DutReport::Other`], so every older file still reads and is
 //! written again as it was.
 
-use latlab_lab::emu::report::EmuJson;
+use latlab_emu::report::EmuJson;
 use latlab_lab::middle::MiddleReport;
 use serde::{Deserialize, Serialize};
 

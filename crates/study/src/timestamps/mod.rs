@@ -201,7 +201,7 @@ pub struct StampPoint {
     /// The answered probes, in sending order.
     pub probes: Vec<ProbeStamps>,
     /// The emulator's report, as `latlab emu --json` writes it.
-    pub emulator: Option<latlab_lab::emu::report::EmuJson>,
+    pub emulator: Option<latlab_emu::report::EmuJson>,
     /// Why the point could not be measured (sockperf missing), its probes then empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub left_out: Option<String>,

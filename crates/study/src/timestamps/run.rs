@@ -16,7 +16,7 @@ use super::{plan, ForwarderSettings, Planned, ReflectorSettings, StampPoint, Sta
 use crate::emulator::bridge::{with_bridge, Bridge};
 use crate::points::{Existing, PointsDir};
 use crate::{StudyError, StudyFile, StudyKind};
-use latlab_lab::emu::report::{EmuDirectionJson, EmuJson};
+use latlab_emu::report::{EmuDirectionJson, EmuJson};
 use latlab_lab::progress::View;
 use latlab_lab::topology::ClientEmuServer;
 

@@ -6,7 +6,7 @@
 use latlab_engine::emulator::{CpuUse, EmulatorReport, FlowReport};
 use latlab_stats::Summary;
 
-use crate::units::format_us;
+use latlab_lab::units::format_us;
 
 mod json;
 pub use json::{
@@ -101,7 +101,7 @@ fn cpu_line(cpu: &CpuUse) -> String {
 
 /// A flow's line under its direction's: `  flow proto=udp dport=27015 (loss=5%): ...`.
 fn flow_line(f: &FlowReport) -> String {
-    let spec = crate::emu::api::spec_text(&f.config);
+    let spec = crate::api::spec_text(&f.config);
     format!(
         "  flow {} ({}): arrived {}, sent {}, dropped {} (loss model {}, queue {}), queued at exit {}\n",
         f.matcher.as_deref().unwrap_or("default"),

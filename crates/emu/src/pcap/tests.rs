@@ -3,7 +3,7 @@ use std::fs::File;
 use pcap_file::pcapng::{Block, PcapNgReader};
 
 use super::*;
-use crate::results::temp_name;
+use latlab_lab::results::temp_name;
 
 fn record(direction: LinkDirection, seq: u8, len: usize, arrival_ns: u64) -> TapRecord {
     let mut data = [0u8; TAP_SNAP];
@@ -91,7 +91,11 @@ fn the_capture_being_written_is_a_locked_partial_result_that_latlab_clean_keeps(
         partial.file_name().unwrap().to_string_lossy(),
         format!(".emu.pcapng.partial-{}", std::process::id())
     );
-    assert!(crate::clean::is_partial(&partial), "{}", partial.display());
+    assert!(
+        latlab_lab::clean::is_partial(&partial),
+        "{}",
+        partial.display()
+    );
     let (mut producer, consumer) = latlab_engine::emulator::tap_ring(64);
     let done = AtomicBool::new(false);
     /// Raises `done` when dropped, so a failing assertion ends the writer instead of leaving the
@@ -114,7 +118,7 @@ fn the_capture_being_written_is_a_locked_partial_result_that_latlab_clean_keeps(
             std::thread::sleep(Duration::from_millis(5));
         }
         // Its writer holds the lock: neither `latlab clean` nor another owner can have it.
-        let removed = crate::clean::remove_partials(dir.path()).unwrap();
+        let removed = latlab_lab::clean::remove_partials(dir.path()).unwrap();
         assert!(removed.partials.is_empty(), "{:?}", removed.partials);
         assert!(removed.failed.is_empty(), "{:?}", removed.failed);
         assert!(partial.exists());

@@ -1,6 +1,12 @@
+//! latlab-emu: the link emulator's commands, on the kit (`latlab-lab`).
+//!
 //! `latlab emu`: the link emulator bridging two interfaces over AF_PACKET (one loop, or a
 //! pipeline of pinned RX and TX stages) or AF_XDP, from checked options to a report whose
-//! `--json` file is written before it is returned.
+//! `--json` file is written before it is returned ([`fn@run`]); its one table of knobs
+//! ([`knob`]), presets ([`preset`]), flags, specs and TOML ([`config`], [`flow`]), its control
+//! API ([`api`], [`metrics`]), `--pcap` ([`pcap`]), `--attach` ([`attach`]) and its report
+//! ([`report`]). `latlab run` and `latlab shell` ([`mod@run`]) put a program behind it.
+#![forbid(unsafe_code)]
 
 pub mod api;
 pub mod attach;
@@ -14,6 +20,7 @@ mod options;
 pub mod pcap;
 pub mod preset;
 pub mod report;
+pub mod run;
 pub mod steer;
 
 use std::sync::atomic::AtomicBool;
@@ -25,14 +32,15 @@ use latlab_engine::emulator::{self, EmulatorLive, EmulatorReport};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::xdp::XdpSocket;
 
-use crate::middle::PortSettings;
+use latlab_lab::middle::PortSettings;
 
 pub use latlab_io::packet::RxRing;
 
-use crate::command::{watched_noting, write_json, CommandError, Io, View};
-use crate::cores::{self, Placement, Role, Seat};
 use contention::{Contention, ContentionWatch};
-use losses::{InterfaceCounts, InterfaceWatch, LossesJson};
+use latlab_lab::command::{watched_noting, write_json, CommandError, Io, View};
+use latlab_lab::cores::{self, Placement, Role, Seat};
+use latlab_lab::middle::interfaces::{InterfaceCounts, InterfaceWatch};
+use losses::LossesJson;
 pub use options::{EmuMode, EmuOptions, EmuPoll};
 
 /// How `poll` waits, for the line that starts the bridge.
@@ -60,7 +68,7 @@ pub struct EmuReport {
 impl EmuReport {
     /// The lines printed at the end of a run.
     pub fn text(&self) -> String {
-        let mut text = crate::emu::report::summary_text(&self.report);
+        let mut text = crate::report::summary_text(&self.report);
         for (name, losses) in ["A→B", "B→A"].into_iter().zip(self.losses()) {
             let n = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
             if losses.total > losses.link + losses.queued_at_exit {
@@ -81,11 +89,11 @@ impl EmuReport {
         text
     }
 
-    /// The `--json` report: [`crate::emu::report::EmuJson`]'s, with the placement and the
+    /// The `--json` report: [`crate::report::EmuJson`]'s, with the placement and the
     /// contention found (`[]` when none).
     pub fn to_value(&self) -> serde_json::Value {
         let mut value =
-            crate::emu::report::EmuJson::with_interfaces(&self.report, self.interfaces).to_value();
+            crate::report::EmuJson::with_interfaces(&self.report, self.interfaces).to_value();
         value["placement"] = self.placement.to_value();
         value["contention"] =
             serde_json::to_value(&self.contention).expect("contention notices are plain data");
@@ -347,7 +355,7 @@ fn watched_bridge(
     let api = options
         .api
         .map(|addr| {
-            crate::emu::api::Api::bind(addr).map_err(CommandError::setup(format!("--api {addr}")))
+            crate::api::Api::bind(addr).map_err(CommandError::setup(format!("--api {addr}")))
         })
         .transpose()?;
     if let Some(api) = &api {
@@ -372,11 +380,11 @@ fn watched_bridge(
             s.spawn(move || api.serve(links, &live.control, done));
         }
         let pcap = options.pcap.as_ref().map(|path| {
-            let (ring, records) = emulator::tap_ring(crate::emu::pcap::PCAP_RING_FRAMES);
+            let (ring, records) = emulator::tap_ring(crate::pcap::PCAP_RING_FRAMES);
             live.control.set_tap(ring);
             let ifaces = [options.iface_a.as_str(), options.iface_b.as_str()];
             let pcap_done = &pcap_done;
-            s.spawn(move || crate::emu::pcap::write(path, ifaces, records, pcap_done))
+            s.spawn(move || crate::pcap::write(path, ifaces, records, pcap_done))
         });
         let started = Instant::now();
         let show = || {

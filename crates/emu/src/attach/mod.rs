@@ -11,7 +11,7 @@
 //!    addresses or routes, is down, is a port of something other than a bridge, or whose bridge
 //!    filters VLANs: none of those would be put back whole;
 //! 3. makes the emulator's namespace (a lab [`Namespace`], `latlab-…-attach`) and writes what
-//!    it is about to change to its state file ([`state`]) before changing anything;
+//!    it is about to change to its state file (the kit's [`state`]) before changing anything;
 //! 4. moves H into that namespace (H keeps its index, MAC and MTU; the container sees its link
 //!    go down and come back), and makes a new pair: `latlab<index of H>`, which takes H's place
 //!    on BR (H's MAC, MTU and port settings, so the bridge's own address stays as it was), and
@@ -24,19 +24,19 @@
 //! on BR with its port settings, and only then deletes the namespace: deleting a namespace
 //! destroys the veths inside it, which would take the container's end with them. It runs on
 //! the way out of every run (error and stopping signal included, through [`Spliced`]'s drop as
-//! the last resort), and after `kill -9` from the state file, in [`crate::clean`], before the
-//! emulator's namespace is removed. Nothing here touches an interface the splice did not make
-//! or the target's veth did not name.
+//! the last resort), and after `kill -9` from the state file, in [`latlab_lab::clean`], before
+//! the emulator's namespace is removed. Nothing here touches an interface the splice did not
+//! make or the target's veth did not name.
 
 pub mod find;
-pub mod state;
 
 use std::path::{Path, PathBuf};
 
 use latlab_io::lock::OwnerLock;
+use latlab_lab::clean::attach as state;
 
-use crate::topology::{self, ip, Namespace};
 pub use find::Target;
+use latlab_lab::topology::{self, ip, Namespace};
 use state::AttachState;
 
 /// Why a splice was refused or failed; each a line naming the flag or what was found.
@@ -135,9 +135,9 @@ impl Spliced {
             let inside = latlab_io::netns::run_in_path(&path, || ip(&["-d", "-j", "link", "show"]))
                 .map_err(|e| failed(e.to_string()))?
                 .map_err(|e| failed(e.to_string()))?;
-            let inside = find::Link::parse_all(&inside).map_err(&failed)?;
+            let inside = state::Link::parse_all(&inside).map_err(&failed)?;
             let ours = ip(&["-d", "-j", "link", "show"]).map_err(|e| failed(e.to_string()))?;
-            let ours = find::Link::parse_all(&ours).map_err(&failed)?;
+            let ours = state::Link::parse_all(&ours).map_err(&failed)?;
             let found = find::choose(&target.describe(), &inside, &ours).map_err(&refused)?;
             check_host_side(&found, max_frame).map_err(&refused)?;
             // Were it to die with this process (`kill -9`), the host side inside would die

@@ -1,14 +1,15 @@
 //! The wiring a splice changed, written down before anything is changed
 //! (`/run/latlab/<emulator namespace>.attach`, atomically), and the one way it is put back:
 //! [`restore`], which any stage of a splice, or of an earlier restore, can be left at (`kill -9`)
-//! and which [`crate::clean`] runs again from the file.
+//! and which [`crate::clean`] runs again from the file. The splice itself is `latlab emu
+//! --attach`'s (`latlab_emu::attach`); its state file and restore live in the kit so that
+//! `latlab clean` puts a spliced link back without the emulator's command.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::find::Link;
 use crate::topology::{self, ip};
 
 /// The name of the emulator's end of the new pair, inside the emulator's namespace.
@@ -70,6 +71,86 @@ impl AttachState {
                 format!("{}: {e}", path.display()),
             )),
         }
+    }
+}
+
+/// One interface as `ip -d -j link` shows it: the fields the splice reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    /// Its name.
+    pub name: String,
+    /// Its index in its namespace.
+    pub index: u32,
+    /// `linkinfo.info_kind` (`veth`, `macvlan`, `dummy`, `bridge`…); `None` for a device
+    /// without one (a physical NIC, loopback).
+    pub kind: Option<String>,
+    /// `link_type` (`ether`, `loopback`, `none`…).
+    pub link_type: String,
+    /// For a veth, its peer's index (`link_index`, IFLA_LINK).
+    pub peer_index: Option<u32>,
+    /// For a veth whose peer is in another namespace, that namespace's id as this one knows it
+    /// (`link_netnsid`).
+    pub peer_netnsid: Option<i64>,
+    /// The device it is a port of (`master`).
+    pub master: Option<String>,
+    /// What its master is (`linkinfo.info_slave_kind`: `bridge`, `bond`…).
+    pub master_kind: Option<String>,
+    /// Its port settings on its master (`linkinfo.info_slave_data`), as shown.
+    pub port: serde_json::Map<String, Value>,
+    /// Administratively up (`UP` among its flags).
+    pub up: bool,
+    /// Its MTU.
+    pub mtu: u32,
+    /// Its MAC address, when it has one.
+    pub mac: Option<String>,
+    /// A device on a bus (`parentbus`): a physical NIC or a virtual machine's.
+    pub on_bus: bool,
+}
+
+impl Link {
+    /// Reads every interface of `ip -d -j link`'s output.
+    pub fn parse_all(json: &str) -> Result<Vec<Link>, String> {
+        let value: Value =
+            serde_json::from_str(json).map_err(|e| format!("`ip -d -j link` printed {e}"))?;
+        let links = value.as_array().ok_or("`ip -d -j link` printed no array")?;
+        links.iter().map(Link::from_json).collect()
+    }
+
+    fn from_json(v: &Value) -> Result<Link, String> {
+        let text = |key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+        let number = |key: &str| v.get(key).and_then(Value::as_u64);
+        let info = v.get("linkinfo");
+        let info_text = |key: &str| {
+            info.and_then(|i| i.get(key))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let name = text("ifname").ok_or("an interface without ifname in `ip -d -j link`")?;
+        let index = number("ifindex")
+            .and_then(|i| u32::try_from(i).ok())
+            .ok_or_else(|| format!("{name}: no ifindex in `ip -d -j link`"))?;
+        let flags = v.get("flags").and_then(Value::as_array);
+        Ok(Link {
+            index,
+            kind: info_text("info_kind"),
+            link_type: text("link_type").unwrap_or_default(),
+            peer_index: number("link_index").and_then(|i| u32::try_from(i).ok()),
+            peer_netnsid: v.get("link_netnsid").and_then(Value::as_i64),
+            master: text("master"),
+            master_kind: info_text("info_slave_kind"),
+            port: info
+                .and_then(|i| i.get("info_slave_data"))
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+            up: flags.is_some_and(|f| f.iter().any(|f| f == "UP")),
+            mtu: number("mtu")
+                .and_then(|m| u32::try_from(m).ok())
+                .unwrap_or(0),
+            mac: text("address"),
+            on_bus: v.get("parentbus").is_some(),
+            name,
+        })
     }
 }
 

@@ -5,7 +5,7 @@
 //! TOML file has the same keys at the top level (both directions) and in `[a_to_b]` and
 //! `[b_to_a]` tables. Later sources override earlier ones: file, then flags, then per-direction
 //! specs. Every error names the key (as its flag) and, for files, the file. Per-flow rules
-//! (`--flow`, `[[flow]]` tables) are read by [`crate::emu::flow`] into each direction's
+//! (`--flow`, `[[flow]]` tables) are read by [`crate::flow`] into each direction's
 //! [`Flows`] beside its default link.
 
 use std::path::Path;
@@ -390,7 +390,7 @@ mod tests {
         };
         assert_eq!((c.aqm, c.validate()), (pie, Ok(())));
         // What the API shows reads back as the same settings.
-        let text = crate::emu::api::spec_text(&c);
+        let text = crate::api::spec_text(&c);
         let mut again = LinkConfig::default();
         apply_spec(&mut again, true, "--a-to-b", &text).unwrap();
         assert_eq!(again, c, "{text}");

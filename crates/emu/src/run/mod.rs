@@ -24,9 +24,9 @@ use std::time::Duration;
 
 use latlab_engine::Stop;
 
-use crate::command::CommandError;
-use crate::emu::{EmuOptions, EmuReport};
-use crate::progress::View;
+use crate::{EmuOptions, EmuReport};
+use latlab_lab::command::CommandError;
+use latlab_lab::progress::View;
 use wiring::{RunWiring, RunWiringError, Subnet};
 
 /// Everything `latlab run` takes, checked.
@@ -104,7 +104,7 @@ pub fn run(
             "no command to run: latlab run [LINK OPTIONS] -- CMD [ARGS…]".into(),
         ));
     };
-    if let Some(why) = crate::topology::why_no_namespaces() {
+    if let Some(why) = latlab_lab::topology::why_no_namespaces() {
         return Err(CommandError::Options(format!(
             "latlab run needs network namespaces: {why}"
         )));
@@ -139,7 +139,7 @@ pub fn run(
                     started: Some(started_tx),
                     notes: notes_tx,
                 };
-                crate::emu::run(emu, emu_stop, &mut view)
+                crate::run(emu, emu_stop, &mut view)
             })
         };
         if started_rx.recv().is_err() {
@@ -279,7 +279,7 @@ fn wait<T>(
 /// The links of a run in the user's words: up (from CMD) and down (towards it).
 fn describe_links(emu: &EmuOptions) -> String {
     let spec = |flows: &latlab_link::Flows| {
-        let text = crate::emu::api::spec_text(&flows.default);
+        let text = crate::api::spec_text(&flows.default);
         let text = if text.is_empty() {
             "no impairment".to_string()
         } else {
@@ -310,7 +310,7 @@ pub fn summary_line(report: &EmuReport) -> String {
         let p50 = Summary::from_histogram(&d.release_error)
             .percentile("p50")
             .and_then(|p| p.estimate.value_ns())
-            .map_or("-".to_string(), |v| crate::units::format_us(v as f64));
+            .map_or("-".to_string(), |v| latlab_lab::units::format_us(v as f64));
         format!(
             "{name} {} frames in, {} out, {dropped} dropped (release error p50 {p50})",
             l.arrived, d.sent

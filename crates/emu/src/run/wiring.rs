@@ -13,13 +13,13 @@
 //! the host side's interface first (at once: a namespace is destroyed by the kernel a moment
 //! later, its interfaces with it), then both namespaces and the subnet's lock. After `kill -9`,
 //! the namespaces' and the subnet's free locks tell `latlab clean` what to remove
-//! ([`crate::clean`]).
+//! ([`latlab_lab::clean`]).
 
 use std::net::Ipv4Addr;
 
 use latlab_io::lock::OwnerLock;
 
-use crate::topology::{self, ip, Namespace, TopologyError};
+use latlab_lab::topology::{self, ip, Namespace, TopologyError};
 
 /// The subnets runs take their /30s from when `--subnet` is not given: 198.19.0.0/16, the upper
 /// half of the range RFC 2544 sets aside for benchmarking (the lab's own namespaces use the

@@ -11,8 +11,8 @@ use latlab_link::Flows;
 use super::attach;
 use super::config::{self, LinkSources};
 use super::RxRing;
-use crate::command::{CommandError, Io};
-use crate::cores::PollChoice;
+use latlab_lab::command::{CommandError, Io};
+use latlab_lab::cores::PollChoice;
 
 /// How the AF_PACKET bridge is laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -29,7 +29,7 @@ pub enum EmuMode {
 /// How the run-to-completion loop waits for frames and departures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum EmuPoll {
-    /// As the core plan says ([`crate::cores`]): pinned on a CPU of its own, claimed first,
+    /// As the core plan says ([`latlab_lab::cores`]): pinned on a CPU of its own, claimed first,
     /// when two or more CPUs are allowed, and there asleep between frames in `SCHED_FIFO`
     /// where the process may (else spinning); with one CPU, sleep; without the plan's
     /// claims, spin only with [`EmuPoll::SPIN_CPUS`] or more.
@@ -102,11 +102,11 @@ pub struct EmuOptions {
     pub duration: Option<Duration>,
     /// Write the counters by cause and the release-error histograms to this JSON file.
     pub json: Option<PathBuf>,
-    /// Serve the HTTP API ([`crate::emu::api`]) on this address (run to completion only).
+    /// Serve the HTTP API ([`crate::api`]) on this address (run to completion only).
     pub api: Option<SocketAddr>,
     /// Let the API listen on an address other than loopback.
     pub api_public: bool,
-    /// Write what left each side to this pcapng file ([`crate::emu::pcap`]; run to completion
+    /// Write what left each side to this pcapng file ([`crate::pcap`]; run to completion
     /// only).
     pub pcap: Option<PathBuf>,
 }
@@ -174,10 +174,10 @@ impl EmuOptions {
             )));
         }
         if let Some(path) = &self.json {
-            crate::command::check_writable(path)?;
+            latlab_lab::command::check_writable(path)?;
         }
         if let Some(path) = &self.pcap {
-            crate::command::check_writable(path)?;
+            latlab_lab::command::check_writable(path)?;
             if self.mode == EmuMode::Pipeline {
                 return Err(CommandError::Usage(
                     "--pcap does not work with --mode pipeline: its TX stage keeps no copies; \

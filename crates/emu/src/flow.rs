@@ -11,7 +11,7 @@
 //! matches a frame takes it.
 //!
 //! ```
-//! use latlab_lab::emu::flow;
+//! use latlab_emu::flow;
 //!
 //! let rule = flow::parse("--flow", "proto=udp dport=27015 dir=a-to-b / loss=5%").unwrap();
 //! assert_eq!(rule.matcher.to_string(), "proto=udp dport=27015");

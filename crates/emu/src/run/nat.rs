@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use latlab_io::lock::OwnerLock;
 
 use super::wiring::Subnet;
-use crate::topology;
+use latlab_lab::topology;
 
 const FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
 
@@ -65,7 +65,7 @@ impl Nat {
             let saved = saved_path(ns);
             if !saved.exists() {
                 let now = fs::read_to_string(FORWARD)?;
-                crate::results::write_atomic(&saved, now.trim().as_bytes())?;
+                latlab_lab::results::write_atomic(&saved, now.trim().as_bytes())?;
             }
             fs::write(FORWARD, "1")
         })?;

@@ -10,7 +10,7 @@
 //!   bad body is answered 400 with one line naming the key, and nothing changes. With
 //!   per-flow rules, this is the default link (the frames no rule takes); the rules keep
 //!   theirs.
-//! - `GET /metrics`: Prometheus text exposition ([`crate::emu::metrics`]).
+//! - `GET /metrics`: Prometheus text exposition ([`crate::metrics`]).
 //!
 //! Guarantees: the engine never waits for this thread (changes and snapshots go through
 //! [`EmulatorControl`]: one relaxed load per engine iteration, a snapshot at most every 50 ms
@@ -125,7 +125,7 @@ impl State<'_> {
             (Method::Get, "/metrics") => match self.control.snapshot(ENGINE_WAIT) {
                 Some(snapshot) => Answer {
                     status: 200,
-                    body: crate::emu::metrics::exposition(&snapshot, &self.control.changes()),
+                    body: crate::metrics::exposition(&snapshot, &self.control.changes()),
                     content_type: "text/plain; version=0.0.4; charset=utf-8",
                 },
                 None => Answer::text(503, "the emulator has not published its counters yet"),

@@ -204,7 +204,7 @@ mod tests {
         for p in PRESETS {
             for (dir, spec) in [("up", p.up), ("down", p.down)] {
                 let mut c = latlab_link::LinkConfig::default();
-                crate::emu::config::apply_spec(&mut c, dir == "up", p.name, spec)
+                crate::config::apply_spec(&mut c, dir == "up", p.name, spec)
                     .unwrap_or_else(|e| panic!("{} {dir}: {e}", p.name));
                 c.validate()
                     .unwrap_or_else(|e| panic!("{} {dir}: {e}", p.name));
@@ -222,13 +222,13 @@ mod tests {
         // Chrome: 1.6 * 1000 * 1000 / 8 * .9 bytes/s down, latency 150 * 3.75 ms.
         let slow_4g = preset("chrome-slow-4g").unwrap();
         let mut c = latlab_link::LinkConfig::default();
-        crate::emu::config::apply_spec(&mut c, false, "down", slow_4g.down).unwrap();
+        crate::config::apply_spec(&mut c, false, "down", slow_4g.down).unwrap();
         assert_eq!(c.rate_bps, Some((1.6e6 * 0.9) as u64));
         assert_eq!(2 * c.delay_ns, (150.0 * 3.75 * 1e6) as u64);
         // Firefox: 4 * MBps down with MBps = 1024 * 1024 / 8 bytes/s, latency 20 ms.
         let lte = preset("firefox-lte").unwrap();
         let mut c = latlab_link::LinkConfig::default();
-        crate::emu::config::apply_spec(&mut c, false, "down", lte.down).unwrap();
+        crate::config::apply_spec(&mut c, false, "down", lte.down).unwrap();
         assert_eq!(c.rate_bps, Some(4 * 1024 * 1024));
         assert_eq!(2 * c.delay_ns, 20_000_000);
     }

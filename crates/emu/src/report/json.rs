@@ -15,7 +15,8 @@ use latlab_link::LinkCounters;
 use latlab_stats::Summary;
 use serde::{Deserialize, Serialize};
 
-use crate::emu::losses::{InterfaceCounts, InterfacesJson, LossesJson, SocketJson};
+use crate::losses::{InterfacesJson, LossesJson, SocketJson};
+use latlab_lab::middle::interfaces::InterfaceCounts;
 
 /// The whole file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -190,7 +191,7 @@ pub struct EmuFlowJson {
     #[serde(default)]
     pub spec: String,
     /// The flow's link setting by setting, as the `--api` shows a link
-    /// ([`crate::emu::api::direction_json`]).
+    /// ([`crate::api::direction_json`]).
     #[serde(default)]
     pub settings: serde_json::Value,
     /// Frames of the flow that arrived.
@@ -395,8 +396,8 @@ impl EmuFlowJson {
     fn new(f: &FlowReport) -> EmuFlowJson {
         EmuFlowJson {
             matcher: f.matcher.clone(),
-            spec: crate::emu::api::spec_text(&f.config),
-            settings: crate::emu::api::direction_json(&f.config),
+            spec: crate::api::spec_text(&f.config),
+            settings: crate::api::direction_json(&f.config),
             arrived: f.link.arrived,
             forwarded: f.sent,
             dropped: f.dropped(),
@@ -414,8 +415,8 @@ impl EmuChangeJson {
             direction: c.direction.name().to_string(),
             at_s: c.at_ns as f64 / 1e9,
             unix_ns: c.unix_ns,
-            spec: crate::emu::api::spec_text(&c.config),
-            settings: crate::emu::api::direction_json(&c.config),
+            spec: crate::api::spec_text(&c.config),
+            settings: crate::api::direction_json(&c.config),
             refused: c.refused.clone(),
         }
     }
@@ -501,8 +502,8 @@ mod tests {
         fn flow_json(f: &FlowReport) -> serde_json::Value {
             serde_json::json!({
                 "match": f.matcher,
-                "spec": crate::emu::api::spec_text(&f.config),
-                "settings": crate::emu::api::direction_json(&f.config),
+                "spec": crate::api::spec_text(&f.config),
+                "settings": crate::api::direction_json(&f.config),
                 "arrived": f.link.arrived,
                 "forwarded": f.sent,
                 "dropped": f.dropped(),
@@ -538,8 +539,8 @@ mod tests {
                         "direction": c.direction.name(),
                         "at_s": c.at_ns as f64 / 1e9,
                         "unix_ns": c.unix_ns,
-                        "spec": crate::emu::api::spec_text(&c.config),
-                        "settings": crate::emu::api::direction_json(&c.config),
+                        "spec": crate::api::spec_text(&c.config),
+                        "settings": crate::api::direction_json(&c.config),
                         "refused": c.refused,
                     })
                 })

@@ -10,7 +10,7 @@
 //!
 //! The frames come from the engine's tap ring, read by a thread of its own, so the frame path
 //! never waits on the disk. The file is written as every partial result is
-//! ([`crate::results::PartialFile`]): under `.FILE.partial-PID`, locked by its writer, and
+//! ([`latlab_lab::results::PartialFile`]): under `.FILE.partial-PID`, locked by its writer, and
 //! renamed once complete, at the end of the run (Ctrl-C and SIGTERM included): it is whole or
 //! absent, and what a run killed outright left is removed by `latlab clean`.
 
@@ -29,7 +29,7 @@ use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
 use rtrb::Consumer;
 
-use crate::results::PartialFile;
+use latlab_lab::results::PartialFile;
 
 /// Frames the ring between the engine and the writer holds.
 pub const PCAP_RING_FRAMES: usize = 8192;
