@@ -1,5 +1,7 @@
-//! `latlab check DIR --assert EXPR`: flags → [`latlab_study::check`]; and what every command
-//! with `--assert` shares: the flag's parser, one line per verdict and the gates' exit code.
+//! `latlab check DIR --assert EXPR`: flags → [`latlab_forwarding::check`] (that is
+//! [`latlab_study::check`], which reads `rfc2544` folders through `latlab_forwarding`); and
+//! what every command with `--assert` shares: the flag's parser, one line per verdict and the
+//! gates' exit code.
 
 use std::path::PathBuf;
 
@@ -22,7 +24,7 @@ pub(crate) struct CheckArgs {
 }
 
 pub(crate) fn run(a: CheckArgs) -> Result<()> {
-    let verdicts = latlab_study::check::run(&CheckOptions {
+    let verdicts = latlab_forwarding::check(&CheckOptions {
         dir: a.dir,
         assertions: a.assertions,
         junit: a.junit,

@@ -1,13 +1,13 @@
-//! `latlab rfc2544`: flags → [`latlab_study::rfc2544`].
+//! `latlab rfc2544`: flags → [`latlab_forwarding::rfc2544`].
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
+use latlab_forwarding::rfc2544::{Dut, Rfc2544Options};
 use latlab_lab::command::{check_writable, CommandError, Io};
 use latlab_lab::gate::{Assertion, Results};
 use latlab_lab::units::parse_duration;
-use latlab_study::rfc2544::{Dut, Rfc2544Options};
 
 use crate::progress::Terminal;
 use crate::{values, STOP};
@@ -90,7 +90,7 @@ pub(crate) struct Rfc2544Args {
     /// came) or rate:N (poll N times a second, sleeping between) [default: block for fwd-xdp,
     /// whose NAPI pollers share its core; busy for fwd].
     #[arg(long, value_name = "MODE", value_parser = values::fwd_poll())]
-    fwd_poll: Option<latlab_study::rfc2544::FwdPoll>,
+    fwd_poll: Option<latlab_forwarding::rfc2544::FwdPoll>,
     /// Leave out the saturation trial (the source as fast as it goes, the DUT's CPU sampled
     /// for the cycles per packet by step).
     #[arg(long)]
@@ -162,7 +162,7 @@ impl Rfc2544Args {
             .search
             .parse()
             .map_err(|e| latlab_lab::command::CommandError::Usage(format!("--search {e}")))?;
-        options.mlr = latlab_study::rfc2544::MlrSettings {
+        options.mlr = latlab_forwarding::rfc2544::MlrSettings {
             duration_sum: self.mlr_duration_sum,
             exceed_ratio: self.mlr_exceed_ratio,
             width: self.mlr_width,
@@ -204,9 +204,9 @@ pub(crate) fn run(a: Rfc2544Args) -> Result<()> {
     let mut options = a.options()?;
     // Decided on every size as the folder is drawn: into rfc2544.json and report.md.
     options.assertions = assertions.clone();
-    let report = latlab_study::rfc2544::run(&options, &STOP, &mut Terminal::new())?;
+    let report = latlab_forwarding::rfc2544::run(&options, &STOP, &mut Terminal::new())?;
     outln!("{}", report.text());
-    let verdicts = latlab_study::rfc2544::gates::decide(&assertions, &report.sizes);
+    let verdicts = latlab_forwarding::rfc2544::gates::decide(&assertions, &report.sizes);
     if let Some(path) = &junit {
         let xml = latlab_lab::gate::junit::junit_xml("latlab rfc2544", &verdicts);
         latlab_lab::results::write_atomic(path, xml.as_bytes())?;

@@ -112,7 +112,7 @@ pub(crate) struct ForwardingStudyArgs {
     /// The forwarders, comma separated [default: all; testpmd and testpmd-xdp left out when
     /// testpmd cannot be installed].
     #[arg(long, value_delimiter = ',', value_name = "DUT,...", value_parser = values::built_dut())]
-    duts: Vec<latlab_study::rfc2544::Dut>,
+    duts: Vec<latlab_forwarding::rfc2544::Dut>,
     /// Frame sizes in bytes, comma separated [default: 64,128,256,512,1024,1280,1518].
     #[arg(long, value_delimiter = ',')]
     sizes: Vec<usize>,
@@ -469,7 +469,7 @@ fn transport_study(a: TransportStudyArgs) -> Result<()> {
 }
 
 fn forwarding_study(a: ForwardingStudyArgs) -> Result<()> {
-    use latlab_study::forwarding::{self, ForwardingStudyOptions};
+    use latlab_forwarding::forwarding::{self, ForwardingStudyOptions};
     if let Some(reason) = latlab_lab::topology::why_no_namespaces() {
         bail!("study forwarding needs network namespaces: {reason}");
     }

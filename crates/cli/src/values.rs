@@ -3,11 +3,11 @@
 //! parsers use: a name is written once, where it is parsed.
 
 use clap::builder::{PossibleValue, TypedValueParser};
+use latlab_forwarding::rfc2544::{Dut, FwdPoll};
 use latlab_lab::command::{parse_server_io, Io, Pattern, TrafficModel, SERVER_IOS};
 use latlab_lab::cores::PollChoice;
 use latlab_lab::measure::{ClockChoice, ThreadChoice};
 use latlab_stream::transport::{TRANSPORTS_HELP, UNAVAILABLE};
-use latlab_study::rfc2544::{Dut, FwdPoll};
 use latlab_study::transports::LossKind;
 
 /// A value parser that lists `values` as its possible values. They are shown (and offered to

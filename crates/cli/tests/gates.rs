@@ -198,7 +198,7 @@ fn compare_fails_a_regression_gate_on_a_slower_run_and_refuses_other_kinds() {
 
 #[test]
 fn check_decides_rfc2544_rates_per_frame_size_and_refuses_its_percentiles() {
-    use latlab_study::rfc2544::SizeResult;
+    use latlab_forwarding::rfc2544::SizeResult;
     let tmp = tempfile::tempdir().unwrap();
     let sizes = vec![
         SizeResult {

@@ -2,10 +2,11 @@
 //! `--assert` decides them during it ([`latlab_lab::gate`]). A `gen --out` folder is one run; a
 //! `demo` folder's runs are each decided, named by their label; a `stream send --out` folder
 //! is one stream (its latency one-way already); an `rfc2544` folder's frame sizes each (`ndr`,
-//! `pdr`: [`crate::rfc2544::gates`]). The folder is read, never
-//! changed: the verdicts go to the terminal and, with `--junit`, to a JUnit XML file.
+//! `pdr`: `latlab_forwarding::rfc2544::gates`, handed in as a [`FolderCheck`]). The folder is
+//! read, never changed: the verdicts go to the terminal and, with `--junit`, to a JUnit XML
+//! file.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use latlab_lab::command::check_writable;
 use latlab_lab::gate::{junit::junit_xml, Assertion, AssertionError, AssertionVerdict, Results};
@@ -58,9 +59,17 @@ impl CheckError {
     }
 }
 
+/// How `check` reads a kind of folder of a crate above this one (`rfc2544`'s): the verdicts of
+/// the assertions on the folder `dir`, or `None` when `dir` is not of that kind.
+pub type FolderCheck = fn(&Path, &[Assertion]) -> Option<Result<Vec<AssertionVerdict>, CheckError>>;
+
 /// Decides every assertion on every run of the folder, writes the JUnit file when asked, and
-/// returns the verdicts (in the order of the runs, then of the assertions).
-pub fn run(options: &CheckOptions) -> Result<Vec<AssertionVerdict>, CheckError> {
+/// returns the verdicts (in the order of the runs, then of the assertions). The folder is
+/// first offered to each of `others`, in order; the first that knows it decides.
+pub fn run(
+    options: &CheckOptions,
+    others: &[FolderCheck],
+) -> Result<Vec<AssertionVerdict>, CheckError> {
     if let Some(path) = &options.junit {
         check_writable(path)?;
     }
@@ -69,15 +78,11 @@ pub fn run(options: &CheckOptions) -> Result<Vec<AssertionVerdict>, CheckError> 
         dir: dir.clone(),
         source,
     };
-    let verdicts = if let Some(sizes) = crate::rfc2544::gates::folder_sizes(dir) {
-        let sizes = sizes.map_err(|reason| StudyError::Data {
-            path: dir.clone(),
-            reason,
-        })?;
-        for a in &options.assertions {
-            a.check_for(Results::Rfc2544, false).map_err(refused)?;
-        }
-        crate::rfc2544::gates::decide(&options.assertions, &sizes)
+    let verdicts = if let Some(verdicts) = others
+        .iter()
+        .find_map(|check| check(dir, &options.assertions))
+    {
+        verdicts?
     } else if let Some(stream) = latlab_stream::send::read_folder(dir) {
         let (summary, _) = stream.map_err(|reason| StudyError::Data {
             path: dir.clone(),

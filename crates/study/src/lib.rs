@@ -1,8 +1,9 @@
 //! latlab-study: the studies (`game_server`, `emulator`, `timestamps`, `transports`,
-//! `forwarding`, `bufferbloat`), the RFC 2544 benchmark ([`rfc2544`]), the demo ([`demo`]) and `latlab
+//! `bufferbloat`), what every study is ([`Study`], [`registry`]), the demo ([`demo`]) and `latlab
 //! report` ([`report`]), on top of the kit in `latlab-lab` and the thin-stream transports in
 //! `latlab-stream`, and `latlab check` ([`check`]) and `latlab compare` ([`compare`]), the gates
-//! decided on results folders.
+//! decided on results folders. The RFC 2544 benchmark and the forwarding study are studies of
+//! this registry in `latlab-forwarding`, above this crate.
 //!
 //! A study measures a grid of points in a lab it builds, writes each point to its results
 //! folder as soon as it is measured, and then draws its tables, figures and `report.md` from
@@ -48,11 +49,9 @@ pub mod check;
 pub mod compare;
 pub mod demo;
 pub mod emulator;
-pub mod forwarding;
 pub mod game_server;
 pub mod registry;
 pub mod report;
-pub mod rfc2544;
 pub mod timestamps;
 pub mod transports;
 
@@ -125,7 +124,8 @@ pub enum StudyKind {
 }
 
 impl StudyKind {
-    /// Every kind, each with its line in [`STUDIES`].
+    /// Every kind, each with its line in [`STUDIES`] (`Forwarding` and `Rfc2544` in
+    /// `latlab_forwarding::STUDIES`).
     pub const ALL: [StudyKind; 7] = [
         StudyKind::GameServer,
         StudyKind::Emulator,

@@ -5,13 +5,14 @@
 //! its points, `study.json` keeps), how it measures into a points folder and how it draws from
 //! one. [`Study::run`] is the one skeleton every study
 //! runs through: measure this job's points, mark its shard done, and draw the report once no
-//! shard is missing. [`STUDIES`] lists every study once; `latlab report` finds a folder's
-//! study there, by the kind `study.json` names or, in folders written before `study.json`, by
-//! the first word of a point's key.
+//! shard is missing. [`STUDIES`] lists every study of this crate once (the forwarding study and
+//! `rfc2544` are `latlab_forwarding::STUDIES`; the command line puts both lists together);
+//! `latlab report` finds a folder's study in that whole list, by the kind `study.json` names
+//! or, in folders written before `study.json`, by the first word of a point's key.
 //!
 //! A new study is a folder of its own that implements [`Study`], a [`StudyKind`] variant (the
-//! name its folders are marked with) and its line in [`STUDIES`]; its flags are a subcommand in
-//! the CLI's `study.rs`.
+//! name its folders are marked with) and its line in [`STUDIES`] (or in its crate's list); its
+//! flags are a subcommand in the CLI's `study.rs`.
 
 use std::path::{Path, PathBuf};
 
@@ -19,8 +20,8 @@ use latlab_engine::Stop;
 use latlab_lab::progress::View;
 
 use crate::{
-    bufferbloat, emulator, forwarding, game_server, rfc2544, timestamps, transports, Shard,
-    StudyError, StudyKind, StudyReport,
+    bufferbloat, emulator, game_server, timestamps, transports, Shard, StudyError, StudyKind,
+    StudyReport,
 };
 
 /// One study: how it measures into a points folder and how it draws from one.
@@ -103,35 +104,34 @@ impl StudyEntry {
     }
 }
 
-/// Every study, one line each.
-pub static STUDIES: [StudyEntry; 7] = [
+/// Every study of this crate, one line each (`latlab_forwarding::STUDIES` has the others).
+pub static STUDIES: [StudyEntry; 5] = [
     StudyEntry::of::<game_server::GameServerStudy>(),
     StudyEntry::of::<emulator::EmulatorStudy>(),
     StudyEntry::of::<timestamps::TimestampsStudy>(),
     StudyEntry::of::<transports::TransportsStudy>(),
-    StudyEntry::of::<forwarding::ForwardingStudy>(),
-    StudyEntry::of::<rfc2544::Rfc2544Study>(),
     StudyEntry::of::<bufferbloat::BufferbloatStudy>(),
 ];
 
-/// The study that wrote `dir`, a folder without `study.json`, before it wrote points, if one
-/// says so ([`Study::old_folder`]).
-pub fn kind_of_old_folder(dir: &Path) -> Option<StudyKind> {
-    STUDIES.iter().find(|e| (e.old_folder)(dir)).map(|e| e.kind)
+/// The study of `studies` that wrote `dir`, a folder without `study.json`, before it wrote
+/// points, if one says so ([`Study::old_folder`]).
+pub fn kind_of_old_folder(studies: &[StudyEntry], dir: &Path) -> Option<StudyKind> {
+    studies.iter().find(|e| (e.old_folder)(dir)).map(|e| e.kind)
 }
 
-/// The entry of the study of `kind`.
-pub fn entry(kind: StudyKind) -> &'static StudyEntry {
-    STUDIES
+/// The entry of the study of `kind` in `studies`, every study's line (the command line's
+/// list, checked by its test).
+pub fn entry(studies: &[StudyEntry], kind: StudyKind) -> &StudyEntry {
+    studies
         .iter()
         .find(|e| e.kind == kind)
         .expect("every StudyKind has its line in STUDIES (checked by a test)")
 }
 
-/// The study a point key belongs to, by its first word.
-pub fn kind_of_point(key: &str) -> Option<StudyKind> {
+/// The study of `studies` a point key belongs to, by its first word.
+pub fn kind_of_point(studies: &[StudyEntry], key: &str) -> Option<StudyKind> {
     let first = key.split('-').next()?;
-    STUDIES
+    studies
         .iter()
         .find(|e| e.point_prefixes.iter().any(|p| names(p, first)))
         .map(|e| e.kind)
@@ -139,65 +139,9 @@ pub fn kind_of_point(key: &str) -> Option<StudyKind> {
 
 /// Whether `word`, the first word of a point key, is `prefix` (or, for `stem*`, starts with
 /// the stem).
-fn names(prefix: &str, word: &str) -> bool {
+pub fn names(prefix: &str, word: &str) -> bool {
     match prefix.strip_suffix('*') {
         Some(stem) => word.starts_with(stem),
         None => word == prefix,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_kind_has_one_line_and_no_two_studies_share_a_point_prefix() {
-        for kind in StudyKind::ALL {
-            assert_eq!(
-                STUDIES.iter().filter(|e| e.kind == kind).count(),
-                1,
-                "{kind:?}"
-            );
-            assert_eq!(entry(kind).kind, kind);
-        }
-        assert_eq!(STUDIES.len(), StudyKind::ALL.len());
-        for a in &STUDIES {
-            for b in STUDIES.iter().filter(|b| b.kind != a.kind) {
-                for p in a.point_prefixes {
-                    let p = p.trim_end_matches('*');
-                    assert!(
-                        !b.point_prefixes.iter().any(|q| names(q, p)),
-                        "{:?} and {:?} both claim points starting {p}",
-                        a.kind,
-                        b.kind
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn point_keys_name_their_study() {
-        for (key, kind) in [
-            ("sweep-socket-16k-4", StudyKind::GameServer),
-            ("table-batched-default-8-90", StudyKind::GameServer),
-            ("flood-xdp", StudyKind::GameServer),
-            ("kernel-1000", StudyKind::Emulator),
-            ("emu-busy-50000-100us", StudyKind::Emulator),
-            ("loss-1000", StudyKind::Emulator),
-            ("rate-emu-64", StudyKind::Emulator),
-            ("methods-default", StudyKind::Timestamps),
-            ("reflector-busy", StudyKind::Timestamps),
-            ("rtt50ms-jitter50ms-loss0.1-random", StudyKind::Transports),
-            ("dut-fwd-xdp", StudyKind::Forwarding),
-            ("size-64", StudyKind::Rfc2544),
-            ("run", StudyKind::Rfc2544),
-            ("bloat-tail-limit-1000-cubic-1", StudyKind::Bufferbloat),
-            ("bloat-fq_codel-0", StudyKind::Bufferbloat),
-        ] {
-            assert_eq!(kind_of_point(key), Some(kind), "{key}");
-        }
-        assert_eq!(kind_of_point("mine"), None);
-        assert_eq!(kind_of_point(""), None);
     }
 }

@@ -13,11 +13,13 @@
 //! `demo` folder is read, not written: its table is rendered again, and its CCDF plot drawn
 //! again (from each run's `ccdf.csv`) wherever the caller wants it.
 //!
-//! `latlab report DIR [--plot FILE]` is [`run`]: the files first, then what to print.
+//! `latlab report DIR [--plot FILE]` is [`run`]: the files first, then what to print. A
+//! folder's study is found in the list of studies the caller gives ([`StudyEntry`]s): the
+//! command line gives every study, [`crate::STUDIES`] and `latlab_forwarding::STUDIES`.
 //!
 //! ```no_run
 //! use latlab_study::report::{redraw, Redrawn};
-//! match redraw("latlab-results/game-server-1700000000".as_ref())? {
+//! match redraw("latlab-results/game-server-1700000000".as_ref(), &latlab_study::STUDIES)? {
 //!     Redrawn::Runs { runs, .. } => print!("{}", runs.table()),
 //!     Redrawn::Study { report, .. } => {
 //!         println!("report: {}", report.display())
@@ -32,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 use latlab_stats::CcdfPoint;
 
-use crate::registry::{entry, kind_of_old_folder, kind_of_point};
+use crate::registry::{entry, kind_of_old_folder, kind_of_point, StudyEntry};
 use crate::{points, StudyError, StudyFile, StudyKind};
 use latlab_lab::results::RunSummary;
 
@@ -71,9 +73,9 @@ pub enum Redrawn {
     },
 }
 
-/// Recognises the results folder `dir` and draws it again.
-pub fn redraw(dir: &Path) -> Result<Redrawn, StudyError> {
-    Folder::open(dir)?.redraw(dir)
+/// Recognises the results folder `dir` (its study one of `studies`) and draws it again.
+pub fn redraw(dir: &Path, studies: &[StudyEntry]) -> Result<Redrawn, StudyError> {
+    Folder::open(dir, studies)?.redraw(dir, studies)
 }
 
 /// What `latlab report` was asked for.
@@ -86,9 +88,10 @@ pub struct ReportOptions {
 }
 
 /// `latlab report`: [`redraw`]s the folder and, for a `gen` or `demo` folder, writes the CCDF
-/// plot asked for. A `--plot` for a study's folder is refused before anything is written.
-pub fn run(options: &ReportOptions) -> Result<Redrawn, StudyError> {
-    let folder = Folder::open(&options.dir)?;
+/// plot asked for. A `--plot` for a study's folder is refused before anything is written. The
+/// folder's study is one of `studies`.
+pub fn run(options: &ReportOptions, studies: &[StudyEntry]) -> Result<Redrawn, StudyError> {
+    let folder = Folder::open(&options.dir, studies)?;
     let kind = match &folder {
         Folder::Study { kind, .. } => Some(kind.name()),
         Folder::Runs(_) => None,
@@ -99,7 +102,7 @@ pub fn run(options: &ReportOptions) -> Result<Redrawn, StudyError> {
             kind: kind.into(),
         });
     }
-    let mut redrawn = folder.redraw(&options.dir)?;
+    let mut redrawn = folder.redraw(&options.dir, studies)?;
     if let (
         Some(path),
         Redrawn::Runs {
@@ -119,8 +122,9 @@ pub fn run(options: &ReportOptions) -> Result<Redrawn, StudyError> {
 const UNRECORDED_TOPOLOGY: &str = "not recorded in the results folder";
 
 impl Folder {
-    /// Reads what `dir` holds (see the module's documentation for how it is recognised).
-    pub fn open(dir: &Path) -> Result<Folder, StudyError> {
+    /// Reads what `dir` holds (see the module's documentation for how it is recognised); a
+    /// study's folder is one of `studies`.
+    pub fn open(dir: &Path, studies: &[StudyEntry]) -> Result<Folder, StudyError> {
         if let Some(study) = StudyFile::read(dir)? {
             return Ok(Folder::Study {
                 kind: study.kind,
@@ -130,25 +134,26 @@ impl Folder {
         if dir.join("summary.json").is_file() {
             return Ok(Folder::Runs(RunsFolder::load(dir)?));
         }
-        let kind = match kind_of_old_folder(dir) {
+        let kind = match kind_of_old_folder(studies, dir) {
             Some(kind) => kind,
             None => points::load(dir)?
                 .files
                 .iter()
-                .find_map(|f| kind_of_point(&f.key))
+                .find_map(|f| kind_of_point(studies, &f.key))
                 .ok_or_else(|| StudyError::UnknownFolder(dir.to_path_buf()))?,
         };
-        let topology = old_topology(dir, kind).unwrap_or_else(|| UNRECORDED_TOPOLOGY.into());
+        let topology =
+            old_topology(dir, studies, kind).unwrap_or_else(|| UNRECORDED_TOPOLOGY.into());
         Ok(Folder::Study { kind, topology })
     }
 
-    /// Draws the folder `dir` again: a study's artefacts are written into it; runs are only
-    /// read.
-    pub fn redraw(self, dir: &Path) -> Result<Redrawn, StudyError> {
+    /// Draws the folder `dir` again: a study's artefacts are written into it (by its line in
+    /// `studies`); runs are only read.
+    pub fn redraw(self, dir: &Path, studies: &[StudyEntry]) -> Result<Redrawn, StudyError> {
         match self {
             Folder::Runs(runs) => Ok(Redrawn::Runs { runs, plot: None }),
             Folder::Study { kind, topology } => {
-                let report = (entry(kind).draw)(dir, &topology)?;
+                let report = (entry(studies, kind).draw)(dir, &topology)?;
                 Ok(Redrawn::Study {
                     kind,
                     report,
@@ -160,10 +165,10 @@ impl Folder {
 }
 
 /// The lab's description in the `report.md` of a folder written before `study.json`.
-fn old_topology(dir: &Path, kind: StudyKind) -> Option<String> {
+fn old_topology(dir: &Path, studies: &[StudyEntry], kind: StudyKind) -> Option<String> {
     let text = fs::read_to_string(dir.join("report.md")).ok()?;
     let line = text.lines().find_map(|l| l.strip_prefix("Topology: "))?;
-    Some((entry(kind).old_topology)(line).to_string())
+    Some((entry(studies, kind).old_topology)(line).to_string())
 }
 
 /// The runs of a `gen --out` or `demo` folder.
@@ -245,7 +250,17 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::{emulator, game_server};
+    use crate::{emulator, game_server, STUDIES};
+
+    /// [`super::redraw`] with this crate's studies.
+    fn redraw(dir: &Path) -> Result<Redrawn, StudyError> {
+        super::redraw(dir, &STUDIES)
+    }
+
+    /// [`super::run`] with this crate's studies.
+    fn run(options: &ReportOptions) -> Result<Redrawn, StudyError> {
+        super::run(options, &STUDIES)
+    }
 
     /// Every file of `dir` but the points, by name, with its bytes.
     fn artefacts(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -268,7 +283,7 @@ mod tests {
         StudyFile::new(kind, "namespaces (test)")
             .write(out)
             .unwrap();
-        (entry(kind).draw)(out, "namespaces (test)").unwrap();
+        (entry(&STUDIES, kind).draw)(out, "namespaces (test)").unwrap();
         let written = artefacts(out);
         assert!(written.len() > 3, "{:?}", written.keys());
         for name in written.keys().filter(|n| *n != StudyFile::NAME) {
@@ -313,7 +328,7 @@ mod tests {
             (&emu, StudyKind::Emulator, "namespaces a (198.18.0.1) — b"),
         ] {
             let before = fs::read_to_string(dir.join("report.md")).unwrap();
-            match Folder::open(dir).unwrap() {
+            match Folder::open(dir, &STUDIES).unwrap() {
                 Folder::Study {
                     kind: k,
                     topology: t,

@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
-use latlab_lab::gate::{Assertion, AssertionVerdict};
+use latlab_lab::gate::{Assertion, AssertionVerdict, Results};
+use latlab_study::check::CheckError;
+use latlab_study::StudyError;
 
 use super::folder::{Rfc2544File, RESULTS};
 use super::SizeResult;
@@ -14,6 +16,31 @@ pub fn folder_sizes(dir: &Path) -> Option<Result<Vec<SizeResult>, String>> {
     let path = dir.join(RESULTS);
     path.is_file()
         .then(|| Rfc2544File::read(&path).map(|file| file.sizes))
+}
+
+/// `latlab check` on an `rfc2544` folder (a [`latlab_study::check::FolderCheck`]): every
+/// assertion, once all are known to be answerable, on every frame size of `dir`; `None` when
+/// `dir` is not one.
+pub fn check_folder(
+    dir: &Path,
+    assertions: &[Assertion],
+) -> Option<Result<Vec<AssertionVerdict>, CheckError>> {
+    let sizes = folder_sizes(dir)?;
+    let checked = || {
+        let sizes = sizes.map_err(|reason| StudyError::Data {
+            path: dir.to_path_buf(),
+            reason,
+        })?;
+        for a in assertions {
+            a.check_for(Results::Rfc2544, false)
+                .map_err(|source| CheckError::Assertion {
+                    dir: dir.to_path_buf(),
+                    source,
+                })?;
+        }
+        Ok(decide(assertions, &sizes))
+    };
+    Some(checked())
 }
 
 /// Every gate on every frame size, named `64 B`, `1518 B`.

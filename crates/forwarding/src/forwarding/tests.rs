@@ -1,6 +1,6 @@
 use super::*;
-use crate::points::{Existing, PointsDir};
 use latlab_bench::kernel_steps::KernelStepReport;
+use latlab_study::points::{Existing, PointsDir};
 
 fn size(frame_size: usize, ndr: u64, kept_up: bool) -> SizeResult {
     SizeResult {

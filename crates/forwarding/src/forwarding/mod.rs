@@ -20,11 +20,11 @@ use std::time::Duration;
 use latlab_engine::Stop;
 use serde::{Deserialize, Serialize};
 
-use super::points::{Existing, PointsDir};
-use super::{Shard, Study, StudyError, StudyFile, StudyKind};
 use crate::rfc2544::{self, Dut, DutReport, FwdPoll, Rfc2544Options, Saturation, SizeResult};
 use latlab_lab::command::{CommandError, Quiet};
 use latlab_lab::progress::View;
+use latlab_study::points::{Existing, PointsDir};
+use latlab_study::{Shard, Study, StudyError, StudyFile, StudyKind};
 
 pub mod report;
 mod table2;

@@ -19,7 +19,7 @@ use latlab_lab::progress::View;
 
 use super::folder::{self, check_parameters, parameters, Rfc2544File, RESULTS};
 use super::{CommandError, Measured, Rfc2544Options, SizeResult};
-use crate::{Study, StudyError, StudyFile, StudyKind};
+use latlab_study::{Study, StudyError, StudyFile, StudyKind};
 
 /// The run's point: the options, the DUT's report, the saturation trial.
 const RUN: &str = "run";
@@ -223,8 +223,13 @@ fn study_error(e: CommandError) -> StudyError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{redraw, Folder};
     use crate::rfc2544::DutReport;
+    use latlab_study::report::{Folder, Redrawn};
+
+    /// `latlab report`'s redraw, with this crate's studies.
+    fn redraw(dir: &Path) -> Result<Redrawn, StudyError> {
+        latlab_study::report::redraw(dir, &crate::STUDIES)
+    }
 
     fn measured(out: &Path, sizes: &[usize]) -> (Rfc2544Options, Measured) {
         let (mut options, mut report) = super::super::folder::tests::measured();
@@ -276,7 +281,7 @@ mod tests {
         for f in drawn {
             std::fs::remove_file(out.join(f)).unwrap();
         }
-        match Folder::open(&out).unwrap() {
+        match Folder::open(&out, &crate::STUDIES).unwrap() {
             Folder::Study { kind, .. } => assert_eq!(kind, StudyKind::Rfc2544),
             Folder::Runs(_) => panic!("an rfc2544 folder"),
         }
@@ -342,7 +347,7 @@ mod tests {
         assert!(report.contains("\n- PASS ndr>=10k [64 B]: "), "{report}");
         assert!(report.contains("\n- FAIL ndr>=10k [512 B]: "), "{report}");
         // `latlab check` on the folder decides the same, from the same sizes.
-        let checked = crate::check::run(&crate::check::CheckOptions {
+        let checked = crate::check(&latlab_study::check::CheckOptions {
             dir: out.clone(),
             assertions: options.assertions.clone(),
             junit: None,
@@ -380,7 +385,7 @@ mod tests {
         folder::redraw(&out).unwrap();
         let before = std::fs::read(out.join("report.md")).unwrap();
         std::fs::remove_file(out.join("report.md")).unwrap();
-        match Folder::open(&out).unwrap() {
+        match Folder::open(&out, &crate::STUDIES).unwrap() {
             Folder::Study { kind, .. } => assert_eq!(kind, StudyKind::Rfc2544),
             Folder::Runs(_) => panic!("an rfc2544 folder"),
         }

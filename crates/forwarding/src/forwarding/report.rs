@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use super::DutPoint;
 use crate::rfc2544::{CycleFigures, DutReport, StepCycles};
-use crate::{points, StudyError};
 use latlab_lab::plot::{lines_svg, Line};
 use latlab_lab::results::write_atomic;
+use latlab_study::{points, StudyError};
 
 /// The points of a forwarding study folder.
 struct Loaded {
