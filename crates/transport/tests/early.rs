@@ -19,12 +19,7 @@ use latlab_wire::transport::Frame;
 const EARLY: &str = "lean:dup-spacing=10ms,nack-margin=5ms,nack-early=on";
 
 fn lab(policy: &str) -> Lab {
-    Lab::connect(
-        config(policy, false),
-        config(policy, true),
-        one_way(50),
-        one_way(50),
-    )
+    common::lab_under(policy)
 }
 
 /// Drops the first `data` client packets carrying message 20 and the first `nacks` server

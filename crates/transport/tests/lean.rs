@@ -20,12 +20,7 @@ use latlab_transport::{Config, Endpoint};
 use latlab_wire::transport::{self as wire, Frame, HEADER_LEN, HELLO_MIN_LEN, VERSION_COMPACT};
 
 fn lab() -> Lab {
-    Lab::connect(
-        config("lean", false),
-        config("lean", true),
-        one_way(50),
-        one_way(50),
-    )
+    common::lab_under("lean")
 }
 
 /// Sends `count` messages, running until 3 s after the last.

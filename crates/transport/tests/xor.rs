@@ -13,12 +13,7 @@ const XOR: &str = "game:xor=on";
 const PLAIN: &str = "game:xor=off";
 
 fn lab(policy: &str) -> Lab {
-    Lab::connect(
-        config(policy, false),
-        config(policy, true),
-        one_way(50),
-        one_way(50),
-    )
+    common::lab_under(policy)
 }
 
 /// Which messages a client packet carries: plainly (`Data`) and as the newer of an XOR copy.

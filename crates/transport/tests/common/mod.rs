@@ -264,6 +264,16 @@ pub(crate) fn one_way(delay_ms: u64) -> LinkConfig {
     }
 }
 
+/// Both ends under recovery policy `policy`, 50 ms each way, connected.
+pub(crate) fn lab_under(policy: &str) -> Lab {
+    Lab::connect(
+        config(policy, false),
+        config(policy, true),
+        one_way(50),
+        one_way(50),
+    )
+}
+
 impl Lab {
     /// Connects at time 0 and runs until the client is connected.
     pub(crate) fn connect(
