@@ -171,7 +171,7 @@ pub(crate) struct Connection {
     /// NACKed again (one timeout after, should the repair be lost; doubled for each NACK
     /// already sent) and how many were.
     nack_pending: BTreeMap<(u8, u32), (u64, u32)>,
-    /// Receiver: what XOR copies are solved with (`xor.rs`).
+    /// XOR copies: the sender's channel ticks, what the receiver solves them with (`xor.rs`).
     xors: xor::XorState,
     /// Largest of our packet numbers the peer acknowledged.
     largest_acked: Option<u64>,
@@ -226,7 +226,7 @@ impl Connection {
             received: Received::default(),
             watches: vec![feedback::Watch::default(); config.channels.len()],
             nack_pending: BTreeMap::new(),
-            xors: xor::XorState::default(),
+            xors: xor::XorState::new(config.channels.len()),
             largest_acked: None,
             packets_since_loss: 0,
             receiver: Receiver::new(

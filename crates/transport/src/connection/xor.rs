@@ -36,8 +36,8 @@ struct XorCopy {
     payload: Vec<u8>,
 }
 
-/// A receiver's XOR state.
-#[derive(Debug, Default)]
+/// A connection's XOR state.
+#[derive(Debug)]
 pub(crate) struct XorState {
     /// Recent whole reliable messages: channel, number, bytes.
     kept: VecDeque<(u8, u32, Vec<u8>)>,
@@ -45,12 +45,22 @@ pub(crate) struct XorState {
     pending: VecDeque<XorCopy>,
     /// The peer sent an XOR frame: whole messages are kept from now on.
     peer_xors: bool,
-    /// Sender: per channel, when its last reliable message was sent and the smoothed time
-    /// between two ([`XorCopies::Auto`]).
+    /// Sender: per channel, when its last reliable message was sent (0: none yet) and the
+    /// smoothed time between two ([`XorCopies::Auto`]).
     ticks: Vec<(u64, Option<u64>)>,
 }
 
 impl XorState {
+    /// The state of a connection with `channels` channels.
+    pub(crate) fn new(channels: usize) -> XorState {
+        XorState {
+            kept: VecDeque::new(),
+            pending: VecDeque::new(),
+            peer_xors: false,
+            ticks: vec![(0, None); channels],
+        }
+    }
+
     fn find(&self, channel: u8, message: u32) -> Option<&[u8]> {
         self.kept
             .iter()
@@ -63,15 +73,10 @@ impl XorState {
 impl Connection {
     /// A reliable message of `channel` is sent at `now`: the channel's tick follows.
     pub(super) fn note_send_tick(&mut self, now: u64, channel: u8, kind: ChannelKind) {
-        let ticks = &mut self.xors.ticks;
-        let index = usize::from(channel);
-        if !kind.is_reliable() {
+        let tick = self.xors.ticks.get_mut(usize::from(channel));
+        let Some((last, tick)) = tick.filter(|_| kind.is_reliable()) else {
             return;
-        }
-        if ticks.len() <= index {
-            ticks.resize(index + 1, (0, None));
-        }
-        let (last, tick) = &mut ticks[index];
+        };
         if *last > 0 {
             let sample = now.saturating_sub(*last);
             *tick = Some(tick.map_or(sample, |t| (7 * t + sample) / 8));
@@ -151,16 +156,18 @@ impl Connection {
         if config.recovery.xor == XorCopies::Off && !self.xors.peer_xors {
             return;
         }
+        if self.xors.find(channel, message).is_some() {
+            // A copy of a message kept already (a repair after the first arrived).
+            return;
+        }
         let mut work = vec![(channel, message, data.to_vec())];
         while let Some((channel, message, data)) = work.pop() {
-            let solved: Vec<XorCopy> = {
-                let pending = &mut self.xors.pending;
-                let (hit, keep): (Vec<_>, Vec<_>) = pending.drain(..).partition(|x| {
-                    x.channel == channel && (x.message == message || x.older == message)
-                });
-                pending.extend(keep);
-                hit
-            };
+            let names =
+                |x: &XorCopy| x.channel == channel && (x.message == message || x.older == message);
+            let mut solved = Vec::new();
+            while let Some(at) = self.xors.pending.iter().position(names) {
+                solved.extend(self.xors.pending.remove(at));
+            }
             for x in solved {
                 if let Some((number, bytes)) = self.solve(&x, message, &data) {
                     if self.take_recovered(now, &x, number, &bytes, config) {
