@@ -6,9 +6,9 @@
 //! The engine reads the counter around each step and hands the raw differences here with the
 //! number of counter reads each difference contains ([`Interval`]); this module only adds,
 //! subtracts and divides. Reading the counter costs cycles of its own; [`Calibration`] measures
-//! that cost once at start (the engine times loops of back-to-back reads), and every interval
-//! loses one read's cost per read it contains. A step whose corrected cycles would be negative
-//! counts as 0.
+//! that cost once at start (the engine times loops of back-to-back reads and keeps the
+//! fastest), and every interval loses one read's cost per read it contains. A step whose
+//! corrected cycles would be negative counts as 0.
 //!
 //! ```
 //! use latlab_bench::cycles::{Calibration, CycleAccount, Interval, Step};
@@ -16,7 +16,7 @@
 //! // One batch of 4 frames: 400 cycles receiving, containing 6 counter reads.
 //! account.add(Step::Rx, Interval { cycles: 400, reads: 6 });
 //! account.count_forwarded(4);
-//! let calibration = Calibration::from_loop_samples(&[25.0, 24.0, 26.0]).unwrap();
+//! let calibration = Calibration::from_loop_samples(&[25.0, 27.0, 26.0]).unwrap();
 //! let report = account.report(&calibration, 500, 2.4e9);
 //! assert_eq!(report.per_packet.rx, (400.0 - 6.0 * 25.0) / 4.0);
 //! ```
@@ -63,27 +63,18 @@ pub struct Calibration {
 }
 
 impl Calibration {
-    /// The median of `samples`, each the mean cycles per read of one loop of back-to-back
-    /// reads; `None` without a usable sample (empty, negative or not finite).
+    /// The fastest of `samples`, each the mean cycles per read of one loop of back-to-back
+    /// reads; `None` without a usable sample (empty, negative or not finite). An interruption
+    /// or a slowed virtual CPU only adds cycles to a loop, so the fastest loop is the read's
+    /// own cost; a median taken while the host slowed the whole calibration would overstate
+    /// it and correct every interval of a full-speed run to 0.
     pub fn from_loop_samples(samples: &[f64]) -> Option<Calibration> {
-        let mut usable: Vec<f64> = samples
+        samples
             .iter()
             .copied()
             .filter(|s| s.is_finite() && *s >= 0.0)
-            .collect();
-        if usable.is_empty() {
-            return None;
-        }
-        usable.sort_by(f64::total_cmp);
-        let mid = usable.len() / 2;
-        let median = if usable.len() % 2 == 1 {
-            usable[mid]
-        } else {
-            (usable[mid - 1] + usable[mid]) / 2.0
-        };
-        Some(Calibration {
-            read_cycles: median,
-        })
+            .min_by(f64::total_cmp)
+            .map(|read_cycles| Calibration { read_cycles })
     }
 
     /// `interval` without the cost of the reads it contains; never below 0.
@@ -292,10 +283,11 @@ mod tests {
     }
 
     #[test]
-    fn the_calibration_is_the_median_of_the_usable_loop_samples() {
+    fn the_calibration_is_the_fastest_of_the_usable_loop_samples() {
         let c = Calibration::from_loop_samples(&[30.0, 20.0, f64::NAN, 24.0, -1.0]).unwrap();
-        assert_eq!(c.read_cycles, 24.0);
-        let c = Calibration::from_loop_samples(&[20.0, 30.0]).unwrap();
+        assert_eq!(c.read_cycles, 20.0);
+        // A calibration the host slowed for all but one loop still finds the read's cost.
+        let c = Calibration::from_loop_samples(&[275.0, 260.0, 25.0, 280.0]).unwrap();
         assert_eq!(c.read_cycles, 25.0);
         assert_eq!(Calibration::from_loop_samples(&[]), None);
         assert_eq!(Calibration::from_loop_samples(&[f64::INFINITY]), None);

@@ -152,7 +152,8 @@ pub struct ForwarderReport {
 }
 
 /// Measures the counter's frequency and the cost of one read of it (15 loops of 1000
-/// back-to-back reads, their median).
+/// back-to-back reads, 100 µs apart so that one slow moment of the host does not cover them
+/// all; the fastest loop).
 pub fn calibrate() -> (f64, Calibration) {
     let hz = tsc::frequency_hz(Duration::from_millis(10));
     let samples: Vec<f64> = (0..15)
@@ -161,7 +162,9 @@ pub fn calibrate() -> (f64, Calibration) {
             for _ in 0..1000 {
                 std::hint::black_box(tsc::read());
             }
-            tsc::read().wrapping_sub(start) as f64 / 1001.0
+            let per_read = tsc::read().wrapping_sub(start) as f64 / 1001.0;
+            std::thread::sleep(Duration::from_micros(100));
+            per_read
         })
         .collect();
     // 15 finite, non-negative samples: the calibration exists.
