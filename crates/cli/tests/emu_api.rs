@@ -219,15 +219,7 @@ fn api_changes_a_running_bridge(io: &[&str]) {
     let emu_json = dir.path().join("emu.json");
     let pcap = dir.path().join("emu.pcapng");
     let emu = common::in_ns(lab.emu.name())
-        .args([
-            "emu",
-            "--iface-a",
-            "emu-a",
-            "--iface-b",
-            "emu-b",
-            "--duration",
-            "9s",
-        ])
+        .args(["emu", "--iface-a", "emu-a", "--iface-b", "emu-b"])
         .args(["--delay", "1ms", "--api", API])
         .arg("--pcap")
         .arg(&pcap)
@@ -239,13 +231,14 @@ fn api_changes_a_running_bridge(io: &[&str]) {
         .spawn()
         .unwrap();
     let target = format!("{}:7777", lab.server_addr);
-    let mut echo = common::echo_in(
-        lab.server.name(),
-        &target,
-        &["--poll", "block", "--duration", "9s"],
-    );
+    let mut echo = common::echo_in(lab.server.name(), &target, &["--poll", "block"]);
     std::thread::sleep(Duration::from_millis(700));
     let ns = lab.emu.name().to_string();
+    // The probes that came back, each of which crossed the bridge both ways.
+    let mut came_back = 0;
+    let mut count = |run: &serde_json::Value| {
+        came_back += run["received"].as_u64().unwrap() + run["warmup"]["received"].as_u64().unwrap()
+    };
 
     let (status, body) = request(&ns, "GET", "/conditions", "");
     assert_eq!(status, 200, "{body}");
@@ -258,22 +251,31 @@ fn api_changes_a_running_bridge(io: &[&str]) {
     assert!(body.contains("--loss"), "{body}");
     assert_eq!(json(&request(&ns, "GET", "/conditions", "").1), before);
 
+    // The fastest round trip tells the link's delay: at least twice the delay, and, however
+    // slow the machine, well short of the next setting's.
     let slow = gen(&lab, dir.path(), "before.json", 1000);
+    count(&slow);
     assert!(
-        (2.0..3.0).contains(&fastest_ms(&slow)),
+        (2.0..10.0).contains(&fastest_ms(&slow)),
         "fastest round trip {} ms at 1 ms each way",
         fastest_ms(&slow)
     );
 
     // The change lands in the middle of a run: no probe lost or reordered across it. A flood
-    // of requests on the API meanwhile does not slow the bridge.
+    // of requests on the API meanwhile, for as long as the run lasts, does not disturb the
+    // bridge.
+    let running = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flooding = std::sync::Arc::clone(&running);
     let (across, flood) = std::thread::scope(|s| {
-        let run = s.spawn(|| gen(&lab, dir.path(), "across.json", 1500));
+        let run = s.spawn(|| {
+            let run = gen(&lab, dir.path(), "across.json", 1500);
+            running.store(false, std::sync::atomic::Ordering::Relaxed);
+            run
+        });
         let flood = s.spawn(|| {
-            latlab_io::netns::run_in(&ns, || {
-                let start = std::time::Instant::now();
+            latlab_io::netns::run_in(&ns, move || {
                 let mut answered = 0u32;
-                while start.elapsed() < Duration::from_millis(1400) && answered < 20_000 {
+                while flooding.load(std::sync::atomic::Ordering::Relaxed) && answered < 20_000 {
                     let path = ["/metrics", "/conditions"][answered as usize % 2];
                     let mut s = TcpStream::connect(API).unwrap();
                     write!(
@@ -298,13 +300,15 @@ fn api_changes_a_running_bridge(io: &[&str]) {
         }
         (run.join().unwrap(), flood.join().unwrap())
     });
-    assert!(flood >= 50, "{flood} requests answered");
+    assert!(flood > 0, "no request answered during the run");
+    count(&across);
     assert_eq!(across["lost"], 0, "{across}");
     assert_eq!(across["reordered"], 0, "{across}");
 
     let fast = gen(&lab, dir.path(), "after.json", 1000);
+    count(&fast);
     assert!(
-        (10.0..15.0).contains(&fastest_ms(&fast)),
+        (10.0..40.0).contains(&fastest_ms(&fast)),
         "fastest round trip {} ms at 5 ms each way",
         fastest_ms(&fast)
     );
@@ -336,19 +340,21 @@ fn api_changes_a_running_bridge(io: &[&str]) {
             m["latlab_emu_forwarded_frames_total"]
         );
         assert!(
-            m["latlab_emu_forwarded_frames_total"] >= 3000.0,
-            "{metrics}"
+            m["latlab_emu_forwarded_frames_total"] >= came_back as f64,
+            "{came_back} probes came back: {metrics}"
         );
         scraped.insert(d, m);
     }
+    // Both run until stopped: SIGTERM writes the emulator's report and exits 143.
+    common::signal_pid(emu.id(), "TERM");
+    common::signal_pid(echo.id(), "TERM");
     let stderr = {
-        let mut text = String::new();
         let out = emu.wait_with_output().unwrap();
-        assert!(out.status.success());
-        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(143), "{text}");
         text
     };
-    assert!(echo.wait().unwrap().success());
+    assert_eq!(echo.wait().unwrap().code(), Some(143));
     let report = common::read_json(&emu_json);
     for d in ["a_to_b", "b_to_a"] {
         let m = &scraped[d];
@@ -373,15 +379,15 @@ fn api_changes_a_running_bridge(io: &[&str]) {
         assert_eq!(change["direction"], d);
         assert_eq!(change["spec"], "delay=5ms");
         let at = change["at_s"].as_f64().unwrap();
-        assert!((1.0..9.0).contains(&at), "{change}");
+        assert!(at >= 1.0, "{change}");
     }
     assert_eq!(stderr.matches("set to delay=5ms").count(), 2, "{stderr}");
-    check_capture(&pcap, &report);
+    check_capture(&pcap, &report, came_back);
 }
 
 /// The capture holds every frame sent that its ring had room for, on the interface it left
 /// on, each stamped with its departure and carrying its arrival and intended departure.
-fn check_capture(path: &Path, report: &serde_json::Value) {
+fn check_capture(path: &Path, report: &serde_json::Value, came_back: u64) {
     use pcap_file::pcapng::{Block, PcapNgReader};
     let mut reader = PcapNgReader::new(std::fs::File::open(path).unwrap()).unwrap();
     let mut interfaces = 0;
@@ -422,5 +428,8 @@ fn check_capture(path: &Path, report: &serde_json::Value) {
         frames[0] + frames[1] + dropped,
         sent("a_to_b") + sent("b_to_a")
     );
-    assert!(frames[1] >= 3000 && frames[0] >= 3000, "{frames:?}");
+    assert!(
+        frames[1] + dropped >= came_back && frames[0] + dropped >= came_back,
+        "{frames:?}, {dropped} not captured, {came_back} probes came back"
+    );
 }

@@ -9,14 +9,15 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use latlab_io::packet::{PacketOptions, PacketSocket};
 use latlab_lab::topology::{ClientEmuServer, Offloads};
 
-/// Starts `latlab emu` in the lab's emulator namespace for `seconds`, with `io`.
-fn start_emu(lab: &ClientEmuServer, io: &str, seconds: u32, json: &Path) -> Child {
+/// Starts `latlab emu` in the lab's emulator namespace with `io` and waits until it bridges;
+/// it runs until [`stop_emu`]: no part of a test depends on finishing within a set time.
+fn start_emu(lab: &ClientEmuServer, io: &str, json: &Path) -> common::Started {
     let mut emu = common::in_ns(lab.emu.name());
     emu.args([
         "emu",
@@ -27,18 +28,19 @@ fn start_emu(lab: &ClientEmuServer, io: &str, seconds: u32, json: &Path) -> Chil
         "--io",
         io,
     ])
-    .args(["--duration", &format!("{seconds}s"), "--poll", "block"]);
+    .args(["--poll", "block"]);
     if io == "xdp" {
         emu.args(["--xdp-frames", "1024"]);
     }
-    let child = emu
-        .arg("--json")
-        .arg(json)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
-    child
+    emu.arg("--json").arg(json).stdout(Stdio::null());
+    common::started(emu, "bridging")
+}
+
+/// Stops the emulator with SIGTERM, which writes its report: exit 143.
+fn stop_emu(emu: common::Started) {
+    emu.signal("TERM");
+    let (status, stderr) = emu.wait();
+    assert_eq!(status.code(), Some(143), "{stderr}");
 }
 
 fn udp_and_tcp_cross_the_bridge(io: &str) {
@@ -50,15 +52,11 @@ fn udp_and_tcp_cross_the_bridge(io: &str) {
     let dir = tempfile::tempdir().unwrap();
     let emu_json = dir.path().join("emu.json");
     let run_json = dir.path().join("run.json");
-    let mut emu = start_emu(&lab, io, 9, &emu_json);
+    let emu = start_emu(&lab, io, &emu_json);
 
     // UDP: latlab's own probes.
     let target = format!("{}:7777", lab.server_addr);
-    let mut echo = common::echo_in(
-        lab.server.name(),
-        &target,
-        &["--poll", "block", "--duration", "3s"],
-    );
+    let mut echo = common::echo_in(lab.server.name(), &target, &["--poll", "block"]);
     std::thread::sleep(Duration::from_millis(300));
     let json = run_json.to_str().unwrap();
     common::gen_in(
@@ -75,15 +73,18 @@ fn udp_and_tcp_cross_the_bridge(io: &str) {
             json,
         ],
     );
-    assert!(echo.wait().unwrap().success());
+    common::signal_pid(echo.id(), "TERM");
+    assert_eq!(echo.wait().unwrap().code(), Some(143));
     let run = common::read_json(&run_json);
-    // 1000 probes a second for a second, the first 100 as warm-up.
+    // 1000 probes a second for a second, the first 100 as warm-up; a slow machine may leave
+    // some unsent at the end, counted apart.
     let (sent, received) = (
         run["sent"].as_u64().unwrap(),
         run["received"].as_u64().unwrap(),
     );
+    assert_eq!(sent + run["unsent"].as_u64().unwrap(), 900, "{run}");
     assert!(
-        sent >= 890 && received == sent,
+        sent > 0 && received == sent,
         "{io}: {received} of {sent} probes came back"
     );
 
@@ -94,7 +95,7 @@ fn udp_and_tcp_cross_the_bridge(io: &str) {
     let bytes = tcp_transfer(&lab, 8 << 20);
     assert_eq!(bytes, 8 << 20, "{io}: the TCP transfer fell short");
 
-    assert!(emu.wait().unwrap().success());
+    stop_emu(emu);
     let report = common::read_json(&emu_json);
     let wire = &report["a_to_b"]["wire_frames"];
     assert!(
@@ -121,7 +122,8 @@ fn tcp_transfer(lab: &ClientEmuServer, len: usize) -> usize {
             let listener = TcpListener::bind(addr).unwrap();
             ready_tx.send(()).unwrap();
             let (mut conn, _) = listener.accept().unwrap();
-            conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            conn.set_read_timeout(Some(Duration::from_secs(60)))
+                .unwrap();
             let mut total = 0;
             let mut buf = vec![0u8; 1 << 16];
             while let Ok(n) = conn.read(&mut buf) {
@@ -134,10 +136,10 @@ fn tcp_transfer(lab: &ClientEmuServer, len: usize) -> usize {
         })
         .unwrap()
     });
-    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    ready_rx.recv_timeout(Duration::from_secs(60)).unwrap();
     latlab_io::netns::run_in(lab.client.name(), move || {
-        let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).unwrap();
-        conn.set_write_timeout(Some(Duration::from_secs(5)))
+        let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(60)).unwrap();
+        conn.set_write_timeout(Some(Duration::from_secs(60)))
             .unwrap();
         let chunk = vec![0x5a_u8; 1 << 16];
         let mut sent = 0;
@@ -168,7 +170,7 @@ fn sockperf_ping_pong(lab: &ClientEmuServer, io: &str) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(1000));
     let client = std::process::Command::new("ip")
         .args(["netns", "exec", lab.client.name(), "sockperf", "ping-pong"])
         .args(["-i", &ip, "-p", "11111", "-t", "1", "--mps", "1000"])
@@ -179,15 +181,19 @@ fn sockperf_ping_pong(lab: &ClientEmuServer, io: &str) {
     let out = String::from_utf8_lossy(&client.stdout);
     assert!(client.status.success(), "{io}: sockperf: {out}");
     // "[Valid Duration] RunTime=… ; SentMessages=N; ReceivedMessages=M"
-    let received = out
-        .split("ReceivedMessages=")
-        .nth(1)
-        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|s| s.parse::<u64>().ok())
-        .unwrap_or(0);
+    let count = |key: &str| {
+        out.split(key)
+            .nth(1)
+            .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // Every ping answered, however many a loaded machine sent in the second (a ping sent
+    // before the server was up is not counted: sockperf's own warm-up comes first).
+    let (sent, received) = (count("SentMessages="), count("ReceivedMessages="));
     assert!(
-        received >= 900,
-        "{io}: sockperf got {received} answers:\n{out}"
+        received > 0 && received + 2 >= sent,
+        "{io}: sockperf got {received} answers of {sent}:\n{out}"
     );
 }
 
@@ -222,7 +228,7 @@ fn tagged_frames_arrive_tagged(io: &str) {
     let lab = ClientEmuServer::build_with(Offloads::Defaults).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let emu_json = dir.path().join("emu.json");
-    let mut emu = start_emu(&lab, io, 4, &emu_json);
+    let emu = start_emu(&lab, io, &emu_json);
     let frames: Vec<Vec<u8>> = vec![
         tagged_frame(&[(0x8100, 1)], 1),
         tagged_frame(&[(0x8100, 100)], 2),
@@ -252,7 +258,7 @@ fn tagged_frames_arrive_tagged(io: &str) {
     })
     .unwrap();
     let mut got: Vec<Vec<u8>> = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while got.len() < frames.len() && Instant::now() < deadline {
         receiver
             .wait_readable(Some(Duration::from_millis(50)))
@@ -265,7 +271,7 @@ fn tagged_frames_arrive_tagged(io: &str) {
             })
             .unwrap();
     }
-    assert!(emu.wait().unwrap().success());
+    stop_emu(emu);
     got.sort_by_key(|f| f[f.len() - 1]);
     assert_eq!(
         got, frames,

@@ -169,7 +169,9 @@ fn gen_over_af_xdp_measures_a_kernel_echo_and_detaches_its_program() {
         run["sent"].as_u64().unwrap(),
         run["received"].as_u64().unwrap(),
     );
-    assert!(sent >= 4000, "{run}");
+    // 5,000 probes, the first 500 as warm-up; a slow machine may leave some unsent.
+    assert_eq!(sent + run["unsent"].as_u64().unwrap(), 4500, "{run}");
+    assert!(sent > 0, "{run}");
     assert!(
         received >= sent * 99 / 100,
         "{received} of {sent} came back to the AF_XDP generator"
@@ -177,7 +179,13 @@ fn gen_over_af_xdp_measures_a_kernel_echo_and_detaches_its_program() {
     assert_eq!(run["timestamp_source"], "xdp-program", "{run}");
     assert_eq!(run["malformed"]["not_a_probe"], 0, "{run}");
     let p50 = run["latency_ns"]["p50"].as_f64().unwrap();
-    assert!(p50 > 0.0 && p50 < 5e6, "p50 {p50} ns");
+    // The XDP program's stamps and the generator's clock agree: a round trip is positive and
+    // shorter than the run and its grace.
+    let max = run["latency_ns"]["max"].as_f64().unwrap();
+    assert!(
+        p50 > 0.0 && p50 <= max && max < 1.5e9,
+        "p50 {p50} ns, max {max} ns"
+    );
     let (attached, text) = veth0_xdp(client.name());
     assert!(!attached, "no program left attached: {text}");
 }
@@ -394,34 +402,32 @@ fn serve_over_xdp_drops_a_flood_above_the_rate_limit_in_the_program_and_counts_i
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("serve.json");
     let listen = format!("{server_addr}:7000");
-    let mut serve = common::in_ns(server.name())
-        .args([
-            "serve",
-            "--io",
-            "xdp",
-            "--iface",
-            "veth0",
-            "--listen",
-            &listen,
-            "--rate-limit",
-            "1k",
-            "--duration",
-            "2500ms",
-        ])
-        .arg("--json")
-        .arg(&json)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
-    // About 20 kpps of 64-byte datagrams for a second from one socket, paced by 1 ms sleeps.
+    // It runs until the test stops it, once every datagram was sent.
+    let mut cmd = common::in_ns(server.name());
+    cmd.args([
+        "serve",
+        "--io",
+        "xdp",
+        "--iface",
+        "veth0",
+        "--listen",
+        &listen,
+        "--rate-limit",
+        "1k",
+    ])
+    .arg("--json")
+    .arg(&json)
+    .stdout(Stdio::null());
+    let serve = common::started(cmd, "latlab serve:");
+    // 20,000 64-byte datagrams from one socket, 20 at a time with 1 ms sleeps between: a
+    // second or more, however fast the machine.
     let to: std::net::SocketAddr = listen.parse().unwrap();
     let from = std::net::SocketAddr::new((*client_addr).into(), 0);
-    let sent = latlab_io::netns::run_in(client.name(), move || {
+    let (sent, took) = latlab_io::netns::run_in(client.name(), move || {
         let socket = std::net::UdpSocket::bind(from).unwrap();
         let start = std::time::Instant::now();
         let mut sent = 0u64;
-        while start.elapsed() < Duration::from_secs(1) {
+        for _ in 0..1000 {
             for _ in 0..20 {
                 if socket.send_to(&[0u8; 64], to).is_ok() {
                     sent += 1;
@@ -429,15 +435,23 @@ fn serve_over_xdp_drops_a_flood_above_the_rate_limit_in_the_program_and_counts_i
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        sent
+        (sent, start.elapsed())
     })
     .unwrap();
-    assert!(serve.wait().unwrap().success());
+    std::thread::sleep(Duration::from_millis(200));
+    serve.signal("TERM");
+    let (status, stderr) = serve.wait();
+    assert_eq!(status.code(), Some(143), "{stderr}");
     let counters = common::read_json(&json);
     let received = counters["received"].as_u64().unwrap();
     let in_xdp = counters["xdp_rate_limited"].as_u64().unwrap();
-    assert!(received <= 1_300, "{received} of {sent} reached user space");
-    assert!(in_xdp >= sent / 2, "{counters:#}");
+    // At most the limit's 1k a second over the time they took, and its burst.
+    let allowed = 1000.0 * took.as_secs_f64() + 300.0;
+    assert!(
+        (received as f64) <= allowed,
+        "{received} of {sent} reached user space in {took:?}"
+    );
+    assert!(in_xdp > 0, "{counters:#}");
     // Nothing else on the link sends to the port: every datagram is one or the other.
     assert_eq!(received + in_xdp, sent, "{counters:#}");
 }

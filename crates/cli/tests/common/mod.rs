@@ -240,3 +240,94 @@ pub(crate) fn gen_in<S: AsRef<std::ffi::OsStr>>(ns: &str, target: &str, args: &[
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// A latlab child started by [`started`]: its standard error is read on a thread as it comes
+/// (kept for the test's messages), and it is stopped with SIGTERM if the test ends first.
+pub(crate) struct Started {
+    child: Option<std::process::Child>,
+    stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Starts `cmd` (its standard error piped here) and waits until a line of its standard error
+/// contains `needle` (the line that says it runs: `bridging` for `emu`). The wait is for an
+/// event, not a speed: up to 60 s, which only a broken start reaches.
+pub(crate) fn started(mut cmd: Command, needle: &str) -> Started {
+    use std::io::BufRead;
+    cmd.stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let pipe = child.stderr.take().unwrap();
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let lines = std::sync::Arc::clone(&stderr);
+    let needle_owned = needle.to_string();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+            if line.contains(&needle_owned) {
+                let _ = tx.send(());
+            }
+            lines.lock().unwrap().push(line);
+        }
+    });
+    let mut started = Started {
+        child: Some(child),
+        stderr,
+        reader: Some(reader),
+    };
+    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(()) => started,
+        Err(_) => {
+            let status = started.child.as_mut().unwrap().try_wait().unwrap();
+            panic!(
+                "no line with {needle:?} within 60 s (exit {status:?}):\n{}",
+                started.stderr()
+            )
+        }
+    }
+}
+
+impl Started {
+    /// The child's process id.
+    pub(crate) fn id(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Its standard error so far.
+    pub(crate) fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    /// Sends it `signal` (`TERM`, `INT`, `STOP`, `CONT`).
+    pub(crate) fn signal(&self, signal: &str) {
+        signal_pid(self.id(), signal);
+    }
+
+    /// Waits for it to end: its exit status and its whole standard error.
+    pub(crate) fn wait(mut self) -> (std::process::ExitStatus, String) {
+        let status = self.child.take().unwrap().wait().unwrap();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        (status, self.stderr())
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if let Ok(None) = child.try_wait() {
+                signal_pid(child.id(), "TERM");
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// Sends `signal` to process `pid` (one this test started).
+pub(crate) fn signal_pid(pid: u32, signal: &str) {
+    let sent = Command::new("kill")
+        .args(["-s", signal, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -s {signal} {pid}");
+}
