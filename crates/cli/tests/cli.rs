@@ -238,11 +238,12 @@ fn gen_against_echo_on_loopback_writes_whole_results() {
         assert!(lat[key].is_null(), "latency_ns.{key} = {}", lat[key]);
     }
     assert!(summary["offered_pps"].as_f64().unwrap() == 2000.0);
-    // Never faster than offered (an open-loop schedule sends late probes late, not early);
-    // how close to it a machine comes is a benchmark's question.
+    // The rate the sends achieved, from their first to their last; how close to the offered
+    // rate a machine comes is a benchmark's question (a stall at the start, caught up later,
+    // even puts it above).
     let achieved = summary["achieved_pps"].as_f64().unwrap();
     assert!(
-        achieved > 0.0 && achieved <= 2000.0 * 1.01,
+        achieved.is_finite() && achieved > 0.0,
         "achieved {achieved}"
     );
 

@@ -345,7 +345,9 @@ fn a_short_emulator_study_writes_its_report() {
     );
     let xdp = common::read_json(&out.join("points/rate-emu-xdp-64.json"));
     assert!(xdp["received"].as_u64().unwrap() > 0, "{xdp}");
-    // The drops each bridge counts are frames really lost, never counted twice.
+    // The drops each bridge counts are frames really lost, never counted twice. The ring also
+    // drops the odd frame of the namespaces' own (neighbour discovery, IPv6 router
+    // solicitations) when it is full, which the source did not send: a few at most.
     for path in ["emu", "emu-xdp"] {
         let point = common::read_json(&out.join(format!("points/rate-{path}-64.json")));
         let lost = point["sent"].as_u64().unwrap() - point["received"].as_u64().unwrap();
@@ -353,7 +355,7 @@ fn a_short_emulator_study_writes_its_report() {
             .as_u64()
             .unwrap();
         assert!(
-            counted <= lost,
+            counted <= lost + 4,
             "{path}: {counted} drops counted, {lost} lost"
         );
     }

@@ -18,6 +18,7 @@
 //! ```
 
 use std::fmt::Display;
+use std::io::Write;
 
 /// Whether this process runs under CI (`CI` set to anything but empty, `0` or `false`).
 pub fn under_ci() -> bool {
@@ -35,14 +36,27 @@ fn ci_value(value: Option<&str>) -> bool {
 }
 
 /// A precondition is missing, for `reason`: under CI this panics (the test fails) with the
-/// reason; elsewhere it prints `skipped: REASON` on standard error and returns, and the caller
-/// returns from the test.
+/// reason; elsewhere it prints `skipped TEST: REASON` on standard error and returns, and the
+/// caller returns from the test.
+///
+/// The line is written to the standard error stream itself, not through `eprintln!`: the test
+/// harness captures (and hides) what a passing test prints with the macros, and a skip the
+/// person running `cargo test` does not see would read as a pass that checked something.
 #[track_caller]
 pub fn missing(reason: impl Display) {
     if under_ci() {
         panic!("under CI this test must run, but: {reason}");
     }
-    eprintln!("skipped: {reason}");
+    let _ = writeln!(std::io::stderr().lock(), "{}", skipped_line(&reason));
+}
+
+/// `skipped TEST: REASON`, the test named by its thread (the harness names each test's thread
+/// after the test).
+fn skipped_line(reason: &dyn Display) -> String {
+    match std::thread::current().name() {
+        Some(test) if test != "main" => format!("skipped {test}: {reason}"),
+        _ => format!("skipped: {reason}"),
+    }
 }
 
 /// Whether the precondition is met: `None` (no reason against it) is met; `Some(reason)` goes
@@ -106,5 +120,20 @@ mod tests {
         assert!(need_program("sh", "dash").is_none());
         let missing = need_program("latlab-no-such-program", "none").unwrap();
         assert!(missing.contains("latlab-no-such-program"), "{missing}");
+    }
+
+    #[test]
+    fn a_skip_names_the_test_it_skips() {
+        let line = skipped_line(&"sockperf is not installed");
+        assert_eq!(
+            line,
+            "skipped precondition::tests::a_skip_names_the_test_it_skips: sockperf is not installed"
+        );
+        let unnamed = std::thread::Builder::new()
+            .spawn(|| skipped_line(&"no root"))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(unnamed, "skipped: no root");
     }
 }

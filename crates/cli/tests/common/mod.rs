@@ -302,6 +302,17 @@ impl Started {
         signal_pid(self.id(), signal);
     }
 
+    /// Waits for it to end: its exit status, its whole standard output (when the command
+    /// piped it) and its whole standard error.
+    pub(crate) fn wait_output(mut self) -> (std::process::ExitStatus, String, String) {
+        let out = self.child.take().unwrap().wait_with_output().unwrap();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status, stdout, self.stderr())
+    }
+
     /// Waits for it to end: its exit status and its whole standard error.
     pub(crate) fn wait(mut self) -> (std::process::ExitStatus, String) {
         let status = self.child.take().unwrap().wait().unwrap();
