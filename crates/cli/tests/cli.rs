@@ -369,8 +369,12 @@ fn demo_across_two_namespaces_measures_and_removes_them() {
         .args(["demo", "--duration", "500ms", "--rates", "1k,5k"])
         .arg("--out")
         .arg(&out)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    let pid = child.id();
+    let child = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&child.stdout);
     assert!(
         child.status.success(),
@@ -396,7 +400,8 @@ fn demo_across_two_namespaces_measures_and_removes_them() {
     assert!(fastest_through > fastest_without + 1_900_000, "{emu}");
     // The 1 ms each way, from what the bridge decided and the fastest probe, not from the
     // difference of two medians measured a second apart on a loaded machine: no frame left
-    // early, no round trip under 2 ms, and the fastest under 3 ms (not applied twice).
+    // early, no round trip under 2 ms, and the fastest under 4 ms, which a delay applied twice
+    // would reach (the margin is the machine's, not the link's).
     let report = common::read_json(&out.join("emulated-link/emulator.json"));
     for dir in ["a_to_b", "b_to_a"] {
         assert_eq!(report[dir]["released_early"], 0, "{report}");
@@ -404,15 +409,12 @@ fn demo_across_two_namespaces_measures_and_removes_them() {
     let run = common::read_json(&out.join("emulated-link/summary.json"));
     let fastest = run["latency_ns"]["min"].as_u64().unwrap();
     assert!(
-        (2_000_000..3_000_000).contains(&fastest),
+        (2_000_000..4_000_000).contains(&fastest),
         "fastest round trip through the emulated link {fastest} ns, 2 ms configured"
     );
-    let after = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(
-        !String::from_utf8_lossy(&after.stdout).contains("-client"),
-        "namespaces left behind: {}",
-        String::from_utf8_lossy(&after.stdout)
-    );
+    // Its own namespaces (named after its pid): other namespaces on the machine are not its.
+    let left = namespaces_of(pid);
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
 }
 
 #[test]
