@@ -651,6 +651,8 @@ fn ctrl_c_to_gen_waits_for_the_probes_in_flight_and_counts_none_as_lost() {
     let mut child = Command::new(cargo_bin("latlab"))
         .args(["gen", "--target", &echo.addr.to_string()])
         .args(["--rate", "1k", "--duration", "30s", "--poll", "block"])
+        // Ample for a loaded machine: the run ends as soon as every probe is back.
+        .args(["--grace", "10s"])
         .arg("--json")
         .arg(&json)
         .stdout(Stdio::piped())
