@@ -18,6 +18,7 @@ pub(crate) struct GenArgs {
     #[arg(long, value_name = "ADDR")]
     target: String,
     /// Offered load in packets per second over all flows (1000, 10k, 1M), at most 1G.
+    /// Required, unless --model or --trace gives the traffic.
     #[arg(
         long,
         value_parser = str::parse::<ProbeRate>,
@@ -75,10 +76,15 @@ pub(crate) struct GenArgs {
     #[arg(long, value_parser = parse_duration, default_value = "500ms", value_name = "DUR")]
     grace: Duration,
     /// auto: spin on a CPU nobody else spins on, leaving one free, else block (the core
-    /// plan; an emulator comes first); busy: spin (lowest latency); block: sleep until a
-    /// packet arrives or a probe is due.
+    /// plan; an emulator comes first); busy: spin (lowest latency), on a CPU no other latlab
+    /// loop or emulator claimed unless --cpu says where; block: sleep until a packet arrives or
+    /// a probe is due.
     #[arg(long, default_value = "auto", value_name = "MODE", value_parser = values::poll())]
     poll: PollChoice,
+    /// Pin the generator's loop to this CPU (with --poll auto: spin there unless another
+    /// claimed it).
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
     /// auto, 1 (one loop) or 2 (send and receive threads on their own cores).
     #[arg(long, default_value = "auto", value_name = "N", value_parser = values::threads())]
     threads: ThreadChoice,
@@ -195,6 +201,7 @@ impl GenArgs {
         command.iface = self.iface;
         command.xdp_frames = self.xdp_frames;
         command.poll = self.poll;
+        command.cpu = self.cpu;
         command.check()?;
         Ok(command)
     }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use latlab_emu::config::LinkSources;
 use latlab_emu::run::wiring::Subnet;
-use latlab_emu::run::{RunOptions, RunOutcome};
+use latlab_emu::run::{Received, RunOptions, RunOutcome};
 use latlab_emu::EmuOptions;
 
 use crate::emu::{flow_help, ImpairmentArgs, PollArg};
@@ -82,7 +82,7 @@ pub(crate) struct ShellArgs {
 }
 
 impl LinkArgs {
-    fn options(self, command: Vec<OsString>) -> Result<RunOptions> {
+    fn options(self, name: &'static str, command: Vec<OsString>) -> Result<RunOptions> {
         let sources = LinkSources {
             preset: self.preset,
             config: self.config,
@@ -99,6 +99,7 @@ impl LinkArgs {
         emu.pcap = self.pcap;
         emu.check()?;
         Ok(RunOptions {
+            name,
             command,
             emu,
             subnet: self.subnet,
@@ -120,7 +121,7 @@ pub(crate) fn run(a: RunArgs) -> Result<i32> {
     if listed(&a.link)? {
         return Ok(0);
     }
-    let options = a.link.options(a.command)?;
+    let options = a.link.options("latlab run", a.command)?;
     outcome(&options)
 }
 
@@ -131,16 +132,25 @@ pub(crate) fn shell(a: ShellArgs) -> Result<i32> {
     let shell = std::env::var_os("SHELL")
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "/bin/sh".into());
-    let options = a.link.options(vec![shell])?;
+    let options = a.link.options("latlab shell", vec![shell])?;
     outcome(&options)
 }
 
 fn outcome(options: &RunOptions) -> Result<i32> {
     crate::clean::at_start(std::path::Path::new(""), true);
-    let signal = || signals::received().map(|s| s.number());
+    // A SIGINT that no process sent came from the terminal (Ctrl-C), which sent it to CMD too.
+    // One sent with `kill` is passed on: latlab cannot tell one sent to its PID alone from one
+    // sent to its whole group, and CMD gets one in either case.
+    let signal = || {
+        let sent = signals::sent_by_a_process();
+        sent.or(signals::received()).map(|s| Received {
+            number: s.number(),
+            reached_cmd: sent.is_none() && s.number() == signal_hook::consts::SIGINT,
+        })
+    };
     match latlab_emu::run::run(options, &signal, &mut |line| eprintln!("{line}"))? {
         RunOutcome::Ended { code, report } => {
-            eprintln!("{}", latlab_emu::run::summary_line(&report));
+            eprintln!("{}", latlab_emu::run::summary_line(options.name, &report));
             Ok(code)
         }
         RunOutcome::NotStarted { reason } => {

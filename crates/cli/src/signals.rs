@@ -12,10 +12,16 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use latlab_lab::command::{signal, Stop};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-use signal_hook::iterator::Signals;
+use signal_hook::iterator::exfiltrator::WithOrigin;
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::low_level::siginfo::Cause;
 
 /// The first stopping signal received; 0 while none was.
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+/// The first stopping signal a process sent (with `kill`), not the kernel (a terminal's Ctrl-C
+/// or hang-up, which reach the whole foreground process group); 0 while none was.
+static SENT: AtomicI32 = AtomicI32::new(0);
 
 /// A stopping signal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,11 +57,15 @@ pub(crate) fn watch(stop: &'static Stop) -> std::io::Result<()> {
     if !signal::is_ignored(SIGHUP)? {
         handled.push(SIGHUP);
     }
-    let mut signals = Signals::new(handled)?;
+    let mut signals = SignalsInfo::<WithOrigin>::new(handled)?;
     std::thread::Builder::new()
         .name("latlab-signals".into())
         .spawn(move || {
-            for number in signals.forever() {
+            for origin in signals.forever() {
+                let number = origin.signal;
+                if matches!(origin.cause, Cause::Sent(_)) {
+                    let _ = SENT.compare_exchange(0, number, Ordering::SeqCst, Ordering::SeqCst);
+                }
                 let first = RECEIVED
                     .compare_exchange(0, number, Ordering::SeqCst, Ordering::SeqCst)
                     .is_ok();
@@ -76,6 +86,15 @@ pub(crate) fn watch(stop: &'static Stop) -> std::io::Result<()> {
 /// The first stopping signal received, if one was.
 pub(crate) fn received() -> Option<Signal> {
     match RECEIVED.load(Ordering::SeqCst) {
+        0 => None,
+        n => Some(Signal(n)),
+    }
+}
+
+/// The first stopping signal a process sent with `kill` (to latlab's PID, or to its process
+/// group), if one was; a terminal's Ctrl-C is the kernel's, not counted here.
+pub(crate) fn sent_by_a_process() -> Option<Signal> {
+    match SENT.load(Ordering::SeqCst) {
         0 => None,
         n => Some(Signal(n)),
     }

@@ -524,3 +524,42 @@ fn a_trace_that_does_not_read_is_refused_naming_its_file_and_line() {
         "--a-to-b: --trace: /no/such.trace: ",
     );
 }
+
+#[test]
+fn gen_help_says_that_rate_is_required_unless_a_model_or_a_trace_gives_the_traffic() {
+    let out = latlab().args(["gen", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let rate = help
+        .split("\n  -")
+        .chain(help.split("\n      --"))
+        .find(|part| part.trim_start().starts_with("rate <PPS>"))
+        .unwrap_or_else(|| panic!("no --rate in {help}"));
+    assert!(
+        rate.contains("Required, unless --model or --trace gives the traffic"),
+        "{rate}"
+    );
+    common::one_line_error(&["gen", "--target", "127.0.0.1:9"], "--rate <PPS>");
+}
+
+#[test]
+fn gen_out_that_cannot_be_made_names_the_folder_given() {
+    common::one_line_error(
+        &[
+            "gen",
+            "--target",
+            "127.0.0.1:9",
+            "--rate",
+            "1k",
+            "--out",
+            "/proc/nope",
+        ],
+        "/proc/nope: cannot make the results folder: ",
+    );
+    let out = latlab()
+        .args(["gen", "--target", "127.0.0.1:9", "--rate", "1k"])
+        .args(["--out", "/proc/nope"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("partial"), "{stderr}");
+}

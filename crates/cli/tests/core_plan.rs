@@ -373,3 +373,86 @@ impl Drop for Stranger {
         let _ = self.0.wait();
     }
 }
+
+#[test]
+fn an_explicit_busy_gen_spins_on_a_cpu_the_reflector_left_and_cpu_pins_it() {
+    common::one_line_error(
+        &[
+            "gen",
+            "--target",
+            "127.0.0.1:9",
+            "--rate",
+            "1k",
+            "--poll",
+            "busy",
+            "--cpu",
+            "0",
+            "--threads",
+            "2",
+        ],
+        "--cpu 0 pins the one loop: --threads 2 places its two threads itself",
+    );
+    let _turn = common::engines();
+    let Some([a, b]) = two_cpus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let claims = dir.path().join("claims");
+    let on_two = |args: &[&str]| {
+        let mut c = Command::new("taskset");
+        c.args(["-c", &format!("{a},{b}")])
+            .arg(cargo_bin("latlab"))
+            .args(args)
+            .env(CLAIMS_ENV, &claims)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        c
+    };
+    // The reflector at its defaults spins on the higher CPU.
+    let mut echo = on_two(&["echo", "--listen", "127.0.0.1:0", "--duration", "20s"])
+        .spawn()
+        .unwrap();
+    let started = {
+        use std::io::BufRead;
+        let mut stderr = std::io::BufReader::new(echo.stderr.take().unwrap());
+        let mut line = String::new();
+        stderr.read_line(&mut line).unwrap();
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        line
+    };
+    assert!(
+        started.contains(&format!("spinning on CPU {b} ")),
+        "{started}"
+    );
+    let target = started
+        .split_whitespace()
+        .skip_while(|w| *w != "on")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let gen = |name: &str, extra: &[&str]| {
+        let json = dir.path().join(name);
+        let child = on_two(&["gen", "--target", &target, "--rate", "1k"])
+            .args(["--duration", "300ms", "--json"])
+            .arg(&json)
+            .args(extra)
+            .spawn()
+            .unwrap();
+        finished(child, name);
+        common::read_json(&json)
+    };
+    // An explicit busy loop takes the CPU nobody claimed, never the reflector's.
+    let busy = gen("busy.json", &["--poll", "busy"]);
+    assert_eq!(placed(&busy), ("busy".into(), Some(a as u64)), "{busy}");
+    assert_eq!(
+        busy["placement"]["reason"],
+        format!("--poll busy given; a loop spinning on CPU {b}; CPU {a} free, claimed")
+    );
+    // --cpu pins it where it says.
+    let pinned = gen("pinned.json", &["--poll", "block", "--cpu", &a.to_string()]);
+    assert_eq!(
+        placed(&pinned),
+        ("block".into(), Some(a as u64)),
+        "{pinned}"
+    );
+    let _ = latlab_io::signal::send(echo.id(), 15);
+    let _ = echo.wait();
+}

@@ -173,14 +173,28 @@ fn cmd_exit_status_is_latlabs_and_127_when_it_cannot_start() {
         &["--", "sh", "-c", "test -n \"$LATLAB_ADDR\" && exit 7"],
     );
     assert_eq!(out.status.code(), Some(7));
-    let out = run_in(&host, &["--", "/no/such/program"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(127), "{stderr}");
-    let last = stderr.trim_end().lines().last().unwrap();
-    assert!(
-        last.starts_with("error: cannot start /no/such/program: "),
-        "{stderr}"
-    );
+    // A program that cannot be found is refused in one line, as a shell says it, before
+    // anything is built (no start line, no namespace).
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, "").unwrap();
+    let plain = plain.to_str().unwrap();
+    for (cmd, line) in [
+        (
+            "nosuchcmd",
+            "error: nosuchcmd: command not found".to_string(),
+        ),
+        (
+            "/no/such/program",
+            "error: /no/such/program: no such file or directory".to_string(),
+        ),
+        (plain, format!("error: {plain}: not an executable file")),
+    ] {
+        let out = run_in(&host, &["--", cmd]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(127), "{stderr}");
+        assert_eq!(stderr.trim_end(), line);
+    }
     assert_as_before(host.name(), &before);
 }
 
@@ -208,7 +222,18 @@ fn shell_runs_the_users_shell_behind_the_link() {
         .unwrap();
     let out = shell.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stdout}");
+    // Its own lines are `latlab shell`'s: the start line and the end line.
+    let own: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("latlab "))
+        .collect();
+    assert_eq!(own.len(), 2, "{stderr}");
+    assert!(
+        own.iter().all(|l| l.starts_with("latlab shell: ")),
+        "{stderr}"
+    );
     assert!(stdout.contains("inet 198.19."), "{stdout}");
     assert!(stdout.contains("host=198.19."), "{stdout}");
 }
@@ -442,4 +467,166 @@ fn kill_9_at_any_stage_of_the_setup_leaves_what_latlab_clean_removes() {
         }
         assert_as_before(host.name(), &before);
     }
+}
+
+#[test]
+fn sigint_to_latlab_alone_is_passed_on_and_the_run_exits_130_and_cleans_up() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let _turn = engines();
+    let host = make_ns("host");
+    let before = state(host.name());
+    // Sent to latlab's PID only, not to its process group: CMD would not see it unless latlab
+    // passed it on, and sleep would run its 30 s and exit 0.
+    let (mut run, ns) = started(&host, &["--delay", "1ms"]);
+    assert!(namespace_exists(&ns));
+    let sent = Instant::now();
+    signal(run.id(), "INT");
+    let status = run.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "sleep ended by the SIGINT passed on"
+    );
+    assert!(
+        sent.elapsed() < Duration::from_secs(25),
+        "CMD ran to its end"
+    );
+    assert!(!namespace_exists(&ns));
+    assert_as_before(host.name(), &before);
+}
+
+#[test]
+fn latlab_exits_with_128_and_the_signal_when_cmd_exits_0_after_it() {
+    use latlab_emu::run::{exit_code, Received};
+    let int = Received {
+        number: 2,
+        reached_cmd: true,
+    };
+    let term = Received {
+        number: 15,
+        reached_cmd: false,
+    };
+    assert_eq!(exit_code(0, None), 0);
+    assert_eq!(exit_code(0, Some(int)), 130);
+    assert_eq!(exit_code(0, Some(term)), 143);
+    // CMD's own non-zero status stands: what ended it, or its own error.
+    assert_eq!(exit_code(130, Some(int)), 130);
+    assert_eq!(exit_code(1, Some(term)), 1);
+    assert_eq!(exit_code(7, None), 7);
+}
+
+/// A direction of a run's end line, `up 7 frames in, 5 out, 0 dropped, 2 still queued at
+/// exit (release error p50 …)`: (in, copies, out, dropped, queued).
+fn end_counts(line: &str, direction: &str) -> (u64, u64, u64, u64, u64) {
+    let part = line
+        .split(&[':', ';'][..])
+        .map(str::trim)
+        .find(|p| p.starts_with(&format!("{direction} ")))
+        .unwrap_or_else(|| panic!("no {direction} in {line}"));
+    let number_before = |word: &str| -> u64 {
+        let at = part
+            .find(word)
+            .unwrap_or_else(|| panic!("no {word:?} in {part}"));
+        let n = part[..at].split_whitespace().last().unwrap();
+        n.trim_start_matches("(+").parse().unwrap()
+    };
+    let copies = if part.contains(" copies)") {
+        number_before(" copies)")
+    } else {
+        0
+    };
+    (
+        number_before(" frames in"),
+        copies,
+        number_before(" out,"),
+        number_before(" dropped,"),
+        number_before(" still queued at exit"),
+    )
+}
+
+#[test]
+fn the_end_line_counts_what_was_still_queued_and_adds_up() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let _turn = engines();
+    let host = make_ns("host");
+    // Five datagrams to the host, and CMD ends at once: 2 s of delay holds them in the link.
+    let script = "for i in 1 2 3 4 5; do echo x > /dev/udp/$LATLAB_HOST/9; done";
+    let out = run_in(&host, &["--delay", "2s", "--", "bash", "-c", script]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let end = stderr.trim_end().lines().last().unwrap();
+    assert!(end.starts_with("latlab run: up "), "{stderr}");
+    for direction in ["up", "down"] {
+        let (arrived, copies, sent, dropped, queued) = end_counts(end, direction);
+        assert_eq!(
+            arrived + copies,
+            sent + dropped + queued,
+            "{direction}: {end}"
+        );
+    }
+    let (arrived, _, _, _, queued) = end_counts(end, "up");
+    assert!(queued >= 5 && arrived >= 5, "{end}");
+}
+
+#[test]
+fn run_api_prints_its_address_and_a_cleared_direction_says_so() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let _turn = engines();
+    let host = make_ns("host");
+    let mut child = in_ns(host.name())
+        .args(["run", "--delay", "1ms", "--api", "127.0.0.1:0"])
+        .args(["--", "sleep", "30"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut next_line = || lines.next().unwrap().unwrap();
+    let start = next_line();
+    assert!(
+        start.starts_with("latlab run: sleep in namespace "),
+        "{start}"
+    );
+    // As `latlab emu --api` says it, with the run's name.
+    let api = next_line();
+    let addr = api
+        .strip_prefix("latlab run: API on http://")
+        .and_then(|rest| rest.strip_suffix("/conditions and /metrics"))
+        .unwrap_or_else(|| panic!("{api}"))
+        .to_string();
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    assert_ne!(addr.port(), 0, "{api}");
+    let status = latlab_io::netns::run_in(host.name(), move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let body = "delay=0ms";
+        write!(
+            s,
+            "PUT /conditions/b-to-a HTTP/1.1\r\nHost: run\r\nConnection: close\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        answer
+    })
+    .unwrap();
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let changed = std::iter::repeat_with(&mut next_line)
+        .find(|l| l.contains("b_to_a"))
+        .unwrap();
+    assert!(
+        changed.ends_with("b_to_a cleared (no conditions)"),
+        "{changed}"
+    );
+    signal(child.id(), "TERM");
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert_eq!(child.wait().unwrap().code(), Some(143), "{rest:?}");
 }

@@ -573,3 +573,110 @@ fn latlab_clean_removes_the_pcap_partial_of_an_emu_killed_outright_and_keeps_a_l
     assert!(dir.path().join("live.pcapng").is_file());
     assert_eq!(partials_under(dir.path()), Vec::<PathBuf>::new());
 }
+
+/// A UDP reflector on loopback that returns each datagram `delay` after it came (the delayed
+/// path of a lossless link), counting what it returned; it runs until `done` is set.
+struct DelayedEcho {
+    addr: std::net::SocketAddr,
+    returned: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl DelayedEcho {
+    fn start(delay: Duration) -> DelayedEcho {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use std::sync::{mpsc, Arc};
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let addr = socket.local_addr().unwrap();
+        let back = socket.try_clone().unwrap();
+        let returned = Arc::new(AtomicU64::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let (queue, held) = mpsc::channel::<(Instant, Vec<u8>, std::net::SocketAddr)>();
+        let reader = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65_536];
+                while !done.load(Ordering::Relaxed) {
+                    if let Ok((n, from)) = socket.recv_from(&mut buf) {
+                        let _ = queue.send((Instant::now() + delay, buf[..n].to_vec(), from));
+                    }
+                }
+            })
+        };
+        let writer = {
+            let returned = returned.clone();
+            std::thread::spawn(move || {
+                // In arrival order, each when its delay is over; ends when the reader does.
+                for (due, bytes, to) in held {
+                    std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                    back.send_to(&bytes, to).unwrap();
+                    returned.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        DelayedEcho {
+            addr,
+            returned,
+            done,
+            threads: vec![reader, writer],
+        }
+    }
+
+    fn returned(&self) -> u64 {
+        self.returned.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for DelayedEcho {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn ctrl_c_to_gen_waits_for_the_probes_in_flight_and_counts_none_as_lost() {
+    let _turn = common::engines();
+    // 50 ms each way on a lossless path: at 1k probes a second about 50 are in flight at
+    // any moment, the signal's included.
+    let echo = DelayedEcho::start(Duration::from_millis(50));
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("gen.json");
+    let mut child = Command::new(cargo_bin("latlab"))
+        .args(["gen", "--target", &echo.addr.to_string()])
+        .args(["--rate", "1k", "--duration", "30s", "--poll", "block"])
+        // Ample for a loaded machine: the run ends as soon as every probe is back.
+        .args(["--grace", "10s"])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Well into the measured part (past the 100 ms warm-up).
+    wait_for("500 probes returned", || echo.returned() >= 500);
+    send("INT", &child.id().to_string());
+    assert_eq!(exit_code(&mut child), Some(130));
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    let summary = common::read_json(&json);
+    assert_eq!(summary["stopped_early"], true, "{summary}");
+    let sent = summary["sent"].as_u64().unwrap();
+    assert!(sent >= 300, "{summary}");
+    assert_eq!(summary["received"].as_u64(), Some(sent), "{summary}");
+    assert_eq!(summary["lost"], 0, "{summary}");
+    assert_eq!(summary["loss_ratio"], 0.0, "{summary}");
+    // The table says so too.
+    let lost_line = stdout.lines().find(|l| l.contains("lost")).unwrap_or("");
+    assert!(!lost_line.is_empty(), "{stdout}");
+    assert!(
+        !lost_line.chars().any(|c| c.is_ascii_digit() && c != '0'),
+        "{stdout}"
+    );
+}

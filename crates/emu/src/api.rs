@@ -179,12 +179,17 @@ impl State<'_> {
         }
         if let Some(change) = self.control.changes().last() {
             let mut err = std::io::stderr().lock();
+            let text = spec_text(&change.config);
+            let what = if text.is_empty() {
+                "cleared (no conditions)".to_string()
+            } else {
+                format!("set to {text}")
+            };
             let _ = writeln!(
                 err,
-                "latlab emu: at {:.6} s: {} set to {}{}",
+                "latlab emu: at {:.6} s: {} {what}{}",
                 change.at_ns as f64 / 1e9,
                 direction.name(),
-                spec_text(&change.config),
                 change
                     .refused
                     .as_ref()

@@ -359,7 +359,8 @@ fn watched_bridge(
         })
         .transpose()?;
     if let Some(api) = &api {
-        view.started(&format!(
+        // A note, not the bridge's start: `latlab run` starts CMD on that one.
+        view.note(&format!(
             "latlab emu: API on http://{}/conditions and /metrics",
             api.addr()
         ));

@@ -294,8 +294,10 @@ pub(crate) struct Drive<'a> {
     pub threads: Threads,
 }
 
-/// Drives `run` over `ports` until it is done or `stop` is raised, in one loop or in a send
-/// thread and a receive thread; returns what it measured and whether it was stopped, and adds
+/// Drives `run` over `ports` until it is done, in one loop or in a send thread and a receive
+/// thread; a raised `stop` ends sending, and the run then ends as at its schedule's end (every
+/// probe back, or the grace period over), so that probes in flight at the stop are not counted
+/// lost. Returns what it measured and whether it was stopped, and adds
 /// the probes the ports could not send to `send_failed`, by cause.
 pub(crate) fn drive_counting<P: DatagramPort, M: Metering + Send, B: Background>(
     ports: &mut [P],
@@ -449,17 +451,21 @@ fn one_loop<T: DatagramTx, B: Background, M: Metering, R: DatagramRx>(
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> io::Result<bool> {
     let mut waits = SleepSpin::new();
+    let mut stopped = false;
     loop {
-        if stop.is_raised() {
-            return Ok(true);
-        }
         let now = now_ns();
+        if !stopped && stop.is_raised() {
+            // Sending ends here; the probes in flight are waited for, for the grace period,
+            // as at the schedule's end: they are not lost.
+            stopped = true;
+            tx.sending.stop(now);
+        }
         tx.send_due(now)?;
         rx.receiving.handle_sending(tx.sending.status());
         let got = rx.receive(now)?;
         rx.tick(now, progress);
         if rx.receiving.is_done(now) {
-            return Ok(false);
+            return Ok(stopped);
         }
         if poll_now(poll, switch) == PollMode::Block && got == 0 {
             // The next send is a deadline to keep (sleep, then spin the last stretch); the
@@ -499,8 +505,12 @@ fn split<T: DatagramTx, B: Background, M: Metering + Send, R: DatagramRx>(
             let _ = cpu::set_timer_slack_ns(1);
             let mut waits = SleepSpin::new();
             let result = (|| {
-                while !stop.is_raised() && !tx.sending.is_finished() {
+                while !tx.sending.is_finished() {
                     let now = now_ns();
+                    if stop.is_raised() {
+                        // No new probe; those handed out still leave (or fail).
+                        tx.sending.stop(now);
+                    }
                     tx.send_due(now)?;
                     sent.store(tx.sending.status().sent, Ordering::Relaxed);
                     if let (Some(due), PollMode::Block) =
@@ -526,9 +536,6 @@ fn split<T: DatagramTx, B: Background, M: Metering + Send, R: DatagramRx>(
             cpu::pin_current_thread(rx_cpu)?;
             let _ = cpu::set_timer_slack_ns(1);
             loop {
-                if stop.is_raised() {
-                    return Ok(true);
-                }
                 let now = now_ns();
                 let got = rx.receive(now)?;
                 let finished = tx_done.load(Ordering::Acquire);
@@ -537,8 +544,9 @@ fn split<T: DatagramTx, B: Background, M: Metering + Send, R: DatagramRx>(
                     finished_at: finished.then(|| done_at.load(Ordering::Relaxed)),
                 });
                 rx.tick(now, progress);
+                // A stopped send thread's probes in flight are waited for, as in one loop.
                 if rx.receiving.is_done(now) {
-                    return Ok(false);
+                    return Ok(stop.is_raised());
                 }
                 if poll_now(poll, switch) == PollMode::Block && got == 0 {
                     rx.wait(Duration::from_millis(10))?;

@@ -341,13 +341,17 @@ fn poisson_flows_are_matched_per_flow() {
     assert_eq!(r.reordered + r.duplicated + r.malformed(), 0);
 }
 
-#[test]
-fn a_stop_flag_ends_the_run_early_and_says_so() {
+/// A run of 60 s stopped by the flag 200 ms in, in one loop or in two threads: it says so,
+/// and the probes in flight at the stop are waited for, never counted lost.
+fn stopped_early(threads: Option<Threads>) {
     let _turn = turn();
     let echo = Echo::start(PollMode::Block);
     let sockets = vec![UdpSocket::bind(localhost(), &stamped()).unwrap()];
     let mut cfg = config(echo.addr, 1, Pattern::Constant);
     cfg.probe.duration_ns = 60_000_000_000;
+    if let Some(threads) = threads {
+        cfg.threads = threads;
+    }
     let stop = Stop::new();
     let started = std::time::Instant::now();
     let result = generator::run(&sockets, &cfg, &stop, &mut |p| {
@@ -358,6 +362,27 @@ fn a_stop_flag_ends_the_run_early_and_says_so() {
     .unwrap();
     assert!(result.stopped_early);
     assert!(started.elapsed() < Duration::from_secs(5));
+    let r = &result.report;
+    assert!(r.sent > 0);
+    assert_eq!((r.received, r.lost), (r.sent, 0), "{r:?}");
+}
+
+#[test]
+fn a_stop_flag_ends_the_run_early_and_says_so() {
+    stopped_early(None);
+}
+
+#[test]
+fn a_stop_flag_ends_a_split_run_early_and_loses_nothing_in_flight() {
+    let cpus = latlab_io::cpu::allowed_cpus().unwrap();
+    if cpus.len() < 2 {
+        latlab_io::precondition::missing("one CPU, no room for a split generator");
+        return;
+    }
+    stopped_early(Some(Threads::Split {
+        tx_cpu: cpus[0],
+        rx_cpu: cpus[1],
+    }));
 }
 
 #[test]

@@ -21,7 +21,9 @@
 //!
 //! A spinning loop keeps watching ([`seat::Seat`]): when an emulator claims its CPU it moves to
 //! a CPU the plan gives it or goes on blocking, without stopping its run. An explicit
-//! `--poll busy|block` (or `--cpu`) wins over the plan and is recorded as such. Where the
+//! `--poll busy|block` (or `--cpu`) wins over the plan and is recorded as such; a loop's
+//! `--poll busy` without `--cpu` spins on a CPU nobody claimed ([`free_cpu`]), its claim taken,
+//! or says that none is free. Where the
 //! claims cannot be read or taken (`/run/latlab` not writable), `auto` spins only with
 //! [`SPIN_CPUS_UNPLANNED`] CPUs or more and says why in the placement.
 //!
@@ -271,6 +273,18 @@ pub fn plan(role: Role, allowed: &[usize], claims: &Claims) -> Plan {
     }
 }
 
+/// The CPU an explicit `--poll busy` without `--cpu` spins on: the highest allowed CPU nobody
+/// claimed (no emulator, no spinning loop), so that it never spins where another latlab loop
+/// does; `Err` with the claims in words when every CPU allowed is claimed.
+pub fn free_cpu(allowed: &[usize], claims: &Claims) -> Result<usize, String> {
+    allowed
+        .iter()
+        .rev()
+        .copied()
+        .find(|&c| !claims.is_claimed(c))
+        .ok_or_else(|| format!("{}: no CPU free", claims.describe()))
+}
+
 /// The claim file of `role` on `cpu`: `N.emu` or `N.spin`.
 pub fn claim_path(dir: &Path, cpu: usize, role: Role) -> PathBuf {
     dir.join(match role {
@@ -332,6 +346,22 @@ mod tests {
             emulator: emulator.iter().copied().collect(),
             spinning: spinning.iter().copied().collect(),
         }
+    }
+
+    #[test]
+    fn an_explicit_busy_loop_takes_the_highest_cpu_nobody_claimed_or_says_none_is_free() {
+        // Two CPUs, a reflector at its defaults spinning on CPU 1: the generator's busy loop
+        // goes to CPU 0, never beside it.
+        assert_eq!(free_cpu(&[0, 1], &claims(&[], &[1])), Ok(0));
+        assert_eq!(free_cpu(&[0, 1], &claims(&[], &[])), Ok(1));
+        // An emulator's CPU is never taken either; the highest of the rest is.
+        assert_eq!(free_cpu(&[0, 1, 2, 3], &claims(&[3], &[1])), Ok(2));
+        // Only the CPUs allowed count.
+        assert_eq!(free_cpu(&[1], &claims(&[], &[0])), Ok(1));
+        assert_eq!(
+            free_cpu(&[0, 1], &claims(&[1], &[0])),
+            Err("emulator on CPU 1, a loop spinning on CPU 0: no CPU free".into())
+        );
     }
 
     fn spin_cpu(p: &Plan) -> Option<usize> {

@@ -30,6 +30,8 @@ pub struct GenCommand {
     /// How the loop waits: [`PollChoice::Auto`] (the core plan, [`crate::cores`]) decides
     /// `options.poll` and the loop's CPU; an explicit choice is `options.poll` as given.
     pub poll: PollChoice,
+    /// Pin the loop to this CPU (`--cpu`), as [`Seat::take`] takes it.
+    pub cpu: Option<usize>,
     /// Write the summary to this JSON file.
     pub json: Option<PathBuf>,
     /// Write the per-second latency histograms to this interval log.
@@ -51,6 +53,7 @@ impl GenCommand {
             iface: None,
             xdp_frames: 4096,
             poll: PollChoice::Auto,
+            cpu: None,
             json: None,
             hlog: None,
             out: None,
@@ -91,6 +94,11 @@ impl GenCommand {
                         gives a generator one CPU"
                     .into(),
             );
+        }
+        if let (Some(cpu), ThreadChoice::Two) = (self.cpu, o.threads) {
+            return bad(format!(
+                "--cpu {cpu} pins the one loop: --threads 2 places its two threads itself"
+            ));
         }
         let answer_to_come = o.clock == ClockChoice::Auto && o.check;
         self.check_gates(o, answer_to_come)?;
@@ -203,7 +211,7 @@ pub fn run(
         )?),
         _ => None,
     };
-    let seat = Seat::take(Role::Loop, "latlab gen", command.poll, None);
+    let seat = Seat::take(Role::Loop, "latlab gen", command.poll, command.cpu);
     let mut opts = opts.clone();
     let threads = match command.poll {
         PollChoice::Auto => {
@@ -211,7 +219,17 @@ pub fn run(
             opts.switch = Some(seat.switch().clone());
             Threads::OneLoop { cpu: None }
         }
-        _ => measure::pick_threads(opts.threads, None),
+        // `--cpu` is one loop there; else an explicit choice's one loop runs where the seat
+        // put it (for `--poll busy`, a CPU nobody claimed), two threads placed as before.
+        _ => match (
+            command.cpu,
+            measure::pick_threads(opts.threads, None),
+            seat.cpu(),
+        ) {
+            (Some(cpu), _, _) => Threads::OneLoop { cpu: Some(cpu) },
+            (None, Threads::OneLoop { .. }, Some(cpu)) => Threads::OneLoop { cpu: Some(cpu) },
+            (None, threads, _) => threads,
+        },
     };
     let opts = &opts;
     view.note(&format!(
@@ -325,6 +343,14 @@ mod tests {
         );
         // A rate above one probe per nanosecond is no ProbeRate: refused where it is made
         // (units::tests), before a command exists.
+        assert_eq!(
+            command(|c| {
+                c.cpu = Some(1);
+                c.poll = PollChoice::Busy;
+                c.options.threads = ThreadChoice::Two;
+            }),
+            Err("--cpu 1 pins the one loop: --threads 2 places its two threads itself".into())
+        );
         assert_eq!(
             command(|c| c.hlog = Some("/no/such/folder/run.hlog".into())),
             Err("/no/such/folder/run.hlog: folder /no/such/folder does not exist".into())

@@ -338,8 +338,13 @@ impl ResultsDir {
             }
             let _ = fs::remove_dir_all(&tmp);
         }
-        fs::create_dir_all(&tmp)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", tmp.display())))?;
+        // Named as the user gave it: the partial folder beside it is latlab's own business.
+        fs::create_dir_all(&tmp).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{}: cannot make the results folder: {e}", dest.display()),
+            )
+        })?;
         Ok(ResultsDir {
             _lock: OwnerLock::open(&tmp).ok().flatten(),
             tmp,

@@ -15,7 +15,9 @@ use crate::sender::{SendCounts, Sender, Transmit};
 use crate::{Error, ProbeConfig};
 
 mod outcome;
+mod sending;
 pub use outcome::Outcome;
+pub use sending::{SendStatus, Sending};
 
 /// The first probe of a run is due this long after the run is made, so that the engine's own
 /// setup (threads, pinning, first system calls) does not count as send lag.
@@ -145,132 +147,6 @@ pub struct Interval {
     pub forward: LatencyHistogram,
     /// See `forward`.
     pub reverse: LatencyHistogram,
-}
-
-/// How far the send half is: what the receive half needs for progress and the stop rule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SendStatus {
-    /// Probes the engine reported sent, warm-up included.
-    pub sent: u64,
-    /// When the last probe left (or sending ended without it), once sending is over.
-    pub finished_at: Option<u64>,
-}
-
-/// The send half of a run: the schedule, and which probes the engine has sent.
-///
-/// Call order: [`poll_timeout`](Sending::poll_timeout) for when the next probe is due;
-/// [`poll_transmit`](Sending::poll_transmit) while it returns `Some` (and the engine has room);
-/// the engine stamps and sends, then reports what left with
-/// [`handle_sent`](Sending::handle_sent) (or [`handle_send_failed`](Sending::handle_send_failed)
-/// for those its port could not send). Sending is over once the schedule is exhausted and
-/// every probe handed out was reported sent or failed.
-#[derive(Debug)]
-pub struct Sending {
-    sender: Sender,
-    handed: u64,
-    sent: u64,
-    failed: u64,
-    first_send_ns: Option<u64>,
-    last_send_ns: u64,
-    finished_at: Option<u64>,
-}
-
-impl Sending {
-    /// The send half of the run `probe` describes (its `start_ns` is taken as it is).
-    pub fn new(probe: &ProbeConfig) -> Result<Sending, Error> {
-        Ok(Sending {
-            sender: Sender::new(probe)?,
-            handed: 0,
-            sent: 0,
-            failed: 0,
-            first_send_ns: None,
-            last_send_ns: 0,
-            finished_at: None,
-        })
-    }
-
-    /// When the next probe is due; `None` when the schedule has nothing more.
-    pub fn poll_timeout(&self) -> Option<u64> {
-        self.sender.poll_timeout()
-    }
-
-    /// If a probe is due at `now`, writes its header into `buf` and returns it (see
-    /// [`Sender::poll_transmit`]); the engine sends it and reports it with `handle_sent`.
-    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
-        match self.sender.poll_transmit(now, buf) {
-            Some(t) => {
-                self.handed += 1;
-                Some(t)
-            }
-            None => {
-                self.check_finished(now);
-                None
-            }
-        }
-    }
-
-    /// `count` of the probes handed out left at `tx_ns` (the actual send time stamped in them).
-    pub fn handle_sent(&mut self, tx_ns: u64, count: u64) {
-        if count == 0 {
-            return;
-        }
-        debug_assert!(
-            self.sent + count <= self.handed,
-            "more sent than handed out"
-        );
-        self.sent += count;
-        self.first_send_ns.get_or_insert(tx_ns);
-        self.last_send_ns = tx_ns;
-        self.check_finished(tx_ns);
-    }
-
-    /// `count` of the probes handed out could not be sent (the port reported them unsent
-    /// and dropped them) at `now`: nothing comes back for them, and they count as lost.
-    pub fn handle_send_failed(&mut self, now: u64, count: u64) {
-        if count == 0 {
-            return;
-        }
-        debug_assert!(self.sent + self.failed + count <= self.handed);
-        self.failed += count;
-        self.check_finished(now);
-    }
-
-    /// Probes handed out that could not be sent.
-    pub fn failed(&self) -> u64 {
-        self.failed
-    }
-
-    fn check_finished(&mut self, now: u64) {
-        if self.finished_at.is_none()
-            && self.sender.poll_timeout().is_none()
-            && self.sent + self.failed >= self.handed
-        {
-            self.finished_at = Some(now);
-        }
-    }
-
-    /// Probes sent and whether sending is over.
-    pub fn status(&self) -> SendStatus {
-        SendStatus {
-            sent: self.sent,
-            finished_at: self.finished_at,
-        }
-    }
-
-    /// Whether sending is over: nothing more due and nothing handed out left unsent.
-    pub fn is_finished(&self) -> bool {
-        self.finished_at.is_some()
-    }
-
-    /// The sender's counts (warm-up, measured, per flow, unsent).
-    pub fn counts(&self) -> SendCounts {
-        self.sender.counts()
-    }
-
-    /// The run's probe configuration, start time included.
-    pub fn config(&self) -> &ProbeConfig {
-        self.sender.config()
-    }
 }
 
 /// The receive half of a run: the meter, the interval log, progress and the stop rule.
@@ -522,6 +398,12 @@ impl<M: Metering> Run<M> {
     /// See [`Sending::handle_sent`].
     pub fn handle_sent(&mut self, tx_ns: u64, count: u64) {
         self.sending.handle_sent(tx_ns, count);
+        self.receiving.handle_sending(self.sending.status());
+    }
+
+    /// See [`Sending::stop`].
+    pub fn stop(&mut self, now: u64) {
+        self.sending.stop(now);
         self.receiving.handle_sending(self.sending.status());
     }
 

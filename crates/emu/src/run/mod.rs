@@ -8,12 +8,13 @@
 //!
 //! CMD keeps latlab's standard streams, terminal and process group, so a Ctrl-C at the terminal
 //! reaches it as it would without latlab; latlab itself waits for CMD to end (a SIGINT does not
-//! stop the link under CMD's feet). SIGTERM and SIGHUP, which are sent to latlab alone, are
-//! passed on to CMD, and SIGKILL [`GRACE`] later if it has not ended. When CMD has ended, the
-//! emulator stops, its `--json` is written and the wiring is removed; latlab's exit status is
-//! CMD's (128 + the signal that ended it), or 127 when CMD could not be started. CMD gets
-//! SIGKILL if latlab is killed with `kill -9` (`PR_SET_PDEATHSIG`); `latlab clean` removes what
-//! that leaves.
+//! stop the link under CMD's feet). A SIGINT sent to latlab alone (`kill -INT PID`), SIGTERM
+//! and SIGHUP are passed on to CMD, and SIGKILL [`GRACE`] later if it has not ended. When CMD
+//! has ended, the emulator stops, its `--json` is written and the wiring is removed; latlab's
+//! exit status is CMD's (128 + the signal that ended it), never 0 once latlab received a
+//! stopping signal (then 128 + that signal), or 127 when CMD could not be started (a program
+//! not found is refused before anything is built). CMD gets SIGKILL if latlab is killed with
+//! `kill -9` (`PR_SET_PDEATHSIG`); `latlab clean` removes what that leaves.
 
 pub mod nat;
 pub mod wiring;
@@ -32,6 +33,8 @@ use wiring::{RunWiring, RunWiringError, Subnet};
 /// Everything `latlab run` takes, checked.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
+    /// The command's name for the lines it prints: `latlab run` or `latlab shell`.
+    pub name: &'static str,
     /// The program and its arguments.
     pub command: Vec<OsString>,
     /// The emulator's options: its links (A→B is up, from CMD; B→A down, towards it), `--json`,
@@ -60,6 +63,17 @@ pub enum RunOutcome {
     },
 }
 
+/// A stopping signal latlab received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// Its number.
+    pub number: i32,
+    /// Whether CMD got it too, and it is not passed on: a Ctrl-C at the terminal, which
+    /// reaches the whole foreground process group. A signal sent to latlab's own PID reached
+    /// latlab alone.
+    pub reached_cmd: bool,
+}
+
 /// The emulator's interface names and namespace for a run's wiring.
 fn emu_options(options: &RunOptions, wiring: &RunWiring) -> EmuOptions {
     let mut emu = options.emu.clone();
@@ -76,11 +90,17 @@ fn emu_options(options: &RunOptions, wiring: &RunWiring) -> EmuOptions {
 struct RunView {
     started: Option<mpsc::Sender<()>>,
     notes: mpsc::Sender<String>,
+    /// `latlab run` or `latlab shell`, which the emulator's notes are given as theirs.
+    name: &'static str,
 }
 
 impl View for RunView {
     fn note(&mut self, line: &str) {
-        let _ = self.notes.send(line.to_string());
+        let line = match line.strip_prefix("latlab emu: ") {
+            Some(rest) => format!("{}: {rest}", self.name),
+            None => line.to_string(),
+        };
+        let _ = self.notes.send(line);
     }
 
     fn started(&mut self, _line: &str) {
@@ -92,11 +112,12 @@ impl View for RunView {
 
 /// Builds the wiring, starts the emulator, runs CMD in its namespace until it ends, then stops
 /// the emulator and removes the wiring. `signal` says which stopping signal latlab received, if
-/// any: SIGTERM and SIGHUP are passed on to CMD once. `notes` gets the lines for the user
-/// (what the run is on, once; anything the emulator notices).
+/// any: one that did not reach CMD is passed on to it once. `notes` gets the lines for the user
+/// (what the run is on, once; anything the emulator notices). A program that cannot be found
+/// is [`RunOutcome::NotStarted`] before anything is built.
 pub fn run(
     options: &RunOptions,
-    signal: &dyn Fn() -> Option<i32>,
+    signal: &dyn Fn() -> Option<Received>,
     notes: &mut (dyn FnMut(&str) + Send),
 ) -> Result<RunOutcome, CommandError> {
     let Some((program, args)) = options.command.split_first() else {
@@ -104,6 +125,9 @@ pub fn run(
             "no command to run: latlab run [LINK OPTIONS] -- CMD [ARGS…]".into(),
         ));
     };
+    if let Err(reason) = find_program(program) {
+        return Ok(RunOutcome::NotStarted { reason });
+    }
     if let Some(why) = latlab_lab::topology::why_no_namespaces() {
         return Err(CommandError::Options(format!(
             "latlab run needs network namespaces: {why}"
@@ -138,6 +162,7 @@ pub fn run(
                 let mut view = RunView {
                     started: Some(started_tx),
                     notes: notes_tx,
+                    name: options.name,
                 };
                 crate::run(emu, emu_stop, &mut view)
             })
@@ -153,7 +178,8 @@ pub fn run(
             };
         }
         notes(&format!(
-            "latlab run: {} in namespace {} at {}; this host at {} (LATLAB_HOST){}; {}",
+            "{}: {} in namespace {} at {}; this host at {} (LATLAB_HOST){}; {}",
+            options.name,
             program.to_string_lossy(),
             wiring.app.name(),
             subnet.app(),
@@ -169,7 +195,7 @@ pub fn run(
                 source: std::io::Error::other("the emulator panicked"),
             })??;
             return Ok(RunOutcome::Ended {
-                code: 128 + sig,
+                code: 128 + sig.number,
                 report: Box::new(report),
             });
         }
@@ -200,14 +226,60 @@ pub fn run(
                 })
             }
         };
+        let code = code.map_err(CommandError::Io)?;
         Ok(RunOutcome::Ended {
-            code: code.map_err(CommandError::Io)?,
+            code: exit_code(code, signal()),
             report: Box::new(report),
         })
     });
     drop(nat);
     drop(wiring);
     outcome
+}
+
+/// The run's exit code from CMD's: never 0 once latlab received a stopping signal (then 128 +
+/// that signal), as an interrupted command never exits 0.
+pub fn exit_code(cmd: i32, received: Option<Received>) -> i32 {
+    match received {
+        Some(sig) if cmd == 0 => 128 + sig.number,
+        _ => cmd,
+    }
+}
+
+/// Whether `program` can be started, as a shell would find it: a name with a `/` is that file,
+/// any other is looked up in `PATH`. Else the shell's line: `NAME: command not found`.
+pub fn find_program(program: &std::ffi::OsStr) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    let name = program.to_string_lossy();
+    let runnable = |path: &std::path::Path| {
+        std::fs::metadata(path).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.as_bytes().contains(&b'/') {
+        return match runnable(std::path::Path::new(program)) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!("{name}: not an executable file")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(format!("{name}: no such file or directory"))
+            }
+            Err(e) => Err(format!("{name}: {e}")),
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = !program.is_empty()
+        && std::env::split_paths(&path).any(|dir| {
+            let dir = if dir.as_os_str().is_empty() {
+                std::path::PathBuf::from(".")
+            } else {
+                dir
+            };
+            runnable(&dir.join(program)).unwrap_or(false)
+        });
+    if found {
+        Ok(())
+    } else {
+        Err(format!("{name}: command not found"))
+    }
 }
 
 /// Starts CMD in the run's namespace, with `LATLAB_HOST` and `LATLAB_ADDR`.
@@ -225,19 +297,18 @@ fn spawn(
     latlab_io::netns::spawn_in(wiring.app.name(), &mut command, Some(SIGKILL))
 }
 
-const SIGINT: i32 = 2;
 const SIGKILL: i32 = 9;
 const SIGTERM: i32 = 15;
 
 /// How long CMD has to end after a SIGTERM or SIGHUP passed on to it, before it gets SIGKILL.
 pub const GRACE: Duration = Duration::from_secs(10);
 
-/// Waits for CMD to end; passes SIGTERM and SIGHUP on to it once; if the emulator ends first
+/// Waits for CMD to end; passes a stopping signal that did not reach it on to it once; if the emulator ends first
 /// (an interface vanished), asks CMD to end too. The emulator's notes go to `notes` meanwhile.
 /// CMD's exit code.
 fn wait<T>(
     mut child: std::process::Child,
-    signal: &dyn Fn() -> Option<i32>,
+    signal: &dyn Fn() -> Option<Received>,
     emu: &std::thread::ScopedJoinHandle<'_, T>,
     notes: &mut dyn FnMut(&str),
     emu_notes: &mpsc::Receiver<String>,
@@ -256,8 +327,8 @@ fn wait<T>(
         }
         match passed_on {
             None => {
-                if let Some(sig) = signal().filter(|&s| s != SIGINT) {
-                    let _ = latlab_io::signal::send(child.id(), sig);
+                if let Some(sig) = signal().filter(|s| !s.reached_cmd) {
+                    let _ = latlab_io::signal::send(child.id(), sig.number);
                     passed_on = Some(std::time::Instant::now());
                 }
             }
@@ -293,31 +364,37 @@ fn describe_links(emu: &EmuOptions) -> String {
     format!("up: {}; down: {}", spec(&emu.a_to_b), spec(&emu.b_to_a))
 }
 
-/// The line a run ends with: per direction, what crossed and what the link dropped, and how
-/// late the emulator released frames.
-pub fn summary_line(report: &EmuReport) -> String {
+/// The line a run ends with (`name`: `latlab run` or `latlab shell`): per direction, what came
+/// in, went out, was dropped and was still queued in the link when CMD ended (which add up: in
+/// plus the link's copies = out + dropped + queued), and how late the emulator released frames.
+pub fn summary_line(name: &str, report: &EmuReport) -> String {
     use latlab_stats::Summary;
     let r = &report.report;
     let direction = |name: &str, d: &latlab_engine::emulator::DirectionReport| {
         let l = &d.link;
-        let dropped = l.dropped_loss
-            + l.dropped_queue_frames
-            + l.dropped_queue_bytes
-            + l.dropped_runt
-            + l.dropped_oversized
+        let dropped = l.dropped()
+            + l.aqm_drop
+            + l.aqm_overflow
             + d.tx_ring_full
-            + d.tx_too_long;
+            + d.tx_too_long
+            + d.tx_too_short
+            + d.queue_slots_full;
+        let copies = match l.duplicated {
+            0 => String::new(),
+            n => format!(" (+{n} copies)"),
+        };
         let p50 = Summary::from_histogram(&d.release_error)
             .percentile("p50")
             .and_then(|p| p.estimate.value_ns())
             .map_or("-".to_string(), |v| latlab_lab::units::format_us(v as f64));
         format!(
-            "{name} {} frames in, {} out, {dropped} dropped (release error p50 {p50})",
-            l.arrived, d.sent
+            "{name} {} frames in{copies}, {} out, {dropped} dropped, {} still queued at exit \
+             (release error p50 {p50})",
+            d.arrived, d.sent, d.queued_at_exit
         )
     };
     format!(
-        "latlab run: {}; {}",
+        "{name}: {}; {}",
         direction("up", &r.a_to_b),
         direction("down", &r.b_to_a)
     )

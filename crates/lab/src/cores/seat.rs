@@ -147,6 +147,7 @@ impl Seat {
                     format!("--poll {} and --cpu {n} given{how}", mode.name()),
                 )
             }
+            (Some(PollMode::Busy), None) if role == Role::Loop => seat.explicit_busy(),
             (Some(mode), None) => (mode, Vec::new(), format!("--poll {} given", mode.name())),
             (None, Some(n)) => match seat.claim(n) {
                 Some(()) => {
@@ -222,6 +223,37 @@ impl Seat {
             self.allowed.clone(),
             "the CPUs the plan gave were claimed by others as it looked".into(),
         )
+    }
+
+    /// A loop's `--poll busy` without `--cpu`: pinned to a CPU nobody claimed, its claim taken
+    /// (so the plans of others see it), or unpinned, saying that none is free.
+    fn explicit_busy(&mut self) -> (PollMode, Vec<usize>, String) {
+        let given = "--poll busy given";
+        let unpinned = |why: String| (PollMode::Busy, Vec::new(), format!("{given}; {why}"));
+        if self.allowed.is_empty() {
+            return unpinned("no CPU list from the kernel".into());
+        }
+        for _ in 0..3 {
+            let claims = match Claims::read(&self.dir, &self.allowed) {
+                Ok(claims) => claims,
+                Err(e) => return unpinned(format!("no core plan ({e})")),
+            };
+            let cpu = match super::free_cpu(&self.allowed, &claims) {
+                Ok(cpu) => cpu,
+                Err(why) => return unpinned(format!("{why}: spinning where the kernel puts it")),
+            };
+            match self.try_claim(cpu) {
+                Ok(true) => {
+                    let seen = claims.describe();
+                    let reason = format!("{given}; {seen}; CPU {cpu} free, claimed");
+                    return (PollMode::Busy, vec![cpu], reason);
+                }
+                // Taken since the claims were read: read them again.
+                Ok(false) => continue,
+                Err(e) => return unpinned(format!("no core plan ({e})")),
+            }
+        }
+        unpinned("the free CPUs were claimed by others as it looked".into())
     }
 
     /// `auto` without claims (the folder cannot be written): spin only with enough CPUs.
@@ -413,6 +445,51 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_explicit_busy_loop_is_pinned_to_a_cpu_nobody_claimed_and_claims_it() {
+        let cpus = cpu::allowed_cpus().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let take =
+            |choice, cpu| Seat::take_in(dir.path().into(), Role::Loop, "latlab gen", choice, cpu);
+        // Another loop spins on the last CPU (a reflector at its defaults).
+        let last = *cpus.last().unwrap();
+        let echo = take(PollChoice::Busy, Some(last));
+        assert_eq!(echo.cpu(), Some(last));
+        let gen = take(PollChoice::Busy, None);
+        assert_eq!(gen.poll(), PollMode::Busy);
+        let placement = gen.placement();
+        if cpus.len() >= 2 {
+            let below = cpus[cpus.len() - 2];
+            assert_eq!(gen.cpu(), Some(below), "{placement:?}");
+            assert_eq!(
+                placement.reason,
+                format!(
+                    "--poll busy given; a loop spinning on CPU {last}; CPU {below} free, claimed"
+                )
+            );
+            let claims = Claims::read(dir.path(), &cpus).unwrap();
+            assert!(claims.spinning.contains(&below) && claims.spinning.contains(&last));
+            // Every CPU claimed now (on two CPUs): a third busy loop spins unpinned, saying so.
+            if cpus.len() == 2 {
+                let third = take(PollChoice::Busy, None);
+                assert_eq!((third.poll(), third.cpu()), (PollMode::Busy, None));
+                assert!(
+                    third
+                        .placement()
+                        .reason
+                        .ends_with("no CPU free: spinning where the kernel puts it"),
+                    "{:?}",
+                    third.placement()
+                );
+            }
+        } else {
+            assert_eq!(gen.cpu(), None, "{placement:?}");
+            assert!(placement.reason.contains("no CPU free"), "{placement:?}");
+        }
+        // An explicit choice does not give way: only the plan's spinning loops do.
+        assert!(!gen.yields);
+    }
+
+    #[test]
     fn a_spinning_loop_gives_way_to_an_emulator_that_claims_its_cpu() {
         let cpus = cpu::allowed_cpus().unwrap();
         if cpus.len() < 2 {
@@ -542,7 +619,12 @@ mod tests {
             None,
         );
         assert_eq!(busy.poll(), PollMode::Busy);
-        assert_eq!(busy.placement().reason, "--poll busy given");
+        let last = *cpu::allowed_cpus().unwrap().last().unwrap();
+        assert_eq!(
+            busy.placement().reason,
+            format!("--poll busy given; no CPU claimed; CPU {last} free, claimed")
+        );
+        drop(busy);
         let first = cpu::allowed_cpus().unwrap()[0];
         let pinned = Seat::take_in(
             dir.path().into(),

@@ -52,12 +52,20 @@ struct Drive<M> {
 }
 
 /// Drives `run` as a one-loop engine would, in virtual time.
-fn drive<M: Metering>(mut run: Run<M>, net: &Net) -> Drive<M> {
+fn drive<M: Metering>(run: Run<M>, net: &Net) -> Drive<M> {
+    drive_stopped(run, net, None)
+}
+
+/// [`drive`], with the run stopped at `stop_at` (a stopping signal) if it is still sending.
+fn drive_stopped<M: Metering>(mut run: Run<M>, net: &Net, stop_at: Option<u64>) -> Drive<M> {
     let mut now = MADE_AT;
     let mut buf = vec![0u8; 64];
     let mut flight: BinaryHeap<Reverse<(u64, usize, Vec<u8>)>> = BinaryHeap::new();
     let (mut sends, mut k, mut last_arrival) = (Vec::new(), 0u64, 0u64);
     loop {
+        if stop_at.is_some_and(|at| now >= at) && !run.sending().is_finished() {
+            run.stop(now);
+        }
         if now >= net.stall_until {
             while let Some(t) = run.poll_transmit(now, &mut buf) {
                 probe::Packet::new_unchecked(&mut buf[..]).set_actual_send_ns(now);
@@ -85,6 +93,9 @@ fn drive<M: Metering>(mut run: Run<M>, net: &Net) -> Drive<M> {
         };
         if let Some(Reverse((at, ..))) = flight.peek() {
             next = next.min(*at);
+        }
+        if let Some(at) = stop_at.filter(|at| *at > now) {
+            next = next.min(at);
         }
         assert!(next > now, "the run asked to be woken in the past at {now}");
         now = next;
@@ -152,6 +163,48 @@ fn lost_probes_end_the_run_at_the_end_of_the_grace_period_and_count_as_lost() {
     let last_send = d.sends.last().unwrap().1;
     assert_eq!(d.outcome.last_send_ns, last_send);
     assert_eq!(d.ended_at, last_send + 50_000_000);
+}
+
+#[test]
+fn a_stopped_run_sends_no_more_and_waits_for_its_probes_in_flight() {
+    // 10 probes a millisecond, each back 1 ms after it left; stopped 5.05 ms into sending:
+    // probes 0..=50 left, the last ten still in flight at the stop.
+    let stop_at = MADE_AT + START_DELAY_NS + 5_050_000;
+    let d = drive_stopped(
+        meter_run(&config(Pattern::Constant)),
+        &Net::delay(1_000_000),
+        Some(stop_at),
+    );
+    let report = d.outcome.meter.report(&d.outcome.counts);
+    assert_eq!(d.outcome.sent, 51);
+    assert_eq!((report.sent, report.received, report.lost), (51, 51, 0));
+    // It ends with the last answer, not at the end of the grace period.
+    assert_eq!(d.ended_at, d.last_arrival);
+    assert_eq!(
+        d.ended_at,
+        MADE_AT + START_DELAY_NS + 50 * 100_000 + 1_000_000
+    );
+}
+
+#[test]
+fn a_stopped_run_counts_as_lost_only_what_the_grace_period_did_not_bring_back() {
+    // Every fourth probe never comes back: those are lost, and none of the others.
+    let net = Net {
+        fate: Box::new(|k| {
+            if k % 4 == 3 {
+                vec![]
+            } else {
+                vec![(0, 1_000_000)]
+            }
+        }),
+        stall_until: 0,
+    };
+    let stop_at = MADE_AT + START_DELAY_NS + 5_050_000;
+    let d = drive_stopped(meter_run(&config(Pattern::Constant)), &net, Some(stop_at));
+    let report = d.outcome.meter.report(&d.outcome.counts);
+    assert_eq!((report.sent, report.received, report.lost), (51, 39, 12));
+    // The grace period runs from the stop, as it runs from the schedule's end.
+    assert_eq!(d.ended_at, stop_at + 50_000_000);
 }
 
 #[test]
