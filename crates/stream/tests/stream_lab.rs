@@ -168,13 +168,16 @@ fn every_transport_delivers_1000_messages_through_a_10ms_1_percent_loss_link() {
         if s.reliable {
             assert_eq!(s.lost, 0, "{t} is reliable");
             assert_eq!(s.failure, None, "{t}");
-            // 1% loss each way over 1000 messages: a transport that counts its retransmissions
-            // made some (all but KCP count them), unless it bundles unacknowledged messages
-            // into new packets (RDB), which then carried the lost ones: several times the
-            // payload's bytes on the wire.
+            // 1% loss each way: a transport that counts its retransmissions made some (all but
+            // KCP count them), unless it bundles unacknowledged messages into new packets
+            // (RDB), which then carried the lost ones: several times the payload's bytes on the
+            // wire. Only where it put enough packets on the link that none lost is unlikely
+            // (0.99^700 < 0.1%): a sender the scheduler left out for a while coalesces the
+            // messages that fell due meanwhile into fewer, longer segments.
             if let Some(r) = s.wire.forward.retransmissions {
                 let bundled = t.contains("rdb") && s.wire.bytes_ratio > 2.0;
-                assert!(r > 0 || bundled, "{t}: {:?}", s.wire);
+                let sure_to_lose = s.wire.forward.packets >= 700;
+                assert!(r > 0 || bundled || !sure_to_lose, "{t}: {:?}", s.wire);
             }
         } else {
             // About 1% lost (10 expected of 1000; fewer than 1 or more than 40 would say the
