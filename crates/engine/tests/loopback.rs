@@ -445,8 +445,9 @@ fn a_loop_switched_from_spinning_to_blocking_stops_spinning_and_keeps_answering(
     let r = &result.report;
     assert_eq!(r.received, r.sent, "every probe answered across the switch");
     assert_eq!(gen_switch.mode(), PollMode::Block);
-    // Probes the generator sent after the switch (a few hundred at 500 pps): each one the
-    // reflector waited for, and before most of them the generator had time to sleep.
+    // Probes the generator sent after the switch (a few hundred at 500 pps): a blocking loop
+    // sleeps for each one it waits for, or for each batch of them when a loaded machine wakes
+    // it late; a spinning one never sleeps (none was seen in hundreds of milliseconds).
     let after = r.warmup_sent + r.sent - sent_at_switch;
     assert!(after >= 20, "{after} probes sent after the switch");
     for (name, started, at_switch, ended) in [
@@ -466,11 +467,11 @@ fn a_loop_switched_from_spinning_to_blocking_stops_spinning_and_keeps_answering(
             blocking.wall_ns as f64 / 1e6,
         );
         assert!(
-            spinning.voluntary <= 10,
+            spinning.voluntary <= 2,
             "the {name} slept while it should spin: {spinning:?}"
         );
         assert!(
-            blocking.voluntary >= after / 4,
+            blocking.voluntary >= 5,
             "the {name} still spins after the switch: {blocking:?} for {after} probes"
         );
     }
