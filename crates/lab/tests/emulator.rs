@@ -413,20 +413,11 @@ fn ten_percent_loss_is_measured_as_ten_percent() {
     );
 }
 
-/// Datagrams the UDP sockets of network namespace `ns` could not take (`Udp: InErrors` of its
-/// `/proc/net/snmp`: full receive buffers among them).
+/// Datagrams the UDP sockets of network namespace `ns` could not take.
 fn udp_in_errors(ns: &str) -> u64 {
-    let snmp = latlab_io::netns::run_in(ns, || {
-        std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap()
-    })
-    .unwrap();
-    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp: "));
-    let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
-    let at = names
-        .split_whitespace()
-        .position(|n| n == "InErrors")
-        .unwrap();
-    values.split_whitespace().nth(at).unwrap().parse().unwrap()
+    latlab_io::netns::run_in(ns, latlab_io::ifstats::udp_in_errors)
+        .unwrap()
+        .unwrap()
 }
 
 #[test]
