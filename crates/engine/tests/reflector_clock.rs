@@ -45,7 +45,7 @@ fn echo_of(to: SocketAddr, clock: ResponderClock, len: usize) -> Vec<u8> {
     .emit(&mut probe::Packet::new_unchecked(&mut buf[..]));
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
-        .set_read_timeout(Some(Duration::from_secs(5)))
+        .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     socket.send_to(&buf, to).unwrap();
     let mut rx = vec![0u8; 2048];

@@ -141,11 +141,11 @@ fn swapped(frame: &[u8]) -> Vec<u8> {
 }
 
 /// Echoes what arrives on `xdp` for `PORT` until `client` gets `payload` back, or fails after
-/// two seconds. Returns the frames `xdp` received that were not ours.
+/// [`PATIENCE`]. Returns the frames `xdp` received that were not ours.
 fn echo_once(xdp: &mut XdpSocket, client: &UdpSocket, payload: &[u8]) -> usize {
     let to: SocketAddr = format!("{XDP_ADDR}:{PORT}").parse().unwrap();
     client.send_to(payload, to).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + PATIENCE;
     let mut others = 0;
     let mut buf = [0u8; 2048];
     loop {
@@ -174,6 +174,10 @@ fn echo_once(xdp: &mut XdpSocket, client: &UdpSocket, payload: &[u8]) -> usize {
     }
 }
 
+/// How long to wait for a frame or a change that normally takes microseconds: long, because
+/// the wait only runs out when something is broken, and a loaded guest can stall for a while.
+const PATIENCE: Duration = Duration::from_secs(30);
+
 #[test]
 fn the_program_attaches_and_is_gone_once_the_socket_is_dropped() {
     let Some(pair) = pair(1) else { return };
@@ -188,7 +192,7 @@ fn the_program_attaches_and_is_gone_once_the_socket_is_dropped() {
     eprintln!("{shown}");
     assert!(xdp_attached(&pair), "{shown}");
     drop(sock);
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + PATIENCE;
     while xdp_attached(&pair) {
         assert!(Instant::now() < deadline, "the program stayed attached");
         std::thread::sleep(Duration::from_millis(10));
@@ -240,7 +244,7 @@ fn arp_and_other_ports_go_through_the_kernel_stack_while_the_program_is_attached
     for i in 0..5u32 {
         let payload = format!("through the stack {i}");
         client.send_to(payload.as_bytes(), to).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = Instant::now() + PATIENCE;
         let (n, from) = loop {
             assert!(
                 Instant::now() < deadline,
@@ -252,7 +256,11 @@ fn arp_and_other_ports_go_through_the_kernel_stack_while_the_program_is_attached
         };
         assert_eq!(&buf[..n], payload.as_bytes());
         server.send_to(&buf[..n], from).unwrap();
+        client.set_read_timeout(Some(PATIENCE)).unwrap();
         let (n, _) = client.recv_from(&mut buf).expect("the echo came back");
+        client
+            .set_read_timeout(Some(Duration::from_millis(5)))
+            .unwrap();
         assert_eq!(&buf[..n], payload.as_bytes());
     }
     // The peer learnt veth-b's address by ARP: no entry was made by hand.
@@ -297,7 +305,7 @@ fn the_bridge_program_takes_every_frame_arp_included() {
             format!("{XDP_ADDR}:9").parse::<SocketAddr>().unwrap(),
         )
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + PATIENCE;
     let mut arp = false;
     while !arp {
         assert!(Instant::now() < deadline, "no ARP request came");
@@ -330,7 +338,7 @@ fn every_frame_carries_the_programs_arrival_stamp() {
         for i in 0..20u8 {
             let sent = latlab_io::clock::now_ns();
             client.send_to(&[i; 32], to).unwrap();
-            let deadline = Instant::now() + Duration::from_secs(2);
+            let deadline = Instant::now() + PATIENCE;
             let mut got = None;
             while got.is_none() {
                 assert!(Instant::now() < deadline, "frame {i} never came");
@@ -355,7 +363,7 @@ fn every_frame_carries_the_programs_arrival_stamp() {
         assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{stamps:?}");
         drop(xdp);
         // The link goes away asynchronously; the next program attaches once it has.
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = Instant::now() + PATIENCE;
         while xdp_attached(&pair) {
             assert!(Instant::now() < deadline, "the program stayed attached");
             std::thread::sleep(Duration::from_millis(10));
@@ -384,7 +392,7 @@ fn the_endpoint_port_answers_each_peer_by_its_learnt_route_and_reports_a_peer_it
     // Each datagram is answered from inside the receive call; after the second, one goes to a
     // peer never heard from.
     let (mut received, mut unsent) = (Vec::new(), Vec::new());
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + PATIENCE;
     while received.len() < 5 {
         assert!(Instant::now() < deadline, "only {received:?} came");
         port.wait_readable(Some(Duration::from_millis(5))).unwrap();
@@ -413,6 +421,7 @@ fn the_endpoint_port_answers_each_peer_by_its_learnt_route_and_reports_a_peer_it
         }]
     );
     let mut buf = [0u8; 64];
+    client.set_read_timeout(Some(PATIENCE)).unwrap();
     for (i, (_, rx_ns)) in received.iter().enumerate() {
         let (n, from) = client.recv_from(&mut buf).expect("the answer came back");
         assert_eq!((n, from, buf[0]), (24, to, i as u8));
@@ -448,7 +457,7 @@ fn the_endpoint_splits_into_a_send_half_and_a_receive_half_on_two_threads() {
     });
     // The peer echoes what it gets back to us.
     let echo = udp_in(&pair.peer, &format!("{PEER_ADDR}:0"));
-    echo.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    echo.set_read_timeout(Some(PATIENCE)).unwrap();
     let to = echo.local_addr().unwrap();
     let (mut tx, mut rx) = port.split();
     let got = std::thread::scope(|s| {
@@ -468,7 +477,7 @@ fn the_endpoint_splits_into_a_send_half_and_a_receive_half_on_two_threads() {
             }
         });
         let mut got = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(3);
+        let deadline = Instant::now() + PATIENCE;
         while got.len() < 10 {
             assert!(Instant::now() < deadline, "only {got:?} came back");
             rx.wait_readable(Some(Duration::from_millis(10))).unwrap();
@@ -507,42 +516,54 @@ fn one_flooding_source_cannot_crowd_out_the_others_over_xdp() {
     let flooder = udp_in(&pair.peer, &format!("{PEER_ADDR}:0"));
     let quiet = udp_in(&pair.peer, &format!("{PEER_ADDR}:0"));
     let to: SocketAddr = format!("{XDP_ADDR}:{PORT}").parse().unwrap();
-    // Up to 100 kpps (50 times the limit; less on a busy machine, whose sleeps are longer) for
-    // half a second, paced by 1 ms sleeps; the quiet source sends every tenth tick (at most
-    // 100 pps, a twentieth of the limit).
+    // Bursts of 100 (50 times what the bucket refills in a 1 ms tick) paced by 1 ms sleeps
+    // (longer on a busy machine) for half a second; the quiet source sends every tenth tick
+    // (at most 100 pps, a twentieth of the limit). Each burst's start is kept: the bucket
+    // refills between bursts by the time that actually passed.
     let (mut flood_sent, mut quiet_sent) = (0u64, 0u64);
     let start = Instant::now();
-    let mut ticks = 0u32;
+    let mut bursts = Vec::new();
     while start.elapsed() < Duration::from_millis(500) {
+        bursts.push(start.elapsed().as_secs_f64());
         for _ in 0..100 {
             if flooder.send_to(b"flood", to).is_ok() {
                 flood_sent += 1;
             }
         }
-        if ticks % 10 == 0 {
+        if bursts.len() % 10 == 1 {
             quiet.send_to(b"quiet", to).unwrap();
             quiet_sent += 1;
         }
-        ticks += 1;
         std::thread::sleep(Duration::from_millis(1));
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    // What passed waits in the RX ring (2048 entries, more than passes): read it all.
+    // What passed waits in the RX ring (2048 entries, more than passes): read until every
+    // quiet datagram is in and the ring stays empty for a while.
     let flood_port = flooder.local_addr().unwrap().port();
     let quiet_port = quiet.local_addr().unwrap().port();
     let (mut from_flooder, mut from_quiet) = (0u64, 0u64);
-    let deadline = Instant::now() + Duration::from_millis(300);
-    while Instant::now() < deadline {
+    let deadline = Instant::now() + PATIENCE;
+    let mut last_frame = Instant::now();
+    while from_quiet < quiet_sent || last_frame.elapsed() < Duration::from_millis(200) {
+        assert!(
+            Instant::now() < deadline,
+            "only {from_quiet} of {quiet_sent} quiet datagrams came"
+        );
         xdp.wait_readable(Some(Duration::from_millis(10))).unwrap();
-        xdp.recv_batch(|frame| {
-            if udp_payload(frame, PORT).is_some() {
-                let source = u16::from_be_bytes([frame[34], frame[35]]);
-                from_flooder += u64::from(source == flood_port);
-                from_quiet += u64::from(source == quiet_port);
-            }
-        })
-        .unwrap();
+        let got = xdp
+            .recv_batch(|frame| {
+                if udp_payload(frame, PORT).is_some() {
+                    let source = u16::from_be_bytes([frame[34], frame[35]]);
+                    from_flooder += u64::from(source == flood_port);
+                    from_quiet += u64::from(source == quiet_port);
+                }
+            })
+            .unwrap();
+        if got > 0 {
+            last_frame = Instant::now();
+        }
     }
+    // Every frame passed between the first burst and the last frame read.
+    let elapsed = (last_frame - start).as_secs_f64();
     let dropped = drops.read().unwrap();
     let allowed = RATE * elapsed;
     eprintln!(
@@ -550,16 +571,27 @@ fn one_flooding_source_cannot_crowd_out_the_others_over_xdp() {
          the program; quiet sent {quiet_sent}, {from_quiet} came; {:?}",
         xdp.statistics().unwrap()
     );
-    assert!(flood_sent as f64 > 5.0 * allowed, "the flood was no flood");
     assert_eq!(from_quiet, quiet_sent, "the quiet source lost datagrams");
     assert!(
         from_flooder as f64 <= allowed + f64::from(SOURCE_BURST) + 2.0,
         "{from_flooder} of the flooder's datagrams passed a limit of {allowed:.0}"
     );
-    // Tokens a stalled sender did not use are lost beyond the burst: some slack below.
+    // The bucket passed its burst, then at least what it refilled between bursts (a burst of
+    // 100 empties it); tokens are not kept past the burst, so a sender that stalled gets fewer
+    // than the rate times the time. Half of that, for the frames of a burst that the kernel
+    // handed over later than the burst began.
+    let refilled: f64 = bursts
+        .windows(2)
+        .map(|w| ((w[1] - w[0]) * RATE).floor().min(f64::from(SOURCE_BURST)))
+        .sum();
+    let owed = f64::from(SOURCE_BURST) + refilled;
     assert!(
-        from_flooder as f64 >= 0.7 * allowed,
-        "only {from_flooder} of the flooder's datagrams passed a limit of {allowed:.0}"
+        from_flooder as f64 >= 0.5 * owed,
+        "only {from_flooder} of the flooder's datagrams passed; its bucket refilled {owed:.0}"
+    );
+    assert!(
+        dropped > 0,
+        "the flood was no flood: nothing was over the limit"
     );
     assert!(dropped + from_flooder <= flood_sent);
     assert!(dropped as f64 >= 0.9 * (flood_sent - from_flooder) as f64);

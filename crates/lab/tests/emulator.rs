@@ -97,6 +97,8 @@ impl Lab {
                 target,
                 &UdpOptions {
                     rx_timestamps: true,
+                    // As deep as the client's: a reflector left out for a while loses nothing.
+                    rcvbuf: Some(4 << 20),
                     ..UdpOptions::default()
                 },
             )
@@ -123,14 +125,26 @@ impl Lab {
         })
     }
 
-    /// Measures round trips from the client at `rate` for `duration`.
+    /// Measures round trips from the client at `rate` for `duration`. A run ends once every
+    /// probe is back, so the grace period after the last send (long enough for a guest that
+    /// stalls: a probe later than that is counted lost) costs time only for probes really lost.
     fn measure(&self, rate: f64, duration: Duration) -> latlab_lab::results::RunSummary {
+        self.measure_with_grace(rate, duration, Duration::from_secs(20))
+    }
+
+    /// [`Lab::measure`] with a grace period of `grace`.
+    fn measure_with_grace(
+        &self,
+        rate: f64,
+        duration: Duration,
+        grace: Duration,
+    ) -> latlab_lab::results::RunSummary {
         let mut opts = GenOptions::new(self.target);
         opts.bind = self.topo.client_addr.into();
         opts.rate = latlab_lab::units::ProbeRate::try_from(rate).expect("a probe rate");
         opts.duration = duration;
         opts.warmup = Duration::from_millis(100);
-        opts.grace = Duration::from_millis(500);
+        opts.grace = grace;
         opts.threads = ThreadChoice::One;
         opts.poll = latlab_engine::PollMode::Block;
         let bind = opts.bind;
@@ -139,7 +153,7 @@ impl Lab {
         })
         .unwrap()
         .unwrap();
-        measure::check_target(&check, self.target, Duration::from_secs(3)).unwrap();
+        measure::check_target(&check, self.target, Duration::from_secs(30)).unwrap();
         let threads = measure::pick_threads(ThreadChoice::One, None);
         let setup = measure::setup(&opts, "emulated".into(), "client-emu-server", threads);
         measure::run(&opts, &sockets, threads, setup, &Stop::new(), &mut |_| {})
@@ -175,35 +189,53 @@ fn delay(ms: f64) -> LinkConfig {
     }
 }
 
+/// How late the bridge released frames, at most, each way (its own measure of every frame:
+/// actual less intended departure, the wait in its receive ring included): what a loaded
+/// machine adds to the delay on the bridge's side.
+fn lateness(report: &EmulatorReport) -> (u64, u64) {
+    (
+        report.a_to_b.release_error.max(),
+        report.b_to_a.release_error.max(),
+    )
+}
+
 /// The fastest round trip of a run through a bridge that delays `rtt_ns` in all: never less
-/// than the delay (no frame leaves before it is due), and less than half a delay more (the
-/// delay was not applied twice). The fastest of about a thousand probes, not the median: one
-/// unhurried probe is enough however loaded the machine is, so the check is of what the bridge
-/// decided, not of how fast a loaded guest ran it.
-fn fastest_round_trip_is(s: &latlab_lab::results::RunSummary, rtt_ns: u64) {
+/// than the delay (no frame leaves before it is due), and less than half a delay more than the
+/// delay and the most the bridge itself released a frame late each way, `late_ns` (the delay
+/// was not applied twice). The fastest of about a thousand probes, not the median, with the
+/// bridge's own lateness allowed for: the check is of what the bridge decided, not of how fast
+/// a loaded guest ran it.
+fn fastest_round_trip_is(s: &latlab_lab::results::RunSummary, rtt_ns: u64, late_ns: (u64, u64)) {
     let min = s.latency_ns.min_ns;
+    let most = rtt_ns + rtt_ns / 2 + late_ns.0 + late_ns.1;
     assert!(
-        (rtt_ns..rtt_ns + rtt_ns / 2).contains(&min),
-        "fastest round trip {min} ns, {rtt_ns} ns of delay"
+        (rtt_ns..most).contains(&min),
+        "fastest round trip {min} ns, {rtt_ns} ns of delay, the bridge {late_ns:?} ns late at most"
     );
 }
 
 /// The same for each way, from the one-way delays the namespaces' shared clock gives: the
 /// fastest request took `forward_ns` and some, the fastest answer `return_ns` and some (less
-/// than half a round trip's delay more, or 1 ms for a way without delay).
-fn fastest_one_way_is(s: &latlab_lab::results::RunSummary, forward_ns: u64, return_ns: u64) {
+/// than half a round trip's delay more, or 1 ms for a way without delay, and the bridge's
+/// lateness that way).
+fn fastest_one_way_is(
+    s: &latlab_lab::results::RunSummary,
+    forward_ns: u64,
+    return_ns: u64,
+    late_ns: (u64, u64),
+) {
     let slack = ((forward_ns + return_ns) / 2).max(1_000_000);
-    for (way, summary, delay) in [
-        ("forward", &s.forward_ns, forward_ns),
-        ("return", &s.return_ns, return_ns),
+    for (way, summary, delay, late) in [
+        ("forward", &s.forward_ns, forward_ns, late_ns.0),
+        ("return", &s.return_ns, return_ns, late_ns.1),
     ] {
         let min = summary
             .as_ref()
             .expect("one-way delays on a shared clock")
             .min_ns;
         assert!(
-            (delay..delay + slack).contains(&min),
-            "fastest {way} way {min} ns, {delay} ns of delay"
+            (delay..delay + slack + late).contains(&min),
+            "fastest {way} way {min} ns, {delay} ns of delay, the bridge {late} ns late at most"
         );
     }
 }
@@ -216,8 +248,8 @@ fn five_ms_round_trips(pipeline: bool) -> Option<(EmulatorReport, u64)> {
     let s = lab.measure(1000.0, Duration::from_secs(1));
     let report = lab.finish();
     assert_eq!(s.lost, 0, "{s:?}");
-    fastest_round_trip_is(&s, 5_000_000);
-    fastest_one_way_is(&s, 2_500_000, 2_500_000);
+    fastest_round_trip_is(&s, 5_000_000, lateness(&report));
+    fastest_one_way_is(&s, 2_500_000, 2_500_000, lateness(&report));
     for d in [&report.a_to_b, &report.b_to_a] {
         assert_eq!(d.released_early, 0, "{d:?}");
         // Every frame it released was measured against the time it was due.
@@ -292,8 +324,8 @@ fn a_pipelined_bridge_steers_the_probes_port_through_its_rule() {
     assert_eq!(s.lost, 0, "{s:?}");
     // The rule's 5 ms, on the requests only: the fastest round trip is 5 ms and some, not
     // the 10 ms the rule would give if it also took the answers or were applied twice.
-    fastest_round_trip_is(&s, 5_000_000);
-    fastest_one_way_is(&s, 5_000_000, 0);
+    fastest_round_trip_is(&s, 5_000_000, lateness(&report));
+    fastest_one_way_is(&s, 5_000_000, 0, lateness(&report));
     let d = &report.a_to_b;
     assert_eq!(d.released_early, 0, "{d:?}");
     let [unused, game, default] = &d.flows[..] else {
@@ -318,17 +350,74 @@ fn ten_percent_loss_is_measured_as_ten_percent() {
     let Some(lab) = Lab::start(lossy, delay(2.0)) else {
         return;
     };
-    // 20,000 probes owed after a 100 ms warm-up: each one sent or counted as unsent (a guest
-    // stall may leave some unsent; the loss is measured over those sent, and 10,000 of them
-    // put 10% within ±1.5% by more than five standard deviations).
-    let s = lab.measure(10_000.0, Duration::from_millis(2100));
+    // 20,000 probes owed after a 100 ms warm-up: each one sent or counted as unsent (a loaded
+    // guest may leave many unsent). A grace of 3 s: the lost tenth is waited for in full.
+    let udp_drops = || {
+        (
+            udp_in_errors(lab.topo.client.name()),
+            udp_in_errors(lab.topo.server.name()),
+        )
+    };
+    let before = udp_drops();
+    let s = lab.measure_with_grace(
+        10_000.0,
+        Duration::from_millis(2100),
+        Duration::from_secs(3),
+    );
+    let after = udp_drops();
     let report = lab.finish();
     assert_eq!(s.sent + s.unsent, 20_000, "{s:?}");
-    assert!(s.sent >= 10_000, "{} sent", s.sent);
-    let loss = s.lost as f64 / s.sent as f64;
-    assert!((0.085..0.115).contains(&loss), "measured loss {loss}");
-    let model = report.a_to_b.link.dropped_loss as f64 / report.a_to_b.link.arrived as f64;
-    assert!((0.085..0.115).contains(&model), "the model dropped {model}");
+    // Five standard deviations of 10% for `of` trials (±1.5% for 20,000, ±4.7% for 1,000).
+    let band = |of: u64| 5.0 * (0.1f64 * 0.9 / of as f64).sqrt() + 1.0 / of as f64;
+    // The model dropped a tenth of what it was given.
+    let link = &report.a_to_b.link;
+    let model = link.dropped_loss as f64 / link.arrived.max(1) as f64;
+    assert!(
+        (model - 0.1).abs() <= band(link.arrived),
+        "the model dropped {} of {} ({model:.4})",
+        link.dropped_loss,
+        link.arrived
+    );
+    // A probe is lost by the model or by a cause counted elsewhere on the path: the kernel
+    // before the emulator's rings, the emulator's own drops, the UDP sockets at either end
+    // (a loaded machine leaves the readers out for a while). Measured over the probes that
+    // reached the model, the loss is the model's tenth and at most those other drops more.
+    let (ab, ba) = (&report.a_to_b, &report.b_to_a);
+    let engine = |d: &emulator::DirectionReport| {
+        d.tx_ring_full + d.tx_too_long + d.tx_too_short + d.queue_slots_full
+    };
+    let elsewhere = (after.0 - before.0)
+        + (after.1 - before.1)
+        + ba.kernel_drops
+        + engine(ab)
+        + engine(ba)
+        + (ab.link.dropped() - ab.link.dropped_loss)
+        + ba.link.dropped();
+    let reached = s.sent.saturating_sub(ab.kernel_drops).max(1);
+    let (low, high) = (s.lost, s.lost.saturating_sub(elsewhere + ab.kernel_drops));
+    eprintln!(
+        "{} sent, {} lost; {} dropped before the emulator, {elsewhere} after it or elsewhere; \
+         the model dropped {} of {}",
+        s.sent, s.lost, ab.kernel_drops, link.dropped_loss, link.arrived
+    );
+    assert!(
+        low as f64 / reached as f64 >= 0.1 - band(reached),
+        "{low} of {reached} probes lost: the model's tenth was not all measured"
+    );
+    assert!(
+        high as f64 / reached as f64 <= 0.1 + band(reached),
+        "{} of {reached} probes lost, {} of them by causes other than the model: more than \
+         its tenth",
+        s.lost,
+        elsewhere + ab.kernel_drops
+    );
+}
+
+/// Datagrams the UDP sockets of network namespace `ns` could not take.
+fn udp_in_errors(ns: &str) -> u64 {
+    latlab_io::netns::run_in(ns, latlab_io::ifstats::udp_in_errors)
+        .unwrap()
+        .unwrap()
 }
 
 #[test]
@@ -349,12 +438,12 @@ fn a_kernel_tcp_connection_works_through_the_emulator() {
     });
     let started = std::time::Instant::now();
     let mut conn = latlab_io::netns::run_in(lab.topo.client.name(), move || {
-        TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        TcpStream::connect_timeout(&addr, Duration::from_secs(30))
     })
     .unwrap()
     .unwrap();
     let connect = started.elapsed();
-    conn.set_read_timeout(Some(Duration::from_secs(20)))
+    conn.set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
     let data: Vec<u8> = (0..1u32 << 20).map(|i| (i * 7 % 251) as u8).collect();
     conn.write_all(&data).unwrap();
@@ -368,8 +457,9 @@ fn a_kernel_tcp_connection_works_through_the_emulator() {
         "connected in {connect:?}"
     );
     let report = lab.finish();
+    // The 1 MiB crossed in frames of at most 64 KiB (a veth sender's largest TCP segment).
     assert!(
-        report.a_to_b.link.delivered > 100,
+        report.a_to_b.link.delivered >= (1 << 20) / 65_536,
         "{:?}",
         report.a_to_b.link
     );

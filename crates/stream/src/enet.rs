@@ -252,7 +252,7 @@ mod tests {
             }
             got
         });
-        let mut sender = EnetEndpoint::sender(addr, 9, true, Duration::from_secs(5)).unwrap();
+        let mut sender = EnetEndpoint::sender(addr, 9, true, Duration::from_secs(30)).unwrap();
         sender.send(b"still here").unwrap();
         for _ in 0..50 {
             sender.poll(Duration::from_millis(2), &mut |_| {}).unwrap();

@@ -111,6 +111,26 @@ impl Lab {
     }
 }
 
+impl Lab {
+    /// Stops the emulator and returns its report.
+    fn finish(mut self) -> EmulatorReport {
+        self.stop.raise();
+        self.emu.take().unwrap().join().unwrap()
+    }
+
+    /// Datagrams the UDP sockets of the client's and the server's namespaces could not take.
+    fn udp_in_errors(&self) -> u64 {
+        [self.topo.client.name(), self.topo.server.name()]
+            .iter()
+            .map(|ns| {
+                latlab_io::netns::run_in(ns, latlab_io::ifstats::udp_in_errors)
+                    .unwrap()
+                    .unwrap()
+            })
+            .sum()
+    }
+}
+
 impl Drop for Lab {
     fn drop(&mut self) {
         self.stop.raise();
@@ -137,6 +157,7 @@ fn every_transport_delivers_1000_messages_through_a_10ms_1_percent_loss_link() {
     let Some(lab) = Lab::start() else {
         return;
     };
+    let udp_errors_before = lab.udp_in_errors();
     let receivers: Vec<_> = TRANSPORTS
         .iter()
         .enumerate()
@@ -154,6 +175,23 @@ fn every_transport_delivers_1000_messages_through_a_10ms_1_percent_loss_link() {
         assert_eq!(report.runs.len(), 1, "{}", report.transport);
         assert_eq!(report.runs[0].outcome, "ok", "{}", report.transport);
     }
+    // Frames lost on the path by causes other than the link's 1% (all transports' together):
+    // a loaded machine may leave the emulator's or the endpoints' readers out for a while.
+    let udp_errors = lab.udp_in_errors() - udp_errors_before;
+    let emu = lab.finish();
+    let path_drops: u64 = udp_errors
+        + [&emu.a_to_b, &emu.b_to_a]
+            .iter()
+            .map(|d| {
+                d.kernel_drops
+                    + d.tx_ring_full
+                    + d.tx_too_long
+                    + d.tx_too_short
+                    + d.queue_slots_full
+                    + (d.link.dropped() - d.link.dropped_loss)
+            })
+            .sum::<u64>();
+    eprintln!("dropped on the path besides the link's loss: {path_drops}");
     for s in &summaries {
         eprintln!("{}", s.text());
         let t = &s.transport;
@@ -168,18 +206,32 @@ fn every_transport_delivers_1000_messages_through_a_10ms_1_percent_loss_link() {
         if s.reliable {
             assert_eq!(s.lost, 0, "{t} is reliable");
             assert_eq!(s.failure, None, "{t}");
-            // 1% loss each way over 1000 messages: a transport that counts its retransmissions
-            // made some (all but KCP count them), unless it bundles unacknowledged messages
-            // into new packets (RDB), which then carried the lost ones: several times the
-            // payload's bytes on the wire.
+            // 1% loss each way: a transport that counts its retransmissions made some (all but
+            // KCP count them), unless it bundles unacknowledged messages into new packets
+            // (RDB), which then carried the lost ones: several times the payload's bytes on the
+            // wire. Only where it put enough packets on the link that none lost is unlikely
+            // (0.99^700 < 0.1%): a sender the scheduler left out for a while coalesces the
+            // messages that fell due meanwhile into fewer, longer segments.
             if let Some(r) = s.wire.forward.retransmissions {
                 let bundled = t.contains("rdb") && s.wire.bytes_ratio > 2.0;
-                assert!(r > 0 || bundled, "{t}: {:?}", s.wire);
+                let sure_to_lose = s.wire.forward.packets >= 700;
+                assert!(r > 0 || bundled || !sure_to_lose, "{t}: {:?}", s.wire);
             }
         } else {
-            // About 1% lost (10 expected of 1000; fewer than 1 or more than 40 would say the
-            // link or the count is wrong).
-            assert!((1..=40).contains(&s.lost), "{t}: {} lost", s.lost);
+            // About 1% lost (10 expected of 1000; none would say the link or the count is
+            // wrong), and the rest delivered.
+            assert_eq!(s.delivered + s.lost, s.sent, "{t}");
+            assert!(s.lost >= 1, "{t}: none lost");
+            // More than 40 would too, beyond what the path dropped otherwise; except for
+            // ENet, which sheds unreliable packets itself when the round trip grows (its
+            // packet throttle), as it does on a loaded machine.
+            if !t.starts_with("enet") {
+                assert!(
+                    s.lost <= 40 + path_drops,
+                    "{t}: {} lost, {path_drops} dropped on the path besides the link",
+                    s.lost
+                );
+            }
         }
         assert!(s.wire.bytes_ratio >= 1.0 - 0.05, "{t}: {:?}", s.wire);
     }

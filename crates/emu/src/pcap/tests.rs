@@ -114,7 +114,7 @@ fn the_capture_being_written_is_a_locked_partial_result_that_latlab_clean_keeps(
             .unwrap();
         let start = std::time::Instant::now();
         while !partial.exists() {
-            assert!(start.elapsed() < Duration::from_secs(10), "no partial file");
+            assert!(start.elapsed() < Duration::from_secs(30), "no partial file");
             std::thread::sleep(Duration::from_millis(5));
         }
         // Its writer holds the lock: neither `latlab clean` nor another owner can have it.

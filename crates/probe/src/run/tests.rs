@@ -395,7 +395,9 @@ fn a_run_owing_a_trillion_unsent_probes_ends_at_once() {
     let report = d.outcome.meter.report(&d.outcome.counts);
     assert_eq!((report.sent, report.unsent), (0, 1_000_000_000_000));
     assert_eq!(d.ended_at, start + duration_ns);
-    assert!(began.elapsed() < std::time::Duration::from_secs(5));
+    // Counted one by one, 10^12 would take far more than a minute on any machine.
+    let took = began.elapsed();
+    assert!(took < std::time::Duration::from_secs(60), "{took:?}");
 }
 
 #[test]
