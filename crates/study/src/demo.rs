@@ -313,6 +313,7 @@ pub fn run(
         .collect();
     let svg = latlab_lab::plot::ccdf_svg(
         &format!("latlab demo: UDP echo round trip, {}", topology.kind()),
+        latlab_lab::plot::ROUND_TRIP_AXIS,
         &series,
     )
     .map_err(std::io::Error::other)?;
