@@ -122,7 +122,7 @@ fn a_fixed_model_sends_one_size_at_one_interval() {
     common::sent_as_scheduled(&seen, &due, 0);
     assert!(start.elapsed() < Duration::from_secs(10));
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.contains("model fixed:100@50000000ns"), "{table}");
+    assert!(table.contains("model fixed:100@50ms"), "{table}");
     assert!(!table.contains("raised"), "{table}");
 }
 

@@ -283,7 +283,7 @@ fn a_sender_follows_a_traffic_model_with_its_sizes_and_gaps() {
     };
     // One size at one interval: 100 messages of 100 bytes in a second.
     let fixed = send("fixed:100@10ms", &dir.path().join("fixed.json"));
-    assert_eq!(fixed["traffic"], "fixed:100@10000000ns", "{fixed}");
+    assert_eq!(fixed["traffic"], "fixed:100@10ms", "{fixed}");
     assert_eq!(
         (fixed["sent"].as_u64(), fixed["size"].as_u64()),
         (Some(100), Some(100))

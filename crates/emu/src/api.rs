@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use latlab_engine::emulator::{EmulatorControl, LinkDirection};
-use latlab_link::{Flows, JitterDist, LinkConfig, LossModel};
+use latlab_link::{format_duration_ns, Flows, JitterDist, LinkConfig, LossModel};
 use tiny_http::{Header, Method, Response, Server};
 
 use super::{config, knob};
@@ -334,10 +334,10 @@ pub fn spec_text(c: &LinkConfig) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut put = |key: &str, value: String| out.push(format!("{key}={value}"));
     if c.delay_ns != d.delay_ns {
-        put("delay", duration(c.delay_ns));
+        put("delay", format_duration_ns(c.delay_ns));
     }
     if c.jitter_ns != d.jitter_ns {
-        put("jitter", duration(c.jitter_ns));
+        put("jitter", format_duration_ns(c.jitter_ns));
     }
     if c.jitter_dist != d.jitter_dist {
         put("jitter-dist", dist_name(&c.jitter_dist).into());
@@ -416,10 +416,10 @@ pub fn spec_text(c: &LinkConfig) -> String {
         put("aqm", a.discipline.name().into());
     }
     if let Some(target) = a.target_ns {
-        put("target", duration(target));
+        put("target", format_duration_ns(target));
     }
     if a.interval_ns != da.interval_ns {
-        put("interval", duration(a.interval_ns));
+        put("interval", format_duration_ns(a.interval_ns));
     }
     if a.flows != da.flows {
         put("flows", a.flows.to_string());
@@ -428,7 +428,7 @@ pub fn spec_text(c: &LinkConfig) -> String {
         put("quantum", a.quantum.to_string());
     }
     if a.tupdate_ns != da.tupdate_ns {
-        put("tupdate", duration(a.tupdate_ns));
+        put("tupdate", format_duration_ns(a.tupdate_ns));
     }
     if a.alpha != da.alpha {
         put("alpha", a.alpha.to_string());
@@ -437,7 +437,7 @@ pub fn spec_text(c: &LinkConfig) -> String {
         put("beta", a.beta.to_string());
     }
     if a.max_burst_ns != da.max_burst_ns {
-        put("max-burst", duration(a.max_burst_ns));
+        put("max-burst", format_duration_ns(a.max_burst_ns));
     }
     if a.ecn {
         put("ecn", "on".into());
@@ -449,16 +449,6 @@ pub fn spec_text(c: &LinkConfig) -> String {
         put("trace", trace.source().unwrap_or("(file)").to_string());
     }
     out.join(" ")
-}
-
-/// A duration in the largest unit that shows it exactly.
-fn duration(ns: u64) -> String {
-    for (unit, name) in [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")] {
-        if ns % unit == 0 && ns > 0 {
-            return format!("{}{name}", ns / unit);
-        }
-    }
-    format!("{ns}ns")
 }
 
 /// A rate in the largest unit of 1000 that shows it exactly.

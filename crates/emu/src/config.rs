@@ -356,7 +356,7 @@ mod tests {
         );
         assert_eq!(
             error(with(("max-burst", "11s"))),
-            "A to B: --max-burst: 11s is outside 0ns..=10s"
+            "A to B: --max-burst: 11s is outside 0..=10s"
         );
         assert_eq!(
             error(ImpairmentFlags::from([("ecn", "on")])),

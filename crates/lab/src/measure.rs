@@ -383,8 +383,9 @@ pub fn check_target(
         let now = latlab_io::clock::now_ns();
         if now >= deadline {
             return Err(unreachable(format!(
-                "no response to {seq} check probes within {timeout:?}: is a probe responder \
-                 (latlab echo) running there? (--no-check skips this check)"
+                "no response to {seq} check probes within {}: is a probe responder \
+                 (latlab echo) running there? (--no-check skips this check)",
+                crate::units::format_duration(timeout)
             )));
         }
         probe::Repr {

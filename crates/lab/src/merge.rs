@@ -340,10 +340,18 @@ fn write(
             ("return", "one-way delay back", &h.reverse),
         ] {
             dir.write(&format!("{name}_ccdf.csv"), &ccdf_csv(histogram)?)?;
-            curves.push((format!("{title} ({label})"), latlab_stats::ccdf(histogram)));
+            curves.push((title.to_string(), latlab_stats::ccdf(histogram)));
         }
     }
-    let svg = crate::plot::ccdf_svg(&format!("Latency CCDF, {label}"), &curves)
+    // Each line says what it is when one-way delays are drawn beside the round trips (the
+    // title names the run).
+    let axis = if curves.len() > 1 {
+        curves[0].0 = "round trip".to_string();
+        crate::plot::ONE_WAY_TOO_AXIS
+    } else {
+        crate::plot::ROUND_TRIP_AXIS
+    };
+    let svg = crate::plot::ccdf_svg(&format!("Latency CCDF, {label}"), axis, &curves)
         .map_err(std::io::Error::other)?;
     dir.write("ccdf.svg", svg.as_bytes())?;
     Ok(())

@@ -71,7 +71,7 @@ pub struct RunSetup {
     /// The run's folder inside a results folder of several runs (`rate-1000pps`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<String>,
-    /// The traffic model the probes followed (`wow`, `fixed:100@50000000ns`), when `pattern`
+    /// The traffic model the probes followed (`wow`, `fixed:100@50ms`), when `pattern`
     /// is `model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic: Option<String>,
@@ -552,13 +552,25 @@ pub fn write_run(
                 &ccdf_csv(delay.of(result))?,
             )?;
             curves.push((
-                format!("{} ({label})", delay.title()),
+                delay.title().to_string(),
                 latlab_stats::ccdf(delay.of(result)),
             ));
         }
     }
-    let svg = crate::plot::ccdf_svg(&format!("Latency CCDF, {}", summary.setup.label), &curves)
-        .map_err(io::Error::other)?;
+    // Each line says what it is when one-way delays are drawn beside the round trips (the
+    // title names the run).
+    let axis = if curves.len() > 1 {
+        curves[0].0 = "round trip".to_string();
+        crate::plot::ONE_WAY_TOO_AXIS
+    } else {
+        crate::plot::ROUND_TRIP_AXIS
+    };
+    let svg = crate::plot::ccdf_svg(
+        &format!("Latency CCDF, {}", summary.setup.label),
+        axis,
+        &curves,
+    )
+    .map_err(io::Error::other)?;
     dir.write(&format!("{prefix}ccdf.svg"), svg.as_bytes())
 }
 

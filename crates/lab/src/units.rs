@@ -152,6 +152,15 @@ pub fn parse_bytes(text: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{text:?} is too large"))
 }
 
+pub use latlab_link::format_duration_ns;
+
+/// A duration as latlab's flags take it, in the largest unit that shows it exactly (`10ms`,
+/// `100us`, `1500ms`, `0`): what [`parse_duration`] reads back. Durations the user set
+/// (options, intervals, delays) print through this; measured latencies through [`format_us`].
+pub fn format_duration(d: Duration) -> String {
+    format_duration_ns(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
 /// Prints nanoseconds as microseconds with two decimals: `12.35 µs`.
 pub fn format_us(ns: f64) -> String {
     let us = ns / 1000.0;
@@ -162,11 +171,13 @@ pub fn format_us(ns: f64) -> String {
     }
 }
 
-/// Prints a rate: `1000 pps`, `12.5 kpps`, `1.20 Mpps`.
+/// Prints a rate: `1000 pps`, `12.5 kpps`, `1.20 Mpps`: the one format of packet rates, offered
+/// and achieved alike. The unit is chosen after rounding, so 9999.7 pps prints as `10.0 kpps`
+/// beside an offered 10000, not as `10000 pps`.
 pub fn format_rate(pps: f64) -> String {
-    if pps >= 1e6 {
+    if (pps / 100.0).round() >= 10_000.0 {
         format!("{:.2} Mpps", pps / 1e6)
-    } else if pps >= 1e4 {
+    } else if pps.round() >= 1e4 {
         format!("{:.1} kpps", pps / 1e3)
     } else {
         format!("{pps:.0} pps")
@@ -293,5 +304,34 @@ mod tests {
         assert_eq!(format_us(12_345.0), "12.35 µs");
         assert_eq!(format_us(250_000_000.0), "250.0 ms");
         assert_eq!(format_rate(12_500.0), "12.5 kpps");
+    }
+
+    #[test]
+    fn rates_near_a_unit_boundary_print_in_the_unit_of_their_rounded_value() {
+        assert_eq!(format_rate(10_000.0), "10.0 kpps");
+        assert_eq!(format_rate(9_999.7), "10.0 kpps");
+        assert_eq!(format_rate(9_999.4), "9999 pps");
+        assert_eq!(format_rate(999_996.0), "1.00 Mpps");
+        assert_eq!(format_rate(999_940.0), "999.9 kpps");
+        assert_eq!(format_rate(100.6), "101 pps");
+    }
+
+    #[test]
+    fn set_durations_print_in_their_largest_exact_unit_and_read_back() {
+        assert_eq!(format_duration(Duration::from_millis(10)), "10ms");
+        assert_eq!(format_duration(Duration::ZERO), "0");
+        assert_eq!(format_duration(Duration::from_micros(100)), "100us");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(format_duration(Duration::from_secs(3)), "3s");
+        for d in [
+            Duration::ZERO,
+            Duration::from_nanos(250),
+            Duration::from_micros(100),
+            Duration::from_millis(10),
+            Duration::from_millis(1500),
+            Duration::from_secs(30),
+        ] {
+            assert_eq!(parse_duration(&format_duration(d)), Ok(d), "{d:?}");
+        }
     }
 }

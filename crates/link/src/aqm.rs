@@ -16,7 +16,7 @@
 //! other parameters belong to one discipline each and are kept, unused, under another.
 
 use crate::config::invalid;
-use crate::{format_ns, ConfigError, LinkConfig};
+use crate::{format_duration_ns, ConfigError, LinkConfig};
 
 pub(crate) mod codel;
 pub(crate) mod fq;
@@ -154,13 +154,25 @@ impl Aqm {
         let count = |n: u64| n.to_string();
         let bytes = |n: u64| format!("{n} bytes");
         if let Some(target) = self.target_ns {
-            within("aqm_target", target, US, 10 * S, format_ns)?;
+            within("aqm_target", target, US, 10 * S, format_duration_ns)?;
         }
-        within("aqm_interval", self.interval_ns, US, 100 * S, format_ns)?;
+        within(
+            "aqm_interval",
+            self.interval_ns,
+            US,
+            100 * S,
+            format_duration_ns,
+        )?;
         within("aqm_flows", u64::from(self.flows), 1, 65_536, count)?;
         within("aqm_quantum", u64::from(self.quantum), 64, 65_536, bytes)?;
-        within("aqm_tupdate", self.tupdate_ns, MS, S, format_ns)?;
-        within("aqm_max_burst", self.max_burst_ns, 0, 10 * S, format_ns)?;
+        within("aqm_tupdate", self.tupdate_ns, MS, S, format_duration_ns)?;
+        within(
+            "aqm_max_burst",
+            self.max_burst_ns,
+            0,
+            10 * S,
+            format_duration_ns,
+        )?;
         for (field, value) in [("aqm_alpha", self.alpha), ("aqm_beta", self.beta)] {
             if !(0.0..=32.0).contains(&value) {
                 return Err((

@@ -227,16 +227,22 @@ pub(crate) fn format_number(value: f64) -> String {
     }
 }
 
-/// A duration in nanoseconds, in the largest unit that shows it exactly (`5s`, `1500us`).
-pub(crate) fn format_ns(ns: u64) -> String {
+/// A duration in nanoseconds, in the largest unit that shows it exactly (`5s`, `1500us`, `0`),
+/// spelled as every duration flag of latlab reads it back (`ns`, `us`, `ms`, `s`; 0 needs no
+/// unit), so a printed value can be pasted back as a flag. The one formatter of exact
+/// durations: settings, schedules and models print through it.
+pub fn format_duration_ns(ns: u64) -> String {
     const UNITS: [(u64, &str); 4] = [
         (1_000_000_000, "s"),
         (1_000_000, "ms"),
         (1_000, "us"),
         (1, "ns"),
     ];
+    if ns == 0 {
+        return "0".to_string();
+    }
     for (scale, unit) in UNITS {
-        if ns % scale == 0 && (ns != 0 || scale == 1) {
+        if ns % scale == 0 {
             return format!("{}{unit}", ns / scale);
         }
     }
@@ -295,9 +301,30 @@ mod tests {
 
     #[test]
     fn durations_print_in_the_largest_exact_unit() {
-        assert_eq!(format_ns(0), "0ns");
-        assert_eq!(format_ns(5_000_000_000), "5s");
-        assert_eq!(format_ns(1_500_000), "1500us");
-        assert_eq!(format_ns(7), "7ns");
+        assert_eq!(format_duration_ns(0), "0");
+        assert_eq!(format_duration_ns(5_000_000_000), "5s");
+        assert_eq!(format_duration_ns(1_500_000), "1500us");
+        assert_eq!(format_duration_ns(7), "7ns");
+        assert_eq!(format_duration_ns(10_000_000), "10ms");
+        assert_eq!(format_duration_ns(100_000), "100us");
+    }
+
+    #[test]
+    fn printed_durations_read_back_as_the_same_flag_value() {
+        for ns in [
+            0,
+            1,
+            7,
+            999,
+            1_000,
+            100_000,
+            1_500_000,
+            10_000_000,
+            1_234_567_891,
+            5_000_000_000,
+        ] {
+            let text = format_duration_ns(ns);
+            assert_eq!(parse::duration_ns("--delay", &text), Ok(ns), "{text}");
+        }
     }
 }

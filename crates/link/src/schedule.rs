@@ -1,7 +1,7 @@
 //! Conditions that change over time: a schedule of delay, loss and rate.
 
 use crate::config::check_probability;
-use crate::{format_ns, parse, ConfigError};
+use crate::{format_duration_ns, parse, ConfigError};
 
 /// Link conditions that change over time, read from a file with one change per line:
 ///
@@ -151,8 +151,8 @@ fn check_order(previous: &ScheduleEntry, entry: &ScheduleEntry) -> Result<(), Co
         option: "TIME".into(),
         reason: format!(
             "{} is not after the previous line's {}",
-            format_ns(entry.at_ns),
-            format_ns(previous.at_ns)
+            format_duration_ns(entry.at_ns),
+            format_duration_ns(previous.at_ns)
         ),
     })
 }

@@ -411,7 +411,11 @@ impl fmt::Display for TrafficModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
             Kind::Game { row, .. } => f.write_str(row.name)?,
-            Kind::Fixed { size, interval_ns } => write!(f, "fixed:{size}@{interval_ns}ns")?,
+            Kind::Fixed { size, interval_ns } => write!(
+                f,
+                "fixed:{size}@{}",
+                latlab_link::format_duration_ns(*interval_ns)
+            )?,
         }
         if self.speed != 1.0 {
             write!(f, "*{}", self.speed)?;

@@ -155,7 +155,10 @@ impl ControlReader {
             if left.is_zero() {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    format!("no answer on the control connection within {timeout:?}"),
+                    format!(
+                        "no answer on the control connection within {}",
+                        latlab_lab::units::format_duration(timeout)
+                    ),
                 ));
             }
             stream.set_read_timeout(Some(left))?;

@@ -60,7 +60,10 @@ impl Driver {
             if Instant::now() >= until {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    format!("{name}: no connection to {target} within {timeout:?}"),
+                    format!(
+                        "{name}: no connection to {target} within {}",
+                        latlab_lab::units::format_duration(timeout)
+                    ),
                 ));
             }
             self.poll(HANDSHAKE_POLL, &mut |_| {})?;

@@ -85,7 +85,10 @@ impl EnetEndpoint {
             if Instant::now() >= until {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    format!("enet: no connection to {target} within {timeout:?}"),
+                    format!(
+                        "enet: no connection to {target} within {}",
+                        latlab_lab::units::format_duration(timeout)
+                    ),
                 ));
             }
             e.poll(Duration::from_millis(5), &mut |_| {})?;

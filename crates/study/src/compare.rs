@@ -297,6 +297,14 @@ pub fn run(options: &CompareOptions) -> Result<Compared, CompareError> {
 /// Both folders' CCDFs on one plot, BASE's and NEW's labelled so.
 fn plot(base: &Runs, new: &Runs) -> Result<String, CompareError> {
     let mut series = Vec::new();
+    let streams = [base, new]
+        .iter()
+        .any(|r| matches!(r.ccdf, Ccdf::Stream(_)));
+    let axis = if streams {
+        "one-way application latency (µs)"
+    } else {
+        latlab_lab::plot::ROUND_TRIP_AXIS
+    };
     for (who, runs) in [("BASE", base), ("NEW", new)] {
         let runs_series = match &runs.ccdf {
             Ccdf::Files(folder) => folder.ccdf_series()?,
@@ -306,7 +314,7 @@ fn plot(base: &Runs, new: &Runs) -> Result<String, CompareError> {
             series.push((format!("{who}: {label}"), points));
         }
     }
-    latlab_lab::plot::ccdf_svg("latency CCDF, BASE and NEW", &series).map_err(|reason| {
+    latlab_lab::plot::ccdf_svg("latency CCDF, BASE and NEW", axis, &series).map_err(|reason| {
         StudyError::Figure {
             file: "the CCDF plot".into(),
             reason,

@@ -13,6 +13,7 @@ use latlab_stats::Summary;
 use serde::Serialize;
 
 use latlab_lab::progress::View;
+use latlab_lab::units::format_duration;
 
 use latlab_lab::command::{check_writable, CommandError};
 use latlab_lab::gate::{Assertion, Results};
@@ -312,6 +313,7 @@ pub fn run(
         .collect();
     let svg = latlab_lab::plot::ccdf_svg(
         &format!("latlab demo: UDP echo round trip, {}", topology.kind()),
+        latlab_lab::plot::ROUND_TRIP_AXIS,
         &series,
     )
     .map_err(std::io::Error::other)?;
@@ -422,7 +424,10 @@ fn measure_through(
         );
         let mut setup = measure::setup(&gen, label.clone(), "client-emu-server", threads);
         setup.dir = Some("emulated-link".into());
-        view.note(&format!("measuring {label} for {:?}", options.duration));
+        view.note(&format!(
+            "measuring {label} for {}",
+            format_duration(options.duration)
+        ));
         view.run_started(&label, options.duration);
         let outcome = measure::run(&gen, &sockets, threads, setup, stop, &mut |p| {
             view.run_progress(&p)
@@ -483,7 +488,10 @@ fn measure_rates(
         let threads = measure::pick_threads(gen.threads, echo_cpu);
         let label = format!("{} {}", format_rate(rate.pps()), topology.kind());
         let setup = measure::setup(&gen, label.clone(), topology.kind(), threads);
-        view.note(&format!("measuring {label} for {:?}", options.duration));
+        view.note(&format!(
+            "measuring {label} for {}",
+            format_duration(options.duration)
+        ));
         view.run_started(&label, options.duration);
         let outcome = measure::run(&gen, &sockets, threads, setup, stop, &mut |p| {
             view.run_progress(&p)

@@ -52,6 +52,7 @@ pub mod emulator;
 pub mod game_server;
 pub mod registry;
 pub mod report;
+pub mod samples;
 pub mod timestamps;
 pub mod transports;
 

@@ -236,11 +236,14 @@ impl RunsFolder {
 
     /// The CCDF of every run on one plot, as SVG text.
     pub fn ccdf_svg(&self) -> Result<String, StudyError> {
-        latlab_lab::plot::ccdf_svg("latency CCDF", &self.ccdf_series()?).map_err(|reason| {
-            StudyError::Figure {
-                file: "the CCDF plot".into(),
-                reason,
-            }
+        latlab_lab::plot::ccdf_svg(
+            "latency CCDF",
+            latlab_lab::plot::ROUND_TRIP_AXIS,
+            &self.ccdf_series()?,
+        )
+        .map_err(|reason| StudyError::Figure {
+            file: "the CCDF plot".into(),
+            reason,
         })
     }
 }

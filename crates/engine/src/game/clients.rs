@@ -91,9 +91,10 @@ pub fn join_all(
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
-                    "--server {server}: {pending} of {} clients could not join within {timeout:?}: \
+                    "--server {server}: {pending} of {} clients could not join within {}: \
                      no game server answered (is `latlab serve` running there?)",
-                    sockets.len()
+                    sockets.len(),
+                    latlab_link::format_duration_ns(timeout.as_nanos() as u64)
                 ),
             ));
         }

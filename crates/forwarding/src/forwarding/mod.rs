@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::rfc2544::{self, Dut, DutReport, FwdPoll, Rfc2544Options, Saturation, SizeResult};
 use latlab_lab::command::{CommandError, Quiet};
 use latlab_lab::progress::View;
+use latlab_lab::units::format_duration;
 use latlab_study::points::{Existing, PointsDir};
 use latlab_study::{Shard, Study, StudyError, StudyFile, StudyKind};
 
@@ -89,7 +90,7 @@ impl ForwardingStudyOptions {
         };
         BTreeMap::from([
             ("--sizes".to_string(), list(&self.sizes)),
-            ("--trial".to_string(), format!("{:?}", self.trial)),
+            ("--trial".to_string(), format_duration(self.trial)),
             ("--max-trials".to_string(), self.max_trials.to_string()),
             ("--source".to_string(), self.source.name().to_string()),
             ("--batches".to_string(), list(&self.batches)),

@@ -16,6 +16,7 @@ use latlab_engine::Stop;
 use super::search::{OneTrial, Recorder};
 use super::{trial, SizeResult};
 use latlab_lab::command::CommandError;
+use latlab_lab::units::format_duration;
 
 /// How the throughput is searched.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -114,10 +115,12 @@ impl MlrSettings {
             goal.check().map_err(|e| {
                 let text = e.to_string();
                 let flag = match text.split(':').next().unwrap_or("") {
-                    "duration_sum" => format!("--mlr-duration-sum {:?}", self.duration_sum),
+                    "duration_sum" => {
+                        format!("--mlr-duration-sum {}", format_duration(self.duration_sum))
+                    }
                     "exceed_ratio" => format!("--mlr-exceed-ratio {}", self.exceed_ratio),
                     "width" => format!("--mlr-width {}", self.width),
-                    "final_trial_duration" => format!("--trial {trial:?}"),
+                    "final_trial_duration" => format!("--trial {}", format_duration(trial)),
                     other => other.to_string(),
                 };
                 let why = text.split_once(": ").map_or(text.as_str(), |(_, w)| w);

@@ -60,7 +60,7 @@ use setup::{in_namespace, Setup};
 use trial::Sink;
 
 use latlab_lab::command::{CommandError, Io, View};
-use latlab_lab::units::{format_rate, format_us};
+use latlab_lab::units::{format_duration, format_rate, format_us};
 
 /// RFC 2544's frame sizes for Ethernet.
 pub const FRAME_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
@@ -181,7 +181,10 @@ impl Rfc2544Options {
             return usage(format!("--sizes {s}: frame sizes are 64 to 1518 bytes"));
         }
         if self.trial < Duration::from_millis(10) {
-            return usage(format!("--trial {:?}: at least 10ms", self.trial));
+            return usage(format!(
+                "--trial {}: at least 10ms",
+                format_duration(self.trial)
+            ));
         }
         if !(self.resolution > 0.0 && self.resolution <= 0.5) {
             return usage(format!(

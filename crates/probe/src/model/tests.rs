@@ -133,6 +133,15 @@ fn fixed_models_send_one_size_at_one_interval() {
         }
         assert_eq!(model.to_string().parse::<TrafficModel>().unwrap(), model);
     }
+    // Printed in the largest exact unit, as typed: pasted back as --model.
+    for (text, printed) in [
+        ("fixed:160@10000000ns", "fixed:160@10ms"),
+        ("fixed:100B@1.5s", "fixed:100@1500ms"),
+        ("fixed:64@250us", "fixed:64@250us"),
+        ("fixed:64@7ns", "fixed:64@7ns"),
+    ] {
+        assert_eq!(text.parse::<TrafficModel>().unwrap().to_string(), printed);
+    }
 }
 
 #[test]

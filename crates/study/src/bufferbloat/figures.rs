@@ -72,6 +72,23 @@ pub(super) fn p99_svg(a: &Analysis) -> Result<String, String> {
     let y_hi = all().map(|p| p.1).fold(1.0, f64::max) * 1.5;
     let y_lo = all().map(|p| p.1).fold(y_hi, f64::min).max(0.01) / 1.5;
     let title = "Game p99 by queue discipline and depth";
+    let labels: Vec<&str> = lines.iter().map(|l| l.label.as_str()).collect();
+    let unit: Vec<Vec<(f64, f64)>> = lines
+        .iter()
+        .map(|l| {
+            l.points
+                .iter()
+                .map(|&(x, y)| {
+                    (
+                        (x + 0.2) / (x_hi + 0.2),
+                        (y / y_lo).log10() / (y_hi / y_lo).log10(),
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    let corner = latlab_lab::plot::legend_corner(&labels, &unit, (900, 560), 20);
+    let empty = all().next().is_none();
     latlab_lab::plot::svg_page(title, (900, 560), |root| {
         let mut c = latlab_lab::plot::chart(root, title, 20)
             .build_cartesian_2d(-0.2..x_hi, (y_lo..y_hi).log_scale())?;
@@ -105,11 +122,27 @@ pub(super) fn p99_svg(a: &Analysis) -> Result<String, String> {
             }
         }
         c.configure_series_labels()
+            .position(corner)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()?;
+        if empty {
+            say_no_p99(root)?;
+        }
         Ok(())
     })
+}
+
+/// Writes on an empty p99 plot why it is empty: no point measured enough samples.
+fn say_no_p99(root: &latlab_lab::plot::Page<'_>) -> latlab_lab::plot::DrawResult {
+    latlab_lab::plot::say_why_empty(
+        root,
+        latlab_lab::plot::plotting_px((900, 560), 20),
+        &format!(
+            "no point has a p99: each has fewer than the {} samples it needs",
+            latlab_stats::min_samples(0.99, latlab_stats::Z_95)
+        ),
+    )
 }
 
 /// `goodput-vs-p99.svg`'s series: per queue, (total goodput in Mbit/s, game p99 in ms) of
@@ -137,6 +170,13 @@ pub(super) fn goodput_svg(a: &Analysis) -> Result<String, String> {
     let x_hi = all().map(|p| p.0).fold(1.0, f64::max) * 1.1;
     let y_hi = all().map(|p| p.1).fold(1.0, f64::max) * 1.15;
     let title = "Bulk goodput against the game's p99";
+    let labels: Vec<&str> = series.iter().map(|s| s.0.as_str()).collect();
+    let unit: Vec<Vec<(f64, f64)>> = series
+        .iter()
+        .map(|s| s.1.iter().map(|&(x, y)| (x / x_hi, y / y_hi)).collect())
+        .collect();
+    let corner = latlab_lab::plot::legend_corner(&labels, &unit, (900, 560), 20);
+    let empty = all().next().is_none();
     latlab_lab::plot::svg_page(title, (900, 560), |root| {
         let mut c =
             latlab_lab::plot::chart(root, title, 20).build_cartesian_2d(0.0..x_hi, 0.0..y_hi)?;
@@ -151,9 +191,13 @@ pub(super) fn goodput_svg(a: &Analysis) -> Result<String, String> {
                 .legend(move |(x, y)| Circle::new((x + 9, y), 5, colour.filled()));
         }
         c.configure_series_labels()
+            .position(corner)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()?;
+        if empty {
+            say_no_p99(root)?;
+        }
         Ok(())
     })
 }

@@ -29,6 +29,7 @@ use latlab_emu::config::apply_spec;
 use latlab_engine::Stop;
 use latlab_lab::progress::View;
 use latlab_lab::results::RunSummary;
+use latlab_lab::units::format_duration;
 use latlab_link::LinkConfig;
 use latlab_probe::model::TrafficModel;
 use latlab_stats::Summary;
@@ -298,9 +299,9 @@ impl BloatOptions {
         BTreeMap::from([
             ("--rate".to_string(), self.rate.clone()),
             ("--model".to_string(), self.model.to_string()),
-            ("--duration".to_string(), format!("{:?}", self.duration)),
-            ("--warmup".to_string(), format!("{:?}", self.warmup)),
-            ("--delay".to_string(), format!("{:?}", self.delay)),
+            ("--duration".to_string(), format_duration(self.duration)),
+            ("--warmup".to_string(), format_duration(self.warmup)),
+            ("--delay".to_string(), format_duration(self.delay)),
         ])
     }
 }

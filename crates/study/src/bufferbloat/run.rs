@@ -21,6 +21,10 @@ use crate::{StudyError, StudyFile, StudyKind};
 use latlab_lab::measure::{self, GenOptions, ThreadChoice};
 use latlab_lab::progress::View;
 use latlab_lab::topology::ClientEmuServer;
+use latlab_lab::units::format_duration;
+
+/// What the game stream of each point leaves out at its start.
+const GAME_WARMUP: Duration = Duration::from_millis(200);
 
 /// The reflector's UDP port in the server namespace.
 const ECHO_PORT: u16 = 7777;
@@ -62,15 +66,26 @@ pub(super) fn measure_all(
         Existing::RefuseResumable
     };
     let points = PointsDir::create(&options.out, existing)?;
+    // The report's figures and tables read each point's p99 of the game stream.
+    if let Some(warning) = crate::samples::too_few_for(
+        "study bufferbloat",
+        latlab_stats::Quantile::P99,
+        options.model.rate_pps(),
+        options.duration,
+        GAME_WARMUP,
+        "--duration",
+    ) {
+        progress.note(&warning);
+    }
     let lab = ClientEmuServer::build()?;
     let plan = CorePlan::allowed();
     let topology = format!(
         "{}; the client→server direction of latlab emu is the bottleneck ({}), the \
-         server→client direction is not limited (delay {:?}); cores: {}, the bulk flows with \
+         server→client direction is not limited (delay {}); cores: {}, the bulk flows with \
          the ends",
         lab.describe(),
         options.rate,
-        options.delay,
+        format_duration(options.delay),
         plan.describe()
     );
     progress.note(&format!("lab: {topology}"));
@@ -180,7 +195,7 @@ fn measure_point(
     gen.bind = IpAddr::V4(lab.client_addr);
     gen.model = Some(options.model.clone());
     gen.duration = options.duration;
-    gen.warmup = Duration::from_millis(200);
+    gen.warmup = GAME_WARMUP;
     gen.grace = grace(&bottleneck, options.delay);
     gen.poll = PollMode::Block;
     gen.threads = ThreadChoice::One;

@@ -7,7 +7,7 @@ use latlab_stats::{LatencyHistogram, Summary};
 
 use super::analysis::{full_queue_ms, Analysis};
 use super::conclusions::{findings, targets, Verdict};
-use super::figures::{goodput_series, p99_lines};
+use super::figures::{goodput_series, goodput_svg, p99_lines, p99_svg};
 use super::report::write;
 use super::{left_out_key, BloatOptions, BloatPoint, BulkFlow, LeftOut, Queue};
 use crate::emulator::tests::run;
@@ -372,4 +372,27 @@ fn a_queue_discipline_the_emulator_lacks_is_left_out_and_said_so() {
         md.contains("Left out:\n- codel: this emulator has no queue disciplines"),
         "{md}"
     );
+}
+
+#[test]
+fn figures_without_a_p99_say_why_they_are_empty() {
+    // 280 round trips (3 s at 100 Hz after the warm-up): fewer than the 381 a p99 needs.
+    let mut short = point("tail:limit=100", "cubic", 0, 0.0, 10.0, 0);
+    short.game = run(10_000.0, 280, 0, 100.0);
+    let a = Analysis {
+        points: vec![short],
+        ..Analysis::default()
+    };
+    for svg in [p99_svg(&a).unwrap(), goodput_svg(&a).unwrap()] {
+        assert!(
+            svg.contains("no point has a p99: each has fewer than the 381 samples it needs"),
+            "{svg}"
+        );
+    }
+    // With enough samples the figure draws its point and says nothing of the kind.
+    let a = Analysis {
+        points: vec![point("tail:limit=100", "cubic", 0, 0.0, 10.0, 0)],
+        ..Analysis::default()
+    };
+    assert!(!p99_svg(&a).unwrap().contains("no point has a p99"));
 }

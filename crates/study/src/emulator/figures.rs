@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use latlab_lab::units::format_rate;
+
 use super::{EmuPoint, RatePoint};
 
 pub(super) fn trace_svg(points: &[&EmuPoint]) -> Result<String, String> {
@@ -18,7 +20,7 @@ pub(super) fn trace_svg(points: &[&EmuPoint]) -> Result<String, String> {
                 .filter(|x| x.0 >= mid && x.0 < mid + 2_000_000)
                 .map(|x| ((x.0 - mid) as f64 / 1e6, x.1 as f64 / 1000.0))
                 .collect();
-            Some((format!("{:.0} pps", p.rate_pps), pts))
+            Some((latlab_lab::units::format_rate(p.rate_pps), pts))
         })
         .collect();
     let y_hi = windows
@@ -27,6 +29,12 @@ pub(super) fn trace_svg(points: &[&EmuPoint]) -> Result<String, String> {
         .fold(1.0, f64::max)
         * 1.1;
     let title = "Per-packet round trip through a 100 µs emulated delay";
+    let labels: Vec<&str> = windows.iter().map(|w| w.0.as_str()).collect();
+    let unit: Vec<Vec<(f64, f64)>> = windows
+        .iter()
+        .map(|w| w.1.iter().map(|&(x, y)| (x / 2.0, y / y_hi)).collect())
+        .collect();
+    let corner = latlab_lab::plot::legend_corner(&labels, &unit, (900, 600), 20);
     latlab_lab::plot::svg_page(title, (900, 600), |root| {
         let mut chart =
             latlab_lab::plot::chart(root, title, 20).build_cartesian_2d(0.0..2.0, 0.0..y_hi)?;
@@ -44,6 +52,7 @@ pub(super) fn trace_svg(points: &[&EmuPoint]) -> Result<String, String> {
         }
         chart
             .configure_series_labels()
+            .position(corner)
             .border_style(BLACK)
             .background_style(WHITE.mix(0.8))
             .draw()?;
@@ -58,6 +67,26 @@ pub(super) fn accuracy_svg(series: &BTreeMap<u64, Vec<(f64, f64, f64)>>) -> Resu
     let x_hi = all.iter().map(|p| p.0).fold(1.0, f64::max) * 2.0;
     let y_abs = all.iter().map(|p| p.1.abs() + p.2).fold(1.0, f64::max) * 1.2;
     let title = "Emulated delay accuracy: mean error vs configured delay";
+    let labels: Vec<String> = series.keys().map(|&r| format_rate(r as f64)).collect();
+    let across = |x: f64| (x / x_lo).log10() / (x_hi / x_lo).log10();
+    // The lines and both ends of every bar.
+    let unit: Vec<Vec<(f64, f64)>> = series
+        .values()
+        .flat_map(|pts| {
+            let line = pts
+                .iter()
+                .map(|&(x, y, _)| (across(x), (y + y_abs) / (2.0 * y_abs)))
+                .collect();
+            let bars = pts.iter().map(move |&(x, y, sd)| {
+                vec![
+                    (across(x), (y - sd + y_abs) / (2.0 * y_abs)),
+                    (across(x), (y + sd + y_abs) / (2.0 * y_abs)),
+                ]
+            });
+            std::iter::once(line).chain(bars)
+        })
+        .collect();
+    let corner = latlab_lab::plot::legend_corner(&labels, &unit, (900, 600), 20);
     latlab_lab::plot::svg_page(title, (900, 600), |root| {
         let mut chart = latlab_lab::plot::chart(root, title, 20)
             .build_cartesian_2d((x_lo..x_hi).log_scale(), -y_abs..y_abs)?;
@@ -76,13 +105,14 @@ pub(super) fn accuracy_svg(series: &BTreeMap<u64, Vec<(f64, f64, f64)>>) -> Resu
                     LineSeries::new(pts.iter().map(|&(x, y, _)| (x, y)), color.stroke_width(2))
                         .point_size(4),
                 )?
-                .label(format!("{rate} pps"))
+                .label(format_rate(*rate as f64))
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
                 });
         }
         chart
             .configure_series_labels()
+            .position(corner)
             .border_style(BLACK)
             .background_style(WHITE.mix(0.8))
             .draw()?;

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use latlab_emu::report::EmuJson;
 use latlab_engine::Stop;
-use latlab_lab::units::ProbeRate;
+use latlab_lab::units::{format_duration, format_duration_ns, ProbeRate};
 use serde::{Deserialize, Serialize};
 
 use super::{Shard, Study, StudyError, StudyKind};
@@ -111,18 +111,23 @@ impl EmuStudyOptions {
     pub fn parameters(&self) -> BTreeMap<String, String> {
         let list = |v: Vec<String>| v.join(",");
         BTreeMap::from([
-            ("--duration".to_string(), format!("{:?}", self.duration)),
+            ("--duration".to_string(), format_duration(self.duration)),
             (
                 "--rates".to_string(),
                 list(self.rates.iter().map(|r| format!("{}", r.pps())).collect()),
             ),
             (
                 "--delays".to_string(),
-                list(self.delays_ns.iter().map(|d| format!("{d}ns")).collect()),
+                list(
+                    self.delays_ns
+                        .iter()
+                        .map(|&d| format_duration_ns(d))
+                        .collect(),
+                ),
             ),
             (
                 "--rate-duration".to_string(),
-                format!("{:?}", self.rate_duration),
+                format_duration(self.rate_duration),
             ),
         ])
     }

@@ -21,7 +21,10 @@ use latlab_lab::measure::{self, GenOptions, ThreadChoice};
 use latlab_lab::progress::View;
 use latlab_lab::results::RunSummary;
 use latlab_lab::topology::ClientEmuServer;
-use latlab_lab::units::{format_us, ProbeRate};
+use latlab_lab::units::{format_duration_ns, format_rate, ProbeRate};
+
+/// What each generator run of the study leaves out at its start.
+const GEN_WARMUP: Duration = Duration::from_millis(300);
 
 fn relative_trace(trace: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let t0 = trace.iter().map(|t| t.0).min().unwrap_or(0);
@@ -107,6 +110,19 @@ fn measure_latencies(
 ) -> Result<usize, StudyError> {
     let bridged = (lab.client_addr, SocketAddr::from((lab.server_addr, 7777)));
     let routed = (routed.0, SocketAddr::from((routed.1, 7777)));
+    // The accuracy table reads each point's p99.9: the slowest rate has the fewest samples.
+    if let Some(slowest) = options.rates.iter().map(|r| r.pps()).reduce(f64::min) {
+        if let Some(warning) = crate::samples::too_few_for(
+            "study emulator",
+            latlab_stats::Quantile::P99_9,
+            slowest,
+            options.duration,
+            GEN_WARMUP,
+            "--duration",
+        ) {
+            progress.note(&warning);
+        }
+    }
     let mut plan: Vec<(String, u64, ProbeRate, Option<LossModel>)> = Vec::new();
     for &rate in &options.rates {
         plan.push(("kernel".into(), 0, rate, None));
@@ -146,9 +162,9 @@ fn measure_latencies(
         }
         let pps = rate.pps();
         let describe = format!(
-            "{path}, delay {}, {:.0} pps",
-            format_us(delay_ns as f64),
-            pps
+            "{path}, delay {}, {}",
+            format_duration_ns(delay_ns),
+            format_rate(pps)
         );
         let key = format!("{path}-d{delay_ns}ns-{}pps", pps as u64);
         if points.resumed::<EmuPoint>(&key).is_some() {
@@ -228,7 +244,7 @@ fn measure_once(
     gen.bind = IpAddr::V4(client);
     gen.rate = rate;
     gen.duration = duration;
-    gen.warmup = Duration::from_millis(300);
+    gen.warmup = GEN_WARMUP;
     gen.grace = Duration::from_millis(500);
     gen.poll = PollMode::Block;
     gen.threads = ThreadChoice::One;

@@ -160,10 +160,11 @@ pub(super) fn release_target(a: &Analysis) -> String {
     md
 }
 
-/// Loss models: the loss and burst lengths produced against the configured ones.
+/// Loss models: the loss and burst lengths produced against the configured ones; each measured
+/// loss with its 95% (Wilson) interval and the probes it was measured on.
 pub(super) fn loss_models(a: &Analysis) -> String {
     let mut md = String::new();
-    md.push_str("\n## Loss models: produced vs configured\n\n| model | configured loss | measured loss | configured mean burst | measured mean burst | max burst | bursts |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("\n## Loss models: produced vs configured\n\nMeasured loss: lost probes of those sent, with its 95% confidence interval (Wilson score).\n\n| model | configured loss | measured loss [95% interval] | probes sent | configured mean burst | measured mean burst | max burst | bursts |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for pt in a.points.iter().filter(|p| p.path.starts_with("loss-")) {
         let n = pt.loss_bursts.len();
         let mean = if n == 0 {
@@ -172,16 +173,31 @@ pub(super) fn loss_models(a: &Analysis) -> String {
             pt.loss_bursts.iter().sum::<u64>() as f64 / n as f64
         };
         md.push_str(&format!(
-            "| {} | {:.3}% | {:.3}% | {:.2} | {:.2} | {} | {n} |\n",
+            "| {} | {:.3}% | {} | {} | {:.2} | {:.2} | {} | {n} |\n",
             pt.path.trim_start_matches("loss-"),
             100.0 * pt.configured_loss.unwrap_or(0.0),
-            100.0 * pt.run.loss_ratio,
+            loss_with_interval(pt.run.lost, pt.run.sent),
+            pt.run.sent,
             pt.expected_mean_burst.unwrap_or(0.0),
             mean,
             pt.loss_bursts.iter().max().copied().unwrap_or(0),
         ));
     }
     md
+}
+
+/// `lost` of `sent` as a percentage with its 95% Wilson interval (`1.020% [0.830 – 1.250]`),
+/// or `-` when nothing was sent.
+fn loss_with_interval(lost: u64, sent: u64) -> String {
+    match latlab_stats::gate::wilson_interval(lost, sent, latlab_stats::Z_95) {
+        Some((low, high)) => format!(
+            "{:.3}% [{:.3} – {:.3}]",
+            100.0 * lost.min(sent) as f64 / sent as f64,
+            100.0 * low,
+            100.0 * high
+        ),
+        None => "-".to_string(),
+    }
 }
 
 /// The forwarding rate at the RFC 2544 frame sizes through the three paths.

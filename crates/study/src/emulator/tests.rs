@@ -223,8 +223,10 @@ fn the_report_of_a_synthetic_study() {
         // histogram buckets' rounding.
         "| 100.00 µs | 1000 | 1.0 |",
         "| 1000.00 µs | 1000 | 1.9 |",
-        "| bernoulli | 1.000% | 0.990% | 1.01 | 1.25 | 2 | 4 |",
-        "| gemodel | 3.850% | 0.990% | 4.00 | 4.00 | 5 | 4 |",
+        // 10 of 1010 probes lost: 0.990%, its 95% Wilson interval 0.539% to 1.813%.
+        "| bernoulli | 1.000% | 0.990% [0.539 – 1.813] | 1010 | 1.01 | 1.25 | 2 | 4 |",
+        "| gemodel | 3.850% | 0.990% [0.539 – 1.813] | 1010 | 4.00 | 4.00 | 5 | 4 |",
+        "Measured loss: lost probes of those sent, with its 95% confidence interval",
         "| 64 | 300.0 | 200.0 | 300.0 | 150.0 | 0.75 | 7 | - | - | - | - |",
         "![forwarding rate](forwarding-rate.svg)",
         "![per-packet latency](per-packet.svg)",

@@ -21,6 +21,7 @@ use std::time::Duration;
 use latlab_engine::game::ServerIo;
 use latlab_engine::Stop;
 use latlab_lab::progress::View;
+use latlab_lab::units::format_duration;
 use latlab_stats::{Quantile, Summary};
 use serde::{Deserialize, Serialize};
 
@@ -175,7 +176,7 @@ impl StudyOptions {
     /// `study.json` stores them: `--resume` refuses a folder measured with other values.
     pub fn parameters(&self) -> BTreeMap<String, String> {
         let mut parameters = BTreeMap::from([
-            ("--duration".to_string(), format!("{:?}", self.duration)),
+            ("--duration".to_string(), format_duration(self.duration)),
             ("--work-cycles".to_string(), self.work_cycles.to_string()),
             ("payload bytes".to_string(), self.payload_len.to_string()),
         ]);

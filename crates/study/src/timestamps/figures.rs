@@ -36,6 +36,7 @@ pub(super) fn methods_svg(point: &StampPoint, outside: &[&StampPoint]) -> Result
     }
     latlab_lab::plot::ccdf_svg(
         &format!("Each method on the same probes ({})", point.setting),
+        latlab_lab::plot::ROUND_TRIP_AXIS,
         &series,
     )
 }
@@ -51,5 +52,9 @@ pub(super) fn settings_svg(
         let view = MethodView::of(p, method);
         series.push((p.setting.clone(), ccdf(&view.histogram())));
     }
-    latlab_lab::plot::ccdf_svg(&format!("{title} as {} sees them", method.name()), &series)
+    latlab_lab::plot::ccdf_svg(
+        &format!("{title} as {} sees them", method.name()),
+        latlab_lab::plot::ROUND_TRIP_AXIS,
+        &series,
+    )
 }

@@ -39,6 +39,7 @@ use std::path::{Path, PathBuf};
 
 use latlab_engine::Stop;
 use latlab_lab::progress::View;
+use latlab_lab::units::format_duration_ns;
 use serde::{Deserialize, Serialize};
 
 use super::{Shard, Study, StudyError, StudyKind};
@@ -113,7 +114,7 @@ impl StampStudyOptions {
         BTreeMap::from([
             ("--probes".to_string(), self.probes.to_string()),
             ("--rate".to_string(), format!("{}", self.rate_pps)),
-            ("--delay".to_string(), format!("{}ns", self.delay_ns)),
+            ("--delay".to_string(), format_duration_ns(self.delay_ns)),
         ])
     }
 }

@@ -133,7 +133,12 @@ pub(super) fn ccdf_svg(title: &str, points: &[&TransportPoint]) -> Result<String
         .filter(|p| !p.ccdf.is_empty())
         .map(|p| (p.transport.clone(), p.ccdf.clone()))
         .collect();
-    latlab_lab::plot::ccdf_svg_coloured(title, &series, &COLOURS)
+    latlab_lab::plot::ccdf_svg_coloured(
+        title,
+        "one-way application latency (µs)",
+        &series,
+        &COLOURS,
+    )
 }
 
 /// Cost against tail on one cell: each transport at its wire bytes per message (both ways,

@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use latlab_engine::Stop;
 use latlab_lab::progress::View;
+use latlab_lab::units::format_duration;
 use latlab_link::{LinkConfig, LossModel};
 use latlab_stats::{CcdfPoint, Summary};
 use serde::{Deserialize, Serialize};
@@ -293,14 +294,14 @@ impl TransportStudyOptions {
         let mut p = BTreeMap::from([
             ("--streams".to_string(), self.streams.to_string()),
             ("--size".to_string(), self.size.to_string()),
-            ("--duration".to_string(), format!("{:?}", self.duration)),
+            ("--duration".to_string(), format_duration(self.duration)),
         ]);
         if self.virtual_time {
             p.insert("--virtual".into(), "true".into());
             p.insert("--checks".into(), self.checks.to_string());
             p.insert(
                 "--check-duration".into(),
-                format!("{:?}", self.check_duration),
+                format_duration(self.check_duration),
             );
         }
         p
