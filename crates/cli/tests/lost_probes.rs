@@ -18,6 +18,17 @@ fn listening(ns: &str, port: u16) -> bool {
         .any(|l| l.contains(&format!(":{port:04X} ")))
 }
 
+/// Waits until `done`, failing (instead of hanging) if it never comes; not a bound on speed.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..3000 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{what} never happened");
+}
+
 /// `kill -SIGNAL pid`.
 fn signal(name: &str, pid: u32) {
     common::succeeds(Command::new("kill").args([&format!("-{name}"), &pid.to_string()]));
@@ -81,9 +92,7 @@ fn a_stopped_reflectors_full_socket_carries_the_probes_it_dropped() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    while !listening(&ns, 7777) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("the reflector's socket", || listening(&ns, 7777));
     signal("STOP", echo.id());
     let printed = common::gen_in(
         &ns,
@@ -132,9 +141,7 @@ fn a_stopped_reflectors_full_socket_carries_the_probes_it_dropped() {
             .parse::<u64>()
             .unwrap()
     };
-    while no_ports() < held {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("the held probes' answers", || no_ports() >= held);
     signal("TERM", echo.id());
     // Stopped by SIGTERM, as a shell reports it; its JSON written whole first.
     assert_eq!(echo.wait().unwrap().code(), Some(143));
