@@ -149,6 +149,47 @@ impl LostByCause {
         }
     }
 
+    /// The losses of several runs together (`latlab merge`): every count summed, a cause
+    /// counted where any run counted it (the others' probes are in their `unanswered`), so
+    /// the causes still add up; `None` when a run did not count its losses at all.
+    pub fn merged<'a>(
+        runs: impl IntoIterator<Item = Option<&'a LostByCause>>,
+    ) -> Option<LostByCause> {
+        fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            a.or(b).map(|_| a.unwrap_or(0) + b.unwrap_or(0))
+        }
+        fn add_udp(a: Option<UdpJson>, b: Option<UdpJson>) -> Option<UdpJson> {
+            let (x, y) = (a.unwrap_or_default(), b.unwrap_or_default());
+            a.or(b).map(|_| UdpJson {
+                no_ports: x.no_ports + y.no_ports,
+                in_errors: x.in_errors + y.in_errors,
+                rcvbuf_errors: x.rcvbuf_errors + y.rcvbuf_errors,
+                sndbuf_errors: x.sndbuf_errors + y.sndbuf_errors,
+            })
+        }
+        let mut m = LostByCause::default();
+        for r in runs {
+            let r = r?;
+            let (c, rc) = (&mut m.counters, &r.counters);
+            m.lost += r.lost;
+            m.sender += r.sender;
+            m.path = add(m.path, r.path);
+            m.reflector_socket = add(m.reflector_socket, r.reflector_socket);
+            m.reflector = add(m.reflector, r.reflector);
+            m.unanswered += r.unanswered;
+            m.counted_beyond_loss += r.counted_beyond_loss;
+            c.send_failed += rc.send_failed;
+            c.sender_socket_drops += rc.sender_socket_drops;
+            c.sender_udp = add_udp(c.sender_udp, rc.sender_udp);
+            c.shared_namespace |= rc.shared_namespace;
+            c.reflector_socket_drops = add(c.reflector_socket_drops, rc.reflector_socket_drops);
+            c.reflector_dropped = add(c.reflector_dropped, rc.reflector_dropped);
+            c.reflector_udp = add_udp(c.reflector_udp, rc.reflector_udp);
+            c.interface_drops = add(c.interface_drops, rc.interface_drops);
+        }
+        Some(m)
+    }
+
     /// One line for a terminal; `-`: not counted by this run.
     pub fn text(&self) -> String {
         let n = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
@@ -401,5 +442,32 @@ mod tests {
         assert!(l
             .text()
             .ends_with("counted 6 drops more: other traffic shares them)"));
+    }
+
+    #[test]
+    fn merged_runs_still_add_up_and_a_run_that_did_not_count_leaves_no_count() {
+        let both = LostByCause::place(
+            20,
+            LossCounters {
+                reflector_socket_drops: Some(6),
+                interface_drops: Some(3),
+                ..LossCounters::default()
+            },
+        );
+        let alone = LostByCause::place(
+            5,
+            LossCounters {
+                sender_socket_drops: 2,
+                ..LossCounters::default()
+            },
+        );
+        let m = LostByCause::merged([Some(&both), Some(&alone)]).unwrap();
+        assert_eq!(
+            (m.lost, m.sender, m.path, m.reflector_socket, m.reflector),
+            (25, 2, Some(3), Some(6), None)
+        );
+        assert_eq!((m.unanswered, sum(&m)), (14, 25));
+        assert_eq!(m.counters.sender_socket_drops, 2);
+        assert_eq!(LostByCause::merged([Some(&both), None]), None);
     }
 }
