@@ -58,13 +58,20 @@ pub(crate) fn run(a: DemoArgs) -> Result<()> {
         "{}",
         latlab_lab::table::render(&outcome.runs.iter().collect::<Vec<_>>())
     );
+    for run in &outcome.runs {
+        if let Some(lost) = &run.lost_by_cause {
+            outln!("{}: {}", run.setup.label, lost.text());
+        }
+    }
     let r = outcome.reflector;
     outln!(
-        "reflector: received {}, reflected {}, malformed {}, dropped on a full socket {}",
+        "reflector: received {}, reflected {}, malformed {}, not sent back (full send \
+         buffer, refused address) {}, dropped at its full receive buffer {}",
         r.received,
         r.reflected,
         r.malformed,
-        r.send_dropped
+        r.send_dropped,
+        r.kernel_drops.map_or("-".to_string(), |n| n.to_string())
     );
     if let Some(e) = &outcome.emulated {
         outln!("{}", e.describe());

@@ -315,7 +315,10 @@ fn demo_on_loopback_prints_the_table_and_writes_the_folder() {
         .stdout(
             predicate::str::contains("loopback")
                 .and(predicate::str::contains("p99.9999"))
-                .and(predicate::str::contains("std dev")),
+                .and(predicate::str::contains("std dev"))
+                .and(predicate::str::contains(
+                    "(warm-up included): sender's socket/stack",
+                )),
         );
     check_demo_folder(&out, "loopback", 2);
 }
@@ -334,6 +337,24 @@ fn check_demo_folder(out: &Path, topology: &str, runs: usize) {
         let received = run["received"].as_u64().unwrap();
         assert!(sent > 0 && received > 0, "{run}");
         assert_eq!(run["lost"].as_u64().unwrap(), sent - received);
+        // Every lost probe placed, warm-up included; the reflector's socket always counted
+        // (the demo holds it), the path only where the demo built one.
+        let lost = &run["lost_by_cause"];
+        let n = |key: &str| lost[key].as_u64().unwrap_or(0);
+        let warmup = &run["warmup"];
+        assert_eq!(
+            n("lost"),
+            sent - received + warmup["sent"].as_u64().unwrap()
+                - warmup["received"].as_u64().unwrap(),
+            "{lost}"
+        );
+        assert_eq!(
+            n("sender") + n("path") + n("reflector_socket") + n("reflector") + n("unanswered"),
+            n("lost"),
+            "{lost}"
+        );
+        assert!(lost["reflector_socket"].is_u64(), "{lost}");
+        assert_eq!(lost["path"].is_u64(), topology != "loopback", "{lost}");
         let dir = out.join(format!(
             "rate-{}pps",
             run["offered_pps"].as_f64().unwrap() as u64
@@ -382,6 +403,13 @@ fn demo_across_two_namespaces_measures_and_removes_them() {
         String::from_utf8_lossy(&child.stderr)
     );
     assert!(stdout.contains("veth"), "{stdout}");
+    assert_eq!(
+        stdout
+            .matches("(warm-up included): sender's socket/stack")
+            .count(),
+        3,
+        "a line of lost probes for each run: {stdout}"
+    );
     // Two rates on the plain veth pair, and one through the emulated link.
     check_demo_folder(&out, "veth", 3);
     assert!(

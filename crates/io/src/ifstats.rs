@@ -102,27 +102,6 @@ fn parse(text: &str, ifname: &str) -> Option<DevCounters> {
     })
 }
 
-/// Datagrams the UDP sockets of the calling thread's network namespace could not take (the
-/// `Udp: InErrors` of `/proc/thread-self/net/snmp`, full receive buffers among them).
-pub fn udp_in_errors() -> io::Result<u64> {
-    let text = std::fs::read_to_string("/proc/thread-self/net/snmp")
-        .map_err(|e| io::Error::new(e.kind(), format!("/proc/thread-self/net/snmp: {e}")))?;
-    parse_udp_in_errors(&text).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            "/proc/thread-self/net/snmp: no Udp InErrors",
-        )
-    })
-}
-
-/// `Udp: InErrors` in the text of `/proc/net/snmp`: a line of names, then one of values.
-fn parse_udp_in_errors(text: &str) -> Option<u64> {
-    let mut udp = text.lines().filter(|l| l.starts_with("Udp: "));
-    let (names, values) = (udp.next()?, udp.next()?);
-    let at = names.split_whitespace().position(|n| n == "InErrors")?;
-    values.split_whitespace().nth(at)?.parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,21 +138,6 @@ emu-a: 9876543  123456    1   42    0     0          0         0   555555    432
             DevStats::open("latlab-none").unwrap_err().kind(),
             io::ErrorKind::NotFound
         );
-    }
-
-    #[test]
-    fn udp_receive_errors_are_read_from_the_snmp_table() {
-        let snmp = "\
-Ip: Forwarding DefaultTTL
-Ip: 1 64
-Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors
-Udp: 1000 3 17 900 17 0
-UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors
-UdpLite: 0 0 5 0 0 0
-";
-        assert_eq!(parse_udp_in_errors(snmp), Some(17));
-        assert_eq!(parse_udp_in_errors("Udp: InErrors\n"), None, "no values");
-        assert!(udp_in_errors().is_ok());
     }
 
     #[test]

@@ -55,6 +55,7 @@ mod sockopt;
 pub mod tcp;
 pub mod tsc;
 pub mod udp;
+pub mod udpmib;
 pub mod xdp;
 
 pub use choice::Io;

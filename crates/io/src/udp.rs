@@ -165,6 +165,22 @@ impl UdpSocket {
         self.socket.send_buffer_size()
     }
 
+    /// Datagrams the kernel dropped for this socket since it was made, before it could read
+    /// them: a full receive buffer, no memory, a bad checksum (the socket's `sk_drops`, read
+    /// with `SO_MEMINFO` at any time; the count `SO_RXQ_OVFL` would attach to the next
+    /// datagram read).
+    pub fn kernel_drops(&self) -> io::Result<u64> {
+        // SK_MEMINFO_VARS: nine values, the drops counter the last.
+        let mut info = [0u32; 9];
+        crate::sockopt::get(
+            self.socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            &mut info,
+        )?;
+        Ok(u64::from(info[libc::SK_MEMINFO_DROPS as usize]))
+    }
+
     /// Where the receive timestamps of this socket come from.
     pub fn rx_timestamp_source(&self) -> TimestampSource {
         self.rx_source
@@ -557,6 +573,35 @@ mod tests {
         assert_eq!(send.len(), 1);
         assert_eq!(send.lens[0], 4);
         assert_eq!(&send.data[..4], &[3, 3, 3, 3]);
+    }
+
+    #[test]
+    fn a_full_receive_buffer_counts_every_datagram_it_dropped() {
+        let tiny = UdpOptions {
+            rcvbuf: Some(1),
+            ..UdpOptions::default()
+        };
+        let b = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &tiny).unwrap();
+        let a = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &UdpOptions::default()).unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        assert_eq!(b.kernel_drops().unwrap(), 0);
+        for _ in 0..50 {
+            a.send_one(&[1u8; 200], None).unwrap();
+        }
+        // Whatever the buffer took is read; the rest the kernel dropped and counted (a look
+        // again after a pause allows for a late softirq).
+        let mut read = 0u64;
+        let mut recv = RecvBatch::new(64, 256);
+        for _ in 0..200 {
+            read += b.recv_batch(&mut recv).unwrap() as u64;
+            if read + b.kernel_drops().unwrap() == 50 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let dropped = b.kernel_drops().unwrap();
+        assert_eq!(read + dropped, 50, "read {read}, dropped {dropped}");
+        assert!(dropped > 0 && read > 0, "read {read}, dropped {dropped}");
     }
 
     #[test]

@@ -11,6 +11,9 @@ use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters, Reflect
 use latlab_engine::Stop;
 use latlab_io::port::{SendFailures, XdpEndpoint};
 use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_io::udpmib::UdpMib;
+
+use crate::losses::UdpJson;
 
 use crate::command::{watched, write_json, CommandError, Io, View};
 use crate::cores::{PollChoice, Role, Seat};
@@ -70,6 +73,9 @@ pub struct EchoReport {
     pub counters: ReflectorReport,
     /// The AF_XDP interface, or `None` for a kernel socket.
     pub xdp_iface: Option<String>,
+    /// The UDP MIB of the reflector's namespace over the run (namespace-wide: exact in a
+    /// namespace of its own); `None` when it could not be read.
+    pub udp: Option<UdpJson>,
     /// The JSON written to `--json` (also made when no file was asked for).
     pub json: serde_json::Value,
 }
@@ -94,6 +100,12 @@ impl EchoReport {
         // Shown only when there is something to show: the line of a quiet run stays short.
         if let Some(n) = r.kernel_drops.filter(|&n| n > 0) {
             line.push_str(&format!("  kernel-dropped {n}"));
+        }
+        if let Some(u) = self.udp.filter(|u| u.no_ports + u.in_errors > 0) {
+            line.push_str(&format!(
+                "  (namespace UDP: no-ports {}, in-errors {}, rcvbuf-errors {})",
+                u.no_ports, u.in_errors, u.rcvbuf_errors
+            ));
         }
         line
     }
@@ -120,6 +132,10 @@ pub fn run(
     };
     let counters = Arc::new(ReflectorCounters::default());
     let listen = options.listen;
+    // This process's namespace, the reflector's: what its UDP stack dropped, read around
+    // the run.
+    let mib = UdpMib::open().ok();
+    let udp_before = mib.as_ref().and_then(|m| m.read().ok());
     let placed = |e: std::io::Error| CommandError::Run {
         engine: "reflector placement",
         source: e,
@@ -220,8 +236,12 @@ pub fn run(
             (r, json)
         }
     };
+    let udp = mib
+        .zip(udp_before)
+        .and_then(|(m, before)| Some(UdpJson::from(m.read().ok()?.since(&before))));
     let mut json = json;
     json["placement"] = seat.placement().to_value();
+    json["udp"] = serde_json::to_value(udp).map_err(std::io::Error::other)?;
     if let Some(path) = &options.json {
         write_json(path, &json)?;
     }
@@ -231,6 +251,7 @@ pub fn run(
             Io::Xdp => options.iface.clone(),
             _ => None,
         },
+        udp,
         json,
     })
 }

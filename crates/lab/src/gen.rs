@@ -170,10 +170,19 @@ pub struct GenReport {
 }
 
 impl GenReport {
-    /// The table printed at the end of a run.
+    /// The table printed at the end of a run, and the line of its lost probes by cause.
     pub fn text(&self) -> String {
-        crate::table::render(&[&self.summary])
+        summary_text(&self.summary)
     }
+}
+
+/// The table of `summary` and the line of its lost probes by cause, when counted.
+fn summary_text(summary: &RunSummary) -> String {
+    let mut text = crate::table::render(&[summary]);
+    if let Some(lost) = &summary.lost_by_cause {
+        text.push_str(&format!("{}\n", lost.text()));
+    }
+    text
 }
 
 /// Checks `command`, opens the sockets, checks that the target answers, runs the generator
@@ -257,12 +266,22 @@ pub fn run(
             x.addrs.dst
         ));
     }
+    // This process's namespace, the generator's: its UDP counters place lost probes.
+    let mib = latlab_io::udpmib::UdpMib::open().ok();
     view.run_started(&label, opts.duration);
     let mut update = |p: crate::command::Progress| view.run_progress(&p);
     let outcome = seat
         .run(|| match xdp {
             Some(x) => measure::run_xdp(opts, x, threads, setup, stop, &mut update),
-            None => measure::run(opts, &sockets, threads, setup, stop, &mut update),
+            None => measure::run_counted(
+                opts,
+                &sockets,
+                mib.as_ref(),
+                threads,
+                setup,
+                stop,
+                &mut update,
+            ),
         })
         .map_err(CommandError::setup(
             "placing the generator's loop".to_string(),
@@ -289,7 +308,7 @@ pub fn run(
     let out = match dir {
         Some(dir) => {
             results::write_run(&dir, "", &summary, &result)?;
-            dir.write("summary.txt", crate::table::render(&[&summary]).as_bytes())?;
+            dir.write("summary.txt", summary_text(&summary).as_bytes())?;
             Some(dir.commit()?)
         }
         None => None,

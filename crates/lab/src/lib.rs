@@ -10,7 +10,8 @@
 //! flag is a [`command::Stop`] the caller raises.
 //!
 //! Topologies of network namespaces joined by veth pairs (or loopback) ([`topology`]),
-//! measurements from options to summaries ([`measure`]), results folders written whole or not
+//! measurements from options to summaries ([`measure`]) with their lost probes by cause
+//! ([`losses`]), results folders written whole or not
 //! at all ([`results`]), tables and plots drawn from the results data ([`table`], [`plot`]),
 //! and what runs between a lab's client and server ([`middle`]). What a run makes outside
 //! its results (namespaces, partial results) is marked with an owner lock that dies with the
@@ -35,6 +36,7 @@ pub mod error;
 pub mod fwd;
 pub mod gate;
 pub mod gen;
+pub mod losses;
 pub mod measure;
 pub mod merge;
 pub mod middle;

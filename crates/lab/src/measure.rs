@@ -8,10 +8,12 @@ use std::time::Duration;
 use latlab_engine::generator::{self, GeneratorConfig, GeneratorResult, Progress, Threads};
 use latlab_engine::{PollMode, PollSwitch, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_io::udpmib::UdpMib;
 use latlab_probe::model::TrafficModel;
 use latlab_probe::{Pattern, ProbeConfig, Traffic};
 use latlab_wire::probe;
 
+use crate::losses::SenderWatch;
 use crate::results::{RunSetup, RunSummary};
 use crate::units::ProbeRate;
 
@@ -466,7 +468,8 @@ pub fn pick_threads(choice: ThreadChoice, avoid: Option<usize>) -> Threads {
     }
 }
 
-/// Runs the generator on `sockets` and summarizes the run.
+/// Runs the generator on `sockets` and summarizes the run, its lost probes placed by the
+/// sockets' own counters ([`run_counted`] without a namespace's).
 pub fn run(
     options: &GenOptions,
     sockets: &[UdpSocket],
@@ -475,9 +478,28 @@ pub fn run(
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> Result<(RunSummary, GeneratorResult), MeasureError> {
-    summarized(options, threads, setup, |config| {
+    run_counted(options, sockets, None, threads, setup, stop, progress)
+}
+
+/// [`run`], its lost probes placed also by the UDP MIB of the generator's namespace, `mib`
+/// (opened in it; [`UdpMib::open`]), read before and after the run. A target that is an
+/// address of this namespace shares it with the reflector.
+pub fn run_counted(
+    options: &GenOptions,
+    sockets: &[UdpSocket],
+    mib: Option<&UdpMib>,
+    threads: Threads,
+    setup: RunSetup,
+    stop: &Stop,
+    progress: &mut (dyn FnMut(Progress) + Send),
+) -> Result<(RunSummary, GeneratorResult), MeasureError> {
+    let shared = mib.is_some() && is_local_address(options.target.ip());
+    let watch = SenderWatch::start(sockets, mib, shared);
+    let (mut summary, result) = summarized(options, threads, setup, |config| {
         generator::run(sockets, config, stop, progress)
-    })
+    })?;
+    summary.lost_by_cause = Some(watch.finish(sockets, &result));
+    Ok((summary, result))
 }
 
 /// Checks the probe configuration of `options` (the one place a generator run's is), runs

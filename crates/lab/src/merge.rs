@@ -271,6 +271,8 @@ fn merge(runs: &[Run]) -> Result<(RunSummary, RunHistograms), MergeError> {
     s.forward_ns = one_way.then(|| Summary::from_histogram(&h.forward));
     s.return_ns = one_way.then(|| Summary::from_histogram(&h.reverse));
     s.one_way_impossible = sum(&|r| r.one_way_impossible);
+    s.lost_by_cause =
+        crate::losses::LostByCause::merged(runs.iter().map(|r| r.summary.lost_by_cause.as_ref()));
     s.host = None;
     s.run_id = None;
     s.merged_from = runs

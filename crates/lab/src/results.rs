@@ -165,6 +165,10 @@ pub struct RunSummary {
     /// given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub assertions: Vec<crate::gate::AssertionVerdict>,
+    /// The run's lost probes by cause, from the kernel's counters ([`crate::losses`]);
+    /// absent where the run did not count them (AF_XDP, older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_by_cause: Option<crate::losses::LostByCause>,
 }
 
 /// One run a merged result was made of.
@@ -247,6 +251,7 @@ impl RunSummary {
             merged_from: Vec::new(),
             placement: None,
             assertions: Vec::new(),
+            lost_by_cause: None,
         }
     }
 

@@ -413,11 +413,13 @@ fn ten_percent_loss_is_measured_as_ten_percent() {
     );
 }
 
-/// Datagrams the UDP sockets of network namespace `ns` could not take.
+/// Datagrams the UDP sockets of network namespace `ns` could not take (`InErrors`, since
+/// the namespace was made).
 fn udp_in_errors(ns: &str) -> u64 {
-    latlab_io::netns::run_in(ns, latlab_io::ifstats::udp_in_errors)
+    latlab_io::netns::run_in(ns, || latlab_io::udpmib::UdpMib::open()?.read())
         .unwrap()
         .unwrap()
+        .in_errors
 }
 
 #[test]

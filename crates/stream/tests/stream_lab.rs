@@ -123,9 +123,10 @@ impl Lab {
         [self.topo.client.name(), self.topo.server.name()]
             .iter()
             .map(|ns| {
-                latlab_io::netns::run_in(ns, latlab_io::ifstats::udp_in_errors)
+                latlab_io::netns::run_in(ns, || latlab_io::udpmib::UdpMib::open()?.read())
                     .unwrap()
                     .unwrap()
+                    .in_errors
             })
             .sum()
     }

@@ -6,9 +6,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use latlab_engine::generator::GeneratorResult;
 use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters, ReflectorReport};
 use latlab_engine::Stop;
 use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_io::udpmib::UdpMib;
+use latlab_lab::losses::{FarReading, FarSide, LabCounters, LostByCause};
 use latlab_stats::Summary;
 use serde::Serialize;
 
@@ -190,6 +193,8 @@ struct ReflectorJson {
     malformed: u64,
     oversized: u64,
     send_dropped: u64,
+    /// Dropped by the kernel at the reflector's full receive buffer.
+    kernel_drops: Option<u64>,
 }
 
 /// Runs the demo: builds the topology, starts a reflector, runs the generator at each rate,
@@ -221,6 +226,8 @@ pub fn run(
             (s, IpAddr::V4(*client_addr), Some(client.name().to_string()))
         }
     };
+    let server_sock = Arc::new(server_sock);
+    let counting = LabCounters::open(&topology)?;
     let target = server_sock.local_addr()?;
     let cpus = latlab_io::cpu::allowed_cpus().unwrap_or_default();
     let echo_cpu = if cpus.len() >= 2 {
@@ -232,6 +239,7 @@ pub fn run(
     let counters = Arc::new(ReflectorCounters::default());
     let echo = {
         let (echo_stop, counters) = (echo_stop.clone(), counters.clone());
+        let server_sock = server_sock.clone();
         std::thread::Builder::new()
             .name("latlab-echo".into())
             .spawn(move || -> std::io::Result<()> {
@@ -246,8 +254,22 @@ pub fn run(
                 )
             })?
     };
+    let far = FarSide {
+        socket: &server_sock,
+        counters: &counters,
+        mib: counting.server_mib.as_ref(),
+        ends: counting.ends.as_ref().map(|(c, s)| (c, s)),
+    };
     let measured = measure_rates(
-        options, target, client_ip, ns_client, echo_cpu, &topology, stop, view, &results,
+        options,
+        target,
+        client_ip,
+        (ns_client, counting.client_mib.as_ref(), &far),
+        echo_cpu,
+        &topology,
+        stop,
+        view,
+        &results,
     );
     echo_stop.raise();
     let echo_result = echo
@@ -266,7 +288,18 @@ pub fn run(
             .or(runs.first())
             .map(|(s, _)| &s.latency_ns);
         let (baseline_p50, baseline_min) = (baseline.and_then(p50), baseline.and_then(fastest));
-        let (summary, result, link) = emulated_run(options, stop, view)?;
+        let (mut summary, result, link) = emulated_run(options, stop, view)?;
+        // The frames that reached the emulator and did not leave it (its link's losses, its
+        // own drops, those held at exit) are the path's share of the probes lost.
+        let on_path = [&link.report.a_to_b, &link.report.b_to_a]
+            .iter()
+            .map(|d| d.arrived.saturating_sub(d.sent))
+            .sum::<u64>();
+        if let Some(lost) = &summary.lost_by_cause {
+            let mut counters = lost.counters;
+            counters.interface_drops = Some(on_path);
+            summary.lost_by_cause = Some(LostByCause::place(lost.lost, counters));
+        }
         let summary = options.gated(summary);
         let dir = summary.setup.dir.clone().unwrap_or_default();
         results::write_run(&results, &format!("{dir}/"), &summary, &result)?;
@@ -296,6 +329,7 @@ pub fn run(
             malformed: r.malformed,
             oversized: r.oversized,
             send_dropped: r.send_dropped,
+            kernel_drops: r.kernel_drops,
         },
         runs: &runs.iter().map(|(s, _)| s.clone()).collect::<Vec<_>>(),
         emulated_link: emulated,
@@ -319,7 +353,12 @@ pub fn run(
     .map_err(std::io::Error::other)?;
     results.write("ccdf.svg", svg.as_bytes())?;
     let summaries: Vec<RunSummary> = runs.into_iter().map(|(s, _)| s).collect();
-    let table = latlab_lab::table::render(&summaries.iter().collect::<Vec<_>>());
+    let mut table = latlab_lab::table::render(&summaries.iter().collect::<Vec<_>>());
+    for s in &summaries {
+        if let Some(lost) = &s.lost_by_cause {
+            table.push_str(&format!("{}: {}\n", s.setup.label, lost.text()));
+        }
+    }
     results.write("summary.txt", table.as_bytes())?;
     drop(topology);
     let out = results.commit()?;
@@ -387,12 +426,15 @@ fn measure_through(
     view: &mut dyn View,
 ) -> Result<(RunSummary, latlab_engine::generator::GeneratorResult), DemoError> {
     let target = SocketAddr::from((lab.server_addr, 7777));
-    let echo_socket = latlab_io::netns::run_in(lab.server.name(), move || {
-        UdpSocket::bind(target, &reflector_opts())
+    let (echo_socket, server_mib) = latlab_io::netns::run_in(lab.server.name(), move || {
+        UdpSocket::bind(target, &reflector_opts()).map(|s| (s, UdpMib::open().ok()))
     })??;
+    let client_mib = latlab_io::netns::run_in(lab.client.name(), || UdpMib::open().ok())?;
+    let echo_socket = Arc::new(echo_socket);
+    let counters = Arc::new(ReflectorCounters::default());
     let echo_stop = Arc::new(Stop::new());
     let echo = {
-        let s = echo_stop.clone();
+        let (s, socket, counters) = (echo_stop.clone(), echo_socket.clone(), counters.clone());
         std::thread::Builder::new()
             .name("latlab-echo".into())
             .spawn(move || {
@@ -400,8 +442,14 @@ fn measure_through(
                     poll: latlab_engine::PollMode::Block,
                     ..ReflectorConfig::default()
                 };
-                reflector::run_udp(&echo_socket, &config, &s, &ReflectorCounters::default())
+                reflector::run_udp(&socket, &config, &s, &counters)
             })?
+    };
+    let far = FarSide {
+        socket: &echo_socket,
+        counters: &counters,
+        mib: server_mib.as_ref(),
+        ends: None,
     };
     let measured = (|| -> Result<_, DemoError> {
         let mut gen = GenOptions::new(target);
@@ -429,11 +477,18 @@ fn measure_through(
             format_duration(options.duration)
         ));
         view.run_started(&label, options.duration);
-        let outcome = measure::run(&gen, &sockets, threads, setup, stop, &mut |p| {
-            view.run_progress(&p)
-        });
+        let before = far.read();
+        let outcome = measure::run_counted(
+            &gen,
+            &sockets,
+            client_mib.as_ref(),
+            threads,
+            setup,
+            stop,
+            &mut |p| view.run_progress(&p),
+        );
         view.run_finished();
-        Ok(outcome?)
+        Ok(placed(outcome?, &far, &before))
     })();
     echo_stop.raise();
     let echo_result = echo
@@ -451,12 +506,28 @@ fn reflector_opts() -> UdpOptions {
     }
 }
 
+/// A run's summary with its lost probes placed again by what `far` counted since `before`.
+fn placed(
+    (mut summary, result): (RunSummary, GeneratorResult),
+    far: &FarSide,
+    before: &FarReading,
+) -> (RunSummary, GeneratorResult) {
+    if let Some(lost) = &summary.lost_by_cause {
+        summary.lost_by_cause = Some(far.place(before, lost, 0));
+    }
+    (summary, result)
+}
+
+/// The client's namespace (`None`: loopback) and UDP MIB, and the far side, of the demo's
+/// lab.
+type Ends<'a> = (Option<String>, Option<&'a UdpMib>, &'a FarSide<'a>);
+
 #[allow(clippy::too_many_arguments)]
 fn measure_rates(
     options: &DemoOptions,
     target: SocketAddr,
     client_ip: IpAddr,
-    ns_client: Option<String>,
+    (ns_client, client_mib, far): Ends,
     echo_cpu: Option<usize>,
     topology: &ClientServer,
     stop: &Stop,
@@ -493,11 +564,13 @@ fn measure_rates(
             format_duration(options.duration)
         ));
         view.run_started(&label, options.duration);
-        let outcome = measure::run(&gen, &sockets, threads, setup, stop, &mut |p| {
-            view.run_progress(&p)
-        });
+        let before = far.read();
+        let outcome =
+            measure::run_counted(&gen, &sockets, client_mib, threads, setup, stop, &mut |p| {
+                view.run_progress(&p)
+            });
         view.run_finished();
-        let (summary, result) = outcome?;
+        let (summary, result) = placed(outcome?, far, &before);
         let dir = format!("rate-{}pps", rate.pps() as u64);
         let mut summary = summary;
         summary.setup.dir = Some(dir.clone());

@@ -253,16 +253,7 @@ fn flush<S: TxStamp, U: FnMut(Unsent)>(
 
 /// Datagrams the kernel dropped for `socket` (a full receive buffer), from `SO_MEMINFO`.
 fn kernel_drops(socket: &UdpSocket) -> Option<u64> {
-    // SK_MEMINFO_VARS: the drops counter is the last of the nine values.
-    let mut info = [0u32; 9];
-    crate::sockopt::get(
-        socket.as_raw_fd(),
-        libc::SOL_SOCKET,
-        libc::SO_MEMINFO,
-        &mut info,
-    )
-    .ok()?;
-    Some(u64::from(info[libc::SK_MEMINFO_DROPS as usize]))
+    socket.kernel_drops().ok()
 }
 
 fn timestamp_source(socket: &UdpSocket, mode: UdpMode) -> TimestampSource {

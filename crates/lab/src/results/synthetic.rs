@@ -67,6 +67,7 @@ impl RunSummary {
             merged_from: Vec::new(),
             assertions: Vec::new(),
             placement: None,
+            lost_by_cause: None,
         }
     }
 }

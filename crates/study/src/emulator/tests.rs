@@ -50,6 +50,7 @@ pub(crate) fn run(mean_us: f64, n: u64, lost: u64, rate: f64) -> RunSummary {
         merged_from: Vec::new(),
         placement: None,
         assertions: Vec::new(),
+        lost_by_cause: None,
         raised: 0,
         loss_ratio: lost as f64 / (n + lost) as f64,
         reordered: 0,

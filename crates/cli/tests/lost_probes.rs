@@ -1,0 +1,216 @@
+//! Every probe `latlab gen` loses is placed by cause in its `lost_by_cause`, from the kernel's
+//! counters, and the causes add up to the loss: losses made to happen at a known place in a
+//! namespace the test made (root; must run under CI=true).
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use latlab_lab::topology::ClientServer;
+
+/// Whether a UDP socket in `ns` is bound to `port` (its line in `/proc/net/udp`).
+fn listening(ns: &str, port: u16) -> bool {
+    let out =
+        common::succeeds(Command::new("ip").args(["netns", "exec", ns, "cat", "/proc/net/udp"]));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.contains(&format!(":{port:04X} ")))
+}
+
+/// Waits until `done`, failing (instead of hanging) if it never comes; not a bound on speed.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..3000 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{what} never happened");
+}
+
+/// `kill -SIGNAL pid`.
+fn signal(name: &str, pid: u32) {
+    common::succeeds(Command::new("kill").args([&format!("-{name}"), &pid.to_string()]));
+}
+
+/// The server's namespace of a fresh pair and its address: gen and the reflector both in it,
+/// so that the namespace's UDP counters count this test's datagrams only.
+fn lab() -> Option<(ClientServer, String, String)> {
+    if !common::namespaces_or_skip() {
+        return None;
+    }
+    let lab = ClientServer::namespaces().unwrap();
+    let ClientServer::Namespaces {
+        server,
+        server_addr,
+        ..
+    } = &lab
+    else {
+        unreachable!("namespaces were asked for")
+    };
+    let (ns, addr) = (server.name().to_string(), server_addr.to_string());
+    Some((lab, ns, addr))
+}
+
+/// gen's `lost_by_cause`, checked to add up to its loss: warm-up included, every probe sent.
+fn lost_by_cause(summary: &serde_json::Value) -> serde_json::Value {
+    let lost = &summary["lost_by_cause"];
+    let n = |key: &str| lost[key].as_u64().unwrap_or(0);
+    let all_lost = summary["lost"].as_u64().unwrap() + summary["warmup"]["sent"].as_u64().unwrap()
+        - summary["warmup"]["received"].as_u64().unwrap();
+    assert_eq!(n("lost"), all_lost, "{lost}");
+    assert_eq!(
+        n("sender") + n("path") + n("reflector_socket") + n("reflector") + n("unanswered"),
+        n("lost"),
+        "{lost}"
+    );
+    lost.clone()
+}
+
+/// The reflector is stopped (SIGSTOP) before any probe is sent, with the smallest receive
+/// buffer: the few probes the buffer holds wait there, the kernel drops the rest at its
+/// socket. The reflector's socket carries exactly the drops the reflector itself counted; the
+/// probes held are unanswered (answered once it goes on, after gen has gone: the namespace
+/// counts those answers as sent to a port nobody holds).
+#[test]
+fn a_stopped_reflectors_full_socket_carries_the_probes_it_dropped() {
+    let _turn = common::engines();
+    let Some((_lab, ns, addr)) = lab() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (echo_json, gen_json) = (dir.path().join("echo.json"), dir.path().join("gen.json"));
+    let target = format!("{addr}:7777");
+    let mut echo = common::in_ns(&ns)
+        .args([
+            "echo", "--listen", &target, "--poll", "block", "--rcvbuf", "1",
+        ])
+        .arg("--json")
+        .arg(&echo_json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the reflector's socket", || listening(&ns, 7777));
+    signal("STOP", echo.id());
+    let printed = common::gen_in(
+        &ns,
+        &target,
+        &[
+            "--no-check",
+            "--poll",
+            "block",
+            "--rate",
+            "1k",
+            "--duration",
+            "300ms",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(["--json".into(), gen_json.display().to_string()])
+        .collect::<Vec<_>>(),
+    );
+    signal("CONT", echo.id());
+    let summary = common::read_json(&gen_json);
+    let lost = lost_by_cause(&summary);
+    let sent = summary["sent"].as_u64().unwrap() + summary["warmup"]["sent"].as_u64().unwrap();
+    assert_eq!(lost["lost"], sent, "nothing came back: {lost}");
+    // Wait for the reflector to answer what its buffer held (to gen's ports, gone by now),
+    // then stop it; its JSON says what its socket dropped.
+    let held = sent - lost["reflector_socket"].as_u64().unwrap();
+    let no_ports = || {
+        let out = common::succeeds(Command::new("ip").args([
+            "netns",
+            "exec",
+            &ns,
+            "cat",
+            "/proc/net/snmp",
+        ]));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+        let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
+        let at = names
+            .split_whitespace()
+            .position(|n| n == "NoPorts")
+            .unwrap();
+        values
+            .split_whitespace()
+            .nth(at)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    wait_for("the held probes' answers", || no_ports() >= held);
+    signal("TERM", echo.id());
+    // Stopped by SIGTERM, as a shell reports it; its JSON written whole first.
+    assert_eq!(echo.wait().unwrap().code(), Some(143));
+    let reflector = common::read_json(&echo_json);
+    let dropped = reflector["kernel_drops"].as_u64().unwrap();
+    assert!(dropped > 0, "{reflector}");
+    assert_eq!(lost["reflector_socket"], dropped, "{lost}\n{reflector}");
+    assert_eq!(lost["unanswered"], held, "{lost}");
+    assert_eq!(reflector["received"], held, "{reflector}");
+    assert_eq!(reflector["udp"]["rcvbuf_errors"], dropped, "{reflector}");
+    assert_eq!(reflector["udp"]["no_ports"], held, "{reflector}");
+    for cause in ["sender", "reflector", "counted_beyond_loss"] {
+        assert_eq!(lost[cause], 0, "{cause}: {lost}");
+    }
+    assert_eq!(lost["path"], serde_json::Value::Null, "gen knows no path");
+    let line = printed
+        .lines()
+        .find(|l| l.contains("(warm-up included)"))
+        .unwrap_or_else(|| panic!("no line of lost probes in:\n{printed}"));
+    assert_eq!(
+        line,
+        format!(
+            "lost {sent} (warm-up included): sender's socket/stack 0, path -, reflector's socket \
+             {dropped}, reflector 0, unanswered for no counted reason {held}"
+        )
+    );
+}
+
+/// Nothing listens on the target's port: every probe is counted by the namespace as sent to
+/// a port nobody holds, and placed at the reflector.
+#[test]
+fn probes_to_a_port_nobody_holds_are_placed_at_the_reflector() {
+    let _turn = common::engines();
+    let Some((_lab, ns, addr)) = lab() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let gen_json = dir.path().join("gen.json");
+    common::gen_in(
+        &ns,
+        &format!("{addr}:7778"),
+        &[
+            "--no-check",
+            "--poll",
+            "block",
+            "--rate",
+            "1k",
+            "--duration",
+            "200ms",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(["--json".into(), gen_json.display().to_string()])
+        .collect::<Vec<_>>(),
+    );
+    let summary = common::read_json(&gen_json);
+    let lost = lost_by_cause(&summary);
+    let sent = summary["sent"].as_u64().unwrap() + summary["warmup"]["sent"].as_u64().unwrap();
+    assert!(sent > 0);
+    assert_eq!(lost["lost"], sent, "{lost}");
+    assert_eq!(lost["reflector"], sent, "{lost}");
+    assert_eq!(lost["counters"]["sender_udp"]["no_ports"], sent, "{lost}");
+    assert_eq!(lost["counters"]["shared_namespace"], true, "{lost}");
+    for cause in [
+        "sender",
+        "reflector_socket",
+        "unanswered",
+        "counted_beyond_loss",
+    ] {
+        assert_eq!(lost[cause], 0, "{cause}: {lost}");
+    }
+}
