@@ -11,7 +11,8 @@ use latlab_study::check::CheckOptions;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct CheckArgs {
-    /// A results folder written by gen --out, demo, stream send --out or rfc2544.
+    /// A results folder written by gen --out, demo, stream send --out, rfc2544 or a study (each
+    /// point with a latency summary is gated, named by its key).
     dir: PathBuf,
     /// A gate (repeatable): p99<=2ms, p99.9<5ms, max<=20ms, mean<=1ms, loss<=0.1%,
     /// achieved>=9.9k, forward.p99<=1ms; ndr>=500k, pdr>=600k on an rfc2544 folder. Exit 0 when all pass, 3 when one fails, 4 when none

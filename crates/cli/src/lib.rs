@@ -74,10 +74,10 @@ enum Command {
     /// Draw a results folder again from its data: a gen or demo folder's table (and CCDF
     /// plot), a study's tables, figures and report.md.
     Report(report::ReportArgs),
-    /// Decide latency gates on a results folder (gen --out, demo, rfc2544): each --assert from its 95%
+    /// Decide latency gates on a results folder (gen --out, demo, stream send --out, rfc2544 or a study): each --assert from its 95%
     /// interval, pass, fail or inconclusive; exit 0, 3 (one failed) or 4 (one inconclusive).
     Check(check::CheckArgs),
-    /// Compare two results folders (gen --out, demo): each percentile's change with its 95%
+    /// Compare two results folders (gen --out, demo or stream send --out): each percentile's change with its 95%
     /// interval, regression gates (--assert 'p99<=+10%'), both CCDFs on one plot.
     Compare(compare::CompareArgs),
     /// Merge the runs of several generator hosts (gen --out folders) into one, exactly:
@@ -116,7 +116,9 @@ enum Command {
     /// average/median/min/max/1%/99%, packets/s and bits/s.
     TraceStats(trace::TraceStatsArgs),
     /// Remove what runs that ended without cleaning up (kill -9) left behind: network
-    /// namespaces whose owner is gone, and partial results in the folders given.
+    /// namespaces whose owner is gone (a container's link that `emu --attach` spliced put back
+    /// as it was first), the nftables tables and ip_forward of `run --nat`, stale locks, and
+    /// partial results in the folders given.
     Clean(clean::CleanArgs),
 }
 

@@ -204,8 +204,12 @@ pub(crate) fn run(a: Rfc2544Args) -> Result<()> {
     let mut options = a.options()?;
     // Decided on every size as the folder is drawn: into rfc2544.json and report.md.
     options.assertions = assertions.clone();
-    let report = latlab_forwarding::rfc2544::run(&options, &STOP, &mut Terminal::new())?;
+    let (report, failure) = latlab_forwarding::rfc2544::run(&options, &STOP, &mut Terminal::new())?;
+    // The sizes that finished are shown also when a search ended early (Ctrl-C included).
     outln!("{}", report.text());
+    if let Some(e) = failure {
+        return Err(e.into());
+    }
     let verdicts = latlab_forwarding::rfc2544::gates::decide(&assertions, &report.sizes);
     if let Some(path) = &junit {
         let xml = latlab_lab::gate::junit::junit_xml("latlab rfc2544", &verdicts);

@@ -127,6 +127,22 @@ fn help_lists_the_commands() {
         .stdout(predicate::str::contains("echo").and(predicate::str::contains("demo")));
 }
 
+#[test]
+fn clean_help_says_it_puts_back_attach_splices_and_nat_rules() {
+    let out = latlab().args(["clean", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for said in [
+        "emu --attach",
+        "put back",
+        "run --nat",
+        "nftables",
+        "partial results",
+    ] {
+        assert!(help.contains(said), "clean --help lacks {said:?}: {help}");
+    }
+}
+
 /// A `latlab echo` child process; killed (by its own id) on drop if still running.
 struct EchoProcess {
     child: Child,
@@ -549,7 +565,7 @@ fn a_trace_that_does_not_read_is_refused_naming_its_file_and_line() {
     );
     common::one_line_error(
         &[&base[..], &["--a-to-b", "trace=/no/such.trace"]].concat(),
-        "--a-to-b: --trace: /no/such.trace: ",
+        "--a-to-b: trace: /no/such.trace: ",
     );
 }
 

@@ -52,6 +52,157 @@ fn bad_emulator_options_name_themselves() {
 }
 
 #[test]
+fn bad_values_in_files_and_specs_name_the_file_the_line_and_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = [
+        "emu",
+        "--iface-a",
+        "latlab-none0",
+        "--iface-b",
+        "latlab-none1",
+    ];
+    let table = dir.path().join("jitter.txt");
+    std::fs::write(&table, "0.5\n-0.5\nthree\n").unwrap();
+    let table = table.to_str().unwrap();
+    common::one_line_error(
+        &[&base[..], &["--jitter", "1ms", "--dist-table", table]].concat(),
+        &format!("--dist-table {table} line 3: value: cannot read \"three\""),
+    );
+    let config = dir.path().join("link.toml");
+    std::fs::write(&config, "loss = \"1%\"\n\n[a_to_b]\ndelay = 5\n").unwrap();
+    let config = config.to_str().unwrap();
+    common::one_line_error(
+        &[&base[..], &["--config", config]].concat(),
+        &format!("--config {config} line 4: [a_to_b] delay: "),
+    );
+    std::fs::write(config, "delay = \"soon\"\n").unwrap();
+    common::one_line_error(
+        &[&base[..], &["--config", config]].concat(),
+        &format!("--config {config} line 1: delay: "),
+    );
+    common::one_line_error(
+        &[&base[..], &["--a-to-b", "delay=5"]].concat(),
+        "--a-to-b: delay: ",
+    );
+}
+
+/// The lab's emulator namespace running `latlab emu` between its two interfaces until stopped;
+/// its first line on stderr (the started line) read.
+fn emu_in(lab: &ClientEmuServer) -> (std::process::Child, String) {
+    use std::io::BufRead as _;
+    let mut child = common::in_ns(lab.emu.name())
+        .args(["emu", "--iface-a", "emu-a", "--iface-b", "emu-b"])
+        .args(["--poll", "block", "--mode", "run-to-completion"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (child, line)
+}
+
+/// Runs latlab in `ns` with `args`; it must fail with one line on stderr, which is returned.
+fn one_line_failure_in(ns: &str, args: &[&str]) -> String {
+    let out = common::in_ns(ns).args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} succeeded");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    stderr
+}
+
+#[test]
+fn a_second_emu_on_the_same_interfaces_is_refused_naming_the_first_which_goes_on() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    let (mut first, started) = emu_in(&lab);
+    assert!(
+        first.try_wait().unwrap().is_none(),
+        "the first emu: {started}"
+    );
+    let second = [
+        "emu",
+        "--iface-a",
+        "emu-b",
+        "--iface-b",
+        "emu-a",
+        "--poll",
+        "block",
+    ];
+    let refused = one_line_failure_in(lab.emu.name(), &second);
+    assert!(
+        refused.contains(&format!("already bridged by latlab emu pid {}", first.id())),
+        "{refused}"
+    );
+    assert!(first.try_wait().unwrap().is_none(), "the first goes on");
+
+    // Killed outright, the first leaves its claim file, with a dead pid: it does not block.
+    let _ = first.kill();
+    let _ = first.wait();
+    let (mut third, started) = emu_in(&lab);
+    assert!(
+        third.try_wait().unwrap().is_none(),
+        "after a dead one: {started}"
+    );
+    let refused = one_line_failure_in(lab.emu.name(), &second);
+    assert!(
+        refused.contains(&format!("pid {}", third.id())),
+        "the live one is named: {refused}"
+    );
+    let stopped = Command::new("kill")
+        .args(["-s", "TERM", &third.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    assert_eq!(third.wait().unwrap().code(), Some(143));
+}
+
+#[test]
+fn loopback_and_links_that_are_not_ethernet_are_refused_naming_them() {
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let lab = ClientEmuServer::build().unwrap();
+    let refused = one_line_failure_in(
+        lab.emu.name(),
+        &["emu", "--iface-a", "emu-a", "--iface-b", "lo"],
+    );
+    assert!(
+        refused.contains("--iface-b lo: is a loopback interface, which cannot be bridged"),
+        "{refused}"
+    );
+    // A TUN device carries IP packets, not Ethernet frames (link type 65534); it goes with
+    // the lab's namespace.
+    let made = Command::new("ip")
+        .args([
+            "-n",
+            lab.emu.name(),
+            "tuntap",
+            "add",
+            "dev",
+            "latlabtun0",
+            "mode",
+            "tun",
+        ])
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let refused = one_line_failure_in(
+        lab.emu.name(),
+        &["emu", "--iface-a", "latlabtun0", "--iface-b", "emu-b"],
+    );
+    assert!(
+        refused.contains("--iface-a latlabtun0: is not an Ethernet-like link (link type 65534)"),
+        "{refused}"
+    );
+}
+
+#[test]
 fn emu_between_namespaces_adds_its_delay_and_reports_at_exit() {
     emu_between_namespaces(&["--rx-ring", "v2"], 2);
 }

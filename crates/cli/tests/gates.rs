@@ -3,6 +3,8 @@
 //! folder cannot answer or that does not parse), and the JUnit file; an `rfc2544` folder's
 //! rates; `latlab compare`'s regression gate and its refusal of folders of different kinds.
 
+mod common;
+
 use std::path::Path;
 
 use assert_cmd::Command;
@@ -99,9 +101,63 @@ fn a_gate_that_cannot_be_answered_or_read_exits_2_naming_it() {
     check(tmp.path(), &["p98<=1ms"])
         .code(2)
         .stderr(contains("unknown statistic \"p98\""));
-    check(&tmp.path().join("nothing"), &["p99<=1ms"])
+    let mine = tmp.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    check(&mine, &["p99<=1ms"])
         .code(2)
         .stderr(contains("not a latlab results folder"));
+    check(&tmp.path().join("nothing"), &["p99<=1ms"])
+        .code(2)
+        .stderr(contains("nothing: does not exist"));
+}
+
+#[test]
+fn report_and_check_say_a_folder_that_is_not_there_does_not_exist() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gone = tmp.path().join("gone");
+    let gone = gone.to_str().unwrap();
+    common::one_line_error(&["report", gone], &format!("{gone}: does not exist"));
+    common::one_line_error(
+        &["check", gone, "--assert", "p99<=1ms"],
+        &format!("{gone}: does not exist"),
+    );
+}
+
+/// The folder kinds `check --help` and `compare --help` list are the README's.
+#[test]
+fn check_and_compare_help_list_the_folder_kinds_the_readme_gives() {
+    let help = |cmd: &str| {
+        let out = Command::cargo_bin("latlab")
+            .unwrap()
+            .args([cmd, "--help"].iter().filter(|a| !a.is_empty()))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .unwrap()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let check = "gen --out, demo, stream send --out, rfc2544 or a study";
+    let compare = "gen --out, demo or stream send --out";
+    let long = help("check");
+    assert!(long.contains(check), "check --help: {long}");
+    assert!(help("compare").contains(compare), "compare --help");
+    let short = help("");
+    assert!(
+        short.contains(&format!("({check})")),
+        "latlab --help: {short}"
+    );
+    assert!(
+        short.contains(&format!("({compare})")),
+        "latlab --help: {short}"
+    );
+    assert!(
+        readme.contains(&format!("gates on a {check} folder")),
+        "README's check line"
+    );
 }
 
 #[test]

@@ -490,3 +490,35 @@ fn the_preset_table_is_latlabs_presets() {
     let rows = section.lines().filter(|l| l.starts_with("| `")).count();
     assert_eq!(rows, PRESETS.len(), "a row for each preset, no more");
 }
+
+/// Every `latlab demo --assert 'p…<=LIMIT'` example of the README says what it does: a limit
+/// under the emulated link's round trip (twice its delay each way, by design) fails, so the
+/// example must say it exits 3 unless it leaves that run out.
+#[test]
+fn the_readmes_demo_gates_say_what_they_do() {
+    let round_trip_ns = 2 * latlab_study::demo::EMULATED_DELAY_NS;
+    let mut examples = 0;
+    for line in README
+        .lines()
+        .filter(|l| l.starts_with("latlab demo ") && l.contains("--assert '"))
+    {
+        examples += 1;
+        for gate in line.split("--assert '").skip(1) {
+            let gate = gate.split('\'').next().unwrap();
+            let Some((statistic, limit)) = gate.split_once("<=") else {
+                continue;
+            };
+            if !statistic.starts_with('p') && statistic != "max" && statistic != "mean" {
+                continue;
+            }
+            let limit_ns = latlab_lab::units::parse_duration(limit).unwrap().as_nanos() as u64;
+            if limit_ns < round_trip_ns && !line.contains("--no-emulated-link") {
+                assert!(
+                    line.contains("exit 3"),
+                    "{line:?}: {gate} cannot hold for the emulated link's run (at least {round_trip_ns} ns a round trip); say it exits 3"
+                );
+            }
+        }
+    }
+    assert!(examples >= 1, "the README has a gated demo example");
+}

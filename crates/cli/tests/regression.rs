@@ -79,7 +79,7 @@ fn an_emulator_config_that_does_not_read_exits_2_naming_the_file_and_line() {
     fails_at_once(
         &[&emu[..], &["--config", value]].concat(),
         2,
-        &[value, "--loss"],
+        &[value, "line 2: [a_to_b] loss: "],
         AT_ONCE,
     );
     fails_at_once(

@@ -237,6 +237,49 @@ fn sigterm_to_a_game_study_in_namespaces_leaves_no_namespace_and_exits_143() {
 }
 
 #[test]
+fn sigint_during_an_emulator_study_point_leaves_that_point_out_for_resume() {
+    let _turn = common::engines();
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let mut child = Command::new(cargo_bin("latlab"))
+        .args(["study", "emulator", "--rates", "1k", "--delays", "10us"])
+        .args(["--duration", "200ms", "--rate-duration", "60s", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Five latency points (kernel, emu, emu at 10 µs, two loss models), then the first
+    // forwarding-rate point, which sends for a minute: interrupted, it must not be kept.
+    // Building the lab and five points take longer than wait_for's 10 s on a slow machine.
+    let start = Instant::now();
+    while points(&out) < 5 {
+        assert!(start.elapsed() < Duration::from_secs(300), "no 5 points");
+        assert!(child.try_wait().unwrap().is_none(), "the study ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    send("INT", &child.id().to_string());
+    assert_eq!(exit_code(&mut child), Some(130));
+    let rates: Vec<String> = std::fs::read_dir(out.join("points"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("rate-"))
+        .collect();
+    assert_eq!(
+        rates,
+        Vec::<String>::new(),
+        "a point cut short is not written"
+    );
+    assert_eq!(points(&out), 5, "the finished points stay");
+    assert_eq!(partials_under(dir.path()), Vec::<PathBuf>::new());
+}
+
+#[test]
 fn sigterm_to_serve_writes_its_json_and_exits_143() {
     let _turn = common::engines();
     let dir = tempfile::tempdir().unwrap();

@@ -219,7 +219,8 @@ pub fn merged(current: &LinkConfig, up: bool, body: &str) -> Result<LinkConfig, 
     config::apply_spec(&mut config, up, "body", body)?;
     config
         .validate()
-        .map_err(|e| format!("body: {}", knob::naming_key(e)))?;
+        // The body has keys, not flags: `body: limit: …`, not `--limit`.
+        .map_err(|e| format!("body: {}", knob::naming_key(e).replace("--", "")))?;
     Ok(config)
 }
 

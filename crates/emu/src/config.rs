@@ -19,24 +19,61 @@ use super::knob::{self, scalar};
 pub use super::knob::{apply, key_of_field, naming_key};
 
 /// Applies a per-direction spec: space-separated `key=value` pairs; `up` says which direction
-/// it is for (A→B), which a `preset=` key among them needs.
+/// it is for (A→B), which a `preset=` key among them needs. Errors name `flag` (`--a-to-b`,
+/// `body`) and the key as the spec gives it (`--a-to-b: delay: …`).
 pub fn apply_spec(config: &mut LinkConfig, up: bool, flag: &str, spec: &str) -> Result<(), String> {
     for pair in spec.split_whitespace() {
         let (key, value) =
             knob::key_value(pair).ok_or_else(|| format!("{flag}: {pair:?} is not key=value"))?;
-        apply_in(config, up, key, value).map_err(|err| format!("{flag}: {err}"))?;
+        apply_named(config, up, key, value, key).map_err(|err| format!("{flag}: {err}"))?;
     }
     Ok(())
 }
 
 /// Sets `key` to `value` in the link of one direction (`up`: A→B): a knob of the table, or
-/// `preset`, whose keys for that direction are set in its place ([`super::preset`]).
+/// `preset`, whose keys for that direction are set in its place ([`super::preset`]). Errors
+/// name the key's flag (`--delay`).
 pub fn apply_in(config: &mut LinkConfig, up: bool, key: &str, value: &str) -> Result<(), String> {
+    apply_named(config, up, key, value, &format!("--{key}"))
+}
+
+/// [`apply_in`], errors naming the key as `name`.
+fn apply_named(
+    config: &mut LinkConfig,
+    up: bool,
+    key: &str,
+    value: &str,
+    name: &str,
+) -> Result<(), String> {
     if key == "preset" {
-        apply_preset(config, up, value).map_err(|e| format!("preset: {e}"))
+        apply_preset(config, up, value).map_err(|e| format!("{name}: {e}"))
     } else {
-        apply(config, key, value)
+        knob::apply_named(config, key, value, name)
     }
+}
+
+/// The line of `text` (a TOML file) that sets `key` in `section` (`None`: the top level,
+/// before any table), for errors.
+fn key_line(text: &str, section: Option<&str>, key: &str) -> Option<usize> {
+    let mut current: Option<String> = None;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            current = Some(
+                header
+                    .trim_matches(|c| c == '[' || c == ']' || c == ' ')
+                    .into(),
+            );
+            continue;
+        }
+        let Some((k, _)) = line.split_once('=') else {
+            continue;
+        };
+        if current.as_deref() == section && k.trim().trim_matches('"') == key {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 /// Sets the keys of the preset `name` for one direction (`up`: A→B).
@@ -97,15 +134,25 @@ pub fn load_file(path: &Path) -> Result<FileSettings, String> {
             (k, v) => settings.both.push((k.to_string(), scalar(path, k, v)?)),
         }
     }
-    // Check every key now, so a typo names the file before anything runs.
+    // Check every key now, so a bad value names the file, the line, the section and the key
+    // (`--config link.toml line 3: [a_to_b] delay: …`) before anything runs.
     let mut probe = LinkConfig::default();
-    for (k, v) in settings
-        .both
-        .iter()
-        .chain(&settings.a_to_b)
-        .chain(&settings.b_to_a)
-    {
-        apply_in(&mut probe, true, k, v).map_err(|err| format!("--config {name}: {err}"))?;
+    for (section, list) in [
+        (None, &settings.both),
+        (Some("a_to_b"), &settings.a_to_b),
+        (Some("b_to_a"), &settings.b_to_a),
+    ] {
+        for (k, v) in list {
+            let key = match section {
+                Some(section) => format!("[{section}] {k}"),
+                None => k.clone(),
+            };
+            apply_named(&mut probe, true, k, v, &key).map_err(|err| {
+                let line =
+                    key_line(&text, section, k).map_or(String::new(), |l| format!(" line {l}"));
+                format!("--config {name}{line}: {err}")
+            })?;
+        }
     }
     Ok(settings)
 }

@@ -131,7 +131,8 @@ pub static KNOBS: &[Knob] = &[
         field: Some("jitter_dist"),
         set: |c, flag, v| {
             let file = read(flag, v)?;
-            let table = parse::dist_table(flag, &file).map_err(text)?;
+            // Its errors name the file and the line: `--dist-table jitter.txt line 3: …`.
+            let table = parse::dist_table(&format!("{flag} {v}"), &file).map_err(text)?;
             c.jitter_dist = latlab_link::JitterDist::Table(table);
             Ok(())
         },
@@ -481,13 +482,24 @@ pub fn knob_of_flag(name: &str) -> Option<&'static Knob> {
 
 /// Sets `key` to `value` in `config`, errors naming `--KEY`.
 pub fn apply(config: &mut LinkConfig, key: &str, value: &str) -> Result<(), String> {
+    apply_named(config, key, value, &format!("--{key}"))
+}
+
+/// Sets `key` to `value` in `config`, errors naming `name`: the key as it was given (`delay`
+/// in a spec or an API body, `[a_to_b] delay` in a file), where [`apply`] names its flag.
+pub fn apply_named(
+    config: &mut LinkConfig,
+    key: &str,
+    value: &str,
+    name: &str,
+) -> Result<(), String> {
     let knob = knob(key).ok_or_else(|| {
         format!(
             "unknown impairment {key:?}: expected one of {}",
             keys().collect::<Vec<_>>().join(", ")
         )
     })?;
-    (knob.set)(config, &format!("--{key}"), value)
+    (knob.set)(config, name, value)
 }
 
 /// A finite number, errors naming `flag`.

@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod attach;
+pub mod claim;
 pub mod config;
 pub mod contention;
 pub mod flow;
@@ -163,6 +164,8 @@ fn run_bridge(
     stop: &Stop,
     view: &mut dyn View,
 ) -> Result<EmuReport, CommandError> {
+    // Held until the bridge is done: a second emulator on either interface is refused.
+    let _claims = claim::claim(options, &mut |line| view.note(line))?;
     // The interfaces' own counters, read in their namespace; a bridge whose interfaces have
     // none readable is reported without them.
     let watch = {

@@ -131,8 +131,8 @@ pub struct DirectionReport {
     /// The same fates in bytes (the queue discipline's drops, counted in `link`, not among
     /// them).
     pub bytes: ByteCounters,
-    /// With a queue discipline (`aqm`), the sojourn time at the bottleneck of every frame it
-    /// sent, ns, over the direction's pipes; `None` without one.
+    /// With a queue (a rate, under tail drop or a discipline), the sojourn time there of every
+    /// frame it sent, ns, over the direction's pipes; `None` without one.
     pub sojourn: Option<LatencyHistogram>,
     /// Per flow, with per-flow rules: each rule's frames in the order of the rules, then the
     /// default pipe's; they add up to the counters above. Empty without rules.

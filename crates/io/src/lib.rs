@@ -38,7 +38,7 @@ mod choice;
 pub mod clock;
 pub mod cpu;
 pub mod ethtool;
-mod iface;
+pub mod iface;
 pub mod ifstats;
 pub mod lock;
 pub mod mem;

@@ -166,7 +166,7 @@ fn put_back(name: &str) -> Result<Option<String>, String> {
 
 /// Removes the lock files in `/run/latlab` whose namespace is gone and whose lock is free
 /// (left by a run killed between deleting its namespace and removing the lock file), the
-/// targets' locks of `--attach` runs that ended, state files whose namespace is gone, and the
+/// targets' locks of `--attach` runs and the interface claims of `latlab emu` bridges that ended, state files whose namespace is gone, and the
 /// subnet locks of `latlab run`s that ended; returns how many.
 pub fn remove_orphan_lock_files() -> usize {
     let Ok(entries) = fs::read_dir(topology::LOCK_DIR) else {
@@ -175,7 +175,9 @@ pub fn remove_orphan_lock_files() -> usize {
     let mut count = 0;
     for entry in entries.flatten() {
         let file_name = entry.file_name().to_string_lossy().into_owned();
-        if file_name.starts_with("attach-") && file_name.ends_with(".lock") {
+        // The targets of `--attach` runs and the interfaces of `latlab emu` bridges that ended.
+        let owner_only = file_name.starts_with("attach-") || file_name.starts_with("iface-");
+        if owner_only && file_name.ends_with(".lock") {
             if let Ok(Some(lock)) = OwnerLock::open(&entry.path()) {
                 if lock.remove().is_ok() {
                     count += 1;

@@ -58,7 +58,7 @@ pub enum Statistic {
 
 impl Statistic {
     /// The delay it is a statistic of, if it is one.
-    fn delay(self) -> Option<Delay> {
+    pub fn delay(self) -> Option<Delay> {
         match self {
             Statistic::Percentile(d, _) | Statistic::Mean(d) | Statistic::Max(d) => Some(d),
             Statistic::Min(d) => Some(d),
@@ -388,7 +388,9 @@ impl Assertion {
         }
     }
 
-    fn verdict_without_data(&self, run: Option<&str>, why: &str) -> AssertionVerdict {
+    /// The inconclusive verdict of a run that does not have what the assertion asks for,
+    /// saying `why`.
+    pub fn verdict_without_data(&self, run: Option<&str>, why: &str) -> AssertionVerdict {
         AssertionVerdict {
             assertion: self.text.clone(),
             run: run.map(str::to_string),

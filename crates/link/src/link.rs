@@ -1,5 +1,6 @@
 //! The link: each frame's fate, the queue's occupancy, the counters.
 
+use latlab_stats::LatencyHistogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -67,6 +68,16 @@ pub struct Link {
     queued_bytes: usize,
     /// Fates so far.
     counters: LinkCounters,
+    /// The sojourn time at the queue the rate builds (from a frame joining it to its
+    /// transmission starting) of every frame sent, in ns, once a rate (or a queue discipline,
+    /// which records here too) has been in force: tail drop's queue reports it as the
+    /// disciplines do. `None` while no configuration had a queue.
+    sojourn: Option<LatencyHistogram>,
+}
+
+/// Whether `config` makes a queue: a rate (its own or a schedule entry's) or a bottleneck.
+fn has_queue(config: &LinkConfig, phases: &[(u64, Conditions)]) -> bool {
+    config.has_bottleneck() || phases.iter().any(|(_, c)| c.rate_bps.is_some())
 }
 
 /// Where a loss model's Markov chain is.
@@ -105,7 +116,9 @@ impl Link {
         let base = phases[0].1;
         let mut rng = SmallRng::seed_from_u64(config.seed);
         let last_uniform = rng.random();
+        let sojourn = has_queue(&config, &phases).then(LatencyHistogram::new);
         Ok(Link {
+            sojourn,
             start_ns,
             loss_state: LossState::initial(&base.loss),
             phases,
@@ -151,6 +164,9 @@ impl Link {
         }
         if config.reorder.is_none() {
             self.since_reorder = 0;
+        }
+        if has_queue(&config, &phases) && self.sojourn.is_none() {
+            self.sojourn = Some(LatencyHistogram::new());
         }
         self.start_ns = now;
         self.phases = phases;
@@ -408,12 +424,29 @@ impl Link {
     /// The departure of a frame that goes through delay and rate, in order.
     fn departure_after_delay(&mut self, now: u64, len: usize) -> u64 {
         let due = now.saturating_add(self.sample_delay_ns());
-        let departure = due
-            .max(self.last_departure_ns)
-            .saturating_add(self.transmission_ns(len));
+        let start = due.max(self.last_departure_ns);
+        if self.conditions.rate_bps.is_some() {
+            // Delay, then rate (NetEm's order): the frame joins the rate's queue when due and
+            // waits there for the frames before it.
+            self.record_sojourn(start - due);
+        }
+        let departure = start.saturating_add(self.transmission_ns(len));
         debug_assert!(departure >= self.last_departure_ns);
         self.last_departure_ns = departure;
         departure
+    }
+
+    /// Records one frame's sojourn at the queue (ns).
+    pub(crate) fn record_sojourn(&mut self, ns: u64) {
+        self.sojourn
+            .get_or_insert_with(LatencyHistogram::new)
+            .record(ns);
+    }
+
+    /// The sojourn times at the queue of the frames sent (ns), once a rate or a queue
+    /// discipline has been in force; `None` on a link that never had a queue.
+    pub fn sojourn(&self) -> Option<&LatencyHistogram> {
+        self.sojourn.as_ref()
     }
 
     /// The departure of a frame whose transmission at the bottleneck ended at `done_ns`

@@ -185,7 +185,8 @@ pub fn distribution(flag: &str, text: &str) -> Result<JitterDist, ConfigError> {
 }
 
 /// A distribution table file: numbers in units of jitter, separated by white space or line
-/// breaks (one per line is the usual form), `#` comments; at least one. Each frame's jitter
+/// breaks (one per line is the usual form), `#` comments; at least one. `flag` names the table
+/// in errors, with the line (`--dist-table FILE`: `--dist-table FILE line 3: …`). Each frame's jitter
 /// is one of them, drawn uniformly, so their mean and spread are the distribution's.
 pub fn dist_table(flag: &str, text: &str) -> Result<Vec<f64>, ConfigError> {
     let mut values = Vec::new();
@@ -195,7 +196,7 @@ pub fn dist_table(flag: &str, text: &str) -> Result<Vec<f64>, ConfigError> {
             let value = parse_f64(word)
                 .filter(|value| value.is_finite())
                 .ok_or_else(|| ConfigError::Line {
-                    file: format!("{flag} table"),
+                    file: flag.to_string(),
                     line: index + 1,
                     cause: Box::new(unreadable("value", word, TABLE_VALUE)),
                 })?;
@@ -529,7 +530,7 @@ mod tests {
         );
         assert_eq!(
             message(dist_table("--distribution", "1\n2\nthree\n")),
-            "--distribution table line 3: value: cannot read \"three\" as a number"
+            "--distribution line 3: value: cannot read \"three\" as a number"
         );
         assert!(message(dist_table("--distribution", "1\ninf\n")).contains("line 2"));
         assert_eq!(

@@ -517,3 +517,46 @@ fn a_rate_changed_while_frames_wait_applies_from_the_change_on() {
     }
     assert_eq!(departures, expected);
 }
+
+/// The sojourn times of `n` 1000-byte frames arriving together at 0 into a pipe of `config`,
+/// after every one has left.
+fn sojourn_of_a_burst(config: LinkConfig, n: u64) -> latlab_stats::LatencyHistogram {
+    let mut pipe = Pipe::new(config, 0).unwrap();
+    for _ in 0..n {
+        pipe.handle_arrival(0, &frame(1000, 1, 0, 0));
+    }
+    let mut sent = 0;
+    while let Some(at) = pipe.poll_timeout() {
+        while pipe.poll_departure(at).is_some() {
+            sent += 1;
+        }
+    }
+    assert_eq!(sent, n, "every frame left");
+    pipe.sojourn().expect("a queue records its sojourn").clone()
+}
+
+#[test]
+fn tail_drops_queue_reports_its_sojourn_as_a_discipline_does() {
+    // Ten frames at once at 10 Mbit/s: the i-th waits i transmissions, 0 to 9 · 819.2 µs,
+    // whether tail drop (delay, then rate) or CoDel (no drop: 100 ms do not pass) queues them.
+    let tail = sojourn_of_a_burst(
+        LinkConfig {
+            delay_ns: 3 * MS,
+            ..link(Aqm::default())
+        },
+        10,
+    );
+    let codel = sojourn_of_a_burst(link(codel()), 10);
+    for h in [&tail, &codel] {
+        assert_eq!(h.len(), 10);
+        assert_eq!(h.min(), 0);
+        let hdr = h.as_hdr();
+        assert!(hdr.equivalent(h.max(), 9 * TX_1000), "max {}", h.max());
+        let median = hdr.value_at_quantile(0.5);
+        assert!(hdr.equivalent(median, 4 * TX_1000), "p50 {median}");
+    }
+    // A link without a rate has no queue, so no sojourn.
+    let mut no_rate = Pipe::new(LinkConfig::default(), 0).unwrap();
+    no_rate.handle_arrival(0, &frame(1000, 1, 0, 0));
+    assert!(no_rate.sojourn().is_none());
+}

@@ -2,15 +2,20 @@
 //! `--assert` decides them during it ([`latlab_lab::gate`]). A `gen --out` folder is one run; a
 //! `demo` folder's runs are each decided, named by their label; a `stream send --out` folder
 //! is one stream (its latency one-way already); an `rfc2544` folder's frame sizes each (`ndr`,
-//! `pdr`: `latlab_forwarding::rfc2544::gates`, handed in as a [`FolderCheck`]). The folder is
-//! read, never changed: the verdicts go to the terminal and, with `--junit`, to a JUnit XML
-//! file.
+//! `pdr`: `latlab_forwarding::rfc2544::gates`, handed in as a [`FolderCheck`]); a study's
+//! folder each point that has a latency summary, named by its key (a point whose record holds
+//! a generator run, as the emulator study's and the bufferbloat study's do, is decided as that
+//! run; one with only a `.hlog` on its latency, loss and achieved being inconclusive there).
+//! The folder is read, never changed: the verdicts go to the terminal and, with `--junit`, to a
+//! JUnit XML file.
 
 use std::path::{Path, PathBuf};
 
 use latlab_lab::command::check_writable;
+use latlab_lab::gate::Measured;
 use latlab_lab::gate::{junit::junit_xml, Assertion, AssertionError, AssertionVerdict, Results};
 use latlab_lab::results::{self, RunSummary};
+use latlab_stats::Summary;
 
 use crate::report::RunsFolder;
 use crate::StudyError;
@@ -54,7 +59,8 @@ impl CheckError {
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            CheckError::Assertion { .. } | CheckError::Folder(StudyError::UnknownFolder(_))
+            CheckError::Assertion { .. }
+                | CheckError::Folder(StudyError::UnknownFolder(_) | StudyError::NoFolder(_))
         )
     }
 }
@@ -74,6 +80,9 @@ pub fn run(
         check_writable(path)?;
     }
     let dir = &options.dir;
+    if !dir.exists() {
+        return Err(StudyError::NoFolder(dir.clone()).into());
+    }
     let refused = |source| CheckError::Assertion {
         dir: dir.clone(),
         source,
@@ -99,6 +108,20 @@ pub fn run(
     } else if dir.join("summary.json").is_file() {
         let folder = RunsFolder::load(dir)?;
         decide(&options.assertions, &folder.runs).map_err(refused)?
+    } else if let Some(study) = crate::StudyFile::read(dir)? {
+        let points = study_points(dir)?;
+        if points.is_empty() {
+            return Err(StudyError::Data {
+                path: dir.clone(),
+                reason: format!(
+                    "{}'s points have no latency summary to gate (no generator run in a \
+                     point, no .hlog beside one); gate a gen --out or demo folder instead",
+                    study.kind.command()
+                ),
+            }
+            .into());
+        }
+        decide_points(&options.assertions, &points).map_err(refused)?
     } else {
         return Err(StudyError::UnknownFolder(dir.clone()).into());
     };
@@ -125,6 +148,103 @@ pub fn decide(
         .flat_map(|run| {
             let label = several.then_some(run.setup.label.as_str());
             assertions.iter().map(move |a| a.evaluate(run, label))
+        })
+        .collect())
+}
+
+/// What one point of a study measured, as far as a gate can read it.
+#[derive(Debug)]
+pub enum PointLatency {
+    /// The point's record holds a generator run.
+    Run(Box<RunSummary>),
+    /// Only the latency histogram beside the point (`<key>.hlog`), summarised.
+    Histogram(Box<Summary>),
+}
+
+/// The points of the study in `dir` that have a latency summary, by key (in file order): a
+/// generator run in the point's record (the first object in it that reads as one), or else
+/// its `.hlog`. Points with neither are left out.
+pub fn study_points(dir: &Path) -> Result<Vec<(String, PointLatency)>, StudyError> {
+    let files = crate::points::load(dir)?;
+    let mut points = Vec::new();
+    for file in &files.files {
+        let text = file.text.as_ref().map_err(|reason| StudyError::Data {
+            path: file.path.clone(),
+            reason: reason.clone(),
+        })?;
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| StudyError::Data {
+                path: file.path.clone(),
+                reason: e.to_string(),
+            })?;
+        if let Some(run) = run_in(&value) {
+            points.push((file.key.clone(), PointLatency::Run(Box::new(run))));
+        } else if let Some(h) = file.histogram() {
+            let h = h.map_err(|reason| StudyError::Data {
+                path: file.path.with_extension("hlog"),
+                reason,
+            })?;
+            let summary = Summary::from_histogram(&h);
+            points.push((file.key.clone(), PointLatency::Histogram(Box::new(summary))));
+        }
+    }
+    Ok(points)
+}
+
+/// The first object of `value` (itself, then its fields, depth first) that reads as a
+/// generator run.
+fn run_in(value: &serde_json::Value) -> Option<RunSummary> {
+    let serde_json::Value::Object(map) = value else {
+        return match value {
+            serde_json::Value::Array(items) => items.iter().find_map(run_in),
+            _ => None,
+        };
+    };
+    if map.contains_key("latency_ns") && map.contains_key("setup") {
+        if let Ok(run) = serde_json::from_value::<RunSummary>(value.clone()) {
+            return Some(run);
+        }
+    }
+    map.values().find_map(run_in)
+}
+
+/// Every assertion on every point, each verdict named by the point's key.
+pub fn decide_points(
+    assertions: &[Assertion],
+    points: &[(String, PointLatency)],
+) -> Result<Vec<AssertionVerdict>, AssertionError> {
+    let shared = points.iter().all(|(_, p)| match p {
+        PointLatency::Run(run) => run.clock.as_deref() == Some("shared"),
+        PointLatency::Histogram(_) => false,
+    });
+    for a in assertions {
+        a.check_for(Results::Run, shared)?;
+    }
+    Ok(points
+        .iter()
+        .flat_map(|(key, point)| {
+            assertions.iter().map(move |a| match point {
+                PointLatency::Run(run) => a.evaluate(run, Some(key)),
+                PointLatency::Histogram(latency) => {
+                    if a.statistic.delay().is_some() {
+                        let measured = Measured {
+                            latency,
+                            forward: None,
+                            back: None,
+                            sent: latency.count,
+                            lost: 0,
+                            achieved_pps: 0.0,
+                            sent_name: "samples",
+                        };
+                        a.evaluate_measured(&measured, Some(key))
+                    } else {
+                        a.verdict_without_data(
+                            Some(key),
+                            "this point records its latency only (its .hlog), not its loss or rate",
+                        )
+                    }
+                }
+            })
         })
         .collect())
 }
@@ -170,5 +290,78 @@ mod tests {
         assert!(decide(&gates, &both).is_err());
         both[1].clock = Some("shared".into());
         assert!(decide(&gates, &both).is_ok());
+    }
+
+    #[test]
+    fn a_study_folder_gates_each_point_with_a_latency_summary_named_by_its_key() {
+        use crate::points::{Existing, PointsDir};
+        #[derive(serde::Serialize)]
+        struct WithRun {
+            path: String,
+            run: RunSummary,
+        }
+        #[derive(serde::Serialize)]
+        struct Rate {
+            sent: u64,
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("study");
+        let points = PointsDir::create(&out, Existing::Refuse).unwrap();
+        let point = WithRun {
+            path: "emu".into(),
+            run: runs(&["x"]).remove(0),
+        };
+        points.write("emu-d0ns-1000pps", &point, None).unwrap();
+        let mut h = LatencyHistogram::new();
+        for i in 1..=1_000u64 {
+            h.record(i * 3_000);
+        }
+        points
+            .write("cell-a", &Rate { sent: 5 }, Some((&h, "test")))
+            .unwrap();
+        points
+            .write("rate-kernel-64", &Rate { sent: 9 }, None)
+            .unwrap();
+        crate::StudyFile::new(crate::StudyKind::Emulator, "lab")
+            .write(&out)
+            .unwrap();
+
+        let options = CheckOptions {
+            dir: out.clone(),
+            assertions: vec!["p99<=2ms".parse().unwrap(), "loss<=1%".parse().unwrap()],
+            junit: None,
+        };
+        let verdicts = run(&options, &[]).unwrap();
+        let named: Vec<(&str, Verdict)> = verdicts
+            .iter()
+            .map(|v| (v.run.as_deref().unwrap(), v.verdict))
+            .collect();
+        // The .hlog point's p99 is about 2.97 ms: fail; its loss is not recorded.
+        assert_eq!(
+            named,
+            [
+                ("cell-a", Verdict::Fail),
+                ("cell-a", Verdict::Inconclusive),
+                ("emu-d0ns-1000pps", Verdict::Pass),
+                ("emu-d0ns-1000pps", Verdict::Pass),
+            ],
+            "{verdicts:?}"
+        );
+        assert!(
+            verdicts[0].line().contains("[cell-a]"),
+            "{}",
+            verdicts[0].line()
+        );
+
+        // A study with no point to gate says so, naming the folder and what to gate instead.
+        std::fs::remove_file(out.join("points/cell-a.json")).unwrap();
+        std::fs::remove_file(out.join("points/emu-d0ns-1000pps.json")).unwrap();
+        let e = run(&options, &[]).unwrap_err().to_string();
+        let expected = format!(
+            "{}: latlab study emulator's points have no latency summary to gate",
+            out.display()
+        );
+        assert!(e.starts_with(&expected), "{e}");
+        assert!(e.contains("gate a gen --out or demo folder instead"), "{e}");
     }
 }

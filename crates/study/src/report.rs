@@ -125,6 +125,9 @@ impl Folder {
     /// Reads what `dir` holds (see the module's documentation for how it is recognised); a
     /// study's folder is one of `studies`.
     pub fn open(dir: &Path, studies: &[StudyEntry]) -> Result<Folder, StudyError> {
+        if !dir.exists() {
+            return Err(StudyError::NoFolder(dir.to_path_buf()));
+        }
         if let Some(study) = StudyFile::read(dir)? {
             return Ok(Folder::Study {
                 kind: study.kind,

@@ -60,10 +60,11 @@ fn a_bad_body_names_the_key_at_fault() {
     let current = delay_ms(5);
     for (body, key) in [
         ("wobble=1", "wobble"),
-        ("delay=soon", "--delay"),
-        ("loss=120%", "--loss"),
+        ("delay=soon", "body: delay: "),
+        ("delay=5", "body: delay: "),
+        ("loss=120%", "body: loss: "),
         ("delay", "\"delay\" is not key=value"),
-        ("limit=0", "--limit"),
+        ("limit=0", "body: limit: "),
         ("schedule=/etc/passwd", "schedule"),
         ("dist-table=/etc/passwd", "dist-table"),
         ("   ", "empty body"),
@@ -71,6 +72,8 @@ fn a_bad_body_names_the_key_at_fault() {
         let error = merged(&current, true, body).unwrap_err();
         assert!(error.contains(key), "{body:?}: {error:?} lacks {key:?}");
         assert_eq!(error.lines().count(), 1, "{error:?}");
+        // A body has keys, not flags.
+        assert!(!error.contains("--"), "{body:?}: {error:?} names a flag");
     }
 }
 

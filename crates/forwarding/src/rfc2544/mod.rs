@@ -26,10 +26,9 @@ mod report;
 mod saturation;
 mod search;
 mod setup;
-
+mod table;
 mod trial;
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -60,7 +59,7 @@ use setup::{in_namespace, Setup};
 use trial::Sink;
 
 use latlab_lab::command::{CommandError, Io, View};
-use latlab_lab::units::{format_duration, format_rate, format_us};
+use latlab_lab::units::format_duration;
 
 /// RFC 2544's frame sizes for Ethernet.
 pub const FRAME_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
@@ -321,86 +320,26 @@ pub struct Rfc2544Report {
     pub saturation: Option<Saturation>,
 }
 
-impl Rfc2544Report {
-    /// The table printed at the end.
-    pub fn text(&self) -> String {
-        let mut out = format!(
-            "RFC 2544 throughput of {} ({})\n",
-            self.dut.name(),
-            self.rps
-        );
-        out.push_str("size   source max   NDR          PDR          loss at 100%  back-to-back\n");
-        for s in &self.sizes {
-            let rate = |r: Option<u64>| r.map_or("-".into(), |r| format_rate(r as f64));
-            let _ = writeln!(
-                out,
-                "{:<6} {:<12} {:<12} {:<12} {}{}",
-                s.frame_size,
-                format_rate(s.source_max_pps),
-                rate(s.ndr_pps),
-                rate(s.pdr_pps),
-                s.loss
-                    .first()
-                    .map_or("-".into(), |l| format!("{:.2}%", l.1)),
-                if s.dut_kept_up {
-                    "  (the DUT kept up with the source)"
-                } else {
-                    ""
-                }
-            );
-            if let (Some(ndr), Some(offered)) = (s.ndr_pps, s.ndr_offered_pps) {
-                if offered < 0.98 * ndr as f64 {
-                    let _ = writeln!(
-                        out,
-                        "       the source reached only {} in the trial at the NDR",
-                        format_rate(offered)
-                    );
-                }
-            }
-            if let Some(l) = s.latency.iter().find(|l| l.percent_of_ndr == 100) {
-                let us = |v: Option<u64>| v.map_or("-".into(), |v| format_us(v as f64));
-                let _ = writeln!(
-                    out,
-                    "       latency at the NDR (RFC 8219, one way, every frame): typical {}, \
-                     worst case (p99.9) {}, PDV {}",
-                    us(l.summary.typical_ns),
-                    us(l.summary.worst_case_ns),
-                    us(l.summary.pdv_ns)
-                );
-            }
-            if let Some(e) = &s.error {
-                let _ = writeln!(out, "       ended early: {e}");
-            }
-        }
-        let _ = writeln!(out, "results in {}", self.out.display());
-        out
-    }
-}
-
 /// Builds the lab and the DUT, measures every size, writes the results folder (its points,
-/// then what is drawn from them) and returns the report (also when a search ended early: then
-/// after the files, with the error).
+/// then what is drawn from them) and returns the report with, when a search ended early
+/// (a stopping signal, a trial that could not run), the error: the report then has the sizes
+/// that finished, and the one cut short with its error.
 pub fn run(
     options: &Rfc2544Options,
     stop: &Stop,
     view: &mut dyn View,
-) -> Result<Rfc2544Report, CommandError> {
+) -> Result<(Rfc2544Report, Option<CommandError>), CommandError> {
     options.check()?;
     let m = points::measure(options, stop, view)?;
     points::draw(&options.out).map_err(|e| CommandError::Run {
         engine: "rfc2544 report",
         source: std::io::Error::other(e.to_string()),
     })?;
-    match m.failure {
-        Some(e) => Err(CommandError::Run {
-            engine: "rfc2544 search",
-            source: std::io::Error::other(format!(
-                "{e} (results so far in {})",
-                options.out.display()
-            )),
-        }),
-        None => Ok(m.report),
-    }
+    let failure = m.failure.map(|e| CommandError::Run {
+        engine: "rfc2544 search",
+        source: std::io::Error::other(format!("{e} (results so far in {})", options.out.display())),
+    });
+    Ok((m.report, failure))
 }
 
 /// What [`measure`] measured, nothing written yet.

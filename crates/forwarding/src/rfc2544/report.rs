@@ -208,7 +208,7 @@ pub(super) fn markdown(
 }
 
 /// Conclusions from the numbers: what limited each size, whether the DUT is bound by packets
-/// or by bytes, and what load costs in latency.
+/// or by bytes (from the sizes whose NDR is the DUT's own), and what load costs in latency.
 fn conclusions(report: &Rfc2544Report) -> String {
     let mut md = String::from("## Conclusions\n\n");
     let measured: Vec<&SizeResult> = report
@@ -220,47 +220,7 @@ fn conclusions(report: &Rfc2544Report) -> String {
         md.push_str("- No frame size has an NDR: nothing to conclude.\n");
         return md;
     }
-    let kept_up: Vec<String> = measured
-        .iter()
-        .filter(|s| s.dut_kept_up)
-        .map(|s| s.frame_size.to_string())
-        .collect();
-    if kept_up.is_empty() {
-        md.push_str("- The source outran the DUT at every size: each NDR is the DUT's own.\n");
-    } else {
-        let _ = writeln!(
-            md,
-            "- **The source could not outrun the DUT** at {} bytes: there the NDR is the source's rate, a lower bound of the DUT's (try `--source xdp`).",
-            kept_up.join(", ")
-        );
-    }
-    let (first, last) = (measured[0], measured[measured.len() - 1]);
-    let (Some(a), Some(b)) = (first.ndr_pps, last.ndr_pps) else {
-        return md;
-    };
-    if measured.len() > 1 {
-        let pps_ratio = b as f64 / a.max(1) as f64;
-        let bits_ratio = gbps(b as f64, last.frame_size) / gbps(a as f64, first.frame_size);
-        let bound = if pps_ratio > 0.8 {
-            "by packets: its rate in frames barely falls with the frame size, so the cost is per packet, not per byte (as the paper found for software forwarders)"
-        } else if bits_ratio < 1.25 {
-            "by bytes: its rate in bits stays about the same across sizes"
-        } else {
-            "by both: larger frames go at fewer frames but more bits a second"
-        };
-        let _ = writeln!(
-            md,
-            "- From {} to {} bytes the NDR goes from {} to {} Mpps ({:.2}×) and from {:.3} to {:.3} Gbit/s on the wire ({:.2}×): the DUT is bound {bound}.",
-            first.frame_size,
-            last.frame_size,
-            mpps(a as f64),
-            mpps(b as f64),
-            pps_ratio,
-            gbps(a as f64, first.frame_size),
-            gbps(b as f64, last.frame_size),
-            bits_ratio
-        );
-    }
+    md.push_str(&verdicts(&measured));
     for s in &measured {
         let at = |p: u32| {
             s.latency
@@ -280,6 +240,78 @@ fn conclusions(report: &Rfc2544Report) -> String {
             );
         }
     }
+    md
+}
+
+/// One verdict per size with an NDR (`measured`, in the run's order): the source outran the
+/// DUT, and the NDR is the DUT's own, or it could not, and the NDR is a lower bound of the
+/// DUT's; then whether the DUT is bound by packets or by bytes, told only from the sizes whose
+/// NDR is its own (a lower bound says nothing of what bounds the DUT).
+fn verdicts(measured: &[&SizeResult]) -> String {
+    let mut md = String::new();
+    for s in measured {
+        let Some(ndr) = s.ndr_pps else { continue };
+        if s.dut_kept_up {
+            let _ = writeln!(
+                md,
+                "- **The source could not outrun the DUT** at {} bytes: the NDR, {} Mpps, is the source's rate, a lower bound of the DUT's (try `--source xdp`).",
+                s.frame_size,
+                mpps(ndr as f64)
+            );
+        } else {
+            let _ = writeln!(
+                md,
+                "- The source outran the DUT at {} bytes: the NDR, {} Mpps, is the DUT's own.",
+                s.frame_size,
+                mpps(ndr as f64)
+            );
+        }
+    }
+    let own: Vec<&SizeResult> = measured
+        .iter()
+        .copied()
+        .filter(|s| !s.dut_kept_up)
+        .collect();
+    let (Some(first), Some(last)) = (own.first(), own.last()) else {
+        if measured.len() > 1 {
+            md.push_str("- Whether packets or bytes bound the DUT is not told: no size has the DUT's own NDR.\n");
+        }
+        return md;
+    };
+    if own.len() < 2 {
+        if measured.len() > 1 {
+            let _ = writeln!(
+                md,
+                "- Whether packets or bytes bound the DUT is not told: only {} bytes has the DUT's own NDR.",
+                first.frame_size
+            );
+        }
+        return md;
+    }
+    let (Some(a), Some(b)) = (first.ndr_pps, last.ndr_pps) else {
+        return md;
+    };
+    let pps_ratio = b as f64 / a.max(1) as f64;
+    let bits_ratio = gbps(b as f64, last.frame_size) / gbps(a as f64, first.frame_size);
+    let bound = if pps_ratio > 0.8 {
+        "by packets: its rate in frames barely falls with the frame size, so the cost is per packet, not per byte (as the paper found for software forwarders)"
+    } else if bits_ratio < 1.25 {
+        "by bytes: its rate in bits stays about the same across sizes"
+    } else {
+        "by both: larger frames go at fewer frames but more bits a second"
+    };
+    let _ = writeln!(
+        md,
+        "- From {} to {} bytes (the sizes where the NDR is the DUT's own) the NDR goes from {} to {} Mpps ({:.2}×) and from {:.3} to {:.3} Gbit/s on the wire ({:.2}×): the DUT is bound {bound}.",
+        first.frame_size,
+        last.frame_size,
+        mpps(a as f64),
+        mpps(b as f64),
+        pps_ratio,
+        gbps(a as f64, first.frame_size),
+        gbps(b as f64, last.frame_size),
+        bits_ratio
+    );
     md
 }
 
@@ -376,7 +408,15 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("(0.95×)") && md.contains("the DUT is bound by packets"),
+            md.contains(
+                "- The source outran the DUT at 64 bytes: the NDR, 0.200 Mpps, is the DUT's own."
+            ),
+            "{md}"
+        );
+        // 1518 bytes' NDR is a lower bound: no bound is told from one size of the DUT's own.
+        assert!(
+            md.contains("not told: only 64 bytes has the DUT's own NDR")
+                && !md.contains("is bound by"),
             "{md}"
         );
         assert!(md.contains("64 bytes: the worst-case latency is 20.0 µs at 10% of the NDR and 80.0 µs at the NDR (4.0×)."), "{md}");
@@ -424,10 +464,54 @@ mod tests {
         let r = report(vec![size(64, 1_538_000, false), size(1518, 84_000, false)]);
         let md = markdown(&r, "how", &[], &[]);
         assert!(md.contains("the DUT is bound by bytes"), "{md}");
+        assert!(md.contains("The source outran the DUT at 64 bytes"), "{md}");
         assert!(
-            md.contains("The source outran the DUT at every size"),
+            md.contains("The source outran the DUT at 1518 bytes"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn each_size_has_one_verdict_and_the_bound_comes_only_from_the_duts_own_ndrs() {
+        // The source could not outrun the DUT at 64 and 512 bytes, and did at 1518 and 1024:
+        // the bound is told from 1024 and 1518 alone.
+        let sizes = vec![
+            size(64, 1_000_000, true),
+            size(512, 900_000, true),
+            size(1024, 200_000, false),
+            size(1518, 150_000, false),
+        ];
+        let md = conclusions(&report(sizes));
+        for size in [64, 512, 1024, 1518] {
+            let verdicts = md
+                .lines()
+                .filter(|l| {
+                    l.contains(&format!("outrun the DUT** at {size} bytes"))
+                        || l.contains(&format!("outran the DUT at {size} bytes"))
+                })
+                .count();
+            assert_eq!(verdicts, 1, "{size}: {md}");
+        }
+        assert!(
+            md.contains("**The source could not outrun the DUT** at 64 bytes"),
+            "{md}"
+        );
+        assert!(
+            md.contains("**The source could not outrun the DUT** at 512 bytes"),
+            "{md}"
+        );
+        assert!(
+            md.contains("From 1024 to 1518 bytes (the sizes where the NDR is the DUT's own)"),
+            "{md}"
+        );
+        assert_eq!(md.matches("the DUT is bound").count(), 1, "{md}");
+        // Where it kept up at every size, nothing is said of the bound.
+        let all_kept = conclusions(&report(vec![size(64, 1_000, true), size(1518, 900, true)]));
+        assert!(
+            all_kept.contains("not told: no size has the DUT's own NDR"),
+            "{all_kept}"
+        );
+        assert!(!all_kept.contains("is bound by"), "{all_kept}");
     }
 
     #[test]

@@ -64,6 +64,9 @@ pub enum StudyError {
     /// The results folder exists (a study that cannot resume).
     #[error("results folder {} exists already: pick another --out", .0.display())]
     Taken(PathBuf),
+    /// `latlab report` or `latlab check` was given a folder that is not there.
+    #[error("{}: does not exist", .0.display())]
+    NoFolder(PathBuf),
     /// `latlab report` was given a folder that no latlab command wrote.
     #[error(
         "{}: not a latlab results folder (no study.json, summary.json or points/ of a study)",
@@ -84,7 +87,7 @@ impl StudyError {
     /// Whether the fault is in what the study was given (a `--resume` that does not fit its
     /// folder), not in what happened while it ran: the command line's exit code 2.
     pub fn is_usage(&self) -> bool {
-        matches!(self, StudyError::Resume(_))
+        matches!(self, StudyError::Resume(_) | StudyError::NoFolder(_))
     }
 
     /// A file error naming `path`.

@@ -6,7 +6,9 @@
 //! [`latlab_stats::hlog::read_hlog`]. Each file is written to a temporary name and renamed into
 //! place, the `.hlog` before the JSON, so a point whose JSON is there is whole: an interrupted
 //! study keeps every point it finished and `--resume` reads them back instead of measuring
-//! them again. The run module of a study writes points through [`PointsDir`]; its report module
+//! them again. A point measured while the study was being stopped was cut short: the run
+//! writes it with [`PointsDir::write_measured`], which leaves it out, so `--resume` measures it
+//! again rather than keeping a short point. The run module of a study writes points through [`PointsDir`]; its report module
 //! reads them back with [`load`], and nothing else.
 
 pub mod error;
@@ -20,6 +22,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use latlab_engine::Stop;
 use latlab_stats::hlog::{merge_intervals, read_hlog, HlogWriter};
 use latlab_stats::LatencyHistogram;
 use serde::de::DeserializeOwned;
@@ -102,6 +105,25 @@ impl PointsDir {
         })?;
         // write_atomic names the file in its errors.
         Ok(write_atomic(&path, format!("{json}\n").as_bytes())?)
+    }
+}
+
+impl PointsDir {
+    /// Writes the point `key` as [`PointsDir::write`] does when `stop` was not raised; a point
+    /// whose measurement `stop` cut short (raised at any time before this call) is not
+    /// written, so that `--resume` measures it again. Returns whether it was written.
+    pub fn write_measured<T: Serialize>(
+        &self,
+        key: &str,
+        point: &T,
+        histogram: Option<(&LatencyHistogram, &str)>,
+        stop: &Stop,
+    ) -> Result<bool, StudyError> {
+        if stop.is_raised() {
+            return Ok(false);
+        }
+        self.write(key, point, histogram)?;
+        Ok(true)
     }
 }
 
@@ -241,6 +263,35 @@ mod tests {
         let h = loaded.files[0].histogram().unwrap().unwrap();
         assert_eq!(h.len(), 1000);
         assert_eq!(h.max(), histogram().max());
+    }
+
+    #[test]
+    fn a_point_cut_short_by_a_stop_is_not_written_and_not_resumed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("study");
+        let points = PointsDir::create(&out, Existing::RefuseResumable).unwrap();
+        let stop = Stop::new();
+        assert!(points
+            .write_measured("whole", &P { load: 1.0 }, Some((&histogram(), "t")), &stop)
+            .unwrap());
+        stop.raise();
+        assert!(!points
+            .write_measured("short", &P { load: 0.5 }, Some((&histogram(), "t")), &stop)
+            .unwrap());
+        let mut names: Vec<String> = fs::read_dir(points.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["whole.hlog", "whole.json"],
+            "nothing of the short point"
+        );
+
+        let resumed = PointsDir::create(&out, Existing::Continue).unwrap();
+        assert_eq!(resumed.resumed::<P>("whole"), Some(P { load: 1.0 }));
+        assert_eq!(resumed.resumed::<P>("short"), None, "measured again");
     }
 
     #[test]

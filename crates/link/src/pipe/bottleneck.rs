@@ -4,14 +4,13 @@
 //! into the pipe's delay queue. The wire's service runs in virtual time: every call first
 //! serves what the wire took by its `now`.
 
-use latlab_stats::LatencyHistogram;
-
 use super::{Pipe, MAX_HELD_WITHOUT_LIMIT};
 use crate::aqm::{Discard, Held, Queue};
 use crate::trace::{Opportunities, OPPORTUNITY_BYTES};
 use crate::Fate;
 
-/// The discipline's queue, when the wire is busy until, and the sojourn times.
+/// The discipline's queue and when the wire is busy until (the sojourn times go to the
+/// link's histogram, [`crate::Link::sojourn`], which tail drop's queue fills too).
 #[derive(Debug)]
 pub(super) struct Bottleneck {
     /// The discipline in force; `None` once the pipe went back to tail drop.
@@ -21,9 +20,6 @@ pub(super) struct Bottleneck {
     busy_until_ns: u64,
     /// The discipline's drops of one dequeue (kept for its room).
     discarded: Vec<(Held, Discard)>,
-    /// The sojourn time (from joining the queue to leaving it for the wire) of every frame
-    /// sent, in ns.
-    sojourn: LatencyHistogram,
     /// With a trace, its delivery opportunities in place of the rate.
     trace: Option<Opportunities>,
     /// Bytes left of the opportunity at `left_at_ns`, for a frame that waits then (mm-link
@@ -118,7 +114,6 @@ impl Pipe {
                 queue: None,
                 busy_until_ns: 0,
                 discarded: Vec::new(),
-                sojourn: LatencyHistogram::new(),
                 trace: None,
                 left_bytes: 0,
                 left_at_ns: 0,
@@ -273,11 +268,9 @@ impl Pipe {
         } else {
             start.saturating_add(self.link.transmission_ns(held.len as usize))
         };
-        let bottleneck = self.bottleneck_mut();
-        bottleneck
-            .sojourn
-            .record(start.saturating_sub(held.enqueue_ns));
-        bottleneck.busy_until_ns = done;
+        self.link
+            .record_sojourn(start.saturating_sub(held.enqueue_ns));
+        self.bottleneck_mut().busy_until_ns = done;
         let departure = self.link.departure_after_bottleneck(done);
         self.queue.push((departure, held.seq, held.buffer));
     }
@@ -294,10 +287,12 @@ impl Pipe {
         }
     }
 
-    /// The sojourn times at the bottleneck of the frames sent (ns), once a queue discipline
-    /// has been in force; `None` on tail drop.
-    pub fn sojourn(&self) -> Option<&LatencyHistogram> {
-        self.bottleneck.as_ref().map(|b| &b.sojourn)
+    /// The sojourn times at the queue of the frames sent (ns), from joining it to leaving it
+    /// for the wire, once a rate or a queue discipline has been in force (tail drop's queue
+    /// included: delay then rate, its frames join the queue when due); `None` on a link
+    /// that never had a queue.
+    pub fn sojourn(&self) -> Option<&latlab_stats::LatencyHistogram> {
+        self.link.sojourn()
     }
 
     /// Frames its queue discipline dropped: `aqm_drop` and `aqm_overflow` of its counters.

@@ -157,8 +157,8 @@ impl FlowPipes {
         self.pipes.iter().filter_map(Pipe::poll_timeout).min()
     }
 
-    /// The sojourn times at the bottleneck of every pipe that has had a queue discipline,
-    /// together (see [`Pipe::sojourn`]); `None` if none has.
+    /// The sojourn times at the queue of every pipe that has had one (a rate or a queue
+    /// discipline), together (see [`Pipe::sojourn`]); `None` if none has.
     pub fn sojourn(&self) -> Option<latlab_stats::LatencyHistogram> {
         let mut all: Option<latlab_stats::LatencyHistogram> = None;
         for histogram in self.pipes.iter().filter_map(Pipe::sojourn) {

@@ -47,8 +47,8 @@ pub(super) fn markdown(a: &Analysis, topology: &str) -> String {
              are kernel TCP connections from the client to the server; their goodput is what \
              the receivers read while the game stream ran. A queue's sojourn time is the \
              emulator's own record of the bottleneck queue over the point's whole run, the \
-             flows' warm-up included (\"not recorded\" where the emulator keeps none: tail \
-             drop).\n\n"
+             flows' warm-up included (\"not recorded\" where the emulator kept none: a \
+             point measured before tail drop's queue recorded it).\n\n"
         ));
         if p.return_delay_ns > 0 {
             md.push_str(&format!(

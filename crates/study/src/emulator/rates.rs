@@ -143,7 +143,7 @@ pub(super) fn measure_rates(
             elapsed_ns: r.elapsed_ns,
             emulator,
         };
-        points.write(&key, &point, None)?;
+        points.write_measured(&key, &point, None, stop)?;
     }
     Ok(())
 }

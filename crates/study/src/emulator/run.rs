@@ -227,7 +227,7 @@ fn measure_latencies(
         point.host_steal_ns = steal_before
             .zip(latlab_io::cpu::steal_ns())
             .map(|(a, b)| b.saturating_sub(a));
-        points.write(&key, &point, None)?;
+        points.write_measured(&key, &point, None, stop)?;
     }
     Ok(units)
 }

@@ -201,7 +201,7 @@ pub(super) fn measure_all(
             emulator,
             left_out,
         };
-        points.write(key, &point, None)?;
+        points.write_measured(key, &point, None, stop)?;
     }
     progress.finish();
     Ok(topology)
