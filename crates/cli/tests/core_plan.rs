@@ -67,6 +67,42 @@ fn finished(child: Child, what: &str) -> String {
     stderr
 }
 
+/// Stops a server [`common::started`] with SIGTERM, which writes its report (exit 143), and
+/// returns its standard error.
+fn stopped(server: common::Started, what: &str) -> String {
+    server.signal("TERM");
+    let (status, stderr) = server.wait();
+    assert_eq!(status.code(), Some(143), "{what}: {stderr}");
+    stderr
+}
+
+/// Waits until a thread of process `pid` may run on CPU `cpu` alone, and returns its id; `tid`
+/// names the one thread to look at. Up to 60 s, which only a loop that never moved reaches.
+fn pinned_to(pid: u32, tid: Option<u64>, cpu: usize) -> u64 {
+    let want = cpu.to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+        let pinned = tasks.filter_map(|t| t.ok()).find_map(|t| {
+            let id: u64 = t.file_name().to_str()?.parse().ok()?;
+            let status = std::fs::read_to_string(t.path().join("status")).ok()?;
+            let on = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?
+                .trim();
+            (on == want && tid.is_none_or(|t| t == id)).then_some(id)
+        });
+        if let Some(id) = pinned {
+            return id;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no thread of {pid} ({tid:?}) on CPU {cpu} alone"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `(poll, cpu)` of a report's placement.
 fn placed(report: &serde_json::Value) -> (String, Option<u64>) {
     let p = &report["placement"];
@@ -102,33 +138,21 @@ fn at_the_defaults_the_emulator_takes_a_cpu_of_its_own_and_gen_and_echo_block_of
             "emu-b",
             "--delay",
             "1ms",
-            "--duration",
-            "4s",
             "--json",
             &emu_json,
         ],
-    )
-    .spawn()
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(400));
+    );
+    // Each one starts once the one before has taken its CPU (its start line), and the two
+    // servers run until the run is over.
+    let emu = common::started(emu, "bridging");
     let target = format!("{}:7777", lab.server_addr);
     let echo = latlab_in(
         lab.server.name(),
         cpus,
         &claims,
-        &[
-            "echo",
-            "--listen",
-            &target,
-            "--duration",
-            "3.5s",
-            "--json",
-            &echo_json,
-        ],
-    )
-    .spawn()
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(400));
+        &["echo", "--listen", &target, "--json", &echo_json],
+    );
+    let echo = common::started(echo, "latlab echo:");
     let gen = latlab_in(
         lab.client.name(),
         cpus,
@@ -148,8 +172,8 @@ fn at_the_defaults_the_emulator_takes_a_cpu_of_its_own_and_gen_and_echo_block_of
     .spawn()
     .unwrap();
     let gen_err = finished(gen, "gen");
-    let echo_err = finished(echo, "echo");
-    let emu_err = finished(emu, "emu");
+    let echo_err = stopped(echo, "echo");
+    let emu_err = stopped(emu, "emu");
     let (emu, echo, gen) = (
         common::read_json(emu_json.as_ref()),
         common::read_json(echo_json.as_ref()),
@@ -204,18 +228,10 @@ fn a_generator_spinning_before_the_emulator_gives_it_its_cpu_and_goes_on_blockin
         lab.server.name(),
         cpus,
         &claims,
-        &[
-            "echo",
-            "--listen",
-            &target,
-            "--poll",
-            "block",
-            "--duration",
-            "4s",
-        ],
-    )
-    .spawn()
-    .unwrap();
+        &["echo", "--listen", &target, "--poll", "block"],
+    );
+    let echo = common::started(echo, "latlab echo:");
+    // The generator runs until the test stops it, once it gave way.
     let gen = latlab_in(
         lab.client.name(),
         cpus,
@@ -227,15 +243,15 @@ fn a_generator_spinning_before_the_emulator_gives_it_its_cpu_and_goes_on_blockin
             "--rate",
             "1k",
             "--duration",
-            "2.5s",
+            "10m",
             "--no-check",
             "--json",
             &gen_json,
         ],
-    )
-    .spawn()
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    );
+    let gen = common::started(gen, "latlab gen:");
+    // Its loop spins pinned to the higher CPU before the emulator starts.
+    let spinning = pinned_to(gen.id(), None, cpus[1]);
     let emu = latlab_in(
         lab.emu.name(),
         cpus,
@@ -246,17 +262,18 @@ fn a_generator_spinning_before_the_emulator_gives_it_its_cpu_and_goes_on_blockin
             "emu-a",
             "--iface-b",
             "emu-b",
-            "--duration",
-            "2.5s",
             "--json",
             &emu_json,
         ],
-    )
-    .spawn()
-    .unwrap();
-    let gen_err = finished(gen, "gen");
-    finished(emu, "emu");
-    finished(echo, "echo");
+    );
+    let emu = common::started(emu, "bridging");
+    // Giving way pins the generator's loop to the CPU the emulator left: wait for that (an
+    // event, not a time), then let probes cross the bridge for a moment.
+    pinned_to(gen.id(), Some(spinning), cpus[0]);
+    std::thread::sleep(Duration::from_millis(500));
+    let gen_err = stopped(gen, "gen");
+    stopped(emu, "emu");
+    stopped(echo, "echo");
     let (emu, gen) = (
         common::read_json(emu_json.as_ref()),
         common::read_json(gen_json.as_ref()),
@@ -279,8 +296,13 @@ fn a_generator_spinning_before_the_emulator_gives_it_its_cpu_and_goes_on_blockin
         )),
         "{change}"
     );
-    // Probes sent once the bridge was up came back.
-    assert!(gen["received"].as_u64().unwrap() > 500, "{gen}");
+    // Probes sent once the bridge was up came back; those sent before it were lost.
+    let (sent, received) = (
+        gen["sent"].as_u64().unwrap(),
+        gen["received"].as_u64().unwrap(),
+    );
+    assert!(received > 0, "{gen}");
+    assert_eq!(gen["lost"].as_u64().unwrap(), sent - received, "{gen}");
 }
 
 /// A loop that is not latlab spins on the emulator's CPU. The emulator here may not run
@@ -310,14 +332,11 @@ fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
             "emu-a",
             "--iface-b",
             "emu-b",
-            "--duration",
-            "4s",
             "--json",
             emu_json,
         ],
-    )
-    .spawn()
-    .unwrap();
+    );
+    let emu = common::started(emu, "bridging");
     // The stranger: a shell spinning on the CPU the emulator claims, ended by its id.
     let stranger = Stranger(
         Command::new("taskset")
@@ -332,17 +351,34 @@ fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
             .unwrap(),
     );
     let target = format!("{}:7777", lab.server_addr);
-    let mut echo = common::echo_in(
-        lab.server.name(),
+    let mut echo = common::in_ns(lab.server.name());
+    echo.args(["echo", "--listen", &target, "--poll", "block"])
+        .stdout(Stdio::null());
+    let echo = common::started(echo, "latlab echo:");
+    // Probes flow until the emulator has said so (it looks once a second, and a starved one
+    // may miss a look): an event, up to 60 s. Probes lost to it are no failure here.
+    let notice = format!("CPU {}: the emulator is running late", cpus[1]);
+    let mut gen = common::in_ns(lab.client.name());
+    gen.args([
+        "gen",
+        "--target",
         &target,
-        &["--poll", "block", "--duration", "3500ms"],
-    );
-    std::thread::sleep(Duration::from_millis(400));
-    let probes = ["--rate", "5k", "--duration", "2500ms", "--poll", "block"];
-    let _ = in_ns_output(lab.client.name(), &target, &probes);
-    let emu_err = finished(emu, "emu");
+        "--rate",
+        "5k",
+        "--duration",
+        "10m",
+    ])
+    .args(["--poll", "block"])
+    .stdout(Stdio::null());
+    let gen = common::started(gen, "latlab gen:");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !emu.stderr().contains(&notice) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stopped(gen, "gen");
+    let emu_err = stopped(emu, "emu");
     drop(stranger);
-    assert!(echo.wait().unwrap().success());
+    stopped(echo, "echo");
     let report = common::read_json(emu_json.as_ref());
     assert_eq!(placed(&report), ("busy".into(), Some(cpus[1] as u64)));
     assert!(!realtime(&report), "{report}");
@@ -350,18 +386,7 @@ fn an_emulator_sharing_its_cpu_with_a_stranger_says_so_once() {
     assert_eq!(found.len(), 1, "{report}");
     assert_eq!(found[0]["cpu"], cpus[1]);
     assert!(found[0]["p99_ns"].as_u64().unwrap() > 50_000, "{report}");
-    let notice = format!("CPU {}: the emulator is running late", cpus[1]);
     assert_eq!(emu_err.matches(&notice).count(), 1, "{emu_err}");
-}
-
-/// `latlab gen` in `ns`, its outcome left to the caller (probes lost to a starved emulator
-/// are no failure here).
-fn in_ns_output(ns: &str, target: &str, args: &[&str]) -> std::process::Output {
-    common::in_ns(ns)
-        .args(["gen", "--target", target])
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 /// A process this test started, ended (by its id) when the test ends, failed or not.

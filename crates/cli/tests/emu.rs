@@ -231,13 +231,24 @@ fn emu_between_namespaces(extra: &[&str], delay_ms: u64) {
     let lab = ClientEmuServer::build().unwrap();
     let delay = format!("{delay_ms}ms");
     let args = [&["--delay", &delay][..], extra].concat();
-    let (_, run, report) = probes_through(&lab, common::in_ns(lab.emu.name()), &args, 4);
+    let in_emu = common::in_ns(lab.emu.name());
+    let (_, run, report) = probes_through(&lab, in_emu, &args, Duration::ZERO);
     holds_its_delay(&run, &report, delay_ms);
     for dir in ["a_to_b", "b_to_a"] {
         let d = &report[dir];
-        assert!(d["link"]["delivered"].as_u64().unwrap() >= 900, "{d}");
+        assert!(
+            d["link"]["delivered"].as_u64().unwrap() >= came_back(&run),
+            "{d}"
+        );
         assert_eq!(d["dropped_by_emulator"]["tx_ring_full"], 0);
     }
+}
+
+/// The probes of `run` that came back, warm-up's too: each crossed the bridge both ways.
+fn came_back(run: &serde_json::Value) -> u64 {
+    let n = run["received"].as_u64().unwrap() + run["warmup"]["received"].as_u64().unwrap();
+    assert!(n > 0, "no probe came back: {run}");
+    n
 }
 
 /// The emulator kept a delay of `delay_ms` each way, checked from what it decided and from the
@@ -250,7 +261,7 @@ fn holds_its_delay(run: &serde_json::Value, report: &serde_json::Value, delay_ms
         let d = &report[dir];
         assert_eq!(d["released_early"], 0, "{d}");
         assert!(
-            d["release_error_ns"]["count"].as_u64().unwrap() >= 900,
+            d["release_error_ns"]["count"].as_u64().unwrap() >= came_back(run),
             "{d}"
         );
     }
@@ -263,37 +274,29 @@ fn holds_its_delay(run: &serde_json::Value, report: &serde_json::Value, delay_ms
     );
 }
 
-/// Runs `latlab emu ARGS` between the lab's namespaces for `secs` seconds, started by
-/// `launcher` (a command that runs latlab in the emulator's namespace) beside
-/// an echo in the server for as long, and sends 1 s of probes at 1 kpps from the client;
-/// checks that each succeeded and returns the emulator's standard error, the probes' run
-/// JSON and the emulator's `--json`.
+/// Runs `latlab emu ARGS` between the lab's namespaces, started by `launcher` (a command that
+/// runs latlab in the emulator's namespace) beside an echo in the server, and sends 1 s of
+/// probes at 1 kpps from the client; both run until the probes are done and then `idle`
+/// longer, and are stopped by SIGTERM (exit 143). Returns the emulator's standard error, the
+/// probes' run JSON and the emulator's `--json`.
 fn probes_through(
     lab: &ClientEmuServer,
     mut launcher: Command,
     args: &[&str],
-    secs: u64,
+    idle: Duration,
 ) -> (String, serde_json::Value, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let emu_json = dir.path().join("emu.json");
     let run_json = dir.path().join("run.json");
-    let duration = format!("{secs}s");
-    let emu = launcher
+    launcher
         .args(["emu", "--iface-a", "emu-a", "--iface-b", "emu-b"])
         .args(args)
-        .args(["--duration", &duration, "--json"])
+        .arg("--json")
         .arg(&emu_json)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stdout(Stdio::null());
+    let emu = common::started(launcher, "bridging");
     let target = format!("{}:7777", lab.server_addr);
-    let mut echo = common::echo_in(
-        lab.server.name(),
-        &target,
-        &["--poll", "block", "--duration", &duration],
-    );
-    std::thread::sleep(Duration::from_millis(500));
+    let echo = echo_started(lab, &target);
     let json = run_json.to_str().unwrap();
     let probes = [
         "--rate",
@@ -306,12 +309,27 @@ fn probes_through(
         json,
     ];
     common::gen_in(lab.client.name(), &target, &probes);
-    let out = emu.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    assert!(echo.wait().unwrap().success());
+    std::thread::sleep(idle);
+    stop(echo);
+    let stderr = stop(emu);
     let run = common::read_json(&run_json);
     (stderr, run, common::read_json(&emu_json))
+}
+
+/// `latlab echo` on `target` in the lab's server, once it listens; it runs until [`stop`].
+fn echo_started(lab: &ClientEmuServer, target: &str) -> common::Started {
+    let mut echo = common::in_ns(lab.server.name());
+    echo.args(["echo", "--listen", target, "--poll", "block"])
+        .stdout(Stdio::null());
+    common::started(echo, "latlab echo:")
+}
+
+/// Stops a server with SIGTERM, which writes its report (exit 143); its standard error.
+fn stop(server: common::Started) -> String {
+    server.signal("TERM");
+    let (status, stderr) = server.wait();
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    stderr
 }
 
 /// On one CPU, `--poll auto` (the default) sleeps until a frame or a departure is due and
@@ -328,7 +346,9 @@ fn emu_on_one_cpu_sleeps_until_due_and_keeps_its_delay() {
     on_cpu_0
         .args(["-c", "0", "ip", "netns", "exec", lab.emu.name()])
         .arg(cargo_bin("latlab"));
-    let (stderr, run, report) = probes_through(&lab, on_cpu_0, &["--delay", "1ms"], 3);
+    // Two seconds idle after the probes: most of the run has no frame to wait for.
+    let idle = Duration::from_secs(2);
+    let (stderr, run, report) = probes_through(&lab, on_cpu_0, &["--delay", "1ms"], idle);
     assert!(
         stderr.contains("one loop, sleeping until due, then spinning the last microseconds"),
         "{stderr}"
@@ -351,7 +371,7 @@ fn emu_on_one_cpu_sleeps_until_due_and_keeps_its_delay() {
         latlab_engine::wait::SleepReport::spin_for(latest),
         "{cpu}"
     );
-    // It slept: 2 kpps of frames for 1 s of 3 leave most of the run idle, and a loop that
+    // It slept: 2 kpps of frames for 1 s, then 2 s without, leave most of the run idle, and a loop that
     // sleeps until due is away sleeping for most of it (a spinning one never is). From the
     // loop's own account of its sleeps, not from the CPU time a loaded guest gave it.
     let slept = sleeps["slept_ns"].as_u64().unwrap();
@@ -373,25 +393,17 @@ fn a_flow_rule_delays_one_port_and_not_the_other() {
     let lab = ClientEmuServer::build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let emu_json = dir.path().join("emu.json");
-    let emu = common::in_ns(lab.emu.name())
-        .args(["emu", "--iface-a", "emu-a", "--iface-b", "emu-b"])
-        .args([
-            "--duration",
-            "4s",
-            "--flow",
-            "proto=udp dport=7777 / delay=5ms",
-        ])
+    let emu_out = dir.path().join("emu.txt");
+    let mut emu = common::in_ns(lab.emu.name());
+    emu.args(["emu", "--iface-a", "emu-a", "--iface-b", "emu-b"])
+        .args(["--flow", "proto=udp dport=7777 / delay=5ms"])
         .arg("--json")
         .arg(&emu_json)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stdout(std::fs::File::create(&emu_out).unwrap());
+    let emu = common::started(emu, "bridging");
     let targets = [7777, 7778].map(|port| format!("{}:{port}", lab.server_addr));
-    let mut echoes = targets.clone().map(|target| {
-        let args = ["--poll", "block", "--duration", "4s"];
-        common::echo_in(lab.server.name(), &target, &args)
-    });
-    std::thread::sleep(Duration::from_millis(500));
+    let echoes = targets.clone().map(|target| echo_started(&lab, &target));
+    // The fastest round trip of a run to `target`, and how many of its probes came back.
     let fastest = |target: &str| {
         let json = dir.path().join("run.json");
         let args = [
@@ -405,16 +417,14 @@ fn a_flow_rule_delays_one_port_and_not_the_other() {
         ];
         let args = [&args[..], &[json.to_str().unwrap()]].concat();
         common::gen_in(lab.client.name(), target, &args);
-        common::read_json(&json)["latency_ns"]["min"]
-            .as_f64()
-            .unwrap()
+        let run = common::read_json(&json);
+        (run["latency_ns"]["min"].as_f64().unwrap(), came_back(&run))
     };
-    let (slow, fast) = (fastest(&targets[0]), fastest(&targets[1]));
-    let out = emu.wait_with_output().unwrap();
-    assert!(out.status.success());
-    for echo in &mut echoes {
-        assert!(echo.wait().unwrap().success());
+    let ((slow, slow_back), (fast, fast_back)) = (fastest(&targets[0]), fastest(&targets[1]));
+    for echo in echoes {
+        stop(echo);
     }
+    stop(emu);
     // The fastest round trip of each port (see holds_its_delay): 5 ms and some, not twice
     // it; and under a millisecond where nothing was added.
     assert!(
@@ -432,13 +442,13 @@ fn a_flow_rule_delays_one_port_and_not_the_other() {
     assert_eq!(out_flows[0]["match"], "proto=udp dport=7777");
     assert_eq!(out_flows[0]["spec"], "delay=5ms");
     assert!(
-        out_flows[0]["forwarded"].as_u64().unwrap() >= 650,
-        "{out_flows:?}"
+        out_flows[0]["forwarded"].as_u64().unwrap() >= slow_back,
+        "{slow_back} came back: {out_flows:?}"
     );
     assert_eq!(out_flows[1]["match"], serde_json::Value::Null);
     assert!(
-        out_flows[1]["forwarded"].as_u64().unwrap() >= 650,
-        "port 7778's probes"
+        out_flows[1]["forwarded"].as_u64().unwrap() >= fast_back,
+        "port 7778's probes: {fast_back} came back: {out_flows:?}"
     );
     assert_eq!(
         back_flows[0]["arrived"], 0,
@@ -452,7 +462,7 @@ fn a_flow_rule_delays_one_port_and_not_the_other() {
             .sum();
         assert_eq!(sum, d["sent"].as_u64().unwrap(), "{dir}: the flows add up");
     }
-    let summary = String::from_utf8_lossy(&out.stdout);
+    let summary = std::fs::read_to_string(&emu_out).unwrap();
     assert!(
         summary.contains("  flow proto=udp dport=7777 (delay=5ms): arrived "),
         "{summary}"
@@ -568,19 +578,13 @@ fn a_delay_on_one_direction_shows_in_that_one_way_delay_only() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     // emu-a faces the client: a→b is the way out, b→a the way back.
-    let mut emu = common::in_ns(lab.emu.name())
-        .args(["emu", "--iface-a", "emu-a", "--iface-b", "emu-b"])
-        .args(["--duration", "4s", "--a-to-b", "delay=2ms"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut emu = common::in_ns(lab.emu.name());
+    emu.args(["emu", "--iface-a", "emu-a", "--iface-b", "emu-b"])
+        .args(["--a-to-b", "delay=2ms"])
+        .stdout(Stdio::null());
+    let emu = common::started(emu, "bridging");
     let target = format!("{}:7777", lab.server_addr);
-    let mut echo = common::echo_in(
-        lab.server.name(),
-        &target,
-        &["--poll", "block", "--duration", "4s"],
-    );
-    std::thread::sleep(Duration::from_millis(500));
+    let echo = echo_started(&lab, &target);
     let run = |clock: &str, out: &std::path::Path| {
         let args = ["--rate", "1k", "--duration", "700ms", "--poll", "block"];
         let out = out.to_str().unwrap();
@@ -590,8 +594,8 @@ fn a_delay_on_one_direction_shows_in_that_one_way_delay_only() {
     let table = run("shared", &out);
     let separate = dir.path().join("separate");
     run("separate", &separate);
-    assert!(emu.wait().unwrap().success());
-    assert!(echo.wait().unwrap().success());
+    stop(echo);
+    stop(emu);
 
     let summary = common::read_json(&out.join("summary.json"));
     assert_eq!(summary["clock"], "shared", "{summary}");
