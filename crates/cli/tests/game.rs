@@ -84,8 +84,10 @@ fn a_two_point_study_in_namespaces_writes_its_report_and_resumes() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("study");
+    // The studies' pids: the namespaces each makes are named after it.
+    let pids = std::cell::RefCell::new(Vec::new());
     let run = |resume: bool| {
-        let mut cmd = assert_cmd::Command::new(cargo_bin("latlab"));
+        let mut cmd = Command::new(cargo_bin("latlab"));
         cmd.args([
             "study",
             "game-server",
@@ -102,7 +104,13 @@ fn a_two_point_study_in_namespaces_writes_its_report_and_resumes() {
         if resume {
             cmd.arg("--resume");
         }
-        cmd.output().unwrap()
+        let child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        pids.borrow_mut().push(child.id());
+        child.wait_with_output().unwrap()
     };
     let first = run(false);
     let stderr = String::from_utf8_lossy(&first.stderr);
@@ -142,11 +150,17 @@ fn a_two_point_study_in_namespaces_writes_its_report_and_resumes() {
     let stderr = String::from_utf8_lossy(&resumed.stderr);
     assert!(resumed.status.success(), "{stderr}");
     assert_eq!(stderr.matches("skipped").count(), 5, "{stderr}");
+    // None of the namespaces the three studies made is left (other namespaces on the machine
+    // are not theirs).
     let after = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(
-        !String::from_utf8_lossy(&after.stdout).contains("-client"),
-        "namespaces left behind"
-    );
+    let after = String::from_utf8_lossy(&after.stdout);
+    for pid in pids.borrow().iter() {
+        let prefix = format!("latlab-{pid}-");
+        assert!(
+            !after.lines().any(|l| l.starts_with(&prefix)),
+            "namespaces left behind: {after}"
+        );
+    }
 }
 
 #[test]
