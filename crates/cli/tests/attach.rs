@@ -76,7 +76,8 @@ fn tcp_through(w: &Wired, len: usize) -> usize {
             .unwrap();
     let server = std::thread::spawn(move || {
         let (mut conn, _) = listener.accept().unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
         let (mut total, mut buf) = (0, vec![0u8; 1 << 16]);
         while let Ok(n @ 1..) = conn.read(&mut buf) {
             total += n;
@@ -84,30 +85,32 @@ fn tcp_through(w: &Wired, len: usize) -> usize {
         total
     });
     let mut conn = latlab_io::netns::run_in(w.container.name(), move || {
-        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(60))
     })
     .unwrap()
     .unwrap();
-    conn.set_write_timeout(Some(Duration::from_secs(5)))
+    conn.set_write_timeout(Some(Duration::from_secs(60)))
         .unwrap();
     conn.write_all(&vec![7u8; len]).unwrap();
     drop(conn);
     server.join().unwrap()
 }
 
-/// Checks that `rtts` (sorted) are all answered and above twice the one-way `delay`, with a
-/// median within `slack` of it.
-fn delayed_by(rtts: &[Duration], n: usize, delay: Duration, slack: Duration) {
+/// Checks that `rtts` (sorted) are nearly all answered, none under twice the one-way `delay`
+/// and the fastest under three times it: the delay applied, once each way (applied twice,
+/// the fastest would take four times it). The fastest, not the median: what a loaded machine
+/// adds to a round trip moves the median far more than it moves the fastest of many.
+fn delayed_by(rtts: &[Duration], n: usize, delay: Duration) {
     assert!(
         rtts.len() >= n * 9 / 10,
         "{} of {n} pings answered",
         rtts.len()
     );
-    let (min, median) = (rtts[0], rtts[rtts.len() / 2]);
+    let min = rtts[0];
     assert!(min >= 2 * delay, "min RTT {min:?} below twice {delay:?}");
     assert!(
-        median <= 2 * delay + slack,
-        "median RTT {median:?} over 2 × {delay:?} + {slack:?}"
+        min < 3 * delay,
+        "fastest RTT {min:?} over 3 × {delay:?}: {rtts:?}"
     );
 }
 
@@ -119,13 +122,15 @@ fn attach_delays_a_bridged_namespace_and_puts_the_wiring_back_on_exit_and_on_sig
     }
     let w = Wired::build();
     let before = w.settled();
+    // Not delayed: the fastest well under the 10 ms round trip the emulator will make.
     let plain = round_trips(&w, 20);
     assert!(
-        plain.len() >= 18 && plain[plain.len() / 2] < Duration::from_millis(5),
+        plain.len() >= 18 && plain[0] < Duration::from_millis(5),
         "{plain:?}"
     );
 
-    // To its end (--duration), by name.
+    // To its end (--duration), by name: 20 s is far more than the pings and the transfer
+    // take, however slow the machine.
     let emu = w.emu(&[
         "--attach",
         w.container.name(),
@@ -136,17 +141,12 @@ fn attach_delays_a_bridged_namespace_and_puts_the_wiring_back_on_exit_and_on_sig
     ]);
     let mut child = started({
         let mut emu = emu;
-        emu.args(["--duration", "6s"]);
+        emu.args(["--duration", "20s"]);
         emu
     });
     assert!(w.spliced(), "h0 left the host namespace");
     let rtts = round_trips(&w, 50);
-    delayed_by(
-        &rtts,
-        50,
-        Duration::from_millis(5),
-        Duration::from_millis(15),
-    );
+    delayed_by(&rtts, 50, Duration::from_millis(5));
     // Offloads as they were: TCP's 64 KiB super-frames and unfinished checksums cross whole.
     assert_eq!(
         tcp_through(&w, 2 << 20),
@@ -164,12 +164,7 @@ fn attach_delays_a_bridged_namespace_and_puts_the_wiring_back_on_exit_and_on_sig
     let pid = sleeper.id().to_string();
     let mut child = started(w.emu(&["--attach-pid", &pid, "--delay", "2ms", "--poll", "block"]));
     let rtts = round_trips(&w, 20);
-    delayed_by(
-        &rtts,
-        20,
-        Duration::from_millis(2),
-        Duration::from_millis(15),
-    );
+    delayed_by(&rtts, 20, Duration::from_millis(2));
     child.signal("TERM");
     assert_eq!(exit_code(&mut child), Some(143));
     let _ = sleeper.kill();
@@ -177,7 +172,7 @@ fn attach_delays_a_bridged_namespace_and_puts_the_wiring_back_on_exit_and_on_sig
     w.back_to(&before, "SIGTERM");
     let after = round_trips(&w, 10);
     assert!(
-        after.len() >= 9 && after[after.len() / 2] < Duration::from_millis(5),
+        after.len() >= 9 && after[0] < Duration::from_millis(4),
         "{after:?}"
     );
 }
@@ -244,7 +239,7 @@ fn kill_9_at_any_stage_then_latlab_clean_puts_the_wiring_back() {
     );
     let after = round_trips(&w, 10);
     assert!(
-        after.len() >= 9 && after[after.len() / 2] < Duration::from_millis(5),
+        after.len() >= 9 && after[0] < Duration::from_millis(4),
         "{after:?}"
     );
 }

@@ -244,7 +244,9 @@ fn ctrl_c_ends_a_send_early_with_what_it_measured_and_exit_130() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(800));
+    // The sender prints nothing as it starts: 3 s is many times what a loaded machine takes to
+    // connect and send its first message (5 ms apart).
+    std::thread::sleep(std::time::Duration::from_secs(3));
     let sent = Command::new("kill")
         .args(["-s", "INT", &send.id().to_string()])
         .status()

@@ -100,19 +100,20 @@ impl Wired {
     }
 
     /// The snapshot once every IPv6 address is past duplicate address detection (at most
-    /// 5 s): the wiring as it stays.
+    /// 30 s): the wiring as it stays.
     pub(crate) fn settled(&self) -> Value {
         let start = Instant::now();
         loop {
             let now = self.snapshot();
-            if !now.to_string().contains("tentative") || start.elapsed() > Duration::from_secs(5) {
+            if !now.to_string().contains("tentative") || start.elapsed() > Duration::from_secs(30) {
                 return now;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
 
-    /// Waits (at most 5 s: IPv6 addresses come back tentative) until the wiring is `before`.
+    /// Waits (at most 30 s: IPv6 addresses come back tentative, and duplicate address
+    /// detection takes its time on a loaded machine) until the wiring is `before`.
     pub(crate) fn back_to(&self, before: &Value, after: &str) {
         let start = Instant::now();
         loop {
@@ -121,7 +122,7 @@ impl Wired {
                 return;
             }
             assert!(
-                start.elapsed() < Duration::from_secs(5),
+                start.elapsed() < Duration::from_secs(30),
                 "the wiring after {after} differs from before (before → after):\n{differs}"
             );
             std::thread::sleep(Duration::from_millis(100));
@@ -235,7 +236,7 @@ impl Drop for Running {
     }
 }
 
-/// Starts `cmd` and waits (at most 10 s) for the line that says the bridge runs; the rest of
+/// Starts `cmd` and waits (at most 60 s) for the line that says the bridge runs; the rest of
 /// stderr is read on a thread.
 pub(crate) fn started(mut cmd: Command) -> Running {
     let mut child = Running(cmd.spawn().unwrap());
@@ -248,7 +249,7 @@ pub(crate) fn started(mut cmd: Command) -> Running {
     });
     let start = Instant::now();
     let mut seen = Vec::new();
-    while start.elapsed() < Duration::from_secs(10) {
+    while start.elapsed() < Duration::from_secs(60) {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(line) if line.contains("bridging") => return child,
             Ok(line) => seen.push(line),
@@ -260,7 +261,8 @@ pub(crate) fn started(mut cmd: Command) -> Running {
     panic!("latlab emu --attach did not start: {seen:?}");
 }
 
-/// Waits (at most 15 s) for `child` to exit; its exit code.
+/// Waits (at most 60 s: an event, which only a broken stop reaches) for `child` to exit; its
+/// exit code.
 pub(crate) fn exit_code(child: &mut Running) -> Option<i32> {
     let start = Instant::now();
     loop {
@@ -268,7 +270,7 @@ pub(crate) fn exit_code(child: &mut Running) -> Option<i32> {
             return status.code();
         }
         assert!(
-            start.elapsed() < Duration::from_secs(15),
+            start.elapsed() < Duration::from_secs(60),
             "latlab did not exit"
         );
         std::thread::sleep(Duration::from_millis(20));
