@@ -333,34 +333,33 @@ fn without_privileges_xdp_says_why_and_which_io_works_instead() {
         latlab_io::precondition::missing(setpriv.unwrap_or_default());
         return;
     };
-    for (args, flag) in [
-        (
-            vec![
-                "echo",
-                "--io",
-                "xdp",
-                "--iface",
-                "lo",
-                "--listen",
-                "127.0.0.1:7777",
-            ],
-            "--iface lo",
-        ),
-        (
-            // --iface-a fails first; --iface-b only has to differ (the same interface twice
-            // is refused before anything opens).
-            vec![
-                "emu",
-                "--io",
-                "xdp",
-                "--iface-a",
-                "lo",
-                "--iface-b",
-                "latlab-none0",
-            ],
-            "--iface-a lo",
-        ),
-    ] {
+    // emu bridges Ethernet-like interfaces only (loopback is refused before any privilege is
+    // needed): as root, a veth pair of the test's own, unplugged and removed at the end.
+    let veth = as_root.then(HostVeth::new);
+    let emu_iface = veth.as_ref().map(|v| v.0.clone());
+    let emu_peer = veth.as_ref().map(|v| v.1.clone());
+    let emu_flag = emu_iface.as_ref().map(|i| format!("--iface-a {i}"));
+    let mut cases = vec![(
+        vec![
+            "echo",
+            "--io",
+            "xdp",
+            "--iface",
+            "lo",
+            "--listen",
+            "127.0.0.1:7777",
+        ],
+        "--iface lo",
+    )];
+    if let (Some(iface), Some(peer), Some(flag)) = (&emu_iface, &emu_peer, &emu_flag) {
+        // --iface-a fails first, when its socket opens: the claims on both interfaces, which
+        // come before, cannot be written without privileges, and say nothing of it.
+        cases.push((
+            vec!["emu", "--io", "xdp", "--iface-a", iface, "--iface-b", peer],
+            flag,
+        ));
+    }
+    for (args, flag) in cases {
         let mut cmd = Command::new(prefix.first().map_or(cargo_bin("latlab"), |p| p.into()));
         if !prefix.is_empty() {
             cmd.args(&prefix[1..]).arg(cargo_bin("latlab"));
@@ -381,6 +380,28 @@ fn without_privileges_xdp_says_why_and_which_io_works_instead() {
         ] {
             assert!(stderr.contains(needle), "{needle:?} missing: {stderr}");
         }
+    }
+}
+
+/// A veth pair in this namespace, named after the test's pid, with nothing on it (no address,
+/// down): an Ethernet-like interface for a command that must fail before it sends anything;
+/// deleted when dropped.
+struct HostVeth(String, String);
+
+impl HostVeth {
+    fn new() -> HostVeth {
+        let name = format!("lxp{}", std::process::id());
+        let peer = format!("lxq{}", std::process::id());
+        common::succeeds(
+            Command::new("ip").args(["link", "add", &name, "type", "veth", "peer", "name", &peer]),
+        );
+        HostVeth(name, peer)
+    }
+}
+
+impl Drop for HostVeth {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.0]).status();
     }
 }
 

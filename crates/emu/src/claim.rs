@@ -92,10 +92,29 @@ pub fn claim(options: &EmuOptions, note: &mut dyn FnMut(&str)) -> Result<Claims,
                      every frame twice: stop that one first"
                 )));
             }
+            // Without the privileges a bridge needs, the sockets' own refusal follows and says
+            // what to do: a note before it would only be a second line.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && !may_bridge() => {}
             Err(e) => note(&format!("{context}: not claimed: {e}")),
         }
     }
     Ok(claims)
+}
+
+/// Whether this process may open the bridge's sockets at all: root, or `CAP_NET_RAW` in its
+/// effective capabilities (`CapEff` of `/proc/self/status`).
+fn may_bridge() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    latlab_io::precondition::is_root() || has_net_raw(&status)
+}
+
+/// Whether `CapEff` in the text of `/proc/PID/status` holds `CAP_NET_RAW` (bit 13).
+fn has_net_raw(status: &str) -> bool {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << 13) != 0)
 }
 
 /// Writes this process into its claim file, for whoever is refused the interface.
@@ -138,5 +157,13 @@ mod tests {
             loopback: false,
         };
         assert_eq!(unbridgeable(&veth), None);
+    }
+
+    #[test]
+    fn net_raw_is_read_from_the_effective_capabilities() {
+        assert!(has_net_raw("Name:\tlatlab\nCapEff:\t000001ffffffffff\n"));
+        assert!(has_net_raw("CapEff:\t0000000000002000\n"));
+        assert!(!has_net_raw("CapEff:\t0000000000000000\n"));
+        assert!(!has_net_raw("CapPrm:\t0000000000002000\n"));
     }
 }

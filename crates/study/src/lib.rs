@@ -219,7 +219,7 @@ impl StudyFile {
         }
         for (name, was) in &before.parameters {
             match parameters.get(name) {
-                Some(now) if now != was => {
+                Some(now) if !same_parameter(was, now) => {
                     return Err(StudyError::Resume(format!(
                         "the folder was measured with {name} {was}, not {now}"
                     )))
@@ -254,6 +254,19 @@ impl StudyFile {
             .map(Some)
             .map_err(|source| StudyError::Json { path, source })
     }
+}
+
+/// Whether a parameter as `study.json` keeps it (`was`) and as given now are the same: the
+/// same text, or the same durations however they are spelled (a folder measured before
+/// durations were printed in their largest exact unit keeps `10000ns` where `10us` is given
+/// now).
+fn same_parameter(was: &str, now: &str) -> bool {
+    let durations = |text: &str| -> Option<Vec<std::time::Duration>> {
+        text.split(',')
+            .map(|d| latlab_lab::units::parse_duration(d.trim()).ok())
+            .collect()
+    };
+    was == now || matches!((durations(was), durations(now)), (Some(a), Some(b)) if a == b)
 }
 
 #[cfg(test)]
@@ -308,5 +321,14 @@ mod tests {
         assert!(
             StudyFile::check_resume(tmp.path(), StudyKind::GameServer, &parameters("1s")).is_ok()
         );
+    }
+
+    #[test]
+    fn a_parameter_is_the_same_however_its_durations_are_spelled() {
+        assert!(same_parameter("10000ns,100000ns,1ms", "10us,100us,1ms"));
+        assert!(same_parameter("3s", "3000ms"));
+        assert!(!same_parameter("3s", "1s"));
+        assert!(!same_parameter("1000,50000", "1000,5000"));
+        assert!(same_parameter("cubic", "cubic"));
     }
 }

@@ -3,6 +3,8 @@
 //! leaves free, a series identical to an earlier one is drawn dashed and said so in the legend,
 //! and a plot with nothing to draw says why on the page ([`layout`] computes where).
 
+#![forbid(unsafe_code)]
+
 pub mod layout;
 
 use latlab_stats::CcdfPoint;
