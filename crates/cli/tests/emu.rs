@@ -27,7 +27,7 @@ fn bad_emulator_options_name_themselves() {
         ("wobble=1 / loss=1%", "--flow wobble=1"),
         ("proto=icmp port=7 /", "--flow port=7"),
         ("dir=sideways port=7 /", "--flow dir=sideways"),
-        ("proto=udp / loss=120%", "--flow proto=udp: --loss"),
+        ("proto=udp / loss=120%", "--flow proto=udp: loss: 120%"),
         ("proto=udp / limit=0", "--flow proto=udp: --limit"),
     ] {
         common::one_line_error(&[&base[..], &["--flow", rule]].concat(), token);

@@ -37,6 +37,12 @@ pub fn apply_in(config: &mut LinkConfig, up: bool, key: &str, value: &str) -> Re
     apply_named(config, up, key, value, &format!("--{key}"))
 }
 
+/// [`apply_in`] for a key written as `key=value` (a `--flow` rule, a `[[flow]]` table): errors
+/// name the key as it was written, not as a flag.
+pub fn apply_key(config: &mut LinkConfig, up: bool, key: &str, value: &str) -> Result<(), String> {
+    apply_named(config, up, key, value, key)
+}
+
 /// [`apply_in`], errors naming the key as `name`.
 fn apply_named(
     config: &mut LinkConfig,

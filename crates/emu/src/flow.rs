@@ -147,7 +147,7 @@ impl FlowSpec {
                         .into(),
                 ));
             }
-            super::config::apply_in(&mut base, up, key, value).map_err(named)?;
+            super::config::apply_key(&mut base, up, key, value).map_err(named)?;
         }
         base.validate().map_err(|e| named(knob::naming_key(e)))?;
         Ok(base)
@@ -257,7 +257,7 @@ mod tests {
             ("proto=udp / loss", "--flow loss: not key=value"),
             (
                 "proto=udp / loss=120%",
-                "--flow proto=udp: --loss: 120% is above 100%",
+                "--flow proto=udp: loss: 120% is above 100%",
             ),
             (
                 "proto=udp / wobble=1",
@@ -314,7 +314,7 @@ mod tests {
             ),
             (
                 "match = \"port=1\"\nloss = \"2\"",
-                "--config link.toml: flow 2 port=1: --loss: ",
+                "--config link.toml: flow 2 port=1: loss: ",
             ),
         ] {
             let table: toml::Table = toml::from_str(text).unwrap();
