@@ -150,9 +150,21 @@ fn at_the_defaults_the_emulator_takes_a_cpu_of_its_own_and_gen_and_echo_block_of
         lab.server.name(),
         cpus,
         &claims,
-        &["echo", "--listen", &target, "--json", &echo_json],
+        &[
+            "echo",
+            "--listen",
+            &target,
+            "--rcvbuf",
+            "4M",
+            "--json",
+            &echo_json,
+        ],
     );
     let echo = common::started(echo, "latlab echo:");
+    // Room in the sockets and time for the answers: on a busy machine the blocking loops on
+    // the CPU the emulator leaves wait their turn (send lag in the 100s of ms was seen), and
+    // this test is about where each loop runs, not about how soon it gets a CPU. The run ends
+    // as soon as every answer is in.
     let gen = latlab_in(
         lab.client.name(),
         cpus,
@@ -165,6 +177,10 @@ fn at_the_defaults_the_emulator_takes_a_cpu_of_its_own_and_gen_and_echo_block_of
             "2k",
             "--duration",
             "1s",
+            "--rcvbuf",
+            "4M",
+            "--grace",
+            "20s",
             "--json",
             &gen_json,
         ],

@@ -88,15 +88,16 @@ fn bad_values_in_files_and_specs_name_the_file_the_line_and_the_key() {
 
 /// The lab's emulator namespace running `latlab emu` between its two interfaces until stopped;
 /// its first line on stderr (the started line) read.
-fn emu_in(lab: &ClientEmuServer) -> (std::process::Child, String) {
+fn emu_in(lab: &ClientEmuServer) -> (common::Reaped, String) {
     use std::io::BufRead as _;
-    let mut child = common::in_ns(lab.emu.name())
+    let child = common::in_ns(lab.emu.name())
         .args(["emu", "--iface-a", "emu-a", "--iface-b", "emu-b"])
         .args(["--poll", "block", "--mode", "run-to-completion"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut child = common::Reaped::new(child);
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();

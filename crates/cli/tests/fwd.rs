@@ -193,22 +193,24 @@ fn sigterm_to_fwd_writes_its_json_and_exits_143() {
     let lab = ClientEmuServer::build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("fwd.json");
-    let mut child = common::in_ns(lab.emu.name())
-        .args([
-            "fwd",
-            "--iface-a",
-            "emu-a",
-            "--iface-b",
-            "emu-b",
-            "--poll",
-            "block",
-        ])
-        .arg("--json")
-        .arg(&json)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = common::Reaped::new(
+        common::in_ns(lab.emu.name())
+            .args([
+                "fwd",
+                "--iface-a",
+                "emu-a",
+                "--iface-b",
+                "emu-b",
+                "--poll",
+                "block",
+            ])
+            .arg("--json")
+            .arg(&json)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let started = first_stderr_line(&mut child);
     assert!(started.contains("latlab fwd"), "{started}");
     // `ip netns exec` execs latlab, so the child's id is latlab's own.

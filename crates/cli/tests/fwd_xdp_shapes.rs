@@ -116,14 +116,16 @@ fn runts_vlan_tagged_and_jumbo_frames_are_forwarded_or_counted_too_long() {
 
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("fwd.json");
-    let fwd = common::in_ns(e)
-        .args(["fwd", "--iface-a", "emu-a", "--iface-b", "emu-b"])
-        .args(["--io", "xdp-redirect", "--json"])
-        .arg(&json)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let fwd = common::Reaped::new(
+        common::in_ns(e)
+            .args(["fwd", "--iface-a", "emu-a", "--iface-b", "emu-b"])
+            .args(["--io", "xdp-redirect", "--json"])
+            .arg(&json)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let asked = Instant::now();
     while !attached(&lab) {
         assert!(asked.elapsed() < Duration::from_secs(30), "never attached");
@@ -156,7 +158,7 @@ fn runts_vlan_tagged_and_jumbo_frames_are_forwarded_or_counted_too_long() {
         .unwrap();
     }
     common::signal_pid(fwd.id(), "TERM");
-    let out = fwd.wait_with_output().unwrap();
+    let out = fwd.into_inner().wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
         Some(143),

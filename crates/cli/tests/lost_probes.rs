@@ -82,7 +82,7 @@ fn a_stopped_reflectors_full_socket_carries_the_probes_it_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let (echo_json, gen_json) = (dir.path().join("echo.json"), dir.path().join("gen.json"));
     let target = format!("{addr}:7777");
-    let mut echo = common::in_ns(&ns)
+    let echo = common::in_ns(&ns)
         .args([
             "echo", "--listen", &target, "--poll", "block", "--rcvbuf", "1",
         ])
@@ -92,6 +92,7 @@ fn a_stopped_reflectors_full_socket_carries_the_probes_it_dropped() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    let mut echo = common::Reaped::new(echo);
     wait_for("the reflector's socket", || listening(&ns, 7777));
     signal("STOP", echo.id());
     let printed = common::gen_in(

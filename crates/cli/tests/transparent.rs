@@ -56,8 +56,7 @@ fn udp_and_tcp_cross_the_bridge(io: &str) {
 
     // UDP: latlab's own probes.
     let target = format!("{}:7777", lab.server_addr);
-    let mut echo = common::echo_in(lab.server.name(), &target, &["--poll", "block"]);
-    std::thread::sleep(Duration::from_millis(300));
+    let echo = common::echo_in(lab.server.name(), &target, &["--poll", "block"]);
     let json = run_json.to_str().unwrap();
     common::gen_in(
         lab.client.name(),
@@ -73,8 +72,9 @@ fn udp_and_tcp_cross_the_bridge(io: &str) {
             json,
         ],
     );
-    common::signal_pid(echo.id(), "TERM");
-    assert_eq!(echo.wait().unwrap().code(), Some(143));
+    echo.signal("TERM");
+    let (status, stderr) = echo.wait();
+    assert_eq!(status.code(), Some(143), "{stderr}");
     let run = common::read_json(&run_json);
     // 1000 probes a second for a second, the first 100 as warm-up; a slow machine may leave
     // some unsent at the end, counted apart.

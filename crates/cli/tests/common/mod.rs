@@ -213,15 +213,14 @@ pub(crate) fn sent_as_scheduled(seen: &[Seen], due: &[u64], tolerance_ns: u64) {
     }
 }
 
-/// `latlab echo --listen TARGET ARGS…` in namespace `ns`, its output dropped; wait on the child.
-pub(crate) fn echo_in(ns: &str, target: &str, args: &[&str]) -> std::process::Child {
-    in_ns(ns)
-        .args(["echo", "--listen", target])
+/// `latlab echo --listen TARGET ARGS…` in namespace `ns`, once it has said it listens; stopped
+/// with SIGTERM if the test ends first (a failed test leaves no reflector running).
+pub(crate) fn echo_in(ns: &str, target: &str, args: &[&str]) -> Started {
+    let mut cmd = in_ns(ns);
+    cmd.args(["echo", "--listen", target])
         .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
+        .stdout(std::process::Stdio::null());
+    started(cmd, "latlab echo:")
 }
 
 /// Runs `latlab gen --target TARGET ARGS…` in namespace `ns`, checks that it succeeds, and
@@ -341,4 +340,45 @@ pub(crate) fn signal_pid(pid: u32, signal: &str) {
         .status()
         .unwrap();
     assert!(sent.success(), "kill -s {signal} {pid}");
+}
+
+/// A child that runs until the test stops it: stopped with SIGTERM and waited for if the test
+/// ends first (a failed assertion leaves no latlab running in a namespace it deleted).
+pub(crate) struct Reaped(Option<std::process::Child>);
+
+impl Reaped {
+    pub(crate) fn new(child: std::process::Child) -> Reaped {
+        Reaped(Some(child))
+    }
+
+    /// The child itself, no longer stopped on drop (for `wait_with_output`).
+    pub(crate) fn into_inner(mut self) -> std::process::Child {
+        self.0.take().unwrap()
+    }
+}
+
+impl std::ops::Deref for Reaped {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        self.0.as_ref().unwrap()
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().unwrap()
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            if let Ok(None) = child.try_wait() {
+                let _ = Command::new("kill")
+                    .args(["-s", "TERM", &child.id().to_string()])
+                    .status();
+                let _ = child.wait();
+            }
+        }
+    }
 }
