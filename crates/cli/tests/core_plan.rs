@@ -151,13 +151,7 @@ fn at_the_defaults_the_emulator_takes_a_cpu_of_its_own_and_gen_and_echo_block_of
         cpus,
         &claims,
         &[
-            "echo",
-            "--listen",
-            &target,
-            "--rcvbuf",
-            "4M",
-            "--json",
-            &echo_json,
+            "echo", "--listen", &target, "--rcvbuf", "4M", "--json", &echo_json,
         ],
     );
     let echo = common::started(echo, "latlab echo:");
