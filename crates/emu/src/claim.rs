@@ -101,11 +101,11 @@ pub fn claim(options: &EmuOptions, note: &mut dyn FnMut(&str)) -> Result<Claims,
     Ok(claims)
 }
 
-/// Whether this process may open the bridge's sockets at all: root, or `CAP_NET_RAW` in its
-/// effective capabilities (`CapEff` of `/proc/self/status`).
+/// Whether this process may open the bridge's sockets at all: `CAP_NET_RAW` in its effective
+/// capabilities (`CapEff` of `/proc/self/status`), which root has unless it was taken away,
+/// and without which root cannot open them either.
 fn may_bridge() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    latlab_io::precondition::is_root() || has_net_raw(&status)
+    has_net_raw(&std::fs::read_to_string("/proc/self/status").unwrap_or_default())
 }
 
 /// Whether `CapEff` in the text of `/proc/PID/status` holds `CAP_NET_RAW` (bit 13).

@@ -243,7 +243,7 @@ pub(crate) fn gen_in<S: AsRef<std::ffi::OsStr>>(ns: &str, target: &str, args: &[
 /// A latlab child started by [`started`]: its standard error is read on a thread as it comes
 /// (kept for the test's messages), and it is stopped with SIGTERM if the test ends first.
 pub(crate) struct Started {
-    child: Option<std::process::Child>,
+    child: Reaped,
     stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     reader: Option<std::thread::JoinHandle<()>>,
 }
@@ -269,14 +269,14 @@ pub(crate) fn started(mut cmd: Command, needle: &str) -> Started {
         }
     });
     let mut started = Started {
-        child: Some(child),
+        child: Reaped::new(child),
         stderr,
         reader: Some(reader),
     };
     match rx.recv_timeout(std::time::Duration::from_secs(60)) {
         Ok(()) => started,
         Err(_) => {
-            let status = started.child.as_mut().unwrap().try_wait().unwrap();
+            let status = started.child.try_wait().unwrap();
             panic!(
                 "no line with {needle:?} within 60 s (exit {status:?}):\n{}",
                 started.stderr()
@@ -288,7 +288,7 @@ pub(crate) fn started(mut cmd: Command, needle: &str) -> Started {
 impl Started {
     /// The child's process id.
     pub(crate) fn id(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
+        self.child.id()
     }
 
     /// Its standard error so far.
@@ -304,7 +304,7 @@ impl Started {
     /// Waits for it to end: its exit status, its whole standard output (when the command
     /// piped it) and its whole standard error.
     pub(crate) fn wait_output(mut self) -> (std::process::ExitStatus, String, String) {
-        let out = self.child.take().unwrap().wait_with_output().unwrap();
+        let out = self.child.take().wait_with_output().unwrap();
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }
@@ -314,22 +314,11 @@ impl Started {
 
     /// Waits for it to end: its exit status and its whole standard error.
     pub(crate) fn wait(mut self) -> (std::process::ExitStatus, String) {
-        let status = self.child.take().unwrap().wait().unwrap();
+        let status = self.child.take().wait().unwrap();
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }
         (status, self.stderr())
-    }
-}
-
-impl Drop for Started {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            if let Ok(None) = child.try_wait() {
-                signal_pid(child.id(), "TERM");
-                let _ = child.wait();
-            }
-        }
     }
 }
 
@@ -353,6 +342,10 @@ impl Reaped {
 
     /// The child itself, no longer stopped on drop (for `wait_with_output`).
     pub(crate) fn into_inner(mut self) -> std::process::Child {
+        self.take()
+    }
+
+    fn take(&mut self) -> std::process::Child {
         self.0.take().unwrap()
     }
 }
