@@ -21,6 +21,7 @@ use latlab_io::port::{
 };
 use latlab_io::udp::{wait_any_readable, UdpSocket};
 use latlab_io::xdp::XdpSocket;
+use latlab_probe::protocol::{ProtocolReport, SharedProtocol};
 use latlab_probe::{
     Meter, MeterReport, Metering, Outcome, ProbeConfig, Receiving, Run, RunConfig, SendStatus,
     Sending,
@@ -72,6 +73,12 @@ pub struct GeneratorConfig {
     pub interval_ns: u64,
     /// Cores.
     pub threads: Threads,
+    /// Speak this protocol to a server latlab did not write instead of sending latlab's probes
+    /// ([`latlab_probe::protocol`]); `None`: latlab's probes.
+    pub protocol: Option<SharedProtocol>,
+    /// The flows' local addresses, one per flow (a protocol checks mapped addresses against
+    /// them); empty when no protocol asks.
+    pub locals: Vec<SocketAddr>,
 }
 
 /// What a generator run measured.
@@ -95,6 +102,8 @@ pub struct GeneratorResult {
     pub loss_bursts: Vec<u64>,
     /// Probes the ports could not send to the target (counted as lost), by cause.
     pub send_failed: SendFailures,
+    /// A protocol run's own counts (answered, wrong id, outcome codes…).
+    pub protocol: Option<ProtocolReport>,
 }
 
 impl GeneratorResult {
@@ -116,6 +125,9 @@ const MAX_WAIT: Duration = Duration::from_nanos(MAX_WAIT_NS);
 /// Receive slots are at least this long, so foreign datagrams longer than ours are read whole
 /// and dropped.
 const MIN_RX_SLOT: usize = 2048;
+/// Receive slots of a protocol run: the longest UDP payload over IPv4, so that a reply of any
+/// length is read whole (and judged) instead of cut.
+const MAX_DATAGRAM: usize = 65_536;
 
 /// Runs one generator: one socket per flow (`sockets.len()` must equal the flow count), each
 /// a batched kernel UDP port.
@@ -131,7 +143,12 @@ pub fn run(
             "one socket per flow is needed",
         ));
     }
-    let sizes = PortSizes::new(config.batch, config.probe.payload_len.max(MIN_RX_SLOT));
+    // A protocol's server may answer with up to a whole datagram: read it whole.
+    let slot = match config.protocol {
+        Some(_) => MAX_DATAGRAM,
+        None => MIN_RX_SLOT,
+    };
+    let sizes = PortSizes::new(config.batch, config.probe.payload_len.max(slot));
     let mut ports: Vec<UdpPort<&UdpSocket>> = sockets
         .iter()
         .map(|s| UdpPort::new(s, UdpMode::Batched, sizes))
@@ -217,28 +234,61 @@ pub fn run_ports<P: DatagramPort>(
         ));
     };
     let timestamp_source = first.timestamp_source();
-    let run = Run::new(&config.run_config(), now_ns(), Meter::new)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let how = Drive {
+        wait,
+        target: config.target,
+        batch: config.batch,
+        poll: config.poll,
+        switch: config.switch.as_ref(),
+        threads: config.threads,
+    };
     let mut send_failed = SendFailures::default();
-    let (outcome, stopped_early) = drive_counting(
-        ports,
-        Drive {
-            wait,
-            target: config.target,
-            batch: config.batch,
-            poll: config.poll,
-            switch: config.switch.as_ref(),
-            threads: config.threads,
-        },
-        run,
-        NoBackground,
-        stop,
-        progress,
-        &mut send_failed,
-    )?;
+    let invalid = |e: latlab_probe::Error| io::Error::new(io::ErrorKind::InvalidInput, e);
+    let start = now_ns();
+    let (report, loss_bursts, protocol, outcome, stopped_early) = match &config.protocol {
+        None => {
+            let run = Run::new(&config.run_config(), start, Meter::new).map_err(invalid)?;
+            let (outcome, stopped) = drive_counting(
+                ports,
+                how,
+                run,
+                NoBackground,
+                stop,
+                progress,
+                &mut send_failed,
+            )?;
+            let report = outcome.meter.report(&outcome.counts);
+            let bursts = outcome.meter.loss_bursts(&outcome.counts);
+            let parts = OutcomeParts::of(&outcome);
+            (report, bursts, None, parts, stopped)
+        }
+        Some(protocol) => {
+            let run = Run::with_protocol(
+                &config.run_config(),
+                start,
+                protocol.clone(),
+                &config.locals,
+                config.target,
+            )
+            .map_err(invalid)?;
+            let (outcome, stopped) = drive_counting(
+                ports,
+                how,
+                run,
+                NoBackground,
+                stop,
+                progress,
+                &mut send_failed,
+            )?;
+            let report = outcome.meter.report(&outcome.counts);
+            let counts = outcome.meter.protocol_report(&outcome.counts);
+            let parts = OutcomeParts::of(&outcome);
+            (report, Vec::new(), Some(counts), parts, stopped)
+        }
+    };
     Ok(GeneratorResult {
-        loss_bursts: outcome.meter.loss_bursts(&outcome.counts),
-        report: outcome.meter.report(&outcome.counts),
+        loss_bursts,
+        report,
         intervals: outcome.intervals,
         start_ns: outcome.start_ns,
         first_send_ns: outcome.first_send_ns,
@@ -246,7 +296,27 @@ pub fn run_ports<P: DatagramPort>(
         timestamp_source,
         stopped_early,
         send_failed,
+        protocol,
     })
+}
+
+/// What a run's outcome says besides its meter.
+struct OutcomeParts {
+    intervals: Vec<Interval>,
+    start_ns: u64,
+    first_send_ns: u64,
+    last_send_ns: u64,
+}
+
+impl OutcomeParts {
+    fn of<M>(outcome: &Outcome<M>) -> OutcomeParts {
+        OutcomeParts {
+            intervals: outcome.intervals.clone(),
+            start_ns: outcome.start_ns,
+            first_send_ns: outcome.first_send_ns,
+            last_send_ns: outcome.last_send_ns,
+        }
+    }
 }
 
 impl GeneratorConfig {
@@ -386,7 +456,11 @@ impl<T: DatagramTx, B: Background> TxState<T, B> {
             // A probe the target's address cannot take is counted (as lost, and by cause) and
             // the run goes on.
             let failed = &mut self.send_failed;
-            let flushed = port.flush(&mut stamp_send_time, |u| failed.count(u.failure))?;
+            let flushed = if self.sending.stamps_payload() {
+                port.flush(&mut stamp_send_time, |u| failed.count(u.failure))?
+            } else {
+                port.flush(&mut |_: &mut [u8], _| {}, |u| failed.count(u.failure))?
+            };
             self.sending
                 .handle_sent(flushed.sent_ns, flushed.sent as u64);
             self.sending.handle_send_failed(now, flushed.failed as u64);
@@ -412,7 +486,7 @@ impl<M: Metering, R: DatagramRx> RxState<'_, M, R> {
             loop {
                 let receiving = &mut self.receiving;
                 let got = port.recv(|d| {
-                    receiving.handle_datagram(now, i, d.rx_ns, d.data);
+                    receiving.handle_datagram_from(now, i, (d.rx_ns, d.from, d.truncated), d.data);
                 })?;
                 n += got;
                 if got < self.batch {

@@ -106,6 +106,8 @@ fn config(target: SocketAddr, flows: u32, pattern: Pattern) -> GeneratorConfig {
         grace_ns: 20_000_000_000,
         interval_ns: 100_000_000,
         threads: Threads::OneLoop { cpu: None },
+        protocol: None,
+        locals: Vec::new(),
     }
 }
 

@@ -10,6 +10,7 @@ use latlab_engine::{PollMode, PollSwitch, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_io::udpmib::UdpMib;
 use latlab_probe::model::TrafficModel;
+use latlab_probe::protocol::SharedProtocol;
 use latlab_probe::{Pattern, ProbeConfig, Traffic};
 use latlab_wire::probe;
 
@@ -129,6 +130,9 @@ pub struct GenOptions {
     pub model: Option<TrafficModel>,
     /// Replay this stream of a capture instead (`latlab gen --trace`).
     pub trace: Option<crate::trace::TraceReplay>,
+    /// Speak this protocol to a server latlab did not write (`latlab gen --protocol`);
+    /// `None`: latlab's own probes, for `latlab echo` or any echo server.
+    pub protocol: Option<SharedProtocol>,
 }
 
 /// Whether the generator's and the responder's stamps come from one clock.
@@ -249,6 +253,7 @@ impl GenOptions {
             responder_clock: None,
             model: None,
             trace: None,
+            protocol: None,
         }
     }
 
@@ -287,9 +292,16 @@ impl GenOptions {
     /// The largest datagram: `payload_len`, or the traffic's largest message (at least the
     /// probe header).
     pub fn max_payload_len(&self) -> usize {
-        match self.traffic() {
-            Some(traffic) => traffic.max_size().max(probe::HEADER_LEN),
-            None => self.payload_len,
+        let traffic = self.traffic().map(|t| t.max_size());
+        match (&self.protocol, traffic) {
+            // A protocol writes its own requests: the buffers take the longest of them (and
+            // the probe header the sender writes first).
+            (Some(p), t) => p
+                .max_request_len()
+                .max(t.unwrap_or(0))
+                .max(probe::HEADER_LEN),
+            (None, Some(t)) => t.max(probe::HEADER_LEN),
+            (None, None) => self.payload_len,
         }
     }
 
@@ -495,7 +507,8 @@ pub fn run_counted(
 ) -> Result<(RunSummary, GeneratorResult), MeasureError> {
     let shared = mib.is_some() && is_local_address(options.target.ip());
     let watch = SenderWatch::start(sockets, mib, shared);
-    let (mut summary, result) = summarized(options, threads, setup, |config| {
+    let locals: Vec<SocketAddr> = sockets.iter().filter_map(|s| s.local_addr().ok()).collect();
+    let (mut summary, result) = summarized(options, &locals, threads, setup, |config| {
         generator::run(sockets, config, stop, progress)
     })?;
     summary.lost_by_cause = Some(watch.finish(sockets, &result));
@@ -506,6 +519,7 @@ pub fn run_counted(
 /// `generate` with the generator configuration they make, and summarizes its result.
 fn summarized(
     options: &GenOptions,
+    locals: &[SocketAddr],
     threads: Threads,
     setup: RunSetup,
     generate: impl FnOnce(&GeneratorConfig) -> io::Result<GeneratorResult>,
@@ -520,6 +534,8 @@ fn summarized(
         grace_ns: options.grace.as_nanos() as u64,
         interval_ns: 1_000_000_000,
         threads,
+        protocol: options.protocol.clone(),
+        locals: locals.to_vec(),
     };
     let result = generate(&config).map_err(io_err("generator"))?;
     let shared = options

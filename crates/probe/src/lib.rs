@@ -51,6 +51,7 @@
 mod fanout;
 mod meter;
 pub mod model;
+pub mod protocol;
 mod run;
 mod schedule;
 mod sender;
@@ -59,7 +60,7 @@ pub use fanout::{FanoutMeter, FanoutReport, FanoutResponse};
 pub use meter::{Malformed, Meter, MeterReport, OneWay, Response, TRACE_CAP};
 pub use run::{
     Interval, Metering, Outcome, Progress, Receiving, Run, RunConfig, SendStatus, Sending,
-    MIN_INTERVAL_NS, PROGRESS_NS, START_DELAY_NS,
+    MAX_LEDGER_SLOTS, MIN_INTERVAL_NS, PROGRESS_NS, START_DELAY_NS,
 };
 pub use schedule::{Pattern, Schedule, Traffic};
 pub use sender::{SendCounts, Sender, Transmit};

@@ -107,6 +107,33 @@ pub struct MeterReport {
 pub const TRACE_CAP: usize = 20_000;
 
 impl MeterReport {
+    /// A report of nothing yet: every count zero, every histogram empty.
+    pub fn empty() -> MeterReport {
+        MeterReport {
+            sent: 0,
+            warmup_sent: 0,
+            unsent: 0,
+            raised: 0,
+            received: 0,
+            lost: 0,
+            reordered: 0,
+            duplicated: 0,
+            warmup_received: 0,
+            not_a_probe: 0,
+            foreign_run: 0,
+            unknown_probe: 0,
+            bad_time: 0,
+            latency: LatencyHistogram::new(),
+            send_lag: LatencyHistogram::new(),
+            latency_from_actual: LatencyHistogram::new(),
+            responder_dwell: LatencyHistogram::new(),
+            forward: LatencyHistogram::new(),
+            reverse: LatencyHistogram::new(),
+            one_way_impossible: 0,
+            trace: Vec::new(),
+        }
+    }
+
     /// All malformed datagrams, whatever the cause.
     pub fn malformed(&self) -> u64 {
         self.not_a_probe + self.foreign_run + self.unknown_probe + self.bad_time
@@ -193,29 +220,7 @@ impl Meter {
             last_one_way: None,
             window: RunWindow::new(config),
             flows: vec![FlowState::default(); config.flows as usize],
-            report: MeterReport {
-                sent: 0,
-                warmup_sent: 0,
-                unsent: 0,
-                raised: 0,
-                received: 0,
-                lost: 0,
-                reordered: 0,
-                duplicated: 0,
-                warmup_received: 0,
-                not_a_probe: 0,
-                foreign_run: 0,
-                unknown_probe: 0,
-                bad_time: 0,
-                latency: LatencyHistogram::new(),
-                send_lag: LatencyHistogram::new(),
-                latency_from_actual: LatencyHistogram::new(),
-                responder_dwell: LatencyHistogram::new(),
-                forward: LatencyHistogram::new(),
-                reverse: LatencyHistogram::new(),
-                one_way_impossible: 0,
-                trace: Vec::new(),
-            },
+            report: MeterReport::empty(),
         }
     }
 

@@ -9,8 +9,12 @@
 
 use latlab_stats::LatencyHistogram;
 
+use std::net::SocketAddr;
+use std::sync::Arc;
+
 use crate::fanout::{FanoutMeter, FanoutResponse};
 use crate::meter::{Meter, OneWay, Response};
+use crate::protocol::{Ledger, ProtocolMeter, SharedProtocol};
 use crate::sender::{SendCounts, Sender, Transmit};
 use crate::{Error, ProbeConfig};
 
@@ -37,6 +41,18 @@ pub trait Metering {
     /// Handles one datagram received by receiver `receiver` (a socket index: the meters that
     /// do not tell receivers apart ignore it) with its arrival stamp `rx_ns`.
     fn handle_datagram(&mut self, receiver: usize, rx_ns: u64, payload: &[u8]) -> Self::Response;
+    /// [`handle_datagram`](Metering::handle_datagram) with who sent it and whether the port
+    /// cut it (longer than its slot): the meters of latlab's own probes ignore both.
+    fn handle_datagram_from(
+        &mut self,
+        receiver: usize,
+        rx_ns: u64,
+        _from: std::net::SocketAddr,
+        _truncated: bool,
+        payload: &[u8],
+    ) -> Self::Response {
+        self.handle_datagram(receiver, rx_ns, payload)
+    }
     /// The latency a response adds to the interval log, if any.
     fn interval_latency(response: &Self::Response) -> Option<u64>;
     /// The one-way delays of the response just handled, for the interval log's one-way
@@ -216,6 +232,31 @@ impl<M: Metering> Receiving<M> {
         response
     }
 
+    /// [`handle_datagram`](Receiving::handle_datagram) with who sent the datagram and
+    /// whether the port cut it, for the meters that look at them
+    /// ([`crate::protocol::ProtocolMeter`]).
+    pub fn handle_datagram_from(
+        &mut self,
+        now: u64,
+        receiver: usize,
+        datagram: (u64, std::net::SocketAddr, bool),
+        payload: &[u8],
+    ) -> M::Response {
+        let (rx_ns, from, truncated) = datagram;
+        self.handle_timeout(now);
+        let response = self
+            .meter
+            .handle_datagram_from(receiver, rx_ns, from, truncated, payload);
+        if let Some(latency) = M::interval_latency(&response) {
+            self.interval.record(latency);
+            if let Some(one_way) = self.meter.last_one_way() {
+                self.interval_forward.record(one_way.forward_ns);
+                self.interval_reverse.record(one_way.reverse_ns);
+            }
+        }
+        response
+    }
+
     /// The send half's status (in one loop, [`Run`] forwards it itself).
     pub fn handle_sending(&mut self, status: SendStatus) {
         self.sending = status;
@@ -349,6 +390,57 @@ impl<M: Metering> Receiving<M> {
 pub struct Run<M> {
     sending: Sending,
     receiving: Receiving<M>,
+}
+
+impl Run<ProtocolMeter> {
+    /// A run of `protocol`'s requests towards `target`, made at `now` (as [`Run::new`]),
+    /// from sockets whose local addresses are `locals` (one per flow). Its ledger holds, per
+    /// flow, the protocol's whole ID space, or else the requests of the grace period and a
+    /// second more (at least 64, at most [`MAX_LEDGER_SLOTS`] over all flows); a one-in-flight
+    /// flow waits at most the grace period for an answer.
+    pub fn with_protocol(
+        config: &RunConfig,
+        now: u64,
+        protocol: SharedProtocol,
+        locals: &[SocketAddr],
+        target: SocketAddr,
+    ) -> Result<Run<ProtocolMeter>, Error> {
+        let mut probe = config.probe.clone();
+        probe.start_ns = now.saturating_add(START_DELAY_NS);
+        probe.validate()?;
+        let slots = ledger_slots(&probe, protocol.id_space(), config.grace_ns);
+        let ledger = Arc::new(Ledger::new(probe.flows, slots));
+        let (requests, replies) = protocol.split(probe.run_id, locals);
+        let sending = Sending::with_protocol(
+            &probe,
+            requests,
+            ledger.clone(),
+            protocol.one_in_flight(),
+            config.grace_ns,
+        )?;
+        let meter = ProtocolMeter::new(&probe, protocol, replies, ledger, target);
+        let receiving = Receiving::new(meter, config, probe.start_ns);
+        Ok(Run { sending, receiving })
+    }
+}
+
+/// The most ledger slots a protocol run keeps over all its flows.
+pub const MAX_LEDGER_SLOTS: u64 = 1 << 22;
+
+/// Slots per flow for a run of `probe` whose protocol has `id_space` tokens per flow.
+fn ledger_slots(probe: &ProbeConfig, id_space: Option<u64>, grace_ns: u64) -> u64 {
+    if let Some(ids) = id_space {
+        return ids;
+    }
+    let per_flow_pps = probe.rate_pps / f64::from(probe.flows.max(1));
+    let window_s = grace_ns as f64 / 1e9 + 1.0;
+    let wanted = (per_flow_pps * window_s).ceil() as u64;
+    let most = (MAX_LEDGER_SLOTS / u64::from(probe.flows.max(1))).max(64);
+    wanted
+        .min(probe.max_probes_per_flow())
+        .clamp(64, most)
+        .next_power_of_two()
+        .min(most.next_power_of_two())
 }
 
 impl<M: Metering> Run<M> {

@@ -35,6 +35,9 @@ pub struct SendCounts {
     /// Messages of a [`Traffic`](crate::Traffic) smaller than the probe header, sent with the
     /// header's size instead (a probe must carry its header to be measured).
     pub raised: u64,
+    /// Probes due while their flow still waited for the answer to its last one (a protocol
+    /// with one request in flight per flow): not sent, and not among `measured`.
+    pub busy: u64,
 }
 
 /// Writes probe headers according to an open-loop schedule.

@@ -153,7 +153,7 @@ pub fn run_xdp(
         addrs,
         _port,
     } = endpoint;
-    summarized(options, threads, setup, |config| {
+    summarized(options, &[], threads, setup, |config| {
         generator::run_xdp(socket, &addrs, config, stop, progress)
     })
 }

@@ -1,6 +1,8 @@
 //! The send half of a run ([`Sending`]) and how far it is ([`SendStatus`]).
 
 use super::*;
+use crate::protocol::{Ledger, Request, Requests, Sent};
+use std::sync::Arc;
 
 /// How far the send half is: what the receive half needs for progress and the stop rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +32,28 @@ pub struct Sending {
     finished_at: Option<u64>,
     /// The schedule was ended early ([`Sending::stop`]).
     stopped: bool,
+    /// The protocol's send half, when the run speaks one.
+    protocol: Option<ProtocolSend>,
+}
+
+/// The send half of a protocol run: who writes the requests, where they are recorded.
+struct ProtocolSend {
+    requests: Box<dyn Requests>,
+    ledger: Arc<Ledger>,
+    one_in_flight: bool,
+    /// How long a one-in-flight flow waits for an answer before its next request goes anyway.
+    timeout_ns: u64,
+    /// Requests not sent because their flow waited: (warm-up, measured).
+    busy: (u64, u64),
+}
+
+impl std::fmt::Debug for ProtocolSend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProtocolSend")
+            .field("one_in_flight", &self.one_in_flight)
+            .field("busy", &self.busy)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Sending {
@@ -44,7 +68,36 @@ impl Sending {
             last_send_ns: 0,
             finished_at: None,
             stopped: false,
+            protocol: None,
         })
+    }
+
+    /// The send half of a run whose requests `requests` writes (a [`crate::protocol`]
+    /// run), each recorded in `ledger`; with `one_in_flight`, a request due while its flow
+    /// still waits (for less than `timeout_ns`) for its last one is not sent and is counted
+    /// as busy.
+    pub fn with_protocol(
+        probe: &ProbeConfig,
+        requests: Box<dyn Requests>,
+        ledger: Arc<Ledger>,
+        one_in_flight: bool,
+        timeout_ns: u64,
+    ) -> Result<Sending, Error> {
+        let mut sending = Sending::new(probe)?;
+        sending.protocol = Some(ProtocolSend {
+            requests,
+            ledger,
+            one_in_flight,
+            timeout_ns,
+            busy: (0, 0),
+        });
+        Ok(sending)
+    }
+
+    /// Whether the engine stamps the actual send time into each payload (latlab's probes);
+    /// a protocol's requests are not touched once written.
+    pub fn stamps_payload(&self) -> bool {
+        self.protocol.is_none()
     }
 
     /// When the next probe is due; `None` when the schedule has nothing more.
@@ -71,15 +124,46 @@ impl Sending {
             self.check_finished(now);
             return None;
         }
-        match self.sender.poll_transmit(now, buf) {
-            Some(t) => {
-                self.handed += 1;
-                Some(t)
-            }
-            None => {
+        loop {
+            let Some(mut t) = self.sender.poll_transmit(now, buf) else {
                 self.check_finished(now);
-                None
+                return None;
+            };
+            if let Some(p) = &mut self.protocol {
+                let warmup = t.intended_ns < self.sender.config().measure_from_ns();
+                if p.one_in_flight && p.ledger.waiting(t.flow) {
+                    let waited = p
+                        .ledger
+                        .last(t.flow)
+                        .map_or(0, |s| now - s.intended_ns.min(now));
+                    if waited < p.timeout_ns {
+                        if warmup {
+                            p.busy.0 += 1;
+                        } else {
+                            p.busy.1 += 1;
+                        }
+                        continue;
+                    }
+                }
+                let request = Request {
+                    flow: t.flow,
+                    seq: t.seq,
+                    warmup,
+                };
+                let written = p.requests.write(request, buf);
+                t.len = written.len;
+                p.ledger.record(
+                    t.flow,
+                    Sent {
+                        seq: t.seq,
+                        intended_ns: t.intended_ns,
+                        actual_ns: now,
+                        aux: written.aux,
+                    },
+                );
             }
+            self.handed += 1;
+            return Some(t);
         }
     }
 
@@ -138,7 +222,13 @@ impl Sending {
 
     /// The sender's counts (warm-up, measured, per flow, unsent).
     pub fn counts(&self) -> SendCounts {
-        self.sender.counts()
+        let mut counts = self.sender.counts();
+        if let Some(p) = &self.protocol {
+            counts.warmup -= p.busy.0;
+            counts.measured -= p.busy.1;
+            counts.busy = p.busy.0 + p.busy.1;
+        }
+        counts
     }
 
     /// The run's probe configuration, start time included.
