@@ -112,6 +112,13 @@ impl GenCommand {
                     .into(),
             ),
             (other, _) => bad(format!("--io {other}: gen runs on --io socket or xdp")),
+        }?;
+        match (&o.protocol, self.io) {
+            (Some(p), Io::Xdp) => Err(CommandError::Usage(format!(
+                "--protocol {} runs on --io socket: AF_XDP carries latlab's probes only",
+                p.name()
+            ))),
+            _ => Ok(()),
         }
     }
 }
@@ -182,6 +189,9 @@ fn summary_text(summary: &RunSummary) -> String {
     if let Some(lost) = &summary.lost_by_cause {
         text.push_str(&format!("{}\n", lost.text()));
     }
+    if let Some(protocol) = &summary.protocol {
+        text.push_str(&format!("{}\n", protocol.text()));
+    }
     text
 }
 
@@ -200,9 +210,15 @@ pub fn run(
     let (sockets, check) = measure::open_sockets(opts.bind, opts.flows, opts.rcvbuf)
         .map_err(CommandError::setup(format!("--bind {}", opts.bind)))?;
     let mut asked = opts.clone();
-    if opts.check {
-        asked.responder_clock = measure::check_target(&check, target, Duration::from_secs(1))?;
-        command.check_clock(&asked)?;
+    match (&opts.protocol, opts.check) {
+        (Some(protocol), true) => {
+            crate::protocols::check_answers(&check, target, protocol, Duration::from_secs(1))?
+        }
+        (None, true) => {
+            asked.responder_clock = measure::check_target(&check, target, Duration::from_secs(1))?;
+            command.check_clock(&asked)?;
+        }
+        (_, false) => {}
     }
     let opts = &asked;
     if opts.clock_named_by_responder() {
@@ -251,7 +267,10 @@ pub fn run(
         (None, None) => format_rate(opts.rate.pps()),
     };
     let label = format!(
-        "{offered} to {target}{}",
+        "{}{offered} to {target}{}",
+        opts.protocol
+            .as_ref()
+            .map_or(String::new(), |p| format!("{} ", p.name())),
         if xdp.is_some() { " (xdp)" } else { "" }
     );
     let setup = measure::setup(opts, label.clone(), "remote", threads);
@@ -288,6 +307,11 @@ pub fn run(
         ))?;
     view.run_finished();
     let (mut summary, result) = outcome?;
+    if let (Some(p), Some(counts)) = (&opts.protocol, summary.protocol.as_mut()) {
+        // Every flow leaves from the one bind address: a server's per-address limit sees
+        // the whole rate.
+        counts.limit = p.limit_note(opts.offered_pps());
+    }
     let placement = placement_of(&seat, threads);
     summary.placement = Some(placement.clone());
     summary.assertions = command

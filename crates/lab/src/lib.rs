@@ -44,6 +44,7 @@ pub mod middle;
 pub use latlab_plot as plot;
 pub mod points;
 pub mod progress;
+pub mod protocols;
 pub mod results;
 pub mod serve;
 pub mod table;

@@ -169,6 +169,10 @@ pub struct RunSummary {
     /// absent where the run did not count them (AF_XDP, older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_by_cause: Option<crate::losses::LostByCause>,
+    /// A `--protocol` run's own counts (answered, wrong id, outcome codes…); absent for
+    /// latlab's own probes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<latlab_probe::protocol::ProtocolSummary>,
 }
 
 /// One run a merged result was made of.
@@ -252,6 +256,10 @@ impl RunSummary {
             placement: None,
             assertions: Vec::new(),
             lost_by_cause: None,
+            protocol: result
+                .protocol
+                .as_ref()
+                .map(latlab_probe::protocol::ProtocolSummary::new),
         }
     }
 

@@ -154,6 +154,12 @@ pub fn parse_bytes(text: &str) -> Result<usize, String> {
 
 pub use latlab_link::format_duration_ns;
 
+/// A share 0..=1 given as a percentage (`10%`) or a fraction (`0.1`), as the link's
+/// probabilities are; the error is one line naming `flag`.
+pub fn parse_share(flag: &str, text: &str) -> Result<f64, String> {
+    latlab_link::parse::probability(flag, text).map_err(|e| e.to_string())
+}
+
 /// A duration as latlab's flags take it, in the largest unit that shows it exactly (`10ms`,
 /// `100us`, `1500ms`, `0`): what [`parse_duration`] reads back. Durations the user set
 /// (options, intervals, delays) print through this; measured latencies through [`format_us`].

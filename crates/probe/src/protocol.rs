@@ -20,9 +20,11 @@ use std::sync::Arc;
 
 mod ledger;
 mod meter;
+mod summary;
 
 pub use ledger::{Ledger, Sent};
 pub use meter::{ProtocolMeter, ProtocolReport, ProtocolResponse};
+pub use summary::ProtocolSummary;
 
 /// One request as the send half hands it to the protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -68,6 +68,7 @@ impl RunSummary {
             assertions: Vec::new(),
             placement: None,
             lost_by_cause: None,
+            protocol: None,
         }
     }
 }

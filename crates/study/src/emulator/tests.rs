@@ -51,6 +51,7 @@ pub(crate) fn run(mean_us: f64, n: u64, lost: u64, rate: f64) -> RunSummary {
         placement: None,
         assertions: Vec::new(),
         lost_by_cause: None,
+        protocol: None,
         raised: 0,
         loss_ratio: lost as f64 / (n + lost) as f64,
         reordered: 0,
