@@ -1,0 +1,1 @@
+//! chrony: to be written.

@@ -1,0 +1,1 @@
+//! coturn: to be written.

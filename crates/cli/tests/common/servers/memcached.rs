@@ -1,0 +1,1 @@
+//! memcached: to be written.

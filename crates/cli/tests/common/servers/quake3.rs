@@ -1,0 +1,1 @@
+//! quake3: to be written.

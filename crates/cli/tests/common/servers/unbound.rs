@@ -1,0 +1,1 @@
+//! unbound: to be written.
