@@ -205,7 +205,21 @@ pub fn run(
     command.check()?;
     // Fail before the run, not after it, when an output cannot be written.
     let dir = command.out.as_deref().map(ResultsDir::create).transpose()?;
-    let opts = &command.options;
+    let mut raised = command.options.clone();
+    if let Some(p) = &raised.protocol {
+        let flows =
+            crate::protocols::flows_needed(p, raised.offered_pps(), raised.grace, raised.flows);
+        if flows > raised.flows {
+            view.note(&format!(
+                "latlab gen: --flows {flows} (not {}): more {} requests may be in flight within \
+                 --grace than one source port has IDs",
+                raised.flows,
+                p.name()
+            ));
+            raised.flows = flows;
+        }
+    }
+    let opts = &raised;
     let target = opts.target;
     let (sockets, check) = measure::open_sockets(opts.bind, opts.flows, opts.rcvbuf)
         .map_err(CommandError::setup(format!("--bind {}", opts.bind)))?;

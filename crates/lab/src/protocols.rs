@@ -121,6 +121,20 @@ pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError
     }
 }
 
+/// The flows a run of `protocol` at `pps` needs so that no ID is taken again while its
+/// request may still be answered: each flow (source port) has the protocol's ID space, and a
+/// request is waited for up to `grace` (a DNS run at 1M queries a second with a 500 ms grace
+/// needs 8 source ports of 65,536 IDs each). `flows` when it is enough, or for a protocol
+/// whose tokens hold a whole sequence number.
+pub fn flows_needed(protocol: &SharedProtocol, pps: f64, grace: Duration, flows: u32) -> u32 {
+    let Some(ids) = protocol.id_space() else {
+        return flows;
+    };
+    let in_flight = pps * grace.as_secs_f64().max(1e-3);
+    let needed = (in_flight / ids as f64).ceil().min(f64::from(u32::MAX)) as u32;
+    flows.max(needed)
+}
+
 /// Sends one request of `protocol` a tenth of a second apart from `socket` and waits up to
 /// `timeout` for any datagram from `target`, so that a run against nothing fails at once with
 /// the reason instead of reporting every request unanswered. (What came back is not judged:
@@ -210,5 +224,44 @@ mod tests {
             "--keys is a flag of --protocol memcached, not of --protocol echo"
         );
         assert!(build(&ProtocolArgs::latlab()).unwrap().is_none());
+    }
+
+    #[derive(Debug)]
+    struct Ids(Option<u64>);
+
+    impl latlab_probe::protocol::Protocol for Ids {
+        fn name(&self) -> &'static str {
+            "ids"
+        }
+        fn max_request_len(&self) -> usize {
+            1
+        }
+        fn id_space(&self) -> Option<u64> {
+            self.0
+        }
+        fn outcomes(&self) -> &'static [&'static str] {
+            &[]
+        }
+        fn split(
+            &self,
+            _: u32,
+            _: &[SocketAddr],
+        ) -> (
+            Box<dyn latlab_probe::protocol::Requests>,
+            Box<dyn latlab_probe::protocol::Replies>,
+        ) {
+            unreachable!("not run")
+        }
+    }
+
+    #[test]
+    fn more_requests_in_flight_than_ids_take_more_source_ports() {
+        let dns: SharedProtocol = std::sync::Arc::new(Ids(Some(65_536)));
+        let grace = Duration::from_millis(500);
+        assert_eq!(flows_needed(&dns, 100_000.0, grace, 1), 1);
+        assert_eq!(flows_needed(&dns, 1_000_000.0, grace, 1), 8);
+        assert_eq!(flows_needed(&dns, 1_000_000.0, grace, 12), 12);
+        let whole: SharedProtocol = std::sync::Arc::new(Ids(None));
+        assert_eq!(flows_needed(&whole, 1e9, grace, 3), 3);
     }
 }

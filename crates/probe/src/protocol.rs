@@ -135,3 +135,6 @@ pub trait Replies: Send {
 
 /// A protocol shared by a run's two halves and its report.
 pub type SharedProtocol = Arc<dyn Protocol>;
+
+#[cfg(test)]
+mod tests;

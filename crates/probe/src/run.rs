@@ -517,6 +517,18 @@ impl<M: Metering> Run<M> {
             .handle_datagram(now, receiver, rx_ns, payload)
     }
 
+    /// See [`Receiving::handle_datagram_from`].
+    pub fn handle_datagram_from(
+        &mut self,
+        now: u64,
+        receiver: usize,
+        datagram: (u64, SocketAddr, bool),
+        payload: &[u8],
+    ) -> M::Response {
+        self.receiving
+            .handle_datagram_from(now, receiver, datagram, payload)
+    }
+
     /// See [`Receiving::handle_timeout`].
     pub fn handle_timeout(&mut self, now: u64) {
         self.receiving.handle_timeout(now);

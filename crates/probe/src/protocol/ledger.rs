@@ -25,6 +25,8 @@ struct Slot {
     intended: AtomicU64,
     actual: AtomicU64,
     aux: AtomicU64,
+    /// `seq + 1` of the last request of this slot answered.
+    done: AtomicU64,
 }
 
 /// Per flow, the last `slots` requests sent (a power of two; request `seq` is in slot
@@ -77,7 +79,7 @@ impl Ledger {
             return;
         };
         let held = slot.tag.load(Ordering::Relaxed);
-        if held != 0 && self.answered_through(flow) < held {
+        if held != 0 && slot.done.load(Ordering::Acquire) != held {
             // An older request is still unanswered in this slot; it can no longer be matched.
             self.reused.fetch_add(1, Ordering::Relaxed);
         }
@@ -115,6 +117,9 @@ impl Ledger {
 
     /// Marks request `seq` of `flow` answered (receive half only).
     pub fn answer(&self, flow: u32, seq: u64) {
+        if let Some(slot) = self.slot(flow, seq) {
+            slot.done.store(seq + 1, Ordering::Release);
+        }
         if let Some(a) = self.answered.get(flow as usize) {
             a.fetch_max(seq + 1, Ordering::Release);
         }
