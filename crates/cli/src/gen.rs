@@ -95,7 +95,8 @@ pub(crate) struct GenArgs {
     /// replayed stream's length].
     #[arg(long, value_parser = parse_duration, value_name = "DUR", allow_hyphen_values = true)]
     duration: Option<Duration>,
-    /// UDP payload bytes per probe, at least the 56-byte probe header.
+    /// UDP payload bytes per probe, at least the 56-byte probe header (--protocol latlab and
+    /// echo).
     #[arg(
         long,
         default_value_t = 64,
@@ -238,6 +239,7 @@ impl GenArgs {
             .transpose()?;
         opts.protocol = latlab_lab::protocols::build(&ProtocolArgs {
             name: self.protocol,
+            size: self.size,
             queries: self.queries,
             queries_file: self.queries_file,
             edns: self.edns,

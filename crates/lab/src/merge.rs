@@ -273,6 +273,9 @@ fn merge(runs: &[Run]) -> Result<(RunSummary, RunHistograms), MergeError> {
     s.one_way_impossible = sum(&|r| r.one_way_impossible);
     s.lost_by_cause =
         crate::losses::LostByCause::merged(runs.iter().map(|r| r.summary.lost_by_cause.as_ref()));
+    s.protocol = latlab_probe::protocol::ProtocolSummary::merged(
+        runs.iter().map(|r| r.summary.protocol.as_ref()),
+    );
     s.host = None;
     s.run_id = None;
     s.merged_from = runs

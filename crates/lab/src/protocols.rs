@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use latlab_io::udp::UdpSocket;
@@ -29,6 +30,8 @@ pub const NAMES: [&str; 8] = [
 pub struct ProtocolArgs {
     /// `--protocol`: one of [`NAMES`].
     pub name: String,
+    /// `--size` (echo): bytes of each request, at least the probe header.
+    pub size: usize,
     /// `--query NAME[/TYPE]` (dns), repeatable.
     pub queries: Vec<String>,
     /// `--queries FILE` (dns): dnsperf's data file, `name type` per line.
@@ -87,8 +90,8 @@ pub(crate) fn read_flag_file(flag: &str, path: &PathBuf) -> Result<Vec<u8>, Comm
     std::fs::read(path).map_err(|e| CommandError::Usage(format!("{flag} {}: {e}", path.display())))
 }
 
-/// The protocol `args` describe: `None` for latlab's own probes (`latlab`, and `echo`: any
-/// RFC 862 echo server sends latlab's probe back as it went, and its header matches it).
+/// The protocol `args` describe: `None` for latlab's own probes (`latlab`); `echo` sends
+/// latlab's probe to any RFC 862 echo server, which sends it back as it went.
 pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError> {
     let bad = |text: String| Err(CommandError::Usage(text));
     if !NAMES.contains(&args.name.as_str()) {
@@ -105,7 +108,10 @@ pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError
         ));
     }
     match args.name.as_str() {
-        "latlab" | "echo" => Ok(None),
+        "latlab" => Ok(None),
+        "echo" => Ok(Some(Arc::new(latlab_probe::protocol::echo::Echo::new(
+            args.size,
+        )))),
         // dns: see protocols/dns
 
         // memcached: see protocols/memcached
@@ -216,6 +222,7 @@ mod tests {
         assert!(error(unknown).starts_with("--protocol \"gopher\" is not a protocol: latlab, echo"));
         let misplaced = ProtocolArgs {
             name: "echo".into(),
+            size: 64,
             keys: Some(3),
             ..ProtocolArgs::default()
         };

@@ -18,6 +18,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+pub mod echo;
 mod ledger;
 mod meter;
 mod summary;
@@ -51,7 +52,8 @@ pub struct Written {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Key {
     /// A slot of the flow's ledger (a 16-bit DNS or memcached ID is the slot itself): the
-    /// request is whichever the ledger holds there.
+    /// request is whichever the ledger holds there. A slot beyond the ledger (`u64::MAX`)
+    /// names no request: a wrong id.
     Slot(u64),
     /// A whole sequence number (carried in a STUN transaction ID, an NTP origin timestamp, a
     /// challenge): it must be the one the ledger holds in its slot.

@@ -213,9 +213,25 @@ impl RunsFolder {
         }
     }
 
-    /// The summary table of the runs, as `gen` and `demo` print it.
+    /// The summary table of the runs, as `gen` and `demo` print it, with each run's lost
+    /// probes by cause and its protocol's counts where they were recorded.
     pub fn table(&self) -> String {
-        latlab_lab::table::render(&self.runs.iter().collect::<Vec<_>>())
+        let mut text = latlab_lab::table::render(&self.runs.iter().collect::<Vec<_>>());
+        let named = self.runs.len() > 1;
+        for run in &self.runs {
+            let lines = [
+                run.lost_by_cause.as_ref().map(|l| l.text()),
+                run.protocol.as_ref().map(|p| p.text()),
+            ];
+            for line in lines.into_iter().flatten() {
+                if named {
+                    text.push_str(&format!("{}: ", run.setup.label));
+                }
+                text.push_str(&line);
+                text.push('\n');
+            }
+        }
+        text
     }
 
     /// Every run's CCDF, from its `ccdf.csv`, labelled as the run.

@@ -88,6 +88,46 @@ impl ProtocolSummary {
         }
     }
 
+    /// Several runs' counts as one (`latlab merge`): summed when every run spoke the same
+    /// protocol, `None` when one spoke none or another. The server-time and path summaries
+    /// are dropped (they are not histograms that add); the limit note is the first run's.
+    pub fn merged<'a>(
+        runs: impl IntoIterator<Item = Option<&'a ProtocolSummary>>,
+    ) -> Option<ProtocolSummary> {
+        let mut merged: Option<ProtocolSummary> = None;
+        for run in runs {
+            let run = run?;
+            let Some(m) = merged.as_mut() else {
+                let mut first = run.clone();
+                first.server_time_ns = None;
+                first.path_ns = None;
+                merged = Some(first);
+                continue;
+            };
+            if m.name != run.name || m.schedule != run.schedule {
+                return None;
+            }
+            m.answered += run.answered;
+            m.unanswered += run.unanswered;
+            m.late += run.late;
+            m.duplicate += run.duplicate;
+            m.wrong_id += run.wrong_id;
+            m.wrong_source += run.wrong_source;
+            m.ids_reused += run.ids_reused;
+            m.busy += run.busy;
+            for (into, from) in [
+                (&mut m.malformed, &run.malformed),
+                (&mut m.mismatch, &run.mismatch),
+                (&mut m.outcomes, &run.outcomes),
+            ] {
+                for (k, v) in from {
+                    *into.entry(k.clone()).or_default() += v;
+                }
+            }
+        }
+        merged
+    }
+
     /// The lines the report prints: what came back, by outcome and by cause.
     pub fn text(&self) -> String {
         let mut out = format!(
@@ -149,5 +189,47 @@ impl ProtocolSummary {
             out.push_str(&format!("\n  {limit}"));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(name: &str, answered: u64) -> ProtocolSummary {
+        ProtocolSummary {
+            name: name.into(),
+            answered,
+            unanswered: 1,
+            late: 0,
+            duplicate: 2,
+            wrong_id: 0,
+            wrong_source: 0,
+            malformed: [("not dns".to_string(), 3)].into(),
+            mismatch: BTreeMap::new(),
+            outcomes: [("NOERROR".to_string(), answered)].into(),
+            ids_reused: 0,
+            busy: 0,
+            schedule: "open-loop".into(),
+            server_time_ns: None,
+            path_ns: None,
+            limit: None,
+        }
+    }
+
+    #[test]
+    fn runs_of_one_protocol_merge_by_sums_and_of_two_not_at_all() {
+        let (a, b) = (run("dns", 10), run("dns", 5));
+        let m = ProtocolSummary::merged([Some(&a), Some(&b)]).unwrap();
+        assert_eq!((m.answered, m.unanswered, m.duplicate), (15, 2, 4));
+        assert_eq!(m.malformed["not dns"], 6);
+        assert_eq!(m.outcomes["NOERROR"], 15);
+        let other = run("stun", 1);
+        assert_eq!(ProtocolSummary::merged([Some(&a), Some(&other)]), None);
+        assert_eq!(ProtocolSummary::merged([Some(&a), None]), None);
+        // The report's line names every count.
+        assert!(m
+            .text()
+            .starts_with("dns: 15 answered, 2 unanswered, 0 late, 4 duplicate"));
     }
 }
