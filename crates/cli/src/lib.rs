@@ -67,7 +67,7 @@ enum Command {
     /// Reflect latlab probes back to their sender (a probe responder).
     Echo(echo::EchoArgs),
     /// Send probes to a responder on an open-loop schedule and measure round-trip latency.
-    Gen(gen::GenArgs),
+    Gen(Box<gen::GenArgs>),
     /// Measure this machine's UDP echo path at a few rates, end to end, and write a results
     /// folder.
     Demo(demo::DemoArgs),
@@ -162,7 +162,7 @@ pub fn main() {
     }
     let result = match cli.command {
         Command::Echo(a) => echo::run(a),
-        Command::Gen(a) => gen::run(a),
+        Command::Gen(a) => gen::run(*a),
         Command::Demo(a) => demo::run(a),
         Command::Report(a) => report::run(a),
         Command::Check(a) => check::run(a),
