@@ -186,6 +186,9 @@ impl GenReport {
 /// The table of `summary` and the line of its lost probes by cause, when counted.
 fn summary_text(summary: &RunSummary) -> String {
     let mut text = crate::table::render(&[summary]);
+    if let Some(link) = &summary.setup.link {
+        text.push_str(&format!("link: {link}\n"));
+    }
     if let Some(lost) = &summary.lost_by_cause {
         text.push_str(&format!("{}\n", lost.text()));
     }

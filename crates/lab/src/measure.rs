@@ -547,6 +547,10 @@ fn summarized(
     Ok((summary, result))
 }
 
+/// The variable `latlab run` tells the program behind its link the link in (its settings each
+/// way); a generator run behind it records the link in its setup.
+pub const LINK_ENV: &str = "LATLAB_LINK";
+
 /// The [`RunSetup`] of a generator run.
 pub fn setup(options: &GenOptions, label: String, topology: &str, threads: Threads) -> RunSetup {
     RunSetup {
@@ -569,6 +573,7 @@ pub fn setup(options: &GenOptions, label: String, topology: &str, threads: Threa
         },
         dir: None,
         traffic: options.traffic_name(),
+        link: std::env::var(LINK_ENV).ok().filter(|l| !l.is_empty()),
     }
 }
 

@@ -75,6 +75,10 @@ pub struct RunSetup {
     /// is `model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic: Option<String>,
+    /// The emulated link the run went through, when it ran behind one (`latlab run` says it
+    /// in `LATLAB_LINK`): `up: delay 20ms; down: delay 20ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
 }
 
 /// `summary.json`: everything one run measured.

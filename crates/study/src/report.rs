@@ -220,6 +220,7 @@ impl RunsFolder {
         let named = self.runs.len() > 1;
         for run in &self.runs {
             let lines = [
+                run.setup.link.as_ref().map(|l| format!("link: {l}")),
                 run.lost_by_cause.as_ref().map(|l| l.text()),
                 run.protocol.as_ref().map(|p| p.text()),
             ];

@@ -199,7 +199,7 @@ pub fn run(
                 report: Box::new(report),
             });
         }
-        let child = spawn(&wiring, subnet, program, args);
+        let child = spawn(&wiring, subnet, &describe_links(&emu), program, args);
         let code = match child {
             Err(e) => {
                 emu_stop.raise();
@@ -282,10 +282,12 @@ pub fn find_program(program: &std::ffi::OsStr) -> Result<(), String> {
     }
 }
 
-/// Starts CMD in the run's namespace, with `LATLAB_HOST` and `LATLAB_ADDR`.
+/// Starts CMD in the run's namespace, with `LATLAB_HOST`, `LATLAB_ADDR` and `LATLAB_LINK`
+/// (the link each way, which a `latlab gen` behind it records).
 fn spawn(
     wiring: &RunWiring,
     subnet: Subnet,
+    link: &str,
     program: &OsString,
     args: &[OsString],
 ) -> std::io::Result<std::process::Child> {
@@ -293,7 +295,8 @@ fn spawn(
     command
         .args(args)
         .env("LATLAB_HOST", subnet.host().to_string())
-        .env("LATLAB_ADDR", subnet.app().to_string());
+        .env("LATLAB_ADDR", subnet.app().to_string())
+        .env(latlab_lab::measure::LINK_ENV, link);
     latlab_io::netns::spawn_in(wiring.app.name(), &mut command, Some(SIGKILL))
 }
 

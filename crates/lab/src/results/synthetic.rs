@@ -33,6 +33,7 @@ impl RunSummary {
                 threads: "one-loop".into(),
                 dir: None,
                 traffic: None,
+                link: None,
             },
             sent,
             received,

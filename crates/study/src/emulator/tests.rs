@@ -35,6 +35,7 @@ pub(crate) fn run(mean_us: f64, n: u64, lost: u64, rate: f64) -> RunSummary {
             threads: "one-loop".into(),
             dir: None,
             traffic: None,
+            link: None,
         },
         sent: n + lost,
         received: n,
