@@ -23,7 +23,7 @@ pub(crate) struct GenArgs {
     /// server); dns, memcached (its UDP protocol), stun (RFC 8489 Binding), ntp (NTPv4
     /// client mode), quake3 (getinfo, Quake III engines); template (your own request:
     /// --payload, --token). Each request is matched to its reply by the protocol's own ID.
-    #[arg(long, default_value = "latlab", value_name = "NAME")]
+    #[arg(long, default_value = "latlab", value_name = "NAME", value_parser = values::protocol())]
     protocol: String,
     /// dns: a query NAME[/TYPE] (repeatable; TYPE A when left out), sent in turn.
     #[arg(long = "query", value_name = "NAME[/TYPE]")]

@@ -108,6 +108,22 @@ pub(crate) fn pattern() -> impl TypedValueParser<Value = Pattern> {
     )
 }
 
+/// `--protocol` of gen: a name of [`latlab_lab::protocols::NAMES`] (an unknown one refused in
+/// one line that lists them).
+pub(crate) fn protocol() -> impl TypedValueParser<Value = String> {
+    use latlab_lab::protocols::NAMES;
+    listed(
+        |text: &str| {
+            if NAMES.contains(&text) {
+                Ok(text.to_string())
+            } else {
+                Err(format!("{text:?} is not a protocol: {}", NAMES.join(", ")))
+            }
+        },
+        NAMES,
+    )
+}
+
 /// `--threads` of gen.
 pub(crate) fn threads() -> impl TypedValueParser<Value = ThreadChoice> {
     listed(

@@ -16,15 +16,14 @@ use std::time::Duration;
 use latlab_io::clock::now_ns;
 use latlab_io::cpu;
 use latlab_io::port::{
-    DatagramPort, DatagramRx, DatagramTx, LinkRoute, PortSizes, SendFailures, SendQueue,
-    TimestampSource, UdpMode, UdpPort, XdpEndpoint,
+    DatagramPort, DatagramRx, DatagramTx, LinkRoute, PortSizes, SendFailures, SendQueue, UdpMode,
+    UdpPort, XdpEndpoint,
 };
 use latlab_io::udp::{wait_any_readable, UdpSocket};
 use latlab_io::xdp::XdpSocket;
-use latlab_probe::protocol::{ProtocolReport, SharedProtocol};
+use latlab_probe::protocol::SharedProtocol;
 use latlab_probe::{
-    Meter, MeterReport, Metering, Outcome, ProbeConfig, Receiving, Run, RunConfig, SendStatus,
-    Sending,
+    Meter, Metering, Outcome, ProbeConfig, Receiving, Run, RunConfig, SendStatus, Sending,
 };
 use latlab_wire::probe;
 
@@ -36,6 +35,10 @@ use crate::{poll_now, PollMode, PollSwitch, Stop};
 use latlab_wire::udp_frame::HEADERS_LEN;
 
 pub use latlab_probe::{Interval, Progress};
+
+mod result;
+pub use result::GeneratorResult;
+use result::OutcomeParts;
 
 /// How the generator uses the machine's cores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,43 +82,6 @@ pub struct GeneratorConfig {
     /// The flows' local addresses, one per flow (a protocol checks mapped addresses against
     /// them); empty when no protocol asks.
     pub locals: Vec<SocketAddr>,
-}
-
-/// What a generator run measured.
-#[derive(Clone, Debug)]
-pub struct GeneratorResult {
-    /// The meter's counts and histograms.
-    pub report: MeterReport,
-    /// Per-interval latency histograms, in order.
-    pub intervals: Vec<Interval>,
-    /// When the first probe was due (ns since the Unix epoch).
-    pub start_ns: u64,
-    /// When the first and the last probe left.
-    pub first_send_ns: u64,
-    /// See `first_send_ns`.
-    pub last_send_ns: u64,
-    /// Where the receive stamps came from.
-    pub timestamp_source: TimestampSource,
-    /// The run was cut short by the stop flag.
-    pub stopped_early: bool,
-    /// Lengths of the runs of consecutive lost probes, in send order.
-    pub loss_bursts: Vec<u64>,
-    /// Probes the ports could not send to the target (counted as lost), by cause.
-    pub send_failed: SendFailures,
-    /// A protocol run's own counts (answered, wrong id, outcome codes…).
-    pub protocol: Option<ProtocolReport>,
-}
-
-impl GeneratorResult {
-    /// Probes per second that actually left, over the sending time.
-    pub fn achieved_pps(&self) -> f64 {
-        let sent = self.report.sent + self.report.warmup_sent;
-        let span = self.last_send_ns.saturating_sub(self.first_send_ns);
-        if sent < 2 || span == 0 {
-            return 0.0;
-        }
-        (sent - 1) as f64 * 1e9 / span as f64
-    }
 }
 
 /// The longest a blocked loop sleeps (so progress and the stop flag are looked at).
@@ -298,25 +264,6 @@ pub fn run_ports<P: DatagramPort>(
         send_failed,
         protocol,
     })
-}
-
-/// What a run's outcome says besides its meter.
-struct OutcomeParts {
-    intervals: Vec<Interval>,
-    start_ns: u64,
-    first_send_ns: u64,
-    last_send_ns: u64,
-}
-
-impl OutcomeParts {
-    fn of<M>(outcome: &Outcome<M>) -> OutcomeParts {
-        OutcomeParts {
-            intervals: outcome.intervals.clone(),
-            start_ns: outcome.start_ns,
-            first_send_ns: outcome.first_send_ns,
-            last_send_ns: outcome.last_send_ns,
-        }
-    }
 }
 
 impl GeneratorConfig {
