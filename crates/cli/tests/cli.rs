@@ -609,3 +609,28 @@ fn gen_out_that_cannot_be_made_names_the_folder_given() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("partial"), "{stderr}");
 }
+
+#[test]
+fn an_unknown_protocol_and_a_flag_of_another_protocol_are_one_line_and_exit_2() {
+    let gen = ["gen", "--target", "127.0.0.1:9", "--rate", "1"];
+    let exit = |args: &[&str]| {
+        assert_cmd::Command::new(assert_cmd::cargo::cargo_bin("latlab"))
+            .args(args)
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    let unknown = [&gen[..], &["--protocol", "gopher"]].concat();
+    common::one_line_error(&unknown, "\"gopher\" is not a protocol: latlab, echo, dns");
+    assert_eq!(exit(&unknown), Some(2));
+    let misplaced = [&gen[..], &["--protocol", "echo", "--keys", "5"]].concat();
+    common::one_line_error(
+        &misplaced,
+        "--keys is a flag of --protocol memcached, not of --protocol echo",
+    );
+    assert_eq!(exit(&misplaced), Some(2));
+    let ratio = [&gen[..], &["--protocol", "memcached", "--set-ratio", "2"]].concat();
+    common::one_line_error(&ratio, "--set-ratio");
+    assert_eq!(exit(&ratio), Some(2));
+}
