@@ -51,6 +51,9 @@ pub struct TargetOptions {
     pub protocol_name: String,
     /// The protocol, `None` for latlab's own probes (`latlab`, `echo`).
     pub protocol: Option<SharedProtocol>,
+    /// The emulated link the requests cross, as `--link` names it: the link of the `latlab
+    /// run` the study runs under (the study puts none in a path it did not build).
+    pub link: Option<String>,
 }
 
 /// One point of a target study, as written to `points/<key>.json`.
@@ -62,6 +65,9 @@ pub struct TargetPoint {
     pub target: String,
     /// The `--protocol` it was spoken to in.
     pub protocol: String,
+    /// The emulated link in front of it (`--link`), absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
     /// Offered load, requests per second.
     pub load_pps: f64,
     /// For table points: the load as a fraction of the first-drop load.
@@ -245,8 +251,12 @@ pub(super) fn measure_all(
 
 /// The lab's description: the server and the protocol it is spoken to in.
 pub fn describe(target: &TargetOptions) -> String {
+    let path = match &target.link {
+        Some(link) => format!("behind the emulated link {link} (latlab run's)"),
+        None => "no emulated link".to_string(),
+    };
     format!(
-        "target {} (a server latlab did not start), protocol {}, from this host's namespace",
+        "target {} (a server latlab did not start), protocol {}, from this namespace, {path}",
         target.addr, target.protocol_name
     )
 }
@@ -297,6 +307,7 @@ fn measure_point(
         phase: String::new(),
         target: target.addr.to_string(),
         protocol: target.protocol_name.clone(),
+        link: target.link.clone(),
         load_pps: load,
         load_fraction: None,
         sent: summary.sent,

@@ -340,10 +340,14 @@ fn report_md(
         None => s.push_str("- server: unknown (no point was measured)\n"),
     }
     let _ = writeln!(s, "- lab: {topology}");
-    let _ = writeln!(
-        s,
-        "- link: none emulated; the requests took the path from this host to the server as it is\n"
-    );
+    match first.and_then(|p| p.link.as_deref()) {
+        Some(link) => {
+            let _ = writeln!(s, "- link: {link} (emulated by the `latlab run` the study ran under)\n");
+        }
+        None => s.push_str(
+            "- link: none emulated; the requests took the path from here to the server as it is\n\n",
+        ),
+    }
     s.push_str("After Emmerich et al., sections IV–V, against a server of its own: only the offered load varies. The server's client count, I/O mode and receive buffer are its own and not latlab's to set. Latency is the round trip from each request's intended send time to its answer; a request never answered is the loss.\n");
 
     s.push_str("\n## First-drop load\n\n");

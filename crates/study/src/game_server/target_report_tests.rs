@@ -42,6 +42,7 @@ fn point(phase: &str, load: f64, fraction: Option<f64>) -> (TargetPoint, Latency
         phase: phase.into(),
         target: "198.18.0.2:53".into(),
         protocol: "dns".into(),
+        link: None,
         load_pps: load,
         load_fraction: fraction,
         sent,
