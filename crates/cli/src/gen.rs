@@ -19,7 +19,7 @@ pub(crate) struct GenArgs {
     #[arg(long, value_name = "ADDR")]
     target: String,
     #[command(flatten)]
-    protocol: crate::protocol_flags::ProtocolFlags,
+    protocol: Box<crate::protocol_flags::ProtocolFlags>,
     /// Offered load in packets per second over all flows (1000, 10k, 1M), at most 1G.
     /// Required, unless --model or --trace gives the traffic.
     #[arg(

@@ -253,7 +253,7 @@ pub(crate) struct GameStudyArgs {
     #[arg(long, value_name = "ADDR")]
     target: Option<String>,
     #[command(flatten)]
-    protocol: crate::protocol_flags::ProtocolFlags,
+    protocol: Box<crate::protocol_flags::ProtocolFlags>,
     /// With --target, under `latlab run`: the emulated link the study runs behind, named in
     /// the points and the report as given (`latlab run` puts it in the path; the study cannot
     /// put a link in front of a server it did not start).

@@ -154,9 +154,11 @@ pub(super) fn table1_md(table: &[Loaded]) -> String {
             p.load_pps,
             p.loss_ratio * 100.0,
             mean_us(p).map_or("n/a".into(), |m| format!("{m:.1}")),
-            (p.latency_ns.count > 0)
-                .then(|| format!("{:.1}", p.latency_ns.stddev_ns / 1000.0))
-                .unwrap_or_else(|| "n/a".into()),
+            if p.latency_ns.count > 0 {
+                format!("{:.1}", p.latency_ns.stddev_ns / 1000.0)
+            } else {
+                "n/a".into()
+            },
         );
         for q in &QUANTILES {
             let _ = write!(s, " {} |", pct_us(p, q));
@@ -226,7 +228,7 @@ pub(super) fn fig3(table: &[Loaded]) -> Result<String, String> {
         .iter()
         .filter_map(|l| {
             let h = l.hist.as_ref()?;
-            (h.len() > 0).then(|| {
+            (!h.is_empty()).then(|| {
                 (
                     format!(
                         "{} ({:.0} req/s)",

@@ -62,7 +62,7 @@ fn folder() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("study");
     let dir = PointsDir::create(&out, Existing::Refuse).unwrap();
-    let mut write = |phase: &str, load: f64, fraction: Option<f64>| {
+    let write = |phase: &str, load: f64, fraction: Option<f64>| {
         let (p, h) = point(phase, load, fraction);
         dir.write(&key(phase, "dns", load), &p, Some((&h, "test")))
             .unwrap();
