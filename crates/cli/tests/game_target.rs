@@ -27,7 +27,10 @@ struct CappedEcho {
 
 impl CappedEcho {
     fn start() -> CappedEcho {
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        CappedEcho::on(UdpSocket::bind("127.0.0.1:0").unwrap())
+    }
+
+    fn on(socket: UdpSocket) -> CappedEcho {
         socket
             .set_read_timeout(Some(Duration::from_millis(50)))
             .unwrap();
@@ -283,4 +286,58 @@ fn flags_that_do_not_go_with_a_target_exit_2_in_one_line() {
             .code();
         assert_eq!(code, Some(2), "{args:?}");
     }
+}
+
+/// `latlab study game-server` as `latlab run`'s CMD, behind an emulated 5 ms each way, against
+/// the capped server on the host side of the link: `--link` names that link, and every
+/// answer took both delays.
+#[test]
+fn under_latlab_run_the_link_is_in_the_path_and_named_in_the_report() {
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let _turn = common::engines();
+    static N: AtomicU64 = AtomicU64::new(0);
+    let host = latlab_lab::topology::Namespace::create(&format!(
+        "latlab-{}-g{}-host",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
+    .unwrap();
+    let socket = latlab_io::netns::run_in(host.name(), || UdpSocket::bind("0.0.0.0:0"))
+        .unwrap()
+        .unwrap();
+    let server = CappedEcho::on(socket);
+    let port = server.addr.port();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let script = format!(
+        "exec {} study game-server --target $LATLAB_HOST:{port} --protocol echo \
+         --link delay=5ms --loads 200,1600 --duration 300ms --out {}",
+        cargo_bin("latlab").display(),
+        out.display()
+    );
+    let run = std::process::Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{}", host.name()))
+        .arg(cargo_bin("latlab"))
+        .args(["run", "--delay", "5ms", "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("- link: delay=5ms (emulated by the `latlab run`"),
+        "{report}"
+    );
+    let point = json(&out.join("points/target-sweep-echo-200pps.json"));
+    assert_eq!(point["link"], "delay=5ms");
+    assert!(point["answered"].as_u64().unwrap() > 0, "{point}");
+    // No answer came back sooner than the link's two delays (less the histogram's bucket).
+    let min = point["latency_ns"]["min"].as_u64().unwrap();
+    assert!(min >= 9_900_000, "min {min} ns: {point}");
+    assert_eq!(
+        json(&out.join("study.json"))["parameters"]["--link"],
+        "delay=5ms"
+    );
 }
