@@ -76,6 +76,31 @@ impl ProtocolFlags {
         .map(|(flag, _)| flag)
     }
 
+    /// The protocol's own flags given (`--protocol` left out), as they would be typed:
+    /// `--query a.example/AAAA --edns 1232`; empty when none was.
+    pub(crate) fn given_text(&self) -> String {
+        let mut words: Vec<String> = Vec::new();
+        let mut add = |flag: &str, value: Option<String>| {
+            if let Some(v) = value {
+                words.push(format!("{flag} {v}"));
+            }
+        };
+        for q in &self.queries {
+            add("--query", Some(q.clone()));
+        }
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        add("--queries", path(&self.queries_file));
+        add("--edns", self.edns.map(|e| e.to_string()));
+        add("--keys", self.keys.map(|k| k.to_string()));
+        add("--set-ratio", self.set_ratio.clone());
+        add("--value-size", self.value_size.map(|v| v.to_string()));
+        add("--payload", self.payload.clone());
+        add("--payload-file", path(&self.payload_file));
+        add("--token", self.token.clone());
+        add("--reply-token", self.reply_token.clone());
+        words.join(" ")
+    }
+
     /// What the flags say, checked.
     pub(crate) fn args(self) -> Result<ProtocolArgs, CommandError> {
         let set_ratio = self

@@ -203,6 +203,24 @@ fn the_study_finds_a_capped_servers_first_drop_draws_table_one_and_resumes() {
         points,
         "{stderr}"
     );
+    // Resuming it in another protocol is refused, in one line, exit 2.
+    let other = std::process::Command::new(cargo_bin("latlab"))
+        .args([
+            "study",
+            "game-server",
+            "--target",
+            &target,
+            "--protocol",
+            "latlab",
+        ])
+        .args(["--loads", "200", "--duration", "400ms", "--resume", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&other.stderr);
+    assert_eq!(other.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--protocol echo, not latlab"), "{stderr}");
 }
 
 #[test]

@@ -39,6 +39,7 @@ pub(crate) fn run(a: GameStudyArgs) -> Result<()> {
     }
     let addr = latlab_lab::command::resolve("--target", a.target.as_deref().unwrap_or(""))?;
     let protocol_name = a.protocol.name().to_string();
+    let flags = a.protocol.given_text();
     let protocol = latlab_lab::protocols::build(&a.protocol.args()?)?;
     let loads = parse_loads(&a.loads)?;
     let mut options = StudyOptions::new(a.folder.out("game-server"));
@@ -52,6 +53,7 @@ pub(crate) fn run(a: GameStudyArgs) -> Result<()> {
         protocol_name,
         protocol,
         link: a.link,
+        flags,
     });
     let mut bar = progress::Terminal::new();
     let report = latlab_study::game_server::GameServerStudy::run(&options, &STOP, &mut bar)?;

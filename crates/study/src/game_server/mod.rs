@@ -196,6 +196,9 @@ impl StudyOptions {
             parameters.insert("--target".to_string(), target.addr.to_string());
             parameters.insert("--protocol".to_string(), target.protocol_name.clone());
             parameters.remove("--work-cycles");
+            if !target.flags.is_empty() {
+                parameters.insert("protocol flags".to_string(), target.flags.clone());
+            }
             if let Some(link) = &target.link {
                 parameters.insert("--link".to_string(), link.clone());
             }

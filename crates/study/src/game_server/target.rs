@@ -51,6 +51,9 @@ pub struct TargetOptions {
     pub protocol_name: String,
     /// The protocol, `None` for latlab's own probes (`latlab`, `echo`).
     pub protocol: Option<SharedProtocol>,
+    /// The protocol's own flags as given (`--query a.example --edns 1232`), which shape every
+    /// point: `--resume` refuses a folder measured with others.
+    pub flags: String,
     /// The emulated link the requests cross, as `--link` names it: the link of the `latlab
     /// run` the study runs under (the study puts none in a path it did not build).
     pub link: Option<String>,
@@ -188,7 +191,23 @@ pub(super) fn measure_all(
     progress: &mut dyn View,
 ) -> Result<String, StudyError> {
     let existing = if options.resume {
-        StudyFile::check_resume(&options.out, StudyKind::GameServer, &options.parameters())?;
+        let parameters = options.parameters();
+        StudyFile::check_resume(&options.out, StudyKind::GameServer, &parameters)?;
+        // A folder of latlab's own server, or of another target or protocol, is not this.
+        if let Some(before) = StudyFile::read(&options.out)? {
+            for name in ["--target", "--protocol", "protocol flags", "--link"] {
+                if before.parameters.get(name) != parameters.get(name) {
+                    return Err(StudyError::Resume(format!(
+                        "the folder was measured with {name} {}, not {}",
+                        before
+                            .parameters
+                            .get(name)
+                            .map_or("not given", String::as_str),
+                        parameters.get(name).map_or("not given", String::as_str)
+                    )));
+                }
+            }
+        }
         Existing::Continue
     } else {
         Existing::RefuseResumable
