@@ -123,3 +123,47 @@ impl ProtocolFlags {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, clap::Parser)]
+    struct Both {
+        #[command(flatten)]
+        flags: ProtocolFlags,
+    }
+
+    fn parse(args: &[&str]) -> ProtocolFlags {
+        Both::try_parse_from(std::iter::once("latlab").chain(args.iter().copied()))
+            .unwrap()
+            .flags
+    }
+
+    #[test]
+    fn the_flags_given_are_named_and_written_back_as_typed() {
+        let none = parse(&[]);
+        assert_eq!(none.name(), "latlab");
+        assert_eq!(none.first_given(), None);
+        assert_eq!(none.given_text(), "");
+        let dns = parse(&[
+            "--protocol",
+            "dns",
+            "--query",
+            "a.example/AAAA",
+            "--edns",
+            "1232",
+        ]);
+        assert_eq!(dns.name(), "dns");
+        assert_eq!(dns.first_given(), Some("--protocol"));
+        assert_eq!(dns.given_text(), "--query a.example/AAAA --edns 1232");
+        let keys = parse(&["--keys", "3", "--set-ratio", "10%"]);
+        assert_eq!(keys.first_given(), Some("--keys"));
+        let args = keys.args().unwrap();
+        assert_eq!((args.name.as_str(), args.keys), ("latlab", Some(3)));
+        assert_eq!(args.set_ratio, Some(0.1));
+        let bad = parse(&["--set-ratio", "lots"]).args().unwrap_err();
+        assert!(bad.to_string().contains("--set-ratio"), "{bad}");
+    }
+}

@@ -213,7 +213,16 @@ pub(super) fn fig2(sweep: &[Loaded]) -> Result<String, String> {
             Estimate::TooFewSamples { .. } => None,
         })
         .collect();
-    let lines: Vec<Line> = vec![("average".into(), mean), ("p99".into(), p99)];
+    // The first drop, a point of its own on the average's line.
+    let drop: Vec<(f64, f64)> = first_drop(sweep)
+        .and_then(|d| mean.iter().find(|m| m.0 == d).copied())
+        .into_iter()
+        .collect();
+    let lines: Vec<Line> = vec![
+        ("average".into(), mean),
+        ("p99".into(), p99),
+        ("first drop (more than 5% unanswered)".into(), drop),
+    ];
     lines_svg(
         "Latency vs offered load",
         "offered load (requests/s)",
@@ -397,13 +406,12 @@ fn report_md(
             }
         }
     }
-    let limits: Vec<&str> = pts
-        .sweep
-        .iter()
-        .chain(&pts.table)
-        .filter_map(|l| l.point.protocol_counts.as_ref()?.limit.as_deref())
-        .collect();
-    if let Some(limit) = limits.last() {
+    // The protocol's note on the server's own limit at the first-drop load, if it has one.
+    let limit = first_drop(&pts.sweep).and_then(|d| {
+        let at = pts.sweep.iter().find(|l| l.point.load_pps == d)?;
+        at.point.protocol_counts.as_ref()?.limit.as_deref()
+    });
+    if let Some(limit) = limit {
         let _ = writeln!(
             s,
             "\nThe first drop is the server's own limiter, not its capacity: {limit}"
