@@ -256,9 +256,10 @@ pub(crate) struct GameStudyArgs {
     target: Option<String>,
     #[command(flatten)]
     protocol: Box<crate::protocol_flags::ProtocolFlags>,
-    /// With --target, under `latlab run`: the emulated link the study runs behind, named in
-    /// the points and the report as given (`latlab run` puts it in the path; the study cannot
-    /// put a link in front of a server it did not start).
+    /// With --target: put an emulated link in front of the server, this spec each way
+    /// ("delay=5ms loss=1%", as `latlab run --up`): the study runs itself again behind `latlab
+    /// run`'s link, whose only way out is this host (give --target an address of this host,
+    /// not loopback, or run the study under `latlab run --nat` yourself, --link naming its link).
     #[arg(long, value_name = "SPEC", requires = "target")]
     link: Option<String>,
     /// Client counts, comma separated [default: 4,8,16,32].

@@ -266,7 +266,7 @@ fn flags_that_do_not_go_with_a_target_exit_2_in_one_line() {
         ),
         (
             &["--link", "delay=10ms"][..],
-            "--link: the study cannot put an emulated link",
+            "--link: the study runs behind the link in a namespace of its own, where 127.0.0.1",
         ),
     ] {
         let args: Vec<&str> = t.iter().chain(extra).copied().collect();
@@ -307,30 +307,20 @@ fn flags_that_do_not_go_with_a_target_exit_2_in_one_line() {
 }
 
 /// `latlab study game-server` as `latlab run`'s CMD, behind an emulated 5 ms each way, against
-/// the capped server on the host side of the link: `--link` names that link, and every
-/// answer took both delays.
+/// the capped server at an address of the host side of the link: `--link` names that link, and
+/// every answer took both delays.
 #[test]
 fn under_latlab_run_the_link_is_in_the_path_and_named_in_the_report() {
     if !common::namespaces_or_skip() {
         return;
     }
     let _turn = common::engines();
-    static N: AtomicU64 = AtomicU64::new(0);
-    let host = latlab_lab::topology::Namespace::create(&format!(
-        "latlab-{}-g{}-host",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ))
-    .unwrap();
-    let socket = latlab_io::netns::run_in(host.name(), || UdpSocket::bind("0.0.0.0:0"))
-        .unwrap()
-        .unwrap();
-    let server = CappedEcho::on(socket);
-    let port = server.addr.port();
+    let (host, server) = server_in_a_host_namespace();
+    let target = server.addr;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("study");
     let script = format!(
-        "exec {} study game-server --target $LATLAB_HOST:{port} --protocol echo \
+        "exec {} study game-server --target {target} --protocol echo \
          --link delay=5ms --loads 200,1600 --duration 300ms --out {}",
         cargo_bin("latlab").display(),
         out.display()
@@ -358,4 +348,78 @@ fn under_latlab_run_the_link_is_in_the_path_and_named_in_the_report() {
         json(&out.join("study.json"))["parameters"]["--link"],
         "delay=5ms"
     );
+}
+
+/// A "host" namespace of this test's own, with the capped server on 198.18.99.1 (on its
+/// loopback device; bound to it, so that its answers leave from it whatever the route).
+fn server_in_a_host_namespace() -> (latlab_lab::topology::Namespace, CappedEcho) {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let host = latlab_lab::topology::Namespace::create(&format!(
+        "latlab-{}-g{}-host",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
+    .unwrap();
+    latlab_lab::topology::ip(&[
+        "-n",
+        host.name(),
+        "addr",
+        "add",
+        "198.18.99.1/32",
+        "dev",
+        "lo",
+    ])
+    .unwrap();
+    let socket = latlab_io::netns::run_in(host.name(), || UdpSocket::bind("198.18.99.1:0"))
+        .unwrap()
+        .unwrap();
+    (host, CappedEcho::on(socket))
+}
+
+/// `--link SPEC` outside `latlab run`: the study runs itself again behind `latlab run`'s link,
+/// and reaches the server at an address of this host through it.
+#[test]
+fn with_link_the_study_puts_itself_behind_the_emulated_link() {
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let _turn = common::engines();
+    let (host, server) = server_in_a_host_namespace();
+    let target = format!("198.18.99.1:{}", server.addr.port());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let run = std::process::Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{}", host.name()))
+        .arg(cargo_bin("latlab"))
+        .args([
+            "study",
+            "game-server",
+            "--target",
+            &target,
+            "--protocol",
+            "echo",
+        ])
+        .args([
+            "--link",
+            "delay=5ms",
+            "--loads",
+            "200,1600",
+            "--duration",
+            "300ms",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .env_remove("LATLAB_HOST")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let point = json(&out.join("points/target-sweep-echo-200pps.json"));
+    assert_eq!(point["link"], "delay=5ms");
+    assert_eq!(point["target"], target.as_str());
+    assert!(point["answered"].as_u64().unwrap() > 0, "{point}");
+    let min = point["latency_ns"]["min"].as_u64().unwrap();
+    assert!(min >= 9_900_000, "min {min} ns: {point}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("- link: delay=5ms"), "{report}");
 }

@@ -29,19 +29,23 @@ pub(crate) fn run(a: GameStudyArgs) -> Result<()> {
             return Err(usage(format!("{flag} does not go with --target: {what}")));
         }
     }
-    if a.link.is_some() && std::env::var_os("LATLAB_HOST").is_none() {
-        return Err(usage(
-            "--link: the study cannot put an emulated link in front of a server it did not start; \
-             run it behind one (latlab run --delay 10ms [--nat] -- latlab study game-server \
-             --target ... --link \"delay=10ms\") and --link names that link"
-                .into(),
-        ));
-    }
     let addr = latlab_lab::command::resolve("--target", a.target.as_deref().unwrap_or(""))?;
     let protocol_name = a.protocol.name().to_string();
     let flags = a.protocol.given_text();
     let protocol = latlab_lab::protocols::build(&a.protocol.args()?)?;
     let loads = parse_loads(&a.loads)?;
+    if let Some(link) = &a.link {
+        if std::env::var_os("LATLAB_HOST").is_none() {
+            if addr.ip().is_loopback() {
+                return Err(usage(format!(
+                    "--link: the study runs behind the link in a namespace of its own, where \
+                     {} is not this host's: give --target an address of this host, not loopback",
+                    addr.ip()
+                )));
+            }
+            return behind_link(link);
+        }
+    }
     let mut options = StudyOptions::new(a.folder.out("game-server"));
     options.loads = loads;
     options.duration = a.duration;
@@ -58,4 +62,19 @@ pub(crate) fn run(a: GameStudyArgs) -> Result<()> {
     let mut bar = progress::Terminal::new();
     let report = latlab_study::game_server::GameServerStudy::run(&options, &STOP, &mut bar)?;
     finish(&report, "the finished points")
+}
+
+/// Runs this very command again as `latlab run`'s CMD, behind an emulated link of `spec` in
+/// each direction (`latlab run --up SPEC --down SPEC`), and ends with its exit status: the
+/// study's generator then sends from `latlab run`'s namespace, whose only way out is the
+/// link, and reaches the target through this host. (Under `latlab run`, `LATLAB_HOST` set,
+/// the study runs as it is and `--link` names the link.)
+fn behind_link(spec: &str) -> Result<()> {
+    let exe = std::env::current_exe()?;
+    let status = std::process::Command::new(&exe)
+        .args(["run", "--up", spec, "--down", spec, "--"])
+        .arg(&exe)
+        .args(std::env::args_os().skip(1))
+        .status()?;
+    std::process::exit(status.code().unwrap_or(1))
 }

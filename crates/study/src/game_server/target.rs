@@ -55,7 +55,7 @@ pub struct TargetOptions {
     /// point: `--resume` refuses a folder measured with others.
     pub flags: String,
     /// The emulated link the requests cross, as `--link` names it: the link of the `latlab
-    /// run` the study runs under (the study puts none in a path it did not build).
+    /// run` the study runs under (the command line puts it there).
     pub link: Option<String>,
 }
 
