@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Result;
 use latlab_lab::command::default_out;
 use latlab_lab::units::{parse_duration, ProbeRate};
-use latlab_study::demo::DemoOptions;
+use latlab_demo::DemoOptions;
 
 use crate::{progress, signals, STOP};
 
@@ -52,7 +52,7 @@ pub(crate) fn run(a: DemoArgs) -> Result<()> {
         crate::clean::at_start(&options.out, false);
     }
     let mut bar = progress::Terminal::new();
-    let outcome = latlab_study::demo::run(&options, &STOP, &mut bar)?;
+    let outcome = latlab_demo::run(&options, &STOP, &mut bar)?;
     outln!("latlab demo: {}", outcome.topology);
     out!(
         "{}",

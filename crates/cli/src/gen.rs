@@ -8,7 +8,6 @@ use latlab_lab::command::{resolve, CommandError, Io, Pattern, TrafficModel};
 use latlab_lab::cores::PollChoice;
 use latlab_lab::gen::GenCommand;
 use latlab_lab::measure::{ClockChoice, GenOptions, ThreadChoice};
-use latlab_lab::protocols::ProtocolArgs;
 use latlab_lab::units::{parse_bytes, parse_duration, ProbeRate};
 
 use crate::{parse_xdp_frames, progress, values, STOP};
@@ -19,44 +18,8 @@ pub(crate) struct GenArgs {
     /// of that protocol).
     #[arg(long, value_name = "ADDR")]
     target: String,
-    /// What to send: latlab (latlab's probes, for latlab echo); echo (any RFC 862 UDP echo
-    /// server); dns, memcached (its UDP protocol), stun (RFC 8489 Binding), ntp (NTPv4
-    /// client mode), quake3 (getinfo, Quake III engines); template (your own request:
-    /// --payload, --token). Each request is matched to its reply by the protocol's own ID.
-    #[arg(long, default_value = "latlab", value_name = "NAME", value_parser = values::protocol())]
-    protocol: String,
-    /// dns: a query NAME[/TYPE] (repeatable; TYPE A when left out), sent in turn.
-    #[arg(long = "query", value_name = "NAME[/TYPE]")]
-    queries: Vec<String>,
-    /// dns: the queries of a dnsperf data file (`name type` per line, `;` comments).
-    #[arg(long = "queries", value_name = "FILE")]
-    queries_file: Option<PathBuf>,
-    /// dns: add an EDNS0 OPT record advertising this UDP payload size (1232).
-    #[arg(long, value_name = "BYTES")]
-    edns: Option<u16>,
-    /// memcached: keys key:0 … key:N-1, requested in turn [default: 1000].
-    #[arg(long, value_name = "N")]
-    keys: Option<u32>,
-    /// memcached: the share of requests that are `set` (0.1, 10%) [default: 0.1].
-    #[arg(long, value_name = "RATIO")]
-    set_ratio: Option<String>,
-    /// memcached: bytes of each value set [default: 100].
-    #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
-    value_size: Option<usize>,
-    /// template: the request, as hex (0a1b2c…).
-    #[arg(long, value_name = "HEX", conflicts_with = "payload_file")]
-    payload: Option<String>,
-    /// template: the request, the bytes of FILE.
-    #[arg(long, value_name = "FILE")]
-    payload_file: Option<PathBuf>,
-    /// template: the field latlab fills per request (OFFSET:LEN, bytes) and finds in the
-    /// reply. Without it: one request in flight per flow, replies taken in order.
-    #[arg(long, value_name = "OFFSET:LEN")]
-    token: Option<String>,
-    /// template: where the reply carries the token (OFFSET:LEN), or `any` (searched for)
-    /// [default: where the request had it].
-    #[arg(long, value_name = "OFFSET:LEN")]
-    reply_token: Option<String>,
+    #[command(flatten)]
+    protocol: Box<crate::protocol_flags::ProtocolFlags>,
     /// Offered load in packets per second over all flows (1000, 10k, 1M), at most 1G.
     /// Required, unless --model or --trace gives the traffic.
     #[arg(
@@ -95,8 +58,7 @@ pub(crate) struct GenArgs {
     /// replayed stream's length].
     #[arg(long, value_parser = parse_duration, value_name = "DUR", allow_hyphen_values = true)]
     duration: Option<Duration>,
-    /// UDP payload bytes per probe, at least the 56-byte probe header (--protocol latlab and
-    /// echo).
+    /// UDP payload bytes per probe, at least the 56-byte probe header.
     #[arg(
         long,
         default_value_t = 64,
@@ -232,25 +194,7 @@ impl GenArgs {
         opts.rcvbuf = self.rcvbuf;
         opts.check = !self.no_check;
         opts.clock = self.clock;
-        let set_ratio = self
-            .set_ratio
-            .as_deref()
-            .map(|t| latlab_lab::units::parse_share("--set-ratio", t).map_err(CommandError::Usage))
-            .transpose()?;
-        opts.protocol = latlab_lab::protocols::build(&ProtocolArgs {
-            name: self.protocol,
-            size: self.size,
-            queries: self.queries,
-            queries_file: self.queries_file,
-            edns: self.edns,
-            keys: self.keys,
-            set_ratio,
-            value_size: self.value_size,
-            payload: self.payload,
-            payload_file: self.payload_file,
-            token: self.token,
-            reply_token: self.reply_token,
-        })?;
+        opts.protocol = latlab_lab::protocols::build(&self.protocol.args(self.size)?)?;
         let mut command = GenCommand::new(opts);
         command.json = self.json;
         command.hlog = self.hlog;

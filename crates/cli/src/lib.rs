@@ -39,6 +39,7 @@ mod fwd;
 mod gen;
 mod merge;
 mod progress;
+mod protocol_flags;
 mod report;
 mod rfc2544;
 mod run;

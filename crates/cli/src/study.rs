@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Subcommand;
-use latlab_lab::command::{default_out, ServerIo};
+use latlab_lab::command::{default_out, CommandError, ServerIo};
 use latlab_lab::units::{parse_bytes, parse_duration, parse_rate, ProbeRate};
 use latlab_study::{Shard, Study};
 
 use crate::{progress, values, STOP};
+
+mod target;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum StudyCommand {
@@ -246,25 +248,40 @@ pub(crate) struct EmuStudyArgs {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct GameStudyArgs {
-    /// Client counts, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "4,8,16,32")]
-    clients: Vec<u32>,
+    /// Measure this server (ADDR:PORT), one latlab did not start, instead of latlab's own
+    /// model server: only the offered load varies (--loads; no --clients, --rcvbuf, --io,
+    /// --work-cycles, flood or --model/--trace: they are the server's own), until more than 5%
+    /// of the requests go unanswered, in the --protocol given.
+    #[arg(long, value_name = "ADDR")]
+    target: Option<String>,
+    #[command(flatten)]
+    protocol: Box<crate::protocol_flags::ProtocolFlags>,
+    /// With --target: put an emulated link in front of the server, this spec each way
+    /// ("delay=5ms loss=1%", as `latlab run --up`): the study runs itself again behind `latlab
+    /// run`'s link, whose only way out is this host (give --target an address of this host,
+    /// not loopback, or run the study under `latlab run --nat` yourself, --link naming its link).
+    #[arg(long, value_name = "SPEC", requires = "target")]
+    link: Option<String>,
+    /// Client counts, comma separated [default: 4,8,16,32].
+    #[arg(long, value_delimiter = ',')]
+    clients: Option<Vec<u32>>,
     /// Offered loads: a list (10k,20k) or a range with a step (10k..100k/10k; the step defaults to the start).
     #[arg(long, default_value = "10k..100k", value_name = "LOADS")]
     loads: String,
-    /// Server receive buffer sizes (setsockopt values), comma separated; "default" is the system's.
-    #[arg(long, value_delimiter = ',', default_value = "16k,64k,default")]
-    rcvbuf: Vec<String>,
+    /// Server receive buffer sizes (setsockopt values), comma separated; "default" is the
+    /// system's [default: 16k,64k,default].
+    #[arg(long, value_delimiter = ',')]
+    rcvbuf: Option<Vec<String>>,
     /// Server I/O modes, comma separated (xdp is left out, with the reason, where AF_XDP
-    /// cannot be had).
-    #[arg(long, value_delimiter = ',', default_value = "socket,batched,xdp", value_parser = values::server_io())]
-    io: Vec<ServerIo>,
+    /// cannot be had) [default: socket,batched,xdp].
+    #[arg(long, value_delimiter = ',', value_parser = values::server_io())]
+    io: Option<Vec<ServerIo>>,
     /// Sending time per point.
     #[arg(long, value_parser = parse_duration, default_value = "2s", value_name = "DUR")]
     duration: Duration,
-    /// Emulated work per game packet, in TSC cycles.
-    #[arg(long, default_value_t = 150, value_name = "N")]
-    work_cycles: u64,
+    /// Emulated work per game packet, in TSC cycles [default: 150].
+    #[arg(long, value_name = "N")]
+    work_cycles: Option<u64>,
     /// Skip the flood scenario.
     #[arg(long)]
     no_flood: bool,
@@ -333,9 +350,19 @@ fn parse_loads(text: &str) -> Result<Vec<f64>> {
 
 fn game_study(a: GameStudyArgs) -> Result<()> {
     use latlab_study::game_server::{ClientTraffic, StudyOptions, DEFAULT_RCVBUF};
+    let usage = |line: String| -> anyhow::Error { CommandError::Usage(line).into() };
+    if a.target.is_some() {
+        return target::run(a);
+    }
+    if let Some(flag) = a.protocol.first_given() {
+        return Err(usage(format!(
+            "{flag} needs --target ADDR: latlab's own server speaks latlab's game protocol"
+        )));
+    }
     let loads = parse_loads(&a.loads)?;
     let rcvbufs = a
         .rcvbuf
+        .unwrap_or_else(|| vec!["16k".into(), "64k".into(), "default".into()])
         .iter()
         .map(|t| {
             if t == "default" {
@@ -345,19 +372,24 @@ fn game_study(a: GameStudyArgs) -> Result<()> {
             }
         })
         .collect::<Result<Vec<usize>>>()?;
-    if a.clients.is_empty() || a.clients.iter().any(|&c| c == 0 || c > 1024) {
+    let clients = a.clients.unwrap_or_else(|| vec![4, 8, 16, 32]);
+    if clients.is_empty() || clients.iter().any(|&c| c == 0 || c > 1024) {
         bail!("--clients must list counts between 1 and 1024");
     }
     let out = a.folder.out("game-server");
     let mut options = StudyOptions::new(out);
-    options.clients = a.clients;
+    options.clients = clients;
     options.loads = loads;
     options.rcvbufs = rcvbufs;
-    options.ios = a.io;
+    if let Some(io) = a.io {
+        options.ios = io;
+    } else {
+        options.ios = vec![ServerIo::Socket, ServerIo::Batched, ServerIo::Xdp];
+    }
     options.duration = a.duration;
     options.resume = a.folder.resume;
     options.shard = a.folder.shard;
-    options.work_cycles = a.work_cycles;
+    options.work_cycles = a.work_cycles.unwrap_or(150);
     options.flood = !a.no_flood;
     options.namespaces = !a.loopback;
     options.traffic = match (a.model, &a.trace) {

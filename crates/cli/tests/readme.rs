@@ -496,7 +496,7 @@ fn the_preset_table_is_latlabs_presets() {
 /// example must say it exits 3 unless it leaves that run out.
 #[test]
 fn the_readmes_demo_gates_say_what_they_do() {
-    let round_trip_ns = 2 * latlab_study::demo::EMULATED_DELAY_NS;
+    let round_trip_ns = 2 * latlab_demo::EMULATED_DELAY_NS;
     let mut examples = 0;
     for line in README
         .lines()

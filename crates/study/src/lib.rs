@@ -1,5 +1,5 @@
 //! latlab-study: the studies (`game_server`, `emulator`, `timestamps`, `transports`,
-//! `bufferbloat`), what every study is ([`Study`], [`registry`]), the demo ([`demo`]) and `latlab
+//! `bufferbloat`), what every study is ([`Study`], [`registry`]) and `latlab
 //! report` ([`report`]), on top of the kit in `latlab-lab` and the thin-stream transports in
 //! `latlab-stream`, and `latlab check` ([`check`]) and `latlab compare` ([`compare`]), the gates
 //! decided on results folders. The RFC 2544 benchmark and the forwarding study are studies of
@@ -47,7 +47,6 @@ use latlab_lab::results::write_atomic;
 pub mod bufferbloat;
 pub mod check;
 pub mod compare;
-pub mod demo;
 pub mod emulator;
 pub mod game_server;
 pub mod registry;

@@ -18,7 +18,7 @@ use latlab_lab::topology::ClientEmuServer;
 /// Runs `f` while `latlab emu` bridges the lab's emulator namespace (run to completion, busy
 /// polling) over `io` (packet: AF_PACKET rings; xdp: AF_XDP sockets fed every frame), then
 /// stops the bridge; returns `f`'s result and the bridge's report (`latlab emu --json`'s). An emulator that cannot open its sockets fails before `f` runs.
-pub(crate) fn with_emulator<T, E: From<io::Error>>(
+pub fn with_emulator<T, E: From<io::Error>>(
     lab: &ClientEmuServer,
     io: Io,
     a_to_b: LinkConfig,

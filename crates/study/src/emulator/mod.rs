@@ -31,7 +31,7 @@ use latlab_lab::progress::View;
 use latlab_lab::results::RunSummary;
 
 mod analysis;
-pub(crate) mod bridge;
+pub mod bridge;
 mod figures;
 mod rates;
 pub mod report;

@@ -33,6 +33,8 @@ mod figures;
 pub mod report;
 mod run;
 mod tables;
+pub mod target;
+pub mod target_report;
 
 /// `latlab study game-server` as a [`Study`]: [`Study::run`] measures every point into
 /// `options.out`'s `points/` folder, then writes Table I, the figures, the flood table and
@@ -42,7 +44,7 @@ pub struct GameServerStudy;
 
 impl Study for GameServerStudy {
     const KIND: StudyKind = StudyKind::GameServer;
-    const POINT_PREFIXES: &'static [&'static str] = &["sweep", "table", "flood"];
+    const POINT_PREFIXES: &'static [&'static str] = &["sweep", "table", "flood", target::PREFIX];
     type Options = StudyOptions;
 
     fn folder(options: &StudyOptions) -> (&Path, Shard) {
@@ -54,10 +56,16 @@ impl Study for GameServerStudy {
         stop: &Stop,
         progress: &mut dyn View,
     ) -> Result<String, StudyError> {
-        run::measure_all(options, stop, progress)
+        match &options.target {
+            Some(target) => target::measure_all(options, target, stop, progress),
+            None => run::measure_all(options, stop, progress),
+        }
     }
 
     fn draw(dir: &Path, topology: &str) -> Result<PathBuf, StudyError> {
+        if target_report::holds_target_points(dir) {
+            return target_report::write(dir, topology);
+        }
         report::write(dir, topology)
     }
 }
@@ -103,6 +111,9 @@ pub struct StudyOptions {
     /// of constant-rate probes of `payload_len` bytes: its sizes, and its gaps paced to each
     /// point's load.
     pub traffic: Option<ClientTraffic>,
+    /// Measure this server instead of latlab's own (`--target`, `--protocol`): only the
+    /// offered load varies ([`target`]).
+    pub target: Option<target::TargetOptions>,
 }
 
 /// A game's traffic for the measuring client (`--model`, `--trace`).
@@ -169,6 +180,7 @@ impl StudyOptions {
             payload_len: 128,
             flood: true,
             traffic: None,
+            target: None,
         }
     }
 
@@ -180,6 +192,17 @@ impl StudyOptions {
             ("--work-cycles".to_string(), self.work_cycles.to_string()),
             ("payload bytes".to_string(), self.payload_len.to_string()),
         ]);
+        if let Some(target) = &self.target {
+            parameters.insert("--target".to_string(), target.addr.to_string());
+            parameters.insert("--protocol".to_string(), target.protocol_name.clone());
+            parameters.remove("--work-cycles");
+            if !target.flags.is_empty() {
+                parameters.insert("protocol flags".to_string(), target.flags.clone());
+            }
+            if let Some(link) = &target.link {
+                parameters.insert("--link".to_string(), link.clone());
+            }
+        }
         if let Some(traffic) = &self.traffic {
             parameters.insert("traffic".to_string(), traffic.name.clone());
         }

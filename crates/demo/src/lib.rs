@@ -408,7 +408,7 @@ fn emulated_run(
 > {
     let lab = ClientEmuServer::build()?;
     view.note(&format!("lab: {}", lab.describe()));
-    let ((summary, result), report) = crate::emulator::bridge::with_emulator(
+    let ((summary, result), report) = latlab_study::emulator::bridge::with_emulator(
         &lab,
         latlab_io::Io::Packet,
         emulated_link(1),
