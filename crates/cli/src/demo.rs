@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
+use latlab_demo::DemoOptions;
 use latlab_lab::command::default_out;
 use latlab_lab::units::{parse_duration, ProbeRate};
-use latlab_demo::DemoOptions;
 
 use crate::{progress, signals, STOP};
 

@@ -423,3 +423,64 @@ fn with_link_the_study_puts_itself_behind_the_emulated_link() {
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("- link: delay=5ms"), "{report}");
 }
+
+/// A SIGTERM sent to the study alone (not to its process group) while it runs itself behind
+/// `--link` reaches the study behind the link: it ends as a stopped study does, exit 143, with
+/// the points it finished written whole.
+#[test]
+fn sigterm_to_a_study_behind_its_link_stops_the_study_behind_it() {
+    if !common::namespaces_or_skip() {
+        return;
+    }
+    let _turn = common::engines();
+    let (host, server) = server_in_a_host_namespace();
+    let target = format!("198.18.99.1:{}", server.addr.port());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let mut cmd = std::process::Command::new("nsenter");
+    cmd.arg(format!("--net=/run/netns/{}", host.name()))
+        .arg(cargo_bin("latlab"))
+        .args(["study", "game-server", "--target", &target])
+        .args(["--protocol", "echo", "--link", "delay=1ms"])
+        .args([
+            "--loads",
+            "100,200,300,400,500,600,700,800",
+            "--duration",
+            "1s",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .env_remove("LATLAB_HOST")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = common::Reaped::new(cmd.spawn().unwrap());
+    // The first point is written (an event, waited for up to 60 s), then the signal goes.
+    let first = out.join("points/target-sweep-echo-100pps.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !first.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no first point in 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    common::signal_pid(child.id(), "TERM");
+    let output = child.into_inner().wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(143), "{stderr}");
+    // Every point file there is whole; the last load was never reached.
+    let points: Vec<_> = std::fs::read_dir(out.join("points"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    for p in &points {
+        if p.extension().is_some_and(|e| e == "json") {
+            let point = json(p);
+            assert_eq!(point["link"], "delay=1ms", "{point}");
+        }
+    }
+    assert!(
+        !out.join("points/target-sweep-echo-800pps.json").exists(),
+        "{points:?}"
+    );
+}

@@ -71,10 +71,24 @@ pub(crate) fn run(a: GameStudyArgs) -> Result<()> {
 /// the study runs as it is and `--link` names the link.)
 fn behind_link(spec: &str) -> Result<()> {
     let exe = std::env::current_exe()?;
-    let status = std::process::Command::new(&exe)
+    let mut child = std::process::Command::new(&exe)
         .args(["run", "--up", spec, "--down", spec, "--"])
         .arg(&exe)
         .args(std::env::args_os().skip(1))
-        .status()?;
+        .spawn()?;
+    // A stopping signal sent to this process alone (not to its group, as a terminal's Ctrl-C
+    // is) is passed on once to the run, which passes it to the study behind it: the study
+    // writes its finished points and ends as it would have here.
+    let mut passed = false;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if let (false, Some(signal)) = (passed, crate::signals::received()) {
+            passed = true;
+            let _ = latlab_io::signal::send(child.id(), signal.number());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     std::process::exit(status.code().unwrap_or(1))
 }
