@@ -111,8 +111,7 @@ pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError
         // memcached: see protocols/memcached
 
         // stun: see protocols/stun
-
-        // ntp: see protocols/ntp
+        "ntp" => Ok(Some(std::sync::Arc::new(latlab_probe::protocol::ntp::Ntp))),
 
         // quake3: see protocols/quake3
 

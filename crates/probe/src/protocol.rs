@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 mod ledger;
 mod meter;
+pub mod ntp;
 mod summary;
 
 pub use ledger::{Ledger, Sent};
