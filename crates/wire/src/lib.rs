@@ -80,6 +80,7 @@ pub mod ipv4;
 pub mod ntp;
 pub mod offload;
 pub mod probe;
+pub mod quake3;
 pub mod stream;
 pub mod transport;
 pub mod udp;
