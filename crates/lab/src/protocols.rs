@@ -113,7 +113,9 @@ pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError
         // stun: see protocols/stun
         "ntp" => Ok(Some(std::sync::Arc::new(latlab_probe::protocol::ntp::Ntp))),
 
-        // quake3: see protocols/quake3
+        "quake3" => Ok(Some(std::sync::Arc::new(
+            latlab_probe::protocol::quake3::Quake3,
+        ))),
 
         // template: see protocols/template
         other => bad(format!("--protocol {other} is not built in this latlab")),

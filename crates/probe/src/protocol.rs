@@ -21,6 +21,7 @@ use std::sync::Arc;
 mod ledger;
 mod meter;
 pub mod ntp;
+pub mod quake3;
 mod summary;
 
 pub use ledger::{Ledger, Sent};
