@@ -42,7 +42,10 @@ fuzz_target!(|data: &[u8]| {
         Err(cause) => assert!(!cause.is_empty()),
     }
     // The query for a sequence number the input picks, answered, names it again.
-    let seq = data.iter().fold(0u64, |a, b| a.rotate_left(8) ^ u64::from(*b)) & ((1 << 40) - 1);
+    let seq = data
+        .iter()
+        .fold(0u64, |a, b| a.rotate_left(8) ^ u64::from(*b))
+        & ((1 << 40) - 1);
     let mut query = [0u8; 64];
     let len = requests
         .write(
