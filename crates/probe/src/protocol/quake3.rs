@@ -4,7 +4,8 @@
 //! A query's challenge is 16 lowercase hex digits: the run's 24-bit tag above the request's
 //! sequence number (40 bits, XORed with a mask of the run). Hex passes the engine's
 //! tokenizer and `Info_SetValueForKey` untouched, and 16 characters are far below the 128
-//! the engine keeps ([`quake3::MAX_CHALLENGE_LEN`]). The server echoes it as the info
+//! the engine keeps ([`quake3::MAX_CHALLENGE_LEN`]: OpenArena's server echoes 128 whole and
+//! does not answer a query with 129). The server echoes it as the info
 //! string's `challenge` ([`Key::Seq`]); a tag of another run names no request (`wrong id`).
 //!
 //! Outcomes: `info`, and `info, server full` when the reply's `clients` (bots included) has
