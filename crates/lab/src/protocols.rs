@@ -117,10 +117,11 @@ pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError
         // memcached: see protocols/memcached
 
         // stun: see protocols/stun
+        "ntp" => Ok(Some(std::sync::Arc::new(latlab_probe::protocol::ntp::Ntp))),
 
-        // ntp: see protocols/ntp
-
-        // quake3: see protocols/quake3
+        "quake3" => Ok(Some(std::sync::Arc::new(
+            latlab_probe::protocol::quake3::Quake3,
+        ))),
 
         // template: see protocols/template
         other => bad(format!("--protocol {other} is not built in this latlab")),

@@ -21,6 +21,8 @@ use std::sync::Arc;
 pub mod echo;
 mod ledger;
 mod meter;
+pub mod ntp;
+pub mod quake3;
 mod summary;
 
 pub use ledger::{Ledger, Sent};
