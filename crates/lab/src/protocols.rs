@@ -3,9 +3,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use latlab_io::udp::UdpSocket;
+use latlab_probe::protocol::dns::{Dns, Query};
 use latlab_probe::protocol::{Request, SharedProtocol};
 use latlab_wire::probe;
 
@@ -82,7 +84,6 @@ impl ProtocolArgs {
 }
 
 /// Reads a file a protocol flag names, the error naming the flag.
-#[allow(dead_code)] // the file-reading protocols (dns, template) call it
 pub(crate) fn read_flag_file(flag: &str, path: &PathBuf) -> Result<Vec<u8>, CommandError> {
     std::fs::read(path).map_err(|e| CommandError::Usage(format!("{flag} {}: {e}", path.display())))
 }
@@ -106,7 +107,7 @@ pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError
     }
     match args.name.as_str() {
         "latlab" | "echo" => Ok(None),
-        // dns: see protocols/dns
+        "dns" => Ok(Some(Arc::new(dns(args)?))),
 
         // memcached: see protocols/memcached
 
@@ -119,6 +120,36 @@ pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError
         // template: see protocols/template
         other => bad(format!("--protocol {other} is not built in this latlab")),
     }
+}
+
+/// `--protocol dns`: the `--query` flags, then the `--queries` file's lines, in turn.
+fn dns(args: &ProtocolArgs) -> Result<Dns, CommandError> {
+    let usage = |text: String| CommandError::Usage(text);
+    let mut queries = Vec::new();
+    for text in &args.queries {
+        queries.push(Query::parse(text).map_err(|e| usage(format!("--query {text:?}: {e}")))?);
+    }
+    if let Some(path) = &args.queries_file {
+        let bytes = read_flag_file("--queries", path)?;
+        let text = String::from_utf8_lossy(&bytes);
+        let read = Query::parse_file(&text)
+            .map_err(|e| usage(format!("--queries {} {e}", path.display())))?;
+        if read.is_empty() {
+            return Err(usage(format!(
+                "--queries {}: no query in it",
+                path.display()
+            )));
+        }
+        queries.extend(read);
+    }
+    if let Some(size) = args.edns.filter(|s| *s < 512) {
+        return Err(usage(format!(
+            "--edns {size}: below 512, the size every DNS server takes (RFC 6891)"
+        )));
+    }
+    Dns::new(queries, args.edns).ok_or_else(|| {
+        usage("--protocol dns needs a query: --query NAME[/TYPE] or --queries FILE".into())
+    })
 }
 
 /// Sends one request of `protocol` a tenth of a second apart from `socket` and waits up to

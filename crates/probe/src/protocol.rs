@@ -18,6 +18,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+pub mod dns;
 mod ledger;
 mod meter;
 mod summary;
