@@ -22,6 +22,7 @@ pub mod dns;
 mod ledger;
 mod meter;
 mod summary;
+pub mod template;
 
 pub use ledger::{Ledger, Sent};
 pub use meter::{ProtocolMeter, ProtocolReport, ProtocolResponse};
