@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use latlab_io::udp::UdpSocket;
+use latlab_probe::protocol::dns::{Dns, Query};
+use latlab_probe::protocol::template::{ReplyToken, Template, TemplateError};
 use latlab_probe::protocol::{Request, SharedProtocol};
 use latlab_wire::probe;
 
@@ -85,7 +87,6 @@ impl ProtocolArgs {
 }
 
 /// Reads a file a protocol flag names, the error naming the flag.
-#[allow(dead_code)] // the file-reading protocols (dns, template) call it
 pub(crate) fn read_flag_file(flag: &str, path: &PathBuf) -> Result<Vec<u8>, CommandError> {
     std::fs::read(path).map_err(|e| CommandError::Usage(format!("{flag} {}: {e}", path.display())))
 }
@@ -112,7 +113,7 @@ pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError
         "echo" => Ok(Some(Arc::new(latlab_probe::protocol::echo::Echo::new(
             args.size,
         )))),
-        // dns: see protocols/dns
+        "dns" => Ok(Some(Arc::new(dns(args)?))),
 
         // memcached: see protocols/memcached
 
@@ -123,7 +124,7 @@ pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError
             latlab_probe::protocol::quake3::Quake3,
         ))),
 
-        // template: see protocols/template
+        "template" => Ok(Some(Arc::new(template(args)?))),
         other => bad(format!("--protocol {other} is not built in this latlab")),
     }
 }
@@ -140,6 +141,100 @@ pub fn flows_needed(protocol: &SharedProtocol, pps: f64, grace: Duration, flows:
     let in_flight = pps * grace.as_secs_f64().max(1e-3);
     let needed = (in_flight / ids as f64).ceil().min(f64::from(u32::MAX)) as u32;
     flows.max(needed)
+}
+
+/// `--protocol dns`: the `--query` flags, then the `--queries` file's lines, in turn.
+fn dns(args: &ProtocolArgs) -> Result<Dns, CommandError> {
+    let usage = |text: String| CommandError::Usage(text);
+    let mut queries = Vec::new();
+    for text in &args.queries {
+        queries.push(Query::parse(text).map_err(|e| usage(format!("--query {text:?}: {e}")))?);
+    }
+    if let Some(path) = &args.queries_file {
+        let bytes = read_flag_file("--queries", path)?;
+        let text = String::from_utf8_lossy(&bytes);
+        let read = Query::parse_file(&text)
+            .map_err(|e| usage(format!("--queries {} {e}", path.display())))?;
+        if read.is_empty() {
+            return Err(usage(format!(
+                "--queries {}: no query in it",
+                path.display()
+            )));
+        }
+        queries.extend(read);
+    }
+    if let Some(size) = args.edns.filter(|s| *s < 512) {
+        return Err(usage(format!(
+            "--edns {size}: below 512, the size every DNS server takes (RFC 6891)"
+        )));
+    }
+    Dns::new(queries, args.edns).ok_or_else(|| {
+        usage("--protocol dns needs a query: --query NAME[/TYPE] or --queries FILE".into())
+    })
+}
+
+/// `--protocol template`: the payload (`--payload HEX`, whitespace between digits allowed, or
+/// `--payload-file FILE`'s bytes), `--token OFFSET:LEN`, `--reply-token OFFSET:LEN|any`.
+fn template(args: &ProtocolArgs) -> Result<Template, CommandError> {
+    let usage = |text: String| CommandError::Usage(text);
+    let payload = match (&args.payload, &args.payload_file) {
+        (Some(hex), _) => parse_hex(hex).map_err(|e| usage(format!("--payload {hex:?}: {e}")))?,
+        (None, Some(path)) => read_flag_file("--payload-file", path)?,
+        (None, None) => {
+            return Err(usage(
+                "--protocol template needs a payload: --payload HEX or --payload-file FILE".into(),
+            ))
+        }
+    };
+    let token = args
+        .token
+        .as_deref()
+        .map(|t| parse_place(t).ok_or_else(|| usage(format!("--token {t:?}: not OFFSET:LEN"))))
+        .transpose()?;
+    let reply = match (&args.reply_token, token) {
+        (None, _) => None,
+        (Some(r), None) => return Err(usage(format!("--reply-token {r} needs --token"))),
+        (Some(r), Some(_)) if r == "any" => Some(ReplyToken::Any),
+        (Some(r), Some((_, len))) => match parse_place(r) {
+            Some((offset, l)) if l == len => Some(ReplyToken::At(offset)),
+            Some(_) => {
+                return Err(usage(format!(
+                    "--reply-token {r}: its LEN must be --token's ({len})"
+                )))
+            }
+            None => return Err(usage(format!("--reply-token {r:?}: not OFFSET:LEN or any"))),
+        },
+    };
+    let token_text = args.token.as_deref().unwrap_or_default();
+    Template::new(payload, token, reply).map_err(|e| match e {
+        TemplateError::ShortAny => usage(format!("--reply-token {e}")),
+        TemplateError::Empty => usage("--payload: the payload is empty".into()),
+        TemplateError::Outside { .. } => usage(format!("--token {e}")),
+        TemplateError::TokenLen(_) => usage(format!("--token {token_text}: {e}")),
+    })
+}
+
+/// `OFFSET:LEN`.
+fn parse_place(text: &str) -> Option<(usize, usize)> {
+    let (offset, len) = text.split_once(':')?;
+    Some((offset.parse().ok()?, len.parse().ok()?))
+}
+
+/// Hex digits, whitespace between them ignored: an even number of them.
+fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
+    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if digits.len() % 2 == 1 {
+        return Err(format!("{} hex digits, an odd number", digits.len()));
+    }
+    digits
+        .chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+                .ok_or_else(|| format!("{:?} is not a hex byte", String::from_utf8_lossy(pair)))
+        })
+        .collect()
 }
 
 /// Sends one request of `protocol` a tenth of a second apart from `socket` and waits up to

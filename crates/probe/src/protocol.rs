@@ -18,12 +18,14 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+pub mod dns;
 pub mod echo;
 mod ledger;
 mod meter;
 pub mod ntp;
 pub mod quake3;
 mod summary;
+pub mod template;
 
 pub use ledger::{Ledger, Sent};
 pub use meter::{ProtocolMeter, ProtocolReport, ProtocolResponse};

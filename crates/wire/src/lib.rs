@@ -72,6 +72,7 @@
 use core::fmt;
 
 pub mod checksum;
+pub mod dns;
 pub mod ecn;
 pub mod ethernet;
 pub mod flow;
