@@ -77,6 +77,7 @@ pub mod ethernet;
 pub mod flow;
 pub mod game;
 pub mod ipv4;
+pub mod memcached;
 pub mod offload;
 pub mod probe;
 pub mod stream;
