@@ -19,6 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 mod ledger;
+pub mod memcached;
 mod meter;
 mod summary;
 
