@@ -236,7 +236,7 @@ impl GenArgs {
             .as_deref()
             .map(|t| latlab_lab::units::parse_share("--set-ratio", t).map_err(CommandError::Usage))
             .transpose()?;
-        opts.protocol = latlab_lab::protocols::build(&ProtocolArgs {
+        let protocol_args = ProtocolArgs {
             name: self.protocol,
             queries: self.queries,
             queries_file: self.queries_file,
@@ -248,7 +248,9 @@ impl GenArgs {
             payload_file: self.payload_file,
             token: self.token,
             reply_token: self.reply_token,
-        })?;
+        };
+        opts.protocol = latlab_lab::protocols::build(&protocol_args)?;
+        latlab_lab::protocols::check_warmup(&protocol_args, opts.warmup, opts.offered_pps())?;
         let mut command = GenCommand::new(opts);
         command.json = self.json;
         command.hlog = self.hlog;

@@ -107,8 +107,7 @@ pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError
     match args.name.as_str() {
         "latlab" | "echo" => Ok(None),
         // dns: see protocols/dns
-
-        // memcached: see protocols/memcached
+        "memcached" => Ok(Some(std::sync::Arc::new(memcached(args)?))),
 
         // stun: see protocols/stun
 
@@ -119,6 +118,61 @@ pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError
         // template: see protocols/template
         other => bad(format!("--protocol {other} is not built in this latlab")),
     }
+}
+
+/// `--protocol memcached`'s load, its flags checked: `--keys` from 1 (default 1000),
+/// `--set-ratio` (default 0.1), `--value-size` (default 100) no larger than one request
+/// datagram holds (memcached takes a request in one UDP datagram, at most 65,507 bytes).
+fn memcached(
+    args: &ProtocolArgs,
+) -> Result<latlab_probe::protocol::memcached::Memcached, CommandError> {
+    let bad = |text: String| Err(CommandError::Usage(text));
+    let keys = args.keys.unwrap_or(1000);
+    if keys == 0 || keys >= 1 << 31 {
+        return bad(format!("--keys {keys}: from 1 to 2147483647 keys"));
+    }
+    let m = latlab_probe::protocol::memcached::Memcached {
+        keys,
+        set_ratio: args.set_ratio.unwrap_or(0.1),
+        value_size: args.value_size.unwrap_or(100),
+    };
+    if !(0.0..=1.0).contains(&m.set_ratio) {
+        return bad(format!("--set-ratio {}: a share from 0 to 1", m.set_ratio));
+    }
+    let len = m.request_len();
+    if len > latlab_wire::memcached::MAX_REQUEST_LEN {
+        let most = m.value_size - (len - latlab_wire::memcached::MAX_REQUEST_LEN);
+        return bad(format!(
+            "--value-size {}: a set of key:{} is {len} bytes, more than the {} of one UDP \
+             datagram, memcached's whole request (at most --value-size {most} with --keys {keys})",
+            m.value_size,
+            keys - 1,
+            latlab_wire::memcached::MAX_REQUEST_LEN,
+        ));
+    }
+    Ok(m)
+}
+
+/// Refuses a memcached run whose warm-up cannot fill its keys: the warm-up's requests are
+/// `set`s of the keys in order, and `warmup` at `pps` must send at least `--keys` of them
+/// for the measured `get`s to find them. A `--warmup 0` is taken as asked: a cold cache.
+pub fn check_warmup(args: &ProtocolArgs, warmup: Duration, pps: f64) -> Result<(), CommandError> {
+    if args.name != "memcached" || warmup.is_zero() {
+        return Ok(());
+    }
+    let keys = args.keys.unwrap_or(1000);
+    let sets = (warmup.as_secs_f64() * pps).floor();
+    if sets >= f64::from(keys) {
+        return Ok(());
+    }
+    let needed = Duration::from_secs_f64((f64::from(keys) / pps).max(0.001));
+    Err(CommandError::Usage(format!(
+        "--warmup {} at {} sends {sets} memcached sets, fewer than --keys {keys}: the \
+         warm-up fills the keys (--warmup {} or more; --warmup 0 measures a cold cache)",
+        crate::units::format_duration(warmup),
+        crate::units::format_rate(pps),
+        crate::units::format_duration(needed.max(Duration::from_millis(1))),
+    )))
 }
 
 /// Sends one request of `protocol` a tenth of a second apart from `socket` and waits up to
