@@ -81,6 +81,7 @@ pub mod memcached;
 pub mod offload;
 pub mod probe;
 pub mod stream;
+pub mod stun;
 pub mod transport;
 pub mod udp;
 pub mod udp_frame;
