@@ -21,6 +21,7 @@ use std::sync::Arc;
 mod ledger;
 pub mod memcached;
 mod meter;
+pub mod stun;
 mod summary;
 
 pub use ledger::{Ledger, Sent};
