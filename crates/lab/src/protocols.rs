@@ -109,7 +109,9 @@ pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError
         // dns: see protocols/dns
         "memcached" => Ok(Some(std::sync::Arc::new(memcached(args)?))),
 
-        // stun: see protocols/stun
+        "stun" => Ok(Some(std::sync::Arc::new(
+            latlab_probe::protocol::stun::Stun,
+        ))),
 
         // ntp: see protocols/ntp
 
