@@ -249,6 +249,44 @@ mod tests {
         build(&args).unwrap_err().to_string()
     }
 
+    fn memcached(keys: Option<u32>, value_size: Option<usize>) -> ProtocolArgs {
+        ProtocolArgs {
+            name: "memcached".into(),
+            keys,
+            value_size,
+            ..ProtocolArgs::default()
+        }
+    }
+
+    #[test]
+    fn memcached_refuses_a_value_no_request_datagram_holds_and_a_warm_up_too_short() {
+        assert!(build(&memcached(None, Some(65_474))).unwrap().is_some());
+        assert_eq!(
+            error(memcached(None, Some(65_475))),
+            "--value-size 65475: a set of key:999 is 65508 bytes, more than the 65507 of one \
+             UDP datagram, memcached's whole request (at most --value-size 65474 with --keys 1000)"
+        );
+        assert_eq!(
+            error(memcached(Some(0), None)),
+            "--keys 0: from 1 to 2147483647 keys"
+        );
+        let ms = Duration::from_millis;
+        let check = |args: &ProtocolArgs, warmup, pps| check_warmup(args, warmup, pps);
+        assert!(check(&memcached(None, None), ms(1000), 1000.0).is_ok());
+        assert!(
+            check(&memcached(None, None), ms(0), 1000.0).is_ok(),
+            "a cold cache, asked"
+        );
+        assert!(check(&memcached(Some(50), None), ms(100), 1000.0).is_ok());
+        let short = check(&memcached(None, None), ms(100), 1000.0).unwrap_err();
+        assert_eq!(
+            short.to_string(),
+            "--warmup 100ms at 1000 pps sends 100 memcached sets, fewer than --keys 1000: the \
+             warm-up fills the keys (--warmup 1s or more; --warmup 0 measures a cold cache)"
+        );
+        assert!(check(&ProtocolArgs::latlab(), ms(1), 1.0).is_ok());
+    }
+
     #[test]
     fn an_unknown_protocol_and_a_misplaced_flag_are_named() {
         let unknown = ProtocolArgs {
