@@ -235,8 +235,11 @@ impl MemcachedReplies {
     /// one when there is no room for another.
     fn evict(&mut self, flow: u32, id: u16) {
         let before = self.pending.len();
-        self.pending
-            .retain(|p| p.flow != flow || id.wrapping_sub(p.id) <= PENDING_AGE);
+        // Behind by more than half the ID space is ahead: a reply overtaken by an older one.
+        self.pending.retain(|p| {
+            let behind = id.wrapping_sub(p.id);
+            p.flow != flow || behind <= PENDING_AGE || behind > u16::MAX / 2
+        });
         if self.pending.len() >= MAX_PENDING {
             if let Some(oldest) = (0..self.pending.len()).min_by_key(|&i| self.pending[i].born) {
                 self.pending.swap_remove(oldest);

@@ -328,3 +328,53 @@ fn a_reply_naming_another_key_or_a_set_answered_with_a_value_is_a_mismatch() {
         Err("too many datagrams")
     );
 }
+
+#[test]
+fn an_older_reply_overtaking_a_newer_one_drops_neither_and_an_old_one_is_dropped() {
+    let m = Memcached {
+        keys: 10,
+        set_ratio: 0.0,
+        value_size: 1,
+    };
+    let (_, mut replies) = m.split(1, &["127.0.0.1:1".parse().unwrap()]);
+    let part = |id: u16, sequence: u16, text: &[u8]| {
+        let mut d = vec![0u8; 8];
+        Frame {
+            request_id: id,
+            sequence,
+            total: 2,
+        }
+        .emit(&mut d)
+        .unwrap();
+        d.extend(text);
+        d
+    };
+    let hit = b"VALUE key:3 0 1\r\nx\r\nEND\r\n";
+    let (head, tail) = hit.split_at(10);
+    assert_eq!(replies.read(0, &part(10, 0, head)), Ok(Read::Partial));
+    assert_eq!(replies.read(0, &part(9, 1, tail)), Ok(Read::Partial));
+    assert_eq!(
+        replies.read(0, &part(10, 1, tail)),
+        Ok(Read::Answer(Key::Slot(10)))
+    );
+    assert_eq!(
+        replies.read(0, &part(9, 0, head)),
+        Ok(Read::Answer(Key::Slot(9)))
+    );
+    // Request 20 is left incomplete; its flow goes PENDING_AGE + 1 IDs past it.
+    assert_eq!(replies.read(0, &part(20, 0, head)), Ok(Read::Partial));
+    assert_eq!(
+        replies.read(0, &part(20, 0, head)),
+        Ok(Read::Partial),
+        "a duplicate"
+    );
+    let later = 20 + PENDING_AGE + 1;
+    assert_eq!(
+        replies.read(0, &part(later, 0, head)),
+        Err("incomplete reply")
+    );
+    assert_eq!(
+        replies.read(0, &part(later, 1, tail)),
+        Ok(Read::Answer(Key::Slot(u64::from(later))))
+    );
+}
