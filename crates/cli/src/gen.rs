@@ -194,7 +194,9 @@ impl GenArgs {
         opts.rcvbuf = self.rcvbuf;
         opts.check = !self.no_check;
         opts.clock = self.clock;
-        opts.protocol = latlab_lab::protocols::build(&self.protocol.args(self.size)?)?;
+        let protocol_args = self.protocol.args(self.size)?;
+        opts.protocol = latlab_lab::protocols::build(&protocol_args)?;
+        latlab_lab::protocols::check_warmup(&protocol_args, opts.warmup, opts.offered_pps())?;
         let mut command = GenCommand::new(opts);
         command.json = self.json;
         command.hlog = self.hlog;

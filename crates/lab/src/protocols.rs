@@ -115,10 +115,12 @@ pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError
         )))),
         "dns" => Ok(Some(Arc::new(dns(args)?))),
 
-        // memcached: see protocols/memcached
-
-        // stun: see protocols/stun
         "ntp" => Ok(Some(std::sync::Arc::new(latlab_probe::protocol::ntp::Ntp))),
+        "memcached" => Ok(Some(std::sync::Arc::new(memcached(args)?))),
+
+        "stun" => Ok(Some(std::sync::Arc::new(
+            latlab_probe::protocol::stun::Stun,
+        ))),
 
         "quake3" => Ok(Some(std::sync::Arc::new(
             latlab_probe::protocol::quake3::Quake3,
@@ -237,6 +239,61 @@ fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
         .collect()
 }
 
+/// `--protocol memcached`'s load, its flags checked: `--keys` from 1 (default 1000),
+/// `--set-ratio` (default 0.1), `--value-size` (default 100) no larger than one request
+/// datagram holds (memcached takes a request in one UDP datagram, at most 65,507 bytes).
+fn memcached(
+    args: &ProtocolArgs,
+) -> Result<latlab_probe::protocol::memcached::Memcached, CommandError> {
+    let bad = |text: String| Err(CommandError::Usage(text));
+    let keys = args.keys.unwrap_or(1000);
+    if keys == 0 || keys >= 1 << 31 {
+        return bad(format!("--keys {keys}: from 1 to 2147483647 keys"));
+    }
+    let m = latlab_probe::protocol::memcached::Memcached {
+        keys,
+        set_ratio: args.set_ratio.unwrap_or(0.1),
+        value_size: args.value_size.unwrap_or(100),
+    };
+    if !(0.0..=1.0).contains(&m.set_ratio) {
+        return bad(format!("--set-ratio {}: a share from 0 to 1", m.set_ratio));
+    }
+    let len = m.request_len();
+    if len > latlab_wire::memcached::MAX_REQUEST_LEN {
+        let most = m.value_size - (len - latlab_wire::memcached::MAX_REQUEST_LEN);
+        return bad(format!(
+            "--value-size {}: a set of key:{} is {len} bytes, more than the {} of one UDP \
+             datagram, memcached's whole request (at most --value-size {most} with --keys {keys})",
+            m.value_size,
+            keys - 1,
+            latlab_wire::memcached::MAX_REQUEST_LEN,
+        ));
+    }
+    Ok(m)
+}
+
+/// Refuses a memcached run whose warm-up cannot fill its keys: the warm-up's requests are
+/// `set`s of the keys in order, and `warmup` at `pps` must send at least `--keys` of them
+/// for the measured `get`s to find them. A `--warmup 0` is taken as asked: a cold cache.
+pub fn check_warmup(args: &ProtocolArgs, warmup: Duration, pps: f64) -> Result<(), CommandError> {
+    if args.name != "memcached" || warmup.is_zero() {
+        return Ok(());
+    }
+    let keys = args.keys.unwrap_or(1000);
+    let sets = (warmup.as_secs_f64() * pps).floor();
+    if sets >= f64::from(keys) {
+        return Ok(());
+    }
+    let needed = Duration::from_secs_f64((f64::from(keys) / pps).max(0.001));
+    Err(CommandError::Usage(format!(
+        "--warmup {} at {} sends {sets} memcached sets, fewer than --keys {keys}: the \
+         warm-up fills the keys (--warmup {} or more; --warmup 0 measures a cold cache)",
+        crate::units::format_duration(warmup),
+        crate::units::format_rate(pps),
+        crate::units::format_duration(needed.max(Duration::from_millis(1))),
+    )))
+}
+
 /// Sends one request of `protocol` a tenth of a second apart from `socket` and waits up to
 /// `timeout` for any datagram from `target`, so that a run against nothing fails at once with
 /// the reason instead of reporting every request unanswered. (What came back is not judged:
@@ -307,6 +364,44 @@ mod tests {
 
     fn error(args: ProtocolArgs) -> String {
         build(&args).unwrap_err().to_string()
+    }
+
+    fn memcached(keys: Option<u32>, value_size: Option<usize>) -> ProtocolArgs {
+        ProtocolArgs {
+            name: "memcached".into(),
+            keys,
+            value_size,
+            ..ProtocolArgs::default()
+        }
+    }
+
+    #[test]
+    fn memcached_refuses_a_value_no_request_datagram_holds_and_a_warm_up_too_short() {
+        assert!(build(&memcached(None, Some(65_474))).unwrap().is_some());
+        assert_eq!(
+            error(memcached(None, Some(65_475))),
+            "--value-size 65475: a set of key:999 is 65508 bytes, more than the 65507 of one \
+             UDP datagram, memcached's whole request (at most --value-size 65474 with --keys 1000)"
+        );
+        assert_eq!(
+            error(memcached(Some(0), None)),
+            "--keys 0: from 1 to 2147483647 keys"
+        );
+        let ms = Duration::from_millis;
+        let check = |args: &ProtocolArgs, warmup, pps| check_warmup(args, warmup, pps);
+        assert!(check(&memcached(None, None), ms(1000), 1000.0).is_ok());
+        assert!(
+            check(&memcached(None, None), ms(0), 1000.0).is_ok(),
+            "a cold cache, asked"
+        );
+        assert!(check(&memcached(Some(50), None), ms(100), 1000.0).is_ok());
+        let short = check(&memcached(None, None), ms(100), 1000.0).unwrap_err();
+        assert_eq!(
+            short.to_string(),
+            "--warmup 100ms at 1000 pps sends 100 memcached sets, fewer than --keys 1000: the \
+             warm-up fills the keys (--warmup 1s or more; --warmup 0 measures a cold cache)"
+        );
+        assert!(check(&ProtocolArgs::latlab(), ms(1), 1.0).is_ok());
     }
 
     #[test]

@@ -21,9 +21,11 @@ use std::sync::Arc;
 pub mod dns;
 pub mod echo;
 mod ledger;
+pub mod memcached;
 mod meter;
 pub mod ntp;
 pub mod quake3;
+pub mod stun;
 mod summary;
 pub mod template;
 
