@@ -37,8 +37,8 @@ use latlab_wire::udp_frame::HEADERS_LEN;
 pub use latlab_probe::{Interval, Progress};
 
 mod result;
+use result::drive_to_result;
 pub use result::GeneratorResult;
-use result::OutcomeParts;
 
 /// How the generator uses the machine's cores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,25 +208,12 @@ pub fn run_ports<P: DatagramPort>(
         switch: config.switch.as_ref(),
         threads: config.threads,
     };
-    let mut send_failed = SendFailures::default();
     let invalid = |e: latlab_probe::Error| io::Error::new(io::ErrorKind::InvalidInput, e);
     let start = now_ns();
-    let (report, loss_bursts, protocol, outcome, stopped_early) = match &config.protocol {
+    match &config.protocol {
         None => {
             let run = Run::new(&config.run_config(), start, Meter::new).map_err(invalid)?;
-            let (outcome, stopped) = drive_counting(
-                ports,
-                how,
-                run,
-                NoBackground,
-                stop,
-                progress,
-                &mut send_failed,
-            )?;
-            let report = outcome.meter.report(&outcome.counts);
-            let bursts = outcome.meter.loss_bursts(&outcome.counts);
-            let parts = OutcomeParts::of(&outcome);
-            (report, bursts, None, parts, stopped)
+            drive_to_result(ports, how, run, stop, progress, timestamp_source)
         }
         Some(protocol) => {
             let run = Run::with_protocol(
@@ -237,33 +224,9 @@ pub fn run_ports<P: DatagramPort>(
                 config.target,
             )
             .map_err(invalid)?;
-            let (outcome, stopped) = drive_counting(
-                ports,
-                how,
-                run,
-                NoBackground,
-                stop,
-                progress,
-                &mut send_failed,
-            )?;
-            let report = outcome.meter.report(&outcome.counts);
-            let counts = outcome.meter.protocol_report(&outcome.counts);
-            let parts = OutcomeParts::of(&outcome);
-            (report, Vec::new(), Some(counts), parts, stopped)
+            drive_to_result(ports, how, run, stop, progress, timestamp_source)
         }
-    };
-    Ok(GeneratorResult {
-        loss_bursts,
-        report,
-        intervals: outcome.intervals,
-        start_ns: outcome.start_ns,
-        first_send_ns: outcome.first_send_ns,
-        last_send_ns: outcome.last_send_ns,
-        timestamp_source,
-        stopped_early,
-        send_failed,
-        protocol,
-    })
+    }
 }
 
 impl GeneratorConfig {

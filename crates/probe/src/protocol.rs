@@ -28,6 +28,7 @@ pub mod quake3;
 pub mod stun;
 mod summary;
 pub mod template;
+pub mod token;
 
 pub use ledger::{Ledger, Sent};
 pub use meter::{ProtocolMeter, ProtocolReport, ProtocolResponse};

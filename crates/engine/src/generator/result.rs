@@ -1,8 +1,13 @@
-//! What a generator run measured ([`GeneratorResult`]).
+//! What a generator run measured ([`GeneratorResult`]), and the run driven to it.
 
-use latlab_io::port::{SendFailures, TimestampSource};
-use latlab_probe::protocol::ProtocolReport;
-use latlab_probe::{Interval, MeterReport, Outcome};
+use std::io;
+
+use latlab_io::port::{DatagramPort, SendFailures, TimestampSource};
+use latlab_probe::protocol::{ProtocolMeter, ProtocolReport};
+use latlab_probe::{Interval, Meter, MeterReport, Metering, Progress, Run, SendCounts};
+
+use super::{drive_counting, Drive, NoBackground};
+use crate::Stop;
 
 /// What a generator run measured.
 #[derive(Clone, Debug)]
@@ -41,21 +46,59 @@ impl GeneratorResult {
     }
 }
 
-/// What a run's outcome says besides its meter.
-pub(super) struct OutcomeParts {
-    pub(super) intervals: Vec<Interval>,
-    pub(super) start_ns: u64,
-    pub(super) first_send_ns: u64,
-    pub(super) last_send_ns: u64,
+/// Drives `run` over `ports` (whose receive stamps come from `timestamp_source`) until it is
+/// done, and makes its result.
+pub(super) fn drive_to_result<P: DatagramPort, M: Metering + Send + Reported>(
+    ports: &mut [P],
+    how: Drive<'_>,
+    run: Run<M>,
+    stop: &Stop,
+    progress: &mut (dyn FnMut(Progress) + Send),
+    timestamp_source: TimestampSource,
+) -> io::Result<GeneratorResult> {
+    let mut send_failed = SendFailures::default();
+    let (outcome, stopped_early) = drive_counting(
+        ports,
+        how,
+        run,
+        NoBackground,
+        stop,
+        progress,
+        &mut send_failed,
+    )?;
+    let (report, loss_bursts, protocol) = outcome.meter.reported(&outcome.counts);
+    Ok(GeneratorResult {
+        loss_bursts,
+        report,
+        intervals: outcome.intervals,
+        start_ns: outcome.start_ns,
+        first_send_ns: outcome.first_send_ns,
+        last_send_ns: outcome.last_send_ns,
+        timestamp_source,
+        stopped_early,
+        send_failed,
+        protocol,
+    })
 }
 
-impl OutcomeParts {
-    pub(super) fn of<M>(outcome: &Outcome<M>) -> OutcomeParts {
-        OutcomeParts {
-            intervals: outcome.intervals.clone(),
-            start_ns: outcome.start_ns,
-            first_send_ns: outcome.first_send_ns,
-            last_send_ns: outcome.last_send_ns,
-        }
+/// What a generator's meter reports at the end of a run, given what was sent: the report
+/// every run has, the lengths of its loss bursts (latlab's probes), a protocol's own counts.
+pub(super) trait Reported {
+    fn reported(&self, sent: &SendCounts) -> (MeterReport, Vec<u64>, Option<ProtocolReport>);
+}
+
+impl Reported for Meter {
+    fn reported(&self, sent: &SendCounts) -> (MeterReport, Vec<u64>, Option<ProtocolReport>) {
+        (self.report(sent), self.loss_bursts(sent), None)
+    }
+}
+
+impl Reported for ProtocolMeter {
+    fn reported(&self, sent: &SendCounts) -> (MeterReport, Vec<u64>, Option<ProtocolReport>) {
+        (
+            self.report(sent),
+            Vec::new(),
+            Some(self.protocol_report(sent)),
+        )
     }
 }

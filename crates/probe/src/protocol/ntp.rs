@@ -18,11 +18,11 @@ use std::net::SocketAddr;
 
 use latlab_wire::ntp::{self, Mode, Packet, Repr, Timestamp};
 
+use super::token::RunKey;
 use super::{Cause, Key, Protocol, Read, Replies, Request, Requests, Sent, Verdict, Written};
 
-/// Bits of the token that hold the sequence number.
-const SEQ_BITS: u32 = 40;
-const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+/// What this protocol mixes into its run's key.
+const SALT: u64 = 0x4e54_5076_3400_0000;
 
 /// T3 − T2 above this is no server's time with one request.
 const MAX_SERVER_NS: i64 = 1_000_000_000;
@@ -55,45 +55,9 @@ impl Protocol for Ntp {
     }
 
     fn split(&self, run_id: u32, _locals: &[SocketAddr]) -> (Box<dyn Requests>, Box<dyn Replies>) {
-        let key = RunKey::new(run_id);
+        let key = RunKey::new(run_id, SALT);
         (Box::new(NtpRequests { key }), Box::new(NtpReplies { key }))
     }
-}
-
-/// What a run mixes into its tokens.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct RunKey {
-    /// 24 bits, never zero.
-    tag: u64,
-    /// 40 bits XORed over the sequence number.
-    mask: u64,
-}
-
-impl RunKey {
-    fn new(run_id: u32) -> RunKey {
-        let mixed = splitmix64(u64::from(run_id) ^ 0x4e54_5076_3400_0000);
-        RunKey {
-            tag: ((mixed >> SEQ_BITS) & 0xff_ffff).max(1),
-            mask: mixed & SEQ_MASK,
-        }
-    }
-
-    /// The token of request `seq` (its low 40 bits).
-    fn token(self, seq: u64) -> u64 {
-        (self.tag << SEQ_BITS) | ((seq ^ self.mask) & SEQ_MASK)
-    }
-
-    /// The sequence number `token` holds, `None` for another run's token.
-    fn seq(self, token: u64) -> Option<u64> {
-        (token >> SEQ_BITS == self.tag).then_some((token ^ self.mask) & SEQ_MASK)
-    }
-}
-
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[derive(Debug)]

@@ -27,6 +27,7 @@ use std::net::SocketAddr;
 
 use latlab_wire::quake3::{self, OutOfBand};
 
+use super::token::RunKey;
 use super::{Cause, Key, Protocol, Read, Replies, Request, Requests, Sent, Verdict, Written};
 
 /// Queries a second one source address may send before ioquake3 drops some (after a burst of
@@ -38,10 +39,6 @@ pub const ALL_ADDRESSES_PPS: f64 = 10.0;
 
 /// Queries the engine answers at once before its rate limit drains.
 pub const BURST: u32 = 10;
-
-/// Bits of the token that hold the sequence number.
-const SEQ_BITS: u32 = 40;
-const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
 
 /// Hex digits of a challenge.
 const CHALLENGE_LEN: usize = 16;
@@ -66,7 +63,7 @@ impl Protocol for Quake3 {
     }
 
     fn split(&self, run_id: u32, _locals: &[SocketAddr]) -> (Box<dyn Requests>, Box<dyn Replies>) {
-        let key = RunKey::new(run_id);
+        let key = Challenges::new(run_id);
         (
             Box::new(Quake3Requests { key }),
             Box::new(Quake3Replies { key }),
@@ -95,27 +92,18 @@ impl Protocol for Quake3 {
     }
 }
 
-/// What a run mixes into its challenges.
+/// A run's challenges: its [`RunKey`]'s tokens as hex digits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct RunKey {
-    /// 24 bits, never zero.
-    tag: u64,
-    /// 40 bits XORed over the sequence number.
-    mask: u64,
-}
+struct Challenges(RunKey);
 
-impl RunKey {
-    fn new(run_id: u32) -> RunKey {
-        let mixed = splitmix64(u64::from(run_id) ^ 0x5133_4133_0000_0000);
-        RunKey {
-            tag: ((mixed >> SEQ_BITS) & 0xff_ffff).max(1),
-            mask: mixed & SEQ_MASK,
-        }
+impl Challenges {
+    fn new(run_id: u32) -> Challenges {
+        Challenges(RunKey::new(run_id, 0x5133_4133_0000_0000))
     }
 
     /// The challenge of request `seq` (its low 40 bits), 16 hex digits.
     fn challenge(self, seq: u64) -> [u8; CHALLENGE_LEN] {
-        let token = (self.tag << SEQ_BITS) | ((seq ^ self.mask) & SEQ_MASK);
+        let token = self.0.token(seq);
         let mut out = [0u8; CHALLENGE_LEN];
         for (i, b) in out.iter_mut().enumerate() {
             let nibble = (token >> (4 * (CHALLENGE_LEN - 1 - i))) & 0xf;
@@ -140,20 +128,13 @@ impl RunKey {
             };
             token = (token << 4) | u64::from(nibble);
         }
-        Ok((token >> SEQ_BITS == self.tag).then_some((token ^ self.mask) & SEQ_MASK))
+        Ok(self.0.seq(token))
     }
-}
-
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[derive(Debug)]
 struct Quake3Requests {
-    key: RunKey,
+    key: Challenges,
 }
 
 impl Requests for Quake3Requests {
@@ -166,7 +147,7 @@ impl Requests for Quake3Requests {
 
 #[derive(Debug)]
 struct Quake3Replies {
-    key: RunKey,
+    key: Challenges,
 }
 
 /// The info string of `payload`, or why it is none.

@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 
 use latlab_wire::stun::{self as wire, Message, Response};
 
+use super::token::splitmix64;
 use super::{Cause, Key, Protocol, Read, Replies, Request, Requests, Sent, Verdict, Written};
 
 /// The outcomes, in [`Verdict::outcome`]'s order.
@@ -28,13 +29,6 @@ pub const OUTCOMES: &[&str] = &[
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stun;
 
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
 /// The run's part of a transaction ID, and the mask over its sequence number.
 #[derive(Clone, Copy, Debug)]
 struct Ids {
@@ -44,10 +38,10 @@ struct Ids {
 
 impl Ids {
     fn new(run_id: u32) -> Ids {
-        let h = mix(u64::from(run_id));
+        let h = splitmix64(u64::from(run_id));
         Ids {
             tag: ((h >> 32) as u32).to_be_bytes(),
-            mask: mix(h ^ 0x5354_554e),
+            mask: splitmix64(h ^ 0x5354_554e),
         }
     }
 

@@ -25,6 +25,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use super::token::splitmix64;
 use super::{Cause, Key, Protocol, Read, Replies, Request, Requests, Sent, Verdict, Written};
 
 /// The longest token.
@@ -112,14 +113,6 @@ impl Template {
     }
 }
 
-/// A 64-bit key from the run id (splitmix64's finaliser).
-fn run_key(run_id: u32) -> u64 {
-    let mut z = u64::from(run_id).wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// The two halves' shared view of the token.
 #[derive(Clone, Debug)]
 struct Tokens {
@@ -131,11 +124,11 @@ struct Tokens {
 
 impl Tokens {
     fn new(template: &Template, run_id: u32) -> Tokens {
-        let key = run_key(run_id);
+        let key = splitmix64(u64::from(run_id));
         Tokens {
             template: template.clone(),
             key,
-            tail: run_key(run_id ^ 0x5a5a_5a5a).to_be_bytes(),
+            tail: splitmix64(u64::from(run_id ^ 0x5a5a_5a5a)).to_be_bytes(),
         }
     }
 

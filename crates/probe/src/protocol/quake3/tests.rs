@@ -60,13 +60,16 @@ fn a_query_is_getinfo_with_sixteen_hex_digits() {
 #[test]
 fn challenges_give_back_their_sequence_number_and_no_other_runs() {
     for run in [0, 7, u32::MAX] {
-        let key = RunKey::new(run);
-        for seq in [0, 1, 1 << 39, SEQ_MASK] {
+        let key = Challenges::new(run);
+        for seq in [0, 1, 1 << 39, crate::protocol::token::SEQ_MASK] {
             assert_eq!(key.seq(&key.challenge(seq)), Ok(Some(seq)));
         }
     }
-    assert_eq!(RunKey::new(2).seq(&RunKey::new(1).challenge(5)), Ok(None));
-    let key = RunKey::new(7);
+    assert_eq!(
+        Challenges::new(2).seq(&Challenges::new(1).challenge(5)),
+        Ok(None)
+    );
+    let key = Challenges::new(7);
     assert_eq!(key.seq(b"abc"), Err("challenge not latlab's"));
     assert_eq!(key.seq(b"ABCDEF0123456789"), Err("challenge not latlab's"));
 }
