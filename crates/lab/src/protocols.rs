@@ -127,7 +127,8 @@ pub fn build(args: &ProtocolArgs) -> Result<Option<SharedProtocol>, CommandError
         ))),
 
         "template" => Ok(Some(Arc::new(template(args)?))),
-        other => bad(format!("--protocol {other} is not built in this latlab")),
+        // NAMES, checked above, holds these arms and no other.
+        other => bad(format!("--protocol {other} is not a protocol")),
     }
 }
 
