@@ -98,9 +98,33 @@ pub struct TargetPoint {
     pub protocol_counts: Option<ProtocolSummary>,
 }
 
-/// The key of a target point.
+/// The key of a target point: its load as [`load_text`] writes it, `.` as `_` (`0_5pps`).
 pub fn key(phase: &str, protocol: &str, load: f64) -> String {
-    format!("{PREFIX}-{phase}-{protocol}-{}pps", load.round() as u64)
+    format!(
+        "{PREFIX}-{phase}-{protocol}-{}pps",
+        load_text(load).replace('.', "_")
+    )
+}
+
+/// A load as the study shows it: whole requests a second from 100 up, else to a hundredth
+/// (a game engine's query limit is one a second: its table loads are fractions of that).
+pub fn load_text(load: f64) -> String {
+    let load = tidy(load);
+    if load.fract() == 0.0 {
+        format!("{load:.0}")
+    } else {
+        let text = format!("{load:.2}");
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// `load` rounded as [`load_text`] shows it, at least a hundredth.
+fn tidy(load: f64) -> f64 {
+    if load >= 100.0 {
+        load.round()
+    } else {
+        ((load * 100.0).round() / 100.0).max(0.01)
+    }
 }
 
 /// What a sweep measured.
@@ -156,7 +180,7 @@ pub fn sweep<E>(
             }
         };
         if loss > DROP_THRESHOLD && result.first_drop.is_none() {
-            let half = (load / 2.0).round();
+            let half = tidy(load / 2.0);
             if i == 0 && halvings < HALVINGS && half >= MIN_LOAD {
                 halvings += 1;
                 loads.insert(0, half);
@@ -178,7 +202,7 @@ pub fn sweep<E>(
 pub fn table_loads(base: f64) -> Vec<(f64, f64)> {
     TABLE_FRACTIONS
         .iter()
-        .map(|&f| (f, (base * f).round().max(1.0)))
+        .map(|&f| (f, tidy(base * f)))
         .collect()
 }
 
@@ -409,5 +433,11 @@ mod tests {
     fn keys_say_target_phase_protocol_and_load() {
         assert_eq!(key("sweep", "dns", 1999.6), "target-sweep-dns-2000pps");
         assert_eq!(key("table", "echo", 220.0), "target-table-echo-220pps");
+        // A game engine's loads are below one a second: they keep their hundredths.
+        assert_eq!(key("table", "quake3", 0.4), "target-table-quake3-0_4pps");
+        assert_eq!(key("table", "quake3", 1.8), "target-table-quake3-1_8pps");
+        assert_eq!(key("sweep", "quake3", 0.5), "target-sweep-quake3-0_5pps");
+        assert_ne!(key("sweep", "quake3", 0.5), key("sweep", "quake3", 1.0));
+        assert_eq!(table_loads(2.0), vec![(0.2, 0.4), (0.9, 1.8), (1.1, 2.2)]);
     }
 }

@@ -9,7 +9,7 @@ use latlab_lab::plot::{ccdf_svg, lines_svg, Line, ROUND_TRIP_AXIS};
 use latlab_lab::results::write_atomic;
 use latlab_stats::{ccdf, Estimate, LatencyHistogram, Quantile};
 
-use super::target::{TargetPoint, PREFIX};
+use super::target::{load_text, TargetPoint, PREFIX};
 use super::{DROP_THRESHOLD, QUANTILES};
 use crate::{points, StudyError};
 
@@ -149,9 +149,9 @@ pub(super) fn table1_md(table: &[Loaded]) -> String {
         let p = &l.point;
         let _ = write!(
             s,
-            "| {} | {:.0} | {:.2}% | {} | {} |",
+            "| {} | {} | {:.2}% | {} | {} |",
             fraction_text(p),
-            p.load_pps,
+            load_text(p.load_pps),
             p.loss_ratio * 100.0,
             mean_us(p).map_or("n/a".into(), |m| format!("{m:.1}")),
             if p.latency_ns.count > 0 {
@@ -240,9 +240,9 @@ pub(super) fn fig3(table: &[Loaded]) -> Result<String, String> {
             (!h.is_empty()).then(|| {
                 (
                     format!(
-                        "{} ({:.0} req/s)",
+                        "{} ({} req/s)",
                         fraction_text(&l.point),
-                        l.point.load_pps
+                        load_text(l.point.load_pps)
                     ),
                     ccdf(h),
                 )
@@ -365,7 +365,7 @@ fn report_md(
     let loads: Vec<String> = pts
         .sweep
         .iter()
-        .map(|l| format!("{:.0}", l.point.load_pps))
+        .map(|l| load_text(l.point.load_pps))
         .collect();
     if pts.sweep.is_empty() {
         s.push_str("No sweep points were measured.\n");
@@ -384,12 +384,13 @@ fn report_md(
                     .filter(|l| l.point.load_pps < d)
                     .map(|l| l.point.load_pps)
                     .reduce(f64::max);
-                let _ = write!(s, "First drop: **{d:.0} requests/s**");
+                let _ = write!(s, "First drop: **{} requests/s**", load_text(d));
                 match below {
                     Some(b) => {
                         let _ = writeln!(
                             s,
-                            " (the load below it, {b:.0}/s, answered within the threshold)."
+                            " (the load below it, {}/s, answered within the threshold).",
+                            load_text(b)
                         );
                     }
                     None => s.push_str(
