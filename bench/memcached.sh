@@ -53,9 +53,15 @@ stop() {
   unset 'pids[-1]'
 }
 
+# The server namespace's UDP receive-buffer drops (/proc/net/snmp's Udp RcvbufErrors): where
+# memcached's socket overflowed.
+rcvbuf_errors() { ip netns exec "$ns_s" awk '/^Udp:/ { if (h) print $6; h = 1 }' /proc/net/snmp; }
+
 # point NAME ARGS…: one latlab gen run; its summary in $out/NAME.json, a line in results.txt.
 point() {
   local name=$1; shift
+  local drops_before
+  drops_before=$(rcvbuf_errors)
   "${client[@]}" "$latlab" gen --poll busy --cpu 0 --duration "${secs}s" --json "$out/$name.json" "$@" \
     >"$out/$name.txt" 2>&1 || { echo "$name failed: $(tail -1 "$out/$name.txt")"; return; }
   python3 - "$out/$name.json" "$name" <<'EOF' | tee -a "$out/results.txt"
@@ -71,6 +77,8 @@ print(f"{sys.argv[2]}: offered {d['offered_pps']:.0f}/s achieved {d['achieved_pp
       f"p50 {us(l['p50'])} p99 {us(l['p99'])} p99.9 {us(l['p99_9'])} max {us(l['max'])} us "
       f"{outcomes}")
 EOF
+  echo "  server socket drops (warm-up included): $(($(rcvbuf_errors) - drops_before))" |
+    tee -a "$out/results.txt"
 }
 
 : >"$out/results.txt"
@@ -78,7 +86,7 @@ start "$out/memcached.log" memcached -U 11211 -p 11211 -l "$server" -t 1 -u nobo
 mc=(--protocol memcached --target "$server:11211" --warmup 1s)
 point mc-10k "${mc[@]}" --rate 10000
 point mc-50k "${mc[@]}" --rate 50000
-for rate in 50000 100000 150000 200000 300000; do
+for rate in 50000 100000 150000 200000 250000 300000; do
   point "mc-gets-$rate" "${mc[@]}" --rate "$rate" --set-ratio 0
 done
 if [ -n "$memaslap" ]; then
