@@ -6,6 +6,7 @@ L=$(realpath "${LATLAB:-target/release/latlab}")
 C=latlab-bench-dns-c; S=latlab-bench-dns-s; D=${DNSBENCH_DIR:-/tmp/dnsbench}
 cleanup() { [ -n "${UB:-}" ] && kill $UB 2>/dev/null; wait 2>/dev/null; ip netns del $C 2>/dev/null; ip netns del $S 2>/dev/null; }
 trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
 ip netns add $C; ip netns add $S
 ip -n $C link add veth0 type veth peer name veth0 netns $S
 ip -n $C addr add 198.18.0.1/30 dev veth0; ip -n $S addr add 198.18.0.2/30 dev veth0
@@ -46,6 +47,13 @@ cap() { # rate name
   gen $1 $2
   sleep 1; kill -INT $T; wait $T
   tshark -r $D/cap-$2.pcap -Y "dns.flags.response == 1" -T fields -e dns.time > $D/dnstime-$2.txt 2>/dev/null
+}
+capc() { # rate name: the same, captured on the client's veth (the client's wire round trip)
+  ip netns exec $C tshark -q -i veth0 -f "udp port 53" -w $D/capc-$2.pcap > /dev/null 2>&1 & T=$!
+  sleep 2
+  gen $1 $2
+  sleep 1; kill -INT $T; wait $T
+  tshark -r $D/capc-$2.pcap -Y "dns.flags.response == 1" -T fields -e dns.time > $D/dnstime-$2.txt 2>/dev/null
 }
 dp() { # name [args]
   local n=$1; shift
