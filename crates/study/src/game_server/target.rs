@@ -40,7 +40,7 @@ pub const HALVINGS: usize = 3;
 pub const TABLE_FRACTIONS: [f64; 3] = [0.2, 0.9, 1.1];
 
 /// The lowest load a sweep halves down to, requests per second.
-const MIN_LOAD: f64 = 20.0;
+pub const MIN_LOAD: f64 = 20.0;
 
 /// The server a target study measures, and how it is spoken to.
 #[derive(Clone, Debug)]
