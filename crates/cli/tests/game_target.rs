@@ -258,7 +258,7 @@ fn flags_that_do_not_go_with_a_target_exit_2_in_one_line() {
         (&["--model", "fixed:100@50ms"][..], "--model"),
         (
             &["--protocol", "gopher"][..],
-            "--protocol \"gopher\" is not a protocol",
+            "\"gopher\" is not a protocol",
         ),
         (
             &["--protocol", "echo", "--keys", "3"][..],
