@@ -56,49 +56,46 @@ impl ProtocolFlags {
         self.protocol.as_deref().unwrap_or("latlab")
     }
 
+    /// The protocol's own flags given (`--protocol` left out), each with its value as typed,
+    /// in the order `--help` lists them.
+    fn given(&self) -> Vec<(&'static str, String)> {
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        let mut given: Vec<(&'static str, String)> = self
+            .queries
+            .iter()
+            .map(|q| ("--query", q.clone()))
+            .collect();
+        let rest = [
+            ("--queries", path(&self.queries_file)),
+            ("--edns", self.edns.map(|e| e.to_string())),
+            ("--keys", self.keys.map(|k| k.to_string())),
+            ("--set-ratio", self.set_ratio.clone()),
+            ("--value-size", self.value_size.map(|v| v.to_string())),
+            ("--payload", self.payload.clone()),
+            ("--payload-file", path(&self.payload_file)),
+            ("--token", self.token.clone()),
+            ("--reply-token", self.reply_token.clone()),
+        ];
+        given.extend(rest.into_iter().filter_map(|(flag, v)| Some((flag, v?))));
+        given
+    }
+
     /// The first flag given, by its name, if any was (`--protocol` included).
     pub(crate) fn first_given(&self) -> Option<&'static str> {
-        [
-            ("--protocol", self.protocol.is_some()),
-            ("--query", !self.queries.is_empty()),
-            ("--queries", self.queries_file.is_some()),
-            ("--edns", self.edns.is_some()),
-            ("--keys", self.keys.is_some()),
-            ("--set-ratio", self.set_ratio.is_some()),
-            ("--value-size", self.value_size.is_some()),
-            ("--payload", self.payload.is_some()),
-            ("--payload-file", self.payload_file.is_some()),
-            ("--token", self.token.is_some()),
-            ("--reply-token", self.reply_token.is_some()),
-        ]
-        .into_iter()
-        .find(|(_, given)| *given)
-        .map(|(flag, _)| flag)
+        match self.protocol {
+            Some(_) => Some("--protocol"),
+            None => self.given().first().map(|(flag, _)| *flag),
+        }
     }
 
     /// The protocol's own flags given (`--protocol` left out), as they would be typed:
     /// `--query a.example/AAAA --edns 1232`; empty when none was.
     pub(crate) fn given_text(&self) -> String {
-        let mut words: Vec<String> = Vec::new();
-        let mut add = |flag: &str, value: Option<String>| {
-            if let Some(v) = value {
-                words.push(format!("{flag} {v}"));
-            }
-        };
-        for q in &self.queries {
-            add("--query", Some(q.clone()));
-        }
-        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
-        add("--queries", path(&self.queries_file));
-        add("--edns", self.edns.map(|e| e.to_string()));
-        add("--keys", self.keys.map(|k| k.to_string()));
-        add("--set-ratio", self.set_ratio.clone());
-        add("--value-size", self.value_size.map(|v| v.to_string()));
-        add("--payload", self.payload.clone());
-        add("--payload-file", path(&self.payload_file));
-        add("--token", self.token.clone());
-        add("--reply-token", self.reply_token.clone());
-        words.join(" ")
+        self.given()
+            .iter()
+            .map(|(flag, value)| format!("{flag} {value}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// What the flags say, checked; `size` is the bytes of an echo request (gen's `--size`).

@@ -10,35 +10,45 @@ pub(crate) mod quake3;
 pub(crate) mod unbound;
 pub(crate) mod xinetd;
 
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-/// Waits until a server in namespace `ns` answers `request` at `addr:port` with a reply that
-/// `good` accepts, asking from a socket made inside the namespace. Up to 30 s, which only a
-/// server that did not start reaches.
+use crate::common::Reaped;
+
+/// Whether `program` is on the PATH.
+pub(crate) fn installed(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
+/// Sends `request` every 100 ms from a socket made inside namespace `ns` to `to` until a reply
+/// from `to` that `good` accepts comes back (`Ok`), `server` exits, or 30 s pass (an event,
+/// not a speed: only a server that did not start waits that long).
 pub(crate) fn wait_for_udp(
     ns: &str,
-    addr: Ipv4Addr,
-    port: u16,
+    to: SocketAddr,
     request: &[u8],
     good: impl Fn(&[u8]) -> bool,
-) {
-    let socket = latlab_io::netns::run_in(ns, move || UdpSocket::bind((addr, 0)))
+    server: &mut Reaped,
+) -> Result<(), String> {
+    let socket = latlab_io::netns::run_in(ns, || UdpSocket::bind("0.0.0.0:0"))
         .and_then(|s| s)
-        .expect("a socket in the server's namespace");
+        .map_err(|e| format!("a socket in namespace {ns}: {e}"))?;
     socket
         .set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
-    let to = SocketAddr::from((addr, port));
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut buf = vec![0u8; 65_536];
     while Instant::now() < deadline {
+        if let Some(status) = server.try_wait().unwrap() {
+            return Err(format!("it exited: {status}"));
+        }
         let _ = socket.send_to(request, to);
         if let Ok((n, from)) = socket.recv_from(&mut buf) {
             if from == to && good(&buf[..n]) {
-                return;
+                return Ok(());
             }
         }
     }
-    panic!("nothing answered at {to} in namespace {ns} within 30 s");
+    Err(format!("no answer at {to} in namespace {ns} within 30 s"))
 }

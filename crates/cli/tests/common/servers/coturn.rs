@@ -2,11 +2,9 @@
 //! CLI, no configuration file from /etc (`-c /dev/null`), its log and pid file in a temporary
 //! folder, its SQLite user database there too; stopped by its process id when the value drops.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use crate::common::servers::memcached::which;
 use crate::common::Reaped;
 
 /// A coturn this test started.
@@ -22,7 +20,7 @@ impl Coturn {
     /// Starts coturn in namespace `ns` on `addr` and waits until it answers a Binding
     /// request; `None` (a skip, a failure under CI) when coturn is not installed.
     pub(crate) fn start(ns: &str, addr: SocketAddr) -> Option<Coturn> {
-        if !which("turnserver") {
+        if !super::installed("turnserver") {
             latlab_io::precondition::missing("coturn's turnserver is not installed");
             return None;
         }
@@ -54,7 +52,10 @@ impl Coturn {
             addr,
             dir,
         };
-        if let Err(why) = server.wait_answering(ns) {
+        let mut request = [0u8; 20];
+        latlab_wire::stun::emit_binding_request(&[7; 12], &mut request).unwrap();
+        let answer = |reply: &[u8]| latlab_wire::stun::Message::parse(reply).is_ok();
+        if let Err(why) = super::wait_for_udp(ns, addr, &request, answer, &mut server.child) {
             panic!("coturn did not answer: {why}\n{}", server.log());
         }
         Some(server)
@@ -69,33 +70,5 @@ impl Coturn {
     pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-
-    /// Sends a Binding request from a socket in `ns` until coturn answers (up to 20 s: an
-    /// event, not a speed), or it exits.
-    fn wait_answering(&mut self, ns: &str) -> Result<(), String> {
-        let addr = self.addr;
-        let socket = latlab_io::netns::run_in(ns, || UdpSocket::bind("0.0.0.0:0"))
-            .unwrap()
-            .unwrap();
-        socket
-            .set_read_timeout(Some(Duration::from_millis(100)))
-            .unwrap();
-        let mut request = [0u8; 20];
-        latlab_wire::stun::emit_binding_request(&[7; 12], &mut request).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut buf = [0u8; 1500];
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Err(format!("it exited: {status}"));
-            }
-            let _ = socket.send_to(&request, addr);
-            if let Ok((n, _)) = socket.recv_from(&mut buf) {
-                if latlab_wire::stun::Message::parse(&buf[..n]).is_ok() {
-                    return Ok(());
-                }
-            }
-        }
-        Err("no answer within 20 s".into())
     }
 }

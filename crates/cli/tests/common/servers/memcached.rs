@@ -1,9 +1,8 @@
 //! memcached (`memcached -U PORT -p 0`: UDP only) in a namespace, one worker thread, run as
 //! `nobody`; stopped by its process id when the value drops.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use crate::common::Reaped;
 
@@ -18,7 +17,7 @@ impl Memcached {
     /// Starts memcached in namespace `ns` on `addr` (UDP only) and waits until it answers;
     /// `None` (a skip, a failure under CI) when memcached is not installed.
     pub(crate) fn start(ns: &str, addr: SocketAddr) -> Option<Memcached> {
-        if !which("memcached") {
+        if !super::installed("memcached") {
             latlab_io::precondition::missing("memcached is not installed");
             return None;
         }
@@ -37,7 +36,10 @@ impl Memcached {
             child: Reaped::new(spawned),
             addr,
         };
-        if let Err(why) = server.wait_answering(ns) {
+        // `version` in one datagram: request ID 0, sequence 0, one datagram.
+        let version = b"\x00\x01\x00\x00\x00\x01\x00\x00version\r\n";
+        let answer = |reply: &[u8]| reply.get(8..).is_some_and(|r| r.starts_with(b"VERSION"));
+        if let Err(why) = super::wait_for_udp(ns, addr, version, answer, &mut server.child) {
             panic!("memcached did not answer: {why}");
         }
         Some(server)
@@ -53,36 +55,4 @@ impl Memcached {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-
-    /// Sends `version` from a socket in `ns` until memcached answers (up to 20 s: an event,
-    /// not a speed), or it exits.
-    fn wait_answering(&mut self, ns: &str) -> Result<(), String> {
-        let addr = self.addr;
-        let socket = latlab_io::netns::run_in(ns, || UdpSocket::bind("0.0.0.0:0"))
-            .unwrap()
-            .unwrap();
-        socket
-            .set_read_timeout(Some(Duration::from_millis(100)))
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut buf = [0u8; 1500];
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Err(format!("it exited: {status}"));
-            }
-            let _ = socket.send_to(b"\x00\x01\x00\x00\x00\x01\x00\x00version\r\n", addr);
-            if let Ok((n, _)) = socket.recv_from(&mut buf) {
-                if buf[8..n].starts_with(b"VERSION") {
-                    return Ok(());
-                }
-            }
-        }
-        Err("no answer within 20 s".into())
-    }
-}
-
-/// Whether `program` is on the PATH.
-pub(crate) fn which(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }

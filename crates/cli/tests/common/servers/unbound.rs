@@ -3,9 +3,8 @@
 //! any other name in it is NXDOMAIN), `refused.test.` is refused, and every other name is
 //! NXDOMAIN from a static root zone.
 
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use crate::common::Reaped;
 
@@ -65,11 +64,15 @@ impl Unbound {
         } else {
             addr
         };
+        // A query for `a.lab.test. A`, ID 0x1111.
+        let query = [
+            0x11, 0x11, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, b'a', 3, b'l', b'a', b'b', 4, b't', b'e',
+            b's', b't', 0, 0, 1, 0, 1,
+        ];
         let target = SocketAddr::from((to, port));
-        let answered = latlab_io::netns::run_in(ns, move || answers(target)).unwrap();
-        if !answered {
-            let status = unbound.child.try_wait().unwrap();
-            panic!("unbound did not answer on {target} within 30 s (exit {status:?})");
+        let answer = |reply: &[u8]| reply.starts_with(&[0x11, 0x11]);
+        if let Err(why) = super::wait_for_udp(ns, target, &query, answer, &mut unbound.child) {
+            panic!("unbound did not answer: {why}");
         }
         Some(unbound)
     }
@@ -79,28 +82,4 @@ impl Unbound {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Whether a query for `a.lab.test. A` to `target` gets an answer within 30 s: asked every
-/// 100 ms (only a broken start waits that long).
-fn answers(target: SocketAddr) -> bool {
-    let socket = UdpSocket::bind("0.0.0.0:0").unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
-    let query = [
-        0x11, 0x11, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, b'a', 3, b'l', b'a', b'b', 4, b't', b'e',
-        b's', b't', 0, 0, 1, 0, 1,
-    ];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut buf = [0u8; 512];
-    while Instant::now() < deadline {
-        let _ = socket.send_to(&query, target);
-        if let Ok((n, _)) = socket.recv_from(&mut buf) {
-            if n >= 2 && buf[..2] == [0x11, 0x11] {
-                return true;
-            }
-        }
-    }
-    false
 }

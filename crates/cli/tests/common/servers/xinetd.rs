@@ -1,13 +1,13 @@
 //! xinetd's own UDP echo service (RFC 862, `echo-dgram`), in a namespace.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::process::{Command, Stdio};
 
 use crate::common::Reaped;
 
 /// xinetd serving UDP echo on `addr:port` inside a namespace; stopped by its id on drop.
 pub(crate) struct Xinetd {
-    _child: Reaped,
+    child: Reaped,
     _dir: tempfile::TempDir,
 }
 
@@ -15,7 +15,7 @@ impl Xinetd {
     /// Starts xinetd in `ns` with the echo service only, bound to `addr:port`, and waits until
     /// it answers; `None` (a skip outside CI, a failure under it) without xinetd.
     pub(crate) fn start(ns: &str, addr: Ipv4Addr, port: u16) -> Option<Xinetd> {
-        if Command::new("xinetd").arg("-version").output().is_err() {
+        if !super::installed("xinetd") {
             latlab_io::precondition::missing("xinetd is not installed (apt install xinetd)");
             return None;
         }
@@ -50,13 +50,15 @@ impl Xinetd {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let server = Xinetd {
-            _child: Reaped::new(child),
+        let mut server = Xinetd {
+            child: Reaped::new(child),
             _dir: dir,
         };
-        super::wait_for_udp(ns, addr, port, b"latlab: are you there?", |reply| {
-            reply == b"latlab: are you there?"
-        });
+        let hello = b"latlab: are you there?";
+        let to = SocketAddr::from((addr, port));
+        if let Err(why) = super::wait_for_udp(ns, to, hello, |r| r == hello, &mut server.child) {
+            panic!("xinetd's echo did not answer: {why}");
+        }
         Some(server)
     }
 }
