@@ -115,17 +115,39 @@ fn empty_report(topology: &str, loaded: &LoadedAll) -> String {
     } else {
         s.push_str("No points were measured: `points/` holds no readable point file.\n");
     }
-    skipped_section(&mut s, loaded);
+    skipped_section(&mut s, &loaded.skipped);
     s
 }
 
-fn skipped_section(s: &mut String, loaded: &LoadedAll) {
-    if loaded.skipped.is_empty() {
+/// report.md's list of the point files it skipped, when it skipped any (the model server's
+/// study and a target study alike).
+pub(super) fn skipped_section(s: &mut String, skipped: &[String]) {
+    if skipped.is_empty() {
         return;
     }
     s.push_str("\n## Skipped files\n\n");
-    for k in &loaded.skipped {
+    for k in skipped {
         let _ = writeln!(s, "- skipped: {k}");
+    }
+}
+
+/// report.md's Table I and Figures sections (the model server's study and a target study
+/// alike): the table, then each figure drawn and each one not drawn, with why.
+pub(super) fn table_and_figures(
+    s: &mut String,
+    table_md: &str,
+    figures: &[(String, String)],
+    missing: &[String],
+) {
+    s.push_str("\n## Table I\n\n");
+    s.push_str(table_md);
+    s.push_str("\n(also `table1.md`, `table1.csv`)\n");
+    s.push_str("\n## Figures\n\n");
+    for (caption, file) in figures {
+        let _ = writeln!(s, "![{caption}]({file})\n");
+    }
+    for m in missing {
+        let _ = writeln!(s, "- not drawn: {m}");
     }
 }
 
@@ -221,19 +243,7 @@ fn report_md(
         }
     }
 
-    // Table I.
-    s.push_str("\n## Table I\n\n");
-    s.push_str(table_md);
-    s.push_str("\n(also `table1.md`, `table1.csv`)\n");
-
-    // Figures.
-    s.push_str("\n## Figures\n\n");
-    for (caption, file) in figures {
-        let _ = writeln!(s, "![{caption}]({file})\n");
-    }
-    for m in missing_figures {
-        let _ = writeln!(s, "- not drawn: {m}");
-    }
+    table_and_figures(&mut s, table_md, figures, missing_figures);
 
     // The flood.
     s.push_str("\n## Flood\n\n");
@@ -244,6 +254,6 @@ fn report_md(
     for (i, c) in conclusions(study).iter().enumerate() {
         let _ = writeln!(s, "{}. {c}", i + 1);
     }
-    skipped_section(&mut s, loaded);
+    skipped_section(&mut s, &loaded.skipped);
     s
 }

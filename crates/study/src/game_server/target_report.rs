@@ -419,17 +419,7 @@ fn report_md(
         );
     }
 
-    s.push_str("\n## Table I\n\n");
-    s.push_str(table_md);
-    s.push_str("\n(also `table1.md`, `table1.csv`)\n");
-
-    s.push_str("\n## Figures\n\n");
-    for (caption, file) in figures {
-        let _ = writeln!(s, "![{caption}]({file})\n");
-    }
-    for m in missing {
-        let _ = writeln!(s, "- not drawn: {m}");
-    }
+    super::report::table_and_figures(&mut s, table_md, figures, missing);
 
     s.push_str("\n## Counts per point\n\n");
     let all: Vec<&Loaded> = pts.sweep.iter().chain(&pts.table).collect();
@@ -438,12 +428,7 @@ fn report_md(
     } else {
         s.push_str(&counters_md(&all));
     }
-    if !pts.skipped.is_empty() {
-        s.push_str("\n## Skipped files\n\n");
-        for k in &pts.skipped {
-            let _ = writeln!(s, "- skipped: {k}");
-        }
-    }
+    super::report::skipped_section(&mut s, &pts.skipped);
     s
 }
 
