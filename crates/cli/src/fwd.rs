@@ -1,11 +1,11 @@
-//! `latlab fwd`: flags → [`latlab_lab::fwd`].
+//! `latlab fwd`: flags → [`latlab_forwarding::fwd`].
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
 use latlab_lab::command::Io;
-use latlab_lab::fwd::{FwdOptions, FwdPoll, MAX_BATCH};
+use latlab_forwarding::fwd::{FwdOptions, FwdPoll, MAX_BATCH};
 use latlab_lab::units::parse_duration;
 
 use crate::progress::Terminal;
@@ -72,11 +72,11 @@ impl FwdArgs {
 pub(crate) fn run(a: FwdArgs) -> Result<()> {
     let options = a.options()?;
     if options.io == Io::XdpRedirect {
-        let report = latlab_lab::fwd::redirect::run(&options, &STOP, &mut Terminal::new())?;
+        let report = latlab_forwarding::fwd::redirect::run(&options, &STOP, &mut Terminal::new())?;
         outln!("{}", report.text());
         return Ok(());
     }
-    let report = latlab_lab::fwd::run(&options, &STOP, &mut Terminal::new())?;
+    let report = latlab_forwarding::fwd::run(&options, &STOP, &mut Terminal::new())?;
     outln!("{}", report.text());
     Ok(())
 }

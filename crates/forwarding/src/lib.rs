@@ -1,7 +1,8 @@
 //! latlab-forwarding: latlab's forwarding benchmarks, on top of the studies' skeleton in
 //! `latlab-study` and the kit in `latlab-lab`: the RFC 2544 benchmark of one DUT (and
 //! MLRsearch beside its binary search), `latlab rfc2544` ([`rfc2544`]), and `latlab study
-//! forwarding` ([`forwarding`]), every forwarder the lab builds measured that way.
+//! forwarding` ([`forwarding`]), every forwarder the lab builds measured that way; and `latlab
+//! fwd` itself, the L2 forwarder with its cycle accounting ([`fwd`]).
 //!
 //! Both are studies of `latlab_study`'s registry ([`latlab_study::Study`]); [`STUDIES`] holds
 //! their two lines, which the command line adds to [`latlab_study::STUDIES`] for `latlab
@@ -13,6 +14,7 @@ use latlab_study::check::{CheckError, CheckOptions};
 use latlab_study::registry::StudyEntry;
 
 pub mod forwarding;
+pub mod fwd;
 pub mod rfc2544;
 
 /// The studies of this crate, one line each, as [`latlab_study::STUDIES`] lists the others.

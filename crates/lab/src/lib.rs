@@ -2,8 +2,8 @@
 //!
 //! Every command of the `latlab` binary that is not a study is a function here that takes
 //! checked options and returns a report whose files are already written: [`echo::run`],
-//! [`gen::run`], [`serve::run`], [`fwd::run`], [`merge`], [`trace`] and [`clean`]. The
-//! emulator's commands (`emu`, `run`, `shell`) live in `latlab-emu`, the thin-stream commands
+//! [`gen::run`], [`serve::run`], [`merge`], [`trace`] and [`clean`]. `latlab fwd` lives in
+//! `latlab-forwarding`, beside RFC 2544. The emulator's commands (`emu`, `run`, `shell`) live in `latlab-emu`, the thin-stream commands
 //! in `latlab-stream`, the studies, `rfc2544`, the demo and `report` in `latlab-study`, all on
 //! top of this crate. Live counters, progress and notes of commands, runs and studies alike go
 //! through one trait, [`progress::View`], which the command line implements once; the stop
@@ -33,7 +33,6 @@ pub mod command;
 pub mod cores;
 pub mod echo;
 pub mod error;
-pub mod fwd;
 pub mod gate;
 pub mod gen;
 pub mod losses;

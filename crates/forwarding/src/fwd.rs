@@ -8,13 +8,13 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use crate::middle::PortSettings;
+use latlab_lab::middle::PortSettings;
 use latlab_engine::forwarder::{self, ForwarderConfig, ForwarderLive, ForwarderReport};
 use latlab_engine::Stop;
 
 pub use latlab_engine::forwarder::FwdPoll;
 
-use crate::command::{watched, write_json, CommandError, Io, View};
+use latlab_lab::command::{watched, write_json, CommandError, Io, View};
 
 mod json;
 pub mod redirect;
@@ -95,7 +95,7 @@ impl FwdOptions {
             }
         }
         if let Some(path) = &self.json {
-            crate::command::check_writable(path)?;
+            latlab_lab::command::check_writable(path)?;
         }
         Ok(())
     }

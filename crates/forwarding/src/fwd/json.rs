@@ -108,7 +108,7 @@ mod tests {
     use latlab_engine::forwarder::{ForwarderReport, FwdDirection, FwdPoll};
 
     use super::*;
-    use crate::command::Io;
+    use latlab_lab::command::Io;
 
     /// A run of a few thousand frames each way with a drop of every cause, over AF_XDP at a
     /// poll rate, pinned.

@@ -17,7 +17,7 @@ use latlab_io::xdp::{AttachMode, ForwardCounts, XdpForward};
 use serde::{Deserialize, Serialize};
 
 use super::FwdOptions;
-use crate::command::{watched, write_json, CommandError, View};
+use latlab_lab::command::{watched, write_json, CommandError, View};
 
 /// What a redirect run did; its `--json` file, if asked for, is already written.
 #[derive(Clone, Debug, PartialEq)]
