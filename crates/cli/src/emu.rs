@@ -187,6 +187,16 @@ pub(crate) struct EmuArgs {
     /// the link).
     #[arg(long, requires = "api")]
     api_public: bool,
+    /// Serve the live control panel in a browser on ADDR (--ui alone: 127.0.0.1:9200): both
+    /// directions' conditions as controls, presets, pull the cable, lag spike, outage, live
+    /// charts and the change log. Its address, with the run's token, is printed at start.
+    /// Loopback only, unless --ui-public; not with --mode pipeline.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = latlab_ui::DEFAULT_ADDR)]
+    ui: Option<std::net::SocketAddr>,
+    /// Let --ui listen on an address other than loopback (anyone who reaches it and has the
+    /// token can change the link).
+    #[arg(long, requires = "ui")]
+    ui_public: bool,
     /// Write what left each side to this pcapng file (Wireshark, tshark): one interface per
     /// side, each frame stamped with its departure (ns), its arrival and intended departure
     /// in the packet's comment. Written by a thread of its own; frames its ring had no room
@@ -233,6 +243,8 @@ impl EmuArgs {
         options.json = self.json;
         options.api = self.api;
         options.api_public = self.api_public;
+        options.ui = self.ui;
+        options.ui_public = self.ui_public;
         options.pcap = self.pcap;
         options.check()?;
         Ok(options)

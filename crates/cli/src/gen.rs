@@ -144,6 +144,15 @@ pub(crate) struct GenArgs {
     /// shared clock also forward.hlog, return.hlog and their CCDFs).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Show the run live in a browser on ADDR (--ui alone: 127.0.0.1:9200): its percentiles
+    /// with their intervals, the CCDF as it grows, loss, reorder and the sender's lag; after
+    /// the run, the final figures and the files written, until Ctrl-C. Its address, with the
+    /// run's token, is printed at start. Loopback only, unless --ui-public.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = latlab_ui::DEFAULT_ADDR)]
+    ui: Option<std::net::SocketAddr>,
+    /// Let --ui listen on an address other than loopback.
+    #[arg(long, requires = "ui")]
+    ui_public: bool,
 }
 
 impl GenArgs {
@@ -214,9 +223,56 @@ impl GenArgs {
 }
 
 pub(crate) fn run(a: GenArgs) -> Result<()> {
-    let command = a.command()?;
+    let (ui, ui_public) = (a.ui, a.ui_public);
+    let mut command = a.command()?;
     let mut bar = progress::Terminal::new();
-    let report = latlab_lab::gen::run(&command, &STOP, &mut bar)?;
+    let Some(addr) = ui else {
+        let report = latlab_lab::gen::run(&command, &STOP, &mut bar)?;
+        return finish(&report);
+    };
+    let server = crate::gen_ui::bind(addr, ui_public)?;
+    command.options.live = true;
+    eprintln!("latlab gen: live page on {}", server.url());
+    let board = latlab_ui::GenBoard::new();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| crate::gen_ui::serve(&server, &board, &done));
+        let mut view = crate::gen_ui::Teed {
+            inner: &mut bar,
+            board: &board,
+        };
+        let result = latlab_lab::gen::run(&command, &STOP, &mut view);
+        let outcome = match &result {
+            Ok(report) => {
+                let summary = latlab_lab::results::summary_json(&report.summary);
+                let given = [&command.json, &command.hlog, &command.junit].map(|p| p.as_deref());
+                board.finished(
+                    serde_json::from_str(&summary).unwrap_or_default(),
+                    crate::gen_ui::written(report, &given),
+                );
+                let outcome = finish(report);
+                if !report.summary.stopped_early {
+                    eprintln!(
+                        "latlab gen: the run is over; its page stays on {} until Ctrl-C",
+                        server.url()
+                    );
+                    crate::gen_ui::linger(&STOP, &done);
+                }
+                outcome
+            }
+            Err(e) => {
+                board.failed(&e.to_string());
+                Ok(())
+            }
+        };
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        result?;
+        outcome
+    })
+}
+
+/// The end of a run: its table, where its files are, and its gates' exit.
+fn finish(report: &latlab_lab::gen::GenReport) -> Result<()> {
     out!("{}", report.text());
     if let Some(path) = &report.out {
         outln!("results: {}", path.display());

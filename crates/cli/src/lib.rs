@@ -37,6 +37,7 @@ mod echo;
 mod emu;
 mod fwd;
 mod gen;
+mod gen_ui;
 mod merge;
 mod progress;
 mod protocol_flags;

@@ -47,6 +47,15 @@ pub(crate) struct LinkArgs {
     /// PUT /conditions/a-to-b (up) or /conditions/b-to-a (down), GET /metrics.
     #[arg(long, value_name = "ADDR")]
     api: Option<std::net::SocketAddr>,
+    /// Serve the live control panel in a browser on ADDR (--ui alone: 127.0.0.1:9200): the
+    /// link's conditions up and down as controls, presets, pull the cable, lag spike, outage,
+    /// live charts and the change log; its address, with the run's token, printed at start.
+    /// Loopback only, unless --ui-public.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = latlab_ui::DEFAULT_ADDR)]
+    ui: Option<std::net::SocketAddr>,
+    /// Let --ui listen on an address other than loopback.
+    #[arg(long, requires = "ui")]
+    ui_public: bool,
     /// Write what crossed the link to this pcapng file (side A is CMD's, B the host's).
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
@@ -96,6 +105,9 @@ impl LinkArgs {
         emu.poll = self.poll.into();
         emu.json = self.json;
         emu.api = self.api;
+        emu.ui = self.ui;
+        emu.ui_public = self.ui_public;
+        emu.ui_title = name;
         emu.pcap = self.pcap;
         emu.check()?;
         Ok(RunOptions {

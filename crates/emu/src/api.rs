@@ -12,6 +12,11 @@
 //!   theirs.
 //! - `GET /metrics`: Prometheus text exposition ([`crate::metrics`]).
 //!
+//! The settings are the emulator's [`SharedConditions`], which the browser's panel
+//! (`--ui`) changes too: a change made here shows there, and a one-shot pressed there (the
+//! cable pulled) stays on top of what a PUT sets here; `GET /conditions` gives what is in
+//! force, with `overlay` naming the one-shot while one is.
+//!
 //! Guarantees: the engine never waits for this thread (changes and snapshots go through
 //! [`EmulatorControl`]: one relaxed load per engine iteration, a snapshot at most every 50 ms
 //! however many requests come); a body is read up to [`MAX_BODY`] bytes; keys that read a
@@ -26,13 +31,14 @@ use latlab_engine::emulator::{EmulatorControl, LinkDirection};
 use latlab_link::{format_duration_ns, Flows, JitterDist, LinkConfig, LossModel};
 use tiny_http::{Header, Method, Response, Server};
 
+use super::conditions::{Applied, SharedConditions};
 use super::{config, knob};
 
 /// Longest request body read, bytes.
 pub const MAX_BODY: u64 = 64 * 1024;
 
 /// How long a request waits for the engine to apply a change or publish counters.
-const ENGINE_WAIT: Duration = Duration::from_secs(2);
+const ENGINE_WAIT: Duration = super::conditions::ENGINE_WAIT;
 
 /// An API listening, not yet serving.
 pub struct Api {
@@ -63,17 +69,19 @@ impl Api {
         self.addr
     }
 
-    /// Serves requests until `done` is raised, starting from the settings `links` (A→B,
-    /// B→A: a link each, or its default and per-flow rules), handing changes to `control`.
-    /// Each applied change is written on stderr with its time.
+    /// Serves requests until `done` is raised, on the settings `conditions` (A→B, B→A: a
+    /// link each, or its default and per-flow rules), handing changes to `control`. Each
+    /// applied change is written on stderr with its time.
     pub fn serve(
         &self,
-        links: [impl Into<Flows>; 2],
+        conditions: &SharedConditions,
         control: &EmulatorControl,
         done: &AtomicBool,
     ) {
-        let links = links.map(Into::into);
-        let mut state = State { links, control };
+        let mut state = State {
+            conditions,
+            control,
+        };
         while !done.load(Ordering::Relaxed) {
             match self.server.recv_timeout(Duration::from_millis(50)) {
                 Ok(Some(request)) => state.answer(request),
@@ -84,10 +92,10 @@ impl Api {
     }
 }
 
-/// What the API knows: the settings in force (a PUT changes the default links), and the way
-/// to the engine.
+/// What the API knows: the settings (a PUT changes the default links), and the way to the
+/// engine.
 struct State<'a> {
-    links: [Flows; 2],
+    conditions: &'a SharedConditions,
     control: &'a EmulatorControl,
 }
 
@@ -119,7 +127,14 @@ impl Answer {
 impl State<'_> {
     fn answer(&mut self, mut request: tiny_http::Request) {
         let answer = match (request.method(), request.url()) {
-            (Method::Get, "/conditions") => Answer::json(200, &conditions_json(&self.links)),
+            (Method::Get, "/conditions") => {
+                let c = self.conditions.lock();
+                let mut value = conditions_json(&c.in_force_flows());
+                if let Some(o) = c.overlay() {
+                    value["overlay"] = o.kind.name().into();
+                }
+                Answer::json(200, &value)
+            }
             (Method::Put, "/conditions/a-to-b") => self.put(LinkDirection::AToB, &mut request),
             (Method::Put, "/conditions/b-to-a") => self.put(LinkDirection::BToA, &mut request),
             (Method::Get, "/metrics") => match self.control.snapshot(ENGINE_WAIT) {
@@ -165,17 +180,27 @@ impl State<'_> {
         }
         let d = direction as usize;
         let up = matches!(direction, LinkDirection::AToB);
-        let config = match merged(&self.links[d].default, up, &body) {
+        let mut conditions = self.conditions.lock();
+        let config = match merged(&conditions.base()[d].default, up, &body) {
             Ok(config) => config,
             Err(line) => return Answer::text(400, line),
         };
-        let ticket = self.control.submit(direction, config.clone());
-        self.links[d].default = config;
-        if !self.control.wait_applied(ticket, ENGINE_WAIT) {
-            return Answer::text(
-                503,
-                "the change is submitted but the emulator has not applied it yet",
-            );
+        let mut configs = [None, None];
+        configs[d] = Some(config);
+        let applied = conditions.set(configs, self.control, "api");
+        let set = direction_json(&conditions.base()[d].default);
+        drop(conditions);
+        match applied {
+            Applied::NotYet => {
+                return Answer::text(
+                    503,
+                    "the change is submitted but the emulator has not applied it yet",
+                )
+            }
+            Applied::Refused(why) => {
+                return Answer::text(400, format!("the emulator refused it: {why}"))
+            }
+            Applied::Yes => {}
         }
         if let Some(change) = self.control.changes().last() {
             let mut err = std::io::stderr().lock();
@@ -196,7 +221,7 @@ impl State<'_> {
                     .map_or(String::new(), |e| format!(" (refused: {e})"))
             );
         }
-        Answer::json(200, &direction_json(&self.links[d].default))
+        Answer::json(200, &set)
     }
 }
 

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod conditions;
 pub mod attach;
 pub mod claim;
 pub mod config;
@@ -18,6 +19,7 @@ pub mod knob;
 pub mod losses;
 pub mod metrics;
 mod options;
+pub mod panel;
 pub mod pcap;
 pub mod preset;
 pub mod report;
@@ -233,6 +235,7 @@ fn run_packet(
         EmuMode::Auto => {
             cpus.len() >= 3
                 && options.api.is_none()
+                && options.ui.is_none()
                 && options.pcap.is_none()
                 && options.poll != EmuPoll::Block
         }
@@ -368,6 +371,20 @@ fn watched_bridge(
             api.addr()
         ));
     }
+    let names = match options.ui_title {
+        "latlab emu" => ["A→B", "B→A"],
+        _ => ["up", "down"],
+    };
+    let panel = options
+        .ui
+        .map(|addr| {
+            crate::panel::Panel::bind(addr, options.ui_title, names)
+                .map_err(CommandError::setup(format!("--ui {addr}")))
+        })
+        .transpose()?;
+    if let Some(panel) = &panel {
+        view.note(&format!("latlab emu: control panel on {}", panel.url()));
+    }
     let live = EmulatorLive::default();
     let watch = Mutex::new(match seat {
         Ok(seat) if seat.poll() == PollMode::Busy || seat.placement().realtime => {
@@ -377,11 +394,18 @@ fn watched_bridge(
     });
     let done = AtomicBool::new(false);
     let pcap_done = AtomicBool::new(false);
-    let links = [options.a_to_b.clone(), options.b_to_a.clone()];
+    let conditions = crate::conditions::SharedConditions::new([
+        options.a_to_b.clone(),
+        options.b_to_a.clone(),
+    ]);
     let (report, pcap) = std::thread::scope(|s| {
         if let Some(api) = &api {
-            let (live, done) = (&live, &done);
-            s.spawn(move || api.serve(links, &live.control, done));
+            let (live, done, conditions) = (&live, &done, &conditions);
+            s.spawn(move || api.serve(conditions, &live.control, done));
+        }
+        if let Some(panel) = &panel {
+            let (live, done, conditions) = (&live, &done, &conditions);
+            s.spawn(move || panel.serve(conditions, &live.control, done));
         }
         let pcap = options.pcap.as_ref().map(|path| {
             let (ring, records) = emulator::tap_ring(crate::pcap::PCAP_RING_FRAMES);

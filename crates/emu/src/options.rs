@@ -106,6 +106,13 @@ pub struct EmuOptions {
     pub api: Option<SocketAddr>,
     /// Let the API listen on an address other than loopback.
     pub api_public: bool,
+    /// Serve the control panel ([`crate::panel`]) on this address (run to completion only).
+    pub ui: Option<SocketAddr>,
+    /// Let the panel listen on an address other than loopback.
+    pub ui_public: bool,
+    /// The command the panel names (`latlab emu`; `latlab run` and `latlab shell` call the
+    /// two directions up and down).
+    pub ui_title: &'static str,
     /// Write what left each side to this pcapng file ([`crate::pcap`]; run to completion
     /// only).
     pub pcap: Option<PathBuf>,
@@ -137,6 +144,9 @@ impl EmuOptions {
             json: None,
             api: None,
             api_public: false,
+            ui: None,
+            ui_public: false,
+            ui_title: "latlab emu",
             pcap: None,
         })
     }
@@ -186,20 +196,29 @@ impl EmuOptions {
                 ));
             }
         }
-        if let Some(addr) = self.api {
-            if !addr.ip().is_loopback() && !self.api_public {
+        for (flag, addr, public) in [
+            ("api", self.api, self.api_public),
+            ("ui", self.ui, self.ui_public),
+        ] {
+            let Some(addr) = addr else { continue };
+            if !addr.ip().is_loopback() && !public {
                 return Err(CommandError::Usage(format!(
-                    "--api {addr}: not a loopback address; anyone who reaches it could change \
-                     the link, so add --api-public to serve it there"
+                    "--{flag} {addr}: not a loopback address; anyone who reaches it could change \
+                     the link, so add --{flag}-public to serve it there"
                 )));
             }
             if self.mode == EmuMode::Pipeline {
-                return Err(CommandError::Usage(
-                    "--api does not work with --mode pipeline: its stages take no changes while \
+                return Err(CommandError::Usage(format!(
+                    "--{flag} does not work with --mode pipeline: its stages take no changes while \
                      running; use --mode run-to-completion (or auto)"
-                        .into(),
-                ));
+                )));
             }
+        }
+        if self.api.is_some() && self.api == self.ui {
+            return Err(CommandError::Usage(format!(
+                "--api and --ui are both {}: give them two ports",
+                self.api.map_or(String::new(), |a| a.to_string())
+            )));
         }
         Ok(())
     }

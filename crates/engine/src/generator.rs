@@ -82,6 +82,8 @@ pub struct GeneratorConfig {
     /// The flows' local addresses, one per flow (a protocol checks mapped addresses against
     /// them); empty when no protocol asks.
     pub locals: Vec<SocketAddr>,
+    /// Give progress reports what a live view draws ([`latlab_probe::RunConfig::live`]).
+    pub live: bool,
 }
 
 /// The longest a blocked loop sleeps (so progress and the stop flag are looked at).
@@ -236,6 +238,7 @@ impl GeneratorConfig {
             probe: self.probe.clone(),
             grace_ns: self.grace_ns,
             interval_ns: self.interval_ns,
+            live: self.live,
         }
     }
 }

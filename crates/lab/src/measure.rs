@@ -133,6 +133,8 @@ pub struct GenOptions {
     /// Speak this protocol to a server latlab did not write (`latlab gen --protocol`);
     /// `None`: latlab's own probes, for `latlab echo` or any echo server.
     pub protocol: Option<SharedProtocol>,
+    /// Give progress what a live view draws (`gen --ui`; [`GeneratorConfig::live`]).
+    pub live: bool,
 }
 
 /// Whether the generator's and the responder's stamps come from one clock.
@@ -254,6 +256,7 @@ impl GenOptions {
             model: None,
             trace: None,
             protocol: None,
+            live: false,
         }
     }
 
@@ -536,6 +539,7 @@ fn summarized(
         threads,
         protocol: options.protocol.clone(),
         locals: locals.to_vec(),
+        live: options.live,
     };
     let result = generate(&config).map_err(io_err("generator"))?;
     let shared = options

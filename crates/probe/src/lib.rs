@@ -59,7 +59,7 @@ mod sender;
 pub use fanout::{FanoutMeter, FanoutReport, FanoutResponse};
 pub use meter::{Malformed, Meter, MeterReport, OneWay, Response, TRACE_CAP};
 pub use run::{
-    Interval, Metering, Outcome, Progress, Receiving, Run, RunConfig, SendStatus, Sending,
+    Interval, Live, Metering, Outcome, Progress, Receiving, Run, RunConfig, SendStatus, Sending,
     MAX_LEDGER_SLOTS, MIN_INTERVAL_NS, PROGRESS_NS, START_DELAY_NS,
 };
 pub use schedule::{Pattern, Schedule, Traffic};

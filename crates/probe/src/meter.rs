@@ -311,6 +311,12 @@ impl Meter {
         self.report.received
     }
 
+    /// The counts and histograms so far (`sent`, `unsent` and `lost` are the sender's to
+    /// give: 0 here until [`Meter::report`]).
+    pub fn so_far(&self) -> &MeterReport {
+        &self.report
+    }
+
     /// The result, given what the sender sent. Call it after the grace period: probes not back
     /// by then count as lost.
     pub fn report(&self, sent: &SendCounts) -> MeterReport {

@@ -66,6 +66,11 @@ pub trait Metering {
     fn distinct_responses(&self) -> u64;
     /// Measured responses so far, for progress.
     fn received(&self) -> u64;
+    /// The meter's counts so far, for a live view ([`Progress::live`]); `None` where the
+    /// meter keeps no report while it runs.
+    fn so_far(&self) -> Option<&crate::meter::MeterReport> {
+        None
+    }
 }
 
 impl Metering for Meter {
@@ -96,6 +101,10 @@ impl Metering for Meter {
 
     fn received(&self) -> u64 {
         Meter::received(self)
+    }
+
+    fn so_far(&self) -> Option<&crate::meter::MeterReport> {
+        Some(self.so_far())
     }
 }
 
@@ -135,10 +144,13 @@ pub struct RunConfig {
     pub grace_ns: u64,
     /// Length of one interval of the interval log, at least [`MIN_INTERVAL_NS`].
     pub interval_ns: u64,
+    /// Hand each closed interval and the meter's counts to [`Progress::live`], for a live view
+    /// (one copy of an interval's histograms per interval; nothing when false).
+    pub live: bool,
 }
 
-/// Where a run is, for progress bars.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where a run is, for progress bars (and, when [`RunConfig::live`], for a live view).
+#[derive(Clone, Debug)]
 pub struct Progress {
     /// Since the first probe was due.
     pub elapsed_ns: u64,
@@ -148,6 +160,25 @@ pub struct Progress {
     pub sent: u64,
     /// Measured responses so far.
     pub received: u64,
+    /// With [`RunConfig::live`]: what a live view draws.
+    pub live: Option<Live>,
+}
+
+/// What a live view of a run is given with each [`Progress`].
+#[derive(Clone, Debug)]
+pub struct Live {
+    /// The intervals closed since the last progress report, in order (copies: the run keeps
+    /// its own for the interval log).
+    pub intervals: Vec<Interval>,
+    /// Responses that arrived after one sent later on the same flow, so far.
+    pub reordered: u64,
+    /// Extra copies of responses already counted, so far.
+    pub duplicated: u64,
+    /// Datagrams that were not an answer to this run (malformed, foreign, unknown), so far.
+    pub not_answers: u64,
+    /// The sender's lag (actual − intended send time) of the responses so far: its 99th
+    /// percentile and its maximum, ns; `None` before the first.
+    pub send_lag_p99_max: Option<(u64, u64)>,
 }
 
 /// The latencies of one interval of the run.
@@ -187,6 +218,10 @@ pub struct Receiving<M> {
     intervals: Vec<Interval>,
     next_progress_ns: u64,
     sending: SendStatus,
+    /// [`RunConfig::live`].
+    live: bool,
+    /// Intervals already handed to [`Progress::live`].
+    shown_intervals: usize,
 }
 
 impl<M: Metering> Receiving<M> {
@@ -208,6 +243,8 @@ impl<M: Metering> Receiving<M> {
                 sent: 0,
                 finished_at: None,
             },
+            live: config.live,
+            shown_intervals: 0,
         }
     }
 
@@ -308,11 +345,28 @@ impl<M: Metering> Receiving<M> {
             return None;
         }
         self.next_progress_ns = now + PROGRESS_NS;
+        let live = self.live.then(|| {
+            let intervals = self.intervals[self.shown_intervals..].to_vec();
+            self.shown_intervals = self.intervals.len();
+            let report = self.meter.so_far();
+            let lag = report.map(|r| &r.send_lag).filter(|h| !h.is_empty());
+            Live {
+                intervals,
+                reordered: report.map_or(0, |r| r.reordered),
+                duplicated: report.map_or(0, |r| r.duplicated),
+                not_answers: report.map_or(0, |r| r.malformed()),
+                send_lag_p99_max: lag.map(|h| {
+                    let rank = (h.len() as f64 * 0.99).ceil() as u64;
+                    (h.value_at_rank(rank.max(1)).unwrap_or(0), h.max())
+                }),
+            }
+        });
         Some(Progress {
             elapsed_ns: now.saturating_sub(self.start_ns).min(self.total_ns),
             total_ns: self.total_ns,
             sent: self.sending.sent,
             received: self.meter.received(),
+            live,
         })
     }
 
@@ -359,6 +413,7 @@ impl<M: Metering> Receiving<M> {
 ///     probe: ProbeConfig { rate_pps: 1000.0, duration_ns: 10_000_000, ..ProbeConfig::default() },
 ///     grace_ns: 100_000_000,
 ///     interval_ns: 1_000_000_000,
+///     live: false,
 /// };
 /// let mut run = Run::new(&config, 0, Meter::new).unwrap();
 /// assert_eq!(run.start_ns(), START_DELAY_NS);

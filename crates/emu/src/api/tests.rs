@@ -101,8 +101,9 @@ fn the_api_answers_conditions_and_refuses_a_bad_body_without_changing_anything()
     let addr = api.addr();
     let control = EmulatorControl::default();
     let done = AtomicBool::new(false);
+    let conditions = SharedConditions::new([delay_ms(5).into(), delay_ms(7).into()]);
     std::thread::scope(|s| {
-        s.spawn(|| api.serve([delay_ms(5), delay_ms(7)], &control, &done));
+        s.spawn(|| api.serve(&conditions, &control, &done));
         let (status, body) = request(addr, "GET", "/conditions", "");
         assert_eq!(status, 200);
         let before: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -140,8 +141,9 @@ fn the_conditions_list_the_rules_read_only_and_a_put_changes_the_default() {
         default: delay_ms(5),
         rules: vec![rule],
     };
+    let conditions = SharedConditions::new([a_to_b, delay_ms(7).into()]);
     std::thread::scope(|s| {
-        s.spawn(|| api.serve([a_to_b, delay_ms(7).into()], &control, &done));
+        s.spawn(|| api.serve(&conditions, &control, &done));
         let (status, body) = request(addr, "GET", "/conditions", "");
         assert_eq!(status, 200);
         let conditions: serde_json::Value = serde_json::from_str(&body).unwrap();

@@ -685,6 +685,7 @@ mod tests {
                 ..LinkConfig::default()
             },
             refused: refused.map(String::from),
+            by: "api".into(),
         };
         let sleeps = SleepReport {
             spin_ns: 12_000,

@@ -72,6 +72,8 @@ pub struct ConfigChange {
     pub config: LinkConfig,
     /// Why the pipe refused it, if it did (the direction then kept its configuration).
     pub refused: Option<String>,
+    /// Who asked for it: `api`, `ui`, `ui: cable pulled`, … (as the submitter named itself).
+    pub by: String,
 }
 
 /// What one direction had done when a [`Snapshot`] was taken.
@@ -99,7 +101,7 @@ pub struct Snapshot {
 /// Configurations waiting for the engine, and how many were submitted in all.
 #[derive(Debug, Default)]
 struct Pending {
-    configs: [Option<LinkConfig>; 2],
+    configs: [Option<(LinkConfig, String)>; 2],
     submitted: u64,
 }
 
@@ -130,8 +132,29 @@ impl EmulatorControl {
     /// [`EmulatorControl::wait_applied`]. A later submission for the same direction before the
     /// engine looked replaces this one.
     pub fn submit(&self, direction: LinkDirection, config: LinkConfig) -> u64 {
+        self.submit_by(direction, config, "api")
+    }
+
+    /// [`EmulatorControl::submit`], the change recorded as made `by` (`ui`, `ui: outage`, …:
+    /// [`ConfigChange::by`]).
+    pub fn submit_by(&self, direction: LinkDirection, config: LinkConfig, by: &str) -> u64 {
         let mut pending = lock(&self.pending);
-        pending.configs[direction.index()] = Some(config);
+        pending.configs[direction.index()] = Some((config, by.to_string()));
+        pending.submitted += 1;
+        self.flags.fetch_or(CHANGE, Ordering::Release);
+        pending.submitted
+    }
+
+    /// Hands both directions' configurations (`None`: that direction unchanged) to the engine
+    /// under one lock, so that it applies them between the same two frames; recorded as made
+    /// `by`. Returns the ticket of the pair.
+    pub fn submit_pair(&self, configs: [Option<LinkConfig>; 2], by: &str) -> u64 {
+        let mut pending = lock(&self.pending);
+        for (slot, config) in pending.configs.iter_mut().zip(configs) {
+            if let Some(config) = config {
+                *slot = Some((config, by.to_string()));
+            }
+        }
         pending.submitted += 1;
         self.flags.fetch_or(CHANGE, Ordering::Release);
         pending.submitted
@@ -210,7 +233,7 @@ impl EmulatorControl {
                 .map_or(0, |d| d.as_nanos() as u64);
             let mut changes = lock(&self.changes);
             for (d, config) in configs.into_iter().enumerate() {
-                let Some(config) = config else { continue };
+                let Some((config, by)) = config else { continue };
                 let refused = pipes[d]
                     .handle_config(now, config.clone())
                     .err()
@@ -221,6 +244,7 @@ impl EmulatorControl {
                     unix_ns,
                     config,
                     refused,
+                    by,
                 });
             }
             drop(changes);

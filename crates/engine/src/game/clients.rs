@@ -169,6 +169,7 @@ pub fn run_clients(
         probe,
         grace_ns: config.grace_ns,
         interval_ns: INTERVAL_NS,
+        live: false,
     };
     let clients = sockets.len() as u32;
     let run = Run::new(&run_config, now_ns(), |p| FanoutMeter::new(p, clients)).map_err(invalid)?;

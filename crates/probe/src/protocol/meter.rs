@@ -305,4 +305,8 @@ impl Metering for ProtocolMeter {
     fn received(&self) -> u64 {
         self.report.received
     }
+
+    fn so_far(&self) -> Option<&crate::meter::MeterReport> {
+        Some(&self.report)
+    }
 }

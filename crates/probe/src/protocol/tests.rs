@@ -105,6 +105,7 @@ fn config(rate: f64, flows: u32) -> RunConfig {
         },
         grace_ns: 50_000_000,
         interval_ns: 1_000_000_000,
+        live: false,
     }
 }
 

@@ -21,6 +21,7 @@ fn config(pattern: Pattern) -> RunConfig {
         },
         grace_ns: 50_000_000,
         interval_ns: 10_000_000,
+        live: false,
     }
 }
 

@@ -41,6 +41,7 @@ fn run(
         },
         grace_ns: 20_000_000,
         interval_ns: 10_000_000,
+        live: false,
     };
     let target: SocketAddr = "198.18.0.2:53".parse().unwrap();
     let local: SocketAddr = "198.18.0.1:40000".parse().unwrap();

@@ -75,6 +75,7 @@ fn config(rate_pps: f64, duration_ms: u64, warmup_ms: u64, flows: u32) -> RunCon
         },
         grace_ns: 50_000_000,
         interval_ns: 10_000_000,
+        live: false,
     }
 }
 

@@ -191,6 +191,7 @@ fn run(server: &Server<'_>) -> ProtocolReport {
         },
         grace_ns: 50_000_000,
         interval_ns: 10_000_000,
+        live: false,
     };
     let locals = ["198.18.0.1:40000".parse().unwrap()];
     let mut run = Run::with_protocol(&config, MADE_AT, Arc::new(Ntp), &locals, target()).unwrap();

@@ -173,6 +173,7 @@ fn run(pps: f64, seconds: u64) -> ProtocolReport {
         },
         grace_ns: 500_000_000,
         interval_ns: 1_000_000_000,
+        live: false,
     };
     let locals = ["198.18.0.1:40000".parse().unwrap()];
     let target = "198.18.0.2:27960".parse().unwrap();
