@@ -301,6 +301,7 @@ impl Browser {
             .unwrap_or_else(|e| panic!("Browser::screenshot({}): {e}", path.display()));
     }
 
+    /// The open session (open from [`Browser::start`] until the drop).
     fn client(&self) -> &Client {
         self.client.as_ref().expect("the session is open")
     }
