@@ -3,6 +3,7 @@
 //! `CI=true`).
 #![allow(dead_code)] // each test binary uses its own part of this module
 
+pub(crate) mod browser;
 pub(crate) mod servers;
 pub(crate) mod wired;
 
