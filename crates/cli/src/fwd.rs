@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use latlab_lab::command::Io;
 use latlab_forwarding::fwd::{FwdOptions, FwdPoll, MAX_BATCH};
+use latlab_lab::command::Io;
 use latlab_lab::units::parse_duration;
 
 use crate::progress::Terminal;

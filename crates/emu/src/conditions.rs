@@ -167,13 +167,21 @@ impl Conditions {
             since: now,
             until: length.map(|l| now + l),
         });
-        self.hand_over([Some(self.in_force(0)), Some(self.in_force(1))], control, by)
+        self.hand_over(
+            [Some(self.in_force(0)), Some(self.in_force(1))],
+            control,
+            by,
+        )
     }
 
     /// Ends the one-shot in force, if any, handing the settings back to the engine.
     pub fn end(&mut self, control: &EmulatorControl, by: &str) -> Option<Applied> {
         self.overlay.take()?;
-        Some(self.hand_over([Some(self.in_force(0)), Some(self.in_force(1))], control, by))
+        Some(self.hand_over(
+            [Some(self.in_force(0)), Some(self.in_force(1))],
+            control,
+            by,
+        ))
     }
 
     /// Ends a timed one-shot whose time is over at `now`; its log line names it.
@@ -199,12 +207,11 @@ impl Conditions {
             return Applied::NotYet;
         }
         let changes = control.changes();
-        let refused = changes
-            .iter()
-            .skip(seen)
-            .rev()
-            .take(count)
-            .find_map(|c| c.refused.as_ref().map(|e| format!("{}: {e}", c.direction.name())));
+        let refused = changes.iter().skip(seen).rev().take(count).find_map(|c| {
+            c.refused
+                .as_ref()
+                .map(|e| format!("{}: {e}", c.direction.name()))
+        });
         match refused {
             Some(why) => Applied::Refused(why),
             None => Applied::Yes,

@@ -9,9 +9,9 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
-pub mod conditions;
 pub mod attach;
 pub mod claim;
+pub mod conditions;
 pub mod config;
 pub mod contention;
 pub mod flow;
@@ -394,10 +394,8 @@ fn watched_bridge(
     });
     let done = AtomicBool::new(false);
     let pcap_done = AtomicBool::new(false);
-    let conditions = crate::conditions::SharedConditions::new([
-        options.a_to_b.clone(),
-        options.b_to_a.clone(),
-    ]);
+    let conditions =
+        crate::conditions::SharedConditions::new([options.a_to_b.clone(), options.b_to_a.clone()]);
     let (report, pcap) = std::thread::scope(|s| {
         if let Some(api) = &api {
             let (live, done, conditions) = (&live, &done, &conditions);

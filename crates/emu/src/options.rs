@@ -214,7 +214,7 @@ impl EmuOptions {
                 )));
             }
         }
-        if self.api.is_some() && self.api == self.ui {
+        if self.api.is_some_and(|a| a.port() != 0) && self.api == self.ui {
             return Err(CommandError::Usage(format!(
                 "--api and --ui are both {}: give them two ports",
                 self.api.map_or(String::new(), |a| a.to_string())

@@ -105,7 +105,10 @@ impl Panel {
         match (r.method.as_str(), r.path.as_str()) {
             ("GET", "/api/state") => {
                 let since = r.query("since").and_then(|s| s.parse().ok()).unwrap_or(0);
-                Reply::json(200, &self.state(live, since, r.query("presets") == Some("1")))
+                Reply::json(
+                    200,
+                    &self.state(live, since, r.query("presets") == Some("1")),
+                )
             }
             ("POST", "/api/apply") => apply(live, &r.body),
             ("POST", "/api/action") => action(live, &r.body),
@@ -156,7 +159,12 @@ impl Panel {
         changes.extend(live.schedule_log.iter().map(|(at, d, text)| {
             json!({ "at_s": at, "direction": self.names[*d], "by": "schedule", "spec": text, "refused": null })
         }));
-        changes.sort_by(|a, b| a["at_s"].as_f64().partial_cmp(&b["at_s"].as_f64()).unwrap_or(std::cmp::Ordering::Equal));
+        changes.sort_by(|a, b| {
+            a["at_s"]
+                .as_f64()
+                .partial_cmp(&b["at_s"].as_f64())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
         let snap = live.sampler.latest();
         let mut value = json!({
             "title": self.title,
@@ -237,7 +245,11 @@ fn preset_list() -> Value {
 /// show kept (frame size, seed, schedule, trace, a jitter table unless SPEC names a
 /// distribution), then SPEC's keys; checked. An error names the key at fault when one key
 /// alone is refused, else the direction (`null`).
-fn replaced(current: &LinkConfig, up: bool, spec: &str) -> Result<LinkConfig, (Option<String>, String)> {
+fn replaced(
+    current: &LinkConfig,
+    up: bool,
+    spec: &str,
+) -> Result<LinkConfig, (Option<String>, String)> {
     let fresh = || {
         let mut c = LinkConfig {
             max_frame: current.max_frame,
@@ -246,7 +258,10 @@ fn replaced(current: &LinkConfig, up: bool, spec: &str) -> Result<LinkConfig, (O
             trace: current.trace.clone(),
             ..LinkConfig::default()
         };
-        if !spec.split_whitespace().any(|p| p.starts_with("jitter-dist=")) {
+        if !spec
+            .split_whitespace()
+            .any(|p| p.starts_with("jitter-dist="))
+        {
             c.jitter_dist = current.jitter_dist.clone();
         }
         c
@@ -254,16 +269,25 @@ fn replaced(current: &LinkConfig, up: bool, spec: &str) -> Result<LinkConfig, (O
     for pair in spec.split_whitespace() {
         let key = pair.split_once('=').map_or(pair, |(k, _)| k);
         if matches!(key, "schedule" | "dist-table" | "trace") {
-            return Err((Some(key.into()), format!("{key}: names a file to read; give it at start")));
+            return Err((
+                Some(key.into()),
+                format!("{key}: names a file to read; give it at start"),
+            ));
         }
         let mut alone = fresh();
-        let checked = config::apply_spec(&mut alone, up, "form", pair)
-            .and_then(|()| alone.validate().map_err(|e| knob::naming_key(e).replace("--", "")));
+        let checked = config::apply_spec(&mut alone, up, "form", pair).and_then(|()| {
+            alone
+                .validate()
+                .map_err(|e| knob::naming_key(e).replace("--", ""))
+        });
         if let Err(line) = checked {
             let line = line.strip_prefix("form: ").unwrap_or(&line).to_string();
             // A key that needs another (an AQM without a rate) is the direction's fault.
             if !line.contains("requires") && !line.contains("without") {
-                return Err((Some(knob::key_value(pair).map_or(key, |(k, _)| k).to_string()), line));
+                return Err((
+                    Some(knob::key_value(pair).map_or(key, |(k, _)| k).to_string()),
+                    line,
+                ));
             }
         }
     }
@@ -276,7 +300,10 @@ fn replaced(current: &LinkConfig, up: bool, spec: &str) -> Result<LinkConfig, (O
 
 fn apply(live: &mut Live<'_>, body: &str) -> Reply {
     let Ok(Value::Object(body)) = serde_json::from_str::<Value>(body) else {
-        return Reply::text(400, "the body is not a JSON object such as {\"a_to_b\": \"delay=5ms\"}");
+        return Reply::text(
+            400,
+            "the body is not a JSON object such as {\"a_to_b\": \"delay=5ms\"}",
+        );
     };
     let mut c = live.conditions.lock();
     let mut configs = [None, None];
@@ -286,13 +313,19 @@ fn apply(live: &mut Live<'_>, body: &str) -> Reply {
             continue;
         };
         let Some(spec) = spec.as_str() else {
-            errors.insert(direction(d).name().into(), json!({ "key": null, "message": "not a string" }));
+            errors.insert(
+                direction(d).name().into(),
+                json!({ "key": null, "message": "not a string" }),
+            );
             continue;
         };
         match replaced(&c.base()[d].default, d == 0, spec) {
             Ok(new) => *config = Some(new),
             Err((key, message)) => {
-                errors.insert(direction(d).name().into(), json!({ "key": key, "message": message }));
+                errors.insert(
+                    direction(d).name().into(),
+                    json!({ "key": key, "message": message }),
+                );
             }
         }
     }
@@ -315,11 +348,13 @@ fn apply(live: &mut Live<'_>, body: &str) -> Reply {
 /// A duration field of an action's body, at most [`MAX_ONE_SHOT`].
 fn duration_field(body: &serde_json::Map<String, Value>, key: &str) -> Result<Duration, Reply> {
     let refuse = |message: String| {
-        Reply::json(400, &json!({ "errors": { "action": { "key": key, "message": message } } }))
+        Reply::json(
+            400,
+            &json!({ "errors": { "action": { "key": key, "message": message } } }),
+        )
     };
     let text = body.get(key).and_then(Value::as_str).unwrap_or_default();
-    let d = latlab_lab::units::parse_duration(text)
-        .map_err(|e| refuse(format!("{key}: {e}")))?;
+    let d = latlab_lab::units::parse_duration(text).map_err(|e| refuse(format!("{key}: {e}")))?;
     if d.is_zero() || d > MAX_ONE_SHOT {
         return Err(refuse(format!("{key}: {text:?} is not between 0 and 1 h")));
     }
@@ -328,27 +363,36 @@ fn duration_field(body: &serde_json::Map<String, Value>, key: &str) -> Result<Du
 
 fn action(live: &mut Live<'_>, body: &str) -> Reply {
     let Ok(Value::Object(body)) = serde_json::from_str::<Value>(body) else {
-        return Reply::text(400, "the body is not a JSON object such as {\"action\": \"cable\"}");
+        return Reply::text(
+            400,
+            "the body is not a JSON object such as {\"action\": \"cable\"}",
+        );
     };
     let mut c = live.conditions.lock();
-    let name = body.get("action").and_then(Value::as_str).unwrap_or_default();
+    let name = body
+        .get("action")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let applied = match name {
-        "cable" if c.overlay().is_some_and(|o| o.kind == OverlayKind::Cable) => {
-            c.end(live.control, "ui: cable back").unwrap_or(Applied::Yes)
-        }
+        "cable" if c.overlay().is_some_and(|o| o.kind == OverlayKind::Cable) => c
+            .end(live.control, "ui: cable back")
+            .unwrap_or(Applied::Yes),
         "cable" => c.begin(OverlayKind::Cable, None, live.control, "ui: cable pulled"),
         "release" => c.end(live.control, "ui: released").unwrap_or(Applied::Yes),
         "spike" => {
-            let (delay, length) = match (duration_field(&body, "delay"), duration_field(&body, "for")) {
-                (Ok(d), Ok(l)) => (d, l),
-                (Err(r), _) | (_, Err(r)) => return r,
-            };
+            let (delay, length) =
+                match (duration_field(&body, "delay"), duration_field(&body, "for")) {
+                    (Ok(d), Ok(l)) => (d, l),
+                    (Err(r), _) | (_, Err(r)) => return r,
+                };
             let by = format!(
                 "ui: lag spike +{} for {}",
                 latlab_lab::units::format_duration(delay),
                 latlab_lab::units::format_duration(length)
             );
-            let kind = OverlayKind::Spike { delay_ns: delay.as_nanos() as u64 };
+            let kind = OverlayKind::Spike {
+                delay_ns: delay.as_nanos() as u64,
+            };
             c.begin(kind, Some(length), live.control, &by)
         }
         "outage" => {
@@ -356,19 +400,28 @@ fn action(live: &mut Live<'_>, body: &str) -> Reply {
                 Ok(l) => l,
                 Err(r) => return r,
             };
-            let by = format!("ui: outage for {}", latlab_lab::units::format_duration(length));
+            let by = format!(
+                "ui: outage for {}",
+                latlab_lab::units::format_duration(length)
+            );
             c.begin(OverlayKind::Outage, Some(length), live.control, &by)
         }
         other => {
-            return Reply::json(400, &json!({ "errors": { "action": { "key": "action",
-                "message": format!("{other:?}: not an action (cable, spike, outage, release)") } } }))
+            return Reply::json(
+                400,
+                &json!({ "errors": { "action": { "key": "action",
+                "message": format!("{other:?}: not an action (cable, spike, outage, release)") } } }),
+            )
         }
     };
     let overlay = c.overlay().map(|o| o.kind.name());
     match applied {
         Applied::Yes => Reply::json(200, &json!({ "overlay": overlay })),
         Applied::NotYet => Reply::text(503, "the emulator has not applied the change yet"),
-        Applied::Refused(why) => Reply::json(400, &json!({ "errors": { "engine": { "key": null, "message": why } } })),
+        Applied::Refused(why) => Reply::json(
+            400,
+            &json!({ "errors": { "engine": { "key": null, "message": why } } }),
+        ),
     }
 }
 

@@ -108,6 +108,7 @@ fn config(target: SocketAddr, flows: u32, pattern: Pattern) -> GeneratorConfig {
         threads: Threads::OneLoop { cpu: None },
         protocol: None,
         locals: Vec::new(),
+        live: false,
     }
 }
 

@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use latlab_lab::middle::PortSettings;
 use latlab_engine::forwarder::{self, ForwarderConfig, ForwarderLive, ForwarderReport};
 use latlab_engine::Stop;
+use latlab_lab::middle::PortSettings;
 
 pub use latlab_engine::forwarder::FwdPoll;
 

@@ -64,7 +64,7 @@ const Charts = (() => {
     const box = svg.getBoundingClientRect();
     const W = Math.max(280, box.width || 560), H = Math.max(140, box.height || 190);
     svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-    const m = { l: 58, r: 10, t: 8, b: 34 };
+    const m = { l: 58, r: 22, t: 8, b: 34 };
     const xs = [], ys = [];
     for (const s of opts.series) for (const [x, y] of s.points) {
       if (x !== null && isFinite(x)) xs.push(x);

@@ -32,7 +32,7 @@
     fill($("percentiles").tBodies[0], s.percentiles.map((p) => p.value_ns !== undefined
       ? [p.label, D(p.value_ns), `${D(p.low_ns)} – ${D(p.high_ns)}`]
       : [p.label, "too few samples", `${p.samples} of ${p.needed} needed`]));
-    $("samples").textContent = `${s.samples} answers measured; min ${D(s.min_ns)}, max ${D(s.max_ns)}`;
+    $("samples").textContent = `${s.samples} answers in the seconds completed so far; min ${D(s.min_ns)}, max ${D(s.max_ns)}`;
     const unanswered = Math.max(0, s.sent - s.received);
     fill($("counts").tBodies[0], [
       ["sent", String(s.sent)],
@@ -74,7 +74,7 @@
     if (s.done && !s.error) {
       $("final-card").hidden = false;
       const f = s.final || {};
-      const lat = f.latency || {};
+      const lat = f.latency_ns || {};
       const rows = [["sent", String(f.sent ?? "–")], ["received", String(f.received ?? "–")],
         ["lost", String(f.lost ?? "–")], ["reordered", String(f.reordered ?? "–")]];
       for (const k of ["p50", "p99", "p99_9", "p99_99", "max"]) if (lat[k] !== undefined && lat[k] !== null) rows.push([k.replace("_", "."), D(lat[k])]);

@@ -114,7 +114,9 @@ pub struct UiServer {
 
 impl std::fmt::Debug for UiServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UiServer").field("addr", &self.addr).finish()
+        f.debug_struct("UiServer")
+            .field("addr", &self.addr)
+            .finish()
     }
 }
 
@@ -194,9 +196,8 @@ impl UiServer {
                  connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
             ),
         ] {
-            response.add_header(
-                Header::from_bytes(name, value).expect("a constant header is valid"),
-            );
+            response
+                .add_header(Header::from_bytes(name, value).expect("a constant header is valid"));
         }
         // A client gone before its answer is its own business.
         let _ = request.respond(response);
@@ -209,7 +210,10 @@ impl UiServer {
         handler: &mut dyn FnMut(&UiRequest) -> Reply,
     ) -> Reply {
         let host = header(request, "Host");
-        if !host.as_deref().is_some_and(|h| self.hosts.iter().any(|a| a == h)) {
+        if !host
+            .as_deref()
+            .is_some_and(|h| self.hosts.iter().any(|a| a == h))
+        {
             return Reply::text(
                 403,
                 format!(

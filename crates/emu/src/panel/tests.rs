@@ -14,9 +14,16 @@ fn a_form_replaces_the_settings_but_keeps_what_it_does_not_show() {
     current.max_frame = 2048;
     current.duplicate = 0.5;
     let new = replaced(&current, true, "jitter=3ms loss=1%").unwrap();
-    assert_eq!((new.delay_ns, new.jitter_ns, new.duplicate), (0, 3_000_000, 0.0));
+    assert_eq!(
+        (new.delay_ns, new.jitter_ns, new.duplicate),
+        (0, 3_000_000, 0.0)
+    );
     assert_eq!(new.loss, LossModel::Bernoulli { p: 0.01 });
-    assert_eq!((new.seed, new.max_frame), (77, 2048), "kept: the form does not show them");
+    assert_eq!(
+        (new.seed, new.max_frame),
+        (77, 2048),
+        "kept: the form does not show them"
+    );
 }
 
 #[test]
@@ -46,12 +53,31 @@ fn one_shots_sit_on_top_of_the_settings_and_leave_them_as_set() {
     let applied = c.begin(OverlayKind::Cable, None, &control, "ui: cable pulled");
     assert_eq!(applied, Applied::NotYet);
     assert!(loses_everything(&c.in_force(0)) && loses_everything(&c.in_force(1)));
-    assert_eq!(c.base()[0].default.delay_ns, 5_000_000, "the settings are as set");
-    c.begin(OverlayKind::Spike { delay_ns: 100_000_000 }, Some(Duration::from_millis(1)), &control, "ui");
+    assert_eq!(
+        c.base()[0].default.delay_ns,
+        5_000_000,
+        "the settings are as set"
+    );
+    c.begin(
+        OverlayKind::Spike {
+            delay_ns: 100_000_000,
+        },
+        Some(Duration::from_millis(1)),
+        &control,
+        "ui",
+    );
     assert_eq!(c.in_force(1).delay_ns, 107_000_000);
-    assert!(!loses_everything(&c.in_force(1)), "a spike replaced the cable");
-    assert!(c.expire(Instant::now() + Duration::from_millis(5), &control).is_some());
+    assert!(
+        !loses_everything(&c.in_force(1)),
+        "a spike replaced the cable"
+    );
+    assert!(c
+        .expire(Instant::now() + Duration::from_millis(5), &control)
+        .is_some());
     assert!(c.overlay().is_none());
     assert_eq!(c.in_force(1).delay_ns, 7_000_000);
-    assert!(c.expire(Instant::now(), &control).is_none(), "nothing left to end");
+    assert!(
+        c.expire(Instant::now(), &control).is_none(),
+        "nothing left to end"
+    );
 }

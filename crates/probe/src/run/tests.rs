@@ -415,3 +415,65 @@ fn a_rate_no_schedule_can_keep_is_refused_by_the_run() {
         );
     }
 }
+
+#[test]
+fn a_live_run_hands_each_closed_interval_to_progress_once() {
+    let mut live_config = RunConfig {
+        live: true,
+        ..config(Pattern::Constant)
+    };
+    live_config.probe.rate_pps = 1000.0;
+    live_config.probe.duration_ns = 300_000_000;
+    let mut run = Run::new(&live_config, MADE_AT, Meter::new).unwrap();
+    let mut buf = [0u8; 64];
+    let mut now = MADE_AT;
+    let mut echoes: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut seen = Vec::new();
+    let mut reports = 0;
+    loop {
+        while let Some(probe) = run.poll_transmit(now, &mut buf) {
+            run.handle_sent(now, 1);
+            echoes.push((now + 20_000, buf[..probe.len].to_vec()));
+        }
+        echoes.retain(|(at, bytes)| {
+            *at > now || {
+                run.handle_datagram(now, 0, *at, bytes);
+                false
+            }
+        });
+        run.handle_timeout(now);
+        if let Some(p) = run.poll_progress(now) {
+            reports += 1;
+            let live = p.live.expect("a live run's progress is live");
+            seen.extend(live.intervals.iter().map(|i| i.histogram.len()));
+            assert_eq!(live.reordered, 0);
+        }
+        if run.is_done(now) {
+            break;
+        }
+        now = echoes
+            .iter()
+            .map(|e| e.0)
+            .fold(run.poll_timeout(), u64::min);
+    }
+    let outcome = run.finish(now);
+    // Progress every 100 ms of a 300 ms run of 10 ms intervals: each report after the first
+    // brings the intervals closed since the one before.
+    assert!(reports >= 3, "{reports}");
+    let logged: Vec<u64> = outcome
+        .intervals
+        .iter()
+        .map(|i| i.histogram.len())
+        .collect();
+    assert!(seen.len() >= 20 && seen.len() <= logged.len(), "{seen:?}");
+    assert_eq!(
+        seen[..],
+        logged[..seen.len()],
+        "each closed interval once, in order"
+    );
+    let plain = Run::new(&config(Pattern::Constant), MADE_AT, Meter::new)
+        .unwrap()
+        .poll_progress(MADE_AT)
+        .unwrap();
+    assert!(plain.live.is_none(), "no copies unless asked");
+}

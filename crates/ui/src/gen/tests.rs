@@ -36,10 +36,16 @@ fn interval(start_s: u64, latencies: impl IntoIterator<Item = u64>) -> Interval 
 fn the_board_adds_each_interval_once_and_bounds_only_what_the_count_allows() {
     let board = GenBoard::new();
     board.started("1k pps to x", 10_000_000_000);
-    board.progress(&progress(vec![interval(0, (1..=1000).map(|i| i * 1000))], 1000));
+    board.progress(&progress(
+        vec![interval(0, (1..=1000).map(|i| i * 1000))],
+        1000,
+    ));
     // A report with no new interval adds nothing.
     board.progress(&progress(Vec::new(), 1500));
-    board.progress(&progress(vec![interval(1, (1..=1000).map(|i| i * 1000))], 2000));
+    board.progress(&progress(
+        vec![interval(1, (1..=1000).map(|i| i * 1000))],
+        2000,
+    ));
     let s = board.state_json();
     assert_eq!(s["samples"], 2000);
     assert_eq!(s["sent"], 2000);
@@ -55,11 +61,21 @@ fn the_board_adds_each_interval_once_and_bounds_only_what_the_count_allows() {
     // 2000 samples bound p99 but not p99.9.
     assert!(p[2]["value_ns"].is_u64(), "{p}");
     assert_eq!(p[3]["label"], "p99.9");
-    assert!(p[3]["value_ns"].is_null() && p[3]["needed"].as_u64().unwrap() > 2000, "{p}");
+    assert!(
+        p[3]["value_ns"].is_null() && p[3]["needed"].as_u64().unwrap() > 2000,
+        "{p}"
+    );
     let ccdf = s["ccdf"].as_array().unwrap();
     assert!(ccdf.len() <= CCDF_POINTS + 1 && ccdf.len() > 10);
-    assert_eq!(ccdf.last().unwrap()[1], 0.0, "the CCDF ends at its largest answer");
-    assert_eq!((s["reordered"].as_u64(), s["send_lag_max_ns"].as_u64()), (Some(2), Some(9_000)));
+    assert_eq!(
+        ccdf.last().unwrap()[1],
+        0.0,
+        "the CCDF ends at its largest answer"
+    );
+    assert_eq!(
+        (s["reordered"].as_u64(), s["send_lag_max_ns"].as_u64()),
+        (Some(2), Some(9_000))
+    );
     assert_eq!(s["done"], false);
 }
 
@@ -70,7 +86,10 @@ fn after_the_run_the_board_serves_only_the_files_it_wrote() {
     let file = dir.join("summary.json");
     std::fs::write(&file, "{\"sent\":3}").unwrap();
     let board = GenBoard::new();
-    board.finished(serde_json::json!({"sent": 3}), vec![("summary.json".into(), file)]);
+    board.finished(
+        serde_json::json!({"sent": 3}),
+        vec![("summary.json".into(), file)],
+    );
     let get = |path: &str, name: &str| {
         board.handle(&UiRequest {
             method: "GET".into(),
@@ -80,10 +99,16 @@ fn after_the_run_the_board_serves_only_the_files_it_wrote() {
         })
     };
     let r = get("/api/file", "summary.json");
-    assert_eq!((r.status, r.content_type, r.body.as_slice()), (200, "application/json", &b"{\"sent\":3}"[..]));
+    assert_eq!(
+        (r.status, r.content_type, r.body.as_slice()),
+        (200, "application/json", &b"{\"sent\":3}"[..])
+    );
     assert_eq!(get("/api/file", "/etc/passwd").status, 404);
     assert_eq!(get("/api/nothing", "").status, 404);
     let s: serde_json::Value = serde_json::from_slice(&get("/api/state", "").body).unwrap();
-    assert_eq!((s["done"].as_bool(), s["final"]["sent"].as_u64()), (Some(true), Some(3)));
+    assert_eq!(
+        (s["done"].as_bool(), s["final"]["sent"].as_u64()),
+        (Some(true), Some(3))
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -6,9 +6,15 @@ use super::*;
 
 /// One HTTP/1.1 request with `headers`: the status and the body of the answer, and whether
 /// any header of the answer is a CORS one.
-fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, bool) {
+fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String, bool) {
     let mut s = TcpStream::connect(addr).unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: 2\r\n");
+    let mut head =
+        format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: 2\r\n");
     for (k, v) in headers {
         head += &format!("{k}: {v}\r\n");
     }
@@ -43,14 +49,34 @@ fn guards_refuse_another_host_and_a_missing_or_wrong_token_before_the_handler() 
         let (status, body, cors) = request(addr, "POST", "/api/x?a=1&b=%41+c", &good);
         assert_eq!((status, body.as_str(), cors), (200, "{\"ok\":true}", false));
         let localhost = format!("localhost:{}", addr.port());
-        let (status, _, _) = request(addr, "GET", "/api/x", &[("Host", &localhost), (TOKEN_HEADER, &token)]);
+        let (status, _, _) = request(
+            addr,
+            "GET",
+            "/api/x",
+            &[("Host", &localhost), (TOKEN_HEADER, &token)],
+        );
         assert_eq!(status, 200, "localhost names a loopback address too");
         for (what, headers) in [
-            ("rebound name", vec![("Host", "evil.example:9200"), (TOKEN_HEADER, token.as_str())]),
+            (
+                "rebound name",
+                vec![
+                    ("Host", "evil.example:9200"),
+                    (TOKEN_HEADER, token.as_str()),
+                ],
+            ),
             ("no Host", vec![(TOKEN_HEADER, token.as_str())]),
             ("no token", vec![("Host", host.as_str())]),
-            ("wrong token", vec![("Host", host.as_str()), (TOKEN_HEADER, "0123456789abcdef0123456789abcdef")]),
-            ("short token", vec![("Host", host.as_str()), (TOKEN_HEADER, &token[..31])]),
+            (
+                "wrong token",
+                vec![
+                    ("Host", host.as_str()),
+                    (TOKEN_HEADER, "0123456789abcdef0123456789abcdef"),
+                ],
+            ),
+            (
+                "short token",
+                vec![("Host", host.as_str()), (TOKEN_HEADER, &token[..31])],
+            ),
         ] {
             let (status, body, cors) = request(addr, "POST", "/api/x", &headers);
             assert_eq!((status, cors), (403, false), "{what}: {body}");
@@ -59,13 +85,26 @@ fn guards_refuse_another_host_and_a_missing_or_wrong_token_before_the_handler() 
         let (status, body, _) = request(addr, "GET", "/", &[("Host", host.as_str())]);
         assert_eq!(status, 200);
         assert!(body.contains("/gen.js"), "{body}");
-        assert_eq!(request(addr, "GET", "/emu.js", &[("Host", host.as_str())]).0, 404);
-        assert_eq!(request(addr, "POST", "/", &[("Host", host.as_str())]).0, 405);
-        assert_eq!(request(addr, "GET", "/", &[("Host", "evil.example")]).0, 403);
+        assert_eq!(
+            request(addr, "GET", "/emu.js", &[("Host", host.as_str())]).0,
+            404
+        );
+        assert_eq!(
+            request(addr, "POST", "/", &[("Host", host.as_str())]).0,
+            405
+        );
+        assert_eq!(
+            request(addr, "GET", "/", &[("Host", "evil.example")]).0,
+            403
+        );
         done.store(true, Ordering::Relaxed);
     });
     let calls = calls.into_inner().unwrap();
-    assert_eq!(calls.len(), 2, "only the two good requests reached the handler");
+    assert_eq!(
+        calls.len(),
+        2,
+        "only the two good requests reached the handler"
+    );
     assert_eq!(calls[0].path, "/api/x");
     assert_eq!(calls[0].query("b"), Some("A c"));
     assert_eq!(calls[0].body, "{}");
