@@ -310,18 +310,29 @@ fn the_panel_changes_the_link_as_a_person_would_and_refuses_what_it_must() {
         let back = gen(&target, "1s");
         assert_eq!(back["lost"], 0, "{back}");
 
-        // A change made through the API shows on the open page.
-        let (status, body) = http(
-            api,
-            "PUT",
-            "/conditions/a-to-b",
-            &[("Host", "api")],
-            "delay=7ms",
-        );
-        assert_eq!(status, 200, "{body}");
-        let shown = browser
-            .wait_until("document.getElementById('a_to_b-in-force').textContent.includes('delay=7ms') && document.getElementById('a_to_b-delay').value === '7'", EVENT)
-            .unwrap();
+        // A change made through the API shows on the open page; five times, each timed from
+        // the API's answer to the page showing it (a figure for a person, not asserted on).
+        let mut shown = Vec::new();
+        for ms in [11, 9, 13, 8, 7] {
+            let (status, body) = http(
+                api,
+                "PUT",
+                "/conditions/a-to-b",
+                &[("Host", "api")],
+                &format!("delay={ms}ms"),
+            );
+            assert_eq!(status, 200, "{body}");
+            let took = browser
+                .wait_until(
+                    &format!(
+                        "document.getElementById('a_to_b-in-force').textContent.includes('delay={ms}ms') && \
+                         document.getElementById('a_to_b-delay').value === '{ms}'"
+                    ),
+                    EVENT,
+                )
+                .unwrap();
+            shown.push(took.as_millis());
+        }
         let log = browser.text("#log");
         assert!(log.contains("api") && log.contains("delay=7ms"), "{log}");
 
@@ -394,10 +405,7 @@ fn the_panel_changes_the_link_as_a_person_would_and_refuses_what_it_must() {
         }
         std::fs::write(
             shots.join("ui-latency.txt"),
-            format!(
-                "an API change shown on the page after {} ms\n",
-                shown.as_millis()
-            ),
+            format!("API changes shown on the page after (ms): {shown:?}\n"),
         )
         .unwrap();
     });

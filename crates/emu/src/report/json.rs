@@ -235,6 +235,9 @@ pub struct EmuChangeJson {
     /// Why the pipe refused it, if it did (`null` when it did not).
     #[serde(default)]
     pub refused: Option<String>,
+    /// Who made it: `api`, `ui`, `ui: cable pulled`, … (empty in files from before).
+    #[serde(default)]
+    pub by: String,
 }
 
 /// The CPU the emulator used, and how a blocking loop waited.
@@ -418,6 +421,7 @@ impl EmuChangeJson {
             spec: crate::api::spec_text(&c.config),
             settings: crate::api::direction_json(&c.config),
             refused: c.refused.clone(),
+            by: c.by.clone(),
         }
     }
 }
@@ -542,6 +546,7 @@ mod tests {
                         "spec": crate::api::spec_text(&c.config),
                         "settings": crate::api::direction_json(&c.config),
                         "refused": c.refused,
+                        "by": c.by,
                     })
                 })
                 .collect()
