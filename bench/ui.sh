@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What --ui costs: the emulator's release error and the generator's latency with the control
-# panel and the gen board open and charting in headless Chromium, against the same runs without
-# them, alternated in one sitting (root). Each point: `latlab run --delay 1ms -- latlab echo`
+# panel and the gen board open and charting in headless Chromium ("open"), with the pages
+# served but no browser on them ("served": latlab's own part), and without --ui ("off"),
+# alternated in one sitting (root). Each point: `latlab run --delay 1ms -- latlab echo`
 # in a namespace standing for the host (made here), and `latlab gen` at RATE through it from
 # there; with the page, `run --ui` and `gen --ui`, each page open in a Chromium of its own.
 # Run it under the machine's benchmark lock: flock /tmp/latlab-bench.lock bench/ui.sh
@@ -54,9 +55,9 @@ line() {
   echo "no line with '$2' in $1:" >&2; cat "$1" >&2; exit 1
 }
 
-# point NAME UI: one run, UI 1 with both pages open, 0 without.
+# point NAME UI OPEN: one run, UI 1 with --ui (OPEN 1: each page open in a browser), 0 without.
 point() {
-  local name=$1 ui=$2 run_ui=() gen_ui=()
+  local name=$1 ui=$2 open=$3 run_ui=() gen_ui=()
   if [ "$ui" = 1 ]; then run_ui=(--ui 127.0.0.1:0); gen_ui=(--ui 127.0.0.1:0); fi
   local first=${#pids[@]}
   "${in_ns[@]}" "$latlab" run --delay 1ms --json "$out/$name-emu.json" "${run_ui[@]}" -- \
@@ -67,14 +68,16 @@ point() {
   start=$(line "$out/$name-run.log" " in namespace ")
   addr=$(sed -E 's/.* in namespace [^ ]+ at ([0-9.]+);.*/\1/' <<<"$start")
   line "$out/$name-run.log" "listening on" >/dev/null
-  if [ "$ui" = 1 ]; then browse "$(line "$out/$name-run.log" "control panel on" | sed 's/.*control panel on //')"; fi
+  if [ "$open" = 1 ]; then browse "$(line "$out/$name-run.log" "control panel on" | sed 's/.*control panel on //')"; fi
   sleep 3
   "${in_ns[@]}" "$latlab" gen --target "$addr:7777" --rate "$rate" --duration "${secs}s" \
     --json "$out/$name-gen.json" "${gen_ui[@]}" >"$out/$name-gen.txt" 2>"$out/$name-gen.log" &
   local gen=$!
   pids+=("$gen")
   if [ "$ui" = 1 ]; then
-    browse "$(line "$out/$name-gen.log" "live page on" | sed 's/.*live page on //')"
+    if [ "$open" = 1 ]; then
+      browse "$(line "$out/$name-gen.log" "live page on" | sed 's/.*live page on //')"
+    fi
     # After its run, gen --ui keeps its page up until Ctrl-C.
     line "$out/$name-gen.log" "the run is over" >/dev/null
     sleep 2
@@ -88,8 +91,9 @@ point() {
 }
 
 for i in $(seq "$pairs"); do
-  point "off-$i" 0
-  point "on-$i" 1
+  point "off-$i" 0 0
+  point "served-$i" 1 0
+  point "open-$i" 1 1
 done
 
 python3 - "$out" "$pairs" <<'PY' | tee "$out/results.md"
@@ -99,7 +103,7 @@ def us(ns): return f"{ns / 1000:.1f}"
 print("| run | page | gen p50 (µs) | gen p99 (µs) | emulator release error p99 up / down (µs) |")
 print("|---|---|---|---|---|")
 for i in range(1, pairs + 1):
-    for page in ("off", "on"):
+    for page in ("off", "served", "open"):
         g = json.load(open(f"{out}/{page}-{i}-gen.json"))
         e = json.load(open(f"{out}/{page}-{i}-emu.json"))
         rel = [e[d]["release_error_ns"]["p99"] for d in ("a_to_b", "b_to_a")]

@@ -248,6 +248,7 @@ pub(crate) fn run(a: GenArgs) -> Result<()> {
                 let given = [&command.json, &command.hlog, &command.junit].map(|p| p.as_deref());
                 board.finished(
                     serde_json::from_str(&summary).unwrap_or_default(),
+                    report.latency.clone(),
                     crate::gen_ui::written(report, &given),
                 );
                 let outcome = finish(report);

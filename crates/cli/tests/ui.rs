@@ -502,6 +502,11 @@ fn the_generator_board_draws_the_run_as_it_grows_and_keeps_it_after() {
         "the page's figures are the file's: {last} / sent {}",
         written["sent"]
     );
+    let samples = browser.text("#samples");
+    assert!(
+        samples.starts_with(&format!("{} answers", written["received"])),
+        "after the run, the percentiles are of every answer: {samples}"
+    );
     let served = browser.execute(
         "const name = [...document.querySelectorAll('#files a')].map((a) => a.textContent)\
            .find((n) => n.endsWith('summary.json'));\

@@ -174,6 +174,8 @@ pub struct GenReport {
     pub placement: crate::cores::Placement,
     /// The results folder, when one was asked for.
     pub out: Option<PathBuf>,
+    /// Every measured answer's latency (what `summary.json`'s `latency_ns` summarizes).
+    pub latency: latlab_stats::LatencyHistogram,
 }
 
 impl GenReport {
@@ -358,6 +360,7 @@ pub fn run(
         summary,
         placement,
         out,
+        latency: result.report.latency,
     })
 }
 

@@ -10,6 +10,7 @@
   const COVERED = new Set(["delay", "jitter", "jitter-dist", "loss", "duplicate", "reorder", "corrupt",
     "rate", "limit", "aqm", "ecn", "schedule", "trace"]);
   let state = null, presets = [], series = [], seq = 0, dirty = false, formBuilt = false;
+  let lastText = "", charted = false;
 
   async function call(method, path, body) {
     const r = await fetch(path, {
@@ -254,8 +255,11 @@
       for (const p of st.series) series.push(p);
       if (series.length > 300) series.splice(0, series.length - 300);
       if (series.length) seq = series[series.length - 1].seq;
-      drawState(st);
-      drawCharts();
+      // The text twice a second; the charts only when a point came (once a second) or the
+      // window changed: a page left open costs its browser little.
+      const text = JSON.stringify([st.directions, st.overlay, st.changes.length, st.totals, st.running_s | 0]);
+      if (text !== lastText) { drawState(st); lastText = text; }
+      if (st.series.length || !charted) { drawCharts(); charted = true; }
       if (!now && $("message").textContent.startsWith("latlab is not answering")) message("");
     } catch (e) {
       message("latlab is not answering (" + e.message + "): the link it ran has ended");

@@ -32,7 +32,7 @@
     fill($("percentiles").tBodies[0], s.percentiles.map((p) => p.value_ns !== undefined
       ? [p.label, D(p.value_ns), `${D(p.low_ns)} – ${D(p.high_ns)}`]
       : [p.label, "too few samples", `${p.samples} of ${p.needed} needed`]));
-    $("samples").textContent = `${s.samples} answers in the seconds completed so far; min ${D(s.min_ns)}, max ${D(s.max_ns)}`;
+    $("samples").textContent = `${s.samples} answers${s.done ? "" : " in the seconds completed so far"}; min ${D(s.min_ns)}, max ${D(s.max_ns)}`;
     const unanswered = Math.max(0, s.sent - s.received);
     fill($("counts").tBodies[0], [
       ["sent", String(s.sent)],
@@ -101,9 +101,12 @@
     try {
       const r = await fetch("/api/state", { headers: { "X-Latlab-Token": token } });
       if (!r.ok) { message(`the board answered ${r.status}: ${(await r.text()).trim()}`); return; }
-      last = await r.json();
-      if (!last.error) message("");
-      draw(last);
+      const fresh = await r.json();
+      if (!fresh.error) message("");
+      // Drawn again only when something moved (a progress report, an interval, the end).
+      const changed = !last || fresh.sent !== last.sent || fresh.intervals !== last.intervals || fresh.done !== last.done;
+      last = fresh;
+      if (changed) draw(last);
     } catch (e) {
       if (last && last.done) { $("status").textContent = "finished (latlab exited)"; }
       else message("latlab is not answering (" + e.message + ")");

@@ -114,10 +114,28 @@ impl GenBoard {
         s.progress = Some(p.clone());
     }
 
-    /// The run is over: `summary` is its `summary.json`, `files` what it wrote (a name the
-    /// page links to, and where it is).
-    pub fn finished(&self, summary: Value, files: Vec<(String, PathBuf)>) {
-        self.lock().finished = Some(Finished {
+    /// The run is over: `summary` is its `summary.json`, `latency` every answer's latency
+    /// (the intervals the last progress report had not brought included: the page's
+    /// percentiles and CCDF become the run's own), `files` what it wrote (a name the page
+    /// links to, and where it is).
+    pub fn finished(
+        &self,
+        summary: Value,
+        latency: LatencyHistogram,
+        files: Vec<(String, PathBuf)>,
+    ) {
+        let mut s = self.lock();
+        s.all = latency;
+        if let Some(p) = s.progress.as_mut() {
+            p.elapsed_ns = p.total_ns;
+            p.sent = summary["sent"].as_u64().unwrap_or(p.sent);
+            p.received = summary["received"].as_u64().unwrap_or(p.received);
+            if let Some(live) = p.live.as_mut() {
+                live.reordered = summary["reordered"].as_u64().unwrap_or(live.reordered);
+                live.duplicated = summary["duplicated"].as_u64().unwrap_or(live.duplicated);
+            }
+        }
+        s.finished = Some(Finished {
             summary,
             files,
             error: None,

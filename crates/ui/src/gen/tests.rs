@@ -86,8 +86,13 @@ fn after_the_run_the_board_serves_only_the_files_it_wrote() {
     let file = dir.join("summary.json");
     std::fs::write(&file, "{\"sent\":3}").unwrap();
     let board = GenBoard::new();
+    let mut all = LatencyHistogram::new();
+    for l in [1_000, 2_000, 3_000] {
+        all.record(l);
+    }
     board.finished(
         serde_json::json!({"sent": 3}),
+        all,
         vec![("summary.json".into(), file)],
     );
     let get = |path: &str, name: &str| {
@@ -110,5 +115,6 @@ fn after_the_run_the_board_serves_only_the_files_it_wrote() {
         (s["done"].as_bool(), s["final"]["sent"].as_u64()),
         (Some(true), Some(3))
     );
+    assert_eq!(s["samples"], 3, "the run's own histogram, once it is over");
     std::fs::remove_dir_all(&dir).unwrap();
 }
