@@ -46,7 +46,7 @@ fn drops(d: &DirectionSnapshot) -> [u64; 6] {
     ]
 }
 
-/// The causes of [`drops`], as the page names them.
+/// The causes of a direction's drops, in the order the sampler counts them, as the page names them.
 pub const CAUSES: [&str; 6] = ["loss", "queue", "aqm", "emulator", "kernel", "malformed"];
 
 /// p50 and p99 of what `now` holds beyond `before` (the same histogram later), ns.

@@ -3,7 +3,7 @@
 
 use latlab_stats::LatencyHistogram;
 
-/// Where a run is, for progress bars (and, when [`RunConfig::live`], for a live view).
+/// Where a run is, for progress bars (and, when [`RunConfig::live`](super::RunConfig::live), for a live view).
 #[derive(Clone, Debug)]
 pub struct Progress {
     /// Since the first probe was due.
@@ -14,7 +14,7 @@ pub struct Progress {
     pub sent: u64,
     /// Measured responses so far.
     pub received: u64,
-    /// With [`RunConfig::live`]: what a live view draws.
+    /// With [`RunConfig::live`](super::RunConfig::live): what a live view draws.
     pub live: Option<Live>,
 }
 
