@@ -5,11 +5,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::browser::{processes_with, Browser};
+use common::browser::{is_png, processes_with, screenshots, Browser};
 
 /// A range, a button that writes the range's value into `#out`, and no console error.
 const FORM: &str = r#"<!doctype html>
@@ -89,39 +89,6 @@ fn ends_cleanly(browser: Browser) {
         left.is_empty(),
         "processes left with {}: {left:?}",
         profile.display()
-    );
-}
-
-/// The folder for screenshots: `LATLAB_SCREENSHOTS` if set, else a temporary one (held by the
-/// second value).
-fn screenshots() -> (PathBuf, Option<tempfile::TempDir>) {
-    match std::env::var_os("LATLAB_SCREENSHOTS") {
-        Some(dir) => {
-            let dir = PathBuf::from(dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            (dir, None)
-        }
-        None => {
-            let temp = tempfile::tempdir().unwrap();
-            (temp.path().to_path_buf(), Some(temp))
-        }
-    }
-}
-
-/// Checks that `path` holds a PNG (its 8-byte signature) of more than 1 KB.
-fn is_png(path: &Path) {
-    let bytes = std::fs::read(path).unwrap();
-    assert_eq!(
-        bytes.get(..8),
-        Some(&b"\x89PNG\r\n\x1a\n"[..]),
-        "{} is not a PNG",
-        path.display()
-    );
-    assert!(
-        bytes.len() > 1024,
-        "{}: {} bytes",
-        path.display(),
-        bytes.len()
     );
 }
 

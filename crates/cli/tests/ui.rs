@@ -10,11 +10,10 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::browser::Browser;
+use common::browser::{is_png, screenshots, Browser};
 use common::{engines, namespaces_or_skip};
 use latlab_lab::topology::Namespace;
 use serde_json::Value;
@@ -54,32 +53,6 @@ fn ui_flags_are_checked_before_anything_starts() {
         "--ui-public",
     );
     common::one_line_error(&["run", "--ui", "nowhere", "--", "true"], "--ui");
-}
-
-/// The folder for screenshots: `LATLAB_SCREENSHOTS` if set, else a temporary one (held by the
-/// second value).
-fn screenshots() -> (PathBuf, Option<tempfile::TempDir>) {
-    match std::env::var_os("LATLAB_SCREENSHOTS") {
-        Some(dir) => {
-            let dir = PathBuf::from(dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            (dir, None)
-        }
-        None => {
-            let temp = tempfile::tempdir().unwrap();
-            (temp.path().to_path_buf(), Some(temp))
-        }
-    }
-}
-
-/// A PNG over 1 KB.
-fn assert_png(path: &Path) {
-    let bytes = std::fs::read(path).unwrap();
-    assert!(
-        bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 1024,
-        "{}",
-        path.display()
-    );
 }
 
 /// One HTTP/1.1 request: the status and the body of the answer.
@@ -384,15 +357,15 @@ fn the_panel_changes_the_link_as_a_person_would_and_refuses_what_it_must() {
         );
         let wide = shots.join("ui-emulator-1280x720.png");
         browser.screenshot(&wide);
-        assert_png(&wide);
+        is_png(&wide);
         browser.window_size(1280, 2400);
         let full = shots.join("ui-emulator-full.png");
         browser.screenshot(&full);
-        assert_png(&full);
+        is_png(&full);
         browser.window_size(390, 844);
         let phone = shots.join("ui-emulator-390x844.png");
         browser.screenshot(&phone);
-        assert_png(&phone);
+        is_png(&phone);
         let fits = "document.documentElement.scrollWidth <= window.innerWidth + 1";
         if let Err(e) = browser.wait_until(fits, EVENT) {
             let wide = browser.execute(
@@ -480,7 +453,7 @@ fn the_generator_board_draws_the_run_as_it_grows_and_keeps_it_after() {
     assert_eq!(browser.console_errors(), Vec::<String>::new());
     let live = shots.join("ui-gen-live.png");
     browser.screenshot(&live);
-    assert_png(&live);
+    is_png(&live);
     // After the run: its final figures and the files it wrote, still served.
     browser
         .wait_until(
@@ -519,7 +492,7 @@ fn the_generator_board_draws_the_run_as_it_grows_and_keeps_it_after() {
     assert_eq!(browser.console_errors(), Vec::<String>::new());
     let done = shots.join("ui-gen-finished.png");
     browser.screenshot(&done);
-    assert_png(&done);
+    is_png(&done);
     drop(browser);
     gen.signal("TERM");
     let (status, stderr) = gen.wait();

@@ -422,3 +422,36 @@ fn ready(port: u16) -> bool {
     };
     serde_json::from_str::<Value>(body).is_ok_and(|status| status["value"]["ready"] == true)
 }
+
+/// The folder for screenshots: `LATLAB_SCREENSHOTS` if set, else a temporary one (held by the
+/// second value).
+pub(crate) fn screenshots() -> (PathBuf, Option<tempfile::TempDir>) {
+    match std::env::var_os("LATLAB_SCREENSHOTS") {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            (dir, None)
+        }
+        None => {
+            let temp = tempfile::tempdir().unwrap();
+            (temp.path().to_path_buf(), Some(temp))
+        }
+    }
+}
+
+/// Checks that `path` holds a PNG (its 8-byte signature) of more than 1 KB.
+pub(crate) fn is_png(path: &Path) {
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(
+        bytes.get(..8),
+        Some(&b"\x89PNG\r\n\x1a\n"[..]),
+        "{} is not a PNG",
+        path.display()
+    );
+    assert!(
+        bytes.len() > 1024,
+        "{}: {} bytes",
+        path.display(),
+        bytes.len()
+    );
+}

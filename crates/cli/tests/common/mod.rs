@@ -264,10 +264,12 @@ pub(crate) fn started(mut cmd: Command, needle: &str) -> Started {
     let needle_owned = needle.to_string();
     let reader = std::thread::spawn(move || {
         for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
-            if line.contains(&needle_owned) {
+            // Kept before it is signalled: a caller woken by the line finds it in `stderr()`.
+            let found = line.contains(&needle_owned);
+            lines.lock().unwrap().push(line);
+            if found {
                 let _ = tx.send(());
             }
-            lines.lock().unwrap().push(line);
         }
     });
     let mut started = Started {
