@@ -27,7 +27,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use latlab_engine::emulator::EmulatorControl;
-use latlab_link::{LinkConfig, LossModel};
+use latlab_link::LinkConfig;
 use latlab_ui::{Page, Reply, UiRequest, UiServer};
 use serde_json::{json, Value};
 
@@ -186,10 +186,9 @@ impl Panel {
 impl Live<'_> {
     fn tick(&mut self) {
         let now = Instant::now();
-        let expired = self.conditions.lock().expire(now, self.control);
-        if let Some(Applied::NotYet | Applied::Refused(_)) = expired {
-            // The engine is stopping; nothing to put back.
-        }
+        // A timed one-shot that is over hands the settings back; if the engine is stopping
+        // there is nothing left to put back.
+        self.conditions.lock().expire(now, self.control);
         self.sampler.tick(now, self.control);
         let Some(at_ns) = self.sampler.latest().map(|s| s.at_ns) else {
             return;
@@ -423,11 +422,6 @@ fn action(live: &mut Live<'_>, body: &str) -> Reply {
             &json!({ "errors": { "engine": { "key": null, "message": why } } }),
         ),
     }
-}
-
-/// Is `config` losing every frame (what a pulled cable or an outage sets)?
-pub fn loses_everything(config: &LinkConfig) -> bool {
-    matches!(config.loss, LossModel::Bernoulli { p } if p >= 1.0)
 }
 
 #[cfg(test)]

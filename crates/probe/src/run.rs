@@ -311,8 +311,8 @@ impl<M: Metering> Receiving<M> {
                 duplicated: report.map_or(0, |r| r.duplicated),
                 not_answers: report.map_or(0, |r| r.malformed()),
                 send_lag_p99_max: lag.map(|h| {
-                    let rank = (h.len() as f64 * 0.99).ceil() as u64;
-                    (h.value_at_rank(rank.max(1)).unwrap_or(0), h.max())
+                    let p99 = h.value_at_rank(latlab_stats::point_rank(h.len(), 0.99));
+                    (p99.unwrap_or(0), h.max())
                 }),
             }
         });

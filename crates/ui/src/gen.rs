@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
 use latlab_probe::Progress;
-use latlab_stats::{ccdf, Estimate, LatencyHistogram, Quantile, Summary};
+use latlab_stats::{ccdf, point_rank, Estimate, LatencyHistogram, Quantile, Summary};
 use serde_json::{json, Value};
 
 use crate::server::{Reply, UiRequest};
@@ -61,8 +61,8 @@ struct Finished {
 
 fn series_point(start_ns: u64, length_ns: u64, h: &LatencyHistogram) -> [f64; 5] {
     let at = |q: f64| {
-        let rank = ((h.len() as f64) * q).ceil().max(1.0) as u64;
-        h.value_at_rank(rank).map_or(f64::NAN, |v| v as f64)
+        h.value_at_rank(point_rank(h.len(), q))
+            .map_or(f64::NAN, |v| v as f64)
     };
     [
         (start_ns + length_ns) as f64 / 1e9,

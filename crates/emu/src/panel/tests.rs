@@ -1,4 +1,11 @@
+use latlab_link::LossModel;
+
 use super::*;
+
+/// Is `config` losing every frame (what a pulled cable or an outage sets)?
+fn loses_everything(config: &LinkConfig) -> bool {
+    matches!(config.loss, LossModel::Bernoulli { p } if p >= 1.0)
+}
 
 fn delay_ms(ms: u64) -> LinkConfig {
     LinkConfig {
