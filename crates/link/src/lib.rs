@@ -12,7 +12,8 @@
 //! (`tc-netem(8)`): delay with jitter drawn from a distribution and an optional correlation,
 //! loss (independent, Gilbert-Elliott `gemodel`, or the 4-state Markov `state` model),
 //! duplication, corruption, reordering (`reorder P gap N`), a rate limit that counts per-frame
-//! overhead, and a queue limit, plus a [`Schedule`] that changes delay, loss and rate over time.
+//! overhead, and a queue limit, plus a [`Schedule`] that changes delay, loss and rate over time
+//! and places [`Event`]s (a lag spike, an outage, a flapping link) on top of them.
 //! The queue the rate builds is served by a discipline ([`aqm`]): tail drop at the limits by
 //! default, or CoDel, FQ-CoDel or PIE, with ECN marking.
 //!
@@ -67,6 +68,7 @@
 pub mod aqm;
 mod config;
 mod dist;
+pub mod event;
 pub mod flow;
 mod link;
 pub mod parse;
@@ -77,6 +79,7 @@ pub mod trace;
 
 pub use aqm::{Aqm, Discipline};
 pub use config::{JitterDist, LinkConfig, LossModel, Reorder};
+pub use event::{Event, EventEffect, EventRecord, Events};
 pub use flow::{FlowMatch, FlowRule, Flows};
 pub use link::{Conditions, DropCause, Fate, Link, LinkCounters};
 pub use pipe::{

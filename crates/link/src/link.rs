@@ -4,7 +4,7 @@ use latlab_stats::LatencyHistogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::{dist, ConfigError, LinkConfig, LossModel, MIN_FRAME};
+use crate::{dist, ConfigError, Event, EventRecord, Events, LinkConfig, LossModel, MIN_FRAME};
 
 mod fate;
 pub use fate::{DropCause, Fate, LinkCounters};
@@ -73,6 +73,10 @@ pub struct Link {
     /// which records here too) has been in force: tail drop's queue reports it as the
     /// disciplines do. `None` while no configuration had a queue.
     sojourn: Option<LatencyHistogram>,
+    /// The events of this direction: the schedule's and those begun while it runs.
+    events: Events,
+    /// The delay the spikes in force at the last arrival add, ns.
+    spike_ns: u64,
 }
 
 /// Whether `config` makes a queue: a rate (its own or a schedule entry's) or a bottleneck.
@@ -117,8 +121,12 @@ impl Link {
         let mut rng = SmallRng::seed_from_u64(config.seed);
         let last_uniform = rng.random();
         let sojourn = has_queue(&config, &phases).then(LatencyHistogram::new);
+        let mut events = Events::default();
+        events.schedule(start_ns, scheduled_events(&config));
         Ok(Link {
             sojourn,
+            events,
+            spike_ns: 0,
             start_ns,
             loss_state: LossState::initial(&base.loss),
             phases,
@@ -172,8 +180,25 @@ impl Link {
         self.phases = phases;
         self.phase = 0;
         self.conditions = base;
+        self.events.schedule(now, scheduled_events(&config));
         self.config = config;
         Ok(())
+    }
+
+    /// Begins `event` at `now`, on top of the conditions (and of other events in force).
+    pub fn begin_event(&mut self, now: u64, event: Event) {
+        self.events.begin(now, event);
+    }
+
+    /// Ends every event in force at `now` (the cable put back, a spike cut short); the
+    /// schedule's events not yet due stay. How many were ended.
+    pub fn release_events(&mut self, now: u64) -> usize {
+        self.events.release(now)
+    }
+
+    /// Every event placed on this link, scheduled or begun, with its times.
+    pub fn events(&self) -> &[EventRecord] {
+        self.events.records()
     }
 
     /// A frame of `len` bytes arrived at `now`: its fate. Delivered frames (and duplicates)
@@ -186,7 +211,13 @@ impl Link {
     pub fn handle_arrival(&mut self, now: u64, len: usize) -> Fate {
         self.counters.arrived += 1;
         self.enter_phase_at(now);
-        let fate = self.decide(now, len);
+        let effect = self.events.effect(now);
+        self.spike_ns = effect.extra_delay_ns;
+        let fate = if effect.down {
+            Fate::Drop(DropCause::Outage)
+        } else {
+            self.decide(now, len)
+        };
         match fate {
             Fate::Drop(cause) => self.counters.count_drop(cause),
             Fate::Deliver {
@@ -461,7 +492,9 @@ impl Link {
 
     /// The delay plus a jitter sample, never below 0.
     fn sample_delay_ns(&mut self) -> u64 {
-        let delay_ns = self.conditions.delay_ns;
+        // A spike in force at the last arrival adds to the delay (behind a bottleneck, at the
+        // frame's service: the arrivals' clock is the one events follow).
+        let delay_ns = self.conditions.delay_ns.saturating_add(self.spike_ns);
         if self.config.jitter_ns == 0 {
             return delay_ns;
         }
@@ -486,6 +519,11 @@ impl Link {
         self.rate_carry = numerator % rate;
         u64::try_from(numerator / rate).unwrap_or(u64::MAX)
     }
+}
+
+/// The events of the configuration's schedule, with their times since its start.
+fn scheduled_events(config: &LinkConfig) -> &[(u64, Event)] {
+    config.schedule.as_ref().map_or(&[][..], |s| s.events())
 }
 
 /// The configuration's conditions followed by one per schedule entry, each resolved against

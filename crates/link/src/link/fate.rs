@@ -46,9 +46,12 @@ pub enum DropCause {
     Runt,
     /// Longer than [`LinkConfig::max_frame`] bytes.
     Oversized,
+    /// An outage was in force ([`crate::Event::Outage`], a flap's down time): the link was
+    /// down.
+    Outage,
 }
 
-/// Every frame's fate by cause. `arrived = delivered + dropped_*` (all five); duplicated,
+/// Every frame's fate by cause. `arrived = delivered + dropped_*` (all six); duplicated,
 /// corrupted and reordered count delivered frames that were also so treated. With a queue
 /// discipline, delivered frames (and copies) may still be dropped at the bottleneck
 /// (`aqm_drop`, `aqm_overflow`): the frames sent are `delivered + duplicated − aqm_drop −
@@ -77,6 +80,8 @@ pub struct LinkCounters {
     pub dropped_runt: u64,
     /// Oversized frames dropped.
     pub dropped_oversized: u64,
+    /// Frames dropped while an outage was in force (the link down).
+    pub dropped_outage: u64,
     /// Frames (or copies) the queue discipline dropped after they were delivered to the
     /// bottleneck queue: CoDel's and FQ-CoDel's drops at dequeue, PIE's at enqueue (see
     /// [`crate::Aqm`]). Counted in `delivered` (or `duplicated`) too: they arrived whole.
@@ -104,6 +109,7 @@ impl std::ops::AddAssign for LinkCounters {
             dropped_queue_bytes,
             dropped_runt,
             dropped_oversized,
+            dropped_outage,
             aqm_drop,
             aqm_mark,
             aqm_overflow,
@@ -118,6 +124,7 @@ impl std::ops::AddAssign for LinkCounters {
         self.dropped_queue_bytes += dropped_queue_bytes;
         self.dropped_runt += dropped_runt;
         self.dropped_oversized += dropped_oversized;
+        self.dropped_outage += dropped_outage;
         self.aqm_drop += aqm_drop;
         self.aqm_mark += aqm_mark;
         self.aqm_overflow += aqm_overflow;
@@ -133,6 +140,7 @@ impl LinkCounters {
             + self.dropped_queue_bytes
             + self.dropped_runt
             + self.dropped_oversized
+            + self.dropped_outage
     }
 
     /// Counts one drop under its cause.
@@ -143,6 +151,7 @@ impl LinkCounters {
             DropCause::QueueBytes => &mut self.dropped_queue_bytes,
             DropCause::Runt => &mut self.dropped_runt,
             DropCause::Oversized => &mut self.dropped_oversized,
+            DropCause::Outage => &mut self.dropped_outage,
         };
         *counter += 1;
     }
