@@ -410,7 +410,11 @@ fn watched_bridge(
             live.control.set_tap(ring);
             let ifaces = [options.iface_a.as_str(), options.iface_b.as_str()];
             let pcap_done = &pcap_done;
-            s.spawn(move || crate::pcap::write(path, ifaces, records, pcap_done))
+            let control = &live.control;
+            s.spawn(move || {
+                let events = || control.events();
+                crate::pcap::write(path, ifaces, records, pcap_done, &events)
+            })
         });
         let started = Instant::now();
         let show = || {

@@ -39,7 +39,7 @@ pub const SOJOURN_BUCKETS: [f64; 13] = [
 /// is not written.
 type Cause = (&'static str, fn(&DirectionSnapshot) -> (u64, Option<u64>));
 
-const CAUSES: [Cause; 11] = [
+const CAUSES: [Cause; 12] = [
     ("loss", |d| {
         (
             d.report.link.dropped_loss,
@@ -63,6 +63,10 @@ const CAUSES: [Cause; 11] = [
     ("oversized", |d| {
         let (l, b) = (&d.report.link, &d.report.bytes);
         (l.dropped_oversized, Some(b.dropped_oversized))
+    }),
+    ("outage", |d| {
+        let (l, b) = (&d.report.link, &d.report.bytes);
+        (l.dropped_outage, Some(b.dropped_outage))
     }),
     ("queue_slots_full", |d| {
         (
@@ -202,6 +206,7 @@ pub fn exposition(snapshot: &Snapshot, changes: &[ConfigChange]) -> String {
         let n = changes.iter().filter(|c| c.direction == dir).count();
         let _ = writeln!(out, "{name}{{direction=\"{}\"}} {n}", dir.name());
     }
+    events(&mut out, snapshot, &dirs);
     let name = "latlab_emu_release_error_seconds";
     head(
         &mut out,
@@ -237,6 +242,61 @@ pub fn exposition(snapshot: &Snapshot, changes: &[ConfigChange]) -> String {
     );
     let _ = writeln!(out, "{name} {}", snapshot.at_ns as f64 / 1e9);
     out
+}
+
+/// The events families: how many of each kind began, how many are in force, and when each
+/// began (seconds since the start, labelled with the event as written and its number).
+fn events(out: &mut String, snapshot: &Snapshot, dirs: &[(LinkDirection, &DirectionSnapshot); 2]) {
+    let now_ns = snapshot.start_ns + snapshot.at_ns;
+    let began = |r: &&latlab_link::EventRecord| r.begin_ns <= now_ns;
+    let name = "latlab_emu_events_total";
+    let help = "Events (lag spikes, outages, flaps) begun, scheduled or asked for.";
+    head(out, name, "counter", help);
+    for (dir, d) in dirs {
+        for kind in latlab_link::event::EVENT_NAMES {
+            let n = d.report.events.iter().filter(began);
+            let n = n.filter(|r| r.event.name() == kind).count();
+            let _ = writeln!(
+                out,
+                "{name}{{direction=\"{}\",event=\"{kind}\"}} {n}",
+                dir.name()
+            );
+        }
+    }
+    let name = "latlab_emu_events_in_force";
+    head(out, name, "gauge", "Events in force at this snapshot.");
+    for (dir, d) in dirs {
+        let n = d.report.events.iter().filter(began);
+        let n = n
+            .filter(|r| r.end_ns.is_none_or(|end| now_ns < end))
+            .count();
+        let _ = writeln!(out, "{name}{{direction=\"{}\"}} {n}", dir.name());
+    }
+    if dirs
+        .iter()
+        .all(|(_, d)| !d.report.events.iter().any(|r| began(&r)))
+    {
+        return;
+    }
+    let name = "latlab_emu_event_begin_seconds";
+    head(
+        out,
+        name,
+        "gauge",
+        "When each event began, seconds since the emulator started.",
+    );
+    for (dir, d) in dirs {
+        for (n, r) in d.report.events.iter().filter(began).enumerate() {
+            let at = r.begin_ns.saturating_sub(snapshot.start_ns) as f64 / 1e9;
+            let _ = writeln!(
+                out,
+                "{name}{{direction=\"{}\",n=\"{}\",event=\"{}\"}} {at}",
+                dir.name(),
+                n + 1,
+                r.event
+            );
+        }
+    }
 }
 
 /// What a flow's counter reads.

@@ -8,7 +8,9 @@ use latlab_stats::Summary;
 
 use latlab_lab::units::format_us;
 
+mod events;
 mod json;
+pub use events::{event_changes_json, events_json, EmuEventChangeJson, EmuEventJson};
 pub use json::{
     EmuByteDropsJson, EmuBytesJson, EmuChangeJson, EmuCpuJson, EmuDirectionJson, EmuDropsJson,
     EmuFlowJson, EmuJson, EmuSleepsJson, UnfinishedJson, WireFramesJson,
@@ -26,7 +28,7 @@ pub fn summary_text(report: &EmulatorReport) -> String {
             .map_or("-".to_string(), |v| format_us(v as f64));
         out.push_str(&format!(
             "{name}: arrived {}, sent {}, dropped: loss model {}, queue {} frames / {} bytes, \
-             runt {}, oversized {}, tx ring full {}, too long to send {}; duplicated {}, \
+             runt {}, oversized {}, outage {}, tx ring full {}, too long to send {}; duplicated {}, \
              corrupted {}, reordered {}; queued at exit {}; release error p50 {}, p99 {}, max {}\n",
             l.arrived,
             d.sent,
@@ -35,6 +37,7 @@ pub fn summary_text(report: &EmulatorReport) -> String {
             l.dropped_queue_bytes,
             l.dropped_runt,
             l.dropped_oversized,
+            l.dropped_outage,
             d.tx_ring_full,
             d.tx_too_long,
             l.duplicated,
@@ -54,6 +57,7 @@ pub fn summary_text(report: &EmulatorReport) -> String {
             out.push_str(&flow_line(f));
         }
     }
+    out.push_str(&events::event_lines(report));
     out.push_str(&cpu_line(&report.cpu));
     out
 }
@@ -160,6 +164,7 @@ mod tests {
             sojourn: None,
             released_early: 0,
             bytes: ByteCounters::default(),
+            events: Vec::new(),
             flows: if with_flows {
                 vec![
                     flow(Some("proto=udp dport=27015"), lossy, counters(4, 0, 4), 0),
@@ -175,6 +180,8 @@ mod tests {
         EmulatorReport {
             a_to_b: direction(with_flows),
             b_to_a: direction(false),
+            event_changes: Vec::new(),
+            start_ns: 0,
             changes: Vec::new(),
             tap_full: 0,
             cpu: CpuUse::default(),

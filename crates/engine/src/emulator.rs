@@ -40,7 +40,8 @@ mod flows;
 mod tap;
 
 pub use control::{
-    ConfigChange, DirectionSnapshot, EmulatorControl, LinkDirection, Snapshot, PUBLISH_EVERY_NS,
+    ConfigChange, DirectionSnapshot, EmulatorControl, EventChange, LinkDirection, Snapshot,
+    PUBLISH_EVERY_NS,
 };
 pub use flows::FlowReport;
 pub use tap::{tap_ring, TapRecord, TAP_SNAP};
@@ -79,6 +80,8 @@ pub struct ByteCounters {
     pub dropped_runt: u64,
     /// Bytes of oversized frames dropped.
     pub dropped_oversized: u64,
+    /// Bytes dropped while an outage was in force.
+    pub dropped_outage: u64,
     /// Bytes of [`DirectionReport::queue_slots_full`] frames.
     pub queue_slots_full: u64,
     /// Bytes of [`DirectionReport::tx_ring_full`] frames.
@@ -134,6 +137,10 @@ pub struct DirectionReport {
     /// With a queue (a rate, under tail drop or a discipline), the sojourn time there of every
     /// frame it sent, ns, over the direction's pipes; `None` without one.
     pub sojourn: Option<LatencyHistogram>,
+    /// The direction's events (lag spikes, outages, flapping), scheduled or begun while it ran,
+    /// with their times on the engine's clock (the default pipe's; an event begun while running
+    /// applies to every pipe of the direction).
+    pub events: Vec<latlab_link::EventRecord>,
     /// Per flow, with per-flow rules: each rule's frames in the order of the rules, then the
     /// default pipe's; they add up to the counters above. Empty without rules.
     pub flows: Vec<FlowReport>,
@@ -254,6 +261,7 @@ impl DirectionReport {
             released_early: 0,
             bytes: ByteCounters::default(),
             sojourn: None,
+            events: Vec::new(),
             flows: flows::flow_reports(pipes),
         }
     }
@@ -311,6 +319,7 @@ fn arrive(
             DropCause::QueueBytes => &mut b.dropped_queue_bytes,
             DropCause::Runt => &mut b.dropped_runt,
             DropCause::Oversized => &mut b.dropped_oversized,
+            DropCause::Outage => &mut b.dropped_outage,
         } += len;
         dropped = 1;
     }
@@ -415,6 +424,11 @@ pub struct EmulatorReport {
     pub b_to_a: DirectionReport,
     /// The configuration changes applied while it ran, in order, with their times.
     pub changes: Vec<ConfigChange>,
+    /// The events begun and released while it ran ([`EmulatorControl::submit_event`]), in
+    /// order, with their times.
+    pub event_changes: Vec<EventChange>,
+    /// When it started, on the frames' clock (the origin of the events' times).
+    pub start_ns: u64,
     /// Frames sent but not copied to the tap, whose ring was full ([`run`] only).
     pub tap_full: u64,
     /// How much of its CPU the emulator used.
@@ -474,6 +488,7 @@ pub fn run<P: Port>(
     let mut ab = Direction::new(a_to_b.into(), start, max_frame, live.a_to_b.clone())?;
     let mut ba = Direction::new(b_to_a.into(), start, max_frame, live.b_to_a.clone())?;
     let control = &live.control;
+    control.note_events(start, [&ab.pipe, &ba.pipe]);
     let mut last_publish = None;
     let mut tap = control.take_tap().map(Tap::new);
     // A realtime loop keeps under the kernel's realtime allowance (see `crate::wait`).
@@ -488,6 +503,7 @@ pub fn run<P: Port>(
             control.serve(asked, now, start, pipes, &mut last_publish, |pipes| {
                 snapshot(
                     now - start,
+                    start,
                     [(&ab.report, &*pipes[0]), (&ba.report, &*pipes[1])],
                 )
             });
@@ -524,6 +540,7 @@ pub fn run<P: Port>(
     let now = now_ns();
     control.publish(snapshot(
         now.saturating_sub(start),
+        start,
         [(&ab.report, &ab.pipe), (&ba.report, &ba.pipe)],
     ));
     // Once per socket: AF_PACKET's kernel counters start again after each read.
@@ -532,6 +549,8 @@ pub fn run<P: Port>(
         a_to_b: ab.finish(socket_a, socket_b, a.wire_frame_stats()),
         b_to_a: ba.finish(socket_b, socket_a, b.wire_frame_stats()),
         changes: control.changes(),
+        event_changes: control.event_changes(),
+        start_ns: start,
         tap_full: tap.map_or(0, |t| t.full),
         cpu: CpuUse {
             elapsed_ns: now.saturating_sub(start),
@@ -543,9 +562,10 @@ pub fn run<P: Port>(
 }
 
 /// The counters of both directions at `at_ns` since the start.
-fn snapshot(at_ns: u64, [ab, ba]: [(&DirectionReport, &FlowPipes); 2]) -> Snapshot {
+fn snapshot(at_ns: u64, start_ns: u64, [ab, ba]: [(&DirectionReport, &FlowPipes); 2]) -> Snapshot {
     Snapshot {
         at_ns,
+        start_ns,
         a_to_b: DirectionSnapshot::of(ab.0, ab.1),
         b_to_a: DirectionSnapshot::of(ba.0, ba.1),
     }

@@ -240,6 +240,21 @@ impl Pipe {
         Ok(())
     }
 
+    /// Begins `event` at `now`, on top of the conditions (see [`Link::begin_event`]).
+    pub fn begin_event(&mut self, now: u64, event: crate::Event) {
+        self.link.begin_event(now, event);
+    }
+
+    /// Ends the events in force at `now` (see [`Link::release_events`]).
+    pub fn release_events(&mut self, now: u64) -> usize {
+        self.link.release_events(now)
+    }
+
+    /// The link's events, scheduled and begun, with their times.
+    pub fn events(&self) -> &[crate::EventRecord] {
+        self.link.events()
+    }
+
     /// Every frame's fate so far, by cause.
     pub fn counters(&self) -> &LinkCounters {
         self.link.counters()

@@ -44,6 +44,7 @@ fn direction() -> DirectionSnapshot {
             released_early: 0,
             bytes,
             wire: Default::default(),
+            events: Vec::new(),
             flows: Vec::new(),
         },
         queued_frames: 5,
@@ -120,6 +121,7 @@ fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 fn the_exposition_parses_and_its_counters_add_up() {
     let snapshot = Snapshot {
         at_ns: 3_000_000_000,
+        start_ns: 0,
         a_to_b: direction(),
         b_to_a: direction(),
     };
@@ -208,6 +210,7 @@ fn a_queue_disciplines_drops_marks_and_sojourn_times_are_exposed_and_add_up() {
     d.report.sojourn = Some(sojourn);
     let snapshot = Snapshot {
         at_ns: 1,
+        start_ns: 0,
         a_to_b: d,
         b_to_a: direction(),
     };
@@ -245,6 +248,7 @@ fn a_queue_disciplines_drops_marks_and_sojourn_times_are_exposed_and_add_up() {
 fn per_flow_families_come_with_rules_only_and_add_up_per_flow() {
     let plain = Snapshot {
         at_ns: 1,
+        start_ns: 0,
         a_to_b: direction(),
         b_to_a: direction(),
     };
@@ -279,6 +283,7 @@ fn per_flow_families_come_with_rules_only_and_add_up_per_flow() {
     ];
     let snapshot = Snapshot {
         at_ns: 1,
+        start_ns: 0,
         a_to_b,
         b_to_a: direction(),
     };

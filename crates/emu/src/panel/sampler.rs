@@ -33,11 +33,13 @@ impl Default for Sampler {
     }
 }
 
-/// A direction's drops by cause, cumulative: `[loss, queue, aqm, emulator, kernel, malformed]`.
-fn drops(d: &DirectionSnapshot) -> [u64; 6] {
+/// A direction's drops by cause, cumulative:
+/// `[loss, outage, queue, aqm, emulator, kernel, malformed]`.
+fn drops(d: &DirectionSnapshot) -> [u64; 7] {
     let r = &d.report;
     [
         r.link.dropped_loss,
+        r.link.dropped_outage,
         r.link.dropped_queue_frames + r.link.dropped_queue_bytes + r.queue_slots_full,
         r.link.aqm_drop + r.link.aqm_overflow,
         r.tx_ring_full + r.tx_too_long + r.tx_too_short,
@@ -47,7 +49,15 @@ fn drops(d: &DirectionSnapshot) -> [u64; 6] {
 }
 
 /// The causes of a direction's drops, in the order the sampler counts them, as the page names them.
-pub const CAUSES: [&str; 6] = ["loss", "queue", "aqm", "emulator", "kernel", "malformed"];
+pub const CAUSES: [&str; 7] = [
+    "loss",
+    "outage",
+    "queue",
+    "aqm",
+    "emulator",
+    "kernel",
+    "malformed",
+];
 
 /// p50 and p99 of what `now` holds beyond `before` (the same histogram later), ns.
 fn window(now: &LatencyHistogram, before: Option<&LatencyHistogram>) -> Value {

@@ -36,7 +36,7 @@ fn the_capture_reads_back_with_one_interface_per_side_and_every_frames_times() {
         .push(record(LinkDirection::AToB, 3, 9000, t0 + 9))
         .unwrap();
     let done = AtomicBool::new(true);
-    let written = write(&path, ["emu-a", "emu-b"], consumer, &done).unwrap();
+    let written = write(&path, ["emu-a", "emu-b"], consumer, &done, &no_events).unwrap();
     assert_eq!(written.frames, [1, 2]);
     assert!(!temp_name(&path).exists());
 
@@ -82,6 +82,71 @@ fn the_capture_reads_back_with_one_interface_per_side_and_every_frames_times() {
     );
 }
 
+fn no_events() -> (u64, [Vec<EventRecord>; 2]) {
+    (0, [Vec::new(), Vec::new()])
+}
+
+#[test]
+fn the_first_frame_of_a_direction_after_an_event_begins_or_ends_carries_it_with_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("emu.pcapng");
+    let (mut producer, consumer) = latlab_engine::emulator::tap_ring(64);
+    let start = 1_000_000_000;
+    // A→B frames depart at start + 1 s, 2.5 s, 4 s (record() adds 5_000_123 ns).
+    for (seq, at) in [
+        (1, 1_000_000_000u64),
+        (2, 2_500_000_000),
+        (3, 4_000_000_000),
+    ] {
+        let arrival = start + at - 5_000_123;
+        producer
+            .push(record(LinkDirection::AToB, seq, 100, arrival))
+            .unwrap();
+    }
+    producer
+        .push(record(LinkDirection::BToA, 9, 60, start + 3_000_000_000))
+        .unwrap();
+    let outage = EventRecord {
+        event: latlab_link::Event::Outage {
+            length_ns: Some(1_000_000_000),
+        },
+        begin_ns: start + 2_000_000_000,
+        end_ns: Some(start + 3_000_000_000),
+        scheduled: true,
+    };
+    let events = move || (start, [vec![outage], Vec::new()]);
+    let done = AtomicBool::new(true);
+    write(&path, ["emu-a", "emu-b"], consumer, &done, &events).unwrap();
+    let mut reader = PcapNgReader::new(File::open(&path).unwrap()).unwrap();
+    let mut notes = Vec::new();
+    while let Some(block) = reader.next_block() {
+        if let Block::EnhancedPacket(epb) = block.unwrap() {
+            let extra: Vec<String> = epb
+                .options
+                .iter()
+                .skip(1)
+                .map(|o| match o {
+                    EnhancedPacketOption::Comment(c) => c.to_string(),
+                    other => format!("{other:?}"),
+                })
+                .collect();
+            notes.push((epb.data[0], extra));
+        }
+    }
+    let began = format!(
+        "event: outage 1s began at 2.000000000 s (event_ns={})",
+        start + 2_000_000_000
+    );
+    let ended = format!(
+        "event: outage 1s ended at 3.000000000 s (event_ns={})",
+        start + 3_000_000_000
+    );
+    assert_eq!(
+        notes,
+        [(1, vec![]), (2, vec![began]), (3, vec![ended]), (9, vec![]),]
+    );
+}
+
 #[test]
 fn the_capture_being_written_is_a_locked_partial_result_that_latlab_clean_keeps() {
     let dir = tempfile::tempdir().unwrap();
@@ -107,7 +172,7 @@ fn the_capture_being_written_is_a_locked_partial_result_that_latlab_clean_keeps(
         }
     }
     std::thread::scope(|s| {
-        let writer = s.spawn(|| write(&path, ["emu-a", "emu-b"], consumer, &done));
+        let writer = s.spawn(|| write(&path, ["emu-a", "emu-b"], consumer, &done, &no_events));
         let raise = Raise(&done);
         producer
             .push(record(LinkDirection::AToB, 1, 100, 1_000))
@@ -127,7 +192,13 @@ fn the_capture_being_written_is_a_locked_partial_result_that_latlab_clean_keeps(
             .is_none());
         // A second capture to the same file while the first runs is refused, not written over.
         let (_p, other) = latlab_engine::emulator::tap_ring(1);
-        let refused = write(&path, ["emu-a", "emu-b"], other, &AtomicBool::new(true));
+        let refused = write(
+            &path,
+            ["emu-a", "emu-b"],
+            other,
+            &AtomicBool::new(true),
+            &no_events,
+        );
         assert_eq!(refused.unwrap_err().kind(), io::ErrorKind::AlreadyExists);
         assert!(
             partial.exists(),

@@ -31,6 +31,10 @@ pub struct EmuJson {
     /// The configuration changes made while it ran (`--api`), in order.
     #[serde(default)]
     pub changes: Vec<EmuChangeJson>,
+    /// The events begun and released while it ran (`--api`, `--ui`), in order (each
+    /// direction's `events` has them all with their times, the schedule's too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub event_changes: Vec<super::EmuEventChangeJson>,
     /// Frames sent but not copied to the `--pcap` tap, whose ring was full.
     #[serde(default)]
     pub pcap_dropped: u64,
@@ -80,6 +84,10 @@ pub struct EmuDirectionJson {
     /// the default pipe's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flows: Vec<EmuFlowJson>,
+    /// Its events (lag spikes, outages, flaps), scheduled or begun, with their times; empty
+    /// (and not written) without any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<super::EmuEventJson>,
     /// Every frame lost on its way through, by where it was lost ([`EmuJson::with_interfaces`]
     /// sets it); `None` in a file older than the count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -170,6 +178,9 @@ pub struct EmuByteDropsJson {
     pub runt: u64,
     /// Oversized frames.
     pub oversized: u64,
+    /// Dropped while an outage was in force (absent in files written before outages).
+    #[serde(default)]
+    pub outage: u64,
     /// The engine had no slot to hold them.
     pub queue_slots_full: u64,
     /// The TX ring had no room.
@@ -281,11 +292,17 @@ pub struct EmuSleepsJson {
 impl EmuJson {
     /// The file of a run that reported `report`.
     pub fn new(report: &EmulatorReport) -> EmuJson {
+        let end_ns = report.start_ns + report.cpu.elapsed_ns;
+        let direction = |d: &DirectionReport| EmuDirectionJson {
+            events: super::events_json(&d.events, report.start_ns, end_ns),
+            ..EmuDirectionJson::new(d)
+        };
         EmuJson {
             latlab_version: env!("CARGO_PKG_VERSION").to_string(),
-            a_to_b: EmuDirectionJson::new(&report.a_to_b),
-            b_to_a: EmuDirectionJson::new(&report.b_to_a),
+            a_to_b: direction(&report.a_to_b),
+            b_to_a: direction(&report.b_to_a),
             changes: report.changes.iter().map(EmuChangeJson::new).collect(),
+            event_changes: super::event_changes_json(&report.event_changes),
             pcap_dropped: report.tap_full,
             cpu: Some(EmuCpuJson::new(&report.cpu)),
             interfaces: None,
@@ -367,6 +384,7 @@ impl EmuDirectionJson {
             sojourn_ns: d.sojourn.as_ref().map(Summary::from_histogram),
             bytes: EmuBytesJson::new(&d.bytes),
             flows: d.flows.iter().map(EmuFlowJson::new).collect(),
+            events: Vec::new(),
             lost_by_cause: None,
             socket: None,
         }
@@ -385,6 +403,7 @@ impl EmuBytesJson {
                 queue_bytes: b.dropped_queue_bytes,
                 runt: b.dropped_runt,
                 oversized: b.dropped_oversized,
+                outage: b.dropped_outage,
                 queue_slots_full: b.queue_slots_full,
                 tx_ring_full: b.tx_ring_full,
                 tx_too_long: b.tx_too_long,
@@ -527,6 +546,7 @@ mod tests {
                     "queue_bytes": b.dropped_queue_bytes,
                     "runt": b.dropped_runt,
                     "oversized": b.dropped_oversized,
+                    "outage": b.dropped_outage,
                     "queue_slots_full": b.queue_slots_full,
                     "tx_ring_full": b.tx_ring_full,
                     "tx_too_long": b.tx_too_long,
@@ -597,6 +617,7 @@ mod tests {
             dropped_queue_bytes: n(6),
             dropped_runt: n(7),
             dropped_oversized: n(8),
+            dropped_outage: n(9),
             aqm_drop: n(41),
             aqm_mark: n(42),
             aqm_overflow: n(43),
@@ -661,11 +682,13 @@ mod tests {
                 dropped_queue_bytes: n(43),
                 dropped_runt: n(44),
                 dropped_oversized: n(45),
+                dropped_outage: n(50),
                 queue_slots_full: n(46),
                 tx_ring_full: n(47),
                 tx_too_long: n(48),
                 tx_too_short: n(49),
             },
+            events: Vec::new(),
             flows: if with_flows {
                 vec![
                     flow(Some("proto=udp dport=27015"), lossy, 400),
@@ -704,6 +727,8 @@ mod tests {
         EmulatorReport {
             a_to_b: direction(0, !spinning),
             b_to_a: direction(100_000, false),
+            event_changes: Vec::new(),
+            start_ns: 0,
             changes: if spinning {
                 Vec::new()
             } else {

@@ -9,6 +9,10 @@
 //!   per-flow rules; the rules keep theirs): frames already held keep their departure
 //!   times and their order, frames arriving from then on get the new conditions; each change
 //!   is kept with its time ([`EmulatorControl::changes`]);
+//! - begins the events submitted ([`EmulatorControl::submit_event`]: a lag spike, an outage,
+//!   a flapping link) on every pipe of the directions named, or ends those in force, and keeps
+//!   each with its time ([`EmulatorControl::event_changes`]); the events of both directions,
+//!   scheduled and begun, are then copied out ([`EmulatorControl::events`]);
 //! - publishes a [`Snapshot`] of its counters, queue depths and release errors, when one was
 //!   asked for ([`EmulatorControl::snapshot`]) and the last one is at least
 //!   [`PUBLISH_EVERY_NS`] old, so a flood of requests costs the engine at most one copy of its
@@ -21,7 +25,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use latlab_link::{FlowPipes, LinkConfig};
+use latlab_link::{Event, EventRecord, FlowPipes, LinkConfig};
 
 use super::DirectionReport;
 
@@ -92,6 +96,8 @@ pub struct DirectionSnapshot {
 pub struct Snapshot {
     /// When it was taken, ns since the emulator started.
     pub at_ns: u64,
+    /// When the emulator started, on the frames' clock (the origin of the events' times).
+    pub start_ns: u64,
     /// Frames from A to B.
     pub a_to_b: DirectionSnapshot,
     /// Frames from B to A.
@@ -99,9 +105,31 @@ pub struct Snapshot {
 }
 
 /// Configurations waiting for the engine, and how many were submitted in all.
+/// An event begun (or the events in force ended) in one direction while the emulator ran,
+/// and who asked.
+#[derive(Clone, Debug)]
+pub struct EventChange {
+    /// Which direction.
+    pub direction: LinkDirection,
+    /// When, ns since the emulator started.
+    pub at_ns: u64,
+    /// When, in Unix time, ns.
+    pub unix_ns: u64,
+    /// The event begun; `None` for a release (every event in force ended).
+    pub event: Option<Event>,
+    /// Events a release ended (0 when it found none in force); 0 for a beginning.
+    pub ended: usize,
+    /// Who asked (`api`, `ui`).
+    pub by: String,
+}
+
+/// An event to begin (`None`: release) in the directions marked, and who asked.
+type PendingEvent = ([bool; 2], Option<Event>, String);
+
 #[derive(Debug, Default)]
 struct Pending {
     configs: [Option<(LinkConfig, String)>; 2],
+    events: Vec<PendingEvent>,
     submitted: u64,
 }
 
@@ -115,6 +143,10 @@ pub struct EmulatorControl {
     /// Submissions the engine has taken and applied.
     applied: AtomicU64,
     changes: Mutex<Vec<ConfigChange>>,
+    event_changes: Mutex<Vec<EventChange>>,
+    /// Both directions' events (scheduled and begun) as of the last change, and the engine's
+    /// start, so their times can be read on the frames' clock.
+    events: Mutex<(u64, [Vec<EventRecord>; 2])>,
     snapshot: Mutex<Option<Arc<Snapshot>>>,
     /// Snapshots published so far.
     published: AtomicU64,
@@ -158,6 +190,33 @@ impl EmulatorControl {
         pending.submitted += 1;
         self.flags.fetch_or(CHANGE, Ordering::Release);
         pending.submitted
+    }
+
+    /// Submits `event` (`None`: end the events in force) for the directions marked in
+    /// `directions` (A→B, B→A), as asked `by`; the engine takes it between two frames, with
+    /// the configurations submitted. Returns the ticket for [`EmulatorControl::wait_applied`].
+    pub fn submit_event(&self, directions: [bool; 2], event: Option<Event>, by: &str) -> u64 {
+        let mut pending = lock(&self.pending);
+        pending.events.push((directions, event, by.to_string()));
+        pending.submitted += 1;
+        self.flags.fetch_or(CHANGE, Ordering::Release);
+        pending.submitted
+    }
+
+    /// The events begun and released while running, in the order applied.
+    pub fn event_changes(&self) -> Vec<EventChange> {
+        lock(&self.event_changes).clone()
+    }
+
+    /// The engine's start (ns on the frames' clock) and both directions' events, scheduled
+    /// and begun, with their times on that clock, as of the last change.
+    pub fn events(&self) -> (u64, [Vec<EventRecord>; 2]) {
+        lock(&self.events).clone()
+    }
+
+    /// Keeps a copy of both directions' events, for [`EmulatorControl::events`].
+    pub(crate) fn note_events(&self, start_ns: u64, pipes: [&FlowPipes; 2]) {
+        *lock(&self.events) = (start_ns, pipes.map(|p| p.events().to_vec()));
     }
 
     /// Waits until the engine has applied the submission `ticket` (and all before it), at most
@@ -224,9 +283,14 @@ impl EmulatorControl {
     ) {
         if flags & CHANGE != 0 {
             self.flags.fetch_and(!CHANGE, Ordering::Acquire);
-            let (configs, submitted) = {
+            let (configs, events, submitted) = {
                 let mut pending = lock(&self.pending);
-                (std::mem::take(&mut pending.configs), pending.submitted)
+                let configs = std::mem::take(&mut pending.configs);
+                (
+                    configs,
+                    std::mem::take(&mut pending.events),
+                    pending.submitted,
+                )
             };
             let unix_ns = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -248,6 +312,28 @@ impl EmulatorControl {
                 });
             }
             drop(changes);
+            let mut logged = lock(&self.event_changes);
+            for (directions, event, by) in events {
+                for d in (0..2).filter(|&d| directions[d]) {
+                    let ended = match event {
+                        Some(event) => {
+                            pipes[d].begin_event(now, event);
+                            0
+                        }
+                        None => pipes[d].release_events(now),
+                    };
+                    logged.push(EventChange {
+                        direction: LinkDirection::BOTH[d],
+                        at_ns: now.saturating_sub(start_ns),
+                        unix_ns,
+                        event,
+                        ended,
+                        by: by.clone(),
+                    });
+                }
+            }
+            drop(logged);
+            self.note_events(start_ns, [&*pipes[0], &*pipes[1]]);
             self.applied.store(submitted, Ordering::Release);
         }
         let due = last_publish.is_none_or(|t| now >= t + PUBLISH_EVERY_NS);

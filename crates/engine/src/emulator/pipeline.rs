@@ -182,6 +182,8 @@ pub fn run_pipeline(
             a_to_b: report(ab, 0, &rx_a),
             b_to_a: report(ba, 1, &rx_b),
             changes: Vec::new(),
+            event_changes: Vec::new(),
+            start_ns: start,
             tap_full: 0,
             cpu: CpuUse {
                 elapsed_ns: now_ns().saturating_sub(start),

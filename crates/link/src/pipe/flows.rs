@@ -177,6 +177,28 @@ impl FlowPipes {
         self.default_pipe_mut().handle_config(now, config)
     }
 
+    /// Begins `event` at `now` on every pipe (an outage takes the whole link down, rules and
+    /// all).
+    pub fn begin_event(&mut self, now: u64, event: crate::Event) {
+        for pipe in &mut self.pipes {
+            pipe.begin_event(now, event);
+        }
+    }
+
+    /// Ends the events in force at `now` on every pipe; how many the default pipe ended.
+    pub fn release_events(&mut self, now: u64) -> usize {
+        let mut ended = 0;
+        for pipe in &mut self.pipes {
+            ended = pipe.release_events(now);
+        }
+        ended
+    }
+
+    /// The default pipe's events (scheduled and begun), with their times.
+    pub fn events(&self) -> &[crate::EventRecord] {
+        self.default_pipe().events()
+    }
+
     /// Every frame's fate so far, by cause, summed over the pipes.
     pub fn counters(&self) -> LinkCounters {
         let mut sum = LinkCounters::default();

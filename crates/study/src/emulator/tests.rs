@@ -118,6 +118,7 @@ fn emulator_report(
         sojourn_ns: None,
         bytes: Default::default(),
         flows: Vec::new(),
+        events: Vec::new(),
         lost_by_cause: None,
         socket: None,
     };
@@ -126,6 +127,7 @@ fn emulator_report(
         a_to_b: direction(a_to_b, kernel_rx_ring),
         b_to_a: direction(b_to_a, 0),
         changes: Vec::new(),
+        event_changes: Vec::new(),
         pcap_dropped: 0,
         cpu: cores.map(|cores| EmuCpuJson {
             cores,
