@@ -126,10 +126,11 @@ fn conditions(api: SocketAddr) -> Value {
     serde_json::from_str(&body).unwrap()
 }
 
-/// The loss drops `latlab run`'s panel has counted up (up, down).
-fn loss_drops(panel: SocketAddr, token: &str) -> [u64; 2] {
+/// The drops to outages (a pulled cable is one until put back) `latlab run`'s panel has
+/// counted up (up, down).
+fn outage_drops(panel: SocketAddr, token: &str) -> [u64; 2] {
     let s = state(panel, token);
-    [0, 1].map(|d| s["totals"][d]["drops"]["loss"].as_u64().unwrap())
+    [0, 1].map(|d| s["totals"][d]["drops"]["outage"].as_u64().unwrap())
 }
 
 fn make_ns() -> Namespace {
@@ -248,8 +249,8 @@ fn the_panel_changes_the_link_as_a_person_would_and_refuses_what_it_must() {
             "one change of both directions, logged as the page's"
         );
 
-        // Pull the cable: every frame dropped, by the loss model, until it is put back.
-        let dropped = loss_drops(panel, &token);
+        // Pull the cable: every frame dropped, as an outage, until it is put back.
+        let dropped = outage_drops(panel, &token);
         browser.click("#cable");
         browser
             .wait_until(
@@ -262,16 +263,16 @@ fn the_panel_changes_the_link_as_a_person_would_and_refuses_what_it_must() {
         let sent = cut["sent"].as_u64().unwrap() + cut["warmup"]["sent"].as_u64().unwrap_or(0);
         // The panel's counts are a second old at most: wait for them to catch up.
         let counted = (0..EVENT.as_secs() * 10).find_map(|_| {
-            let now = loss_drops(panel, &token);
+            let now = outage_drops(panel, &token);
             let more = now[0] + now[1] - dropped[0] - dropped[1];
             std::thread::sleep(Duration::from_millis(100));
             (more >= sent).then_some(more)
         });
         assert!(
             counted.is_some(),
-            "every probe the generator sent ({sent}) is counted as dropped by the loss model: \
+            "every probe the generator sent ({sent}) is counted as dropped by the outage: \
              {dropped:?} → {:?}",
-            loss_drops(panel, &token)
+            outage_drops(panel, &token)
         );
         browser.click("#cable");
         browser

@@ -11,6 +11,12 @@
 //!   per-flow rules, this is the default link (the frames no rule takes); the rules keep
 //!   theirs.
 //! - `GET /metrics`: Prometheus text exposition ([`crate::metrics`]).
+//! - `POST /events` (both ways), `POST /events/a-to-b`, `POST /events/b-to-a`: a body of one
+//!   event as a schedule line writes it (`spike 200ms for 3s`, `outage 2s`, `outage` until
+//!   released, `flap 5s 1s [for 1m]`), begun at once on top of the settings, replacing the
+//!   one-shot in force; `DELETE /events` ends the events in force (the cable put back);
+//!   `GET /events` lists each direction's events (scheduled and begun) with their times. A
+//!   bad event is answered 400 with one line naming the part at fault, and nothing begins.
 //!
 //! The settings are the emulator's [`SharedConditions`], which the browser's panel
 //! (`--ui`) changes too: a change made here shows there, and a one-shot pressed there (the
@@ -145,6 +151,20 @@ impl State<'_> {
                 },
                 None => Answer::text(503, "the emulator has not published its counters yet"),
             },
+            (Method::Post, "/events") => self.event(&mut request, [true, true]),
+            (Method::Post, "/events/a-to-b") => self.event(&mut request, [true, false]),
+            (Method::Post, "/events/b-to-a") => self.event(&mut request, [false, true]),
+            (Method::Delete, "/events") => {
+                let mut c = self.conditions.lock();
+                match c.event([true, true], None, self.control, "api") {
+                    Applied::Yes => Answer::json(200, &events_json(self.control)),
+                    _ => Answer::text(503, "the emulator has not applied it yet"),
+                }
+            }
+            (Method::Get, "/events") => Answer::json(200, &events_json(self.control)),
+            (_, "/events" | "/events/a-to-b" | "/events/b-to-a") => {
+                Answer::text(405, format!("{} is not allowed here", request.method()))
+            }
             (_, "/conditions" | "/conditions/a-to-b" | "/conditions/b-to-a" | "/metrics") => {
                 Answer::text(405, format!("{} is not allowed here", request.method()))
             }
@@ -152,7 +172,8 @@ impl State<'_> {
                 404,
                 format!(
                     "{url}: no such resource (GET /conditions, PUT /conditions/a-to-b, \
-                     PUT /conditions/b-to-a, GET /metrics)"
+                     PUT /conditions/b-to-a, GET /metrics, GET|POST|DELETE /events, \
+                     POST /events/a-to-b, POST /events/b-to-a)"
                 ),
             ),
         };
@@ -163,6 +184,34 @@ impl State<'_> {
             .with_header(content_type);
         // A client gone before its answer is its own business.
         let _ = request.respond(response);
+    }
+
+    /// `POST /events[/DIRECTION]`: begins the event the body writes (`spike 200ms for 3s`,
+    /// `outage 2s`, `outage`, `flap 5s 1s`) in the directions marked, on top of the settings.
+    fn event(&mut self, request: &mut tiny_http::Request, directions: [bool; 2]) -> Answer {
+        let mut body = String::new();
+        let read = request
+            .as_reader()
+            .take(MAX_BODY + 1)
+            .read_to_string(&mut body);
+        if read.is_err() || body.len() as u64 > MAX_BODY {
+            return Answer::text(400, "the body is not an event (UTF-8, at most 64 KiB)");
+        }
+        let event = match latlab_link::Event::parse(body.trim()) {
+            Ok(event) => event,
+            Err(e) => return Answer::text(400, e.to_string()),
+        };
+        let mut c = self.conditions.lock();
+        match c.event(directions, Some(event), self.control, "api") {
+            Applied::Yes => {
+                let _ = writeln!(std::io::stderr().lock(), "latlab emu: event {event} begun");
+                Answer::json(200, &events_json(self.control))
+            }
+            _ => Answer::text(
+                503,
+                "the event is submitted but the emulator has not applied it yet",
+            ),
+        }
     }
 
     /// `PUT /conditions/DIRECTION`: merges the body's keys into the direction's settings.
@@ -223,6 +272,19 @@ impl State<'_> {
         }
         Answer::json(200, &set)
     }
+}
+
+/// Both directions' events (scheduled and begun) with their times since the start, and the
+/// ones begun or released through the API and the panel, as `GET /events` shows them.
+fn events_json(control: &EmulatorControl) -> serde_json::Value {
+    let (start_ns, events) = control.events();
+    let now_ns = latlab_io::clock::now_ns();
+    let direction = |d: usize| crate::report::events_json(&events[d], start_ns, now_ns);
+    serde_json::json!({
+        "a_to_b": direction(0),
+        "b_to_a": direction(1),
+        "changes": crate::report::event_changes_json(&control.event_changes()),
+    })
 }
 
 /// `current` with the keys of `body` (`key=value` pairs, as `--a-to-b` takes them) changed,

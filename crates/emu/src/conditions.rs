@@ -1,20 +1,22 @@
 //! The settings a running emulator was given, shared by everything that changes them (the
 //! HTTP API, the browser's panel), so that they never disagree: each direction's settings as
-//! set (`base`), and the one-shot a person pressed on top of them (`Overlay`: the cable pulled,
-//! a lag spike, an outage). What is in force is the base with the overlay applied
-//! ([`Conditions::in_force`]); every change, whoever made it, goes to the engine through
-//! [`EmulatorControl`] as the whole direction's new configuration, between two frames.
+//! set (`base`), and the one-shot a person asked for on top of them (`Overlay`: the cable
+//! pulled, a lag spike, an outage, a flapping link). Every change of settings, whoever made
+//! it, goes to the engine through [`EmulatorControl`] as the whole direction's new
+//! configuration, between two frames; a one-shot goes as an engine event
+//! ([`EmulatorControl::submit_event`]), which the link applies on top of whatever is set
+//! and ends by itself on time, so what is applied during a spike stays when it ends.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use latlab_engine::emulator::{EmulatorControl, LinkDirection};
-use latlab_link::{Flows, LinkConfig, LossModel};
+use latlab_link::{Event, Flows, LinkConfig};
 
 /// How long a change waits for the engine to apply it.
 pub const ENGINE_WAIT: Duration = Duration::from_secs(2);
 
-/// A one-shot on top of the settings.
+/// A one-shot on top of the settings, both ways.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OverlayKind {
     /// Every frame lost, both ways, until released.
@@ -26,15 +28,51 @@ pub enum OverlayKind {
     },
     /// Every frame lost, both ways, for a while.
     Outage,
+    /// Up `up_ns`, down `down_ns`, over and over, for a while or until released.
+    Flap {
+        /// Up, ns.
+        up_ns: u64,
+        /// Down, ns.
+        down_ns: u64,
+    },
 }
 
 impl OverlayKind {
-    /// `cable`, `spike`, `outage`.
+    /// `cable`, `spike`, `outage`, `flap`.
     pub fn name(&self) -> &'static str {
         match self {
             OverlayKind::Cable => "cable",
             OverlayKind::Spike { .. } => "spike",
             OverlayKind::Outage => "outage",
+            OverlayKind::Flap { .. } => "flap",
+        }
+    }
+
+    /// The engine's event for this one-shot lasting `length` (`None`: until released).
+    pub fn event(&self, length: Option<Duration>) -> Event {
+        let length_ns = length.map(|l| l.as_nanos().min(u128::from(u64::MAX)) as u64);
+        match *self {
+            OverlayKind::Cable => Event::Outage { length_ns: None },
+            OverlayKind::Spike { delay_ns } => Event::Spike {
+                delay_ns,
+                length_ns: length_ns.unwrap_or(u64::MAX),
+            },
+            OverlayKind::Outage => Event::Outage { length_ns },
+            OverlayKind::Flap { up_ns, down_ns } => Event::Flap {
+                up_ns,
+                down_ns,
+                length_ns,
+            },
+        }
+    }
+
+    /// The one-shot an engine event stands for.
+    pub fn of(event: &Event) -> OverlayKind {
+        match *event {
+            Event::Spike { delay_ns, .. } => OverlayKind::Spike { delay_ns },
+            Event::Outage { length_ns: None } => OverlayKind::Cable,
+            Event::Outage { .. } => OverlayKind::Outage,
+            Event::Flap { up_ns, down_ns, .. } => OverlayKind::Flap { up_ns, down_ns },
         }
     }
 }
@@ -98,19 +136,10 @@ impl Conditions {
         self.overlay.as_ref()
     }
 
-    /// Direction `d`'s default link as in force: its settings with the one-shot applied.
+    /// Direction `d`'s default link as in force: its settings (a one-shot is the engine's
+    /// event on top of them, shown by [`Conditions::overlay`]).
     pub fn in_force(&self, d: usize) -> LinkConfig {
-        let mut config = self.base[d].default.clone();
-        match self.overlay.as_ref().map(|o| &o.kind) {
-            Some(OverlayKind::Cable | OverlayKind::Outage) => {
-                config.loss = LossModel::Bernoulli { p: 1.0 };
-            }
-            Some(OverlayKind::Spike { delay_ns }) => {
-                config.delay_ns = config.delay_ns.saturating_add(*delay_ns);
-            }
-            None => {}
-        }
-        config
+        self.base[d].default.clone()
     }
 
     /// Both directions as in force, rules included.
@@ -153,7 +182,8 @@ impl Conditions {
         }
     }
 
-    /// Starts a one-shot (replacing one in force) lasting `length` (`None`: until released).
+    /// Starts a one-shot both ways lasting `length` (`None`: until released), replacing the
+    /// one in force: the engine ends the events in force, then begins this one.
     pub fn begin(
         &mut self,
         kind: OverlayKind,
@@ -161,37 +191,57 @@ impl Conditions {
         control: &EmulatorControl,
         by: &str,
     ) -> Applied {
-        let now = Instant::now();
-        self.overlay = Some(Overlay {
-            kind,
-            since: now,
-            until: length.map(|l| now + l),
-        });
-        self.hand_over(
-            [Some(self.in_force(0)), Some(self.in_force(1))],
-            control,
-            by,
-        )
+        self.event([true, true], Some(kind.event(length)), control, by)
     }
 
-    /// Ends the one-shot in force, if any, handing the settings back to the engine.
-    pub fn end(&mut self, control: &EmulatorControl, by: &str) -> Option<Applied> {
-        self.overlay.take()?;
-        Some(self.hand_over(
-            [Some(self.in_force(0)), Some(self.in_force(1))],
-            control,
-            by,
-        ))
-    }
-
-    /// Ends a timed one-shot whose time is over at `now`; its log line names it.
-    pub fn expire(&mut self, now: Instant, control: &EmulatorControl) -> Option<Applied> {
-        let over = self.overlay.as_ref()?.until.is_some_and(|t| now >= t);
-        if !over {
-            return None;
+    /// Hands `event` to the engine for the directions marked (`None`: ends the events in
+    /// force), first ending the one-shot in force if any; records it as the overlay shown.
+    pub fn event(
+        &mut self,
+        directions: [bool; 2],
+        event: Option<Event>,
+        control: &EmulatorControl,
+        by: &str,
+    ) -> Applied {
+        if self.overlay.take().is_some() && event.is_some() {
+            control.submit_event(directions, None, by);
         }
-        let name = self.overlay.as_ref().map_or("", |o| o.kind.name());
-        self.end(control, &format!("ui: {name} over"))
+        if let Some(event) = event {
+            let now = Instant::now();
+            self.overlay = Some(Overlay {
+                kind: OverlayKind::of(&event),
+                since: now,
+                until: event
+                    .length_ns()
+                    .filter(|&l| l < u64::MAX)
+                    .map(|l| now + Duration::from_nanos(l)),
+            });
+        }
+        let ticket = control.submit_event(directions, event, by);
+        if control.wait_applied(ticket, ENGINE_WAIT) {
+            Applied::Yes
+        } else {
+            Applied::NotYet
+        }
+    }
+
+    /// Ends the one-shot in force, if any (the engine ends the events in force).
+    pub fn end(&mut self, control: &EmulatorControl, by: &str) -> Option<Applied> {
+        self.overlay.as_ref()?;
+        Some(self.event([true, true], None, control, by))
+    }
+
+    /// Forgets a timed one-shot whose time is over at `now` (the engine ended it on time);
+    /// true if it did.
+    pub fn expire(&mut self, now: Instant) -> bool {
+        let over = self
+            .overlay
+            .as_ref()
+            .is_some_and(|o| o.until.is_some_and(|t| now >= t));
+        if over {
+            self.overlay = None;
+        }
+        over
     }
 
     fn hand_over(

@@ -135,6 +135,7 @@ impl Panel {
             json!({
                 "kind": o.kind.name(),
                 "delay_ns": match o.kind { OverlayKind::Spike { delay_ns } => Some(delay_ns), _ => None },
+                "event": o.kind.event(o.until.map(|t| t.saturating_duration_since(o.since))).to_string(),
                 "for_s": o.since.elapsed().as_secs_f64(),
                 "left_s": left.map(|l| l.as_secs_f64()),
             })
@@ -186,9 +187,8 @@ impl Panel {
 impl Live<'_> {
     fn tick(&mut self) {
         let now = Instant::now();
-        // A timed one-shot that is over hands the settings back; if the engine is stopping
-        // there is nothing left to put back.
-        self.conditions.lock().expire(now, self.control);
+        // The engine ends a timed one-shot on time; the page stops showing it.
+        self.conditions.lock().expire(now);
         self.sampler.tick(now, self.control);
         let Some(at_ns) = self.sampler.latest().map(|s| s.at_ns) else {
             return;

@@ -184,6 +184,7 @@
     const o = st.overlay;
     const status = $("status");
     if (o && (o.kind === "cable" || o.kind === "outage")) { status.textContent = o.kind === "cable" ? "cable pulled" : "outage"; status.className = "pill bad"; }
+    else if (o && o.kind === "flap") { status.textContent = "flapping"; status.className = "pill bad"; }
     else if (o) { status.textContent = "lag spike"; status.className = "pill warn"; }
     else { status.textContent = "running"; status.className = "pill"; }
     $("clock").textContent = st.running_s === null ? "" : `${st.running_s.toFixed(1)} s`;
@@ -191,6 +192,7 @@
     $("overlay").textContent = !o ? "no one-shot in force"
       : o.kind === "cable" ? `cable pulled ${o.for_s.toFixed(1)} s ago: every frame is lost`
       : o.kind === "spike" ? `lag spike: +${D(o.delay_ns)}, ${o.left_s.toFixed(1)} s left`
+      : o.kind === "flap" ? `flapping (${o.event})` + (o.left_s === null ? "" : `, ${o.left_s.toFixed(1)} s left`)
       : `outage: every frame lost, ${o.left_s.toFixed(1)} s left`;
     st.directions.forEach((d, i) => {
       $(`${KEYS[i]}-in-force`).textContent = "in force: " + (d.in_force.spec || "(no impairment)") + (d.rules ? `  (+${d.rules} per-flow rules, read-only)` : "");

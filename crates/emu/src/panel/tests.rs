@@ -1,11 +1,6 @@
-use latlab_link::LossModel;
+use latlab_link::{Event, LossModel};
 
 use super::*;
-
-/// Is `config` losing every frame (what a pulled cable or an outage sets)?
-fn loses_everything(config: &LinkConfig) -> bool {
-    matches!(config.loss, LossModel::Bernoulli { p } if p >= 1.0)
-}
 
 fn delay_ms(ms: u64) -> LinkConfig {
     LinkConfig {
@@ -52,19 +47,18 @@ fn a_refused_form_names_its_key_or_else_the_direction() {
 }
 
 #[test]
-fn one_shots_sit_on_top_of_the_settings_and_leave_them_as_set() {
+fn one_shots_go_to_the_engine_as_events_and_leave_the_settings_as_set() {
     let shared = SharedConditions::new([delay_ms(5).into(), delay_ms(7).into()]);
     let control = EmulatorControl::default();
     let mut c = shared.lock();
-    // No engine runs: the change is handed over, never applied; the settings still say it.
+    // No engine runs: the event is handed over, never applied; the settings stay as set.
     let applied = c.begin(OverlayKind::Cable, None, &control, "ui: cable pulled");
     assert_eq!(applied, Applied::NotYet);
-    assert!(loses_everything(&c.in_force(0)) && loses_everything(&c.in_force(1)));
     assert_eq!(
-        c.base()[0].default.delay_ns,
-        5_000_000,
-        "the settings are as set"
+        c.overlay().map(|o| o.kind.clone()),
+        Some(OverlayKind::Cable)
     );
+    assert_eq!(c.in_force(0).delay_ns, 5_000_000, "the settings are as set");
     c.begin(
         OverlayKind::Spike {
             delay_ns: 100_000_000,
@@ -73,18 +67,22 @@ fn one_shots_sit_on_top_of_the_settings_and_leave_them_as_set() {
         &control,
         "ui",
     );
-    assert_eq!(c.in_force(1).delay_ns, 107_000_000);
-    assert!(
-        !loses_everything(&c.in_force(1)),
-        "a spike replaced the cable"
-    );
-    assert!(c
-        .expire(Instant::now() + Duration::from_millis(5), &control)
-        .is_some());
-    assert!(c.overlay().is_none());
     assert_eq!(c.in_force(1).delay_ns, 7_000_000);
-    assert!(
-        c.expire(Instant::now(), &control).is_none(),
-        "nothing left to end"
+    assert_eq!(c.overlay().map(|o| o.kind.name()), Some("spike"));
+    assert!(c.expire(Instant::now() + Duration::from_millis(5)));
+    assert!(c.overlay().is_none());
+    assert!(!c.expire(Instant::now()), "nothing left to end");
+    // What the engine was handed, in order: the cable (an outage until released), a release
+    // of it, the spike.
+    assert_eq!(
+        OverlayKind::Cable.event(None),
+        Event::Outage { length_ns: None }
+    );
+    assert_eq!(
+        OverlayKind::Spike { delay_ns: 5 }.event(Some(Duration::from_nanos(9))),
+        Event::Spike {
+            delay_ns: 5,
+            length_ns: 9
+        }
     );
 }

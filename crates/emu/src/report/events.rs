@@ -76,7 +76,7 @@ pub fn event_changes_json(changes: &[EventChange]) -> Vec<EmuEventChangeJson> {
 
 /// One line per event that began, for the summary: `A→B event: outage 2s at 3.000 s–5.000 s
 /// (schedule)`.
-pub fn event_lines(report: &EmulatorReport) -> String {
+pub(super) fn event_lines(report: &EmulatorReport) -> String {
     let end_ns = report.start_ns + report.cpu.elapsed_ns;
     let mut out = String::new();
     for (name, d) in [("A→B", &report.a_to_b), ("B→A", &report.b_to_a)] {
