@@ -88,6 +88,11 @@ fn apply_preset(config: &mut LinkConfig, up: bool, name: &str) -> Result<(), Str
         let (k, v) = pair.split_once('=').expect("a preset's keys are key=value");
         apply(config, k, v).map_err(|e| format!("{name}: {e}"))?;
     }
+    let events = super::preset::preset(name)?.events;
+    if !events.is_empty() {
+        let schedule = latlab_link::Schedule::parse(events).map_err(|e| format!("{name}: {e}"))?;
+        config.schedule = Some(schedule);
+    }
     Ok(())
 }
 

@@ -24,12 +24,68 @@ pub struct Preset {
     pub up: &'static str,
     /// B→A's keys (down).
     pub down: &'static str,
+    /// Events both ways, as a schedule file writes them (`10s outage 1s`, one per line;
+    /// empty for none): the lag spikes and disconnections a scenario holds.
+    pub events: &'static str,
 }
 
 const CHROME: &str = "Chrome DevTools' throttling presets (devtools-frontend, \
                       front_end/core/sdk/NetworkManager.ts, 2024)";
 const FIREFOX: &str = "Firefox DevTools' throttling profiles (devtools/client/shared/\
                        components/throttling/profiles.js; 1 Kbps = 1,024 bit/s)";
+
+const UNITY: &str = "Unity Multiplayer Tools' network simulator presets \
+                     (NetworkSimulator/Runtime/NetworkSimulatorPresets.cs, \
+                     com.unity.multiplayer.tools)";
+const UNREAL: &str = "Unreal Engine's network emulation profiles (Engine/Config/BaseEngine.ini, \
+                      [PacketSimulationProfile.Average] and [PacketSimulationProfile.Bad]: \
+                      PktLagMin/PktLagMax and PktLoss out, PktIncomingLagMin/Max and \
+                      PktIncomingLoss in; a lag uniform between min and max)";
+const UNITY_LAG_SPIKES: &str = "10s outage 1s\n30s outage 1s\n50s outage 1s\n\
+                                70s outage 1s\n90s outage 1s\n110s outage 1s\n\
+                                130s outage 1s\n150s outage 1s\n170s outage 1s\n\
+                                190s outage 1s\n210s outage 1s\n230s outage 1s\n\
+                                250s outage 1s\n270s outage 1s\n290s outage 1s";
+
+/// One of Unity's presets: `delay` ms ± `jitter` ms (uniform) and `loss` % each way.
+macro_rules! unity {
+    ($name:literal, $label:literal, $delay:literal, $jitter:literal, $loss:literal) => {
+        Preset {
+            name: $name,
+            about: concat!(
+                "Unity's \"",
+                $label,
+                "\": ",
+                $delay,
+                " ms ± ",
+                $jitter,
+                " ms, ",
+                $loss,
+                "% loss, each way"
+            ),
+            source: UNITY,
+            up: concat!(
+                "delay=",
+                $delay,
+                "ms jitter=",
+                $jitter,
+                "ms loss=",
+                $loss,
+                "%"
+            ),
+            down: concat!(
+                "delay=",
+                $delay,
+                "ms jitter=",
+                $jitter,
+                "ms loss=",
+                $loss,
+                "%"
+            ),
+            events: "",
+        }
+    };
+}
 
 /// Every preset, in the order `--preset list` prints them.
 pub const PRESETS: &[Preset] = &[
@@ -39,6 +95,7 @@ pub const PRESETS: &[Preset] = &[
         source: CHROME,
         up: "delay=1000ms rate=400kbit",
         down: "delay=1000ms rate=400kbit",
+        events: "",
     },
     Preset {
         name: "chrome-slow-4g",
@@ -47,6 +104,7 @@ pub const PRESETS: &[Preset] = &[
         source: CHROME,
         up: "delay=281250us rate=675kbit",
         down: "delay=281250us rate=1440kbit",
+        events: "",
     },
     Preset {
         name: "chrome-fast-4g",
@@ -54,6 +112,7 @@ pub const PRESETS: &[Preset] = &[
         source: CHROME,
         up: "delay=82500us rate=1350kbit",
         down: "delay=82500us rate=8100kbit",
+        events: "",
     },
     Preset {
         name: "firefox-gprs",
@@ -61,6 +120,7 @@ pub const PRESETS: &[Preset] = &[
         source: FIREFOX,
         up: "delay=250ms rate=20480bit",
         down: "delay=250ms rate=51200bit",
+        events: "",
     },
     Preset {
         name: "firefox-2g",
@@ -68,6 +128,7 @@ pub const PRESETS: &[Preset] = &[
         source: FIREFOX,
         up: "delay=150ms rate=51200bit",
         down: "delay=150ms rate=256000bit",
+        events: "",
     },
     Preset {
         name: "firefox-good-2g",
@@ -75,6 +136,7 @@ pub const PRESETS: &[Preset] = &[
         source: FIREFOX,
         up: "delay=75ms rate=153600bit",
         down: "delay=75ms rate=460800bit",
+        events: "",
     },
     Preset {
         name: "firefox-3g",
@@ -82,6 +144,7 @@ pub const PRESETS: &[Preset] = &[
         source: FIREFOX,
         up: "delay=50ms rate=256000bit",
         down: "delay=50ms rate=768000bit",
+        events: "",
     },
     Preset {
         name: "firefox-good-3g",
@@ -89,6 +152,7 @@ pub const PRESETS: &[Preset] = &[
         source: FIREFOX,
         up: "delay=20ms rate=768000bit",
         down: "delay=20ms rate=1572864bit",
+        events: "",
     },
     Preset {
         name: "firefox-lte",
@@ -96,6 +160,7 @@ pub const PRESETS: &[Preset] = &[
         source: FIREFOX,
         up: "delay=10ms rate=3145728bit",
         down: "delay=10ms rate=4194304bit",
+        events: "",
     },
     Preset {
         name: "firefox-dsl",
@@ -103,6 +168,7 @@ pub const PRESETS: &[Preset] = &[
         source: FIREFOX,
         up: "delay=2500us rate=1048576bit",
         down: "delay=2500us rate=2097152bit",
+        events: "",
     },
     Preset {
         name: "firefox-wifi",
@@ -110,6 +176,7 @@ pub const PRESETS: &[Preset] = &[
         source: FIREFOX,
         up: "delay=1ms rate=15728640bit",
         down: "delay=1ms rate=31457280bit",
+        events: "",
     },
     Preset {
         name: "cable",
@@ -118,6 +185,7 @@ pub const PRESETS: &[Preset] = &[
         source: "latlab's choice, a typical consumer cable tier",
         up: "delay=10ms jitter=1ms rate=10mbit",
         down: "delay=10ms jitter=1ms rate=100mbit",
+        events: "",
     },
     Preset {
         name: "geo-satellite",
@@ -127,6 +195,7 @@ pub const PRESETS: &[Preset] = &[
                  way at the least; ground segment and slant range bring it near 300 ms",
         up: "delay=300ms rate=3mbit",
         down: "delay=300ms rate=25mbit",
+        events: "",
     },
     Preset {
         name: "leo-satellite",
@@ -136,6 +205,7 @@ pub const PRESETS: &[Preset] = &[
                  satellite and back down; the rest is the ground network and scheduling)",
         up: "delay=20ms jitter=5ms jitter-dist=normal rate=10mbit",
         down: "delay=20ms jitter=5ms jitter-dist=normal rate=100mbit",
+        events: "",
     },
     Preset {
         name: "lossy-wifi",
@@ -145,6 +215,139 @@ pub const PRESETS: &[Preset] = &[
         source: "latlab's choice; the loss model is NetEm's gemodel",
         up: "delay=2ms jitter=1ms rate=50mbit loss=gemodel:0.5%,30%,50%,0%",
         down: "delay=2ms jitter=1ms rate=50mbit loss=gemodel:0.5%,30%,50%,0%",
+        events: "",
+    },
+    // Unity's Multiplayer Tools network simulator: each preset's delay, jitter (uniform,
+    // ±) and loss apply to every packet sent and received (ApplyMode.AllPackets), so each way.
+    unity!(
+        "unity-home-broadband",
+        "Home Broadband [WIFI, Cable, Console, PC]",
+        32,
+        12,
+        2
+    ),
+    unity!(
+        "unity-home-fiber",
+        "Home Fiber [Best real-world scenario]",
+        10,
+        1,
+        0
+    ),
+    unity!(
+        "unity-home-cable",
+        "Home Cable [Optimal real-world scenario]",
+        25,
+        5,
+        0
+    ),
+    unity!("unity-home-dsl", "Home DSL [ADSL or VDSL]", 30, 10, 0),
+    unity!(
+        "unity-home-satellite",
+        "Home Satellite [low Earth orbit]",
+        100,
+        10,
+        0
+    ),
+    unity!(
+        "unity-home-congested",
+        "Home Broadband with Congested Network",
+        50,
+        50,
+        1
+    ),
+    unity!("unity-mobile-2g", "Mobile 2G [CDMA & GSM, '00]", 520, 50, 7),
+    unity!(
+        "unity-mobile-2.5g",
+        "Mobile 2.5G [GPRS, G, '00]",
+        480,
+        40,
+        7
+    ),
+    unity!(
+        "unity-mobile-2.75g",
+        "Mobile 2.75G [Edge, E, '06]",
+        440,
+        40,
+        7
+    ),
+    unity!(
+        "unity-mobile-3g",
+        "Mobile 3G [WCDMA & UMTS, '03]",
+        360,
+        30,
+        7
+    ),
+    unity!(
+        "unity-mobile-3.5g",
+        "Mobile 3.5G [HSDPA, H, '06]",
+        160,
+        30,
+        6
+    ),
+    unity!(
+        "unity-mobile-3.75g",
+        "Mobile 3.75G [HDSDPA+, H+, '11]",
+        130,
+        30,
+        6
+    ),
+    unity!("unity-mobile-4g", "Mobile 4G [4G, LTE, '13]", 100, 20, 4),
+    unity!(
+        "unity-mobile-4.5g",
+        "Mobile 4.5G [4G+, LTE-A, '16]",
+        80,
+        20,
+        4
+    ),
+    unity!("unity-mobile-5g", "Mobile 5G ['20]", 30, 20, 4),
+    Preset {
+        name: "unreal-average",
+        about: "Unreal Engine's \"Average\" network emulation profile: 30 to 60 ms each way, \
+                1% loss each way",
+        source: UNREAL,
+        up: "delay=45ms jitter=15ms loss=1%",
+        down: "delay=45ms jitter=15ms loss=1%",
+        events: "",
+    },
+    Preset {
+        name: "unreal-bad",
+        about: "Unreal Engine's \"Bad\" network emulation profile: 100 to 200 ms each way, \
+                5% loss each way",
+        source: UNREAL,
+        up: "delay=150ms jitter=50ms loss=5%",
+        down: "delay=150ms jitter=50ms loss=5%",
+        events: "",
+    },
+    Preset {
+        name: "unity-lag-spikes",
+        about: "Unity's Home Broadband with its \"lag spike\" three times a minute: every \
+                packet held back for 1 s (at 10 s, 30 s and 50 s of each minute, for 5 minutes)",
+        source: "Unity Multiplayer Tools: NetworkSimulatorPresets.HomeBroadband, and \
+                 NetworkEventsApi.TriggerLagSpike, which disconnects for the spike's length \
+                 and reconnects (so an outage here, not more delay); the times are latlab's",
+        up: "delay=32ms jitter=12ms loss=2%",
+        down: "delay=32ms jitter=12ms loss=2%",
+        events: UNITY_LAG_SPIKES,
+    },
+    Preset {
+        name: "unity-mobile-4g-dropouts",
+        about: "Unity's Mobile 4G, dropping every packet for 2 s out of every 22 s \
+                (disconnect and reconnect), for as long as it runs",
+        source: "Unity Multiplayer Tools: NetworkSimulatorPresets.Mobile4G, whose description \
+                 says to expect players dropping all packets in bursts of 1-60 s and to handle \
+                 reconnections; the 2 s in 22 s are latlab's",
+        up: "delay=100ms jitter=20ms loss=4%",
+        down: "delay=100ms jitter=20ms loss=4%",
+        events: "0s flap 20s 2s",
+    },
+    Preset {
+        name: "lag-spikes",
+        about: "the cable tier with a 300 ms lag spike for 2 s at 15 s, 45 s, 75 s and 105 s",
+        source: "latlab's choice: the delay spikes a congested home link shows",
+        up: "delay=10ms jitter=1ms rate=10mbit",
+        down: "delay=10ms jitter=1ms rate=100mbit",
+        events: "15s spike 300ms for 2s\n45s spike 300ms for 2s\n75s spike 300ms for 2s\n\
+                 105s spike 300ms for 2s",
     },
 ];
 
@@ -174,9 +377,14 @@ pub fn list() -> String {
     let mut out = String::new();
     for p in PRESETS {
         out.push_str(&format!(
-            "{}\n  {}\n  up (A→B):   {}\n  down (B→A): {}\n  source: {}\n",
-            p.name, p.about, p.up, p.down, p.source
+            "{}\n  {}\n  up (A→B):   {}\n  down (B→A): {}\n",
+            p.name, p.about, p.up, p.down
         ));
+        if !p.events.is_empty() {
+            let events: Vec<&str> = p.events.lines().map(str::trim).collect();
+            out.push_str(&format!("  events (both ways): {}\n", events.join("; ")));
+        }
+        out.push_str(&format!("  source: {}\n", p.source));
     }
     out
 }
@@ -191,7 +399,11 @@ pub fn help() -> String {
         help.push_str(&format!(" {} ({});", p.name, p.about));
     }
     help.pop();
-    help.push_str(". Sources: Chrome's and Firefox's DevTools throttling presets; the others are latlab's choice, with their reasons in --preset list");
+    help.push_str(
+        ". Sources: Chrome's and Firefox's DevTools throttling presets, Unity's Multiplayer \
+         Tools network simulator, Unreal Engine's network emulation profiles; the others are \
+         latlab's choice, with their reasons in --preset list",
+    );
     help
 }
 
@@ -208,7 +420,12 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{} {dir}: {e}", p.name));
                 c.validate()
                     .unwrap_or_else(|e| panic!("{} {dir}: {e}", p.name));
-                assert!(c.delay_ns > 0 && c.rate_bps.is_some(), "{} {dir}", p.name);
+                assert!(c.delay_ns > 0, "{} {dir}", p.name);
+                let mut c = latlab_link::LinkConfig::default();
+                crate::config::apply_in(&mut c, dir == "up", "preset", p.name).unwrap();
+                c.validate().unwrap();
+                let has_events = c.schedule.is_some();
+                assert_eq!(has_events, !p.events.is_empty(), "{} {dir}", p.name);
             }
         }
         let mut names = names();
@@ -231,6 +448,45 @@ mod tests {
         crate::config::apply_spec(&mut c, false, "down", lte.down).unwrap();
         assert_eq!(c.rate_bps, Some(4 * 1024 * 1024));
         assert_eq!(2 * c.delay_ns, 20_000_000);
+    }
+
+    #[test]
+    fn game_engine_presets_are_their_sources_numbers() {
+        let link = |name: &str, up: bool| {
+            let mut c = latlab_link::LinkConfig::default();
+            crate::config::apply_in(&mut c, up, "preset", name).unwrap();
+            c
+        };
+        // Unity's Mobile 4G: 100 ms, 20 ms jitter (uniform), 4% loss, on every packet.
+        for up in [true, false] {
+            let c = link("unity-mobile-4g", up);
+            assert_eq!((c.delay_ns, c.jitter_ns), (100_000_000, 20_000_000));
+            assert_eq!(c.jitter_dist, latlab_link::JitterDist::Uniform);
+            assert_eq!(c.loss, latlab_link::LossModel::Bernoulli { p: 0.04 });
+            assert!(c.schedule.is_none());
+        }
+        let fiber = link("unity-home-fiber", true);
+        assert_eq!(
+            (fiber.delay_ns, fiber.loss),
+            (10_000_000, latlab_link::LossModel::None)
+        );
+        // Unreal's Bad: a lag uniform on 100..200 ms and 5% loss, out and in.
+        let bad = link("unreal-bad", false);
+        assert_eq!(bad.delay_ns - bad.jitter_ns, 100_000_000);
+        assert_eq!(bad.delay_ns + bad.jitter_ns, 200_000_000);
+        assert_eq!(bad.loss, latlab_link::LossModel::Bernoulli { p: 0.05 });
+        // A scenario holds its events both ways: Unity's lag spike is a disconnection.
+        for up in [true, false] {
+            let c = link("unity-lag-spikes", up);
+            let events = c.schedule.as_ref().unwrap().events();
+            assert_eq!(events.len(), 15);
+            assert_eq!(events[0].0, 10_000_000_000);
+            assert_eq!(events[0].1.to_string(), "outage 1s");
+        }
+        let dropouts = link("unity-mobile-4g-dropouts", true);
+        let flap = dropouts.schedule.as_ref().unwrap().events()[0].1;
+        assert_eq!(flap.to_string(), "flap 20s 2s");
+        assert!(list().contains("events (both ways): 15s spike 300ms for 2s; 45s spike"));
     }
 
     #[test]
