@@ -145,7 +145,7 @@ fn scheduled_and_asked_for_events_act_on_the_link_and_are_recorded_with_their_ti
         outage_drops >= lost,
         "{outage_drops} outage drops, gen lost {lost}"
     );
-    assert_eq!(a["bytes"]["dropped"]["outage"].as_u64().unwrap() > 0, true);
+    assert!(a["bytes"]["dropped"]["outage"].as_u64().unwrap() > 0, "{a}");
     let kinds: Vec<(&str, bool, bool)> = a["events"]
         .as_array()
         .unwrap()

@@ -56,13 +56,16 @@ fn interface(direction: LinkDirection) -> u32 {
 /// The engine's start and both directions' events (A→B, B→A), as the engine last copied them.
 pub type EventsNow<'a> = &'a (dyn Fn() -> (u64, [Vec<EventRecord>; 2]) + Sync);
 
+/// An event's beginning or end: its direction, the event's beginning, whether its end.
+type Boundary = (usize, u64, bool);
+
 /// The events' beginnings and ends not yet written, per direction.
 #[derive(Default)]
 struct EventNotes {
-    /// Boundaries written: (direction, the event's beginning, whether its end).
-    written: std::collections::HashSet<(usize, u64, bool)>,
-    /// Boundaries to write, per direction: (time, key, text), in time order.
-    pending: [Vec<(u64, (usize, u64, bool), String)>; 2],
+    /// Boundaries written.
+    written: std::collections::HashSet<Boundary>,
+    /// Boundaries to write, per direction: (time, which, text), in time order.
+    pending: [Vec<(u64, Boundary, String)>; 2],
 }
 
 impl EventNotes {
