@@ -631,3 +631,65 @@ fn run_api_prints_its_address_and_a_cleared_direction_says_so() {
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
     assert_eq!(child.wait().unwrap().code(), Some(143), "{rest:?}");
 }
+
+#[test]
+fn a_delay_trace_sets_the_round_trips_cmd_measures() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let _turn = engines();
+    let host = make_ns("host");
+    let _echo = common::echo_in(host.name(), "0.0.0.0:7777", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    // 5 ms each way for a second, then 40 ms for a second, stepwise, repeated.
+    let trace = dir.path().join("delays.txt");
+    std::fs::write(&trace, "# TIME_MS DELAY_MS\n0 5\n1000 40\n").unwrap();
+    let json = dir.path().join("gen.json");
+    let gen = format!(
+        "{} gen --target $LATLAB_HOST:7777 --rate 200 --duration 4s --poll block --json {}",
+        assert_cmd::cargo::cargo_bin("latlab").display(),
+        json.display()
+    );
+    let trace_arg = trace.to_str().unwrap();
+    let out = run_in(
+        &host,
+        &[
+            "--delay-trace",
+            trace_arg,
+            "--delay-trace-step",
+            "1s",
+            "--delay-trace-mode",
+            "step",
+            "--",
+            "sh",
+            "-c",
+            &gen,
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("delay-trace={trace_arg}")),
+        "{stderr}"
+    );
+    let summary = common::read_json(&json);
+    let ms = |key: &str| summary["latency_ns"][key].as_f64().unwrap() / 1e6;
+    // Four seconds are two periods: the fastest round trips are the low level's (5 ms each
+    // way), a tenth of them at least the high level's (40 ms each way). A machine's delays
+    // only add to both; a trace not applied, or applied once, would stay under 80 ms.
+    assert!(
+        ms("min") >= 10.0,
+        "fastest {} ms, 2 × 5 ms in the trace",
+        ms("min")
+    );
+    assert!(
+        ms("min") < 45.0,
+        "fastest {} ms: the 5 ms level never showed",
+        ms("min")
+    );
+    assert!(
+        ms("p90") >= 80.0,
+        "p90 {} ms, 2 × 40 ms in the trace",
+        ms("p90")
+    );
+}

@@ -26,7 +26,7 @@
 //! Guarantees: the engine never waits for this thread (changes and snapshots go through
 //! [`EmulatorControl`]: one relaxed load per engine iteration, a snapshot at most every 50 ms
 //! however many requests come); a body is read up to [`MAX_BODY`] bytes; keys that read a
-//! file (`schedule`, `dist-table`) are refused over HTTP.
+//! file (`schedule`, `dist-table`, `trace`, `delay-trace`) are refused over HTTP.
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use latlab_engine::emulator::{EmulatorControl, LinkDirection};
-use latlab_link::{format_duration_ns, Flows, JitterDist, LinkConfig, LossModel};
+use latlab_link::{format_duration_ns, slot, Flows, JitterDist, LinkConfig, LossModel};
 use tiny_http::{Header, Method, Response, Server};
 
 use super::conditions::{Applied, SharedConditions};
@@ -296,7 +296,7 @@ pub fn merged(current: &LinkConfig, up: bool, body: &str) -> Result<LinkConfig, 
     }
     for pair in body.split_whitespace() {
         let key = pair.split_once('=').map_or(pair, |(k, _)| k);
-        if matches!(key, "schedule" | "dist-table" | "trace") {
+        if matches!(key, "schedule" | "dist-table" | "trace" | "delay-trace") {
             return Err(format!(
                 "{key}: not accepted over the API (it names a file to read); give it at start"
             ));
@@ -379,6 +379,19 @@ pub fn direction_json(c: &LinkConfig) -> serde_json::Value {
             "file": t.source(),
             "mean_rate_bps": t.mean_rate_bps(),
             "period_ns": t.period_ns(),
+        })),
+        "delay_trace": c.delay_trace.as_ref().map(|t| serde_json::json!({
+            "file": t.file.as_ref().and_then(|f| f.source()),
+            "points": t.file.as_ref().map(|f| f.points()),
+            "step_ns": t.step_ns,
+            "mode": t.mode.name(),
+            "period_ns": t.period_ns(),
+        })),
+        "slot": c.slot.as_ref().map(|s| serde_json::json!({
+            "gap": s.gap.as_ref().map(slot::gap_text),
+            "distribution": matches!(s.gap, Some(latlab_link::SlotGap::Distribution { .. })),
+            "packets": s.frames,
+            "bytes": s.bytes,
         })),
         "seed": c.seed,
     })
@@ -535,6 +548,30 @@ pub fn spec_text(c: &LinkConfig) -> String {
     }
     if let Some(trace) = &c.trace {
         put("trace", trace.source().unwrap_or("(file)").to_string());
+    }
+    if let Some(t) = &c.delay_trace {
+        if let Some(file) = &t.file {
+            put("delay-trace", file.source().unwrap_or("(file)").to_string());
+        }
+        if let Some(step) = t.step_ns {
+            put("delay-trace-step", format_duration_ns(step));
+        }
+        if t.mode != latlab_link::delay_trace::DelayTraceMode::default() {
+            put("delay-trace-mode", t.mode.name().into());
+        }
+    }
+    if let Some(s) = &c.slot {
+        match &s.gap {
+            Some(gap @ latlab_link::SlotGap::Uniform { .. }) => put("slot", slot::gap_text(gap)),
+            Some(gap) => put("slot-dist", slot::gap_text(gap)),
+            None => {}
+        }
+        if let Some(n) = s.frames {
+            put("slot-packets", n.to_string());
+        }
+        if let Some(n) = s.bytes {
+            put("slot-bytes", n.to_string());
+        }
     }
     out.join(" ")
 }

@@ -9,6 +9,8 @@ use std::path::Path;
 
 use latlab_link::{parse, Discipline, LinkConfig, Schedule};
 
+mod timing;
+
 /// A command-line flag of a knob: its name after `--`, what `--help` says, and the name of
 /// its value there.
 #[derive(Clone, Copy, Debug)]
@@ -428,6 +430,13 @@ pub static KNOBS: &[Knob] = &[
             Ok(())
         },
     },
+    timing::DELAY_TRACE,
+    timing::DELAY_TRACE_STEP,
+    timing::DELAY_TRACE_MODE,
+    timing::SLOT,
+    timing::SLOT_DIST,
+    timing::SLOT_PACKETS,
+    timing::SLOT_BYTES,
     Knob {
         key: "seed",
         flags: &[flag("seed", "N", "Seed of the random choices.")],
@@ -550,6 +559,7 @@ pub fn naming_key(error: latlab_link::ConfigError) -> String {
         .replace("needs delay_ns above 0", "needs a --delay")
         .replace("needs rate_bps or a trace", "needs a --rate or a --trace")
         .replace("leave rate_bps out", "leave --rate out")
+        .replace("leave delay_ns out", "leave --delay out")
         .replace("needs rate_bps", "needs a --rate")
 }
 

@@ -27,6 +27,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use latlab_engine::emulator::EmulatorControl;
+use latlab_link::delay_trace::DelayTrace;
 use latlab_link::LinkConfig;
 use latlab_ui::{Page, Reply, UiRequest, UiServer};
 use serde_json::{json, Value};
@@ -241,7 +242,7 @@ fn preset_list() -> Value {
 }
 
 /// The settings a form's SPEC replaces `current` with: the defaults with what the form does not
-/// show kept (frame size, seed, schedule, trace, a jitter table unless SPEC names a
+/// show kept (frame size, seed, schedule, trace, delay trace's file, a jitter table unless SPEC names a
 /// distribution), then SPEC's keys; checked. An error names the key at fault when one key
 /// alone is refused, else the direction (`null`).
 fn replaced(
@@ -255,6 +256,11 @@ fn replaced(
             seed: current.seed,
             schedule: current.schedule.clone(),
             trace: current.trace.clone(),
+            // The file; its step and mode are keys the form shows.
+            delay_trace: current.delay_trace.as_ref().map(|t| DelayTrace {
+                file: t.file.clone(),
+                ..DelayTrace::default()
+            }),
             ..LinkConfig::default()
         };
         if !spec
@@ -267,7 +273,7 @@ fn replaced(
     };
     for pair in spec.split_whitespace() {
         let key = pair.split_once('=').map_or(pair, |(k, _)| k);
-        if matches!(key, "schedule" | "dist-table" | "trace") {
+        if matches!(key, "schedule" | "dist-table" | "trace" | "delay-trace") {
             return Err((
                 Some(key.into()),
                 format!("{key}: names a file to read; give it at start"),

@@ -54,6 +54,12 @@ pub struct LinkConfig {
     pub trace: Option<crate::trace::DeliveryTrace>,
     /// Conditions that change over time (`--schedule FILE`).
     pub schedule: Option<Schedule>,
+    /// The base delay over time from a file ([`crate::delay_trace`], `--delay-trace FILE`), in
+    /// place of `delay_ns`: each frame's base delay is the trace's when it enters the delay.
+    pub delay_trace: Option<crate::delay_trace::DelayTrace>,
+    /// Slotting, NetEm's `slot` ([`crate::slot`], `--slot`): frames due leave in bursts at
+    /// slot instants; `None` for none.
+    pub slot: Option<crate::Slot>,
     /// Seed of the link's random number generator (`--seed`).
     pub seed: u64,
 }
@@ -78,6 +84,8 @@ impl Default for LinkConfig {
             aqm: Aqm::default(),
             trace: None,
             schedule: None,
+            delay_trace: None,
+            slot: None,
             seed: 0,
         }
     }
@@ -115,7 +123,7 @@ impl LinkConfig {
         check_probability("corrupt", self.corrupt).map_err(at("corrupt"))?;
         if let Some(reorder) = &self.reorder {
             reorder.validate("reorder").map_err(at("reorder"))?;
-            if self.delay_ns == 0 && self.schedule.is_none() {
+            if self.delay_ns == 0 && self.schedule.is_none() && self.delay_trace.is_none() {
                 return Err((
                     "reorder",
                     invalid(
@@ -176,7 +184,32 @@ impl LinkConfig {
         if let Some(schedule) = &self.schedule {
             schedule.validate().map_err(at("schedule"))?;
         }
+        self.check_delay_trace()?;
+        if let Some(slot) = &self.slot {
+            slot.check()?;
+        }
         self.aqm.check(self)
+    }
+
+    /// A delay trace must make a curve, and is the base delay: no `delay_ns` beside it, no
+    /// schedule changing the delay.
+    fn check_delay_trace(&self) -> Result<(), (&'static str, ConfigError)> {
+        let Some(trace) = &self.delay_trace else {
+            return Ok(());
+        };
+        trace.curve()?;
+        let reason = if self.delay_ns != 0 {
+            "a delay trace is the base delay: leave delay_ns out with it"
+        } else if self
+            .schedule
+            .as_ref()
+            .is_some_and(|s| s.entries().iter().any(|e| e.delay_ns.is_some()))
+        {
+            "a delay trace is the base delay: its schedule may not change the delay"
+        } else {
+            return Ok(());
+        };
+        Err(("delay_trace", invalid("delay_trace", reason)))
     }
 }
 

@@ -67,6 +67,7 @@
 
 pub mod aqm;
 mod config;
+pub mod delay_trace;
 mod dist;
 pub mod event;
 pub mod flow;
@@ -75,6 +76,7 @@ pub mod parse;
 mod pipe;
 mod schedule;
 pub mod sim;
+pub mod slot;
 pub mod trace;
 
 pub use aqm::{Aqm, Discipline};
@@ -86,6 +88,7 @@ pub use pipe::{
     Departure, FlowPipes, Pipe, MAX_HELD_WITHOUT_LIMIT, MEMORY_WINDOW_NS, RETAINED_BUFFERS,
 };
 pub use schedule::{Schedule, ScheduleEntry};
+pub use slot::{Slot, SlotGap};
 
 /// The shortest frame that is not a runt: an Ethernet header (6 + 6 + 2 bytes).
 pub const MIN_FRAME: usize = 14;
@@ -158,7 +161,9 @@ pub enum ConfigError {
 impl ConfigError {
     /// The [`LinkConfig`] field at fault, for an error from [`LinkConfig::validate`]: one of
     /// `jitter_dist`, `correlation`, `loss`, `duplicate`, `corrupt`, `reorder`, `rate_bps`,
-    /// `limit_frames`, `limit_bytes`, `max_frame`, `schedule`, and the queue discipline's
+    /// `limit_frames`, `limit_bytes`, `max_frame`, `schedule`, `delay_trace`,
+    /// `delay_trace_step`, `delay_trace_mode`, `slot`, `slot_dist`, `slot_packets`,
+    /// `slot_bytes`, and the queue discipline's
     /// `aqm`, `aqm_target`, `aqm_interval`, `aqm_flows`, `aqm_quantum`, `aqm_tupdate`,
     /// `aqm_alpha`, `aqm_beta`, `aqm_max_burst`, `ecn`. `None` for errors about text
     /// (those of [`parse`] and of schedule files name the option or column they read).

@@ -4,6 +4,7 @@ use latlab_stats::LatencyHistogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use crate::delay_trace::DelayCurve;
 use crate::{dist, ConfigError, Event, EventRecord, Events, LinkConfig, LossModel, MIN_FRAME};
 
 mod fate;
@@ -12,7 +13,7 @@ pub use fate::{DropCause, Fate, LinkCounters};
 /// The conditions in force: the configuration's, or those of the schedule entry in force.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Conditions {
-    /// Base one-way delay in nanoseconds.
+    /// Base one-way delay in nanoseconds (with a delay trace, the trace's at the last frame).
     pub delay_ns: u64,
     /// The loss model.
     pub loss: LossModel,
@@ -68,6 +69,9 @@ pub struct Link {
     queued_bytes: usize,
     /// Fates so far.
     counters: LinkCounters,
+    /// The delay trace's curve, when one is in force, and the instant of its time 0 (the
+    /// link's start, or the change that brought this trace in).
+    delay_curve: Option<(DelayCurve, u64)>,
     /// The sojourn time at the queue the rate builds (from a frame joining it to its
     /// transmission starting) of every frame sent, in ns, once a rate (or a queue discipline,
     /// which records here too) has been in force: tail drop's queue reports it as the
@@ -124,6 +128,7 @@ impl Link {
         let mut events = Events::default();
         events.schedule(start_ns, scheduled_events(&config));
         Ok(Link {
+            delay_curve: curve(&config).map(|c| (c, start_ns)),
             sojourn,
             events,
             spike_ns: 0,
@@ -155,7 +160,8 @@ impl Link {
     ///
     /// What changes from now on: every knob, including the limits (frames already queued
     /// above a lowered limit stay; arrivals are dropped until the queue is under it). A
-    /// schedule in `config` starts at `now`.
+    /// schedule in `config` starts at `now`, and so does a delay trace other than the one in
+    /// force (the same trace goes on).
     pub fn handle_config(&mut self, now: u64, config: LinkConfig) -> Result<(), ConfigError> {
         config.validate()?;
         let phases = phases(&config);
@@ -172,6 +178,10 @@ impl Link {
         }
         if config.reorder.is_none() {
             self.since_reorder = 0;
+        }
+        // A new trace starts its time 0 now; the same one goes on where it is.
+        if config.delay_trace != self.config.delay_trace {
+            self.delay_curve = curve(&config).map(|c| (c, now));
         }
         if has_queue(&config, &phases) && self.sojourn.is_none() {
             self.sojourn = Some(LatencyHistogram::new());
@@ -454,7 +464,7 @@ impl Link {
 
     /// The departure of a frame that goes through delay and rate, in order.
     fn departure_after_delay(&mut self, now: u64, len: usize) -> u64 {
-        let due = now.saturating_add(self.sample_delay_ns());
+        let due = now.saturating_add(self.sample_delay_ns(now));
         let start = due.max(self.last_departure_ns);
         if self.conditions.rate_bps.is_some() {
             // Delay, then rate (NetEm's order): the frame joins the rate's queue when due and
@@ -484,14 +494,18 @@ impl Link {
     /// (a queue discipline's order: rate, then delay), in order.
     pub(crate) fn departure_after_bottleneck(&mut self, done_ns: u64) -> u64 {
         let departure = done_ns
-            .saturating_add(self.sample_delay_ns())
+            .saturating_add(self.sample_delay_ns(done_ns))
             .max(self.last_departure_ns);
         self.last_departure_ns = departure;
         departure
     }
 
-    /// The delay plus a jitter sample, never below 0.
-    fn sample_delay_ns(&mut self) -> u64 {
+    /// The base delay at `at_ns` (the trace's, with a delay trace: kept in the conditions)
+    /// plus a spike in force and a jitter sample, never below 0.
+    fn sample_delay_ns(&mut self, at_ns: u64) -> u64 {
+        if let Some((curve, start_ns)) = &self.delay_curve {
+            self.conditions.delay_ns = curve.delay_at(at_ns.saturating_sub(*start_ns));
+        }
         // A spike in force at the last arrival adds to the delay (behind a bottleneck, at the
         // frame's service: the arrivals' clock is the one events follow).
         let delay_ns = self.conditions.delay_ns.saturating_add(self.spike_ns);
@@ -524,6 +538,11 @@ impl Link {
 /// The events of the configuration's schedule, with their times since its start.
 fn scheduled_events(config: &LinkConfig) -> &[(u64, Event)] {
     config.schedule.as_ref().map_or(&[][..], |s| s.events())
+}
+
+/// The curve of the configuration's delay trace, if it has one (validated: it makes one).
+fn curve(config: &LinkConfig) -> Option<DelayCurve> {
+    config.delay_trace.as_ref().and_then(|t| t.curve().ok())
 }
 
 /// The configuration's conditions followed by one per schedule entry, each resolved against

@@ -6,11 +6,13 @@ mod bottleneck;
 mod flows;
 mod pool;
 mod queue;
+mod slot;
 
 use bottleneck::Bottleneck;
 pub use flows::FlowPipes;
 use pool::{IdleLists, Pool};
 use queue::DelayQueue;
+use slot::SlotClock;
 
 /// Most frames a pipe holds when its configuration sets no [`LinkConfig::limit_frames`]; a
 /// delivered frame (or copy) that finds this many held is dropped and counted in
@@ -48,7 +50,9 @@ pub const MEMORY_WINDOW_NS: u64 = 1_000_000_000;
 /// 4. [`Pipe::poll_timeout`] for when to come back: the next departure time, `None` if the
 ///    pipe is empty.
 /// 5. At any time, [`Pipe::handle_config`]`(now, config)` changes the conditions of the
-///    running pipe: held frames keep their departure times, new arrivals get the new ones.
+///    running pipe: held frames keep their departure times, new arrivals get the new ones
+///    (slots, [`LinkConfig::slot`], apply to the frames held as to new ones: they gate the
+///    head of the queue).
 ///
 /// `now` must not go backwards between calls of one kind; an arrival stamped before the last
 /// `poll_departure` (a stamp taken by the kernel before the engine looked) is fine.
@@ -95,6 +99,8 @@ pub struct Pipe {
     /// The queue discipline's queue and the sojourn times, once a discipline other than tail
     /// drop was configured (`None` on the default path).
     bottleneck: Option<Box<Bottleneck>>,
+    /// The slots' state with [`LinkConfig::slot`]: frames due leave at slot instants.
+    slot: Option<SlotClock>,
 }
 
 /// The next frame due, lent by [`Pipe::poll_departure`]. The frame has left the queue (its
@@ -151,7 +157,9 @@ impl Pipe {
             dropped_no_buffer: 0,
             releases: 0,
             bottleneck: None,
+            slot: None,
         };
+        pipe.reconfigure_slot(start_ns);
         pipe.reconfigure_bottleneck(start_ns);
         Ok(pipe)
     }
@@ -188,10 +196,11 @@ impl Pipe {
         if self.bottleneck.is_some() {
             self.serve_bottleneck(now);
         }
-        let Some((departure_ns, _, buffer)) = self.queue.peek() else {
+        let Some((due_ns, _, buffer)) = self.queue.peek() else {
             self.follow_queue(now);
             return None;
         };
+        let departure_ns = self.release_at(due_ns);
         if departure_ns > now {
             self.follow_queue(now);
             return None;
@@ -199,6 +208,9 @@ impl Pipe {
         self.queue.pop();
         let bytes = &self.pool.buffers[buffer];
         let frame = &bytes[..];
+        if let Some(slot) = &mut self.slot {
+            slot.release(due_ns, frame.len());
+        }
         self.link.handle_departure(now, frame.len());
         Some(Departure {
             frame,
@@ -210,12 +222,16 @@ impl Pipe {
         })
     }
 
-    /// When to come back: the departure time of the next frame, or with a queue discipline
-    /// the end of the frame on the wire if that is earlier (the discipline then picks the
-    /// next frame); `None` if the pipe holds none.
+    /// When to come back: the departure time of the next frame (with slots, the opening of
+    /// the slot it leaves in), or with a queue discipline the end of the frame on the wire if
+    /// that is earlier (the discipline then picks the next frame); `None` if the pipe holds
+    /// none.
     #[inline]
     pub fn poll_timeout(&self) -> Option<u64> {
-        let departure = self.queue.peek().map(|(departure_ns, _, _)| departure_ns);
+        let departure = self
+            .queue
+            .peek()
+            .map(|(due_ns, _, _)| self.release_at(due_ns));
         match &self.bottleneck {
             None => departure,
             Some(bottleneck) => match (departure, bottleneck.next_service()) {
@@ -236,6 +252,7 @@ impl Pipe {
             self.serve_bottleneck(now);
         }
         self.link.handle_config(now, config)?;
+        self.reconfigure_slot(now);
         self.reconfigure_bottleneck(now);
         Ok(())
     }
@@ -253,6 +270,27 @@ impl Pipe {
     /// The link's events, scheduled and begun, with their times.
     pub fn events(&self) -> &[crate::EventRecord] {
         self.link.events()
+    }
+
+    /// Starts, keeps or stops the slots for the configuration in force at `now`: a new or
+    /// changed slot setting opens its first slot at `now` (NetEm's), the same one goes on.
+    fn reconfigure_slot(&mut self, now: u64) {
+        let config = self.link.config();
+        match (&config.slot, &self.slot) {
+            (None, _) => self.slot = None,
+            (Some(slot), Some(clock)) if clock.slot() == slot => {}
+            (Some(slot), _) => self.slot = Some(SlotClock::new(slot.clone(), config.seed, now)),
+        }
+    }
+
+    /// When a frame due at `due_ns` at the head of the delay queue leaves: then, or with
+    /// slots at the opening of its slot.
+    #[inline]
+    fn release_at(&self, due_ns: u64) -> u64 {
+        match &self.slot {
+            None => due_ns,
+            Some(slot) => slot.release_at(due_ns),
+        }
     }
 
     /// Every frame's fate so far, by cause.
@@ -347,10 +385,12 @@ impl Pipe {
         }
     }
 
-    /// The order of the next frame due: its departure time and its arrival order.
+    /// The order of the next frame due: its departure time (slotted) and its arrival order.
     #[inline]
     fn next_due(&self) -> Option<(u64, u64)> {
-        self.queue.peek().map(|(at, seq, _)| (at, seq))
+        self.queue
+            .peek()
+            .map(|(at, seq, _)| (self.release_at(at), seq))
     }
 }
 

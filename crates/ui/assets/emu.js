@@ -8,7 +8,7 @@
   const D = Charts.duration, SI = Charts.si;
   const KEYS = ["a_to_b", "b_to_a"];
   const COVERED = new Set(["delay", "jitter", "jitter-dist", "loss", "duplicate", "reorder", "corrupt",
-    "rate", "limit", "aqm", "ecn", "schedule", "trace"]);
+    "rate", "limit", "aqm", "ecn", "schedule", "trace", "delay-trace"]);
   let state = null, presets = [], series = [], seq = 0, dirty = false, formBuilt = false;
   let lastText = "", charted = false;
 

@@ -67,6 +67,29 @@ fn a_bad_body_names_the_key_at_fault() {
         ("limit=0", "body: limit: "),
         ("schedule=/etc/passwd", "schedule"),
         ("dist-table=/etc/passwd", "dist-table"),
+        ("delay-trace=/etc/passwd", "delay-trace"),
+        ("slot=20ms,10ms", "body: slot: MAX 10ms is below MIN 20ms"),
+        ("slot=0", "body: slot: must be above 0"),
+        (
+            "slot=10ms slot-packets=0",
+            "body: slot-packets: must be at least 1",
+        ),
+        (
+            "slot=10ms slot-bytes=0",
+            "body: slot-bytes: must be at least 1",
+        ),
+        ("slot-packets=3", "body: slot-packets: needs a slot"),
+        ("slot-bytes=3000", "body: slot-bytes: needs a slot"),
+        (
+            "slot-dist=gauss,10ms,1ms",
+            "slot-dist NAME: cannot read \"gauss\"",
+        ),
+        ("slot-dist=normal,10ms", "expected NAME,DELAY,JITTER"),
+        (
+            "delay-trace-step=10ms",
+            "body: delay-trace-step: needs a delay-trace",
+        ),
+        ("delay-trace-mode=curvy", "\"curvy\" is not a mode"),
         ("   ", "empty body"),
     ] {
         let error = merged(&current, true, body).unwrap_err();
@@ -93,6 +116,104 @@ fn the_spec_text_of_a_configuration_gives_it_back() {
     super::config::apply_spec(&mut again, true, "test", &spec_text(&config)).unwrap();
     assert_eq!(again, config);
     assert_eq!(spec_text(&LinkConfig::default()), "");
+}
+
+#[test]
+fn the_spec_text_gives_slots_and_a_delay_trace_back() {
+    let dir = std::env::temp_dir().join(format!("latlab-spec-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("delays.txt");
+    std::fs::write(&file, "0 10\n100 20.5\n").unwrap();
+    let specs = [
+        "slot=10ms,20ms slot-packets=4 slot-bytes=3000".to_string(),
+        "slot=5ms".to_string(),
+        "slot-dist=pareto,10ms,2500us slot-packets=1".to_string(),
+        format!(
+            "delay-trace={} delay-trace-step=50ms delay-trace-mode=step",
+            file.display()
+        ),
+    ];
+    for spec in specs {
+        let mut config = LinkConfig::default();
+        super::config::apply_spec(&mut config, true, "test", &spec).unwrap();
+        config.validate().unwrap();
+        assert_eq!(spec_text(&config), spec);
+        let mut again = LinkConfig::default();
+        super::config::apply_spec(&mut again, true, "test", &spec_text(&config)).unwrap();
+        assert_eq!(again, config, "{spec}");
+        let json = direction_json(&config);
+        if spec.starts_with("slot") {
+            assert!(json["slot"]["gap"].is_string(), "{json}");
+        } else {
+            assert_eq!(json["delay_trace"]["points"], 2);
+            assert_eq!(json["delay_trace"]["mode"], "step");
+            assert_eq!(json["delay_trace"]["period_ns"], 150_000_000);
+        }
+    }
+    // `slot=none` turns slots off.
+    let mut config = LinkConfig::default();
+    super::config::apply_spec(&mut config, true, "test", "slot=10ms slot=none").unwrap();
+    assert_eq!(config.slot, None);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_refused_slot_or_trace_leaves_the_running_link_as_it_was() {
+    let api = Api::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = api.addr();
+    let control = EmulatorControl::default();
+    let done = AtomicBool::new(false);
+    let slotted = merged(&delay_ms(5), true, "slot=10ms slot-packets=2").unwrap();
+    let conditions = SharedConditions::new([slotted.into(), delay_ms(7).into()]);
+    // What the API answered, checked once it stopped (a failed check inside would leave it
+    // serving).
+    let (before, refused, (after, untouched), good, changed) = std::thread::scope(|s| {
+        s.spawn(|| api.serve(&conditions, &control, &done));
+        let get = || {
+            let (_, body) = request(addr, "GET", "/conditions", "");
+            serde_json::from_str::<serde_json::Value>(&body).unwrap()
+        };
+        let before = get();
+        let refused: Vec<(&str, u16, String)> = [
+            "slot=20ms,10ms",
+            "slot-packets=0",
+            "slot-dist=gauss,1ms,1ms",
+            "delay-trace=/etc/hostname",
+            "delay-trace-step=1ms",
+        ]
+        .into_iter()
+        .map(|body| {
+            let (status, answer) = request(addr, "PUT", "/conditions/a-to-b", body);
+            (body, status, answer)
+        })
+        .collect();
+        let after = get();
+        let untouched = control.changes().is_empty();
+        // A good one is taken (no engine runs here to apply it: 503, the API says so).
+        let (good, _) = request(addr, "PUT", "/conditions/a-to-b", "slot-packets=3");
+        let changed = get();
+        done.store(true, Ordering::Relaxed);
+        (before, refused, (after, untouched), good, changed)
+    });
+    assert_eq!(
+        before["a_to_b"]["spec"],
+        "delay=5ms slot=10ms slot-packets=2"
+    );
+    assert_eq!(before["a_to_b"]["slot"]["packets"], 2);
+    for (body, status, answer) in refused {
+        assert_eq!(
+            (status, answer.lines().count()),
+            (400, 1),
+            "{body}: {answer}"
+        );
+    }
+    assert_eq!(after, before, "nothing changed");
+    assert!(untouched, "a refused body reached the engine");
+    assert_eq!(good, 503);
+    assert_eq!(
+        changed["a_to_b"]["spec"], "delay=5ms slot=10ms slot-packets=3",
+        "the budget changed, the slot stayed"
+    );
 }
 
 #[test]
