@@ -67,6 +67,7 @@
 pub mod aqm;
 mod config;
 mod dist;
+pub mod fates;
 pub mod flow;
 mod link;
 pub mod parse;

@@ -7,6 +7,7 @@ use rand::{Rng, SeedableRng};
 use crate::{dist, ConfigError, LinkConfig, LossModel, MIN_FRAME};
 
 mod fate;
+mod recorded;
 pub use fate::{DropCause, Fate, LinkCounters};
 
 /// The conditions in force: the configuration's, or those of the schedule entry in force.
@@ -187,7 +188,13 @@ impl Link {
         self.counters.arrived += 1;
         self.enter_phase_at(now);
         let fate = self.decide(now, len);
-        match fate {
+        self.count(&fate);
+        fate
+    }
+
+    /// Counts `fate` under its cause.
+    fn count(&mut self, fate: &Fate) {
+        match *fate {
             Fate::Drop(cause) => self.counters.count_drop(cause),
             Fate::Deliver {
                 duplicate_departure_ns,
@@ -201,7 +208,6 @@ impl Link {
                 self.counters.reordered += u64::from(reordered);
             }
         }
-        fate
     }
 
     /// The engine released (sent or discarded) a frame of `len` bytes that was delivered:

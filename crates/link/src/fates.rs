@@ -1,0 +1,615 @@
+//! Fate files: every frame's fate, recorded so that a new run of the same traffic can be given
+//! the same fates ([`replay`]) and two runs compared ([`summary`]).
+//!
+//! # Flows and positions
+//!
+//! A frame is named by its direction, its flow and its position in that flow. A flow is a
+//! frame's 5-tuple ([`latlab_wire::flow::FlowKey`]); flows are numbered per direction in order
+//! of first appearance *within their class*: the EtherType and, for IP, the protocol
+//! ([`FlowId`]: `ipv4/udp#0` is the first UDP-over-IPv4 5-tuple seen in that direction).
+//! Frames that are not IP are one flow per EtherType (`arp`). So the ephemeral ports of a new
+//! run, or ARP and ICMPv6 frames that interleave differently, do not shift the positions of
+//! the frames of the traffic that matters. The position is the frame's index in its flow, from
+//! 0.
+//!
+//! # Format (version 1)
+//!
+//! Little-endian where fixed; `varint` is unsigned LEB128 (7 bits a byte, low first, at most
+//! 10 bytes); `string` is a varint length and that many bytes of UTF-8.
+//!
+//! ```text
+//! header:  magic  "LATFATES" (8 bytes)
+//!          version u8 = 1
+//!          directions varint, then per direction:
+//!              name string            (a_to_b, b_to_a)
+//!              rules varint, then per rule its text string (the --flow matchers: the
+//!                                     direction's pipes, which decide a frame's pipe)
+//! records, each starting with a tag byte:
+//!   1 frame: direction u8, flow (ethertype varint, protocol varint: 0 none, else p + 1,
+//!            number varint), position varint, arrival varint (ns since the run's start),
+//!            length varint (bytes), outcome u8:
+//!              0 delivered: flags u8 (1 duplicated, 2 corrupted, 4 reordered),
+//!                           transit varint (departure − arrival, ns),
+//!                           [duplicate's transit varint], [corrupted bit varint]
+//!              1 loss, 2 queue frames, 3 queue bytes, 4 runt, 5 oversized: dropped
+//! trailer: tag 255, frames varint (the frame records before it),
+//!          unqueued varint (frames whose record the recorder could not queue: not in the file)
+//! ```
+//!
+//! Nothing follows the trailer. A file without it (cut short) is refused, as is one whose
+//! frame count disagrees; every error names the byte offset and the field
+//! ([`FormatError`]).
+
+use std::fmt;
+use std::io::{self, Write};
+
+use latlab_wire::flow::FlowKey;
+
+use crate::DropCause;
+
+pub mod replay;
+pub mod summary;
+
+/// The first 8 bytes of every fate file.
+pub const MAGIC: [u8; 8] = *b"LATFATES";
+
+/// The version this code writes and reads.
+pub const VERSION: u8 = 1;
+
+const TAG_FRAME: u8 = 1;
+const TAG_END: u8 = 255;
+
+/// A flow of one direction: its class (EtherType and IP protocol) and its number among the
+/// 5-tuples of that class, in order of first appearance (0 for a non-IP class, which is one
+/// flow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowId {
+    /// The EtherType behind any VLAN tags; 0 for a frame too short to carry one.
+    pub ethertype: u16,
+    /// The IP protocol (or IPv6 Next Header), `None` for a frame that is not IP.
+    pub protocol: Option<u8>,
+    /// The 5-tuple's number in its class.
+    pub number: u32,
+}
+
+impl FlowId {
+    /// The class of `key` (its number still 0).
+    pub fn class_of(key: &FlowKey) -> FlowId {
+        FlowId {
+            ethertype: key.ethertype.unwrap_or(0),
+            protocol: key.ip.map(|ip| ip.protocol),
+            number: 0,
+        }
+    }
+}
+
+impl fmt::Display for FlowId {
+    /// `ipv4/udp#0`, `ipv6/icmpv6#1`, `arp`, `ether 0x88cc`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ether = match self.ethertype {
+            0x0800 => "ipv4".to_string(),
+            0x86dd => "ipv6".to_string(),
+            0x0806 => "arp".to_string(),
+            0 => "runt".to_string(),
+            other => format!("ether 0x{other:04x}"),
+        };
+        match self.protocol {
+            None => write!(f, "{ether}"),
+            Some(p) => {
+                let proto = match p {
+                    1 => "icmp".to_string(),
+                    6 => "tcp".to_string(),
+                    17 => "udp".to_string(),
+                    58 => "icmpv6".to_string(),
+                    other => format!("proto {other}"),
+                };
+                write!(f, "{ether}/{proto}#{}", self.number)
+            }
+        }
+    }
+}
+
+/// What a recorded frame's fate was, as a replay applies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// Dropped at arrival, for this cause.
+    Drop(DropCause),
+    /// Delivered this long after its arrival.
+    Deliver {
+        /// Departure − arrival, ns.
+        transit_ns: u64,
+        /// The duplicate's departure − arrival, ns, if the frame was duplicated.
+        duplicate_transit_ns: Option<u64>,
+        /// The bit flipped, if the frame was corrupted (see [`crate::Fate::Deliver`]).
+        corrupt_bit: Option<u64>,
+        /// Sent ahead of the queue.
+        reordered: bool,
+    },
+}
+
+impl Recorded {
+    /// The recorded form of `fate`, for a frame that arrived at `now`.
+    pub fn of(fate: &crate::Fate, now: u64) -> Recorded {
+        match *fate {
+            crate::Fate::Drop(cause) => Recorded::Drop(cause),
+            crate::Fate::Deliver {
+                departure_ns,
+                duplicate_departure_ns,
+                corrupt_bit,
+                reordered,
+            } => Recorded::Deliver {
+                transit_ns: departure_ns.saturating_sub(now),
+                duplicate_transit_ns: duplicate_departure_ns.map(|d| d.saturating_sub(now)),
+                corrupt_bit: corrupt_bit.map(|b| b as u64),
+                reordered,
+            },
+        }
+    }
+
+    /// The same fate for a comparison: the drop cause, or delivered with its duplicate and
+    /// corrupted bit (the transit times left out).
+    pub fn class(&self) -> Recorded {
+        match *self {
+            Recorded::Drop(cause) => Recorded::Drop(cause),
+            Recorded::Deliver {
+                duplicate_transit_ns,
+                corrupt_bit,
+                reordered,
+                ..
+            } => Recorded::Deliver {
+                transit_ns: 0,
+                duplicate_transit_ns: duplicate_transit_ns.map(|_| 0),
+                corrupt_bit,
+                reordered,
+            },
+        }
+    }
+}
+
+impl fmt::Display for Recorded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Recorded::Drop(cause) => write!(f, "dropped ({})", cause_name(*cause)),
+            Recorded::Deliver {
+                duplicate_transit_ns,
+                corrupt_bit,
+                reordered,
+                ..
+            } => {
+                write!(f, "delivered")?;
+                if duplicate_transit_ns.is_some() {
+                    write!(f, ", duplicated")?;
+                }
+                if let Some(bit) = corrupt_bit {
+                    write!(f, ", bit {bit} flipped")?;
+                }
+                if *reordered {
+                    write!(f, ", reordered")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The name of a drop cause in summaries, as `--json` spells its counter (`loss`, …).
+pub fn cause_name(cause: DropCause) -> &'static str {
+    match cause {
+        DropCause::Loss => "loss",
+        DropCause::QueueFrames => "queue_frames",
+        DropCause::QueueBytes => "queue_bytes",
+        DropCause::Runt => "runt",
+        DropCause::Oversized => "oversized",
+    }
+}
+
+fn cause_code(cause: DropCause) -> u8 {
+    match cause {
+        DropCause::Loss => 1,
+        DropCause::QueueFrames => 2,
+        DropCause::QueueBytes => 3,
+        DropCause::Runt => 4,
+        DropCause::Oversized => 5,
+    }
+}
+
+/// One frame's record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameRecord {
+    /// Index of its direction in [`Header::directions`].
+    pub direction: u8,
+    /// Its flow.
+    pub flow: FlowId,
+    /// Its index in the flow, from 0.
+    pub position: u64,
+    /// When it arrived, ns since the run's start.
+    pub arrival_ns: u64,
+    /// Its length, bytes.
+    pub len: u32,
+    /// Its fate.
+    pub fate: Recorded,
+}
+
+/// One direction as a fate file describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirectionHeader {
+    /// Its name (`a_to_b`).
+    pub name: String,
+    /// The texts of its per-flow rules, in order (empty without rules).
+    pub rules: Vec<String>,
+}
+
+/// What a fate file says of the run before its records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The directions, in the order of the records' direction numbers.
+    pub directions: Vec<DirectionHeader>,
+}
+
+impl Header {
+    /// Why a run with `self` cannot take the fates of a file with `recorded`, naming the
+    /// field (`directions[1].name`), or `None` if it can.
+    pub fn mismatch(&self, recorded: &Header) -> Option<String> {
+        if self.directions.len() != recorded.directions.len() {
+            return Some(format!(
+                "directions: the file has {}, this run {}",
+                recorded.directions.len(),
+                self.directions.len()
+            ));
+        }
+        for (i, (ours, theirs)) in self.directions.iter().zip(&recorded.directions).enumerate() {
+            if ours.name != theirs.name {
+                return Some(format!(
+                    "directions[{i}].name: the file has {:?}, this run {:?}",
+                    theirs.name, ours.name
+                ));
+            }
+            if ours.rules != theirs.rules {
+                return Some(format!(
+                    "directions[{i}].rules ({}): the file has [{}], this run [{}] (another flow layout)",
+                    ours.name,
+                    theirs.rules.join("; "),
+                    ours.rules.join("; ")
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// A whole fate file, read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FateFile {
+    /// Its header.
+    pub header: Header,
+    /// Every frame record, in the order written (arrival order per direction).
+    pub frames: Vec<FrameRecord>,
+    /// Frames whose record the recorder could not queue (not in [`FateFile::frames`]).
+    pub unqueued: u64,
+}
+
+/// Why bytes are not a fate file: where, and what.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("byte {offset}: {field}: {problem}")]
+pub struct FormatError {
+    /// Offset of the first byte of the field at fault.
+    pub offset: usize,
+    /// The field (`magic`, `version`, `record 17 flow`).
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+/// Writes a fate file: the header at [`FateWriter::new`], then frames, then the trailer at
+/// [`FateWriter::finish`].
+#[derive(Debug)]
+pub struct FateWriter<W: Write> {
+    out: W,
+    frames: u64,
+    buf: Vec<u8>,
+}
+
+impl<W: Write> FateWriter<W> {
+    /// Writes `header` to `out`.
+    pub fn new(mut out: W, header: &Header) -> io::Result<FateWriter<W>> {
+        let mut buf = Vec::with_capacity(256);
+        buf.extend_from_slice(&MAGIC);
+        buf.push(VERSION);
+        put_varint(&mut buf, header.directions.len() as u64);
+        for d in &header.directions {
+            put_string(&mut buf, &d.name);
+            put_varint(&mut buf, d.rules.len() as u64);
+            for rule in &d.rules {
+                put_string(&mut buf, rule);
+            }
+        }
+        out.write_all(&buf)?;
+        buf.clear();
+        Ok(FateWriter {
+            out,
+            frames: 0,
+            buf,
+        })
+    }
+
+    /// Writes one frame's record.
+    pub fn frame(&mut self, r: &FrameRecord) -> io::Result<()> {
+        self.buf.clear();
+        encode_frame(&mut self.buf, r);
+        self.frames += 1;
+        self.out.write_all(&self.buf)
+    }
+
+    /// Writes the trailer, with `unqueued` frames not recorded, and returns the writer and
+    /// how many frames were written.
+    pub fn finish(mut self, unqueued: u64) -> io::Result<(W, u64)> {
+        self.buf.clear();
+        self.buf.push(TAG_END);
+        put_varint(&mut self.buf, self.frames);
+        put_varint(&mut self.buf, unqueued);
+        self.out.write_all(&self.buf)?;
+        self.out.flush()?;
+        Ok((self.out, self.frames))
+    }
+}
+
+fn encode_frame(buf: &mut Vec<u8>, r: &FrameRecord) {
+    buf.push(TAG_FRAME);
+    buf.push(r.direction);
+    put_varint(buf, u64::from(r.flow.ethertype));
+    put_varint(buf, r.flow.protocol.map_or(0, |p| u64::from(p) + 1));
+    put_varint(buf, u64::from(r.flow.number));
+    put_varint(buf, r.position);
+    put_varint(buf, r.arrival_ns);
+    put_varint(buf, u64::from(r.len));
+    match r.fate {
+        Recorded::Drop(cause) => buf.push(cause_code(cause)),
+        Recorded::Deliver {
+            transit_ns,
+            duplicate_transit_ns,
+            corrupt_bit,
+            reordered,
+        } => {
+            buf.push(0);
+            let flags = u8::from(duplicate_transit_ns.is_some())
+                | u8::from(corrupt_bit.is_some()) << 1
+                | u8::from(reordered) << 2;
+            buf.push(flags);
+            put_varint(buf, transit_ns);
+            if let Some(d) = duplicate_transit_ns {
+                put_varint(buf, d);
+            }
+            if let Some(bit) = corrupt_bit {
+                put_varint(buf, bit);
+            }
+        }
+    }
+}
+
+fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            buf.push(byte);
+            return;
+        }
+        buf.push(byte | 0x80);
+    }
+}
+
+fn put_string(buf: &mut Vec<u8>, s: &str) {
+    put_varint(buf, s.len() as u64);
+    buf.extend_from_slice(s.as_bytes());
+}
+
+/// A cursor over a fate file's bytes that names what it fails to read.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn fail<T>(
+        &self,
+        offset: usize,
+        field: &str,
+        problem: impl Into<String>,
+    ) -> Result<T, FormatError> {
+        Err(FormatError {
+            offset,
+            field: field.to_string(),
+            problem: problem.into(),
+        })
+    }
+
+    fn byte(&mut self, field: &str) -> Result<u8, FormatError> {
+        match self.bytes.get(self.at) {
+            Some(&b) => {
+                self.at += 1;
+                Ok(b)
+            }
+            None => self.fail(self.at, field, "the file ends here (truncated)"),
+        }
+    }
+
+    fn varint(&mut self, field: &str) -> Result<u64, FormatError> {
+        let start = self.at;
+        let mut v: u64 = 0;
+        for i in 0..10 {
+            let b = self.byte(field)?;
+            let bits = u64::from(b & 0x7f);
+            if i == 9 && b > 1 {
+                return self.fail(start, field, "varint longer than 64 bits");
+            }
+            v |= bits << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        self.fail(start, field, "varint longer than 10 bytes")
+    }
+
+    fn bounded(&mut self, field: &str, max: u64) -> Result<u64, FormatError> {
+        let start = self.at;
+        let v = self.varint(field)?;
+        if v > max {
+            return self.fail(start, field, format!("{v} is above {max}"));
+        }
+        Ok(v)
+    }
+
+    fn string(&mut self, field: &str) -> Result<String, FormatError> {
+        let start = self.at;
+        let len = self.bounded(field, 4096)? as usize;
+        let Some(bytes) = self.bytes.get(self.at..self.at + len) else {
+            return self.fail(start, field, "the file ends inside the text (truncated)");
+        };
+        self.at += len;
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(s.to_string()),
+            Err(_) => self.fail(start, field, "not UTF-8"),
+        }
+    }
+}
+
+impl FateFile {
+    /// Reads a whole fate file. Never panics, whatever the bytes.
+    pub fn parse(bytes: &[u8]) -> Result<FateFile, FormatError> {
+        let mut r = Reader { bytes, at: 0 };
+        if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
+            return r.fail(0, "magic", "not a latlab fate file (it starts otherwise)");
+        }
+        r.at = MAGIC.len();
+        let version = r.byte("version")?;
+        if version != VERSION {
+            return r.fail(
+                MAGIC.len(),
+                "version",
+                format!("version {version}; this latlab reads version {VERSION}"),
+            );
+        }
+        let n = r.bounded("directions", 16)?;
+        let mut directions = Vec::new();
+        for i in 0..n {
+            let name = r.string(&format!("directions[{i}].name"))?;
+            let rules_n = r.bounded(&format!("directions[{i}].rules"), 1024)?;
+            let mut rules = Vec::new();
+            for j in 0..rules_n {
+                rules.push(r.string(&format!("directions[{i}].rules[{j}]"))?);
+            }
+            directions.push(DirectionHeader { name, rules });
+        }
+        let mut frames = Vec::new();
+        loop {
+            let at = r.at;
+            let field = format!("record {}", frames.len());
+            match r.byte(&format!("{field} tag (no trailer)"))? {
+                TAG_FRAME => frames.push(read_frame(&mut r, &field, directions.len())?),
+                TAG_END => {
+                    let count_at = r.at;
+                    let count = r.varint("trailer frames")?;
+                    if count != frames.len() as u64 {
+                        return r.fail(
+                            count_at,
+                            "trailer frames",
+                            format!("says {count} frames, the file holds {}", frames.len()),
+                        );
+                    }
+                    let unqueued = r.varint("trailer unqueued")?;
+                    if r.at != bytes.len() {
+                        return r.fail(r.at, "trailer", "bytes after the end of the file");
+                    }
+                    let header = Header { directions };
+                    return Ok(FateFile {
+                        header,
+                        frames,
+                        unqueued,
+                    });
+                }
+                tag => return r.fail(at, &format!("{field} tag"), format!("unknown tag {tag}")),
+            }
+        }
+    }
+}
+
+fn read_frame(
+    r: &mut Reader<'_>,
+    field: &str,
+    directions: usize,
+) -> Result<FrameRecord, FormatError> {
+    let at = r.at;
+    let direction = r.byte(&format!("{field} direction"))?;
+    if usize::from(direction) >= directions {
+        return r.fail(
+            at,
+            &format!("{field} direction"),
+            format!("{direction}, and the header has {directions} directions"),
+        );
+    }
+    let ethertype = r.bounded(&format!("{field} ethertype"), 0xffff)? as u16;
+    let protocol = match r.bounded(&format!("{field} protocol"), 256)? {
+        0 => None,
+        p => Some((p - 1) as u8),
+    };
+    let number = r.bounded(&format!("{field} flow number"), u64::from(u32::MAX))? as u32;
+    let position = r.varint(&format!("{field} position"))?;
+    let arrival_ns = r.varint(&format!("{field} arrival"))?;
+    let len = r.bounded(&format!("{field} length"), u64::from(u32::MAX))? as u32;
+    let at = r.at;
+    let fate = match r.byte(&format!("{field} outcome"))? {
+        0 => {
+            let flags_at = r.at;
+            let flags = r.byte(&format!("{field} flags"))?;
+            if flags & !7 != 0 {
+                return r.fail(
+                    flags_at,
+                    &format!("{field} flags"),
+                    format!("unknown flags {flags:#x}"),
+                );
+            }
+            let transit_ns = r.varint(&format!("{field} transit"))?;
+            let duplicate_transit_ns = match flags & 1 {
+                0 => None,
+                _ => Some(r.varint(&format!("{field} duplicate transit"))?),
+            };
+            let corrupt_bit = match flags & 2 {
+                0 => None,
+                _ => Some(r.varint(&format!("{field} corrupted bit"))?),
+            };
+            Recorded::Deliver {
+                transit_ns,
+                duplicate_transit_ns,
+                corrupt_bit,
+                reordered: flags & 4 != 0,
+            }
+        }
+        1 => Recorded::Drop(DropCause::Loss),
+        2 => Recorded::Drop(DropCause::QueueFrames),
+        3 => Recorded::Drop(DropCause::QueueBytes),
+        4 => Recorded::Drop(DropCause::Runt),
+        5 => Recorded::Drop(DropCause::Oversized),
+        other => {
+            return r.fail(
+                at,
+                &format!("{field} outcome"),
+                format!("unknown outcome {other}"),
+            )
+        }
+    };
+    Ok(FrameRecord {
+        direction,
+        flow: FlowId {
+            ethertype,
+            protocol,
+            number,
+        },
+        position,
+        arrival_ns,
+        len,
+        fate,
+    })
+}
+
+#[cfg(test)]
+mod tests;

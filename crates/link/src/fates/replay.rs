@@ -1,0 +1,95 @@
+//! Naming frames by flow and position ([`FlowNumbers`]) and the recorded fates a replay looks
+//! them up in ([`Replay`]).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use latlab_wire::flow::FlowKey;
+
+use super::{FateFile, FlowId, Recorded};
+
+/// A 5-tuple as a map key: addresses, protocol, ports (what [`FlowKey`] read).
+type Tuple = (IpAddr, IpAddr, Option<(u16, u16)>);
+
+/// One direction's flows as they appear: each frame's [`FlowId`] and position.
+///
+/// Call [`FlowNumbers::name`] for every frame of the direction, in arrival order. A new
+/// 5-tuple allocates its entry once (a map insert); a known one costs a hash lookup.
+#[derive(Debug, Default)]
+pub struct FlowNumbers {
+    /// Per class (EtherType, protocol): the 5-tuples seen, each with its number.
+    tuples: HashMap<(u16, u8), HashMap<Tuple, u32>>,
+    /// Frames seen per flow: the next position.
+    next: HashMap<FlowId, u64>,
+}
+
+impl FlowNumbers {
+    /// The flow of `frame` (an Ethernet frame as on the wire) and its position in it.
+    pub fn name(&mut self, frame: &[u8]) -> (FlowId, u64) {
+        let key = FlowKey::read(frame);
+        let mut id = FlowId::class_of(&key);
+        if let Some(ip) = key.ip {
+            let class = self.tuples.entry((id.ethertype, ip.protocol)).or_default();
+            let next = class.len() as u32;
+            id.number = *class.entry((ip.src, ip.dst, ip.ports)).or_insert(next);
+        }
+        let position = self.next.entry(id).or_insert(0);
+        let at = *position;
+        *position += 1;
+        (id, at)
+    }
+}
+
+/// The fates of a [`FateFile`], looked up by direction, flow and position, each taken once.
+#[derive(Debug)]
+pub struct Replay {
+    /// Per direction, per flow: the fates by position (`None` where the file has none), and
+    /// whether each was taken.
+    flows: Vec<HashMap<FlowId, Vec<Option<(Recorded, bool)>>>>,
+    /// Fates in the file not yet taken.
+    left: u64,
+}
+
+impl Replay {
+    /// The fates of `file`.
+    pub fn new(file: &FateFile) -> Replay {
+        let mut flows: Vec<HashMap<FlowId, Vec<Option<(Recorded, bool)>>>> =
+            vec![HashMap::new(); file.header.directions.len()];
+        let mut left = 0;
+        for r in &file.frames {
+            let Some(direction) = flows.get_mut(usize::from(r.direction)) else {
+                continue;
+            };
+            let fates = direction.entry(r.flow).or_default();
+            let Ok(at) = usize::try_from(r.position) else {
+                continue;
+            };
+            if at >= fates.len() {
+                fates.resize(at + 1, None);
+            }
+            if fates[at].is_none() {
+                left += 1;
+            }
+            fates[at] = Some((r.fate, false));
+        }
+        Replay { flows, left }
+    }
+
+    /// The recorded fate of the frame at `position` in `flow` of `direction`, once: `None` if
+    /// the file has none for it (or it was taken already).
+    pub fn take(&mut self, direction: usize, flow: FlowId, position: u64) -> Option<Recorded> {
+        let fates = self.flows.get_mut(direction)?.get_mut(&flow)?;
+        let slot = fates.get_mut(usize::try_from(position).ok()?)?.as_mut()?;
+        if slot.1 {
+            return None;
+        }
+        slot.1 = true;
+        self.left -= 1;
+        Some(slot.0)
+    }
+
+    /// Recorded fates no frame took so far (at the end: those the new run did not use).
+    pub fn unused(&self) -> u64 {
+        self.left
+    }
+}
