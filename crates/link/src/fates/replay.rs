@@ -40,12 +40,16 @@ impl FlowNumbers {
     }
 }
 
+/// One direction's recorded fates: per flow, by position (`None` where the file has none), each
+/// with whether it was taken.
+type DirectionFates = HashMap<FlowId, Vec<Option<(Recorded, bool)>>>;
+
 /// The fates of a [`FateFile`], looked up by direction, flow and position, each taken once.
 #[derive(Debug)]
 pub struct Replay {
     /// Per direction, per flow: the fates by position (`None` where the file has none), and
     /// whether each was taken.
-    flows: Vec<HashMap<FlowId, Vec<Option<(Recorded, bool)>>>>,
+    flows: Vec<DirectionFates>,
     /// Fates in the file not yet taken.
     left: u64,
 }
@@ -53,8 +57,7 @@ pub struct Replay {
 impl Replay {
     /// The fates of `file`.
     pub fn new(file: &FateFile) -> Replay {
-        let mut flows: Vec<HashMap<FlowId, Vec<Option<(Recorded, bool)>>>> =
-            vec![HashMap::new(); file.header.directions.len()];
+        let mut flows: Vec<DirectionFates> = vec![HashMap::new(); file.header.directions.len()];
         let mut left = 0;
         for r in &file.frames {
             let Some(direction) = flows.get_mut(usize::from(r.direction)) else {
