@@ -177,6 +177,7 @@ mod tests {
             b_to_a: direction(false),
             changes: Vec::new(),
             tap_full: 0,
+            fates: None,
             cpu: CpuUse::default(),
         }
     }

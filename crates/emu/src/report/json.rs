@@ -713,6 +713,7 @@ mod tests {
                 ]
             },
             tap_full: if spinning { 0 } else { 5 },
+            fates: None,
             cpu: CpuUse {
                 elapsed_ns: 3_000_000_000,
                 cpu_ns: if spinning { 3_000_000_000 } else { 700_000_003 },
