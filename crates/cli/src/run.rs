@@ -174,7 +174,10 @@ fn outcome(options: &RunOptions) -> Result<i32> {
         RunOutcome::Ended { code, report } => {
             eprintln!("{}", latlab_emu::run::summary_line(options.name, &report));
             if let Some(fates) = &report.report.fates {
-                eprint!("{}", latlab_emu::fates::report_lines(fates, report.replayed));
+                eprint!(
+                    "{}",
+                    latlab_emu::fates::report_lines(fates, report.replayed)
+                );
             }
             Ok(code)
         }
