@@ -87,7 +87,8 @@ impl FlowId {
 }
 
 impl fmt::Display for FlowId {
-    /// `ipv4/udp#0`, `ipv6/icmpv6#1`, `arp`, `ether 0x88cc`.
+    /// `ipv4/udp#0`, `ipv6/icmpv6#1`, `ipv6/hopopt#0` (IPv6 with a hop-by-hop header: MLD),
+    /// `arp`, `ether 0x88cc`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ether = match self.ethertype {
             0x0800 => "ipv4".to_string(),
@@ -100,6 +101,7 @@ impl fmt::Display for FlowId {
             None => write!(f, "{ether}"),
             Some(p) => {
                 let proto = match p {
+                    0 => "hopopt".to_string(),
                     1 => "icmp".to_string(),
                     6 => "tcp".to_string(),
                     17 => "udp".to_string(),
