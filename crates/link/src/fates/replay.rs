@@ -40,49 +40,35 @@ impl FlowNumbers {
     }
 }
 
-/// One direction's recorded fates: per flow, by position (`None` where the file has none), each
-/// with whether it was taken.
-type DirectionFates = HashMap<FlowId, Vec<Option<(Recorded, bool)>>>;
+/// One direction's recorded fates by flow and position, each with whether it was taken.
+type DirectionFates = HashMap<(FlowId, u64), (Recorded, bool)>;
 
 /// The fates of a [`FateFile`], looked up by direction, flow and position, each taken once.
 #[derive(Debug)]
 pub struct Replay {
-    /// Per direction, per flow: the fates by position (`None` where the file has none), and
-    /// whether each was taken.
+    /// Per direction: the fates by flow and position.
     flows: Vec<DirectionFates>,
     /// Fates in the file not yet taken.
     left: u64,
 }
 
 impl Replay {
-    /// The fates of `file`.
+    /// The fates of `file` (a position recorded twice keeps its last fate).
     pub fn new(file: &FateFile) -> Replay {
         let mut flows: Vec<DirectionFates> = vec![HashMap::new(); file.header.directions.len()];
-        let mut left = 0;
         for r in &file.frames {
-            let Some(direction) = flows.get_mut(usize::from(r.direction)) else {
-                continue;
-            };
-            let fates = direction.entry(r.flow).or_default();
-            let Ok(at) = usize::try_from(r.position) else {
-                continue;
-            };
-            if at >= fates.len() {
-                fates.resize(at + 1, None);
+            if let Some(direction) = flows.get_mut(usize::from(r.direction)) {
+                direction.insert((r.flow, r.position), (r.fate, false));
             }
-            if fates[at].is_none() {
-                left += 1;
-            }
-            fates[at] = Some((r.fate, false));
         }
+        let left = flows.iter().map(|d| d.len() as u64).sum();
         Replay { flows, left }
     }
 
     /// The recorded fate of the frame at `position` in `flow` of `direction`, once: `None` if
     /// the file has none for it (or it was taken already).
     pub fn take(&mut self, direction: usize, flow: FlowId, position: u64) -> Option<Recorded> {
-        let fates = self.flows.get_mut(direction)?.get_mut(&flow)?;
-        let slot = fates.get_mut(usize::try_from(position).ok()?)?.as_mut()?;
+        let slot = self.flows.get_mut(direction)?.get_mut(&(flow, position))?;
         if slot.1 {
             return None;
         }

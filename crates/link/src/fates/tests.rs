@@ -99,6 +99,14 @@ fn a_file_reads_back_as_written() {
     assert_eq!(file.header, header());
     assert_eq!(file.frames, frames);
     assert_eq!(file.unqueued, 7);
+    // Any position replays, the last one too, once.
+    let mut replay = Replay::new(&file);
+    assert_eq!(replay.unused(), 7);
+    let last = frames[5];
+    let taken = replay.take(usize::from(last.direction), last.flow, u64::MAX);
+    assert_eq!(taken, Some(last.fate));
+    assert_eq!(replay.take(1, last.flow, u64::MAX), None);
+    assert_eq!(replay.unused(), 6);
 }
 
 #[test]

@@ -132,6 +132,7 @@ fn emulator_report(
             ..EmuCpuJson::default()
         }),
         interfaces: None,
+        fates: None,
     }
 }
 
