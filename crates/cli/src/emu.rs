@@ -203,6 +203,16 @@ pub(crate) struct EmuArgs {
     /// for are counted in --json as pcap_dropped. Not with --mode pipeline.
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
+    /// Write every frame's fate to this fate file (direction, flow, position, arrival, and
+    /// the transit or the drop cause; `latlab fates FILE` reads it). Written by a thread of
+    /// its own, whole or absent. Not with --mode pipeline, --aqm or --trace.
+    #[arg(long, value_name = "FILE")]
+    record_fates: Option<PathBuf>,
+    /// Give the frames the fates recorded in this fate file, by direction, flow and position
+    /// in the flow; frames beyond the record are the model's (reported). With
+    /// --record-fates, records what was applied.
+    #[arg(long, value_name = "FILE")]
+    replay_fates: Option<PathBuf>,
 }
 
 impl EmuArgs {
@@ -246,6 +256,10 @@ impl EmuArgs {
         options.ui = self.ui;
         options.ui_public = self.ui_public;
         options.pcap = self.pcap;
+        options.record_fates = self.record_fates;
+        if let Some(path) = &self.replay_fates {
+            options.replay_fates_from(path)?;
+        }
         options.check()?;
         Ok(options)
     }

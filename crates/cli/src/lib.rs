@@ -35,6 +35,7 @@ mod compare;
 mod demo;
 mod echo;
 mod emu;
+mod fates;
 mod fwd;
 mod gen;
 mod gen_ui;
@@ -101,6 +102,9 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Run $SHELL behind an emulated link, as `latlab run` runs a program.
     Shell(Box<run::ShellArgs>),
+    /// Summarise a fate file (emu/run/shell --record-fates): frames per direction and flow,
+    /// drops by cause and their positions; with a second file, compare the two.
+    Fates(fates::FatesArgs),
     /// Forward frames between two interfaces, both ways, no lookup (an L2 forwarder on one
     /// pinned core), and report where each packet's cycles go.
     Fwd(fwd::FwdArgs),
@@ -181,6 +185,7 @@ pub fn main() {
         Command::Run(a) => exit_with(run::run(*a)),
         Command::Shell(a) => exit_with(run::shell(*a)),
         Command::TraceStats(a) => trace::run(a),
+        Command::Fates(a) => fates::run(a),
     };
     // The command has returned: everything it made is dropped, so exiting cannot leak.
     let mut code = 0;

@@ -59,6 +59,12 @@ pub(crate) struct LinkArgs {
     /// Write what crossed the link to this pcapng file (side A is CMD's, B the host's).
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
+    /// Write every frame's fate to this fate file (`latlab fates FILE` reads it).
+    #[arg(long, value_name = "FILE")]
+    record_fates: Option<PathBuf>,
+    /// Give the frames the fates recorded in this fate file, by direction, flow and position.
+    #[arg(long, value_name = "FILE")]
+    replay_fates: Option<PathBuf>,
     /// Put the run on this subnet (its first address is the host's, its second CMD's); by
     /// default a free /30 of 198.19.0.0/16.
     #[arg(long, value_name = "CIDR", value_parser = parse_subnet)]
@@ -109,6 +115,10 @@ impl LinkArgs {
         emu.ui_public = self.ui_public;
         emu.ui_title = name;
         emu.pcap = self.pcap;
+        emu.record_fates = self.record_fates;
+        if let Some(path) = &self.replay_fates {
+            emu.replay_fates_from(path)?;
+        }
         emu.check()?;
         Ok(RunOptions {
             name,
@@ -163,6 +173,12 @@ fn outcome(options: &RunOptions) -> Result<i32> {
     match latlab_emu::run::run(options, &signal, &mut |line| eprintln!("{line}"))? {
         RunOutcome::Ended { code, report } => {
             eprintln!("{}", latlab_emu::run::summary_line(options.name, &report));
+            if let Some(fates) = &report.report.fates {
+                eprint!(
+                    "{}",
+                    latlab_emu::fates::report_lines(fates, report.replayed)
+                );
+            }
             Ok(code)
         }
         RunOutcome::NotStarted { reason } => {

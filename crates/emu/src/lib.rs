@@ -14,6 +14,7 @@ pub mod claim;
 pub mod conditions;
 pub mod config;
 pub mod contention;
+pub mod fates;
 pub mod flow;
 pub mod knob;
 pub mod losses;
@@ -66,6 +67,8 @@ pub struct EmuReport {
     /// What interface A and interface B counted while the bridge ran (`None` if their
     /// counters could not be read).
     pub interfaces: Option<InterfaceCounts>,
+    /// Whether the frames were given a fate file's fates (`--replay-fates`).
+    pub replayed: bool,
 }
 
 impl EmuReport {
@@ -88,6 +91,9 @@ impl EmuReport {
         }
         for c in &self.contention {
             text.push_str(&format!("{}\n", c.note));
+        }
+        if let Some(fates) = &self.report.fates {
+            text.push_str(&crate::fates::report_lines(fates, self.replayed));
         }
         text
     }
@@ -183,6 +189,7 @@ fn run_bridge(
         placement: bridged.placement,
         contention: bridged.contention,
         interfaces: watch.and_then(|w| w.since_open(options.io == Io::Xdp)),
+        replayed: options.replay_fates.is_some(),
     };
     if let Some(path) = &options.json {
         write_json(path, &report.to_value())?;
@@ -237,6 +244,8 @@ fn run_packet(
                 && options.api.is_none()
                 && options.ui.is_none()
                 && options.pcap.is_none()
+                && options.record_fates.is_none()
+                && options.replay_fates.is_none()
                 && options.poll != EmuPoll::Block
         }
     };
@@ -396,7 +405,9 @@ fn watched_bridge(
     let pcap_done = AtomicBool::new(false);
     let conditions =
         crate::conditions::SharedConditions::new([options.a_to_b.clone(), options.b_to_a.clone()]);
-    let (report, pcap) = std::thread::scope(|s| {
+    let fates_done = AtomicBool::new(false);
+    let unqueued = std::sync::atomic::AtomicU64::new(0);
+    let (report, pcap, fates) = std::thread::scope(|s| {
         if let Some(api) = &api {
             let (live, done, conditions) = (&live, &done, &conditions);
             s.spawn(move || api.serve(conditions, &live.control, done));
@@ -416,6 +427,7 @@ fn watched_bridge(
                 crate::pcap::write(path, ifaces, records, pcap_done, &events)
             })
         });
+        let fate_writer = fates(options, &live, s, &fates_done, &unqueued);
         let started = Instant::now();
         let show = || {
             let note = lock(&watch).as_mut().and_then(|w| {
@@ -434,8 +446,16 @@ fn watched_bridge(
         };
         done.store(true, Relaxed);
         pcap_done.store(true, std::sync::atomic::Ordering::Release);
+        let missing = report
+            .as_ref()
+            .ok()
+            .and_then(|r| r.fates)
+            .map_or(0, |f| f.unqueued);
+        unqueued.store(missing, std::sync::atomic::Ordering::Release);
+        fates_done.store(true, std::sync::atomic::Ordering::Release);
         let pcap = pcap.map(|writer| writer.join());
-        (report, pcap)
+        let fates = fate_writer.map(|writer| writer.join());
+        (report, pcap, fates)
     });
     let report = report.map_err(|source| CommandError::Run {
         engine: "emulator",
@@ -445,6 +465,16 @@ fn watched_bridge(
         written
             .map_err(|_| CommandError::Io(std::io::Error::other("the --pcap writer panicked")))?
             .map_err(CommandError::setup(format!("--pcap {}", path.display())))?;
+    }
+    if let (Some(path), Some(written)) = (&options.record_fates, fates) {
+        written
+            .map_err(|_| {
+                CommandError::Io(std::io::Error::other("the --record-fates writer panicked"))
+            })?
+            .map_err(CommandError::setup(format!(
+                "--record-fates {}",
+                path.display()
+            )))?;
     }
     let contention = lock(&watch)
         .as_ref()
@@ -458,6 +488,38 @@ fn watched_bridge(
         placement,
         contention,
     })
+}
+
+/// With `--record-fates` or `--replay-fates`: the engine's fate settings set on `live`, and
+/// the thread that writes the records, spawned in `s` (it finishes once `done` is raised,
+/// with `unqueued` records missing).
+fn fates<'s>(
+    options: &'s EmuOptions,
+    live: &EmulatorLive,
+    s: &'s std::thread::Scope<'s, '_>,
+    done: &'s AtomicBool,
+    unqueued: &'s std::sync::atomic::AtomicU64,
+) -> Option<std::thread::ScopedJoinHandle<'s, std::io::Result<u64>>> {
+    let replay = options
+        .replay_fates
+        .as_ref()
+        .map(|r| latlab_link::fates::replay::Replay::new(&r.file));
+    if options.record_fates.is_none() && replay.is_none() {
+        return None;
+    }
+    let (record, writer) = match &options.record_fates {
+        Some(path) => {
+            let (ring, records) = emulator::fate_ring(crate::fates::FATE_RING_RECORDS);
+            let header = crate::fates::header([&options.a_to_b, &options.b_to_a]);
+            let writer =
+                s.spawn(move || crate::fates::write(path, &header, records, done, unqueued));
+            (Some(ring), Some(writer))
+        }
+        None => (None, None),
+    };
+    live.control
+        .set_fates(emulator::FateSettings { record, replay });
+    writer
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

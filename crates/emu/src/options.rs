@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use latlab_engine::PollMode;
-use latlab_link::Flows;
+use latlab_link::{Flows, LinkConfig};
 
 use super::attach;
 use super::config::{self, LinkSources};
@@ -116,9 +116,26 @@ pub struct EmuOptions {
     /// Write what left each side to this pcapng file ([`crate::pcap`]; run to completion
     /// only).
     pub pcap: Option<PathBuf>,
+    /// Write every frame's fate to this fate file ([`crate::fates`]; run to completion only).
+    pub record_fates: Option<PathBuf>,
+    /// Give the frames the fates of this fate file, read and checked ([`crate::fates`]; run
+    /// to completion only).
+    pub replay_fates: Option<crate::fates::ReplayFates>,
 }
 
 impl EmuOptions {
+    /// Reads the fate file at `path` for `--replay-fates` and checks it against this run's
+    /// directions and rules (set them first).
+    pub fn replay_fates_from(&mut self, path: &std::path::Path) -> Result<(), CommandError> {
+        let directions = [&self.a_to_b, &self.b_to_a];
+        self.replay_fates = Some(crate::fates::ReplayFates::load(
+            "--replay-fates",
+            path,
+            directions,
+        )?);
+        Ok(())
+    }
+
     /// Options for bridging `iface_a` and `iface_b` with the links `sources` make (file,
     /// flags, per-direction specs), and defaults for everything else; checked.
     pub fn new(
@@ -148,12 +165,15 @@ impl EmuOptions {
             ui_public: false,
             ui_title: "latlab emu",
             pcap: None,
+            record_fates: None,
+            replay_fates: None,
         })
     }
 
     /// Checks that the flags go together (two different interfaces; AF_XDP runs to
-    /// completion, on frames of at most 3840 bytes) and that the `--json` file can be
-    /// written, before anything runs.
+    /// completion, on frames of at most 3840 bytes; fates are recorded and replayed by the
+    /// one loop, on links without a bottleneck) and that the `--json` file can be written,
+    /// before anything runs.
     pub fn check(&self) -> Result<(), CommandError> {
         if !matches!(self.io, Io::Packet | Io::Xdp) {
             return Err(CommandError::Options(format!(
@@ -194,6 +214,38 @@ impl EmuOptions {
                      use --mode run-to-completion (or auto)"
                         .into(),
                 ));
+            }
+        }
+        let replay = self.replay_fates.as_ref().map(|r| r.path.as_path());
+        for (flag, path) in [
+            ("--record-fates", self.record_fates.as_deref()),
+            ("--replay-fates", replay),
+        ] {
+            let Some(path) = path else { continue };
+            if flag == "--record-fates" {
+                latlab_lab::command::check_writable(path)?;
+            }
+            if self.mode == EmuMode::Pipeline {
+                return Err(CommandError::Usage(format!(
+                    "{flag} does not work with --mode pipeline: its stages keep no fates; use \
+                     --mode run-to-completion (or auto)"
+                )));
+            }
+            let directions = [("A→B", &self.a_to_b), ("B→A", &self.b_to_a)];
+            for (name, flows) in directions {
+                let configs = flows
+                    .rules
+                    .iter()
+                    .map(|r| &r.config)
+                    .chain([&flows.default]);
+                if configs.into_iter().any(LinkConfig::has_bottleneck) {
+                    return Err(CommandError::Usage(format!(
+                        "{flag} {}: the {name} link has a queue discipline (--aqm) or a delivery \
+                         trace, which decide fates after arrival; fates are recorded and replayed \
+                         without them",
+                        path.display()
+                    )));
+                }
             }
         }
         for (flag, addr, public) in [

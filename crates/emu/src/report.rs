@@ -184,6 +184,7 @@ mod tests {
             start_ns: 0,
             changes: Vec::new(),
             tap_full: 0,
+            fates: None,
             cpu: CpuUse::default(),
         }
     }

@@ -36,6 +36,7 @@ use rtrb::Consumer;
 use crate::{PollMode, Stop};
 
 mod control;
+mod fates;
 mod flows;
 mod tap;
 
@@ -43,9 +44,11 @@ pub use control::{
     ConfigChange, DirectionSnapshot, EmulatorControl, EventChange, LinkDirection, Snapshot,
     PUBLISH_EVERY_NS,
 };
+pub use fates::{fate_ring, FateSettings, FatesReport};
 pub use flows::FlowReport;
 pub use tap::{tap_ring, TapRecord, TAP_SNAP};
 
+use fates::Fates;
 use tap::Tap;
 
 /// One bridged interface as the run-to-completion loop uses it: the frame port of latlab-io.
@@ -172,13 +175,24 @@ impl Direction {
         })
     }
 
-    /// A frame arrived at `rx_ns`: into the pipe, which holds or drops it; noted by the tap
-    /// (direction `d`), if any.
-    fn arrive(&mut self, rx_ns: u64, frame: &[u8], d: usize, tap: &mut Option<Tap>) {
+    /// A frame arrived at `rx_ns`: into the pipe, which holds or drops it (with the recorded
+    /// fate on a replay); noted by the tap and the fate recorder (direction `d`), if any.
+    fn arrive(
+        &mut self,
+        rx_ns: u64,
+        frame: &[u8],
+        d: usize,
+        tap: &mut Option<Tap>,
+        fates: &mut Option<Fates>,
+    ) {
         self.report.arrived += 1;
         self.report.bytes.arrived += frame.len() as u64;
         self.live.arrived.fetch_add(1, Ordering::Relaxed);
-        let (fate, no_buffer) = arrive(&mut self.pipe, &mut self.report, &self.live, rx_ns, frame);
+        let decide = |pipe: &mut FlowPipes| match fates {
+            Some(fates) => fates.decide(d, rx_ns, frame, pipe),
+            None => pipe.handle_arrival(rx_ns, frame),
+        };
+        let (fate, no_buffer) = arrive(&mut self.pipe, &mut self.report, &self.live, frame, decide);
         if let Some(tap) = tap {
             tap.arrived(d, rx_ns, &fate, no_buffer);
         }
@@ -294,20 +308,20 @@ fn finish(report: DirectionReport, pipes: &FlowPipes) -> DirectionReport {
     report
 }
 
-/// A frame arrived at `rx_ns`: hands it to `pipe` and counts a drop live and in bytes.
-/// Returns its fate, and how many of its copies the pipe had no buffer for.
+/// A frame arrived: `decide` hands it to `pipe`; counts a drop live and in bytes. Returns its
+/// fate, and how many of its copies the pipe had no buffer for.
 fn arrive(
     pipe: &mut FlowPipes,
     report: &mut DirectionReport,
     live: &DirectionLive,
-    rx_ns: u64,
     frame: &[u8],
+    decide: impl FnOnce(&mut FlowPipes) -> Fate,
 ) -> (Fate, u64) {
     let no_buffer = pipe.dropped_no_buffer();
     let aqm = pipe.aqm_dropped();
     let len = frame.len() as u64;
     let mut dropped = 0;
-    let fate = pipe.handle_arrival(rx_ns, frame);
+    let fate = decide(pipe);
     // A queue discipline's drops (of frames before this one, or this one), live only: the
     // report takes them from the pipes' counters.
     dropped += pipe.aqm_dropped() - aqm;
@@ -431,6 +445,8 @@ pub struct EmulatorReport {
     pub start_ns: u64,
     /// Frames sent but not copied to the tap, whose ring was full ([`run`] only).
     pub tap_full: u64,
+    /// What recording and replaying fates did, if either was asked for ([`run`] only).
+    pub fates: Option<FatesReport>,
     /// How much of its CPU the emulator used.
     pub cpu: CpuUse,
 }
@@ -491,11 +507,13 @@ pub fn run<P: Port>(
     control.note_events(start, [&ab.pipe, &ba.pipe]);
     let mut last_publish = None;
     let mut tap = control.take_tap().map(Tap::new);
+    let mut fates = control.take_fates().map(|f| Fates::new(f, start));
     // A realtime loop keeps under the kernel's realtime allowance (see `crate::wait`).
     let mut waits = crate::wait::SleepSpin::for_this_thread();
     while !stop.is_raised() {
-        let got = a.recv_frames(&mut |frame, rx_ns| ab.arrive(rx_ns, frame, 0, &mut tap))?
-            + b.recv_frames(&mut |frame, rx_ns| ba.arrive(rx_ns, frame, 1, &mut tap))?;
+        let got = a
+            .recv_frames(&mut |frame, rx_ns| ab.arrive(rx_ns, frame, 0, &mut tap, &mut fates))?
+            + b.recv_frames(&mut |frame, rx_ns| ba.arrive(rx_ns, frame, 1, &mut tap, &mut fates))?;
         let now = now_ns();
         let asked = control.poll();
         if asked != 0 {
@@ -552,6 +570,7 @@ pub fn run<P: Port>(
         event_changes: control.event_changes(),
         start_ns: start,
         tap_full: tap.map_or(0, |t| t.full),
+        fates: fates.map(Fates::finish),
         cpu: CpuUse {
             elapsed_ns: now.saturating_sub(start),
             cpu_ns: latlab_io::clock::thread_cpu_ns() - cpu_start,

@@ -70,6 +70,7 @@ mod config;
 pub mod delay_trace;
 mod dist;
 pub mod event;
+pub mod fates;
 pub mod flow;
 mod link;
 pub mod parse;

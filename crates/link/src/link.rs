@@ -8,6 +8,7 @@ use crate::delay_trace::DelayCurve;
 use crate::{dist, ConfigError, Event, EventRecord, Events, LinkConfig, LossModel, MIN_FRAME};
 
 mod fate;
+mod recorded;
 pub use fate::{DropCause, Fate, LinkCounters};
 
 /// The conditions in force: the configuration's, or those of the schedule entry in force.
@@ -228,7 +229,13 @@ impl Link {
         } else {
             self.decide(now, len)
         };
-        match fate {
+        self.count(&fate);
+        fate
+    }
+
+    /// Counts `fate` under its cause.
+    fn count(&mut self, fate: &Fate) {
+        match *fate {
             Fate::Drop(cause) => self.counters.count_drop(cause),
             Fate::Deliver {
                 duplicate_departure_ns,
@@ -242,7 +249,6 @@ impl Link {
                 self.counters.reordered += u64::from(reordered);
             }
         }
-        fate
     }
 
     /// The engine released (sent or discarded) a frame of `len` bytes that was delivered:

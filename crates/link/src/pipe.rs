@@ -1,5 +1,6 @@
 //! The pipe: a [`Link`] that holds the frames it delivers until they are due.
 
+use crate::fates::Recorded;
 use crate::{Conditions, ConfigError, Fate, Link, LinkConfig, LinkCounters};
 
 mod bottleneck;
@@ -173,6 +174,22 @@ impl Pipe {
             return self.arrive_at_bottleneck(now, frame);
         }
         let fate = self.link.handle_arrival(now, frame.len());
+        self.hold_fate(now, frame, fate)
+    }
+
+    /// A frame arrived at `now` and takes the `recorded` fate, not the model's (a replay; see
+    /// [`Link::handle_recorded`]): held or dropped as [`Pipe::handle_arrival`] would. A pipe
+    /// with a queue discipline or a delivery trace holds the frame for its recorded transit
+    /// without passing it through the bottleneck (the transit includes it).
+    #[inline]
+    pub fn handle_recorded(&mut self, now: u64, frame: &[u8], recorded: Recorded) -> Fate {
+        let fate = self.link.handle_recorded(now, frame.len(), recorded);
+        self.hold_fate(now, frame, fate)
+    }
+
+    /// Holds `frame` (and its copy) as `fate` says, and returns the fate.
+    #[inline]
+    fn hold_fate(&mut self, now: u64, frame: &[u8], fate: Fate) -> Fate {
         if let Fate::Deliver {
             departure_ns,
             duplicate_departure_ns,

@@ -45,6 +45,27 @@ pub struct EmuJson {
     /// in a file older than the count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interfaces: Option<InterfacesJson>,
+    /// What `--record-fates` and `--replay-fates` did; absent without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fates: Option<FatesJson>,
+}
+
+/// What recording and replaying fates did (see [`latlab_engine::emulator::FatesReport`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FatesJson {
+    /// Frames whose fate was recorded.
+    pub recorded: u64,
+    /// Frames whose record the writer's ring had no room for.
+    pub unqueued: u64,
+    /// Frames given their recorded fate: A→B, B→A.
+    pub replayed: [u64; 2],
+    /// Frames the record had no fate for, decided by the model: A→B, B→A.
+    pub not_in_record: [u64; 2],
+    /// Recorded fates no frame took.
+    pub unused: u64,
+    /// Frames recorded corrupted too short for their bit, sent whole.
+    pub corrupt_too_short: u64,
 }
 
 /// What one direction did: every frame read is accounted for.
@@ -306,6 +327,14 @@ impl EmuJson {
             pcap_dropped: report.tap_full,
             cpu: Some(EmuCpuJson::new(&report.cpu)),
             interfaces: None,
+            fates: report.fates.map(|f| FatesJson {
+                recorded: f.recorded,
+                unqueued: f.unqueued,
+                replayed: f.replayed,
+                not_in_record: f.not_in_record,
+                unused: f.unused,
+                corrupt_too_short: f.corrupt_too_short,
+            }),
         }
     }
 
@@ -738,6 +767,7 @@ mod tests {
                 ]
             },
             tap_full: if spinning { 0 } else { 5 },
+            fates: None,
             cpu: CpuUse {
                 elapsed_ns: 3_000_000_000,
                 cpu_ns: if spinning { 3_000_000_000 } else { 700_000_003 },

@@ -152,6 +152,8 @@ pub struct EmulatorControl {
     published: AtomicU64,
     /// The tap's end for the engine, until [`super::run`] takes it at its start.
     tap: Mutex<Option<rtrb::Producer<super::TapRecord>>>,
+    /// What to do with fates, until [`super::run`] takes it at its start.
+    fates: Mutex<Option<super::FateSettings>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -256,6 +258,17 @@ impl EmulatorControl {
     /// call before it starts.
     pub fn set_tap(&self, ring: rtrb::Producer<super::TapRecord>) {
         *lock(&self.tap) = Some(ring);
+    }
+
+    /// Has [`super::run`] record or replay every frame's fate as `settings` say (see
+    /// [`super::FateSettings`]); call before it starts.
+    pub fn set_fates(&self, settings: super::FateSettings) {
+        *lock(&self.fates) = Some(settings);
+    }
+
+    /// Engine side, at the start: the fate settings, if any were set.
+    pub(crate) fn take_fates(&self) -> Option<super::FateSettings> {
+        lock(&self.fates).take()
     }
 
     /// Engine side, at the start: the tap, if one was set.

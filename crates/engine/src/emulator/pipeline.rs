@@ -91,12 +91,13 @@ pub fn run_pipeline(
                     };
                     let (first, second) = chunk.as_slices();
                     for slot in first.iter().chain(second) {
+                        let frame = &slot.data[..slot.len];
                         arrive(
                             &mut pipes[d],
                             &mut reports[d],
                             &tx_lives[d],
-                            slot.rx_ns,
-                            &slot.data[..slot.len],
+                            frame,
+                            |pipe| pipe.handle_arrival(slot.rx_ns, frame),
                         );
                     }
                     chunk.commit_all();
@@ -185,6 +186,7 @@ pub fn run_pipeline(
             event_changes: Vec::new(),
             start_ns: start,
             tap_full: 0,
+            fates: None,
             cpu: CpuUse {
                 elapsed_ns: now_ns().saturating_sub(start),
                 cpu_ns: tx_cpu_ns + rx_cpu_ns,

@@ -428,3 +428,94 @@ fn a_full_tap_ring_is_counted_and_the_bridge_goes_on() {
     let report = bridge_live(&mut a, &mut b, LinkConfig::default(), settled(40), &live);
     assert_eq!((report.a_to_b.sent, report.tap_full), (40, 24));
 }
+
+/// Bridges 100 UDP frames to port 7000 (seq in the last byte) under 30% loss with `seed`,
+/// recording every fate, and replaying `replay` if given: the report and the records.
+fn record_fates(
+    seed: u64,
+    replay: Option<latlab_link::fates::replay::Replay>,
+) -> (EmulatorReport, Vec<latlab_link::fates::FrameRecord>) {
+    let mut a = MemoryPort::new(&[], 1514);
+    let mut b = MemoryPort::new(&[], 1514);
+    a.incoming
+        .lock()
+        .unwrap()
+        .extend((0..100).map(|seq| udp_to(7000, seq)));
+    let (ring, mut records) = fate_ring(256);
+    let live = EmulatorLive::default();
+    live.control.set_fates(FateSettings {
+        record: Some(ring),
+        replay,
+    });
+    let lossy = LinkConfig {
+        loss: latlab_link::LossModel::Bernoulli { p: 0.3 },
+        seed,
+        ..LinkConfig::default()
+    };
+    let report = bridge_live(&mut a, &mut b, lossy, settled(100), &live);
+    let mut out = Vec::new();
+    while let Ok(r) = records.pop() {
+        out.push(r);
+    }
+    (report, out)
+}
+
+#[test]
+fn recorded_fates_replayed_with_another_seed_drop_the_same_frames() {
+    use latlab_link::fates::{FateFile, Header, Recorded};
+    let (first, recorded) = record_fates(1, None);
+    let fates = first.fates.expect("recording was asked for");
+    assert_eq!((fates.recorded, fates.unqueued), (100, 0));
+    let dropped: Vec<u64> = recorded
+        .iter()
+        .filter(|r| matches!(r.fate, Recorded::Drop(_)))
+        .map(|r| r.position)
+        .collect();
+    assert_eq!(dropped.len() as u64, first.a_to_b.link.dropped_loss);
+    assert!(dropped.len() > 10, "{dropped:?}");
+
+    let directions = ["a_to_b", "b_to_a"].map(|name| latlab_link::fates::DirectionHeader {
+        name: name.into(),
+        rules: vec![],
+    });
+    let file = FateFile {
+        header: Header {
+            directions: directions.to_vec(),
+        },
+        frames: recorded,
+        unqueued: 0,
+    };
+    let replay = latlab_link::fates::replay::Replay::new(&file);
+    let (second, applied) = record_fates(2, Some(replay));
+    let fates = second.fates.expect("replaying was asked for");
+    assert_eq!(
+        (fates.replayed, fates.not_in_record, fates.unused),
+        ([100, 0], [0, 0], 0)
+    );
+    let again: Vec<u64> = applied
+        .iter()
+        .filter(|r| matches!(r.fate, Recorded::Drop(_)))
+        .map(|r| r.position)
+        .collect();
+    assert_eq!(again, dropped);
+    assert_eq!(second.a_to_b.link, first.a_to_b.link);
+    assert_eq!(second.a_to_b.sent + dropped.len() as u64, 100);
+}
+
+#[test]
+fn a_full_fate_ring_is_counted_and_the_bridge_goes_on() {
+    let mut a = MemoryPort::new(&[100; 40], 1514);
+    let mut b = MemoryPort::new(&[], 1514);
+    let (ring, _records) = fate_ring(16);
+    let live = EmulatorLive::default();
+    live.control.set_fates(FateSettings {
+        record: Some(ring),
+        replay: None,
+    });
+    let report = bridge_live(&mut a, &mut b, LinkConfig::default(), settled(40), &live);
+    let fates = report.fates.expect("recording was asked for");
+    assert_eq!(
+        (report.a_to_b.sent, fates.recorded, fates.unqueued),
+        (40, 16, 24)
+    );
+}

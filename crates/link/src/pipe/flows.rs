@@ -4,6 +4,7 @@
 use latlab_wire::flow::FlowKey;
 
 use super::{Departure, Pipe};
+use crate::fates::Recorded;
 use crate::{Conditions, ConfigError, Fate, FlowMatch, Flows, LinkConfig, LinkCounters};
 
 /// The pipes of one direction with per-flow rules ([`Flows`]): a [`Pipe`] per rule, each with
@@ -118,6 +119,20 @@ impl FlowPipes {
             return fate;
         }
         let fate = pipe.handle_arrival(now, frame);
+        self.seq = pipe.seq;
+        self.dropped_no_buffer += pipe.dropped_no_buffer - no_buffer;
+        fate
+    }
+
+    /// A frame arrived at `now` and takes the `recorded` fate (a replay): the pipe of its flow
+    /// holds or drops it so (see [`Pipe::handle_recorded`]).
+    #[inline]
+    pub fn handle_recorded(&mut self, now: u64, frame: &[u8], recorded: Recorded) -> Fate {
+        let flow = self.flow_of(frame);
+        let pipe = &mut self.pipes[flow];
+        let no_buffer = pipe.dropped_no_buffer;
+        pipe.seq = self.seq;
+        let fate = pipe.handle_recorded(now, frame, recorded);
         self.seq = pipe.seq;
         self.dropped_no_buffer += pipe.dropped_no_buffer - no_buffer;
         fate

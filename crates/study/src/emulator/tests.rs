@@ -134,6 +134,7 @@ fn emulator_report(
             ..EmuCpuJson::default()
         }),
         interfaces: None,
+        fates: None,
     }
 }
 
