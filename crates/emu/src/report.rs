@@ -59,6 +59,7 @@ pub fn summary_text(report: &EmulatorReport) -> String {
     }
     out.push_str(&events::event_lines(report));
     out.push_str(&cpu_line(&report.cpu));
+    out.push_str(&format!("{}\n", report.host_stalls.report().line()));
     out
 }
 
@@ -186,6 +187,7 @@ mod tests {
             tap_full: 0,
             fates: None,
             cpu: CpuUse::default(),
+            host_stalls: latlab_stats::stalls::Stalls::new(Default::default()),
         }
     }
 

@@ -27,6 +27,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use latlab_io::clock::now_ns;
+use latlab_stats::stalls::Stalls;
+
+use crate::stalls::StallWatch;
 use latlab_io::packet::PacketSocket;
 use latlab_io::port::{FrameQueued, SocketCounters, WireFrameStats};
 use latlab_link::{DropCause, Fate, FlowPipes, Flows, LinkCounters};
@@ -449,6 +452,9 @@ pub struct EmulatorReport {
     pub fates: Option<FatesReport>,
     /// How much of its CPU the emulator used.
     pub cpu: CpuUse,
+    /// The host's stalls of the emulator's loop (the TX stage's, pipelined) over the run
+    /// ([`crate::stalls`]).
+    pub host_stalls: Stalls,
 }
 
 /// The CPU an emulator run used: its threads' CPU time (the kernel's work inside their
@@ -510,11 +516,13 @@ pub fn run<P: Port>(
     let mut fates = control.take_fates().map(|f| Fates::new(f, start));
     // A realtime loop keeps under the kernel's realtime allowance (see `crate::wait`).
     let mut waits = crate::wait::SleepSpin::for_this_thread();
+    let mut watch = StallWatch::new(start);
     while !stop.is_raised() {
         let got = a
             .recv_frames(&mut |frame, rx_ns| ab.arrive(rx_ns, frame, 0, &mut tap, &mut fates))?
             + b.recv_frames(&mut |frame, rx_ns| ba.arrive(rx_ns, frame, 1, &mut tap, &mut fates))?;
         let now = now_ns();
+        watch.tick(now);
         let asked = control.poll();
         if asked != 0 {
             let pipes = [&mut ab.pipe, &mut ba.pipe];
@@ -549,10 +557,13 @@ pub fn run<P: Port>(
             .min();
         // From the time now, not the loop's start: the sleep ends at the spin before the
         // deadline however long this round's work took, and it is counted from here.
-        let sleep = waits.sleep_for(now_ns(), next, Duration::from_millis(10));
+        let asleep = now_ns();
+        let sleep = waits.sleep_for(asleep, next, Duration::from_millis(10));
         if !sleep.is_zero() {
             P::wait_either(a, b, sleep)?;
-            waits.woke(now_ns());
+            let woke = now_ns();
+            waits.woke(woke);
+            watch.woke(woke, asleep + sleep.as_nanos() as u64);
         }
     }
     let now = now_ns();
@@ -577,6 +588,7 @@ pub fn run<P: Port>(
             threads: 1,
             sleeps: (poll == PollMode::Block).then(|| waits.report()),
         },
+        host_stalls: watch.finish(now),
     })
 }
 

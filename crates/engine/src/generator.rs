@@ -30,8 +30,10 @@ use latlab_wire::probe;
 /// Where a generator over AF_XDP sends: the Ethernet, IPv4 and UDP addresses of its frames.
 pub use crate::blaster::FrameAddrs;
 use crate::blaster::FCS_LEN;
+use crate::stalls::StallWatch;
 use crate::wait::SleepSpin;
 use crate::{poll_now, PollMode, PollSwitch, Stop};
+use latlab_stats::stalls::Stalls;
 use latlab_wire::udp_frame::HEADERS_LEN;
 
 pub use latlab_probe::{Interval, Progress};
@@ -289,7 +291,7 @@ pub(crate) fn drive_counting<P: DatagramPort, M: Metering + Send, B: Background>
     background: B,
     stop: &Stop,
     progress: &mut (dyn FnMut(Progress) + Send),
-    send_failed: &mut SendFailures,
+    (send_failed, stalls): (&mut SendFailures, &mut Stalls),
 ) -> io::Result<(Outcome<M>, bool)> {
     let (sending, receiving) = run.into_parts();
     let (txs, rxs): (Vec<P::TxHalf<'_>>, Vec<P::RxHalf<'_>>) =
@@ -301,12 +303,14 @@ pub(crate) fn drive_counting<P: DatagramPort, M: Metering + Send, B: Background>
         target: how.target,
         background,
         send_failed: SendFailures::default(),
+        watch: StallWatch::new(now_ns()),
     };
     let mut rx = RxState {
         receiving,
         ports: rxs,
         batch: how.batch.max(1),
         wait: how.wait,
+        watch: StallWatch::new(now_ns()),
     };
     let stopped_early = match how.threads {
         Threads::OneLoop { cpu } => {
@@ -322,6 +326,11 @@ pub(crate) fn drive_counting<P: DatagramPort, M: Metering + Send, B: Background>
         }
     };
     *send_failed = tx.send_failed;
+    let end = now_ns();
+    *stalls = tx.watch.finish(end);
+    if matches!(how.threads, Threads::Split { .. }) {
+        stalls.merge(&rx.watch.finish(end));
+    }
     Ok((
         Run::from_parts(tx.sending, rx.receiving).finish(now_ns()),
         stopped_early,
@@ -343,6 +352,8 @@ struct TxState<T, B> {
     background: B,
     /// Probes a port could not send to the target, by cause.
     send_failed: SendFailures,
+    /// The sending loop's (the one loop's) stalls.
+    watch: StallWatch,
 }
 
 impl<T: DatagramTx, B: Background> TxState<T, B> {
@@ -388,6 +399,8 @@ struct RxState<'w, M, R> {
     ports: Vec<R>,
     batch: usize,
     wait: Wait<'w>,
+    /// The receive thread's stalls (split threads only).
+    watch: StallWatch,
 }
 
 impl<M: Metering, R: DatagramRx> RxState<'_, M, R> {
@@ -441,6 +454,7 @@ fn one_loop<T: DatagramTx, B: Background, M: Metering, R: DatagramRx>(
     let mut stopped = false;
     loop {
         let now = now_ns();
+        tx.watch.tick(now);
         if !stopped && stop.is_raised() {
             // Sending ends here; the probes in flight are waited for, for the grace period,
             // as at the schedule's end: they are not lost.
@@ -468,7 +482,9 @@ fn one_loop<T: DatagramTx, B: Background, M: Metering, R: DatagramRx>(
             };
             if !sleep.is_zero() {
                 rx.wait(sleep)?;
-                waits.woke(now_ns());
+                let woke = now_ns();
+                waits.woke(woke);
+                tx.watch.woke(woke, now + sleep.as_nanos() as u64);
             }
         }
     }
@@ -494,6 +510,7 @@ fn split<T: DatagramTx, B: Background, M: Metering + Send, R: DatagramRx>(
             let result = (|| {
                 while !tx.sending.is_finished() {
                     let now = now_ns();
+                    tx.watch.tick(now);
                     if stop.is_raised() {
                         // No new probe; those handed out still leave (or fail).
                         tx.sending.stop(now);
@@ -506,7 +523,9 @@ fn split<T: DatagramTx, B: Background, M: Metering + Send, R: DatagramRx>(
                         let sleep = waits.sleep_for(now, Some(due), MAX_WAIT);
                         if !sleep.is_zero() {
                             std::thread::sleep(sleep);
-                            waits.woke(now_ns());
+                            let woke = now_ns();
+                            waits.woke(woke);
+                            tx.watch.woke(woke, now + sleep.as_nanos() as u64);
                         }
                     }
                 }
@@ -524,6 +543,7 @@ fn split<T: DatagramTx, B: Background, M: Metering + Send, R: DatagramRx>(
             let _ = cpu::set_timer_slack_ns(1);
             loop {
                 let now = now_ns();
+                rx.watch.tick(now);
                 let got = rx.receive(now)?;
                 let finished = tx_done.load(Ordering::Acquire);
                 rx.receiving.handle_sending(SendStatus {
@@ -537,6 +557,7 @@ fn split<T: DatagramTx, B: Background, M: Metering + Send, R: DatagramRx>(
                 }
                 if poll_now(poll, switch) == PollMode::Block && got == 0 {
                     rx.wait(Duration::from_millis(10))?;
+                    rx.watch.resumed(now_ns());
                 }
             }
         });

@@ -29,6 +29,7 @@ pub mod forwarder;
 pub mod game;
 pub mod generator;
 pub mod reflector;
+pub mod stalls;
 pub mod wait;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};

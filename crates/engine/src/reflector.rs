@@ -2,15 +2,20 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
+
+use latlab_io::clock::now_ns;
 
 use latlab_io::port::{
     flush_or_drop, DatagramPort, NoStamp, PortSizes, SendFailures, SendQueue, UdpMode, UdpPort,
     Unsent,
 };
 use latlab_io::udp::UdpSocket;
+use latlab_stats::stalls::{HostStalls, Stalls};
 use latlab_wire::probe;
 
+use crate::stalls::{StallSampler, StallWatch};
 use crate::{poll_now, LiveSendFailures, PollMode, PollSwitch, Stop};
 
 /// How the reflector runs.
@@ -67,6 +72,8 @@ pub struct ReflectorCounters {
     /// (a full receive buffer; AF_XDP: no free frame or a full RX ring), as last read from
     /// the port, plus one; 0 until read, or when the port does not count them.
     kernel_drops_plus_one: AtomicU64,
+    /// The host's stalls of the reflector's loop, set when it ends ([`crate::stalls`]).
+    stalls: Mutex<Option<Stalls>>,
 }
 
 /// A snapshot of [`ReflectorCounters`].
@@ -104,6 +111,13 @@ impl ReflectorCounters {
                 .load(Ordering::Relaxed)
                 .checked_sub(1),
         }
+    }
+
+    /// The host's stalls over the reflector's run, once it has ended: its own turns' gaps
+    /// when it spun, a sampler's on its CPU when it blocked; `None` while it runs.
+    pub fn host_stalls(&self) -> Option<HostStalls> {
+        let stalls = self.stalls.lock().unwrap_or_else(|e| e.into_inner());
+        stalls.as_ref().map(Stalls::report)
     }
 
     /// Reads the kernel's drop counter of `port` into the counters.
@@ -156,16 +170,25 @@ pub fn run<P: DatagramPort>(
     // the loop, whenever a blocking wait finds nothing, and at the end.
     let mut turns = 0u32;
     counters.read_kernel_drops(port);
+    // A loop that blocks cannot time itself: a sampler on its CPU watches for it.
+    let sampler = match config.poll {
+        PollMode::Block => Some(StallSampler::start(pinned_cpu())?),
+        PollMode::Busy => None,
+    };
+    let mut watch = StallWatch::new(now_ns());
     while !stop.is_raised() {
+        watch.tick(now_ns());
         turns = turns.wrapping_add(1);
         if turns % 4096 == 0 {
             counters.read_kernel_drops(port);
         }
-        if poll_now(config.poll, config.switch.as_ref()) == PollMode::Block
-            && !port.wait_readable(Some(Duration::from_millis(50)))?
-        {
-            counters.read_kernel_drops(port);
-            continue;
+        if poll_now(config.poll, config.switch.as_ref()) == PollMode::Block {
+            let readable = port.wait_readable(Some(Duration::from_millis(50)))?;
+            watch.resumed(now_ns());
+            if !readable {
+                counters.read_kernel_drops(port);
+                continue;
+            }
         }
         let (mut malformed, mut oversized, mut no_room) = (0u64, 0u64, 0u64);
         let n = port.recv_with_queue(|pkt, queue| {
@@ -224,5 +247,18 @@ pub fn run<P: DatagramPort>(
         counters.oversized.fetch_add(oversized, Ordering::Relaxed);
     }
     counters.read_kernel_drops(port);
+    let mut stalls = watch.finish(now_ns());
+    if let Some(sampler) = sampler {
+        stalls.merge(&sampler.finish());
+    }
+    *counters.stalls.lock().unwrap_or_else(|e| e.into_inner()) = Some(stalls);
     Ok(())
+}
+
+/// The CPU the calling thread is pinned to, if it is pinned to one.
+fn pinned_cpu() -> Option<usize> {
+    match latlab_io::cpu::allowed_cpus().ok()?.as_slice() {
+        [cpu] => Some(*cpu),
+        _ => None,
+    }
 }

@@ -76,6 +76,8 @@ pub struct EchoReport {
     /// The UDP MIB of the reflector's namespace over the run (namespace-wide: exact in a
     /// namespace of its own); `None` when it could not be read.
     pub udp: Option<UdpJson>,
+    /// The host's stalls of the reflector's loop over the run ([`latlab_stats::stalls`]).
+    pub host_stalls: Option<latlab_stats::stalls::HostStalls>,
     /// The JSON written to `--json` (also made when no file was asked for).
     pub json: serde_json::Value,
 }
@@ -107,6 +109,10 @@ impl EchoReport {
                 u.no_ports, u.in_errors, u.rcvbuf_errors
             ));
         }
+        if let Some(stalls) = &self.host_stalls {
+            line.push('\n');
+            line.push_str(&stalls.line());
+        }
         line
     }
 }
@@ -131,6 +137,7 @@ pub fn run(
         ..ReflectorConfig::default()
     };
     let counters = Arc::new(ReflectorCounters::default());
+    let live = Arc::clone(&counters);
     let listen = options.listen;
     // This process's namespace, the reflector's: what its UDP stack dropped, read around
     // the run.
@@ -242,6 +249,8 @@ pub fn run(
     let mut json = json;
     json["placement"] = seat.placement().to_value();
     json["udp"] = serde_json::to_value(udp).map_err(std::io::Error::other)?;
+    let host_stalls = live.host_stalls();
+    json["host_stalls"] = serde_json::to_value(&host_stalls).map_err(std::io::Error::other)?;
     if let Some(path) = &options.json {
         write_json(path, &json)?;
     }
@@ -252,6 +261,7 @@ pub fn run(
             _ => None,
         },
         udp,
+        host_stalls,
         json,
     })
 }

@@ -194,6 +194,9 @@ fn summary_text(summary: &RunSummary) -> String {
     if let Some(lost) = &summary.lost_by_cause {
         text.push_str(&format!("{}\n", lost.text()));
     }
+    if let Some(stalls) = &summary.host_stalls {
+        text.push_str(&format!("{}\n", stalls.line()));
+    }
     if let Some(protocol) = &summary.protocol {
         text.push_str(&format!("{}\n", protocol.text()));
     }

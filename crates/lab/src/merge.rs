@@ -273,6 +273,15 @@ fn merge(runs: &[Run]) -> Result<(RunSummary, RunHistograms), MergeError> {
     s.one_way_impossible = sum(&|r| r.one_way_impossible);
     s.lost_by_cause =
         crate::losses::LostByCause::merged(runs.iter().map(|r| r.summary.lost_by_cause.as_ref()));
+    // Each run's host stalled on its own: the merged floor has them all.
+    s.host_stalls = runs
+        .iter()
+        .filter_map(|r| r.summary.host_stalls.as_ref())
+        .fold(None, |acc: Option<latlab_stats::stalls::HostStalls>, h| {
+            let mut acc = acc.unwrap_or_default();
+            acc.merge(h);
+            Some(acc)
+        });
     s.protocol = latlab_probe::protocol::ProtocolSummary::merged(
         runs.iter().map(|r| r.summary.protocol.as_ref()),
     );

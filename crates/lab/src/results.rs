@@ -177,6 +177,10 @@ pub struct RunSummary {
     /// latlab's own probes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<latlab_probe::protocol::ProtocolSummary>,
+    /// The host's stalls of the generator's loops over the run ([`latlab_stats::stalls`]):
+    /// a tail no longer than the longest may be the host's; absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_stalls: Option<latlab_stats::stalls::HostStalls>,
 }
 
 /// One run a merged result was made of.
@@ -260,6 +264,7 @@ impl RunSummary {
             placement: None,
             assertions: Vec::new(),
             lost_by_cause: None,
+            host_stalls: Some(result.host_stalls.report()),
             protocol: result
                 .protocol
                 .as_ref()

@@ -15,6 +15,8 @@
 //! - [`compare`] gives NEW's percentile against BASE's, with a 95 % bootstrap interval.
 //! - [`gate`] decides latency gates (`p99 <= 2 ms`, `loss <= 0.1 %`) from those intervals:
 //!   pass, fail, or inconclusive with the samples that would likely decide it.
+//! - [`stalls`] keeps the host's stall floor, the gaps in a loop's own progress, beside the
+//!   latencies it may explain.
 //! - [`hlog`] writes and reads HdrHistogram interval logs that HdrHistogram's own
 //!   tools (`HistogramLogProcessor`, plotters) understand.
 //!
@@ -48,6 +50,7 @@ pub mod gate;
 mod histogram;
 pub mod hlog;
 mod quantile;
+pub mod stalls;
 mod summary;
 
 pub use ccdf::{ccdf, read_ccdf_csv, write_ccdf_csv, CcdfPoint, CCDF_CSV_HEADER};

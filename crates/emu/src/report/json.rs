@@ -48,6 +48,10 @@ pub struct EmuJson {
     /// What `--record-fates` and `--replay-fates` did; absent without them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fates: Option<FatesJson>,
+    /// The host's stalls of the emulator's loop over the run ([`latlab_stats::stalls`]): a
+    /// release error no longer than the longest may be the host's; absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_stalls: Option<latlab_stats::stalls::HostStalls>,
 }
 
 /// What recording and replaying fates did (see [`latlab_engine::emulator::FatesReport`]).
@@ -335,6 +339,7 @@ impl EmuJson {
                 unused: f.unused,
                 corrupt_too_short: f.corrupt_too_short,
             }),
+            host_stalls: Some(report.host_stalls.report()),
         }
     }
 
@@ -768,6 +773,7 @@ mod tests {
             },
             tap_full: if spinning { 0 } else { 5 },
             fates: None,
+            host_stalls: latlab_stats::stalls::Stalls::new(Default::default()),
             cpu: CpuUse {
                 elapsed_ns: 3_000_000_000,
                 cpu_ns: if spinning { 3_000_000_000 } else { 700_000_003 },

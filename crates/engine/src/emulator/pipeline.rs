@@ -14,8 +14,8 @@ struct Slot {
 }
 
 /// What the pipeline's TX stage hands back: its reports, the rings from the RX stage (whose
-/// frames are still on their way at exit), and its CPU time.
-type TxStageEnd = ([DirectionReport; 2], [Consumer<Slot>; 2], u64);
+/// frames are still on their way at exit), its CPU time and its stalls.
+type TxStageEnd = ([DirectionReport; 2], [Consumer<Slot>; 2], (u64, Stalls));
 
 /// What the pipeline's RX stage hands back: per direction, `[frames, bytes]` read and
 /// dropped for a full ring, its sockets, and its CPU time.
@@ -84,6 +84,7 @@ pub fn run_pipeline(
                 DirectionReport::new(&pipes[1]),
             ];
             let mut from_rx = [from_rx_ab, from_rx_ba];
+            let mut watch = StallWatch::new(now_ns());
             while !stop.is_raised() {
                 for (d, ring) in from_rx.iter_mut().enumerate() {
                     let Ok(chunk) = ring.read_chunk(ring.slots()) else {
@@ -103,6 +104,7 @@ pub fn run_pipeline(
                     chunk.commit_all();
                 }
                 let now = now_ns();
+                watch.tick(now);
                 for (d, tx) in [&mut tx_b, &mut tx_a].into_iter().enumerate() {
                     let send = |f: &[u8]| {
                         let mut queued = tx.try_queue_tx(f)?;
@@ -127,7 +129,7 @@ pub fn run_pipeline(
             Ok((
                 [finish(ab, &pipes[0]), finish(ba, &pipes[1])],
                 from_rx,
-                cpu_ns,
+                (cpu_ns, watch.finish(now_ns())),
             ))
         });
         let rx_stage = s.spawn(move || -> io::Result<RxStageEnd> {
@@ -162,7 +164,7 @@ pub fn run_pipeline(
             let cpu_ns = latlab_io::clock::thread_cpu_ns() - cpu_start;
             Ok((arrived, full, rx_a, rx_b, cpu_ns))
         });
-        let ([ab, ba], rings, tx_cpu_ns) = tx_stage
+        let ([ab, ba], rings, (tx_cpu_ns, host_stalls)) = tx_stage
             .join()
             .map_err(|_| io::Error::other("the TX stage panicked"))??;
         let (arrived, full, rx_a, rx_b, rx_cpu_ns) = rx_stage
@@ -193,6 +195,7 @@ pub fn run_pipeline(
                 threads: 2,
                 sleeps: None,
             },
+            host_stalls,
         })
     })
 }

@@ -16,6 +16,7 @@ use latlab_io::port::{
 };
 use latlab_io::udp::{wait_any_readable, UdpSocket};
 use latlab_probe::{FanoutMeter, FanoutReport, ProbeConfig, Run, RunConfig, Sender};
+use latlab_stats::stalls::{StallSource, Stalls};
 
 use crate::generator::{self, Background, Drive, Progress, Threads, Wait};
 use crate::{PollMode, Stop};
@@ -145,6 +146,8 @@ pub struct GameClientResult {
     pub flood_send_failed: SendFailures,
     /// Cut short by the stop flag.
     pub stopped_early: bool,
+    /// The host's stalls of the clients' loop over the run ([`crate::stalls`]).
+    pub host_stalls: Stalls,
 }
 
 /// Runs the measuring clients on `sockets` (all joined; the first one sends the probes) and,
@@ -211,6 +214,7 @@ pub fn run_clients(
         threads: Threads::OneLoop { cpu: config.cpu },
     };
     let mut send_failed = SendFailures::default();
+    let mut host_stalls = Stalls::new(StallSource::Loop);
     let (outcome, stopped_early) = generator::drive_counting(
         &mut ports,
         how,
@@ -218,7 +222,7 @@ pub fn run_clients(
         flood,
         stop,
         progress,
-        &mut send_failed,
+        (&mut send_failed, &mut host_stalls),
     )?;
     Ok(GameClientResult {
         report: outcome.meter.report(&outcome.counts),
@@ -228,6 +232,7 @@ pub fn run_clients(
         send_failed,
         flood_send_failed,
         stopped_early,
+        host_stalls,
     })
 }
 

@@ -6,6 +6,8 @@ use latlab_io::port::{DatagramPort, SendFailures, TimestampSource};
 use latlab_probe::protocol::{ProtocolMeter, ProtocolReport};
 use latlab_probe::{Interval, Meter, MeterReport, Metering, Progress, Run, SendCounts};
 
+use latlab_stats::stalls::{StallSource, Stalls};
+
 use super::{drive_counting, Drive, NoBackground};
 use crate::Stop;
 
@@ -32,6 +34,8 @@ pub struct GeneratorResult {
     pub send_failed: SendFailures,
     /// A protocol run's own counts (answered, wrong id, outcome codes…).
     pub protocol: Option<ProtocolReport>,
+    /// The host's stalls of the generator's loops over the run ([`crate::stalls`]).
+    pub host_stalls: Stalls,
 }
 
 impl GeneratorResult {
@@ -57,6 +61,7 @@ pub(super) fn drive_to_result<P: DatagramPort, M: Metering + Send + Reported>(
     timestamp_source: TimestampSource,
 ) -> io::Result<GeneratorResult> {
     let mut send_failed = SendFailures::default();
+    let mut host_stalls = Stalls::new(StallSource::Loop);
     let (outcome, stopped_early) = drive_counting(
         ports,
         how,
@@ -64,7 +69,7 @@ pub(super) fn drive_to_result<P: DatagramPort, M: Metering + Send + Reported>(
         NoBackground,
         stop,
         progress,
-        &mut send_failed,
+        (&mut send_failed, &mut host_stalls),
     )?;
     let (report, loss_bursts, protocol) = outcome.meter.reported(&outcome.counts);
     Ok(GeneratorResult {
@@ -78,6 +83,7 @@ pub(super) fn drive_to_result<P: DatagramPort, M: Metering + Send + Reported>(
         stopped_early,
         send_failed,
         protocol,
+        host_stalls,
     })
 }
 

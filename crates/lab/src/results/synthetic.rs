@@ -69,6 +69,7 @@ impl RunSummary {
             assertions: Vec::new(),
             placement: None,
             lost_by_cause: None,
+            host_stalls: None,
             protocol: None,
         }
     }

@@ -51,6 +51,7 @@ pub(crate) fn run(mean_us: f64, n: u64, lost: u64, rate: f64) -> RunSummary {
         merged_from: Vec::new(),
         placement: None,
         assertions: Vec::new(),
+        host_stalls: None,
         lost_by_cause: None,
         protocol: None,
         raised: 0,
@@ -134,6 +135,7 @@ fn emulator_report(
             ..EmuCpuJson::default()
         }),
         interfaces: None,
+        host_stalls: None,
         fates: None,
     }
 }
