@@ -32,6 +32,7 @@ macro_rules! outln {
 mod check;
 mod clean;
 mod compare;
+mod completions;
 mod demo;
 mod echo;
 mod emu;
@@ -39,6 +40,7 @@ mod fates;
 mod fwd;
 mod gen;
 mod gen_ui;
+mod man;
 mod merge;
 mod progress;
 mod protocol_flags;
@@ -126,6 +128,11 @@ enum Command {
     /// as it was first), the nftables tables and ip_forward of `run --nat`, stale locks, and
     /// partial results in the folders given.
     Clean(clean::CleanArgs),
+    /// Write latlab's man pages, one for latlab and one for each subcommand
+    /// (latlab-emu.1, latlab-study-bufferbloat.1, ...), into a folder.
+    Man(man::ManArgs),
+    /// Print a completion script for latlab's commands and flags (bash, zsh or fish).
+    Completions(completions::CompletionsArgs),
 }
 
 /// Raised by a stopping signal (or a command's duration); every command stops when it is.
@@ -186,6 +193,8 @@ pub fn main() {
         Command::Shell(a) => exit_with(run::shell(*a)),
         Command::TraceStats(a) => trace::run(a),
         Command::Fates(a) => fates::run(a),
+        Command::Man(a) => man::run(a),
+        Command::Completions(a) => completions::run(a),
     };
     // The command has returned: everything it made is dropped, so exiting cannot leak.
     let mut code = 0;

@@ -27,18 +27,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use latlab_io::clock::now_ns;
-use latlab_stats::stalls::Stalls;
-
-use crate::stalls::StallWatch;
 use latlab_io::packet::PacketSocket;
 use latlab_io::port::{FrameQueued, SocketCounters, WireFrameStats};
 use latlab_link::{DropCause, Fate, FlowPipes, Flows, LinkCounters};
+use latlab_stats::stalls::Stalls;
 use latlab_stats::LatencyHistogram;
 use rtrb::Consumer;
 
+use crate::stalls::StallWatch;
 use crate::{PollMode, Stop};
 
 mod control;
+mod cpu;
 mod fates;
 mod flows;
 mod tap;
@@ -47,6 +47,7 @@ pub use control::{
     ConfigChange, DirectionSnapshot, EmulatorControl, EventChange, LinkDirection, Snapshot,
     PUBLISH_EVERY_NS,
 };
+pub use cpu::CpuUse;
 pub use fates::{fate_ring, FateSettings, FatesReport};
 pub use flows::FlowReport;
 pub use tap::{tap_ring, TapRecord, TAP_SNAP};
@@ -452,32 +453,8 @@ pub struct EmulatorReport {
     pub fates: Option<FatesReport>,
     /// How much of its CPU the emulator used.
     pub cpu: CpuUse,
-    /// The host's stalls of the emulator's loop (the TX stage's, pipelined) over the run
-    /// ([`crate::stalls`]).
+    /// The host's stalls of the loop (the TX stage's, pipelined), [`crate::stalls`].
     pub host_stalls: Stalls,
-}
-
-/// The CPU an emulator run used: its threads' CPU time (the kernel's work inside their
-/// system calls included) over the time it ran, and how a blocking loop waited.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct CpuUse {
-    /// Wall-clock time from start to stop, ns.
-    pub elapsed_ns: u64,
-    /// CPU time of the emulator's threads, ns (both stages for the pipeline).
-    pub cpu_ns: u64,
-    /// Threads that ran the emulator (1 run to completion, 2 pipelined).
-    pub threads: u32,
-    /// With [`PollMode::Block`], the spin before each departure it had learned at the end
-    /// and what it learned it from ([`crate::wait::SleepSpin`]); `None` for a loop that
-    /// spins.
-    pub sleeps: Option<crate::wait::SleepReport>,
-}
-
-impl CpuUse {
-    /// CPU time over elapsed time: 1.0 is one core busy all the time.
-    pub fn cores(&self) -> f64 {
-        self.cpu_ns as f64 / self.elapsed_ns.max(1) as f64
-    }
 }
 
 /// Bridges `a` and `b` until `stop` is raised, impairing A→B frames by `a_to_b` and B→A frames
@@ -562,8 +539,10 @@ pub fn run<P: Port>(
         if !sleep.is_zero() {
             P::wait_either(a, b, sleep)?;
             let woke = now_ns();
-            waits.woke(woke);
-            watch.woke(woke, asleep + sleep.as_nanos() as u64);
+            (
+                waits.woke(woke),
+                watch.woke(woke, asleep + sleep.as_nanos() as u64),
+            );
         }
     }
     let now = now_ns();
