@@ -539,10 +539,8 @@ pub fn run<P: Port>(
         if !sleep.is_zero() {
             P::wait_either(a, b, sleep)?;
             let woke = now_ns();
-            (
-                waits.woke(woke),
-                watch.woke(woke, asleep + sleep.as_nanos() as u64),
-            );
+            waits.woke(woke);
+            watch.woke(woke, asleep + sleep.as_nanos() as u64);
         }
     }
     let now = now_ns();

@@ -284,7 +284,54 @@ impl Assertion {
             }
             _ => 0.0,
         };
-        self.verdict(run, &subject, decision, (per_second, m.sent_name))
+        let verdict = self.verdict(run, &subject, decision, (per_second, m.sent_name));
+        match m.host_stalls {
+            Some(stalls) => match self.statistic.delay().and_then(|d| m.delay(d)) {
+                Some(delays) => self.within_stalls(verdict, stalls, delays.min_ns),
+                None => verdict,
+            },
+            _ => verdict,
+        }
+    }
+
+    /// A delay gate that failed on a value the host's own stalls could make is inconclusive,
+    /// not failed: the run cannot tell the system's tail from the host's. That is when the
+    /// system meets the limit unstalled (the run's fastest, `min_ns`, is within it), the host
+    /// stalled latlab's loops about as long as the tail stands above that
+    /// ([`HostStalls::covers`](latlab_stats::stalls::HostStalls::covers)), and for a
+    /// percentile the stalls took at least the share of the run that lies beyond it (1 % for
+    /// p99: a probe due while the loop stood waits for it). A pass stands (the host only
+    /// adds), as does a failed lower bound, a mean, or a limit below the fastest.
+    fn within_stalls(
+        &self,
+        mut v: AssertionVerdict,
+        stalls: &latlab_stats::stalls::HostStalls,
+        min_ns: u64,
+    ) -> AssertionVerdict {
+        let beyond = match self.statistic {
+            Statistic::Percentile(_, q) => 1.0 - q.q,
+            Statistic::Max(_) => 0.0,
+            _ => return v,
+        };
+        let upper = matches!(self.bound, Bound::AtMost | Bound::Below);
+        let failed = upper && v.verdict == Verdict::Fail && self.limit >= min_ns as f64;
+        let Some(estimate) = v.estimate.filter(|_| failed) else {
+            return v;
+        };
+        let share = stalls.total_ns as f64 / (stalls.observed_s * 1e9).max(1.0);
+        let excess = (estimate.max(0.0) as u64).saturating_sub(min_ns);
+        if !stalls.covers(excess) || share < beyond {
+            return v;
+        }
+        v.verdict = Verdict::Inconclusive;
+        v.message = format!(
+            "{}; the host stalled as long as this tail (its longest stall {}, {:.2}% of the run \
+             stalled): the system's tail cannot be told from the host's",
+            v.message,
+            format_ns(stalls.longest_ns as f64),
+            share * 100.0
+        );
+        v
     }
 
     /// Decides an `ndr` or `pdr` gate on one frame size of an RFC 2544 run (`run` names it):
@@ -489,6 +536,9 @@ pub struct Measured<'a> {
     pub achieved_pps: f64,
     /// What `sent` counts, as the verdicts name it: `probes`, `messages`.
     pub sent_name: &'static str,
+    /// The host's stalls over the run, when it measured them: a delay gate that fails on a
+    /// value no longer than the longest is inconclusive ([`Assertion::evaluate_measured`]).
+    pub host_stalls: Option<&'a latlab_stats::stalls::HostStalls>,
 }
 
 impl<'a> From<&'a RunSummary> for Measured<'a> {
@@ -501,6 +551,7 @@ impl<'a> From<&'a RunSummary> for Measured<'a> {
             lost: run.lost,
             achieved_pps: run.achieved_pps,
             sent_name: "probes",
+            host_stalls: run.host_stalls.as_ref(),
         }
     }
 }

@@ -149,6 +149,7 @@ impl StreamSummary {
                 0.0
             },
             sent_name: "messages",
+            host_stalls: None,
         }
     }
 

@@ -235,6 +235,7 @@ pub fn decide_points(
                             lost: 0,
                             achieved_pps: 0.0,
                             sent_name: "samples",
+                            host_stalls: None,
                         };
                         a.evaluate_measured(&measured, Some(key))
                     } else {

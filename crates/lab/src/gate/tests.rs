@@ -215,3 +215,58 @@ fn rfc2544_rates_pass_or_fail_and_a_source_limit_is_inconclusive() {
         "PASS ndr>=500k [64 B]: ndr 600.0 kpps (found by the search)"
     );
 }
+
+#[test]
+fn a_tail_the_hosts_stalls_reach_is_inconclusive_not_failed() {
+    // p99 about 9.9 ms of 10,000 round trips of 1 µs..=10 ms: fails `p99<=2ms`.
+    let mut summary = run(10_000, 10_000);
+    let failed = parse("p99<=2ms").unwrap().evaluate(&summary, None);
+    assert_eq!(failed.verdict, Verdict::Fail);
+    // One stall of `longest_ms` in a run watched for `run_s`.
+    let stall = |longest_ms: u64, run_s: u64| {
+        let mut s = latlab_stats::stalls::Stalls::new(Default::default());
+        s.record(longest_ms * 1_000_000);
+        s.observed(run_s * 1_000_000_000);
+        s.report()
+    };
+    // The host stalled 50 ms of 1 s: as long as this tail, and more than 1% of the run.
+    summary.host_stalls = Some(stall(50, 1));
+    let v = parse("p99<=2ms").unwrap().evaluate(&summary, None);
+    assert_eq!(v.verdict, Verdict::Inconclusive, "{}", v.line());
+    assert!(
+        v.message.contains("the host stalled as long as this tail"),
+        "{}",
+        v.message
+    );
+    assert_eq!(v.estimate, failed.estimate);
+    // Stalls far shorter than the tail decide nothing: the failure stands.
+    summary.host_stalls = Some(stall(1, 1));
+    let v = parse("p99<=2ms").unwrap().evaluate(&summary, None);
+    assert_eq!(v.verdict, Verdict::Fail, "{}", v.line());
+    // 50 ms of 100 s cannot hold 1% of the probes: p99's failure stands, max's does not.
+    summary.host_stalls = Some(stall(50, 100));
+    let p99 = parse("p99<=2ms").unwrap().evaluate(&summary, None);
+    assert_eq!(p99.verdict, Verdict::Fail, "{}", p99.line());
+    let max = parse("max<=2ms").unwrap().evaluate(&summary, None);
+    assert_eq!(max.verdict, Verdict::Inconclusive, "{}", max.line());
+    // A limit below the run's fastest is the system's failure, however the host stalled.
+    summary.host_stalls = Some(stall(50, 1));
+    let v = parse("p99<=500ns").unwrap().evaluate(&summary, None);
+    assert_eq!(v.verdict, Verdict::Fail, "{}", v.line());
+    // A pass stands whatever the host did, as do loss gates and failed lower bounds.
+    assert_eq!(
+        parse("p99<=20ms").unwrap().evaluate(&summary, None).verdict,
+        Verdict::Pass
+    );
+    assert_eq!(
+        parse("p50>=8ms").unwrap().evaluate(&summary, None).verdict,
+        Verdict::Fail
+    );
+    assert_eq!(
+        parse("loss<=0.1%")
+            .unwrap()
+            .evaluate(&summary, None)
+            .verdict,
+        Verdict::Pass
+    );
+}
