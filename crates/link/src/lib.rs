@@ -14,7 +14,7 @@
 //! duplication, corruption, reordering (`reorder P gap N`), a rate limit that counts per-frame
 //! overhead, and a queue limit, plus a [`Schedule`] that changes delay, loss and rate over time.
 //! The queue the rate builds is served by a discipline ([`aqm`]): tail drop at the limits by
-//! default, or CoDel, FQ-CoDel or PIE, with ECN marking.
+//! default, or CoDel, FQ-CoDel, PIE or DualPI2 (L4S's two queues), with ECN marking.
 //!
 //! What it guarantees:
 //!
@@ -27,7 +27,8 @@
 //!   (`departure = max(arrival + delay + jitter, previous departure) + transmission time`).
 //!   With a queue discipline ([`LinkConfig::aqm`]) the same holds after the bottleneck
 //!   (`departure = max(end of transmission + delay + jitter, previous departure)`); FQ-CoDel
-//!   serves its flows in turn, so frames keep their order within a flow, not across flows.
+//!   serves its flows in turn, so frames keep their order within a flow, not across flows,
+//!   and DualPI2 within each of its queues (an L4S frame may pass a classic one).
 //! - **Memory is bounded by the limits.** A frame counts against [`LinkConfig::limit_frames`]
 //!   and [`LinkConfig::limit_bytes`] from its arrival until the engine calls
 //!   [`Link::handle_departure`] for it (a pipe does so when the frame leaves it); a frame that
@@ -75,7 +76,7 @@ mod schedule;
 pub mod sim;
 pub mod trace;
 
-pub use aqm::{Aqm, Discipline};
+pub use aqm::{Aqm, Discipline, DualSojourn};
 pub use config::{JitterDist, LinkConfig, LossModel, Reorder};
 pub use flow::{FlowMatch, FlowRule, Flows};
 pub use link::{Conditions, DropCause, Fate, Link, LinkCounters};

@@ -420,21 +420,21 @@ fn a_discipline_without_a_rate_and_parameters_out_of_range_are_refused_by_field(
     );
     assert_eq!(
         bad(Aqm {
-            tupdate_ns: 10,
+            tupdate_ns: Some(10),
             ..codel()
         }),
         Some("aqm_tupdate")
     );
     assert_eq!(
         bad(Aqm {
-            alpha: -1.0,
+            alpha: Some(-1.0),
             ..codel()
         }),
         Some("aqm_alpha")
     );
     assert_eq!(
         bad(Aqm {
-            beta: f64::NAN,
+            beta: Some(f64::NAN),
             ..codel()
         }),
         Some("aqm_beta")
@@ -470,6 +470,38 @@ fn a_discipline_without_a_rate_and_parameters_out_of_range_are_refused_by_field(
         15 * MS
     );
     assert_eq!(codel().target(), 5 * MS);
+    // DualPI2's own knobs, and the defaults it shares with PIE set for each.
+    let dual = || Aqm {
+        discipline: Discipline::DualPi2,
+        ..Aqm::default()
+    };
+    assert_eq!(link(dual()).validate(), Ok(()));
+    for coupling in [0.1, 17.0, f64::NAN] {
+        assert_eq!(bad(Aqm { coupling, ..dual() }), Some("aqm_coupling"));
+    }
+    for step_ns in [0, 2_000 * MS] {
+        assert_eq!(bad(Aqm { step_ns, ..dual() }), Some("aqm_step"));
+    }
+    let (d, p) = (
+        dual(),
+        Aqm {
+            discipline: Discipline::Pie,
+            ..Aqm::default()
+        },
+    );
+    assert_eq!(
+        (d.target(), d.tupdate(), d.alpha(), d.beta()),
+        (15 * MS, 16 * MS, 0.16, 3.2)
+    );
+    assert_eq!((p.tupdate(), p.alpha(), p.beta()), (15 * MS, 0.125, 1.25));
+    let message = link(Aqm {
+        coupling: 20.0,
+        ..dual()
+    })
+    .validate()
+    .unwrap_err()
+    .to_string();
+    assert_eq!(message, "aqm_coupling: 20 is outside 0.5..=16");
     let message = link(Aqm {
         flows: 0,
         ..codel()
@@ -479,7 +511,7 @@ fn a_discipline_without_a_rate_and_parameters_out_of_range_are_refused_by_field(
     .to_string();
     assert_eq!(message, "aqm_flows: 0 is outside 1..=65536");
     let message = link(Aqm {
-        tupdate_ns: 10,
+        tupdate_ns: Some(10),
         ..codel()
     })
     .validate()

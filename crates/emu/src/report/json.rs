@@ -600,6 +600,10 @@ mod tests {
             aqm_drop: n(41),
             aqm_mark: n(42),
             aqm_overflow: n(43),
+            aqm_l4s_mark: n(44),
+            aqm_l4s_drop: n(45),
+            aqm_classic_mark: n(46),
+            aqm_classic_drop: n(47),
         };
         let mut wire = latlab_io::port::WireFrameStats {
             tags_restored: n(11),
