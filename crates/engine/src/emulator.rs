@@ -134,6 +134,10 @@ pub struct DirectionReport {
     /// With a queue (a rate, under tail drop or a discipline), the sojourn time there of every
     /// frame it sent, ns, over the direction's pipes; `None` without one.
     pub sojourn: Option<LatencyHistogram>,
+    /// With DualPI2 (`aqm=dualpi2`), the sojourn times of each of its queues, L4S and
+    /// classic, over the direction's pipes (their marks and drops are in `link`); `None`
+    /// without it.
+    pub dual_sojourn: Option<latlab_link::DualSojourn>,
     /// Per flow, with per-flow rules: each rule's frames in the order of the rules, then the
     /// default pipe's; they add up to the counters above. Empty without rules.
     pub flows: Vec<FlowReport>,
@@ -254,6 +258,7 @@ impl DirectionReport {
             released_early: 0,
             bytes: ByteCounters::default(),
             sojourn: None,
+            dual_sojourn: None,
             flows: flows::flow_reports(pipes),
         }
     }

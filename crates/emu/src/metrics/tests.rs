@@ -41,6 +41,7 @@ fn direction() -> DirectionSnapshot {
             socket: Default::default(),
             release_error,
             sojourn: None,
+            dual_sojourn: None,
             released_early: 0,
             bytes,
             wire: Default::default(),
@@ -239,6 +240,80 @@ fn a_queue_disciplines_drops_marks_and_sojourn_times_are_exposed_and_add_up() {
     // The other direction has no discipline: an empty histogram.
     assert_eq!(get(&format!("{h}_count"), &[("direction", "b_to_a")]), 0.0);
     assert!(!text.contains("dropped_bytes_total{direction=\"a_to_b\",cause=\"aqm\"}"));
+}
+
+#[test]
+fn dualpi2s_queues_are_exposed_each_on_its_own_and_add_up_to_the_discipline() {
+    let plain = exposition(
+        &Snapshot {
+            at_ns: 1,
+            a_to_b: direction(),
+            b_to_a: direction(),
+        },
+        &[],
+    );
+    assert!(!plain.contains("dualpi2"), "no dualpi2, no queues");
+    // Of the discipline's 4 drops 1 was L4S's (overload), 3 classic; its 6 marks 5 L4S's.
+    let mut d = direction();
+    let l = &mut d.report.link;
+    (l.aqm_drop, l.aqm_l4s_drop, l.aqm_classic_drop) = (4, 1, 3);
+    (l.aqm_mark, l.aqm_l4s_mark, l.aqm_classic_mark) = (6, 5, 1);
+    d.report.sent -= 4;
+    let mut dual = latlab_link::DualSojourn::default();
+    let mut all = LatencyHistogram::new();
+    for (ns, l4s) in [(80_000, true), (700_000, true), (14_000_000, false)] {
+        let queue = if l4s {
+            &mut dual.l4s
+        } else {
+            &mut dual.classic
+        };
+        queue.record(ns);
+        all.record(ns);
+    }
+    (d.report.sojourn, d.report.dual_sojourn) = (Some(all), Some(dual));
+    let snapshot = Snapshot {
+        at_ns: 1,
+        a_to_b: d,
+        b_to_a: direction(),
+    };
+    let text = exposition(&snapshot, &[]);
+    let samples = parse(&text);
+    let get = |name: &str, l: &[(&str, &str)]| {
+        *samples
+            .get(&(name.to_string(), labels(l)))
+            .unwrap_or_else(|| panic!("{name} {l:?} missing:\n{text}"))
+    };
+    let a = ("direction", "a_to_b");
+    let per_queue = |name: &str| ["l4s", "classic"].map(|q| get(name, &[a, ("queue", q)]));
+    let dropped = per_queue("latlab_emu_dualpi2_dropped_frames_total");
+    let marked = per_queue("latlab_emu_dualpi2_marked_frames_total");
+    assert_eq!((dropped, marked), ([1.0, 3.0], [5.0, 1.0]));
+    let aqm = get("latlab_emu_dropped_frames_total", &[a, ("cause", "aqm")]);
+    assert_eq!(dropped.iter().sum::<f64>(), aqm);
+    assert_eq!(
+        marked.iter().sum::<f64>(),
+        get("latlab_emu_aqm_marked_frames_total", &[a])
+    );
+    let h = "latlab_emu_dualpi2_sojourn_seconds";
+    let count = per_queue(&format!("{h}_count"));
+    assert_eq!(count, [2.0, 1.0]);
+    assert_eq!(
+        count.iter().sum::<f64>(),
+        get("latlab_emu_sojourn_seconds_count", &[a])
+    );
+    let l4s = [a, ("queue", "l4s")];
+    assert_eq!(
+        get(&format!("{h}_bucket"), &[l4s[0], l4s[1], ("le", "0.0001")]),
+        1.0
+    );
+    assert_eq!(
+        get(&format!("{h}_bucket"), &[l4s[0], l4s[1], ("le", "0.001")]),
+        2.0
+    );
+    // The other direction runs no dualpi2: zeros and empty histograms.
+    let b = [("direction", "b_to_a"), ("queue", "classic")];
+    assert_eq!(get(&format!("{h}_count"), &b), 0.0);
+    assert_eq!(get("latlab_emu_dualpi2_dropped_frames_total", &b), 0.0);
 }
 
 #[test]

@@ -77,6 +77,7 @@ pub(super) fn flow_reports(pipes: &FlowPipes) -> Vec<FlowReport> {
 pub(super) fn counted(mut report: DirectionReport, pipes: &FlowPipes) -> DirectionReport {
     report.link = pipes.counters();
     report.sojourn = pipes.sojourn();
+    report.dual_sojourn = pipes.dual_sojourn();
     report.queue_slots_full += pipes.dropped_no_buffer();
     for (flow, (_, pipe)) in report.flows.iter_mut().zip(pipes.flows()) {
         flow.config = pipe.config().clone();
