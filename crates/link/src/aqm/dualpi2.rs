@@ -5,7 +5,7 @@
 //!   L4S queue, IPv4 and IPv6 alike (behind VLAN tags); ECT(0), not-ECT and frames that are
 //!   not IP join the classic queue.
 //! - **Base PI controller**: every `tupdate` (caught up in virtual time at each call, as PIE's)
-//!   `p' += α·T·(q − target) + β·T·(q − q_prev)`, `p'` kept in 0..=1, `q` the longer of the
+//!   `p' += α·(q − target) + β·(q − q_prev)`, `p'` kept in 0..=1, `q` the longer of the
 //!   two queues' head waits at that instant (0 when both are empty), as appendix A.1 reads
 //!   it: an unresponsive L4S load then raises `p'` too, which is what lets the overload rule
 //!   below act on it, while a responsive L4S queue stays near its step, far under the
@@ -58,10 +58,12 @@ pub(crate) struct Pi2 {
     target_s: f64,
     /// `Tupdate`, ns.
     tupdate_ns: u64,
-    /// α·Tupdate (appendix A.1's `alpha_U`).
-    alpha_u: f64,
-    /// β·Tupdate (`beta_U`).
-    beta_u: f64,
+    /// The integral gain α, Hz: appendix A.1's update adds `α·(q − target)` every
+    /// `Tupdate` (its α of `0.1·Tupdate/RTT_max²` holds the period already; Linux's
+    /// `sch_dualpi2` does the same).
+    alpha: f64,
+    /// The proportional gain β, Hz: `β·(q − q_prev)` every update.
+    beta: f64,
     /// The coupling factor `k`.
     k: f64,
     /// `p'`, 0..=1.
@@ -77,8 +79,8 @@ impl Pi2 {
         let mut pi = Pi2 {
             target_s: 0.0,
             tupdate_ns: 1,
-            alpha_u: 0.0,
-            beta_u: 0.0,
+            alpha: 0.0,
+            beta: 0.0,
             k: 2.0,
             p: 0.0,
             prev_qdelay_s: 0.0,
@@ -91,9 +93,8 @@ impl Pi2 {
     pub(crate) fn set_params(&mut self, aqm: &Aqm) {
         self.target_s = aqm.target() as f64 / 1e9;
         self.tupdate_ns = aqm.tupdate().max(1);
-        let tupdate_s = self.tupdate_ns as f64 / 1e9;
-        self.alpha_u = aqm.alpha() * tupdate_s;
-        self.beta_u = aqm.beta() * tupdate_s;
+        self.alpha = aqm.alpha();
+        self.beta = aqm.beta();
         self.k = aqm.coupling;
     }
 
@@ -102,7 +103,7 @@ impl Pi2 {
     pub(crate) fn update(&mut self, qdelay_ns: u64) {
         let qdelay = qdelay_ns as f64 / 1e9;
         self.p +=
-            self.alpha_u * (qdelay - self.target_s) + self.beta_u * (qdelay - self.prev_qdelay_s);
+            self.alpha * (qdelay - self.target_s) + self.beta * (qdelay - self.prev_qdelay_s);
         self.p = self.p.clamp(0.0, 1.0);
         self.prev_qdelay_s = qdelay;
     }
@@ -111,7 +112,7 @@ impl Pi2 {
     /// [`Pi2::update`]`(0)` give, at once. Each lowers `p'` (the first by the trend too), so
     /// clamping once at the end is clamping at each.
     pub(crate) fn idle_updates(&mut self, n: u64) {
-        let fall = self.alpha_u * self.target_s * n as f64 + self.beta_u * self.prev_qdelay_s;
+        let fall = self.alpha * self.target_s * n as f64 + self.beta * self.prev_qdelay_s;
         self.p = (self.p - fall).clamp(0.0, 1.0);
         self.prev_qdelay_s = 0.0;
     }
@@ -322,14 +323,14 @@ mod tests {
     #[test]
     fn the_pi_controller_follows_appendix_a_step_by_step() {
         let mut pi = Pi2::new(&aqm());
-        // α·T = 0.16·0.016 = 0.00256, β·T = 3.2·0.016 = 0.0512. 35 ms from 0: 0.00256·0.02 +
-        // 0.0512·0.035.
+        // α = 0.16, β = 3.2 (per update, as appendix A.1 adds them). 35 ms from 0:
+        // 0.16·0.02 + 3.2·0.035.
         pi.update(35 * MS);
-        let p1 = 0.002_56 * 0.020 + 0.0512 * 0.035;
+        let p1 = 0.16 * 0.020 + 3.2 * 0.035;
         assert!((pi.base() - p1).abs() < 1e-12, "{}", pi.base());
         // No trend: only the integral term.
         pi.update(35 * MS);
-        let p2 = p1 + 0.002_56 * 0.020;
+        let p2 = p1 + 0.16 * 0.020;
         assert!((pi.base() - p2).abs() < 1e-12);
         assert!((pi.classic() - p2 * p2).abs() < 1e-15);
         assert!((pi.coupled() - 2.0 * p2).abs() < 1e-15);
