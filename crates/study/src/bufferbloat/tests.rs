@@ -358,7 +358,10 @@ fn the_report_is_drawn_from_the_points_alone_and_again_byte_for_byte() {
     assert!(md.contains("| 5.5 / "), "{md}");
     assert!(md.contains("| met |"));
     assert!(md.contains("bloat-broken.json"));
-    assert!(md.contains("Under dualpi2 the game stream is sent ECT(1)"), "{md}");
+    assert!(
+        md.contains("Under dualpi2 the game stream is sent ECT(1)"),
+        "{md}"
+    );
     let first = crate::points::load(&out).unwrap().files.len();
     assert_eq!(first, 14);
     let drawn: Vec<Vec<u8>> = ["report.md", "p99-by-queue.svg", "goodput-vs-p99.svg"]
