@@ -40,18 +40,6 @@ fn dualpi2s_knobs_out_of_range_name_themselves() {
     );
 }
 
-/// Sets `net.ipv4.tcp_ecn` to 1 in namespace `ns`: its TCP connections ask for ECN.
-fn ecn_on(ns: &str) {
-    common::succeeds(std::process::Command::new("ip").args([
-        "netns",
-        "exec",
-        ns,
-        "sh",
-        "-c",
-        "echo 1 > /proc/sys/net/ipv4/tcp_ecn",
-    ]));
-}
-
 #[test]
 fn a_cubic_flow_with_ecn_and_an_ect1_stream_take_dualpi2s_two_queues() {
     let _turn = common::engines();
@@ -59,8 +47,9 @@ fn a_cubic_flow_with_ecn_and_an_ect1_stream_take_dualpi2s_two_queues() {
         return;
     }
     let lab = ClientEmuServer::build().unwrap();
+    // Their TCP connections ask for ECN.
     for ns in [lab.client.name(), lab.server.name()] {
-        ecn_on(ns);
+        common::set_in(ns, "/proc/sys/net/ipv4/tcp_ecn", "1");
     }
     let dir = tempfile::tempdir().unwrap();
     let emu_json = dir.path().join("emu.json");

@@ -4,6 +4,9 @@
 //! queue (RFC 8290), PIE's probability under a steady overload (RFC 8033), and the changes of
 //! discipline of a running pipe.
 
+mod common;
+
+use common::{frame, number_of as arrival_of, sport_of};
 use latlab_link::{Aqm, Discipline, LinkConfig, Pipe};
 use latlab_wire::{checksum, ecn};
 
@@ -13,34 +16,6 @@ const MS: u64 = 1_000_000;
 /// 10 Mbit/s, 24 bytes of overhead: a 1000-byte frame takes (1000 + 24)·8 / 10⁷ s = 819.2 µs.
 const RATE: u64 = 10_000_000;
 const TX_1000: u64 = 819_200;
-
-/// An Ethernet + IPv4 + UDP frame of `len` bytes from port `sport`, with TOS `tos` (its low
-/// bits the ECN field) and its arrival time in the payload (bytes 42..50).
-fn frame(len: usize, sport: u16, tos: u8, arrival: u64) -> Vec<u8> {
-    let mut f = vec![0u8; 12];
-    f.extend([0x08, 0x00]);
-    let ip_len = (len - 14) as u16;
-    f.extend([0x45, tos]);
-    f.extend(ip_len.to_be_bytes());
-    f.extend([0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
-    f.extend(sport.to_be_bytes());
-    f.extend([0x69, 0x87]);
-    f.extend((ip_len - 20).to_be_bytes());
-    f.extend([0, 0]);
-    f.extend(arrival.to_be_bytes());
-    f.resize(len, 0);
-    let sum = checksum::internet(&f[14..34]);
-    f[24..26].copy_from_slice(&sum.to_be_bytes());
-    f
-}
-
-fn arrival_of(frame: &[u8]) -> u64 {
-    u64::from_be_bytes(frame[42..50].try_into().unwrap())
-}
-
-fn sport_of(frame: &[u8]) -> u16 {
-    u16::from_be_bytes([frame[34], frame[35]])
-}
 
 fn link(aqm: Aqm) -> LinkConfig {
     LinkConfig {

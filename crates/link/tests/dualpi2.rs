@@ -5,8 +5,11 @@
 
 use std::collections::VecDeque;
 
+mod common;
+
+use common::{frame, number_of as seq_of, sport_of};
 use latlab_link::{Aqm, Discipline, LinkConfig, Pipe};
-use latlab_wire::{checksum, ecn};
+use latlab_wire::ecn;
 
 const MS: u64 = 1_000_000;
 const S: u64 = 1_000_000_000;
@@ -16,26 +19,6 @@ const NOT_ECT: u8 = 0b00;
 const ECT0: u8 = 0b10;
 const ECT1: u8 = 0b01;
 const CE: u8 = 0b11;
-
-/// An Ethernet + IPv4 + UDP frame of `len` bytes from port `sport` with the ECN bits `ecn`,
-/// its sequence number in the payload (bytes 42..50).
-fn frame(len: usize, sport: u16, ecn: u8, seq: u64) -> Vec<u8> {
-    let mut f = vec![0u8; 12];
-    f.extend([0x08, 0x00]);
-    let ip_len = (len - 14) as u16;
-    f.extend([0x45, ecn]);
-    f.extend(ip_len.to_be_bytes());
-    f.extend([0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
-    f.extend(sport.to_be_bytes());
-    f.extend([0x69, 0x87]);
-    f.extend((ip_len - 20).to_be_bytes());
-    f.extend([0, 0]);
-    f.extend(seq.to_be_bytes());
-    f.resize(len, 0);
-    let sum = checksum::internet(&f[14..34]);
-    f[24..26].copy_from_slice(&sum.to_be_bytes());
-    f
-}
 
 /// An Ethernet + IPv6 + UDP frame of `len` bytes with the ECN bits `ecn` in its traffic class.
 fn frame6(len: usize, ecn: u8) -> Vec<u8> {
@@ -48,14 +31,6 @@ fn frame6(len: usize, ecn: u8) -> Vec<u8> {
     f.extend([0u8; 32]);
     f.resize(len, 0);
     f
-}
-
-fn sport_of(frame: &[u8]) -> u16 {
-    u16::from_be_bytes([frame[34], frame[35]])
-}
-
-fn seq_of(frame: &[u8]) -> u64 {
-    u64::from_be_bytes(frame[42..50].try_into().unwrap())
 }
 
 fn dualpi2(ecn: bool) -> Aqm {

@@ -54,7 +54,7 @@ fn direction() -> DirectionSnapshot {
 
 /// A parsed exposition: samples by name and labels, after checking every line's syntax and
 /// that each family's `# TYPE` comes before its samples.
-fn parse(text: &str) -> BTreeMap<(String, BTreeMap<String, String>), f64> {
+fn parse(text: &str) -> Samples {
     let mut types: BTreeMap<String, String> = BTreeMap::new();
     let mut samples = BTreeMap::new();
     for line in text.lines() {
@@ -110,6 +110,29 @@ fn parse(text: &str) -> BTreeMap<(String, BTreeMap<String, String>), f64> {
     samples
 }
 
+/// The exposition of a snapshot with `a_to_b` and the plain [`direction`] from B to A.
+fn exposed(a_to_b: DirectionSnapshot) -> String {
+    let snapshot = Snapshot {
+        at_ns: 1,
+        a_to_b,
+        b_to_a: direction(),
+    };
+    exposition(&snapshot, &[])
+}
+
+/// What [`parse`] reads: samples by name and labels.
+type Samples = BTreeMap<(String, BTreeMap<String, String>), f64>;
+
+/// A reader of `samples` by name and labels, which shows the whole exposition `text` when a
+/// sample is missing.
+fn getter<'a>(samples: &'a Samples, text: &'a str) -> impl Fn(&str, &[(&str, &str)]) -> f64 + 'a {
+    move |name, l| {
+        *samples
+            .get(&(name.to_string(), labels(l)))
+            .unwrap_or_else(|| panic!("{name} {l:?} missing:\n{text}"))
+    }
+}
+
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
@@ -126,11 +149,7 @@ fn the_exposition_parses_and_its_counters_add_up() {
     };
     let text = exposition(&snapshot, &[]);
     let samples = parse(&text);
-    let get = |name: &str, l: &[(&str, &str)]| {
-        *samples
-            .get(&(name.to_string(), labels(l)))
-            .unwrap_or_else(|| panic!("{name} {l:?} missing:\n{text}"))
-    };
+    let get = getter(&samples, &text);
     for dir in ["a_to_b", "b_to_a"] {
         let d = [("direction", dir)];
         let dropped: f64 = CAUSES
@@ -207,18 +226,9 @@ fn a_queue_disciplines_drops_marks_and_sojourn_times_are_exposed_and_add_up() {
         sojourn.record(ns);
     }
     d.report.sojourn = Some(sojourn);
-    let snapshot = Snapshot {
-        at_ns: 1,
-        a_to_b: d,
-        b_to_a: direction(),
-    };
-    let text = exposition(&snapshot, &[]);
+    let text = exposed(d);
     let samples = parse(&text);
-    let get = |name: &str, l: &[(&str, &str)]| {
-        *samples
-            .get(&(name.to_string(), labels(l)))
-            .unwrap_or_else(|| panic!("{name} {l:?} missing:\n{text}"))
-    };
+    let get = getter(&samples, &text);
     let a = [("direction", "a_to_b")];
     let dropped: f64 = CAUSES
         .iter()
@@ -244,15 +254,10 @@ fn a_queue_disciplines_drops_marks_and_sojourn_times_are_exposed_and_add_up() {
 
 #[test]
 fn dualpi2s_queues_are_exposed_each_on_its_own_and_add_up_to_the_discipline() {
-    let plain = exposition(
-        &Snapshot {
-            at_ns: 1,
-            a_to_b: direction(),
-            b_to_a: direction(),
-        },
-        &[],
+    assert!(
+        !exposed(direction()).contains("dualpi2"),
+        "no dualpi2, no queues"
     );
-    assert!(!plain.contains("dualpi2"), "no dualpi2, no queues");
     // Of the discipline's 4 drops 1 was L4S's (overload), 3 classic; its 6 marks 5 L4S's.
     let mut d = direction();
     let l = &mut d.report.link;
@@ -271,18 +276,9 @@ fn dualpi2s_queues_are_exposed_each_on_its_own_and_add_up_to_the_discipline() {
         all.record(ns);
     }
     (d.report.sojourn, d.report.dual_sojourn) = (Some(all), Some(dual));
-    let snapshot = Snapshot {
-        at_ns: 1,
-        a_to_b: d,
-        b_to_a: direction(),
-    };
-    let text = exposition(&snapshot, &[]);
+    let text = exposed(d);
     let samples = parse(&text);
-    let get = |name: &str, l: &[(&str, &str)]| {
-        *samples
-            .get(&(name.to_string(), labels(l)))
-            .unwrap_or_else(|| panic!("{name} {l:?} missing:\n{text}"))
-    };
+    let get = getter(&samples, &text);
     let a = ("direction", "a_to_b");
     let per_queue = |name: &str| ["l4s", "classic"].map(|q| get(name, &[a, ("queue", q)]));
     let dropped = per_queue("latlab_emu_dualpi2_dropped_frames_total");
@@ -318,12 +314,7 @@ fn dualpi2s_queues_are_exposed_each_on_its_own_and_add_up_to_the_discipline() {
 
 #[test]
 fn per_flow_families_come_with_rules_only_and_add_up_per_flow() {
-    let plain = Snapshot {
-        at_ns: 1,
-        a_to_b: direction(),
-        b_to_a: direction(),
-    };
-    assert!(!exposition(&plain, &[]).contains("latlab_emu_flow_"));
+    assert!(!exposed(direction()).contains("latlab_emu_flow_"));
 
     // The direction's 100 frames: 30 to the game port, all lost or sent; 70 others.
     let flow = |matcher: Option<&str>, link: LinkCounters, sent, dropped, queued| FlowReport {
@@ -352,12 +343,7 @@ fn per_flow_families_come_with_rules_only_and_add_up_per_flow() {
         flow(Some("proto=udp dport=27015"), game, 25, 0, 0),
         flow(None, rest, 65, 1, 5),
     ];
-    let snapshot = Snapshot {
-        at_ns: 1,
-        a_to_b,
-        b_to_a: direction(),
-    };
-    let text = exposition(&snapshot, &[]);
+    let text = exposed(a_to_b);
     let samples = parse(&text);
     let get = |name: &str, flow: &str| {
         let l = labels(&[("direction", "a_to_b"), ("flow", flow)]);

@@ -102,8 +102,7 @@ impl Pi2 {
     /// `dualpi2_update`).
     pub(crate) fn update(&mut self, qdelay_ns: u64) {
         let qdelay = qdelay_ns as f64 / 1e9;
-        self.p +=
-            self.alpha * (qdelay - self.target_s) + self.beta * (qdelay - self.prev_qdelay_s);
+        self.p += self.alpha * (qdelay - self.target_s) + self.beta * (qdelay - self.prev_qdelay_s);
         self.p = self.p.clamp(0.0, 1.0);
         self.prev_qdelay_s = qdelay;
     }
