@@ -50,7 +50,8 @@ pub(crate) struct BloatStudyArgs {
     /// emulator as a spec (tail:limit=1000 is limit=1000; codel:target=5ms is aqm=codel
     /// target=5ms).
     #[arg(long, value_delimiter = ',', value_parser = latlab_study::bufferbloat::Queue::parse,
-          default_value = "tail:limit=1000,tail:limit=100,codel,fq_codel,pie", value_name = "QUEUES")]
+          default_value = "tail:limit=1000,tail:limit=100,codel,fq_codel,pie,dualpi2",
+          value_name = "QUEUES")]
     queues: Vec<latlab_study::bufferbloat::Queue>,
     /// Numbers of TCP bulk flows per point, comma separated (0: the unloaded link).
     #[arg(

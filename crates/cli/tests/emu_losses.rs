@@ -56,14 +56,11 @@ fn stalled_emulator_counts_every_loss(io: &str) {
     // counters can be read before the emulator starts and after it stopped.
     for ns in [lab.client.name(), lab.emu.name(), lab.server.name()] {
         for conf in ["all", "default", "lo"] {
-            common::succeeds(std::process::Command::new("ip").args([
-                "netns",
-                "exec",
+            common::set_in(
                 ns,
-                "sh",
-                "-c",
-                &format!("echo 1 > /proc/sys/net/ipv6/conf/{conf}/disable_ipv6"),
-            ]));
+                &format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6"),
+                "1",
+            );
         }
     }
     let before = ends(&lab);

@@ -406,10 +406,12 @@ fn aqm_json(a: &latlab_link::Aqm) -> serde_json::Value {
         "interval_ns": a.interval_ns,
         "flows": a.flows,
         "quantum": a.quantum,
-        "tupdate_ns": a.tupdate_ns,
-        "alpha": a.alpha,
-        "beta": a.beta,
+        "tupdate_ns": a.tupdate(),
+        "alpha": a.alpha(),
+        "beta": a.beta(),
         "max_burst_ns": a.max_burst_ns,
+        "coupling": a.coupling,
+        "step_ns": a.step_ns,
         "ecn": a.ecn,
     })
 }
@@ -528,17 +530,23 @@ pub fn spec_text(c: &LinkConfig) -> String {
     if a.quantum != da.quantum {
         put("quantum", a.quantum.to_string());
     }
-    if a.tupdate_ns != da.tupdate_ns {
-        put("tupdate", format_duration_ns(a.tupdate_ns));
+    if let Some(tupdate) = a.tupdate_ns {
+        put("tupdate", format_duration_ns(tupdate));
     }
-    if a.alpha != da.alpha {
-        put("alpha", a.alpha.to_string());
+    if let Some(alpha) = a.alpha {
+        put("alpha", alpha.to_string());
     }
-    if a.beta != da.beta {
-        put("beta", a.beta.to_string());
+    if let Some(beta) = a.beta {
+        put("beta", beta.to_string());
     }
     if a.max_burst_ns != da.max_burst_ns {
         put("max-burst", format_duration_ns(a.max_burst_ns));
+    }
+    if a.coupling != da.coupling {
+        put("coupling", a.coupling.to_string());
+    }
+    if a.step_ns != da.step_ns {
+        put("step", format_duration_ns(a.step_ns));
     }
     if a.ecn {
         put("ecn", "on".into());

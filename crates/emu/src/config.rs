@@ -381,6 +381,8 @@ mod tests {
             "aqm_alpha",
             "aqm_beta",
             "aqm_max_burst",
+            "aqm_coupling",
+            "aqm_step",
             "ecn",
         ] {
             let key = key_of_field(field).unwrap();
@@ -418,7 +420,7 @@ mod tests {
         );
         assert_eq!(
             error(ImpairmentFlags::from([("ecn", "on")])),
-            "A to B: --ecn: needs an aqm of codel, fq_codel or pie (tail drop never marks)"
+            "A to B: --ecn: needs an aqm of codel, fq_codel, pie or dualpi2 (tail drop never marks)"
         );
         let mut c = LinkConfig::default();
         let err = apply(&mut c, "aqm", "red").unwrap_err();
@@ -439,9 +441,9 @@ mod tests {
         let pie = latlab_link::Aqm {
             discipline: latlab_link::Discipline::Pie,
             target_ns: Some(20_000_000),
-            tupdate_ns: 30_000_000,
-            alpha: 0.25,
-            beta: 2.5,
+            tupdate_ns: Some(30_000_000),
+            alpha: Some(0.25),
+            beta: Some(2.5),
             max_burst_ns: 100_000_000,
             ecn: true,
             ..latlab_link::Aqm::default()
@@ -453,6 +455,33 @@ mod tests {
         apply_spec(&mut again, true, "--a-to-b", &text).unwrap();
         assert_eq!(again, c, "{text}");
         assert!(apply_spec(&mut again, true, "--a-to-b", "delay").is_err());
+        // DualPI2's knobs, read back from what the API shows; out of range, named.
+        let mut c = LinkConfig::default();
+        let spec = "rate=20mbit aqm=dualpi2 coupling=3 step=2ms alpha=0.2 ecn";
+        apply_spec(&mut c, true, "--a-to-b", spec).unwrap();
+        let dual = latlab_link::Aqm {
+            discipline: latlab_link::Discipline::DualPi2,
+            coupling: 3.0,
+            step_ns: 2_000_000,
+            alpha: Some(0.2),
+            ecn: true,
+            ..latlab_link::Aqm::default()
+        };
+        assert_eq!((c.aqm, c.validate()), (dual, Ok(())));
+        let text = crate::api::spec_text(&c);
+        let mut again = LinkConfig::default();
+        apply_spec(&mut again, true, "--a-to-b", &text).unwrap();
+        assert_eq!(again, c, "{text}");
+        let dual = [("rate", "20mbit"), ("aqm", "dualpi2")];
+        let with = |extra| ImpairmentFlags::from([dual[0], dual[1], extra]);
+        assert_eq!(
+            error(with(("coupling", "20"))),
+            "A to B: --coupling: 20 is outside 0.5..=16"
+        );
+        assert_eq!(
+            error(with(("step", "0"))),
+            "A to B: --step: 0 is outside 1us..=1s"
+        );
         // A file: the same keys, `ecn` a boolean.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("aqm.toml");

@@ -288,7 +288,8 @@ pub static KNOBS: &[Knob] = &[
         flags: &[flag(
             "target",
             "DUR",
-            "AQM target queue delay (default 5ms for codel and fq_codel, 15ms for pie).",
+            "AQM target queue delay (default 5ms for codel and fq_codel, 15ms for pie and \
+             dualpi2's classic queue).",
         )],
         field: Some("aqm_target"),
         set: |c, flag, v| {
@@ -340,29 +341,37 @@ pub static KNOBS: &[Knob] = &[
         flags: &[flag(
             "tupdate",
             "DUR",
-            "PIE's update period (default 15ms).",
+            "PIE's and DualPI2's update period (default 15ms for pie, 16ms for dualpi2).",
         )],
         field: Some("aqm_tupdate"),
         set: |c, flag, v| {
-            c.aqm.tupdate_ns = parse::duration_ns(flag, v).map_err(text)?;
+            c.aqm.tupdate_ns = Some(parse::duration_ns(flag, v).map_err(text)?);
             Ok(())
         },
     },
     Knob {
         key: "alpha",
-        flags: &[flag("alpha", "HZ", "PIE's alpha (default 0.125).")],
+        flags: &[flag(
+            "alpha",
+            "HZ",
+            "PIE's and DualPI2's alpha (default 0.125 for pie, 0.16 for dualpi2).",
+        )],
         field: Some("aqm_alpha"),
         set: |c, flag, v| {
-            c.aqm.alpha = number(flag, v)?;
+            c.aqm.alpha = Some(number(flag, v)?);
             Ok(())
         },
     },
     Knob {
         key: "beta",
-        flags: &[flag("beta", "HZ", "PIE's beta (default 1.25).")],
+        flags: &[flag(
+            "beta",
+            "HZ",
+            "PIE's and DualPI2's beta (default 1.25 for pie, 3.2 for dualpi2).",
+        )],
         field: Some("aqm_beta"),
         set: |c, flag, v| {
-            c.aqm.beta = number(flag, v)?;
+            c.aqm.beta = Some(number(flag, v)?);
             Ok(())
         },
     },
@@ -376,6 +385,33 @@ pub static KNOBS: &[Knob] = &[
         field: Some("aqm_max_burst"),
         set: |c, flag, v| {
             c.aqm.max_burst_ns = parse::duration_ns(flag, v).map_err(text)?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "coupling",
+        flags: &[flag(
+            "coupling",
+            "K",
+            "DualPI2's coupling factor: the L4S queue marks with K·p' where the classic queue \
+             drops with p'² (default 2).",
+        )],
+        field: Some("aqm_coupling"),
+        set: |c, flag, v| {
+            c.aqm.coupling = number(flag, v)?;
+            Ok(())
+        },
+    },
+    Knob {
+        key: "step",
+        flags: &[flag(
+            "step",
+            "DUR",
+            "DualPI2's L4S step: an L4S frame that waited this long is marked (default 1ms).",
+        )],
+        field: Some("aqm_step"),
+        set: |c, flag, v| {
+            c.aqm.step_ns = parse::duration_ns(flag, v).map_err(text)?;
             Ok(())
         },
     },

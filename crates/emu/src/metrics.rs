@@ -10,7 +10,10 @@
 //!
 //! With a queue discipline (`aqm`), its drops are the causes `aqm` and `aqm_overflow` (in
 //! frames only), its ECN marks `latlab_emu_aqm_marked_frames_total`, and the time frames
-//! spent in its queue `latlab_emu_sojourn_seconds`.
+//! spent in its queue `latlab_emu_sojourn_seconds`. Under DualPI2 (`aqm=dualpi2`) the same
+//! again for each of its queues, labelled also with its `queue` (`l4s`, `classic`):
+//! `latlab_emu_dualpi2_{marked,dropped}_frames_total` and `latlab_emu_dualpi2_sojourn_seconds`
+//! (they add up to the totals above).
 //!
 //! With per-flow rules, `latlab_emu_flow_*` give each flow's frames, labelled also with its
 //! `flow`: the rule's match (`proto=udp dport=27015`), or `default`; per flow, `arrived +
@@ -216,7 +219,8 @@ pub fn exposition(snapshot: &Snapshot, changes: &[ConfigChange]) -> String {
     );
     for (dir, d) in dirs {
         let h = &d.report.release_error;
-        histogram(&mut out, name, dir.name(), h, &RELEASE_ERROR_BUCKETS);
+        let labels = format!("direction=\"{}\"", dir.name());
+        histogram(&mut out, name, &labels, h, &RELEASE_ERROR_BUCKETS);
     }
     if dirs.iter().any(|(_, d)| d.report.sojourn.is_some()) {
         let name = "latlab_emu_sojourn_seconds";
@@ -229,9 +233,11 @@ pub fn exposition(snapshot: &Snapshot, changes: &[ConfigChange]) -> String {
         let empty = LatencyHistogram::new();
         for (dir, d) in dirs {
             let h = d.report.sojourn.as_ref().unwrap_or(&empty);
-            histogram(&mut out, name, dir.name(), h, &SOJOURN_BUCKETS);
+            let labels = format!("direction=\"{}\"", dir.name());
+            histogram(&mut out, name, &labels, h, &SOJOURN_BUCKETS);
         }
     }
+    dual_queues(&mut out, &dirs);
     flows(&mut out, &dirs);
     let name = "latlab_emu_uptime_seconds";
     head(
@@ -295,6 +301,54 @@ fn events(out: &mut String, snapshot: &Snapshot, dirs: &[(LinkDirection, &Direct
                 n + 1,
                 r.event
             );
+        }
+    }
+}
+
+/// DualPI2's families, queue by queue, if any direction runs it.
+fn dual_queues(out: &mut String, dirs: &[(LinkDirection, &DirectionSnapshot); 2]) {
+    if dirs.iter().all(|(_, d)| d.report.dual_sojourn.is_none()) {
+        return;
+    }
+    type Count = fn(&latlab_link::LinkCounters) -> [u64; 2];
+    let counts: [(&str, &str, Count); 2] = [
+        (
+            "latlab_emu_dualpi2_marked_frames_total",
+            "Frames DualPI2 marked CE, by queue.",
+            |l| [l.aqm_l4s_mark, l.aqm_classic_mark],
+        ),
+        (
+            "latlab_emu_dualpi2_dropped_frames_total",
+            "Frames DualPI2's AQM dropped, by queue.",
+            |l| [l.aqm_l4s_drop, l.aqm_classic_drop],
+        ),
+    ];
+    const QUEUES: [&str; 2] = ["l4s", "classic"];
+    for (name, help, count) in counts {
+        head(out, name, "counter", help);
+        for (dir, d) in dirs {
+            for (queue, n) in QUEUES.into_iter().zip(count(&d.report.link)) {
+                let _ = writeln!(
+                    out,
+                    "{name}{{direction=\"{}\",queue=\"{queue}\"}} {n}",
+                    dir.name()
+                );
+            }
+        }
+    }
+    let name = "latlab_emu_dualpi2_sojourn_seconds";
+    head(
+        out,
+        name,
+        "histogram",
+        "Time every frame DualPI2 sent spent in its queue, by queue.",
+    );
+    let empty = latlab_link::DualSojourn::default();
+    for (dir, d) in dirs {
+        let dual = d.report.dual_sojourn.as_ref().unwrap_or(&empty);
+        for (queue, h) in QUEUES.into_iter().zip([&dual.l4s, &dual.classic]) {
+            let labels = format!("direction=\"{}\",queue=\"{queue}\"", dir.name());
+            histogram(out, name, &labels, h, &SOJOURN_BUCKETS);
         }
     }
 }
@@ -368,8 +422,8 @@ fn head(out: &mut String, name: &str, kind: &str, help: &str) {
 }
 
 /// The buckets (cumulative, upper bounds `buckets` in seconds), sum and count of one
-/// direction's histogram of ns.
-fn histogram(out: &mut String, name: &str, direction: &str, h: &LatencyHistogram, buckets: &[f64]) {
+/// histogram of ns, its series labelled with `labels` (`direction="a_to_b"`).
+fn histogram(out: &mut String, name: &str, labels: &str, h: &LatencyHistogram, buckets: &[f64]) {
     let recorded: Vec<(u64, u64)> = h
         .as_hdr()
         .iter_recorded()
@@ -382,23 +436,17 @@ fn histogram(out: &mut String, name: &str, direction: &str, h: &LatencyHistogram
             .filter(|&&(v, _)| v <= le_ns)
             .map(|&(_, n)| n)
             .sum();
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{direction=\"{direction}\",le=\"{le}\"}} {count}"
-        );
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {count}");
     }
     let total = h.len();
-    let _ = writeln!(
-        out,
-        "{name}_bucket{{direction=\"{direction}\",le=\"+Inf\"}} {total}"
-    );
+    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {total}");
     let sum = if total == 0 {
         0.0
     } else {
         h.mean() * total as f64 / 1e9
     };
-    let _ = writeln!(out, "{name}_sum{{direction=\"{direction}\"}} {sum}");
-    let _ = writeln!(out, "{name}_count{{direction=\"{direction}\"}} {total}");
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
+    let _ = writeln!(out, "{name}_count{{{labels}}} {total}");
 }
 
 #[cfg(test)]

@@ -12,8 +12,9 @@ mod events;
 mod json;
 pub use events::{event_changes_json, events_json, EmuEventChangeJson, EmuEventJson};
 pub use json::{
-    EmuByteDropsJson, EmuBytesJson, EmuChangeJson, EmuCpuJson, EmuDirectionJson, EmuDropsJson,
-    EmuFlowJson, EmuJson, EmuSleepsJson, UnfinishedJson, WireFramesJson,
+    DualQueueJson, DualQueuesJson, EmuByteDropsJson, EmuBytesJson, EmuChangeJson, EmuCpuJson,
+    EmuDirectionJson, EmuDropsJson, EmuFlowJson, EmuJson, EmuSleepsJson, UnfinishedJson,
+    WireFramesJson,
 };
 
 /// A few lines for the terminal.
@@ -53,6 +54,24 @@ pub fn summary_text(report: &EmulatorReport) -> String {
         if let Some(sojourn) = &d.sojourn {
             out.push_str(&aqm_line(l, sojourn));
         }
+        if let Some(dual) = &d.dual_sojourn {
+            let queues = [
+                ("L4S", l.aqm_l4s_mark, l.aqm_l4s_drop, &dual.l4s),
+                (
+                    "classic",
+                    l.aqm_classic_mark,
+                    l.aqm_classic_drop,
+                    &dual.classic,
+                ),
+            ];
+            for (queue, marked, dropped, h) in queues {
+                out.push_str(&format!(
+                    "  dualpi2 {queue} queue: sent {}, marked {marked}, dropped {dropped}; {}\n",
+                    h.len(),
+                    sojourn_text(h)
+                ));
+            }
+        }
         for f in &d.flows {
             out.push_str(&flow_line(f));
         }
@@ -66,6 +85,17 @@ pub fn summary_text(report: &EmulatorReport) -> String {
 /// A queue discipline's line under its direction's: `  aqm: dropped 12, overflow 0, marked
 /// 3 (ECN); sojourn p50 2.1 ms, p99 6.0 ms, max 9.8 ms`.
 fn aqm_line(l: &latlab_link::LinkCounters, sojourn: &latlab_stats::LatencyHistogram) -> String {
+    format!(
+        "  aqm: dropped {}, overflow {}, marked {} (ECN); {}\n",
+        l.aqm_drop,
+        l.aqm_overflow,
+        l.aqm_mark,
+        sojourn_text(sojourn),
+    )
+}
+
+/// `sojourn p50 2.1 ms, p99 6.0 ms, max 9.8 ms` (`-` for a percentile too few frames bound).
+fn sojourn_text(sojourn: &latlab_stats::LatencyHistogram) -> String {
     let s = Summary::from_histogram(sojourn);
     let at = |p: &str| {
         s.percentile(p)
@@ -73,13 +103,10 @@ fn aqm_line(l: &latlab_link::LinkCounters, sojourn: &latlab_stats::LatencyHistog
             .map_or("-".to_string(), |v| format_us(v as f64))
     };
     format!(
-        "  aqm: dropped {}, overflow {}, marked {} (ECN); sojourn p50 {}, p99 {}, max {}\n",
-        l.aqm_drop,
-        l.aqm_overflow,
-        l.aqm_mark,
+        "sojourn p50 {}, p99 {}, max {}",
         at("p50"),
         at("p99"),
-        format_us(s.max_ns as f64),
+        format_us(s.max_ns as f64)
     )
 }
 
@@ -163,6 +190,7 @@ mod tests {
             wire: Default::default(),
             release_error: LatencyHistogram::new(),
             sojourn: None,
+            dual_sojourn: None,
             released_early: 0,
             bytes: ByteCounters::default(),
             events: Vec::new(),
@@ -189,6 +217,31 @@ mod tests {
             cpu: CpuUse::default(),
             host_stalls: latlab_stats::stalls::Stalls::new(Default::default()),
         }
+    }
+
+    #[test]
+    fn dualpi2_has_a_line_per_queue_only_with_it() {
+        let mut report = report(false);
+        assert!(!summary_text(&report).contains("dualpi2"));
+        let mut dual = latlab_link::DualSojourn::default();
+        dual.l4s.record(400_000);
+        for ns in [10_000_000, 20_000_000] {
+            dual.classic.record(ns);
+        }
+        let link = &mut report.a_to_b.link;
+        (link.aqm_l4s_mark, link.aqm_classic_drop) = (3, 4);
+        report.a_to_b.dual_sojourn = Some(dual);
+        let text = summary_text(&report);
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains("dualpi2")).collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0].starts_with("  dualpi2 L4S queue: sent 1, marked 3, dropped 0; sojourn p50 "),
+            "{text}"
+        );
+        assert!(
+            lines[1].starts_with("  dualpi2 classic queue: sent 2, marked 0, dropped 4; sojourn "),
+            "{text}"
+        );
     }
 
     #[test]

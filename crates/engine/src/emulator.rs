@@ -148,6 +148,10 @@ pub struct DirectionReport {
     /// with their times on the engine's clock (the default pipe's; an event begun while running
     /// applies to every pipe of the direction).
     pub events: Vec<latlab_link::EventRecord>,
+    /// With DualPI2 (`aqm=dualpi2`), the sojourn times of each of its queues, L4S and
+    /// classic, over the direction's pipes (their marks and drops are in `link`); `None`
+    /// without it.
+    pub dual_sojourn: Option<latlab_link::DualSojourn>,
     /// Per flow, with per-flow rules: each rule's frames in the order of the rules, then the
     /// default pipe's; they add up to the counters above. Empty without rules.
     pub flows: Vec<FlowReport>,
@@ -280,6 +284,7 @@ impl DirectionReport {
             bytes: ByteCounters::default(),
             sojourn: None,
             events: Vec::new(),
+            dual_sojourn: None,
             flows: flows::flow_reports(pipes),
         }
     }

@@ -377,6 +377,14 @@ pub fn wait_any_readable(
         .position(|r| *r != 0))
 }
 
+impl UdpSocket {
+    /// Sets the IPv4 TOS byte its datagrams carry (`IP_TOS`): DSCP and the ECN field, as
+    /// `0x01` for ECT(1), the L4S identifier (RFC 9331).
+    pub fn set_tos_v4(&self, tos: u32) -> io::Result<()> {
+        self.socket.set_tos_v4(tos)
+    }
+}
+
 impl AsRawFd for UdpSocket {
     fn as_raw_fd(&self) -> RawFd {
         self.socket.as_raw_fd()

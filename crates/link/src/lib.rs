@@ -15,7 +15,7 @@
 //! overhead, and a queue limit, plus a [`Schedule`] that changes delay, loss and rate over time
 //! and places [`Event`]s (a lag spike, an outage, a flapping link) on top of them.
 //! The queue the rate builds is served by a discipline ([`aqm`]): tail drop at the limits by
-//! default, or CoDel, FQ-CoDel or PIE, with ECN marking.
+//! default, or CoDel, FQ-CoDel, PIE or DualPI2 (L4S's two queues), with ECN marking.
 //!
 //! What it guarantees:
 //!
@@ -28,7 +28,8 @@
 //!   (`departure = max(arrival + delay + jitter, previous departure) + transmission time`).
 //!   With a queue discipline ([`LinkConfig::aqm`]) the same holds after the bottleneck
 //!   (`departure = max(end of transmission + delay + jitter, previous departure)`); FQ-CoDel
-//!   serves its flows in turn, so frames keep their order within a flow, not across flows.
+//!   serves its flows in turn, so frames keep their order within a flow, not across flows,
+//!   and DualPI2 within each of its queues (an L4S frame may pass a classic one).
 //! - **Memory is bounded by the limits.** A frame counts against [`LinkConfig::limit_frames`]
 //!   and [`LinkConfig::limit_bytes`] from its arrival until the engine calls
 //!   [`Link::handle_departure`] for it (a pipe does so when the frame leaves it); a frame that
@@ -80,7 +81,7 @@ pub mod sim;
 pub mod slot;
 pub mod trace;
 
-pub use aqm::{Aqm, Discipline};
+pub use aqm::{Aqm, Discipline, DualSojourn};
 pub use config::{JitterDist, LinkConfig, LossModel, Reorder};
 pub use event::{Event, EventEffect, EventRecord, Events};
 pub use flow::{FlowMatch, FlowRule, Flows};

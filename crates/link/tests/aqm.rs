@@ -4,6 +4,9 @@
 //! queue (RFC 8290), PIE's probability under a steady overload (RFC 8033), and the changes of
 //! discipline of a running pipe.
 
+mod common;
+
+use common::{frame, number_of as arrival_of, sport_of};
 use latlab_link::{Aqm, Discipline, LinkConfig, Pipe};
 use latlab_wire::{checksum, ecn};
 
@@ -13,34 +16,6 @@ const MS: u64 = 1_000_000;
 /// 10 Mbit/s, 24 bytes of overhead: a 1000-byte frame takes (1000 + 24)·8 / 10⁷ s = 819.2 µs.
 const RATE: u64 = 10_000_000;
 const TX_1000: u64 = 819_200;
-
-/// An Ethernet + IPv4 + UDP frame of `len` bytes from port `sport`, with TOS `tos` (its low
-/// bits the ECN field) and its arrival time in the payload (bytes 42..50).
-fn frame(len: usize, sport: u16, tos: u8, arrival: u64) -> Vec<u8> {
-    let mut f = vec![0u8; 12];
-    f.extend([0x08, 0x00]);
-    let ip_len = (len - 14) as u16;
-    f.extend([0x45, tos]);
-    f.extend(ip_len.to_be_bytes());
-    f.extend([0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
-    f.extend(sport.to_be_bytes());
-    f.extend([0x69, 0x87]);
-    f.extend((ip_len - 20).to_be_bytes());
-    f.extend([0, 0]);
-    f.extend(arrival.to_be_bytes());
-    f.resize(len, 0);
-    let sum = checksum::internet(&f[14..34]);
-    f[24..26].copy_from_slice(&sum.to_be_bytes());
-    f
-}
-
-fn arrival_of(frame: &[u8]) -> u64 {
-    u64::from_be_bytes(frame[42..50].try_into().unwrap())
-}
-
-fn sport_of(frame: &[u8]) -> u16 {
-    u16::from_be_bytes([frame[34], frame[35]])
-}
 
 fn link(aqm: Aqm) -> LinkConfig {
     LinkConfig {
@@ -420,21 +395,21 @@ fn a_discipline_without_a_rate_and_parameters_out_of_range_are_refused_by_field(
     );
     assert_eq!(
         bad(Aqm {
-            tupdate_ns: 10,
+            tupdate_ns: Some(10),
             ..codel()
         }),
         Some("aqm_tupdate")
     );
     assert_eq!(
         bad(Aqm {
-            alpha: -1.0,
+            alpha: Some(-1.0),
             ..codel()
         }),
         Some("aqm_alpha")
     );
     assert_eq!(
         bad(Aqm {
-            beta: f64::NAN,
+            beta: Some(f64::NAN),
             ..codel()
         }),
         Some("aqm_beta")
@@ -470,6 +445,38 @@ fn a_discipline_without_a_rate_and_parameters_out_of_range_are_refused_by_field(
         15 * MS
     );
     assert_eq!(codel().target(), 5 * MS);
+    // DualPI2's own knobs, and the defaults it shares with PIE set for each.
+    let dual = || Aqm {
+        discipline: Discipline::DualPi2,
+        ..Aqm::default()
+    };
+    assert_eq!(link(dual()).validate(), Ok(()));
+    for coupling in [0.1, 17.0, f64::NAN] {
+        assert_eq!(bad(Aqm { coupling, ..dual() }), Some("aqm_coupling"));
+    }
+    for step_ns in [0, 2_000 * MS] {
+        assert_eq!(bad(Aqm { step_ns, ..dual() }), Some("aqm_step"));
+    }
+    let (d, p) = (
+        dual(),
+        Aqm {
+            discipline: Discipline::Pie,
+            ..Aqm::default()
+        },
+    );
+    assert_eq!(
+        (d.target(), d.tupdate(), d.alpha(), d.beta()),
+        (15 * MS, 16 * MS, 0.16, 3.2)
+    );
+    assert_eq!((p.tupdate(), p.alpha(), p.beta()), (15 * MS, 0.125, 1.25));
+    let message = link(Aqm {
+        coupling: 20.0,
+        ..dual()
+    })
+    .validate()
+    .unwrap_err()
+    .to_string();
+    assert_eq!(message, "aqm_coupling: 20 is outside 0.5..=16");
     let message = link(Aqm {
         flows: 0,
         ..codel()
@@ -479,7 +486,7 @@ fn a_discipline_without_a_rate_and_parameters_out_of_range_are_refused_by_field(
     .to_string();
     assert_eq!(message, "aqm_flows: 0 is outside 1..=65536");
     let message = link(Aqm {
-        tupdate_ns: 10,
+        tupdate_ns: Some(10),
         ..codel()
     })
     .validate()

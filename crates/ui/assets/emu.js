@@ -83,7 +83,7 @@
       const rateUnit = select([["kbit", "kbit/s"], ["mbit", "Mbit/s"], ["gbit", "Gbit/s"]]); rateUnit.id = `${dir}-rate-unit`;
       fieldRow(grid, dir, "rate", "rate", [input({ type: "number", min: 0, step: "any", id: `${dir}-rate`, placeholder: "unlimited" }), rateUnit]);
       fieldRow(grid, dir, "limit", "queue limit", [input({ type: "number", min: 0, step: 1, id: `${dir}-limit`, placeholder: "none" }), unit("frames")]);
-      const aqm = select([["tail", "tail drop"], ["codel", "CoDel"], ["fq_codel", "FQ-CoDel"], ["pie", "PIE"]]); aqm.id = `${dir}-aqm`;
+      const aqm = select([["tail", "tail drop"], ["codel", "CoDel"], ["fq_codel", "FQ-CoDel"], ["pie", "PIE"], ["dualpi2", "DualPI2"]]); aqm.id = `${dir}-aqm`;
       const ecnBox = input({ type: "checkbox", id: `${dir}-ecn` });
       fieldRow(grid, dir, "aqm", "AQM", [aqm, ecnBox, unit("ECN")]);
       fieldRow(grid, dir, "extra", "other keys", [input({ type: "text", id: `${dir}-extra`, placeholder: "overhead=24 target=5ms" })]);

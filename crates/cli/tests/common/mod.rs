@@ -57,6 +57,18 @@ pub(crate) fn succeeds(cmd: &mut Command) -> std::process::Output {
     out
 }
 
+/// Writes `value` to the kernel setting at `path` (`/proc/sys/...`) as namespace `ns` has it.
+pub(crate) fn set_in(ns: &str, path: &str, value: &str) {
+    succeeds(Command::new("ip").args([
+        "netns",
+        "exec",
+        ns,
+        "sh",
+        "-c",
+        &format!("echo {value} > {path}"),
+    ]));
+}
+
 /// The JSON document in the file at `path`.
 pub(crate) fn read_json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()

@@ -41,6 +41,7 @@ fn direction() -> DirectionSnapshot {
             socket: Default::default(),
             release_error,
             sojourn: None,
+            dual_sojourn: None,
             released_early: 0,
             bytes,
             wire: Default::default(),
@@ -54,7 +55,7 @@ fn direction() -> DirectionSnapshot {
 
 /// A parsed exposition: samples by name and labels, after checking every line's syntax and
 /// that each family's `# TYPE` comes before its samples.
-fn parse(text: &str) -> BTreeMap<(String, BTreeMap<String, String>), f64> {
+fn parse(text: &str) -> Samples {
     let mut types: BTreeMap<String, String> = BTreeMap::new();
     let mut samples = BTreeMap::new();
     for line in text.lines() {
@@ -110,6 +111,30 @@ fn parse(text: &str) -> BTreeMap<(String, BTreeMap<String, String>), f64> {
     samples
 }
 
+/// The exposition of a snapshot with `a_to_b` and the plain [`direction`] from B to A.
+fn exposed(a_to_b: DirectionSnapshot) -> String {
+    let snapshot = Snapshot {
+        at_ns: 1,
+        start_ns: 0,
+        a_to_b,
+        b_to_a: direction(),
+    };
+    exposition(&snapshot, &[])
+}
+
+/// What [`parse`] reads: samples by name and labels.
+type Samples = BTreeMap<(String, BTreeMap<String, String>), f64>;
+
+/// A reader of `samples` by name and labels, which shows the whole exposition `text` when a
+/// sample is missing.
+fn getter<'a>(samples: &'a Samples, text: &'a str) -> impl Fn(&str, &[(&str, &str)]) -> f64 + 'a {
+    move |name, l| {
+        *samples
+            .get(&(name.to_string(), labels(l)))
+            .unwrap_or_else(|| panic!("{name} {l:?} missing:\n{text}"))
+    }
+}
+
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
@@ -127,11 +152,7 @@ fn the_exposition_parses_and_its_counters_add_up() {
     };
     let text = exposition(&snapshot, &[]);
     let samples = parse(&text);
-    let get = |name: &str, l: &[(&str, &str)]| {
-        *samples
-            .get(&(name.to_string(), labels(l)))
-            .unwrap_or_else(|| panic!("{name} {l:?} missing:\n{text}"))
-    };
+    let get = getter(&samples, &text);
     for dir in ["a_to_b", "b_to_a"] {
         let d = [("direction", dir)];
         let dropped: f64 = CAUSES
@@ -208,19 +229,9 @@ fn a_queue_disciplines_drops_marks_and_sojourn_times_are_exposed_and_add_up() {
         sojourn.record(ns);
     }
     d.report.sojourn = Some(sojourn);
-    let snapshot = Snapshot {
-        at_ns: 1,
-        start_ns: 0,
-        a_to_b: d,
-        b_to_a: direction(),
-    };
-    let text = exposition(&snapshot, &[]);
+    let text = exposed(d);
     let samples = parse(&text);
-    let get = |name: &str, l: &[(&str, &str)]| {
-        *samples
-            .get(&(name.to_string(), labels(l)))
-            .unwrap_or_else(|| panic!("{name} {l:?} missing:\n{text}"))
-    };
+    let get = getter(&samples, &text);
     let a = [("direction", "a_to_b")];
     let dropped: f64 = CAUSES
         .iter()
@@ -245,14 +256,68 @@ fn a_queue_disciplines_drops_marks_and_sojourn_times_are_exposed_and_add_up() {
 }
 
 #[test]
+fn dualpi2s_queues_are_exposed_each_on_its_own_and_add_up_to_the_discipline() {
+    assert!(
+        !exposed(direction()).contains("dualpi2"),
+        "no dualpi2, no queues"
+    );
+    // Of the discipline's 4 drops 1 was L4S's (overload), 3 classic; its 6 marks 5 L4S's.
+    let mut d = direction();
+    let l = &mut d.report.link;
+    (l.aqm_drop, l.aqm_l4s_drop, l.aqm_classic_drop) = (4, 1, 3);
+    (l.aqm_mark, l.aqm_l4s_mark, l.aqm_classic_mark) = (6, 5, 1);
+    d.report.sent -= 4;
+    let mut dual = latlab_link::DualSojourn::default();
+    let mut all = LatencyHistogram::new();
+    for (ns, l4s) in [(80_000, true), (700_000, true), (14_000_000, false)] {
+        let queue = if l4s {
+            &mut dual.l4s
+        } else {
+            &mut dual.classic
+        };
+        queue.record(ns);
+        all.record(ns);
+    }
+    (d.report.sojourn, d.report.dual_sojourn) = (Some(all), Some(dual));
+    let text = exposed(d);
+    let samples = parse(&text);
+    let get = getter(&samples, &text);
+    let a = ("direction", "a_to_b");
+    let per_queue = |name: &str| ["l4s", "classic"].map(|q| get(name, &[a, ("queue", q)]));
+    let dropped = per_queue("latlab_emu_dualpi2_dropped_frames_total");
+    let marked = per_queue("latlab_emu_dualpi2_marked_frames_total");
+    assert_eq!((dropped, marked), ([1.0, 3.0], [5.0, 1.0]));
+    let aqm = get("latlab_emu_dropped_frames_total", &[a, ("cause", "aqm")]);
+    assert_eq!(dropped.iter().sum::<f64>(), aqm);
+    assert_eq!(
+        marked.iter().sum::<f64>(),
+        get("latlab_emu_aqm_marked_frames_total", &[a])
+    );
+    let h = "latlab_emu_dualpi2_sojourn_seconds";
+    let count = per_queue(&format!("{h}_count"));
+    assert_eq!(count, [2.0, 1.0]);
+    assert_eq!(
+        count.iter().sum::<f64>(),
+        get("latlab_emu_sojourn_seconds_count", &[a])
+    );
+    let l4s = [a, ("queue", "l4s")];
+    assert_eq!(
+        get(&format!("{h}_bucket"), &[l4s[0], l4s[1], ("le", "0.0001")]),
+        1.0
+    );
+    assert_eq!(
+        get(&format!("{h}_bucket"), &[l4s[0], l4s[1], ("le", "0.001")]),
+        2.0
+    );
+    // The other direction runs no dualpi2: zeros and empty histograms.
+    let b = [("direction", "b_to_a"), ("queue", "classic")];
+    assert_eq!(get(&format!("{h}_count"), &b), 0.0);
+    assert_eq!(get("latlab_emu_dualpi2_dropped_frames_total", &b), 0.0);
+}
+
+#[test]
 fn per_flow_families_come_with_rules_only_and_add_up_per_flow() {
-    let plain = Snapshot {
-        at_ns: 1,
-        start_ns: 0,
-        a_to_b: direction(),
-        b_to_a: direction(),
-    };
-    assert!(!exposition(&plain, &[]).contains("latlab_emu_flow_"));
+    assert!(!exposed(direction()).contains("latlab_emu_flow_"));
 
     // The direction's 100 frames: 30 to the game port, all lost or sent; 70 others.
     let flow = |matcher: Option<&str>, link: LinkCounters, sent, dropped, queued| FlowReport {
@@ -281,13 +346,7 @@ fn per_flow_families_come_with_rules_only_and_add_up_per_flow() {
         flow(Some("proto=udp dport=27015"), game, 25, 0, 0),
         flow(None, rest, 65, 1, 5),
     ];
-    let snapshot = Snapshot {
-        at_ns: 1,
-        start_ns: 0,
-        a_to_b,
-        b_to_a: direction(),
-    };
-    let text = exposition(&snapshot, &[]);
+    let text = exposed(a_to_b);
     let samples = parse(&text);
     let get = |name: &str, flow: &str| {
         let l = labels(&[("direction", "a_to_b"), ("flow", flow)]);

@@ -102,6 +102,9 @@ pub struct EmuDirectionJson {
     /// ns (its drops and marks are `link.aqm_drop`, `link.aqm_overflow`, `link.aqm_mark`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sojourn_ns: Option<Summary>,
+    /// With DualPI2 (`aqm=dualpi2`) only: what each of its two queues did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dualpi2: Option<DualQueuesJson>,
     /// The same fates in bytes (a queue discipline's drops are counted in frames only).
     #[serde(default)]
     pub bytes: EmuBytesJson,
@@ -121,6 +124,49 @@ pub struct EmuDirectionJson {
     /// refusals), set with `lost_by_cause`; `None` in a file older than the count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<SocketJson>,
+}
+
+/// DualPI2's two queues, each on its own (their sums are in `link` and `sojourn_ns`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DualQueuesJson {
+    /// The L4S queue: ECT(1) and CE frames.
+    pub l4s: DualQueueJson,
+    /// The classic queue: not-ECT and ECT(0) frames, and what is not IP.
+    pub classic: DualQueueJson,
+}
+
+/// One of DualPI2's queues.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DualQueueJson {
+    /// Frames it put on the wire.
+    pub sent: u64,
+    /// Frames it marked CE (`link.aqm_l4s_mark`, `link.aqm_classic_mark`).
+    pub marked: u64,
+    /// Frames its AQM dropped (`link.aqm_l4s_drop`, `link.aqm_classic_drop`); arrivals over
+    /// the limits the two queues share are `link.dropped_queue_*`.
+    pub dropped: u64,
+    /// The time each frame it sent waited in it, ns.
+    pub sojourn_ns: Summary,
+}
+
+impl DualQueuesJson {
+    /// The queues of a direction with `link`'s counters and `sojourn`'s times.
+    fn new(link: &LinkCounters, sojourn: &latlab_link::DualSojourn) -> DualQueuesJson {
+        let queue = |marked, dropped, h: &latlab_stats::LatencyHistogram| DualQueueJson {
+            sent: h.len(),
+            marked,
+            dropped,
+            sojourn_ns: Summary::from_histogram(h),
+        };
+        DualQueuesJson {
+            l4s: queue(link.aqm_l4s_mark, link.aqm_l4s_drop, &sojourn.l4s),
+            classic: queue(
+                link.aqm_classic_mark,
+                link.aqm_classic_drop,
+                &sojourn.classic,
+            ),
+        }
+    }
 }
 
 /// The frames of one direction the emulator dropped, by cause.
@@ -416,6 +462,10 @@ impl EmuDirectionJson {
             released_early: d.released_early,
             release_error_ns: Summary::from_histogram(&d.release_error),
             sojourn_ns: d.sojourn.as_ref().map(Summary::from_histogram),
+            dualpi2: d
+                .dual_sojourn
+                .as_ref()
+                .map(|dual| DualQueuesJson::new(&d.link, dual)),
             bytes: EmuBytesJson::new(&d.bytes),
             flows: d.flows.iter().map(EmuFlowJson::new).collect(),
             events: Vec::new(),
@@ -655,6 +705,10 @@ mod tests {
             aqm_drop: n(41),
             aqm_mark: n(42),
             aqm_overflow: n(43),
+            aqm_l4s_mark: n(44),
+            aqm_l4s_drop: n(45),
+            aqm_classic_mark: n(46),
+            aqm_classic_drop: n(47),
         };
         let mut wire = latlab_io::port::WireFrameStats {
             tags_restored: n(11),
@@ -707,6 +761,7 @@ mod tests {
             wire,
             release_error,
             sojourn: None,
+            dual_sojourn: None,
             released_early: n(37),
             bytes: ByteCounters {
                 arrived: n(64_000),
@@ -830,6 +885,33 @@ mod tests {
             summary.max_ns
         );
         assert!(again.b_to_a.sojourn_ns.is_none());
+    }
+
+    #[test]
+    fn dualpi2s_queues_are_written_each_on_its_own_only_with_it() {
+        let mut report = report(false);
+        assert!(!EmuJson::new(&report).text().contains("dualpi2"));
+        let mut dual = latlab_link::DualSojourn::default();
+        for ns in [100_000, 300_000] {
+            dual.l4s.record(ns);
+        }
+        for ns in [12_000_000, 15_000_000, 30_000_000] {
+            dual.classic.record(ns);
+        }
+        let link = &mut report.a_to_b.link;
+        (link.aqm_l4s_mark, link.aqm_l4s_drop) = (7, 1);
+        (link.aqm_classic_mark, link.aqm_classic_drop) = (2, 5);
+        report.a_to_b.dual_sojourn = Some(dual);
+        let json = EmuJson::new(&report);
+        let again: EmuJson = serde_json::from_str(&json.text()).unwrap();
+        assert_eq!(again, json);
+        let queues = again.a_to_b.dualpi2.expect("a_to_b runs dualpi2");
+        let counts = |q: &DualQueueJson| (q.sent, q.marked, q.dropped, q.sojourn_ns.count);
+        assert_eq!(counts(&queues.l4s), (2, 7, 1, 2));
+        assert_eq!(counts(&queues.classic), (3, 2, 5, 3));
+        assert!(queues.classic.sojourn_ns.max_ns.abs_diff(30_000_000) < 30_000);
+        assert!(again.b_to_a.dualpi2.is_none());
+        assert_eq!(json.to_value()["a_to_b"]["link"]["aqm_l4s_mark"], 7);
     }
 
     #[test]

@@ -78,6 +78,7 @@ pub(super) fn counted(mut report: DirectionReport, pipes: &FlowPipes) -> Directi
     report.link = pipes.counters();
     report.sojourn = pipes.sojourn();
     report.events = pipes.events().to_vec();
+    report.dual_sojourn = pipes.dual_sojourn();
     report.queue_slots_full += pipes.dropped_no_buffer();
     for (flow, (_, pipe)) in report.flows.iter_mut().zip(pipes.flows()) {
         flow.config = pipe.config().clone();

@@ -54,7 +54,7 @@ impl Pie {
             qdelay_old_s: 0.0,
             burst_allowance_ns: aqm.max_burst_ns,
             accu_prob: 0.0,
-            next_update_ns: aqm.tupdate_ns,
+            next_update_ns: aqm.tupdate(),
         };
         pie.set_params(aqm);
         pie
@@ -62,9 +62,9 @@ impl Pie {
 
     pub(crate) fn set_params(&mut self, aqm: &Aqm) {
         self.target_s = aqm.target() as f64 / 1e9;
-        self.tupdate_ns = aqm.tupdate_ns;
-        self.alpha = aqm.alpha;
-        self.beta = aqm.beta;
+        self.tupdate_ns = aqm.tupdate();
+        self.alpha = aqm.alpha();
+        self.beta = aqm.beta();
         self.max_burst_ns = aqm.max_burst_ns;
     }
 

@@ -92,6 +92,14 @@ pub struct LinkCounters {
     /// arrival when the limits were reached (an overflow of the bottleneck queue, besides
     /// the arrivals the limits drop, `dropped_queue_*`). Counted in `delivered` too.
     pub aqm_overflow: u64,
+    /// DualPI2's L4S queue: the frames it marked CE (counted in `aqm_mark` too).
+    pub aqm_l4s_mark: u64,
+    /// DualPI2's L4S queue: the frames it dropped, in overload only (in `aqm_drop` too).
+    pub aqm_l4s_drop: u64,
+    /// DualPI2's classic queue: the frames it marked CE, with ECN (in `aqm_mark` too).
+    pub aqm_classic_mark: u64,
+    /// DualPI2's classic queue: the frames it dropped (in `aqm_drop` too).
+    pub aqm_classic_drop: u64,
 }
 
 impl std::ops::AddAssign for LinkCounters {
@@ -113,6 +121,10 @@ impl std::ops::AddAssign for LinkCounters {
             aqm_drop,
             aqm_mark,
             aqm_overflow,
+            aqm_l4s_mark,
+            aqm_l4s_drop,
+            aqm_classic_mark,
+            aqm_classic_drop,
         } = other;
         self.arrived += arrived;
         self.delivered += delivered;
@@ -128,6 +140,10 @@ impl std::ops::AddAssign for LinkCounters {
         self.aqm_drop += aqm_drop;
         self.aqm_mark += aqm_mark;
         self.aqm_overflow += aqm_overflow;
+        self.aqm_l4s_mark += aqm_l4s_mark;
+        self.aqm_l4s_drop += aqm_l4s_drop;
+        self.aqm_classic_mark += aqm_classic_mark;
+        self.aqm_classic_drop += aqm_classic_drop;
     }
 }
 

@@ -5,7 +5,7 @@
 //! serves what the wire took by its `now`.
 
 use super::{Pipe, MAX_HELD_WITHOUT_LIMIT};
-use crate::aqm::{Discard, Held, Queue};
+use crate::aqm::{dualpi2, Discard, DualSojourn, Held, Queue};
 use crate::trace::{Opportunities, OPPORTUNITY_BYTES};
 use crate::Fate;
 
@@ -27,6 +27,8 @@ pub(super) struct Bottleneck {
     left_bytes: u64,
     /// The instant of the last opportunity used.
     left_at_ns: u64,
+    /// DualPI2's sojourn times per queue, once it has been in force.
+    dual_sojourn: Option<Box<DualSojourn>>,
 }
 
 impl Bottleneck {
@@ -117,8 +119,12 @@ impl Pipe {
                 trace: None,
                 left_bytes: 0,
                 left_at_ns: 0,
+                dual_sojourn: None,
             })
         });
+        if active && aqm.discipline == crate::Discipline::DualPi2 {
+            bottleneck.dual_sojourn.get_or_insert_with(Box::default);
+        }
         // A new trace starts its millisecond 0 now; the same one goes on where it is.
         if bottleneck.trace.as_ref().map(Opportunities::trace) != trace.as_ref() {
             bottleneck.trace = trace.map(|t| Opportunities::new(t, now));
@@ -260,8 +266,24 @@ impl Pipe {
     /// Puts `held` on the wire at `start`: marks it if the discipline said so, records its
     /// sojourn, and gives it its departure after the transmission and the delay.
     fn send(&mut self, start: u64, held: Held) {
+        let dual = self.is_dual();
         if held.mark && latlab_wire::ecn::mark_ce(&mut self.pool.buffers[held.buffer]) {
-            self.link.counters_mut().aqm_mark += 1;
+            let counters = self.link.counters_mut();
+            counters.aqm_mark += 1;
+            match (dual, held.queue) {
+                (false, _) => {}
+                (true, dualpi2::L4S) => counters.aqm_l4s_mark += 1,
+                (true, _) => counters.aqm_classic_mark += 1,
+            }
+        }
+        if dual {
+            let sojourn = start.saturating_sub(held.enqueue_ns);
+            if let Some(d) = self.bottleneck_mut().dual_sojourn.as_mut() {
+                match held.queue {
+                    dualpi2::L4S => d.l4s.record(sojourn),
+                    _ => d.classic.record(sojourn),
+                }
+            }
         }
         let done = if self.bottleneck_mut().trace.is_some() {
             self.bottleneck_mut().spend_opportunities(start, held.len)
@@ -277,6 +299,7 @@ impl Pipe {
 
     /// Takes `held` out unsent: its buffer back to the pool, its room freed, its cause counted.
     fn discard(&mut self, now: u64, held: Held, cause: Discard) {
+        let dual = self.is_dual();
         let capacity = self.pool.buffers[held.buffer].capacity();
         self.pool.idle.give_back(held.buffer, capacity);
         self.link.handle_departure(now, held.len as usize);
@@ -285,6 +308,24 @@ impl Pipe {
             Discard::Aqm => counters.aqm_drop += 1,
             Discard::Overflow => counters.aqm_overflow += 1,
         }
+        match (dual, held.queue) {
+            (false, _) => {}
+            (true, dualpi2::L4S) => counters.aqm_l4s_drop += 1,
+            (true, _) => counters.aqm_classic_drop += 1,
+        }
+    }
+
+    /// Whether DualPI2 serves the bottleneck now ([`Held::queue`] then names its queue).
+    fn is_dual(&self) -> bool {
+        self.bottleneck
+            .as_ref()
+            .and_then(|b| b.queue.as_ref())
+            .is_some_and(Queue::is_dual)
+    }
+
+    /// DualPI2's sojourn times per queue, once it has been in force; `None` otherwise.
+    pub fn dual_sojourn(&self) -> Option<&DualSojourn> {
+        self.bottleneck.as_ref()?.dual_sojourn.as_deref()
     }
 
     /// The sojourn times at the queue of the frames sent (ns), from joining it to leaving it
@@ -302,7 +343,8 @@ impl Pipe {
         counters.aqm_drop + counters.aqm_overflow
     }
 
-    /// PIE's drop probability now, with PIE in force.
+    /// PIE's drop probability now, with PIE in force; DualPI2's base probability `p'` (its
+    /// classic queue's is `p'²`), with DualPI2.
     pub fn pie_drop_probability(&self) -> Option<f64> {
         self.bottleneck.as_ref()?.queue.as_ref()?.drop_probability()
     }

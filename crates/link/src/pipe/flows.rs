@@ -186,6 +186,19 @@ impl FlowPipes {
         all
     }
 
+    /// DualPI2's sojourn times per queue of every pipe that has had it, together (see
+    /// [`Pipe::dual_sojourn`]); `None` if none has.
+    pub fn dual_sojourn(&self) -> Option<crate::DualSojourn> {
+        let mut all: Option<crate::DualSojourn> = None;
+        for dual in self.pipes.iter().filter_map(Pipe::dual_sojourn) {
+            match &mut all {
+                Some(sum) => sum.merge(dual),
+                None => all = Some(dual.clone()),
+            }
+        }
+        all
+    }
+
     /// Changes the default pipe's conditions at `now` (see [`Pipe::handle_config`]); the rules
     /// keep theirs. On error nothing changes.
     pub fn handle_config(&mut self, now: u64, config: LinkConfig) -> Result<(), ConfigError> {

@@ -124,15 +124,16 @@ pub(super) fn key_of<'a>(queue: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
 }
 
-/// Tail drop first (by frame limit, shallow first), then CoDel, FQ-CoDel, PIE, then any other
-/// discipline by name.
+/// Tail drop first (by frame limit, shallow first), then CoDel, FQ-CoDel, PIE, DualPI2, then
+/// any other discipline by name.
 fn queue_order(a: &str, b: &str) -> Ordering {
     let rank = |q: &str| match discipline_of(q) {
         "tail" => 0,
         "codel" => 1,
         "fq_codel" => 2,
         "pie" => 3,
-        _ => 4,
+        "dualpi2" => 4,
+        _ => 5,
     };
     let limit = |q: &str| key_of(q, "limit").and_then(|l| l.parse::<u64>().ok());
     rank(a)

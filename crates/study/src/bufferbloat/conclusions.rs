@@ -59,12 +59,18 @@ pub(super) fn findings(a: &Analysis) -> Vec<String> {
         } else {
             String::new()
         };
-        let sojourn = p
-            .sojourn()
-            .and_then(|s| percentile_ms(&s, "p50"))
-            .map_or(String::new(), |ms| {
-                format!(", queue sojourn p50 {ms:.1} ms")
-            });
+        let dual = |q| p.dual_sojourn(q).and_then(|s| percentile_ms(&s, "p50"));
+        let sojourn = match (dual("l4s"), dual("classic")) {
+            (Some(l4s), Some(classic)) => {
+                format!(", L4S (game) sojourn p50 {l4s:.2} ms, classic {classic:.1} ms")
+            }
+            _ => p
+                .sojourn()
+                .and_then(|s| percentile_ms(&s, "p50"))
+                .map_or(String::new(), |ms| {
+                    format!(", queue sojourn p50 {ms:.1} ms")
+                }),
+        };
         let loss = if p.game.lost > 0 {
             format!(
                 ", {:.2}% of the game's probes lost",
@@ -83,14 +89,42 @@ pub(super) fn findings(a: &Analysis) -> Vec<String> {
 
 /// The issue's targets: CoDel's and PIE's sojourn p50 under one cubic flow, FQ-CoDel's game
 /// p99 under four flows against the unloaded link, and the bloat of a 1000-frame tail-drop
-/// queue under one cubic flow.
+/// queue under one cubic flow; and DualPI2's two queues under one cubic flow (issue 40).
 pub(super) fn targets(a: &Analysis) -> Vec<Target> {
     vec![
         sojourn_target(a, "codel", 5.0, 2.5),
         sojourn_target(a, "pie", 15.0, 7.5),
         fq_codel_target(a),
         bloat_target(a),
+        dualpi2_target(a),
     ]
+}
+
+/// DualPI2 with one cubic flow: the classic queue's sojourn p50 within 15 ± 7.5 ms (its
+/// target) while the L4S queue's, the game stream's, stays under 2 ms (its 1 ms step).
+fn dualpi2_target(a: &Analysis) -> Target {
+    let target = "dualpi2, one cubic flow: classic sojourn p50 within 15 ± 7.5 ms, the game's \
+                  L4S sojourn p50 under 2 ms"
+        .to_string();
+    let Some(p) = a.loaded("dualpi2", "cubic", 1).next() else {
+        return not_measured(target, &no_point(a, "dualpi2"));
+    };
+    let p50 = |q| p.dual_sojourn(q).and_then(|s| percentile_ms(&s, "p50"));
+    let Some((l4s, classic)) = p50("l4s").zip(p50("classic")) else {
+        return not_measured(target, "not recorded");
+    };
+    Target {
+        target,
+        measured: format!(
+            "L4S {l4s:.2} ms, classic {classic:.2} ms ({})",
+            rate_text(p)
+        ),
+        verdict: if l4s < 2.0 && (classic - 15.0).abs() <= 7.5 {
+            Verdict::Met
+        } else {
+            Verdict::Missed
+        },
+    }
 }
 
 /// Why a target of `discipline` has no point: its queue was left out, or not measured.

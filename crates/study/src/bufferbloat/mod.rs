@@ -12,7 +12,9 @@
 //! its probes queue behind the bulk flows on the way out and come back over the unloaded
 //! direction, so the round trip's growth over the unloaded point is the queue's delay. The
 //! sojourn time of the bottleneck queue is read from the emulator's report when it records
-//! one (the queue disciplines do; tail drop does not).
+//! one (the queue disciplines do; tail drop does not). Under DualPI2 the game stream is sent
+//! ECT(1), L4S's identifier, so it takes the L4S queue and the bulk flows the classic one,
+//! each queue's sojourn read on its own ([`Queue::game_tos`]).
 //!
 //! Each point goes to `points/` as soon as it is measured; the tables, figures and
 //! `report.md` are drawn from those files only, so [`report::write`] (and `latlab report
@@ -80,7 +82,7 @@ pub const MAX_FLOWS: u32 = 16;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Queue {
     /// The discipline's name: `tail` (the emulator's own frame and byte limits) or a name the
-    /// emulator takes as `aqm=NAME` (`codel`, `fq_codel`, `pie`).
+    /// emulator takes as `aqm=NAME` (`codel`, `fq_codel`, `pie`, `dualpi2`).
     pub discipline: String,
     /// Its `key=value` pairs, in the order given (`limit=1000`, `target=5ms`).
     pub keys: Vec<String>,
@@ -130,6 +132,13 @@ impl Queue {
                 self.discipline
             )
         })
+    }
+
+    /// The TOS byte of the game stream's datagrams through this queue: ECT(1) (`0x01`, RFC
+    /// 9331's L4S identifier) under DualPI2, whose L4S queue it then takes; `None` (the
+    /// socket's default, not ECN-capable) under the others.
+    pub fn game_tos(&self) -> Option<u32> {
+        (self.discipline == "dualpi2").then_some(0x01)
     }
 
     /// A word for point keys and file names: `tail-limit-1000`, `fq_codel`.
@@ -188,7 +197,8 @@ pub struct BloatOptions {
 }
 
 impl BloatOptions {
-    /// The grid: 20 Mbit/s; tail drop at 1000 and 100 frames, CoDel, FQ-CoDel, PIE;
+    /// The grid: 20 Mbit/s; tail drop at 1000 and 100 frames, CoDel, FQ-CoDel, PIE,
+    /// DualPI2;
     /// 0, 1 and 4 flows of cubic and bbr; a 100 Hz stream of 160-byte messages (a fast
     /// shooter's tick, and enough samples for a p99 in 10 s); 10 s per point after 3 s for
     /// the flows to fill the queue.
@@ -199,6 +209,7 @@ impl BloatOptions {
             "codel",
             "fq_codel",
             "pie",
+            "dualpi2",
         ]
         .map(|q| Queue::parse(q).expect("the default queues parse"));
         BloatOptions {
@@ -414,6 +425,17 @@ impl BloatPoint {
     /// `None` otherwise, and in the report of an emulator without queue disciplines).
     pub fn sojourn(&self) -> Option<Summary> {
         let value = self.emulator.pointer("/a_to_b/sojourn_ns")?;
+        serde_json::from_value::<Summary>(value.clone())
+            .ok()
+            .filter(|s| s.count > 0)
+    }
+
+    /// The sojourn times of one of DualPI2's queues (`l4s`, `classic`) at the bottleneck:
+    /// `a_to_b.dualpi2.QUEUE.sojourn_ns`; `None` under another queue.
+    pub fn dual_sojourn(&self, queue: &str) -> Option<Summary> {
+        let value = self
+            .emulator
+            .pointer(&format!("/a_to_b/dualpi2/{queue}/sojourn_ns"))?;
         serde_json::from_value::<Summary>(value.clone())
             .ok()
             .filter(|s| s.count > 0)

@@ -50,6 +50,16 @@ pub(super) fn markdown(a: &Analysis, topology: &str) -> String {
              flows' warm-up included (\"not recorded\" where the emulator kept none: a \
              point measured before tail drop's queue recorded it).\n\n"
         ));
+        if a.points
+            .iter()
+            .any(|p| super::analysis::discipline_of(&p.queue) == "dualpi2")
+        {
+            md.push_str(
+                "Under dualpi2 the game stream is sent ECT(1), L4S's identifier, so it takes \
+                 DualPI2's L4S queue while the bulk flows take the classic one; the \
+                 conclusions give each queue's sojourn.\n\n",
+            );
+        }
         if p.return_delay_ns > 0 {
             md.push_str(&format!(
                 "The server→client direction adds {} ms to every round trip (`--delay`, the \

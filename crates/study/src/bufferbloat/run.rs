@@ -205,6 +205,11 @@ fn measure_point(
     let (sockets, check) = latlab_io::netns::run_in(lab.client.name(), move || {
         measure::open_sockets(bind, 1, Some(4 << 20))
     })??;
+    if let Some(tos) = planned.queue.game_tos() {
+        for socket in &sockets {
+            socket.set_tos_v4(tos)?;
+        }
+    }
     let threads = measure::pick_threads(ThreadChoice::One, cores.emulator);
     let label = format!("{} {}", planned.queue, planned.flows);
     let setup = measure::setup(&gen, label, "client-emu-server", threads);

@@ -62,6 +62,21 @@ fn with_sojourn(mut p: BloatPoint, ms: f64) -> BloatPoint {
     p
 }
 
+/// `p` with DualPI2's queues as the emulator reports them: the sojourn times of the L4S and
+/// the classic queue spread ±20% around `l4s_ms` and `classic_ms`.
+fn with_dual(p: BloatPoint, l4s_ms: f64, classic_ms: f64) -> BloatPoint {
+    let mut p = with_sojourn(p, classic_ms);
+    let queue = |ms: f64| {
+        let summary = run(ms * 1000.0, 1000, 0, 1.0).latency_ns;
+        serde_json::json!({"sent": 1000, "marked": 10, "dropped": 5, "sojourn_ns": summary})
+    };
+    let queues = serde_json::json!({"l4s": queue(l4s_ms), "classic": queue(classic_ms)});
+    p.emulator["a_to_b"]["dualpi2"] = queues;
+    // What the study keeps reads back as the emulator's own report.
+    EmuJson::from_value(p.emulator.clone()).unwrap();
+    p
+}
+
 /// The grid, with the figures a run that meets every target would give.
 fn grid() -> Vec<BloatPoint> {
     vec![
@@ -76,6 +91,8 @@ fn grid() -> Vec<BloatPoint> {
         point("fq_codel", "bbr", 4, 4.7, 3.0, 0),
         point("pie", "", 0, 0.0, 1.0, 0),
         with_sojourn(point("pie", "cubic", 1, 18.0, 20.0, 0), 14.0),
+        point("dualpi2", "", 0, 0.0, 1.0, 0),
+        with_dual(point("dualpi2", "cubic", 1, 18.0, 1.5, 0), 0.4, 16.0),
     ]
 }
 
@@ -109,6 +126,15 @@ fn queues_are_specs_for_the_emulator() {
         .bottleneck(&Queue::parse("tail:depth=3").unwrap())
         .unwrap_err();
     assert!(err.contains("--queues") && err.contains("depth"), "{err}");
+    // DualPI2: the emulator's own discipline, and the game stream ECT(1) through it alone.
+    let dual = Queue::parse("dualpi2").unwrap();
+    let (link, _) = options.bottleneck(&dual).unwrap();
+    assert_eq!(link.aqm.discipline, latlab_link::Discipline::DualPi2);
+    assert_eq!(
+        (dual.game_tos(), codel.game_tos(), tail.game_tos()),
+        (Some(0x01), None, None)
+    );
+    assert!(options.queues.contains(&dual) && options.check().is_ok());
     assert_eq!(options.return_link().delay_ns, 0);
     assert_eq!(options.return_link().rate_bps, None);
     let mut bad_rate = options.clone();
@@ -181,7 +207,8 @@ fn points_sort_by_queue_depth_then_discipline() {
             "tail:limit=1000",
             "codel",
             "fq_codel",
-            "pie"
+            "pie",
+            "dualpi2"
         ]
     );
     assert_eq!(a.unloaded("codel").unwrap().flows(), 0);
@@ -195,7 +222,7 @@ fn points_sort_by_queue_depth_then_discipline() {
 #[test]
 fn every_target_is_met_by_a_run_that_meets_it() {
     let t = targets(&Analysis::of(grid()));
-    assert_eq!(t.len(), 4);
+    assert_eq!(t.len(), 5);
     for target in &t {
         assert_eq!(target.verdict, Verdict::Met, "{target:?}");
     }
@@ -206,6 +233,11 @@ fn every_target_is_met_by_a_run_that_meets_it() {
         t[3].measured.contains("drains in 606 ms"),
         "{}",
         t[3].measured
+    );
+    assert!(
+        t[4].measured.starts_with("L4S 0.40 ms, classic 16.0"),
+        "{}",
+        t[4].measured
     );
 }
 
@@ -218,11 +250,18 @@ fn targets_are_missed_or_not_measured_as_the_points_say() {
     points[10] = point("pie", "cubic", 1, 18.0, 20.0, 0);
     points[8] = point("fq_codel", "bbr", 4, 4.7, 10.0, 0);
     points[1] = point("tail:limit=1000", "cubic", 1, 19.0, 100.0, 0);
-    let t = targets(&Analysis::of(points));
+    // DualPI2's L4S queue as slow as its classic one (the game stream not ECT(1)).
+    points[12] = with_dual(point("dualpi2", "cubic", 1, 18.0, 20.0, 0), 15.0, 15.0);
+    let t = targets(&Analysis::of(points.clone()));
     assert_eq!(t[0].verdict, Verdict::Missed);
     assert_eq!(t[1].verdict, Verdict::NotMeasured("not recorded".into()));
     assert_eq!(t[2].verdict, Verdict::Missed);
     assert_eq!(t[3].verdict, Verdict::Missed);
+    assert_eq!(t[4].verdict, Verdict::Missed);
+    // A dualpi2 point whose report has no queues of its own.
+    points[12] = with_sojourn(point("dualpi2", "cubic", 1, 18.0, 20.0, 0), 15.0);
+    let t = targets(&Analysis::of(points));
+    assert_eq!(t[4].verdict, Verdict::NotMeasured("not recorded".into()));
     let none = targets(&Analysis::of(Vec::new()));
     assert!(none
         .iter()
@@ -232,7 +271,7 @@ fn targets_are_missed_or_not_measured_as_the_points_say() {
 #[test]
 fn findings_compare_each_loaded_point_with_its_unloaded_one() {
     let lines = findings(&Analysis::of(grid()));
-    assert_eq!(lines.len(), 6);
+    assert_eq!(lines.len(), 7);
     let tail = lines
         .iter()
         .find(|l| l.starts_with("tail:limit=1000 with one cubic flow"))
@@ -254,6 +293,11 @@ fn findings_compare_each_loaded_point_with_its_unloaded_one() {
     assert!(short.contains("0.20% of the game's probes lost"), "{short}");
     let codel = lines.iter().find(|l| l.starts_with("codel")).unwrap();
     assert!(codel.contains("queue sojourn p50 5.5 ms"), "{codel}");
+    let dual = lines.iter().find(|l| l.starts_with("dualpi2")).unwrap();
+    assert!(
+        dual.contains("L4S (game) sojourn p50 0.40 ms, classic 16.0 ms"),
+        "{dual}"
+    );
     let fq = lines.iter().find(|l| l.contains("4 bbr flows")).unwrap();
     assert!(fq.contains("goodput 18.8 Mbit/s (94% of the rate)"), "{fq}");
 }
@@ -271,7 +315,8 @@ fn figures_draw_a_line_per_queue_and_cc_from_the_unloaded_point() {
             "codel cubic",
             "fq_codel bbr",
             "fq_codel cubic",
-            "pie cubic"
+            "pie cubic",
+            "dualpi2 cubic"
         ]
     );
     let fq_bbr = &lines[3];
@@ -281,7 +326,7 @@ fn figures_draw_a_line_per_queue_and_cc_from_the_unloaded_point() {
     assert_eq!(fq_bbr.points[0].0, 0.0);
     assert_eq!(fq_bbr.points[1].0, 4.0);
     let series = goodput_series(&a);
-    assert_eq!(series.len(), 5);
+    assert_eq!(series.len(), 6);
     assert_eq!(series[3].1.len(), 3);
 }
 
@@ -313,8 +358,12 @@ fn the_report_is_drawn_from_the_points_alone_and_again_byte_for_byte() {
     assert!(md.contains("| 5.5 / "), "{md}");
     assert!(md.contains("| met |"));
     assert!(md.contains("bloat-broken.json"));
+    assert!(
+        md.contains("Under dualpi2 the game stream is sent ECT(1)"),
+        "{md}"
+    );
     let first = crate::points::load(&out).unwrap().files.len();
-    assert_eq!(first, 12);
+    assert_eq!(first, 14);
     let drawn: Vec<Vec<u8>> = ["report.md", "p99-by-queue.svg", "goodput-vs-p99.svg"]
         .iter()
         .map(|f| fs::read(out.join(f)).unwrap())

@@ -117,6 +117,7 @@ fn emulator_report(
         released_early: 0,
         release_error_ns: release_summary(release),
         sojourn_ns: None,
+        dualpi2: None,
         bytes: Default::default(),
         flows: Vec::new(),
         events: Vec::new(),
