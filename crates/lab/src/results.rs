@@ -587,13 +587,32 @@ pub fn write_run(
     } else {
         crate::plot::ROUND_TRIP_AXIS
     };
-    let svg = crate::plot::ccdf_svg(
+    let svg = crate::plot::ccdf_svg_marked(
         &format!("Latency CCDF, {}", summary.setup.label),
         axis,
         &curves,
+        &stall_marks(std::slice::from_ref(summary)),
     )
     .map_err(io::Error::other)?;
     dir.write(&format!("{prefix}ccdf.svg"), svg.as_bytes())
+}
+
+/// The longest host stall of `runs` as a mark beside their CCDF (none without a stall): the
+/// part of a tail right of it is longer than anything the host did to latlab's loops.
+pub fn stall_marks(runs: &[RunSummary]) -> Vec<(String, u64)> {
+    let longest = runs
+        .iter()
+        .filter_map(|r| r.host_stalls.as_ref())
+        .map(|h| h.longest_ns)
+        .max()
+        .unwrap_or(0);
+    match longest {
+        0 => Vec::new(),
+        ns => vec![(
+            format!("longest host stall {}", crate::gate::format_ns(ns as f64)),
+            ns,
+        )],
+    }
 }
 
 #[cfg(test)]

@@ -246,15 +246,32 @@ pub fn ccdf_svg_coloured(
     colours: &[RGBColor],
 ) -> Result<String, String> {
     svg_page(&format!("{title:?}"), CCDF_SIZE, |root| {
-        draw(root, title, x_desc, series, colours)
+        draw(root, title, x_desc, (series, &[]), colours)
     })
 }
+
+/// [`ccdf_svg`] with `marks` beside the curves: each a dashed vertical line at a latency (ns)
+/// with its label in the legend, such as the run's longest host stall, so the part of a tail
+/// the host could have made shows on the plot.
+pub fn ccdf_svg_marked(
+    title: &str,
+    x_desc: &str,
+    series: &[(String, Vec<CcdfPoint>)],
+    marks: &[(String, u64)],
+) -> Result<String, String> {
+    svg_page(&format!("{title:?}"), CCDF_SIZE, |root| {
+        draw(root, title, x_desc, (series, marks), &PALETTE)
+    })
+}
+
+/// The colour of a [`ccdf_svg_marked`] mark.
+const MARK: RGBColor = RGBColor(120, 120, 120);
 
 fn draw(
     root: &Page<'_>,
     title: &str,
     x_desc: &str,
-    series: &[(String, Vec<CcdfPoint>)],
+    (series, marks): (&[(String, Vec<CcdfPoint>)], &[(String, u64)]),
     colours: &[RGBColor],
 ) -> DrawResult {
     let all = series.iter().flat_map(|(_, p)| p.iter());
@@ -266,6 +283,9 @@ fn draw(
         if p.fraction_above > 0.0 {
             y_lo = y_lo.min(p.fraction_above);
         }
+    }
+    for &(_, ns) in marks {
+        x_hi = x_hi.max(ns as f64 / 1000.0);
     }
     if x_hi <= 0.0 {
         (x_lo, x_hi) = (1.0, 10.0);
@@ -332,6 +352,17 @@ fn draw(
         }
         labels.push(label);
     }
+    for (label, ns) in marks {
+        let x = (*ns as f64 / 1000.0).max(x_lo);
+        let style = MARK.stroke_width(2);
+        let legend = move |(x, y): (i32, i32)| PathElement::new(vec![(x, y), (x + 20, y)], style);
+        chart
+            .draw_series(DashedLineSeries::new([(x, y_lo), (x, 1.0)], 6, 4, style))?
+            .label(label.clone())
+            .legend(legend);
+        placed.extend(layout::sampled(&[unit((x, y_lo)), unit((x, 1.0))]));
+        labels.push(label.clone());
+    }
     let (box_w, box_h) = layout::legend_size(&labels, area);
     chart
         .configure_series_labels()
@@ -352,6 +383,23 @@ fn draw(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mark_is_drawn_and_named_beside_the_curves() {
+        let mut h = latlab_stats::LatencyHistogram::new();
+        for v in 1..=1_000u64 {
+            h.record(10_000 + v);
+        }
+        let series = vec![("run".to_string(), latlab_stats::ccdf(&h))];
+        let plain = ccdf_svg("t", ROUND_TRIP_AXIS, &series).unwrap();
+        let mark = ("longest host stall 3.2 ms".to_string(), 3_200_000);
+        let marked = ccdf_svg_marked("t", ROUND_TRIP_AXIS, &series, &[mark]).unwrap();
+        assert!(marked.contains("longest host stall 3.2 ms"), "{marked}");
+        assert!(!plain.contains("host stall"));
+        // The axis reaches the mark, 3.2 ms, far right of the curve's 11 µs.
+        assert!(marked.contains("\n1000\n"), "{marked}");
+        assert!(!plain.contains("\n1000\n"), "{plain}");
+    }
 
     #[test]
     fn a_ccdf_plot_is_an_svg_with_its_title_and_legend() {

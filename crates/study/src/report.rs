@@ -256,10 +256,11 @@ impl RunsFolder {
 
     /// The CCDF of every run on one plot, as SVG text.
     pub fn ccdf_svg(&self) -> Result<String, StudyError> {
-        latlab_lab::plot::ccdf_svg(
+        latlab_lab::plot::ccdf_svg_marked(
             "latency CCDF",
             latlab_lab::plot::ROUND_TRIP_AXIS,
             &self.ccdf_series()?,
+            &latlab_lab::results::stall_marks(&self.runs),
         )
         .map_err(|reason| StudyError::Figure {
             file: "the CCDF plot".into(),

@@ -664,6 +664,7 @@ mod tests {
                 "changes": changes_json(&report.changes),
                 "pcap_dropped": report.tap_full,
                 "cpu": cpu_json(&report.cpu),
+                "host_stalls": report.host_stalls.report(),
             })
         }
 
