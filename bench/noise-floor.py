@@ -29,7 +29,9 @@ def cyclictest(path):
     total = sum(n for _, n in buckets) + overflows
     top = buckets[-1][0] if buckets else 0
 
-    def pct(q):
+    past = []
+
+    def pct(key, q):
         if total == 0:
             return None
         rank, seen = max(1, math.ceil(q * total)), 0
@@ -37,14 +39,16 @@ def cyclictest(path):
             seen += n
             if seen >= rank:
                 return float(b)
-        return None  # past the histogram: only "over its last bucket" is known
+        past.append(key)  # only "over its last bucket" is known
+        return None
 
     mx = field("Max Latencies")
     return {
-        "p50_us": pct(0.50),
-        "p99_us": pct(0.99),
-        "p99_9_us": pct(0.999),
-        "p99_99_us": pct(0.9999),
+        "p50_us": pct("p50_us", 0.50),
+        "p99_us": pct("p99_us", 0.99),
+        "p99_9_us": pct("p99_9_us", 0.999),
+        "p99_99_us": pct("p99_99_us", 0.9999),
+        "past_histogram": past,
         "max_us": float(mx.group(1)) if mx else None,
         "samples": total,
         "overflows": overflows,
@@ -63,6 +67,7 @@ def tsc_gaps(path):
         "samples": j["gaps"],
         "over_10us": j["over_10us"],
         "over_10us_total_us": us(j["over_10us_total_ns"]),
+        "stalled_pct": 100.0 * j["over_10us_total_ns"] / (j["seconds"] * 1e9),
         "involuntary_switches": j["involuntary_switches"],
     }
 
@@ -78,8 +83,11 @@ def stalls(report):
     h = (report or {}).get("host_stalls")
     if not h:
         return None
-    return {k: h.get(k) for k in ("over_10us", "over_100us", "over_1ms", "longest_ns",
-                                  "total_ns", "observed_s", "source")}
+    out = {k: h.get(k) for k in ("over_10us", "over_100us", "over_1ms", "longest_ns",
+                                 "total_ns", "observed_s", "source")}
+    seen = out["observed_s"] or 0
+    out["stalled_pct"] = 100.0 * (out["total_ns"] or 0) / (seen * 1e9) if seen else None
+    return out
 
 
 def placement(report):
@@ -169,9 +177,17 @@ def stall_text(st):
     if not st:
         return "-"
     longest = st.get("longest_ns") or 0
-    return "%s>10µs, %s>100µs, %s>1ms, longest %s µs, lost %s µs in %.1f s (%s)" % (
+    return "%s>10µs, %s>100µs, %s>1ms, longest %s µs, lost %s µs in %.1f s (%s%%; %s)" % (
         st["over_10us"], st["over_100us"], st["over_1ms"], f(longest / 1000.0),
-        f((st.get("total_ns") or 0) / 1000.0, 0), st.get("observed_s") or 0, st["source"])
+        f((st.get("total_ns") or 0) / 1000.0, 0), st.get("observed_s") or 0,
+        f(st.get("stalled_pct")), st["source"])
+
+
+def cell(r, key, digits=1):
+    """A percentile, or `>TOP` for one past cyclictest's histogram."""
+    if key in r.get("past_histogram", []):
+        return ">%s" % r.get("histogram_top_us")
+    return f(r.get(key), digits)
 
 
 def report(a):
@@ -190,6 +206,10 @@ def report(a):
       "(others' work competes too), `steal` the hypervisor's steal over the point (all CPUs).\n")
 
     p("## Key ratios\n")
+    p("tsc_gaps' percentiles count gaps (hundreds of millions, nearly all one clock read); a "
+      "frame's release error samples time, and a frame meets a stall in proportion to the time "
+      "stalls take, which the `time in stalls` rows compare (a loop's own gaps of 10 µs or more "
+      "include its system calls' work, tsc_gaps' none).\n")
     p("| ratio | latlab | limit | ratio |")
     p("|---|---:|---:|---:|")
     floor = None if tsc.get("p99_us") is None else tsc["p99_us"] + 5.0
@@ -199,6 +219,11 @@ def report(a):
         p("| emulator release error p99 (a→b), defaults 20 kpps / cyclictest %s p99 | %s | %s | %s |"
           % (name, f(dflt.get("a_to_b", {}).get("p99_us")), f(cy.get("p99_us")),
              ratio(dflt.get("a_to_b", {}).get("p99_us"), cy.get("p99_us"))))
+    for name, r in (("study plan", study), ("defaults", dflt)):
+        st = r.get("emu_stalls") or {}
+        p("| time in stalls of 10 µs or more: emulator's loop (%s) / tsc_gaps, %% | %s | %s | %s |"
+          % (name, f(st.get("stalled_pct"), 2), f(tsc.get("stalled_pct"), 2),
+             ratio(st.get("stalled_pct"), tsc.get("stalled_pct"))))
     for topo in ("loopback", "veth"):
         for rate in ("1000", "10000"):
             l, s = get("%s latlab %s" % (topo, rate)), get("%s sockperf %s" % (topo, rate))
@@ -217,14 +242,15 @@ def report(a):
                           ("tsc_gaps", tsc, "gap between clock reads, spinning")):
         over = "-"
         if name == "tsc_gaps" and r:
-            over = "%s (%s µs together; %s involuntary switches)" % (
-                r.get("over_10us"), f(r.get("over_10us_total_us"), 0), r.get("involuntary_switches"))
+            over = "%s (%s µs together, %s%% of the time; %s involuntary switches)" % (
+                r.get("over_10us"), f(r.get("over_10us_total_us"), 0), f(r.get("stalled_pct"), 2),
+                r.get("involuntary_switches"))
         elif r.get("overflows"):
             over = "%s over the %s µs histogram" % (r["overflows"], r.get("histogram_top_us"))
         d = 3 if name == "tsc_gaps" else 1
         p("| %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s%% | %s |" % (
-            name, what, f(r.get("p50_us"), d), f(r.get("p99_us"), d), f(r.get("p99_9_us"), d),
-            f(r.get("p99_99_us"), d), f(r.get("max_us")), r.get("samples", "-"),
+            name, what, cell(r, "p50_us", d), cell(r, "p99_us", d), cell(r, "p99_9_us", d),
+            cell(r, "p99_99_us", d), f(r.get("max_us")), r.get("samples", "-"),
             over, r.get("load", "-"), r.get("steal_ms", "-")))
 
     p("\n## The emulator, 20k round trips a second (%s s)\n" % a.secs)
