@@ -295,6 +295,14 @@ def report(a):
             l = get("%s latlab %s" % (topo, rate))
             for loop in ("echo", "gen"):
                 p("| %s | %s | %s | %s |" % (topo, rate, loop, stall_text(l.get(loop + "_stalls"))))
+    p("\n## What else ran\n")
+    p("Processes of latlab's kind (latlab and its test binaries, peers, compilers) running when "
+      "each point began, none of them this script's: a point beside others' tests or builds "
+      "measures them too.\n")
+    p("| point | others running |")
+    p("|---|---|")
+    for n, r in rows.items():
+        p("| %s | %s |" % (n, r.get("others", "-")))
     errors = ["%s: %s" % (n, r["error"]) for n, r in rows.items() if r.get("error")]
     if errors:
         p("\nNot measured: " + "; ".join(errors))
@@ -309,6 +317,7 @@ def main():
     r.add_argument("files", nargs="+")
     r.add_argument("--load", type=int)
     r.add_argument("--steal-ms", type=int)
+    r.add_argument("--others", default="-")
     t = sub.add_parser("report")
     t.add_argument("rows")
     for k in ("date", "commit", "kernel", "command", "cpus", "secs", "limit_secs"):
@@ -319,7 +328,7 @@ def main():
             out = KINDS[a.kind](*a.files)
         except (OSError, ValueError, KeyError, TypeError) as e:
             out = {"error": "%s: %s" % (a.files[0], e)}
-        out.update(name=a.name, kind=a.kind, load=a.load, steal_ms=a.steal_ms)
+        out.update(name=a.name, kind=a.kind, load=a.load, steal_ms=a.steal_ms, others=a.others)
         print(json.dumps(out))
     else:
         report(a)

@@ -94,13 +94,24 @@ quiet() {
   while [ "$load" -gt 15 ] && [ "$quiet_budget" -gt 0 ]; do
     quiet_budget=$(( quiet_budget - 1 )); busy
   done
+  others_now
+}
+# What else of latlab's kind runs now (latlab and its tests, peers, compilers): none of this
+# script's own, which start only after it looks; sets $others ("-" or "name×count, …").
+others_now() {
+  local pattern='latlab.*|sockperf|cyclictest|rustc|cargo|memcached|unbound|iperf3' list
+  list=$(pgrep -x "$pattern" | paste -sd, -)
+  if [ -z "$list" ]; then others="-"; return; fi
+  others="$(ps -o comm= -p "$list" | sort | uniq -c \
+    | awk '{ printf "%s%s×%s", (NR > 1 ? ", " : ""), $2, $1 }')"
 }
 # The hypervisor's steal so far, ms (all CPUs, from /proc/stat).
 steal_ms() { local f; f=($(head -1 /proc/stat)); echo $(( f[8] * 1000 / $(getconf CLK_TCK) )); }
 
 # row NAME KIND FILE… : one JSON line in $rows from a measurement's output files.
 row() {
-  python3 bench/noise-floor.py row "$@" --load "$load" --steal-ms "$(( $(steal_ms) - steal0 ))" >>"$rows"
+  python3 bench/noise-floor.py row "$@" --load "$load" --steal-ms "$(( $(steal_ms) - steal0 ))" \
+    --others "$others" >>"$rows"
 }
 
 # Starts a command in the background, keeping its pid (ip netns exec and taskset exec it).
