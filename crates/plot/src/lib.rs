@@ -264,6 +264,11 @@ pub fn ccdf_svg_marked(
     })
 }
 
+/// A CCDF curve: its label and its points.
+type Series = (String, Vec<CcdfPoint>);
+/// A [`ccdf_svg_marked`] mark: its label and where it stands, ns.
+type Mark = (String, u64);
+
 /// The colour of a [`ccdf_svg_marked`] mark.
 const MARK: RGBColor = RGBColor(120, 120, 120);
 
@@ -271,7 +276,7 @@ fn draw(
     root: &Page<'_>,
     title: &str,
     x_desc: &str,
-    (series, marks): (&[(String, Vec<CcdfPoint>)], &[(String, u64)]),
+    (series, marks): (&[Series], &[Mark]),
     colours: &[RGBColor],
 ) -> DrawResult {
     let all = series.iter().flat_map(|(_, p)| p.iter());
