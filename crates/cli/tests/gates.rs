@@ -123,7 +123,7 @@ fn report_and_check_say_a_folder_that_is_not_there_does_not_exist() {
     );
 }
 
-/// The folder kinds `check --help` and `compare --help` list are the README's.
+/// The folder kinds `check --help` and `compare --help` list are the command summary's (`docs/commands.md`).
 #[test]
 fn check_and_compare_help_list_the_folder_kinds_the_readme_gives() {
     let help = |cmd: &str| {
@@ -135,7 +135,7 @@ fn check_and_compare_help_list_the_folder_kinds_the_readme_gives() {
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.split_whitespace().collect::<Vec<_>>().join(" ")
     };
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/commands.md"))
         .unwrap()
         .split_whitespace()
         .collect::<Vec<_>>()
@@ -156,7 +156,7 @@ fn check_and_compare_help_list_the_folder_kinds_the_readme_gives() {
     );
     assert!(
         readme.contains(&format!("gates on a {check} folder")),
-        "README's check line"
+        "docs/commands.md's check line"
     );
 }
 
