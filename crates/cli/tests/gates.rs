@@ -135,11 +135,14 @@ fn check_and_compare_help_list_the_folder_kinds_the_readme_gives() {
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.split_whitespace().collect::<Vec<_>>().join(" ")
     };
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/commands.md"))
-        .unwrap()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/commands.md"
+    ))
+    .unwrap()
+    .split_whitespace()
+    .collect::<Vec<_>>()
+    .join(" ");
     let check = "gen --out, demo, stream send --out, rfc2544 or a study";
     let compare = "gen --out, demo or stream send --out";
     let long = help("check");

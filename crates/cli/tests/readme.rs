@@ -483,7 +483,7 @@ fn the_preset_table_is_latlabs_presets() {
     let section = EMULATOR
         .split("## Presets: `--preset NAME`")
         .nth(1)
-        .and_then(|rest| rest.split("\n### ").next())
+        .and_then(|rest| rest.split("\n## ").next())
         .expect("a presets section");
     for p in PRESETS {
         let row = format!("| `{}` | {} | `{}` | `{}` |", p.name, p.about, p.up, p.down);
