@@ -125,7 +125,7 @@ fn report_and_check_say_a_folder_that_is_not_there_does_not_exist() {
 
 /// The folder kinds `check --help` and `compare --help` list are the command summary's (`docs/commands.md`).
 #[test]
-fn check_and_compare_help_list_the_folder_kinds_the_readme_gives() {
+fn check_and_compare_help_list_the_folder_kinds_the_command_summary_gives() {
     let help = |cmd: &str| {
         let out = Command::cargo_bin("latlab")
             .unwrap()
