@@ -10,7 +10,7 @@
 //! way out, and only then does latlab exit, with 130, 143 or 129.
 //!
 //! The binary calls [`main`]; [`command`] is the whole command line as clap defines it, which
-//! `tests/readme.rs` holds the README's command summary against. The values a flag takes are
+//! `tests/readme.rs` holds the guide's command summary (`docs/commands.md`) against. The values a flag takes are
 //! listed from the constants its parser uses (`values.rs`).
 #![forbid(unsafe_code)]
 

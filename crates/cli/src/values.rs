@@ -1,5 +1,5 @@
-//! The values the flags take, as clap lists them (`-h`, `--help`, and the README test, which
-//! holds the README's command summary against them), built from the constants the lab's
+//! The values the flags take, as clap lists them (`-h`, `--help`, and `tests/readme.rs`, which
+//! holds the guide's command summary, `docs/commands.md`, against them), built from the constants the lab's
 //! parsers use: a name is written once, where it is parsed.
 
 use clap::builder::{PossibleValue, TypedValueParser};

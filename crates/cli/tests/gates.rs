@@ -123,9 +123,9 @@ fn report_and_check_say_a_folder_that_is_not_there_does_not_exist() {
     );
 }
 
-/// The folder kinds `check --help` and `compare --help` list are the README's.
+/// The folder kinds `check --help` and `compare --help` list are the command summary's (`docs/commands.md`).
 #[test]
-fn check_and_compare_help_list_the_folder_kinds_the_readme_gives() {
+fn check_and_compare_help_list_the_folder_kinds_the_command_summary_gives() {
     let help = |cmd: &str| {
         let out = Command::cargo_bin("latlab")
             .unwrap()
@@ -135,11 +135,14 @@ fn check_and_compare_help_list_the_folder_kinds_the_readme_gives() {
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.split_whitespace().collect::<Vec<_>>().join(" ")
     };
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-        .unwrap()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/commands.md"
+    ))
+    .unwrap()
+    .split_whitespace()
+    .collect::<Vec<_>>()
+    .join(" ");
     let check = "gen --out, demo, stream send --out, rfc2544 or a study";
     let compare = "gen --out, demo or stream send --out";
     let long = help("check");
@@ -156,7 +159,7 @@ fn check_and_compare_help_list_the_folder_kinds_the_readme_gives() {
     );
     assert!(
         readme.contains(&format!("gates on a {check} folder")),
-        "README's check line"
+        "docs/commands.md's check line"
     );
 }
 

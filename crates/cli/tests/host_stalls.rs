@@ -8,26 +8,6 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use latlab_lab::topology::ClientServer;
-
-/// The namespace of a fresh pair and its address (gen and echo both in it).
-fn lab() -> Option<(ClientServer, String, String)> {
-    if !common::namespaces_or_skip() {
-        return None;
-    }
-    let lab = ClientServer::namespaces().unwrap();
-    let ClientServer::Namespaces {
-        server,
-        server_addr,
-        ..
-    } = &lab
-    else {
-        unreachable!("namespaces were asked for")
-    };
-    let (ns, addr) = (server.name().to_string(), server_addr.to_string());
-    Some((lab, ns, addr))
-}
-
 /// The namespace's UDP datagrams received so far (`InDatagrams`).
 fn udp_in(ns: &str) -> u64 {
     let out =
@@ -40,17 +20,6 @@ fn udp_in(ns: &str) -> u64 {
         .position(|n| n == "InDatagrams")
         .unwrap();
     values.split_whitespace().nth(at).unwrap().parse().unwrap()
-}
-
-/// Waits until `done`, failing (instead of hanging) if it never comes; not a bound on speed.
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..3000 {
-        if done() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{what} never happened");
 }
 
 /// Stops `pid` for 100 ms.
@@ -86,7 +55,7 @@ fn has_the_stall(json: &serde_json::Value, source: &str) -> serde_json::Value {
 #[test]
 fn a_generator_stopped_for_100ms_records_the_stall_and_a_gate_on_that_tail_is_inconclusive() {
     let _turn = common::engines();
-    let Some((_lab, ns, addr)) = lab() else {
+    let Some((_lab, ns, addr)) = common::server_namespace() else {
         return;
     };
     let target = format!("{addr}:7777");
@@ -108,7 +77,7 @@ fn a_generator_stopped_for_100ms_records_the_stall_and_a_gate_on_that_tail_is_in
         .stdout(std::process::Stdio::piped());
     let gen = common::started(cmd, "latlab gen:");
     // Probes going both ways: gen's loop is running.
-    wait_for("gen's probes", || udp_in(&ns) >= 200);
+    common::wait_for("gen's probes", || udp_in(&ns) >= 200);
     stop_for_100ms(gen.id());
     let (status, stdout, stderr) = gen.wait_output();
     // Inconclusive (4), not failed (3): the probes due while it was stopped left 100 ms late,
@@ -136,7 +105,7 @@ fn a_generator_stopped_for_100ms_records_the_stall_and_a_gate_on_that_tail_is_in
 #[test]
 fn a_reflector_stopped_for_100ms_records_the_stall_spinning_or_blocking() {
     let _turn = common::engines();
-    let Some((_lab, ns, addr)) = lab() else {
+    let Some((_lab, ns, addr)) = common::server_namespace() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

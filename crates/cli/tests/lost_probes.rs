@@ -5,9 +5,6 @@
 mod common;
 
 use std::process::Command;
-use std::time::Duration;
-
-use latlab_lab::topology::ClientServer;
 
 /// Whether a UDP socket in `ns` is bound to `port` (its line in `/proc/net/udp`).
 fn listening(ns: &str, port: u16) -> bool {
@@ -18,39 +15,9 @@ fn listening(ns: &str, port: u16) -> bool {
         .any(|l| l.contains(&format!(":{port:04X} ")))
 }
 
-/// Waits until `done`, failing (instead of hanging) if it never comes; not a bound on speed.
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..3000 {
-        if done() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{what} never happened");
-}
-
 /// `kill -SIGNAL pid`.
 fn signal(name: &str, pid: u32) {
     common::succeeds(Command::new("kill").args([&format!("-{name}"), &pid.to_string()]));
-}
-
-/// The server's namespace of a fresh pair and its address: gen and the reflector both in it,
-/// so that the namespace's UDP counters count this test's datagrams only.
-fn lab() -> Option<(ClientServer, String, String)> {
-    if !common::namespaces_or_skip() {
-        return None;
-    }
-    let lab = ClientServer::namespaces().unwrap();
-    let ClientServer::Namespaces {
-        server,
-        server_addr,
-        ..
-    } = &lab
-    else {
-        unreachable!("namespaces were asked for")
-    };
-    let (ns, addr) = (server.name().to_string(), server_addr.to_string());
-    Some((lab, ns, addr))
 }
 
 /// gen's `lost_by_cause`, checked to add up to its loss: warm-up included, every probe sent.
@@ -76,7 +43,7 @@ fn lost_by_cause(summary: &serde_json::Value) -> serde_json::Value {
 #[test]
 fn a_stopped_reflectors_full_socket_carries_the_probes_it_dropped() {
     let _turn = common::engines();
-    let Some((_lab, ns, addr)) = lab() else {
+    let Some((_lab, ns, addr)) = common::server_namespace() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -93,7 +60,7 @@ fn a_stopped_reflectors_full_socket_carries_the_probes_it_dropped() {
         .spawn()
         .unwrap();
     let mut echo = common::Reaped::new(echo);
-    wait_for("the reflector's socket", || listening(&ns, 7777));
+    common::wait_for("the reflector's socket", || listening(&ns, 7777));
     signal("STOP", echo.id());
     let printed = common::gen_in(
         &ns,
@@ -142,7 +109,7 @@ fn a_stopped_reflectors_full_socket_carries_the_probes_it_dropped() {
             .parse::<u64>()
             .unwrap()
     };
-    wait_for("the held probes' answers", || no_ports() >= held);
+    common::wait_for("the held probes' answers", || no_ports() >= held);
     signal("TERM", echo.id());
     // Stopped by SIGTERM, as a shell reports it; its JSON written whole first.
     assert_eq!(echo.wait().unwrap().code(), Some(143));
@@ -176,7 +143,7 @@ fn a_stopped_reflectors_full_socket_carries_the_probes_it_dropped() {
 #[test]
 fn probes_to_a_port_nobody_holds_are_placed_at_the_reflector() {
     let _turn = common::engines();
-    let Some((_lab, ns, addr)) = lab() else {
+    let Some((_lab, ns, addr)) = common::server_namespace() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

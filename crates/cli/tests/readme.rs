@@ -1,6 +1,8 @@
-//! The README says what the code does: its command summary (the `sh` block under
-//! "## Commands") is held against clap's definition of every command, and its lists of
-//! transports and timestamp sources against the constants the code parses and writes.
+//! The guide says what the code does: its command summary (the `text` block under "## Synopsis"
+//! in `docs/commands.md`) is held against clap's definition of every command, and its lists of
+//! transports (`docs/transports.md`), timestamp sources (`docs/results.md`) and presets
+//! (`docs/emulator.md`) against the constants the code parses and writes. `tests/guide.rs`
+//! parses every example command of the README and the guide.
 //!
 //! The summary's rules, per command (all its lines together):
 //! - every command clap defines is there, and nothing else;
@@ -16,6 +18,11 @@ use latlab_io::udp::TimestampSource;
 use latlab_stream::transport::TRANSPORTS_HELP;
 use latlab_stream::TransportSpec;
 
+const COMMANDS: &str = include_str!("../../../docs/commands.md");
+const TRANSPORTS: &str = include_str!("../../../docs/transports.md");
+const RESULTS: &str = include_str!("../../../docs/results.md");
+const EMULATOR: &str = include_str!("../../../docs/emulator.md");
+const GATES: &str = include_str!("../../../docs/gates.md");
 const README: &str = include_str!("../../../README.md");
 
 /// One command line of the summary: the command's path (`["study", "emulator"]`) and its words
@@ -26,17 +33,17 @@ struct SummaryLine {
     words: Vec<String>,
 }
 
-/// The lines of the `sh` block under `## Commands`, continuation lines joined, comments cut.
-fn summary_lines(readme: &str) -> Vec<String> {
-    let after = readme
-        .split_once("\n## Commands\n")
-        .expect("the README has a \"## Commands\" section")
+/// The lines of the `text` block under `## Synopsis`, continuation lines joined, comments cut.
+fn summary_lines(commands: &str) -> Vec<String> {
+    let after = commands
+        .split_once("\n## Synopsis\n")
+        .expect("docs/commands.md has a \"## Synopsis\" section")
         .1;
     let block = after
-        .split_once("```sh\n")
-        .expect("\"## Commands\" has a ```sh block")
+        .split_once("```text\n")
+        .expect("\"## Synopsis\" has a ```text block")
         .1;
-    let block = block.split_once("```").expect("the ```sh block ends").0;
+    let block = block.split_once("```").expect("the ```text block ends").0;
     let mut lines = Vec::new();
     let mut current = String::new();
     for raw in block.lines() {
@@ -206,11 +213,11 @@ fn parse_summary(
 }
 
 /// Every problem of the summary against clap, each naming the command and the flag.
-fn summary_problems(readme: &str) -> Vec<String> {
+fn summary_problems(commands: &str) -> Vec<String> {
     let mut root = latlab_cli::command();
     root.build();
     let mut problems = Vec::new();
-    let lines = parse_summary(&root, &summary_lines(readme), &mut problems);
+    let lines = parse_summary(&root, &summary_lines(commands), &mut problems);
     let mut commands = Vec::new();
     leaves(&root, &mut Vec::new(), &mut commands);
     for (path, cmd) in &commands {
@@ -218,7 +225,7 @@ fn summary_problems(readme: &str) -> Vec<String> {
         let mine: Vec<&SummaryLine> = lines.iter().filter(|l| &l.path == path).collect();
         if mine.is_empty() {
             problems.push(format!(
-                "`{name}`: a command of clap's, missing from the README's command summary"
+                "`{name}`: a command of clap's, missing from the command summary"
             ));
             continue;
         }
@@ -260,7 +267,7 @@ fn summary_problems(readme: &str) -> Vec<String> {
                 if let Some(default) = default_value(arg) {
                     if value != default {
                         problems.push(format!(
-                            "`{name} --{long}`: the README's command summary shows {value}, \
+                            "`{name} --{long}`: the command summary shows {value}, \
                              clap's default is {default}"
                         ));
                     }
@@ -276,7 +283,7 @@ fn summary_problems(readme: &str) -> Vec<String> {
                     }
                     if !possible.is_empty() && !possible.iter().any(|form| has_form(part, form)) {
                         problems.push(format!(
-                            "`{name} --{long}`: the README's command summary shows {part}, \
+                            "`{name} --{long}`: the command summary shows {part}, \
                              which is not among clap's possible values ({})",
                             possible.iter().cloned().collect::<Vec<_>>().join(", ")
                         ));
@@ -288,7 +295,7 @@ fn summary_problems(readme: &str) -> Vec<String> {
         for long in flags.keys() {
             if !shown.contains_key(long) {
                 problems.push(format!(
-                    "`{name} --{long}`: a flag of clap's, missing from the README's command \
+                    "`{name} --{long}`: a flag of clap's, missing from the command \
                      summary"
                 ));
             }
@@ -296,7 +303,7 @@ fn summary_problems(readme: &str) -> Vec<String> {
         for (long, (values, listed)) in &shown {
             let Some(arg) = flags.get(long) else {
                 problems.push(format!(
-                    "`{name} --{long}`: in the README's command summary, but clap has no such \
+                    "`{name} --{long}`: in the command summary, but clap has no such \
                      flag"
                 ));
                 continue;
@@ -307,7 +314,7 @@ fn summary_problems(readme: &str) -> Vec<String> {
             }
             if possible.is_empty() {
                 problems.push(format!(
-                    "`{name} --{long}`: the README's command summary lists {}, but clap lists no \
+                    "`{name} --{long}`: the command summary lists {}, but clap lists no \
                      values for it",
                     values.iter().cloned().collect::<Vec<_>>().join("|"),
                 ));
@@ -315,8 +322,8 @@ fn summary_problems(readme: &str) -> Vec<String> {
                 let missing: Vec<&String> = possible.difference(values).collect();
                 let extra: Vec<&String> = values.difference(&possible).collect();
                 problems.push(format!(
-                    "`{name} --{long}`: the README's command summary lists {}, clap's possible \
-                     values are {} (missing from the README: {missing:?}; not clap's: {extra:?})",
+                    "`{name} --{long}`: the command summary lists {}, clap's possible \
+                     values are {} (missing from the summary: {missing:?}; not clap's: {extra:?})",
                     values.iter().cloned().collect::<Vec<_>>().join("|"),
                     possible.iter().cloned().collect::<Vec<_>>().join("|"),
                 ));
@@ -328,10 +335,10 @@ fn summary_problems(readme: &str) -> Vec<String> {
 
 #[test]
 fn the_command_summary_is_every_command_and_flag_as_clap_defines_them() {
-    let problems = summary_problems(README);
+    let problems = summary_problems(COMMANDS);
     assert!(
         problems.is_empty(),
-        "README.md's command summary (\"## Commands\") and clap disagree:\n  {}",
+        "docs/commands.md's command summary (\"## Synopsis\") and clap disagree:\n  {}",
         problems.join("\n  ")
     );
 }
@@ -408,12 +415,12 @@ fn every_transport_the_help_names_parses() {
     }
 }
 
-/// The README's `--transport` table has a row per transport, spelled as `--help` spells it.
+/// The guide's `--transport` table has a row per transport, spelled as `--help` spells it.
 #[test]
 fn the_transport_table_is_the_help() {
-    let table = README
+    let table = TRANSPORTS
         .split_once("\n| `--transport` | what runs |\n")
-        .expect("the README has the `--transport` table")
+        .expect("docs/transports.md has the `--transport` table")
         .1;
     let mut rows = BTreeMap::new();
     for line in table.lines().skip(1).take_while(|l| l.starts_with('|')) {
@@ -426,36 +433,36 @@ fn the_transport_table_is_the_help() {
     }
     for (name, form) in transport_forms() {
         match rows.get(&name) {
-            None => panic!("README.md's `--transport` table has no row for {name}"),
+            None => panic!("docs/transports.md's `--transport` table has no row for {name}"),
             Some(row) => assert_eq!(
                 row, &form,
-                "README.md's `--transport` table spells {name} otherwise than --help"
+                "docs/transports.md's `--transport` table spells {name} otherwise than --help"
             ),
         }
     }
 }
 
-/// The README's `timestamp_source` row names every source results files may hold.
+/// The guide's `timestamp_source` row names every source results files may hold.
 #[test]
 fn the_timestamp_sources_are_those_written() {
-    let row = README
+    let row = RESULTS
         .lines()
         .find(|l| l.starts_with("| `timestamp_source` |"))
-        .expect("the README's summary.json table has timestamp_source");
+        .expect("docs/results.md's summary.json table has timestamp_source");
     let meaning = row.splitn(3, '|').nth(2).unwrap();
     let named: BTreeSet<&str> = meaning.split('`').skip(1).step_by(2).collect();
     let written: BTreeSet<&str> = TimestampSource::ALL.iter().map(|s| s.name()).collect();
     assert_eq!(
         named, written,
-        "README.md's timestamp_source row against TimestampSource::ALL"
+        "docs/results.md's timestamp_source row against TimestampSource::ALL"
     );
 }
 
 #[test]
 fn the_summary_rules_catch_what_they_should() {
-    let commands = "## Commands\n\n```sh\n";
-    let broken = README.replacen("[--loopback]", "", 1);
-    assert!(README.contains(commands) && broken != README);
+    let synopsis = "## Synopsis\n\n```text\n";
+    let broken = COMMANDS.replacen("[--loopback]", "", 1);
+    assert!(COMMANDS.contains(synopsis) && broken != COMMANDS);
     let problems = summary_problems(&broken);
     assert!(
         problems
@@ -473,17 +480,20 @@ fn the_summary_rules_catch_what_they_should() {
 #[test]
 fn the_preset_table_is_latlabs_presets() {
     use latlab_emu::preset::PRESETS;
-    let section = README
-        .split("### Presets: `--preset NAME`")
+    let section = EMULATOR
+        .split("## Presets: `--preset NAME`")
         .nth(1)
-        .and_then(|rest| rest.split("\n### ").next())
+        .and_then(|rest| rest.split("\n## ").next())
         .expect("a presets section");
     for p in PRESETS {
         let row = format!("| `{}` | {} | `{}` | `{}` |", p.name, p.about, p.up, p.down);
-        assert!(section.contains(&row), "README lacks the row {row}");
+        assert!(
+            section.contains(&row),
+            "docs/emulator.md lacks the row {row}"
+        );
         assert!(
             section.contains(p.source),
-            "README lacks {}'s source",
+            "docs/emulator.md lacks {}'s source",
             p.name
         );
     }
@@ -491,15 +501,17 @@ fn the_preset_table_is_latlabs_presets() {
     assert_eq!(rows, PRESETS.len(), "a row for each preset, no more");
 }
 
-/// Every `latlab demo --assert 'p…<=LIMIT'` example of the README says what it does: a limit
+/// Every `latlab demo --assert 'p…<=LIMIT'` example of the README and the gates' page says what
+/// it does: a limit
 /// under the emulated link's round trip (twice its delay each way, by design) fails, so the
 /// example must say it exits 3 unless it leaves that run out.
 #[test]
 fn the_readmes_demo_gates_say_what_they_do() {
     let round_trip_ns = 2 * latlab_demo::EMULATED_DELAY_NS;
     let mut examples = 0;
-    for line in README
-        .lines()
+    for line in [README, GATES]
+        .iter()
+        .flat_map(|text| text.lines())
         .filter(|l| l.starts_with("latlab demo ") && l.contains("--assert '"))
     {
         examples += 1;
@@ -520,5 +532,5 @@ fn the_readmes_demo_gates_say_what_they_do() {
             }
         }
     }
-    assert!(examples >= 1, "the README has a gated demo example");
+    assert!(examples >= 1, "docs/gates.md has a gated demo example");
 }

@@ -395,6 +395,12 @@ fn the_panel_changes_the_link_as_a_person_would_and_refuses_what_it_must() {
 #[test]
 fn the_generator_board_draws_the_run_as_it_grows_and_keeps_it_after() {
     let _turn = engines();
+    // The browser first: the run is shown while it goes on, so its start must not eat the run.
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let (shots, _temp) = screenshots();
+    browser.window_size(1280, 720);
     let bin = assert_cmd::cargo::cargo_bin("latlab");
     let mut echo = Command::new(&bin);
     echo.args(["echo", "--listen", "127.0.0.1:0", "--poll", "block"]);
@@ -416,7 +422,7 @@ fn the_generator_board_draws_the_run_as_it_grows_and_keeps_it_after() {
         "--rate",
         "500",
         "--duration",
-        "6s",
+        "10s",
     ])
     .args(["--poll", "block", "--ui", "127.0.0.1:0", "--out"])
     .arg(&dir)
@@ -429,11 +435,6 @@ fn the_generator_board_draws_the_run_as_it_grows_and_keeps_it_after() {
         .and_then(|r| r.split_whitespace().next())
         .unwrap()
         .to_string();
-    let Some(browser) = Browser::start() else {
-        return;
-    };
-    let (shots, _temp) = screenshots();
-    browser.window_size(1280, 720);
     browser.goto(&url);
     // Percentiles with their intervals, the CCDF and the series, while the run goes on.
     browser

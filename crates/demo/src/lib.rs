@@ -345,10 +345,12 @@ pub fn run(
             )
         })
         .collect();
-    let svg = latlab_lab::plot::ccdf_svg(
+    let marked: Vec<RunSummary> = runs.iter().map(|(s, _)| s.clone()).collect();
+    let svg = latlab_lab::plot::ccdf_svg_marked(
         &format!("latlab demo: UDP echo round trip, {}", topology.kind()),
         latlab_lab::plot::ROUND_TRIP_AXIS,
         &series,
+        &latlab_lab::results::stall_marks(&marked),
     )
     .map_err(std::io::Error::other)?;
     results.write("ccdf.svg", svg.as_bytes())?;

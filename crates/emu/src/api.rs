@@ -157,11 +157,15 @@ impl State<'_> {
             (Method::Delete, "/events") => {
                 let mut c = self.conditions.lock();
                 match c.event([true, true], None, self.control, "api") {
-                    Applied::Yes => Answer::json(200, &events_json(self.control)),
+                    Applied::Yes => {
+                        Answer::json(200, &crate::report::control_events_json(self.control))
+                    }
                     _ => Answer::text(503, "the emulator has not applied it yet"),
                 }
             }
-            (Method::Get, "/events") => Answer::json(200, &events_json(self.control)),
+            (Method::Get, "/events") => {
+                Answer::json(200, &crate::report::control_events_json(self.control))
+            }
             (_, "/events" | "/events/a-to-b" | "/events/b-to-a") => {
                 Answer::text(405, format!("{} is not allowed here", request.method()))
             }
@@ -205,7 +209,7 @@ impl State<'_> {
         match c.event(directions, Some(event), self.control, "api") {
             Applied::Yes => {
                 let _ = writeln!(std::io::stderr().lock(), "latlab emu: event {event} begun");
-                Answer::json(200, &events_json(self.control))
+                Answer::json(200, &crate::report::control_events_json(self.control))
             }
             _ => Answer::text(
                 503,
@@ -272,19 +276,6 @@ impl State<'_> {
         }
         Answer::json(200, &set)
     }
-}
-
-/// Both directions' events (scheduled and begun) with their times since the start, and the
-/// ones begun or released through the API and the panel, as `GET /events` shows them.
-fn events_json(control: &EmulatorControl) -> serde_json::Value {
-    let (start_ns, events) = control.events();
-    let now_ns = latlab_io::clock::now_ns();
-    let direction = |d: usize| crate::report::events_json(&events[d], start_ns, now_ns);
-    serde_json::json!({
-        "a_to_b": direction(0),
-        "b_to_a": direction(1),
-        "changes": crate::report::event_changes_json(&control.event_changes()),
-    })
 }
 
 /// `current` with the keys of `body` (`key=value` pairs, as `--a-to-b` takes them) changed,

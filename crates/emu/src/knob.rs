@@ -8,7 +8,6 @@
 use std::path::Path;
 
 use latlab_link::{parse, Discipline, LinkConfig, Schedule};
-
 mod timing;
 
 /// A command-line flag of a knob: its name after `--`, what `--help` says, and the name of

@@ -10,7 +10,9 @@ use latlab_lab::units::format_us;
 
 mod events;
 mod json;
-pub use events::{event_changes_json, events_json, EmuEventChangeJson, EmuEventJson};
+pub use events::{
+    control_events_json, event_changes_json, events_json, EmuEventChangeJson, EmuEventJson,
+};
 pub use json::{
     DualQueueJson, DualQueuesJson, EmuByteDropsJson, EmuBytesJson, EmuChangeJson, EmuCpuJson,
     EmuDirectionJson, EmuDropsJson, EmuFlowJson, EmuJson, EmuSleepsJson, UnfinishedJson,

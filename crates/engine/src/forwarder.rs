@@ -25,6 +25,9 @@ use latlab_bench::cycles::{Calibration, CycleAccount, CycleReport, Interval, Ste
 use latlab_io::port::{FramePort, FrameQueued};
 use latlab_io::tsc;
 
+use latlab_stats::stalls::Stalls;
+
+use crate::stalls::StallWatch;
 use crate::Stop;
 
 /// Bytes of an Ethernet header: anything shorter is a runt.
@@ -149,6 +152,9 @@ pub struct ForwarderReport {
     pub b_to_a: FwdDirection,
     /// Where the cycles went, both directions together.
     pub cycles: CycleReport,
+    /// The host's stalls of the loop over the run ([`crate::stalls`]), from the counter reads
+    /// it makes anyway.
+    pub host_stalls: Stalls,
 }
 
 /// Measures the counter's frequency and the cost of one read of it (15 loops of 1000
@@ -210,7 +216,12 @@ fn run_calibrated<P: FramePort>(
     // The last counter read: every interval starts where the one before ended, so together
     // they cover the run.
     let mut mark = start;
+    // The counter in ns since the loop began, for the stall watch.
+    let base = start;
+    let ns = |tsc: u64| (tsc.wrapping_sub(base) as f64 * 1e9 / hz) as u64;
+    let mut watch = StallWatch::new(0);
     while !stop.is_raised() {
+        watch.tick(ns(mark));
         if live.restart.load(Ordering::Relaxed) {
             account = CycleAccount::new();
             (ab, ba) = (FwdDirection::default(), FwdDirection::default());
@@ -245,6 +256,8 @@ fn run_calibrated<P: FramePort>(
                 reads: 1,
             });
             mark = w1;
+            // A frame may have ended the wait: its length is no stall.
+            watch.resumed(ns(mark));
         }
     }
     let end = lap(&mut mark, &mut account);
@@ -255,6 +268,7 @@ fn run_calibrated<P: FramePort>(
         a_to_b: ab,
         b_to_a: ba,
         cycles: account.report(&calibration, elapsed, hz),
+        host_stalls: watch.finish(ns(end)),
     })
 }
 

@@ -143,6 +143,7 @@ impl FwdReport {
             c.packets_per_second,
             c.mean_batch,
         ));
+        out.push_str(&format!("{}\n", self.report.host_stalls.report().line()));
         out
     }
 }

@@ -32,8 +32,13 @@ use serde::{Deserialize, Serialize};
 use crate::results::{Delay, RunSummary};
 use crate::units::{format_rate, parse_duration, parse_rate};
 
+mod format;
 pub mod junit;
 pub mod regression;
+mod stalls;
+
+pub(crate) use format::format_ns;
+use format::format_seconds;
 
 /// What an assertion holds against its limit.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -294,46 +299,6 @@ impl Assertion {
         }
     }
 
-    /// A delay gate that failed on a value the host's own stalls could make is inconclusive,
-    /// not failed: the run cannot tell the system's tail from the host's. That is when the
-    /// system meets the limit unstalled (the run's fastest, `min_ns`, is within it), the host
-    /// stalled latlab's loops about as long as the tail stands above that
-    /// ([`HostStalls::covers`](latlab_stats::stalls::HostStalls::covers)), and for a
-    /// percentile the stalls took at least the share of the run that lies beyond it (1 % for
-    /// p99: a probe due while the loop stood waits for it). A pass stands (the host only
-    /// adds), as does a failed lower bound, a mean, or a limit below the fastest.
-    fn within_stalls(
-        &self,
-        mut v: AssertionVerdict,
-        stalls: &latlab_stats::stalls::HostStalls,
-        min_ns: u64,
-    ) -> AssertionVerdict {
-        let beyond = match self.statistic {
-            Statistic::Percentile(_, q) => 1.0 - q.q,
-            Statistic::Max(_) => 0.0,
-            _ => return v,
-        };
-        let upper = matches!(self.bound, Bound::AtMost | Bound::Below);
-        let failed = upper && v.verdict == Verdict::Fail && self.limit >= min_ns as f64;
-        let Some(estimate) = v.estimate.filter(|_| failed) else {
-            return v;
-        };
-        let share = stalls.total_ns as f64 / (stalls.observed_s * 1e9).max(1.0);
-        let excess = (estimate.max(0.0) as u64).saturating_sub(min_ns);
-        if !stalls.covers(excess) || share < beyond {
-            return v;
-        }
-        v.verdict = Verdict::Inconclusive;
-        v.message = format!(
-            "{}; the host stalled as long as this tail (its longest stall {}, {:.2}% of the run \
-             stalled): the system's tail cannot be told from the host's",
-            v.message,
-            format_ns(stalls.longest_ns as f64),
-            share * 100.0
-        );
-        v
-    }
-
     /// Decides an `ndr` or `pdr` gate on one frame size of an RFC 2544 run (`run` names it):
     /// the rate the search found, an observed value, so pass or fail; inconclusive when the
     /// search found none, or when the rate falls short of an at-least limit but the source,
@@ -564,30 +529,6 @@ impl<'a> Measured<'a> {
             Delay::Forward => self.forward,
             Delay::Return => self.back,
         }
-    }
-}
-
-/// Nanoseconds in the unit that reads best: `850 ns`, `12.35 µs`, `1.234 ms`, `2.500 s`.
-pub(crate) fn format_ns(ns: f64) -> String {
-    if ns < 1e3 {
-        format!("{ns:.0} ns")
-    } else if ns < 1e6 {
-        format!("{:.2} µs", ns / 1e3)
-    } else if ns < 1e9 {
-        format!("{:.3} ms", ns / 1e6)
-    } else {
-        format!("{:.3} s", ns / 1e9)
-    }
-}
-
-/// Seconds as a run length: `12.5 s`, `3.2 min`, `1.5 h`.
-fn format_seconds(s: f64) -> String {
-    if s < 120.0 {
-        format!("{s:.1} s")
-    } else if s < 7200.0 {
-        format!("{:.1} min", s / 60.0)
-    } else {
-        format!("{:.1} h", s / 3600.0)
     }
 }
 

@@ -21,7 +21,7 @@ mod synthetic;
 pub(crate) use atomic::naming;
 pub use atomic::temp_name;
 pub use atomic::{write_atomic, PartialFile};
-pub use export::{ccdf_csv, hlog_bytes, hlog_of, summary_json, Delay};
+pub use export::{ccdf_csv, hlog_bytes, hlog_of, stall_marks, summary_json, Delay};
 
 /// Datagrams the meter dropped, by cause.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -595,24 +595,6 @@ pub fn write_run(
     )
     .map_err(io::Error::other)?;
     dir.write(&format!("{prefix}ccdf.svg"), svg.as_bytes())
-}
-
-/// The longest host stall of `runs` as a mark beside their CCDF (none without a stall): the
-/// part of a tail right of it is longer than anything the host did to latlab's loops.
-pub fn stall_marks(runs: &[RunSummary]) -> Vec<(String, u64)> {
-    let longest = runs
-        .iter()
-        .filter_map(|r| r.host_stalls.as_ref())
-        .map(|h| h.longest_ns)
-        .max()
-        .unwrap_or(0);
-    match longest {
-        0 => Vec::new(),
-        ns => vec![(
-            format!("longest host stall {}", crate::gate::format_ns(ns as f64)),
-            ns,
-        )],
-    }
 }
 
 #[cfg(test)]

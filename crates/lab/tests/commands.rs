@@ -57,10 +57,17 @@ fn echo_stops_after_its_duration_with_its_json_written() {
     );
     assert!(shown.stopped);
     assert_eq!(report.counters.received, 0);
+    let text = report.text();
+    let mut lines = text.lines();
     assert_eq!(
-        report.text(),
-        "received 0  reflected 0  malformed 0  oversized 0  send-dropped 0"
+        lines.next(),
+        Some("received 0  reflected 0  malformed 0  oversized 0  send-dropped 0")
     );
+    // Blocking, its stalls were a sampler's on its CPU.
+    let stalls = lines.next().unwrap_or_default();
+    assert!(stalls.starts_with("host stalls: "), "{text}");
+    assert!(stalls.ends_with("sampler)"), "{text}");
+    assert_eq!(report.json["host_stalls"]["source"], "sampler");
     assert_eq!(read_json(&json), report.json);
     assert_eq!(report.json["listen"], "127.0.0.1:0");
 }

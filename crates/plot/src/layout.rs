@@ -28,6 +28,10 @@ fn label_px(text: &str) -> f64 {
 /// 1·10ᵏ, then 1-2-5, then 1…9 per decade whose labels do not overlap, with at least two in
 /// the range when any set has two; when even one per decade overlaps, every n-th decade.
 pub fn log_ticks(lo: f64, hi: f64, length_px: f64) -> Vec<f64> {
+    // No axis to tick (and no end to the decades' walk): none.
+    if !(lo > 0.0 && hi >= lo && hi.is_finite()) {
+        return Vec::new();
+    }
     let span = (hi / lo).log10();
     let at = |v: f64| (v / lo).log10() / span * length_px;
     let candidates = |mantissas: &[f64]| -> Vec<f64> {
@@ -88,6 +92,9 @@ fn thin(ticks: Vec<f64>, fits: &dyn Fn(&[f64]) -> bool) -> Vec<f64> {
 /// The grid lines of a log axis: 1…9 per decade.
 pub fn log_grid(lo: f64, hi: f64) -> Vec<f64> {
     let mut out = Vec::new();
+    if !(lo > 0.0 && hi >= lo && hi.is_finite()) {
+        return out;
+    }
     let mut decade = lo.log10().floor() as i32;
     while 10f64.powi(decade) <= hi {
         for m in 1..=9 {
@@ -187,6 +194,19 @@ mod tests {
         ticks.windows(2).all(|w| {
             at(w[1]) - at(w[0]) >= (label_px(&tick_label(w[0])) + label_px(&tick_label(w[1]))) / 2.0
         })
+    }
+
+    #[test]
+    fn an_axis_with_no_finite_range_has_no_ticks_and_ends() {
+        for (lo, hi) in [
+            (1e308, f64::INFINITY),
+            (0.0, 10.0),
+            (10.0, 1.0),
+            (f64::NAN, 1.0),
+        ] {
+            assert!(log_ticks(lo, hi, 800.0).is_empty(), "{lo}..{hi}");
+            assert!(log_grid(lo, hi).is_empty(), "{lo}..{hi}");
+        }
     }
 
     #[test]

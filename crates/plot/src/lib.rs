@@ -264,6 +264,11 @@ pub fn ccdf_svg_marked(
     })
 }
 
+/// A CCDF curve: its label and its points.
+type Series = (String, Vec<CcdfPoint>);
+/// A [`ccdf_svg_marked`] mark: its label and where it stands, ns.
+type Mark = (String, u64);
+
 /// The colour of a [`ccdf_svg_marked`] mark.
 const MARK: RGBColor = RGBColor(120, 120, 120);
 
@@ -271,7 +276,7 @@ fn draw(
     root: &Page<'_>,
     title: &str,
     x_desc: &str,
-    (series, marks): (&[(String, Vec<CcdfPoint>)], &[(String, u64)]),
+    (series, marks): (&[Series], &[Mark]),
     colours: &[RGBColor],
 ) -> DrawResult {
     let all = series.iter().flat_map(|(_, p)| p.iter());
@@ -284,7 +289,9 @@ fn draw(
             y_lo = y_lo.min(p.fraction_above);
         }
     }
+    // A mark is on the axis whether or not a curve reaches it (a run with no sample has none).
     for &(_, ns) in marks {
+        x_lo = x_lo.min(ns as f64 / 1000.0);
         x_hi = x_hi.max(ns as f64 / 1000.0);
     }
     if x_hi <= 0.0 {
@@ -399,6 +406,12 @@ mod tests {
         // The axis reaches the mark, 3.2 ms, far right of the curve's 11 µs.
         assert!(marked.contains("\n1000\n"), "{marked}");
         assert!(!plain.contains("\n1000\n"), "{plain}");
+        // A run with no sample has its mark alone on the axis.
+        let empty = vec![("run".to_string(), Vec::new())];
+        let mark = ("longest host stall 50.0 ms".to_string(), 50_000_000);
+        let alone = ccdf_svg_marked("t", ROUND_TRIP_AXIS, &empty, &[mark]).unwrap();
+        assert!(alone.contains("longest host stall 50.0 ms"), "{alone}");
+        assert!(alone.contains("nothing to draw"), "{alone}");
     }
 
     #[test]

@@ -391,3 +391,38 @@ impl Drop for Reaped {
         }
     }
 }
+
+/// A fresh client/server pair of namespaces, its server's namespace and address (a test runs
+/// gen and the reflector both in it, so that the namespace's counters count its datagrams
+/// only); `None` where namespaces cannot be made (the test then skips).
+#[allow(dead_code)]
+pub(crate) fn server_namespace() -> Option<(latlab_lab::topology::ClientServer, String, String)> {
+    use latlab_lab::topology::ClientServer;
+    if !namespaces_or_skip() {
+        return None;
+    }
+    let lab = ClientServer::namespaces().unwrap();
+    let ClientServer::Namespaces {
+        server,
+        server_addr,
+        ..
+    } = &lab
+    else {
+        unreachable!("namespaces were asked for")
+    };
+    let (ns, addr) = (server.name().to_string(), server_addr.to_string());
+    Some((lab, ns, addr))
+}
+
+/// Waits until `done`, failing (instead of hanging) if it never comes within a minute; not a
+/// bound on speed.
+#[allow(dead_code)]
+pub(crate) fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..3000 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("{what} never happened");
+}

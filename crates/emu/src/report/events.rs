@@ -100,3 +100,18 @@ pub(super) fn event_lines(report: &EmulatorReport) -> String {
     }
     out
 }
+
+/// Both directions' events (scheduled and begun) with their times since the start, and the
+/// ones begun or released through the API and the panel, as `GET /events` shows them.
+pub fn control_events_json(
+    control: &latlab_engine::emulator::EmulatorControl,
+) -> serde_json::Value {
+    let (start_ns, events) = control.events();
+    let now_ns = latlab_io::clock::now_ns();
+    let direction = |d: usize| events_json(&events[d], start_ns, now_ns);
+    serde_json::json!({
+        "a_to_b": direction(0),
+        "b_to_a": direction(1),
+        "changes": event_changes_json(&control.event_changes()),
+    })
+}

@@ -32,6 +32,9 @@ pub struct FwdJson {
     pub b_to_a: FwdDirectionJson,
     /// Cycles per packet by step, checked against the whole run's.
     pub cycles: CycleReport,
+    /// The host's stalls of the forwarder's loop over the run; absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_stalls: Option<latlab_stats::stalls::HostStalls>,
 }
 
 /// One direction's frames.
@@ -72,6 +75,7 @@ impl FwdJson {
             a_to_b: FwdDirectionJson::new(&report.report.a_to_b),
             b_to_a: FwdDirectionJson::new(&report.report.b_to_a),
             cycles: report.report.cycles.clone(),
+            host_stalls: Some(report.report.host_stalls.report()),
         }
     }
 
@@ -157,6 +161,7 @@ mod tests {
             a_to_b: direction(6_000, 4, 2, 1),
             b_to_a: direction(4_000, 0, 0, 3),
             cycles,
+            host_stalls: latlab_stats::stalls::Stalls::new(Default::default()),
         };
         (
             options,
@@ -195,6 +200,7 @@ mod tests {
             "a_to_b": direction(&report.report.a_to_b),
             "b_to_a": direction(&report.report.b_to_a),
             "cycles": report.report.cycles,
+            "host_stalls": report.report.host_stalls.report(),
         });
         assert_eq!(json.text(), format!("{before:#}\n"));
         let unpinned = FwdReport {

@@ -85,3 +85,21 @@ pub fn ccdf_csv(h: &LatencyHistogram) -> io::Result<Vec<u8>> {
     latlab_stats::write_ccdf_csv(&latlab_stats::ccdf(h), &mut out).map_err(io::Error::other)?;
     Ok(out)
 }
+
+/// The longest host stall of `runs` as a mark beside their CCDF (none without a stall): the
+/// part of a tail right of it is longer than anything the host did to latlab's loops.
+pub fn stall_marks(runs: &[super::RunSummary]) -> Vec<(String, u64)> {
+    let longest = runs
+        .iter()
+        .filter_map(|r| r.host_stalls.as_ref())
+        .map(|h| h.longest_ns)
+        .max()
+        .unwrap_or(0);
+    match longest {
+        0 => Vec::new(),
+        ns => vec![(
+            format!("longest host stall {}", crate::gate::format_ns(ns as f64)),
+            ns,
+        )],
+    }
+}
