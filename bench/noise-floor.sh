@@ -99,11 +99,9 @@ quiet() {
 # What else of latlab's kind runs now (latlab and its tests, peers, compilers): none of this
 # script's own, which start only after it looks; sets $others ("-" or "name×count, …").
 others_now() {
-  local pattern='latlab.*|sockperf|cyclictest|rustc|cargo|memcached|unbound|iperf3' list
-  list=$(pgrep -x "$pattern" | paste -sd, -)
-  if [ -z "$list" ]; then others="-"; return; fi
-  others="$(ps -o comm= -p "$list" | sort | uniq -c \
-    | awk '{ printf "%s%s×%s", (NR > 1 ? ", " : ""), $2, $1 }')"
+  others=$(ps -eo comm= | grep -Ex 'latlab.*|sockperf|cyclictest|rustc|cargo|memcached|unbound|iperf3' \
+    | sort | uniq -c | awk '{ printf "%s%s×%s", (NR > 1 ? ", " : ""), $2, $1 }' || true)
+  [ -n "$others" ] || others="-"
 }
 # The hypervisor's steal so far, ms (all CPUs, from /proc/stat).
 steal_ms() { local f; f=($(head -1 /proc/stat)); echo $(( f[8] * 1000 / $(getconf CLK_TCK) )); }
