@@ -6,12 +6,11 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use common::json;
 use latlab_lab::topology::ClientEmuServer;
 
 const API: &str = "127.0.0.1:9101";
@@ -222,28 +221,7 @@ fn check_notes(path: &Path) {
 
 /// One HTTP/1.1 request to the API inside namespace `ns`: the status and the body.
 fn request(ns: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    let (method, path, body) = (method.to_string(), path.to_string(), body.to_string());
-    latlab_io::netns::run_in(ns, move || {
-        let mut s = TcpStream::connect(API).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: emu\r\nConnection: close\r\n\
-             Content-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut answer = String::new();
-        s.read_to_string(&mut answer).unwrap();
-        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
-        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-        (status, body.to_string())
-    })
-    .unwrap()
-}
-
-fn json(body: &str) -> serde_json::Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+    common::api_request(ns, API, method, path, body)
 }
 
 /// Probes counted by `key` (`sent`, `lost`), the warm-up's included.

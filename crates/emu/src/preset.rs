@@ -64,26 +64,14 @@ macro_rules! unity {
                 "% loss, each way"
             ),
             source: UNITY,
-            up: concat!(
-                "delay=",
-                $delay,
-                "ms jitter=",
-                $jitter,
-                "ms loss=",
-                $loss,
-                "%"
-            ),
-            down: concat!(
-                "delay=",
-                $delay,
-                "ms jitter=",
-                $jitter,
-                "ms loss=",
-                $loss,
-                "%"
-            ),
+            up: unity!(@spec $delay, $jitter, $loss),
+            down: unity!(@spec $delay, $jitter, $loss),
             events: "",
         }
+    };
+    // The spec of one way.
+    (@spec $delay:literal, $jitter:literal, $loss:literal) => {
+        concat!("delay=", $delay, "ms jitter=", $jitter, "ms loss=", $loss, "%")
     };
 }
 

@@ -426,3 +426,46 @@ pub(crate) fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
     panic!("{what} never happened");
 }
+
+/// One HTTP/1.1 request to an API listening on `api` inside namespace `ns`: the status and the
+/// body.
+#[allow(dead_code)]
+pub(crate) fn api_request(
+    ns: &str,
+    api: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, String) {
+    use std::io::{Read, Write};
+    let (api, method, path, body) = (
+        api.to_string(),
+        method.to_string(),
+        path.to_string(),
+        body.to_string(),
+    );
+    latlab_io::netns::run_in(ns, move || {
+        let mut s = std::net::TcpStream::connect(api.as_str()).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: emu\r\nConnection: close\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        (status, body.to_string())
+    })
+    .unwrap()
+}
+
+/// `body` read as JSON, or a panic showing it.
+#[allow(dead_code)]
+pub(crate) fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
