@@ -1,6 +1,6 @@
 //! The host's stall floor in a run's results: a loop stopped by SIGSTOP for 100 ms records a
-//! stall of at least 50 ms (gen's own loop, echo's loop spinning, echo's sampler when it
-//! blocks), and a gate on a tail the stall explains is inconclusive, not failed. In a namespace
+//! stall of at least 50 ms (gen's own loop; echo's and serve's loops spinning, their samplers
+//! when they block), and a gate on a tail the stall explains is inconclusive, not failed. In a namespace
 //! the test made (root; must run under CI=true). Asserts on what was recorded, never on speed.
 
 mod common;
@@ -122,5 +122,62 @@ fn a_reflector_stopped_for_100ms_records_the_stall_spinning_or_blocking() {
         assert_eq!(status.code(), Some(143), "{stderr}");
         let stalls = has_the_stall(&common::read_json(&json), source);
         assert!(stalls["observed_s"].as_f64().unwrap() > 0.1, "{stalls}");
+    }
+}
+
+/// The receive queue of the namespace's UDP socket bound to `port`, bytes (`/proc/net/udp`'s
+/// `rx_queue`), or `None` while no socket holds it.
+fn rx_queue(ns: &str, port: u16) -> Option<u64> {
+    let out =
+        common::succeeds(Command::new("ip").args(["netns", "exec", ns, "cat", "/proc/net/udp"]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.contains(&format!(":{port:04X} ")))?;
+    let queues = line.split_whitespace().nth(4)?;
+    u64::from_str_radix(queues.split(':').nth(1)?, 16).ok()
+}
+
+#[test]
+fn a_game_server_stopped_for_100ms_records_the_stall_spinning_or_blocking() {
+    let _turn = common::engines();
+    let Some((_lab, ns, addr)) = common::server_namespace() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (poll, source) in [("busy", "loop"), ("block", "sampler")] {
+        let json = dir.path().join(format!("serve-{poll}.json"));
+        let listen = format!("{addr}:7000");
+        let mut cmd = common::in_ns(&ns);
+        cmd.args(["serve", "--listen", &listen, "--poll", poll, "--json"])
+            .arg(&json)
+            .stdout(std::process::Stdio::piped());
+        let serve = common::started(cmd, "latlab serve:");
+        // A datagram the server reads (and drops, counted) once its loop runs.
+        let before = udp_in(&ns);
+        common::succeeds(Command::new("ip").args([
+            "netns",
+            "exec",
+            &ns,
+            "bash",
+            "-c",
+            &format!("printf x > /dev/udp/{addr}/7000"),
+        ]));
+        common::wait_for("the server's loop to read a datagram", || {
+            udp_in(&ns) > before && rx_queue(&ns, 7000) == Some(0)
+        });
+        stop_for_100ms(serve.id());
+        serve.signal("TERM");
+        let (status, stdout, stderr) = serve.wait_output();
+        assert_eq!(status.code(), Some(143), "{stderr}");
+        let report = common::read_json(&json);
+        let stalls = has_the_stall(&report, source);
+        assert!(stalls["observed_s"].as_f64().unwrap() > 0.1, "{stalls}");
+        assert_eq!(report["received"], 1, "{report}");
+        assert_eq!(report["kernel_drops"], 0, "{report}");
+        assert!(
+            stdout.lines().any(|l| l.starts_with("host stalls: ")),
+            "{stdout}"
+        );
     }
 }

@@ -14,6 +14,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use latlab_game::{Server, ServerConfig, ServerCounters, Verdict};
@@ -24,7 +25,9 @@ use latlab_io::port::{
 };
 use latlab_io::tsc;
 use latlab_io::udp::UdpSocket;
+use latlab_stats::stalls::{HostStalls, Stalls};
 
+use crate::stalls::{StallSampler, StallWatch};
 use crate::{poll_now, LiveSendFailures, PollMode, PollSwitch, Stop};
 
 mod clients;
@@ -99,6 +102,18 @@ pub struct ServerLive {
     pub send_failures: LiveSendFailures,
     /// Datagrams received from [`GameServerConfig::count_from`].
     pub from_counted: AtomicU64,
+    /// The host's stalls of the server's loop, set when it ends ([`crate::stalls`]).
+    stalls: Mutex<Option<Stalls>>,
+}
+
+impl ServerLive {
+    /// The host's stalls over the server's run, once it has ended: the gaps of its turns that
+    /// handled no packet (a turn's own work, W cycles a copy, is not a stall), and while it
+    /// blocks, a sampler's late wake-ups on its CPU. `None` before the end.
+    pub fn host_stalls(&self) -> Option<HostStalls> {
+        let stalls = self.stalls.lock().unwrap_or_else(|e| e.into_inner());
+        stalls.as_ref().map(Stalls::report)
+    }
 }
 
 /// Serves on the kernel UDP `socket` (`config.io` socket or batched) until `stop` is raised;
@@ -277,6 +292,12 @@ pub fn serve_port<P: DatagramPort>(
     // A port that stamps in user space read the clock right after its receive call: that is
     // the core's `now`, without reading the clock again.
     let stamped_on_read = port.timestamp_source() == TimestampSource::UserSpace;
+    // A server that blocks cannot time itself: a sampler on its CPU watches for it.
+    let sampler = match poll_now(config.poll, config.switch.as_ref()) {
+        PollMode::Block => Some(StallSampler::start(crate::stalls::pinned_cpu())?),
+        PollMode::Busy => None,
+    };
+    let mut watch = StallWatch::new(now_ns());
     while !stop.is_raised() {
         inbox.count = 0;
         port.recv(|d| {
@@ -285,16 +306,22 @@ pub fn serve_port<P: DatagramPort>(
                 inbox.push(d);
             }
         })?;
+        // The turn's gap since the last one ended: one receive call and the loop, unless the
+        // host took the CPU away.
+        let turn_ns = now_ns();
+        watch.tick(turn_ns);
         if inbox.count == 0 {
             // The clock is read only when the core has a timer set.
             let until_timeout = match server.poll_timeout() {
-                Some(_) => expire_idle(&mut server, now_ns()),
+                Some(_) => expire_idle(&mut server, turn_ns),
                 None => None,
             };
             publish(&server, live);
             if poll_now(config.poll, config.switch.as_ref()) == PollMode::Block {
                 let wait = until_timeout.map_or(IDLE_WAIT, |ns| IDLE_WAIT.min(ns));
                 port.wait_readable(Some(wait))?;
+                // A frame may have ended the wait early: the wait is not a stall.
+                watch.resumed(now_ns());
             } else {
                 std::hint::spin_loop();
             }
@@ -303,7 +330,7 @@ pub fn serve_port<P: DatagramPort>(
         let now = if stamped_on_read {
             inbox.first_rx_ns
         } else {
-            now_ns()
+            turn_ns
         };
         expire_idle(&mut server, now);
         for i in 0..inbox.count {
@@ -323,6 +350,8 @@ pub fn serve_port<P: DatagramPort>(
             }
         }
         flush_all(port, live)?;
+        // The batch's work and sends are the server's own time, not the host's.
+        watch.resumed(now_ns());
         since_publish += inbox.count;
         if since_publish >= 1024 {
             since_publish = 0;
@@ -330,6 +359,11 @@ pub fn serve_port<P: DatagramPort>(
         }
     }
     publish(&server, live);
+    let mut stalls = watch.finish(now_ns());
+    if let Some(sampler) = sampler {
+        stalls.merge(&sampler.finish());
+    }
+    *live.stalls.lock().unwrap_or_else(|e| e.into_inner()) = Some(stalls);
     Ok(server.counters().clone())
 }
 

@@ -172,7 +172,7 @@ pub fn run<P: DatagramPort>(
     counters.read_kernel_drops(port);
     // A loop that blocks cannot time itself: a sampler on its CPU watches for it.
     let sampler = match config.poll {
-        PollMode::Block => Some(StallSampler::start(pinned_cpu())?),
+        PollMode::Block => Some(StallSampler::start(crate::stalls::pinned_cpu())?),
         PollMode::Busy => None,
     };
     let mut watch = StallWatch::new(now_ns());
@@ -253,12 +253,4 @@ pub fn run<P: DatagramPort>(
     }
     *counters.stalls.lock().unwrap_or_else(|e| e.into_inner()) = Some(stalls);
     Ok(())
-}
-
-/// The CPU the calling thread is pinned to, if it is pinned to one.
-fn pinned_cpu() -> Option<usize> {
-    match latlab_io::cpu::allowed_cpus().ok()?.as_slice() {
-        [cpu] => Some(*cpu),
-        _ => None,
-    }
 }

@@ -69,6 +69,15 @@ impl StallWatch {
     }
 }
 
+/// The CPU the calling thread is pinned to, if it is pinned to one: where a loop's
+/// [`StallSampler`] samples.
+pub(crate) fn pinned_cpu() -> Option<usize> {
+    match cpu::allowed_cpus().ok()?.as_slice() {
+        [cpu] => Some(*cpu),
+        _ => None,
+    }
+}
+
 /// The sleep between two of a [`StallSampler`]'s wake-ups.
 pub const SAMPLER_PERIOD: Duration = Duration::from_millis(1);
 

@@ -10,13 +10,16 @@ use std::time::Duration;
 use latlab_engine::game::{GameServerConfig, ServerIo, ServerLive};
 use latlab_engine::Stop;
 use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_io::udpmib::UdpMib;
 use latlab_io::xdp::{SourceDrops, SourceLimit, XdpSocket};
+use latlab_stats::stalls::HostStalls;
 
 use crate::middle::ports::{open_endpoint, EndpointSettings};
 
 use crate::command::{watched, write_json, CommandError, View};
 use crate::cores::{PollChoice, Role, Seat};
 use crate::echo::failures_json;
+use crate::losses::UdpJson;
 
 /// Everything `latlab serve` takes, checked.
 #[derive(Clone, Debug)]
@@ -76,12 +79,17 @@ impl ServeOptions {
 pub struct ServeReport {
     /// The final counters, as written to `--json` (and printed).
     pub json: serde_json::Value,
+    /// The host's stalls of the server's loop over the run.
+    pub host_stalls: Option<HostStalls>,
 }
 
 impl ServeReport {
-    /// The text printed at the end of a run: the JSON, pretty.
+    /// The text printed at the end of a run: the JSON, pretty, and the host's stalls in a line.
     pub fn text(&self) -> String {
-        format!("{:#}", self.json)
+        match &self.host_stalls {
+            Some(stalls) => format!("{:#}\n{}", self.json, stalls.line()),
+            None => format!("{:#}", self.json),
+        }
     }
 }
 
@@ -175,6 +183,9 @@ pub fn run(
         ),
     });
     let live = Arc::new(ServerLive::default());
+    // This process's namespace, the server's: what its UDP stack dropped, read around the run.
+    let mib = UdpMib::open().ok();
+    let udp_before = mib.as_ref().and_then(|m| m.read().ok());
     let show = || {
         let mut line = format!(
             "clients {}  received {}  copies sent {}  dropped {}",
@@ -188,12 +199,15 @@ pub fn run(
         }
         line
     };
-    let c = seat
+    // What the kernel dropped at the server's socket (a full receive buffer), read at the end.
+    let (c, kernel_drops) = seat
         .run(|| {
             watched(options.duration, stop, view, show, || match socket {
-                ServeSocket::Udp(s) => latlab_engine::game::serve(&s, &config, stop, &live),
+                ServeSocket::Udp(s) => latlab_engine::game::serve(&s, &config, stop, &live)
+                    .map(|c| (c, s.kernel_drops().ok())),
                 ServeSocket::Xdp(s) => {
                     latlab_engine::game::serve_xdp(*s, listen.port(), &config, stop, &live)
+                        .map(|c| (c, None))
                 }
             })
         })
@@ -229,10 +243,20 @@ pub fn run(
         // Datagrams the XDP program dropped for a source above --rate-limit, before user
         // space saw them (not in `received`); null without the program's limit.
         "xdp_rate_limited": read_xdp_drops(),
+        // Datagrams the kernel dropped at the server's socket before the server read them
+        // (not in `received`); null over AF_XDP.
+        "kernel_drops": kernel_drops,
         "placement": seat.placement().to_value(),
     });
+    let udp = mib
+        .zip(udp_before)
+        .and_then(|(m, before)| Some(UdpJson::from(m.read().ok()?.since(&before))));
+    let host_stalls = live.host_stalls();
+    let mut json = json;
+    json["udp"] = serde_json::to_value(udp).map_err(std::io::Error::other)?;
+    json["host_stalls"] = serde_json::to_value(&host_stalls).map_err(std::io::Error::other)?;
     if let Some(path) = &options.json {
         write_json(path, &json)?;
     }
-    Ok(ServeReport { json })
+    Ok(ServeReport { json, host_stalls })
 }

@@ -271,6 +271,11 @@ pub struct Point {
     /// Messages of that traffic smaller than the probe header, sent at the header's size.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub raised: u64,
+    /// The host's stalls over the point: the server's loop (its turns that handled no packet,
+    /// and a sampler on its CPU while it blocks) and the clients' loop together; absent in
+    /// older points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_stalls: Option<latlab_stats::stalls::HostStalls>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -220,6 +220,19 @@ fn report_md(
     if let Some(&median) = spans.get(spans.len() / 2) {
         let _ = writeln!(s, "- measured time per point: about {median:.2} s after warm-up (inferred: probes sent ÷ achieved rate, median over points)");
     }
+    let mut stalls = study
+        .all
+        .iter()
+        .filter_map(|l| l.point.host_stalls.as_ref());
+    if let Some(first) = stalls.next() {
+        let mut all = first.clone();
+        stalls.for_each(|h| all.merge(h));
+        let _ = writeln!(
+            s,
+            "- {} (the server's and the clients' loops, every point)",
+            all.line()
+        );
+    }
     let _ = writeln!(
         s,
         "- first drop: copy loss > {:.0}%; lossless: copy loss ≤ {:.1}%",

@@ -441,6 +441,10 @@ impl Runner<'_> {
             .map_err(|_| io::Error::other("the game server thread panicked"))??;
         let result = outcome?;
         let r = &result.report;
+        let mut host_stalls = result.host_stalls.report();
+        if let Some(server_stalls) = live.host_stalls() {
+            host_stalls.merge(&server_stalls);
+        }
         let mut server = BTreeMap::new();
         for (k, v) in [
             ("received", counters.received),
@@ -495,6 +499,7 @@ impl Runner<'_> {
             },
             traffic: self.options.traffic.as_ref().map(|t| t.name_at(spec.load)),
             raised: r.raised,
+            host_stalls: Some(host_stalls),
         };
         Ok((point, result.report.latency_last))
     }

@@ -73,6 +73,7 @@ fn write_point(
         flood_send_failed: BTreeMap::new(),
         traffic: None,
         raised: 0,
+        host_stalls: None,
     };
     let mut key = format!(
         "{phase}-{io_mode}-c{clients}-b{}k-{}pps",
