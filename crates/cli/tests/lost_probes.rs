@@ -1,6 +1,7 @@
 //! Every probe `latlab gen` loses is placed by cause in its `lost_by_cause`, from the kernel's
 //! counters, and the causes add up to the loss: losses made to happen at a known place in a
-//! namespace the test made (root; must run under CI=true).
+//! namespace the test made (root; must run under CI=true). A stopped game server's full socket
+//! is counted the same way in `serve --json`.
 
 mod common;
 
@@ -181,4 +182,82 @@ fn probes_to_a_port_nobody_holds_are_placed_at_the_reflector() {
     ] {
         assert_eq!(lost[cause], 0, "{cause}: {lost}");
     }
+}
+
+/// A game server stopped (SIGSTOP) with the smallest receive buffer: what its socket held it
+/// reads once it goes on, the kernel drops the rest there. Its `--json` counts both, and they
+/// add up to every datagram sent to it; the namespace's MIB counts the same drops.
+#[test]
+fn a_stopped_game_servers_full_socket_counts_what_it_dropped() {
+    let _turn = common::engines();
+    let Some((_lab, ns, addr)) = common::server_namespace() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (serve_json, gen_json) = (dir.path().join("serve.json"), dir.path().join("gen.json"));
+    let target = format!("{addr}:7000");
+    let serve = common::in_ns(&ns)
+        .args(["serve", "--listen", &target, "--rcvbuf", "1", "--json"])
+        .arg(&serve_json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut serve = common::Reaped::new(serve);
+    common::wait_for("the server's socket", || listening(&ns, 7000));
+    signal("STOP", serve.id());
+    // Probes from a sender that never joined: the server reads and drops them (counted).
+    common::gen_in(
+        &ns,
+        &target,
+        &[
+            "--no-check",
+            "--poll",
+            "block",
+            "--rate",
+            "1k",
+            "--duration",
+            "300ms",
+            "--json",
+            &gen_json.display().to_string(),
+        ],
+    );
+    signal("CONT", serve.id());
+    let summary = common::read_json(&gen_json);
+    let sent = summary["sent"].as_u64().unwrap() + summary["warmup"]["sent"].as_u64().unwrap();
+    let read = || {
+        let out = common::succeeds(Command::new("ip").args([
+            "netns",
+            "exec",
+            &ns,
+            "cat",
+            "/proc/net/udp",
+        ]));
+        // The server's socket is empty once it has read what it held.
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.contains(":1B58 "))
+            .and_then(|l| {
+                l.split_whitespace()
+                    .nth(4)
+                    .map(|q| q.ends_with(":00000000"))
+            })
+            .unwrap_or(false)
+    };
+    common::wait_for("the server to read what its socket held", read);
+    signal("TERM", serve.id());
+    assert_eq!(serve.wait().unwrap().code(), Some(143));
+    let report = common::read_json(&serve_json);
+    let dropped = report["kernel_drops"].as_u64().unwrap();
+    assert!(dropped > 0, "{report}");
+    assert_eq!(
+        report["received"].as_u64().unwrap() + dropped,
+        sent,
+        "{report}"
+    );
+    assert_eq!(
+        report["dropped"]["unknown_sender"], report["received"],
+        "{report}"
+    );
+    assert_eq!(report["udp"]["rcvbuf_errors"], dropped, "{report}");
 }
