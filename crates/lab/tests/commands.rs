@@ -103,7 +103,16 @@ fn serve_stops_when_its_stop_flag_is_raised_with_its_json_written() {
     assert_eq!(read_json(&json), report.json);
     assert_eq!(report.json["io"], "batched");
     assert_eq!(report.json["received"], 0);
-    assert_eq!(report.text(), format!("{:#}", report.json));
+    // The JSON, then the host's stalls of the server's loop (its sampler: it blocked).
+    let stalls = report
+        .host_stalls
+        .as_ref()
+        .expect("the server's loop was watched");
+    assert_eq!(report.json["host_stalls"]["source"], "sampler");
+    assert_eq!(
+        report.text(),
+        format!("{:#}\n{}", report.json, stalls.line())
+    );
 }
 
 #[test]
