@@ -14,6 +14,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     result.map_err(|e| naming(path, e))
 }
 
+/// Writes `bytes` to `path`, whole, unless a file is there already: `true` when this call
+/// wrote it, `false` when it found one (left as it was). Of several processes that try at
+/// once, on one host or on a shared file system, exactly one writes it (the file is linked
+/// into place, and a link is never made over a name that exists).
+pub fn write_new(path: &Path, bytes: &[u8]) -> io::Result<bool> {
+    let result = (|| {
+        let tmp = PartialFile::create(path)?;
+        let mut f = tmp.file();
+        f.write_all(bytes)?;
+        tmp.commit_new()
+    })();
+    result.map_err(|e| naming(path, e))
+}
+
 /// A file written under its partial name (`.NAME.partial-PID` beside where it goes) and renamed
 /// into place by [`PartialFile::commit`]; dropped without a commit, it is removed. Its writer
 /// holds the lock on it ([`latlab_io::lock`]) while it is written (the lock goes with the open
@@ -72,6 +86,18 @@ impl PartialFile {
         fs::rename(&self.tmp, &self.dest)?;
         self.committed = true;
         Ok(())
+    }
+
+    /// Flushes the file to the disk and links it into place unless a file is there already
+    /// (`false`: that one is left as it was); the partial name goes either way.
+    pub fn commit_new(self) -> io::Result<bool> {
+        self.file.sync_all()?;
+        match fs::hard_link(&self.tmp, &self.dest) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
+        }
+        // Dropped uncommitted: the partial name is removed, the linked file stays.
     }
 }
 
