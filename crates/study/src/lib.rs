@@ -37,7 +37,6 @@
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -259,15 +258,7 @@ impl StudyFile {
     /// Reads `<out>/study.json`; `None` when the folder has none (folders written before
     /// latlab wrote it).
     pub fn read(out: &Path) -> Result<Option<StudyFile>, StudyError> {
-        let path = out.join(Self::NAME);
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(StudyError::file(&path)(e)),
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|source| StudyError::Json { path, source })
+        points::read_if_there(&out.join(Self::NAME))
     }
 }
 
@@ -287,6 +278,7 @@ fn same_parameter(was: &str, now: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn parameters(duration: &str) -> BTreeMap<String, String> {
         BTreeMap::from([
@@ -320,13 +312,19 @@ mod tests {
         );
     }
 
+    /// A folder whose first shard of two is done, and the two shards.
+    fn first_of_two_done() -> (tempfile::TempDir, Shard, Shard) {
+        let tmp = tempfile::tempdir().unwrap();
+        let (first, second) = (Shard { index: 1, count: 2 }, Shard { index: 2, count: 2 });
+        shard::mark_done(tmp.path(), first).unwrap();
+        (tmp, first, second)
+    }
+
     #[test]
     fn of_two_shards_that_finish_at_once_one_draws_the_report() {
-        let tmp = tempfile::tempdir().unwrap();
+        let (tmp, first, second) = first_of_two_done();
         let out = tmp.path();
-        let (first, second) = (Shard { index: 1, count: 2 }, Shard { index: 2, count: 2 });
         // Both markers are there before either shard looks: each finds no shard missing.
-        shard::mark_done(out, first).unwrap();
         shard::mark_done(out, second).unwrap();
         let drawn = std::cell::Cell::new(0);
         let draw = || {
@@ -347,10 +345,8 @@ mod tests {
 
     #[test]
     fn a_shard_whose_drawing_failed_leaves_the_report_to_the_next() {
-        let tmp = tempfile::tempdir().unwrap();
+        let (tmp, _, second) = first_of_two_done();
         let out = tmp.path();
-        let (first, second) = (Shard { index: 1, count: 2 }, Shard { index: 2, count: 2 });
-        shard::mark_done(out, first).unwrap();
         let failed = StudyReport::finish(out, second, false, || {
             Err(StudyError::Data {
                 path: out.join("report.md"),

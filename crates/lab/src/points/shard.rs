@@ -180,15 +180,7 @@ pub fn release_report(out: &Path) -> Result<(), StudyError> {
 /// folder without one (a whole study, shards still running, or a folder written before latlab
 /// kept it).
 pub fn drawer(out: &Path) -> Result<Option<Drawer>, StudyError> {
-    let path = out.join(FOLDER).join(DRAWER);
-    let text = match fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StudyError::file(&path)(e)),
-    };
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|source| StudyError::Json { path, source })
+    super::read_if_there(&out.join(FOLDER).join(DRAWER))
 }
 
 /// The shards of the study in `out` that have not finished their share, as `I/N`: empty for a

@@ -5,13 +5,7 @@ use super::*;
 
 /// Writes `bytes` to `path` whole or not at all (a temporary file renamed into place).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let result = (|| {
-        let tmp = PartialFile::create(path)?;
-        let mut f = tmp.file();
-        f.write_all(bytes)?;
-        tmp.commit()
-    })();
-    result.map_err(|e| naming(path, e))
+    write_then(path, bytes, PartialFile::commit)
 }
 
 /// Writes `bytes` to `path`, whole, unless a file is there already: `true` when this call
@@ -19,11 +13,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// once, on one host or on a shared file system, exactly one writes it (the file is linked
 /// into place, and a link is never made over a name that exists).
 pub fn write_new(path: &Path, bytes: &[u8]) -> io::Result<bool> {
+    write_then(path, bytes, PartialFile::commit_new)
+}
+
+/// `bytes` written to `path`'s partial file, then put in place by `commit`; errors name `path`.
+fn write_then<T>(
+    path: &Path,
+    bytes: &[u8],
+    commit: impl FnOnce(PartialFile) -> io::Result<T>,
+) -> io::Result<T> {
     let result = (|| {
         let tmp = PartialFile::create(path)?;
         let mut f = tmp.file();
         f.write_all(bytes)?;
-        tmp.commit_new()
+        commit(tmp)
     })();
     result.map_err(|e| naming(path, e))
 }
