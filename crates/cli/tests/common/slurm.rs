@@ -2,7 +2,8 @@
 //! started as this test's children with everything they write (the munge key and socket, a
 //! `slurm.conf` written for this host, state, spool, pid and log files) in a temporary folder,
 //! their ports picked free, their traffic on loopback. When the value drops (a panic
-//! included), every job still queued is cancelled and the daemons are stopped by their
+//! included), every job still queued is cancelled and waited for until none of its processes
+//! is left (found by the `SLURM_CONF` they carry), then the daemons are stopped by their
 //! process ids, SIGKILL after a bounded wait; nothing stays running and nothing is written
 //! outside the folder.
 //!
@@ -298,13 +299,22 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         // Jobs first, while slurmctld and slurmd can still end them (SIGTERM, then SIGKILL
-        // after the KillWait of slurm.conf).
+        // after the KillWait of slurm.conf). A cancelled job leaves the queue before its
+        // processes end: they are waited for too, and what is left of them when the wait runs
+        // out gets SIGKILL by its process id.
         if !self.queue_is_empty() {
             let _ = self.command("scancel").arg("--user=root").status();
-            let deadline = Instant::now() + PATIENCE;
-            while !self.queue_is_empty() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(200));
-            }
+        }
+        let deadline = Instant::now() + PATIENCE;
+        while !(self.queue_is_empty() && self.job_processes().is_empty())
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        for pid in self.job_processes() {
+            let _ = Command::new("kill")
+                .args(["-s", "KILL", &pid.to_string()])
+                .status();
         }
         while let Some(mut daemon) = self.daemons.pop() {
             daemon.stop();
@@ -320,6 +330,36 @@ impl Cluster {
             _ => true,
         }
     }
+
+    /// The processes of this cluster's jobs: those whose environment names its `slurm.conf`
+    /// (every command this test runs against it passes it on, and a job's tasks and its
+    /// step's slurmstepd inherit it), but for the daemons and their own children and this
+    /// test itself.
+    fn job_processes(&self) -> Vec<u32> {
+        let daemons: Vec<u32> = self.daemons.iter().map(|d| d.child.id()).collect();
+        let mark = format!("SLURM_CONF={}", self.conf.display());
+        let Ok(entries) = fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|&pid| pid != std::process::id() && !daemons.contains(&pid))
+            .filter(|&pid| parent(pid).is_some_and(|p| !daemons.contains(&p)))
+            .filter(|pid| {
+                fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == mark.as_bytes()))
+            })
+            .collect()
+    }
+}
+
+/// The parent of process `pid`, `None` once it is gone.
+fn parent(pid: u32) -> Option<u32> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|p| p.trim().parse().ok())
 }
 
 /// A daemon this test started.
