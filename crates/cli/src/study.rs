@@ -566,9 +566,16 @@ fn finish(report: &latlab_study::StudyReport, kept: &str) -> Result<()> {
     Ok(())
 }
 
-/// Where the report is, or, for a shard that did not finish last, which shards it waits for.
+/// Where the report is, or, for a shard that did not finish last, which shards it waits for
+/// (or which one draws the report).
 fn print_report(report: &latlab_study::StudyReport) -> Result<()> {
-    if report.pending.is_empty() {
+    if let (true, Some(drawer)) = (report.pending.is_empty(), report.drawn_by) {
+        outln!(
+            "points written to {}; shard {drawer} draws the report ({})",
+            report.out.display(),
+            report.report.display()
+        );
+    } else if report.pending.is_empty() {
         outln!("report: {}", report.report.display());
     } else {
         let pending: Vec<String> = report.pending.iter().map(|s| s.to_string()).collect();

@@ -674,10 +674,17 @@ fn an_emulator_study_run_as_three_shards_writes_what_one_process_writes() {
     assert!(report.status.success());
     let said = String::from_utf8_lossy(&report.stdout);
     assert!(said.contains("missing: shards 2/3, 3/3"), "{said}");
-    // The other two in parallel: whichever ends last draws the report.
+    // The other two in parallel: whichever ends last draws the report, and one of them only
+    // when both end at once.
     let (second, third) = (study(&sharded, "2/3"), study(&sharded, "3/3"));
     let said = finished(second) + &finished(third);
-    assert!(said.contains("report: "), "{said}");
+    assert_eq!(said.matches("report: ").count(), 1, "{said}");
+    // The claim names the one that drew it: one of those two (the first found shards missing).
+    let drawer = common::read_json(&sharded.join("shards/report.json"));
+    assert!(
+        [2, 3].contains(&drawer["index"].as_u64().unwrap()),
+        "{drawer}"
+    );
 
     let files = |out: &std::path::Path| -> Vec<String> {
         common::artefacts(out)

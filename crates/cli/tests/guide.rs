@@ -3,8 +3,8 @@
 //!   `docs/` (as `latlab man` writes a page for each);
 //! - every example command of their `sh`, `bash` and `console` blocks parses with the current
 //!   command line (`clap::Command::try_get_matches_from`): a line that starts with `latlab ` or
-//!   `cargo run --release -- ` (after a `$ ` prompt, `sudo`, `ip netns exec NAME` or `nsenter
-//!   …`), its `\` continuations joined, its `# comment` cut, and the command ending where the
+//!   `cargo run --release -- ` (after a `$ ` prompt, `sudo`, `ip netns exec NAME`, `nsenter
+//!   …`, `srun …`, `sh -c '…'` or `exec`), its `\` continuations joined, its `# comment` cut, and the command ending where the
 //!   shell's would (`|`, `>`, `&`, `;`). A `latlab` command after another's `--` (`latlab run …
 //!   -- latlab gen …`) is parsed too.
 
@@ -145,6 +145,13 @@ const VARIABLES: &[(&str, &str)] = &[
     ("JOB_COMPLETION_INDEX", "0"),
     ("SLURM_ARRAY_TASK_ID", "1"),
     ("SLURM_ARRAY_TASK_COUNT", "3"),
+    ("SLURM_PROCID", "0"),
+    // The Slurm scripts' arguments (scale-out.md: `study.sh DIR`, `fleet.sh TARGET DIR`, which
+    // exports them as TARGET and FLEET).
+    ("1", "/home/user/latlab/emulator-study"),
+    ("2", "/home/user/latlab/fleet"),
+    ("TARGET", "game-server.example:7777"),
+    ("FLEET", "/home/user/latlab/fleet"),
 ];
 
 /// A shell line's words, as the shell would hand them over: white space separates them, but not
@@ -284,11 +291,19 @@ fn example_lines(text: &str) -> Vec<(usize, String)> {
 fn latlab_words(mut words: &[String]) -> Option<Vec<String>> {
     loop {
         match words {
-            [first, rest @ ..] if first == "sudo" => words = rest,
+            [first, rest @ ..] if first == "sudo" || first == "exec" => words = rest,
             [ip, netns, exec, _name, rest @ ..]
                 if ip == "ip" && netns == "netns" && exec == "exec" =>
             {
                 words = rest
+            }
+            // `srun -n 3 COMMAND`: each short option taken with its value, as `-n 3`.
+            [srun, rest @ ..] if srun == "srun" => {
+                let mut at = 0;
+                while let Some(option) = rest.get(at).filter(|w| w.starts_with('-')) {
+                    at += if option.len() == 2 { 2 } else { 1 };
+                }
+                words = &rest[at.min(rest.len())..];
             }
             [nsenter, rest @ ..] if nsenter == "nsenter" => {
                 let options = rest.iter().take_while(|w| w.starts_with('-')).count();
@@ -397,11 +412,12 @@ fn a_broken_example_is_named_with_its_page_and_line() {
     assert!(shell_words("latlab gen --target $NOWHERE:1").is_err());
     let (problems, parsed) = refused_examples(
         "p.md",
-        "```sh\nlatlab run -- sh -c 'latlab gen --target $LATLAB_HOST:7 --rate 1x'\n```\n",
+        "```sh\nlatlab run -- sh -c 'latlab gen --target $LATLAB_HOST:7 --rate 1x'\n\
+         srun -n 3 --exclusive sh -c 'exec latlab gen --target $TARGET --rate 2x'\n```\n",
     );
-    assert_eq!(parsed, 2, "{problems:?}");
+    assert_eq!(parsed, 3, "{problems:?}");
     assert!(
-        problems.len() == 1 && problems[0].contains("1x"),
+        problems.len() == 2 && problems[0].contains("1x") && problems[1].contains("2x"),
         "{problems:?}"
     );
     assert_eq!(without_comment("a '#b' c # d"), "a '#b' c ");

@@ -405,13 +405,7 @@ fn the_generator_board_draws_the_run_as_it_grows_and_keeps_it_after() {
     let mut echo = Command::new(&bin);
     echo.args(["echo", "--listen", "127.0.0.1:0", "--poll", "block"]);
     let echo = common::started(echo, "listening on");
-    let target = echo
-        .stderr()
-        .split("listening on ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap()
-        .to_string();
+    let target = echo.word_after("listening on ");
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("run");
     let mut gen = Command::new(&bin);
@@ -428,13 +422,7 @@ fn the_generator_board_draws_the_run_as_it_grows_and_keeps_it_after() {
     .arg(&dir)
     .stdout(Stdio::null());
     let gen = common::started(gen, "live page on");
-    let url = gen
-        .stderr()
-        .split("live page on ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap()
-        .to_string();
+    let url = gen.word_after("live page on ");
     browser.goto(&url);
     // Percentiles with their intervals, the CCDF and the series, while the run goes on.
     browser

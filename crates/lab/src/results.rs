@@ -20,7 +20,7 @@ mod export;
 mod synthetic;
 pub(crate) use atomic::naming;
 pub use atomic::temp_name;
-pub use atomic::{write_atomic, PartialFile};
+pub use atomic::{write_atomic, write_new, PartialFile};
 pub use export::{ccdf_csv, hlog_bytes, hlog_of, stall_marks, summary_json, Delay};
 
 /// Datagrams the meter dropped, by cause.
@@ -612,6 +612,22 @@ mod tests {
         // A folder that does not exist: an error naming the path, and nothing left behind.
         let bad = dir.path().join("missing").join("a.json");
         assert!(write_atomic(&bad, b"{}")
+            .unwrap_err()
+            .to_string()
+            .contains("missing"));
+    }
+
+    #[test]
+    fn a_new_file_is_written_once_and_never_over_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("claim.json");
+        assert!(write_new(&path, b"first").unwrap());
+        assert!(!write_new(&path, b"second").unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"first");
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "no partial file left: {names:?}");
+        let bad = dir.path().join("missing").join("claim.json");
+        assert!(write_new(&bad, b"x")
             .unwrap_err()
             .to_string()
             .contains("missing"));

@@ -37,7 +37,6 @@
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -70,12 +69,17 @@ pub struct StudyReport {
     /// With `--shard`: the shards that have not finished their share yet. The shard that
     /// finishes last draws the report; until then `latlab report` draws what is there.
     pub pending: Vec<Shard>,
+    /// With `--shard`, once no shard is missing: the shard that draws the report when it is
+    /// not this one (it finished at the same time, or this one ran again, and its claim in
+    /// `shards/report.json` was there first); `None` when this job drew it.
+    pub drawn_by: Option<Shard>,
 }
 
 impl StudyReport {
     /// After the points of `shard` are measured: marks its share done (unless the run was
     /// `stopped` before it finished) and, once no shard is missing, draws the report with
-    /// `draw`. A whole study always draws what it measured.
+    /// `draw` unless another shard claimed it first ([`shard::claim_report`]: of shards that
+    /// finish at once, one draws it). A whole study always draws what it measured.
     pub fn finish(
         out: &Path,
         shard: Shard,
@@ -89,15 +93,26 @@ impl StudyReport {
         if stopped && !shard.is_whole() && !pending.contains(&shard) {
             pending.push(shard);
         }
-        let report = if pending.is_empty() {
-            draw()?
-        } else {
+        let mut drawn_by = None;
+        let report = if !pending.is_empty() {
             out.join("report.md")
+        } else if shard.is_whole() {
+            draw()?
+        } else if let Some(other) = shard::claim_report(out, shard)? {
+            drawn_by = Some(other.shard());
+            out.join("report.md")
+        } else {
+            draw().inspect_err(|_| {
+                // The drawing's error is the one to report; a claim left behind only keeps
+                // the next shard from drawing, and `latlab report` draws it all the same.
+                let _ = shard::release_report(out);
+            })?
         };
         Ok(StudyReport {
             out: out.to_path_buf(),
             report,
             pending,
+            drawn_by,
         })
     }
 }
@@ -243,15 +258,7 @@ impl StudyFile {
     /// Reads `<out>/study.json`; `None` when the folder has none (folders written before
     /// latlab wrote it).
     pub fn read(out: &Path) -> Result<Option<StudyFile>, StudyError> {
-        let path = out.join(Self::NAME);
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(StudyError::file(&path)(e)),
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|source| StudyError::Json { path, source })
+        points::read_if_there(&out.join(Self::NAME))
     }
 }
 
@@ -271,6 +278,7 @@ fn same_parameter(was: &str, now: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn parameters(duration: &str) -> BTreeMap<String, String> {
         BTreeMap::from([
@@ -301,6 +309,56 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "--resume: the folder holds a study of `latlab study game-server`, not of `study emulator`"
+        );
+    }
+
+    /// A folder whose first shard of two is done, and the two shards.
+    fn first_of_two_done() -> (tempfile::TempDir, Shard, Shard) {
+        let tmp = tempfile::tempdir().unwrap();
+        let (first, second) = (Shard { index: 1, count: 2 }, Shard { index: 2, count: 2 });
+        shard::mark_done(tmp.path(), first).unwrap();
+        (tmp, first, second)
+    }
+
+    #[test]
+    fn of_two_shards_that_finish_at_once_one_draws_the_report() {
+        let (tmp, first, second) = first_of_two_done();
+        let out = tmp.path();
+        // Both markers are there before either shard looks: each finds no shard missing.
+        shard::mark_done(out, second).unwrap();
+        let drawn = std::cell::Cell::new(0);
+        let draw = || {
+            drawn.set(drawn.get() + 1);
+            Ok(out.join("report.md"))
+        };
+        let a = StudyReport::finish(out, second, false, draw).unwrap();
+        let b = StudyReport::finish(out, first, false, draw).unwrap();
+        assert_eq!(drawn.get(), 1, "the report drawn once");
+        assert!(a.pending.is_empty() && b.pending.is_empty());
+        assert_eq!((a.drawn_by, b.drawn_by), (None, Some(second)));
+        // A whole study draws every time.
+        let whole = tempfile::tempdir().unwrap();
+        StudyReport::finish(whole.path(), Shard::WHOLE, false, draw).unwrap();
+        StudyReport::finish(whole.path(), Shard::WHOLE, false, draw).unwrap();
+        assert_eq!(drawn.get(), 3);
+    }
+
+    #[test]
+    fn a_shard_whose_drawing_failed_leaves_the_report_to_the_next() {
+        let (tmp, _, second) = first_of_two_done();
+        let out = tmp.path();
+        let failed = StudyReport::finish(out, second, false, || {
+            Err(StudyError::Data {
+                path: out.join("report.md"),
+                reason: "no points".into(),
+            })
+        });
+        assert!(failed.is_err());
+        let again = StudyReport::finish(out, second, false, || Ok(out.join("report.md")));
+        assert_eq!(
+            again.unwrap().drawn_by,
+            None,
+            "drawn by the shard run again"
         );
     }
 

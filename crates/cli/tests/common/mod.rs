@@ -5,6 +5,7 @@
 
 pub(crate) mod browser;
 pub(crate) mod servers;
+pub(crate) mod slurm;
 pub(crate) mod wired;
 
 use std::process::Command;
@@ -310,6 +311,18 @@ impl Started {
     /// Its standard error so far.
     pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().join("\n")
+    }
+
+    /// The word that follows `words` in its standard error so far (the address after
+    /// `listening on `), failing the test if it never said them.
+    pub(crate) fn word_after(&self, words: &str) -> String {
+        let stderr = self.stderr();
+        stderr
+            .split(words)
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no word after {words:?} in:\n{stderr}"))
+            .to_string()
     }
 
     /// Sends it `signal` (`TERM`, `INT`, `STOP`, `CONT`).

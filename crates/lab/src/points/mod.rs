@@ -127,6 +127,22 @@ impl PointsDir {
     }
 }
 
+/// The JSON document of a results folder's file at `path`, `None` when there is no such file;
+/// errors name the file.
+pub fn read_if_there<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StudyError> {
+    let text = match fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StudyError::file(path)(e)),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|source| StudyError::Json {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
 /// A one-interval `.hlog` of a point's latency histogram (start time now, one interval
 /// covering it).
 ///

@@ -7,9 +7,11 @@
 //! options (a Kubernetes Indexed Job, a Slurm job array) write disjoint points into the same
 //! `points/` folder, each point whole or not at all, and no job waits for another.
 //!
-//! Each shard leaves `shards/I-of-N.json` when it has measured its share. The shard that finds
-//! every marker there draws the study's report; any other says which shards are still
-//! running. `latlab report OUT` draws whatever points are there at any time, and names the
+//! Each shard leaves `shards/I-of-N.json` when it has measured its share. A shard that finds
+//! every marker there claims the report ([`claim_report`]: `shards/report.json`, written once)
+//! and the one whose claim is there draws it, so two shards that finish at the same moment do
+//! not both draw it; any other says which shards are still running, or which one drew the
+//! report. `latlab report OUT` draws whatever points are there at any time, and names the
 //! shards whose points are missing ([`missing`]).
 
 use std::fs;
@@ -18,10 +20,13 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::StudyError;
-use crate::results::write_atomic;
+use crate::results::{write_atomic, write_new};
 
 /// The folder of the shard markers inside a results folder.
 pub const FOLDER: &str = "shards";
+
+/// The claim on the report in [`FOLDER`] ([`Drawer`]).
+pub const DRAWER: &str = "report.json";
 
 /// Shard `index` (from 1) of `count`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +115,74 @@ pub fn mark_done(out: &Path, shard: Shard) -> Result<(), StudyError> {
     Ok(write_atomic(&path, format!("{json}\n").as_bytes())?)
 }
 
+/// `shards/report.json`: the shard that drew the report, the first whose claim was written
+/// once every shard was done ([`claim_report`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drawer {
+    /// Which shard.
+    pub index: usize,
+    /// Of how many.
+    pub count: usize,
+    /// Its host, when known.
+    pub host: Option<String>,
+    /// When it claimed the report, ns since the Unix epoch.
+    pub claimed_unix_ns: u64,
+}
+
+impl Drawer {
+    /// The shard it names.
+    pub fn shard(&self) -> Shard {
+        Shard {
+            index: self.index,
+            count: self.count,
+        }
+    }
+}
+
+/// Once every shard of the study in `out` is done: claims the drawing of its report for
+/// `shard`. `None` when this claim is the one in `shards/report.json` (this shard draws the
+/// report); the other shard's claim when one was there first (it draws, or drew, the report).
+/// Of any number of shards that claim at once, exactly one gets `None`.
+pub fn claim_report(out: &Path, shard: Shard) -> Result<Option<Drawer>, StudyError> {
+    let path = out.join(FOLDER).join(DRAWER);
+    let claim = Drawer {
+        index: shard.index,
+        count: shard.count,
+        host: crate::results::hostname(),
+        claimed_unix_ns: latlab_io::clock::now_ns(),
+    };
+    let json = serde_json::to_string_pretty(&claim).map_err(|source| StudyError::Json {
+        path: path.clone(),
+        source,
+    })?;
+    if write_new(&path, format!("{json}\n").as_bytes())? {
+        return Ok(None);
+    }
+    match drawer(out)? {
+        Some(other) => Ok(Some(other)),
+        // Taken back between the two (its drawing failed): this shard claims it again.
+        None => claim_report(out, shard),
+    }
+}
+
+/// Takes back this shard's claim on the report (its drawing failed), so that the next shard
+/// to finish, or this one run again, draws it.
+pub fn release_report(out: &Path) -> Result<(), StudyError> {
+    let path = out.join(FOLDER).join(DRAWER);
+    match fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StudyError::file(&path)(e)),
+    }
+}
+
+/// Who drew the report of the study in `out`: the claim in `shards/report.json`, `None` for a
+/// folder without one (a whole study, shards still running, or a folder written before latlab
+/// kept it).
+pub fn drawer(out: &Path) -> Result<Option<Drawer>, StudyError> {
+    super::read_if_there(&out.join(FOLDER).join(DRAWER))
+}
+
 /// The shards of the study in `out` that have not finished their share, as `I/N`: empty for a
 /// study run whole, or when every shard is done. The shard count is the largest any marker
 /// names (every shard of one study is started with the same N).
@@ -123,7 +196,9 @@ pub fn missing(out: &Path) -> Result<Vec<Shard>, StudyError> {
     let mut done = Vec::new();
     for entry in entries {
         let path = entry.map_err(StudyError::file(&dir))?.path();
-        if path.extension().is_none_or(|e| e != "json") {
+        if path.extension().is_none_or(|e| e != "json")
+            || path.file_name().is_some_and(|n| n == DRAWER)
+        {
             continue;
         }
         let text = fs::read_to_string(&path).map_err(StudyError::file(&path))?;
@@ -195,5 +270,28 @@ mod tests {
         mark_done(dir.path(), Shard { index: 1, count: 3 }).unwrap();
         mark_done(dir.path(), Shard { index: 3, count: 3 }).unwrap();
         assert!(missing(dir.path()).unwrap().is_empty());
+        // The claim on the report beside the markers is not a marker.
+        claim_report(dir.path(), Shard { index: 3, count: 3 }).unwrap();
+        assert!(missing(dir.path()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn of_the_shards_that_claim_the_report_the_first_draws_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let shard = |index| Shard { index, count: 3 };
+        for index in 1..=3 {
+            mark_done(dir.path(), shard(index)).unwrap();
+        }
+        assert_eq!(drawer(dir.path()).unwrap(), None);
+        assert_eq!(claim_report(dir.path(), shard(2)).unwrap(), None);
+        for index in [1, 3, 2] {
+            let other = claim_report(dir.path(), shard(index)).unwrap();
+            assert_eq!(other.map(|d| d.shard()), Some(shard(2)), "shard {index}");
+        }
+        assert_eq!(drawer(dir.path()).unwrap().unwrap().shard(), shard(2));
+        // Taken back (the drawing failed): the next to claim it draws.
+        release_report(dir.path()).unwrap();
+        assert_eq!(claim_report(dir.path(), shard(3)).unwrap(), None);
+        assert_eq!(drawer(dir.path()).unwrap().unwrap().shard(), shard(3));
     }
 }

@@ -5,11 +5,28 @@ use super::*;
 
 /// Writes `bytes` to `path` whole or not at all (a temporary file renamed into place).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_then(path, bytes, PartialFile::commit)
+}
+
+/// Writes `bytes` to `path`, whole, unless a file is there already: `true` when this call
+/// wrote it, `false` when it found one (left as it was). Of several processes that try at
+/// once, on one host or on a shared file system, exactly one writes it (the file is linked
+/// into place, and a link is never made over a name that exists).
+pub fn write_new(path: &Path, bytes: &[u8]) -> io::Result<bool> {
+    write_then(path, bytes, PartialFile::commit_new)
+}
+
+/// `bytes` written to `path`'s partial file, then put in place by `commit`; errors name `path`.
+fn write_then<T>(
+    path: &Path,
+    bytes: &[u8],
+    commit: impl FnOnce(PartialFile) -> io::Result<T>,
+) -> io::Result<T> {
     let result = (|| {
         let tmp = PartialFile::create(path)?;
         let mut f = tmp.file();
         f.write_all(bytes)?;
-        tmp.commit()
+        commit(tmp)
     })();
     result.map_err(|e| naming(path, e))
 }
@@ -72,6 +89,18 @@ impl PartialFile {
         fs::rename(&self.tmp, &self.dest)?;
         self.committed = true;
         Ok(())
+    }
+
+    /// Flushes the file to the disk and links it into place unless a file is there already
+    /// (`false`: that one is left as it was); the partial name goes either way.
+    pub fn commit_new(self) -> io::Result<bool> {
+        self.file.sync_all()?;
+        match fs::hard_link(&self.tmp, &self.dest) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
+        }
+        // Dropped uncommitted: the partial name is removed, the linked file stays.
     }
 }
 
