@@ -70,6 +70,12 @@ pub(super) fn markdown(a: &Analysis, topology: &str) -> String {
     }
     md.push_str("## Points\n\n");
     md.push_str(&tables::points(a));
+    md.push_str(&crate::report::lost_section(
+        a.points
+            .iter()
+            .map(|p| (p.game.setup.label.clone(), p.game.lost_by_cause.as_ref())),
+        |l| l.text(),
+    ));
     if !a.left_out.is_empty() {
         md.push_str("\nLeft out:\n");
         for l in &a.left_out {
