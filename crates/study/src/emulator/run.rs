@@ -182,22 +182,10 @@ fn measure_latencies(
         progress.point(&describe, i, total);
         progress.note(&format!("measuring {describe}"));
         let steal_before = latlab_io::cpu::steal_ns();
-        let mut point = if path == "kernel" {
+        let ((run, result), emulator) = if path == "kernel" {
             let counted = (mib, far);
-            let (run, result) =
-                measure_once(lab, routed, rate, options.duration, cores, counted, stop)?;
-            EmuPoint {
-                path,
-                delay_ns,
-                rate_pps: pps,
-                run,
-                loss_bursts: result.loss_bursts,
-                configured_loss: None,
-                expected_mean_burst: None,
-                emulator: None,
-                host_steal_ns: None,
-                trace: None,
-            }
+            let measured = measure_once(lab, routed, rate, options.duration, cores, counted, stop)?;
+            (measured, None)
         } else {
             // Room in the queue for everything in flight at this rate and delay.
             let in_flight = (pps * delay_ns as f64 / 1e9) as usize;
@@ -220,28 +208,27 @@ fn measure_latencies(
                 })?;
             let on_path = emu.frames_lost();
             run.lost_by_cause = run.lost_by_cause.map(|l| l.with_path(on_path, false));
-            let (configured_loss, expected_mean_burst) = match loss {
-                Some(LossModel::Bernoulli { p }) => (Some(p), Some(1.0 / (1.0 - p))),
-                Some(LossModel::GilbertElliott { p, r, .. }) => (Some(p / (p + r)), Some(1.0 / r)),
-                _ => (None, None),
-            };
-            let trace = (delay_ns == TRACE_DELAY_NS).then(|| relative_trace(&result.report.trace));
-            EmuPoint {
-                path,
-                delay_ns,
-                rate_pps: pps,
-                run,
-                loss_bursts: result.loss_bursts,
-                configured_loss,
-                expected_mean_burst,
-                emulator: Some(emu),
-                host_steal_ns: None,
-                trace,
-            }
+            ((run, result), Some(emu))
         };
-        point.host_steal_ns = steal_before
-            .zip(latlab_io::cpu::steal_ns())
-            .map(|(a, b)| b.saturating_sub(a));
+        let (configured_loss, expected_mean_burst) = match loss {
+            Some(LossModel::Bernoulli { p }) => (Some(p), Some(1.0 / (1.0 - p))),
+            Some(LossModel::GilbertElliott { p, r, .. }) => (Some(p / (p + r)), Some(1.0 / r)),
+            _ => (None, None),
+        };
+        let point = EmuPoint {
+            trace: (delay_ns == TRACE_DELAY_NS).then(|| relative_trace(&result.report.trace)),
+            path,
+            delay_ns,
+            rate_pps: pps,
+            run,
+            loss_bursts: result.loss_bursts,
+            configured_loss,
+            expected_mean_burst,
+            emulator,
+            host_steal_ns: steal_before
+                .zip(latlab_io::cpu::steal_ns())
+                .map(|(a, b)| b.saturating_sub(a)),
+        };
         points.write_measured(&key, &point, None, stop)?;
     }
     Ok(units)
