@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use assert_cmd::cargo::cargo_bin;
 use serde_json::Value;
@@ -36,13 +36,24 @@ fn points(dir: &Path, prefix: &str) -> Vec<(String, Value)> {
     found
 }
 
-fn succeeds(cmd: &mut assert_cmd::Command) {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// Runs `latlab study ARGS --out DIR` (ARGS split at spaces) to its end in a folder of its
+/// own, which it returns with DIR; `None` where namespaces do not work here (said why).
+fn study(args: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+    if !common::namespaces_or_skip() {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("study");
+    let run = assert_cmd::Command::new(cargo_bin("latlab"))
+        .arg("study")
+        .args(args.split_whitespace())
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    Some((dir, out))
 }
 
 /// The emulator study's two loss models drop probes on the client→server direction: the path
@@ -50,17 +61,11 @@ fn succeeds(cmd: &mut assert_cmd::Command) {
 #[test]
 fn the_emulator_studys_loss_models_lose_their_probes_on_the_path() {
     let _turn = common::engines();
-    if !common::namespaces_or_skip() {
+    let Some((_dir, out)) =
+        study("emulator --rates 1k --delays 10us --duration 200ms --rate-duration 50ms")
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("study");
-    succeeds(
-        assert_cmd::Command::new(cargo_bin("latlab"))
-            .args(["study", "emulator", "--rates", "1k", "--delays", "10us"])
-            .args(["--duration", "200ms", "--rate-duration", "50ms", "--out"])
-            .arg(&out),
-    );
+    };
     for (name, point) in points(&out, "") {
         if name.starts_with("rate-") {
             continue;
@@ -87,30 +92,12 @@ fn the_emulator_studys_loss_models_lose_their_probes_on_the_path() {
 #[test]
 fn bufferbloats_bottleneck_drops_are_the_paths() {
     let _turn = common::engines();
-    if !common::namespaces_or_skip() {
+    let Some((_dir, out)) = study(concat!(
+        "bufferbloat --queues tail:limit=10,codel:limit=30 --flows 0 --rate 200kbit",
+        " --model fixed:160@5ms --duration 1s --warmup 0ms"
+    )) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("study");
-    succeeds(
-        assert_cmd::Command::new(cargo_bin("latlab"))
-            .args([
-                "study",
-                "bufferbloat",
-                "--queues",
-                "tail:limit=10,codel:limit=30",
-            ])
-            .args([
-                "--flows",
-                "0",
-                "--rate",
-                "200kbit",
-                "--model",
-                "fixed:160@5ms",
-            ])
-            .args(["--duration", "1s", "--warmup", "0ms", "--out"])
-            .arg(&out),
-    );
+    };
     let measured = points(&out, "bloat-");
     assert_eq!(measured.len(), 2, "{measured:?}");
     for (name, point) in measured {
@@ -131,18 +118,12 @@ fn bufferbloats_bottleneck_drops_are_the_paths() {
 #[test]
 fn the_game_servers_full_socket_carries_every_copy_of_the_probes_it_dropped() {
     let _turn = common::engines();
-    if !common::namespaces_or_skip() {
+    let Some((_dir, out)) = study(concat!(
+        "game-server --clients 4 --loads 4k --rcvbuf 16k --io socket --no-flood",
+        " --work-cycles 3000000 --duration 400ms"
+    )) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("study");
-    succeeds(
-        assert_cmd::Command::new(cargo_bin("latlab"))
-            .args(["study", "game-server", "--clients", "4", "--loads", "4k"])
-            .args(["--rcvbuf", "16k", "--io", "socket", "--no-flood"])
-            .args(["--work-cycles", "3000000", "--duration", "400ms", "--out"])
-            .arg(&out),
-    );
+    };
     let mut dropped = 0;
     for (name, point) in points(&out, "") {
         let lost = lost_by_cause(&point, "lost_by_cause");
