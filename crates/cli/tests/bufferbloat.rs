@@ -1,8 +1,8 @@
 //! `latlab study bufferbloat` as a user runs it: a short study in namespaces (tail drop, the
 //! unloaded link and one cubic flow, the answers delayed 5 ms) writes every artefact, the
 //! bulk flow's goodput stays under the bottleneck's rate while the queue fills and frames wait
-//! in it, `--resume` keeps the points, and `latlab report` draws it again byte for byte (root;
-//! must run under CI=true).
+//! in it, the game's lost probes add up with the path shared, `--resume` keeps the points, and
+//! `latlab report` draws it again byte for byte (root; must run under CI=true).
 
 mod common;
 
@@ -105,6 +105,15 @@ fn a_short_bufferbloat_study_writes_every_artefact_and_report_draws_it_again() {
     let a_to_b = &loaded["emulator"]["a_to_b"];
     let drops = a_to_b["link"]["dropped_queue_frames"].as_u64().unwrap();
     assert!(drops > 0, "no drop at a 100-frame queue");
+    // The game's lost probes add up, the path's count shared with the bulk flow's frames (so
+    // placed after the counters that count the game's alone) and taking what they leave.
+    let lost = &loaded["game"]["lost_by_cause"];
+    let n = |cause: &str| lost[cause].as_u64().unwrap_or(0);
+    let others = n("sender") + n("reflector_socket") + n("reflector");
+    assert_eq!(others + n("path") + n("unanswered"), n("lost"), "{lost}");
+    assert_eq!(lost["counters"]["path_shared"], true, "{lost}");
+    let counted = lost["counters"]["interface_drops"].as_u64().unwrap();
+    assert_eq!(n("path"), counted.min(n("lost") - others), "{lost}");
     // And the frames behind a full queue waited for it, as the queue itself measured (not
     // the game's round trips of two runs a second apart, which a loaded machine's stalls
     // move more than the queue does): 99 full frames ahead are 59 ms at 20 Mbit/s.

@@ -63,6 +63,31 @@ fn a_short_timestamp_study_writes_every_artefact_and_report_draws_it_again() {
         common::read_json(&out.join("study.json"))["kind"],
         "timestamps"
     );
+    // Each latlab prober's point places its lost probes (few or none), adding up to them.
+    for entry in std::fs::read_dir(out.join("points")).unwrap() {
+        let path = entry.unwrap().path();
+        let point = common::read_json(&path);
+        if point["prober_poll"] == "sockperf" || point["left_out"].is_string() {
+            continue;
+        }
+        let lost = &point["lost_by_cause"];
+        let n = |cause: &str| lost[cause].as_u64().unwrap_or(0);
+        let answered = point["probes"].as_array().unwrap().len() as u64;
+        assert_eq!(
+            n("lost"),
+            point["sent"].as_u64().unwrap() - answered,
+            "{lost}"
+        );
+        let causes = [
+            "sender",
+            "path",
+            "reflector_socket",
+            "reflector",
+            "unanswered",
+        ];
+        assert_eq!(causes.map(n).iter().sum::<u64>(), n("lost"), "{lost}");
+        assert!(lost["path"].is_u64(), "{}: {lost}", path.display());
+    }
     // Every probe carries every stamp: the kernel's transmit and receive stamps included.
     let point = common::read_json(&out.join("points/methods-prober-block.json"));
     let probes = point["probes"].as_array().unwrap();

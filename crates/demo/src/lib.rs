@@ -6,12 +6,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use latlab_engine::generator::GeneratorResult;
 use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters, ReflectorReport};
 use latlab_engine::Stop;
 use latlab_io::udp::{UdpOptions, UdpSocket};
 use latlab_io::udpmib::UdpMib;
-use latlab_lab::losses::{FarReading, FarSide, LabCounters, LostByCause};
+use latlab_lab::losses::{FarCounters, FarSide, LabCounters};
 use latlab_stats::Summary;
 use serde::Serialize;
 
@@ -254,12 +253,7 @@ pub fn run(
                 )
             })?
     };
-    let far = FarSide {
-        socket: &server_sock,
-        counters: &counters,
-        mib: counting.server_mib.as_ref(),
-        ends: counting.ends.as_ref().map(|(c, s)| (c, s)),
-    };
+    let far = counting.far(&server_sock, FarCounters::Reflector(&counters));
     let measured = measure_rates(
         options,
         target,
@@ -289,17 +283,10 @@ pub fn run(
             .map(|(s, _)| &s.latency_ns);
         let (baseline_p50, baseline_min) = (baseline.and_then(p50), baseline.and_then(fastest));
         let (mut summary, result, link) = emulated_run(options, stop, view)?;
-        // The frames that reached the emulator and did not leave it (its link's losses, its
-        // own drops, those held at exit) are the path's share of the probes lost.
-        let on_path = [&link.report.a_to_b, &link.report.b_to_a]
-            .iter()
-            .map(|d| d.arrived.saturating_sub(d.sent))
-            .sum::<u64>();
-        if let Some(lost) = &summary.lost_by_cause {
-            let mut counters = lost.counters;
-            counters.interface_drops = Some(on_path);
-            summary.lost_by_cause = Some(LostByCause::place(lost.lost, counters));
-        }
+        // The frames the emulator lost on their way through (its interfaces', its link's, its
+        // own, those held at exit) are the path's share of the probes lost.
+        let on_path = link.report.frames_lost();
+        summary.lost_by_cause = summary.lost_by_cause.map(|l| l.with_path(on_path, false));
         let summary = options.gated(summary);
         let dir = summary.setup.dir.clone().unwrap_or_default();
         results::write_run(&results, &format!("{dir}/"), &summary, &result)?;
@@ -448,8 +435,8 @@ fn measure_through(
             })?
     };
     let far = FarSide {
-        socket: &echo_socket,
-        counters: &counters,
+        socket: Some(&echo_socket),
+        counters: FarCounters::Reflector(&counters),
         mib: server_mib.as_ref(),
         ends: None,
     };
@@ -490,7 +477,9 @@ fn measure_through(
             &mut |p| view.run_progress(&p),
         );
         view.run_finished();
-        Ok(placed(outcome?, &far, &before))
+        let (mut summary, result) = outcome?;
+        far.place_in(&before, &mut summary);
+        Ok((summary, result))
     })();
     echo_stop.raise();
     let echo_result = echo
@@ -506,18 +495,6 @@ fn reflector_opts() -> UdpOptions {
         rx_timestamps: true,
         ..UdpOptions::default()
     }
-}
-
-/// A run's summary with its lost probes placed again by what `far` counted since `before`.
-fn placed(
-    (mut summary, result): (RunSummary, GeneratorResult),
-    far: &FarSide,
-    before: &FarReading,
-) -> (RunSummary, GeneratorResult) {
-    if let Some(lost) = &summary.lost_by_cause {
-        summary.lost_by_cause = Some(far.place(before, lost, 0));
-    }
-    (summary, result)
 }
 
 /// The client's namespace (`None`: loopback) and UDP MIB, and the far side, of the demo's
@@ -572,9 +549,9 @@ fn measure_rates(
                 view.run_progress(&p)
             });
         view.run_finished();
-        let (summary, result) = placed(outcome?, far, &before);
+        let (mut summary, result) = outcome?;
+        far.place_in(&before, &mut summary);
         let dir = format!("rate-{}pps", rate.pps() as u64);
-        let mut summary = summary;
         summary.setup.dir = Some(dir.clone());
         let summary = options.gated(summary);
         results::write_run(results, &format!("{dir}/"), &summary, &result)?;

@@ -2,8 +2,10 @@
 //! `latlab emu --json` places its frames, `latlab_emu::losses`): the generator's sockets and
 //! namespace, the path's interfaces, the reflector's socket, the reflector, and what no
 //! counter explains. Every run of [`crate::measure`] counts the generator's side; a run that
-//! knows the far side too (the demo, which built the lab) adds it to [`LossCounters`] and
-//! places the losses again ([`LostByCause::place`]).
+//! knows the far side too (the demo and the studies, which built the lab) reads it with
+//! [`FarSide`] at the run's start and places the losses again at its end
+//! ([`FarSide::place`]); an emulator on the path adds its own count once it has stopped
+//! ([`LostByCause::with_path`]).
 //!
 //! The UDP MIB ([`latlab_io::udpmib`]) is a whole namespace's: in the namespaces latlab made
 //! for a run it counts only the run's datagrams, elsewhere other traffic may add to it. What
@@ -11,13 +13,12 @@
 //! causes always add up to the loss.
 
 use latlab_engine::generator::GeneratorResult;
-use latlab_engine::reflector::ReflectorCounters;
-use latlab_io::ifstats::{DevCounters, DevStats};
 use latlab_io::udp::UdpSocket;
 use latlab_io::udpmib::{UdpCounters, UdpMib};
 use serde::{Deserialize, Serialize};
 
-use crate::topology::ClientServer;
+mod far;
+pub use far::{FarCounters, FarReading, FarSide, LabCounters, PathEnds};
 
 /// A namespace's UDP MIB over a run (IPv4 and IPv6 summed), as results show it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,8 +68,23 @@ pub struct LossCounters {
     pub reflector_udp: Option<UdpJson>,
     /// Frames the path's interfaces dropped, both ends, both ways: for each direction the
     /// sending end's `tx_dropped` or the receiving end's `rx_dropped`, whichever is larger
-    /// (on veth one drop for a full backlog shows in both).
+    /// (on veth one drop for a full backlog shows in both); with an emulator on the path, the
+    /// frames it lost too.
     pub interface_drops: Option<u64>,
+    /// The path's count holds other traffic's frames too (the bufferbloat study's bulk flows
+    /// share its bottleneck): it takes what the run's own counters leave, after the reflector.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub path_shared: bool,
+    /// Copies the reflector sends of each probe (latlab's game server: one to every client);
+    /// 0 for one answer. The counts of what was lost before it sent them (probes not sent,
+    /// its socket's drops and its own, its namespace's MIB, the path's on the way there) are
+    /// multiplied by it here: every count is in answers.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub fan_out: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A run's lost probes by cause; the causes add up to `lost`. A cause this run could not
@@ -100,8 +116,8 @@ pub struct LostByCause {
 
 impl LostByCause {
     /// The `lost` probes placed by `counters`: each cause takes what its counters say, in
-    /// the probe's order (sender, path, reflector's socket, reflector) and never more than
-    /// is left; the rest is unanswered.
+    /// the probe's order (sender, path, reflector's socket, reflector; a shared path last)
+    /// and never more than is left; the rest is unanswered.
     pub fn place(lost: u64, counters: LossCounters) -> LostByCause {
         let c = &counters;
         let mut sender = c.send_failed + c.sender_socket_drops;
@@ -134,9 +150,10 @@ impl LostByCause {
             t
         };
         let sender = take(sender);
-        let path = c.interface_drops.map(&mut take);
+        let path = c.interface_drops.filter(|_| !c.path_shared).map(&mut take);
         let reflector_socket = reflector_socket.map(&mut take);
         let reflector = reflector.map(&mut take);
+        let path = path.or(c.interface_drops.filter(|_| c.path_shared).map(&mut take));
         LostByCause {
             lost,
             sender,
@@ -147,6 +164,16 @@ impl LostByCause {
             counted_beyond_loss: counted - (lost - left),
             counters,
         }
+    }
+
+    /// These losses placed again with `frames` more lost on the path, as an emulator on it
+    /// counted them (known once it has stopped); `shared`: its count holds other traffic's
+    /// frames too.
+    pub fn with_path(&self, frames: u64, shared: bool) -> LostByCause {
+        let mut c = self.counters;
+        c.interface_drops = Some(c.interface_drops.unwrap_or(0) + frames);
+        c.path_shared |= shared;
+        LostByCause::place(self.lost, c)
     }
 
     /// The losses of several runs together (`latlab merge`): every count summed, a cause
@@ -186,16 +213,28 @@ impl LostByCause {
             c.reflector_dropped = add(c.reflector_dropped, rc.reflector_dropped);
             c.reflector_udp = add_udp(c.reflector_udp, rc.reflector_udp);
             c.interface_drops = add(c.interface_drops, rc.interface_drops);
+            c.path_shared |= rc.path_shared;
+            c.fan_out = c.fan_out.max(rc.fan_out);
         }
         Some(m)
     }
 
     /// One line for a terminal; `-`: not counted by this run.
     pub fn text(&self) -> String {
+        self.text_as(
+            "lost",
+            ["sender's socket/stack", "reflector's socket", "reflector"],
+        )
+    }
+
+    /// [`LostByCause::text`] in other words: `lost` for what was lost, then the names of the
+    /// sender's, the reflector's socket's and the reflector's causes (a game server's
+    /// clients and server).
+    pub fn text_as(&self, lost: &str, [sender, socket, reflector]: [&str; 3]) -> String {
         let n = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
         let mut line = format!(
-            "lost {} (warm-up included): sender's socket/stack {}, path {}, reflector's \
-             socket {}, reflector {}, unanswered for no counted reason {}",
+            "{lost} {} (warm-up included): {sender} {}, path {}, {socket} {}, {reflector} {}, \
+             unanswered for no counted reason {}",
             self.lost,
             self.sender,
             n(self.path),
@@ -245,112 +284,23 @@ impl<'a> SenderWatch<'a> {
 
     /// The run's losses by cause, as far as the generator's side tells them.
     pub fn finish(&self, sockets: &[UdpSocket], result: &GeneratorResult) -> LostByCause {
+        let counters = self.counted(sockets, result.send_failed.total());
+        LostByCause::place(lost_in(result), counters)
+    }
+
+    /// What the generator's side counted since the start, `send_failed` probes not sent.
+    pub fn counted(&self, sockets: &[UdpSocket], send_failed: u64) -> LossCounters {
         let udp = self
             .mib
             .zip(self.udp_before)
             .and_then(|(m, before)| Some(m.read().ok()?.since(&before)));
-        let counters = LossCounters {
-            send_failed: result.send_failed.total(),
+        LossCounters {
+            send_failed,
             sender_socket_drops: socket_drops(sockets).saturating_sub(self.drops_before),
             sender_udp: udp.map(UdpJson::from),
             shared_namespace: self.shared_namespace,
             ..LossCounters::default()
-        };
-        LostByCause::place(lost_in(result), counters)
-    }
-}
-
-/// The far side of a run whose lab the caller built (the demo): the reflector's socket and
-/// counters, its namespace's UDP MIB, and the path's two interfaces.
-#[derive(Clone, Copy, Debug)]
-pub struct FarSide<'a> {
-    /// The reflector's socket.
-    pub socket: &'a UdpSocket,
-    /// The reflector's counters.
-    pub counters: &'a ReflectorCounters,
-    /// The UDP MIB of the reflector's namespace, when it has one of its own.
-    pub mib: Option<&'a UdpMib>,
-    /// The path's interfaces: the generator's end, then the reflector's.
-    pub ends: Option<(&'a DevStats, &'a DevStats)>,
-}
-
-/// What [`FarSide::read`] read.
-#[derive(Clone, Copy, Debug)]
-pub struct FarReading {
-    socket_drops: u64,
-    dropped: u64,
-    udp: Option<UdpCounters>,
-    ends: Option<(DevCounters, DevCounters)>,
-}
-
-impl FarSide<'_> {
-    /// The far side's counters now.
-    pub fn read(&self) -> FarReading {
-        let ends = self
-            .ends
-            .and_then(|(g, r)| Some((g.read().ok()?, r.read().ok()?)));
-        FarReading {
-            socket_drops: self.socket.kernel_drops().unwrap_or(0),
-            dropped: self.counters.snapshot().send_dropped,
-            udp: self.mib.and_then(|m| m.read().ok()),
-            ends,
         }
-    }
-
-    /// `lost` placed again with what the far side counted since `before` (and `path_more`
-    /// frames lost on the path beyond the ends, as an emulator between them counted).
-    pub fn place(&self, before: &FarReading, lost: &LostByCause, path_more: u64) -> LostByCause {
-        let now = self.read();
-        let mut c = lost.counters;
-        c.reflector_socket_drops = Some(now.socket_drops.saturating_sub(before.socket_drops));
-        c.reflector_dropped = Some(now.dropped.saturating_sub(before.dropped));
-        c.reflector_udp = now
-            .udp
-            .zip(before.udp)
-            .map(|(n, b)| UdpJson::from(n.since(&b)));
-        let ends = now.ends.zip(before.ends).map(|((g, r), (gb, rb))| {
-            let (g, r) = (g.since(&gb), r.since(&rb));
-            g.tx_dropped.max(r.rx_dropped) + r.tx_dropped.max(g.rx_dropped)
-        });
-        c.interface_drops = match (ends, path_more) {
-            (None, 0) => None,
-            (e, more) => Some(e.unwrap_or(0) + more),
-        };
-        LostByCause::place(lost.lost, c)
-    }
-}
-
-/// The kernel's counters of a [`ClientServer`] lab, each opened in its end's namespace: each
-/// end's UDP MIB and the veth's two ends; none on loopback (the host's namespace is not the
-/// run's alone, and the sockets' own counts are exact).
-#[derive(Debug)]
-pub struct LabCounters {
-    /// The client's (the generator's) UDP MIB.
-    pub client_mib: Option<UdpMib>,
-    /// The server's (the reflector's) UDP MIB.
-    pub server_mib: Option<UdpMib>,
-    /// The veth's client end, then its server end.
-    pub ends: Option<(DevStats, DevStats)>,
-}
-
-impl LabCounters {
-    /// Opens the counters of `lab`.
-    pub fn open(lab: &ClientServer) -> std::io::Result<LabCounters> {
-        let ClientServer::Namespaces { client, server, .. } = lab else {
-            return Ok(LabCounters {
-                client_mib: None,
-                server_mib: None,
-                ends: None,
-            });
-        };
-        let open = || (UdpMib::open().ok(), DevStats::open("veth0").ok());
-        let (client_mib, client_end) = latlab_io::netns::run_in(client.name(), open)?;
-        let (server_mib, server_end) = latlab_io::netns::run_in(server.name(), open)?;
-        Ok(LabCounters {
-            client_mib,
-            server_mib,
-            ends: client_end.zip(server_end),
-        })
     }
 }
 
@@ -469,5 +419,54 @@ mod tests {
         assert_eq!((m.unanswered, sum(&m)), (14, 25));
         assert_eq!(m.counters.sender_socket_drops, 2);
         assert_eq!(LostByCause::merged([Some(&both), None]), None);
+    }
+
+    #[test]
+    fn a_shared_path_takes_what_the_runs_own_counters_leave() {
+        // An emulator counted 500 frames lost, most of them a bulk flow's; the reflector's
+        // socket dropped 4 of the run's 20 probes.
+        let c = LossCounters {
+            reflector_socket_drops: Some(4),
+            reflector_dropped: Some(0),
+            ..LossCounters::default()
+        };
+        let alone = LostByCause::place(20, c);
+        let shared = alone.with_path(500, true);
+        assert_eq!(
+            (shared.path, shared.reflector_socket, shared.unanswered),
+            (Some(16), Some(4), 0)
+        );
+        assert_eq!((shared.counted_beyond_loss, sum(&shared)), (484, 20));
+        // Not shared, the path comes first, in the probe's order, and squeezes the socket out.
+        let first = alone.with_path(500, false);
+        assert_eq!((first.path, first.reflector_socket), (Some(20), Some(0)));
+        // An emulator's count adds to the ends' drops.
+        let ends = LostByCause::place(
+            20,
+            LossCounters {
+                interface_drops: Some(2),
+                ..c
+            },
+        );
+        assert_eq!(ends.with_path(3, false).counters.interface_drops, Some(5));
+    }
+
+    #[test]
+    fn text_as_names_a_game_servers_causes() {
+        let l = LostByCause::place(
+            8,
+            LossCounters {
+                sender_socket_drops: 3,
+                ..LossCounters::default()
+            },
+        );
+        assert_eq!(
+            l.text_as(
+                "copies lost",
+                ["clients' sockets", "server's socket", "server"]
+            ),
+            "copies lost 8 (warm-up included): clients' sockets 3, path -, server's socket -, \
+             server -, unanswered for no counted reason 5"
+        );
     }
 }

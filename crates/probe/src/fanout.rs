@@ -42,6 +42,8 @@ pub struct FanoutReport {
     pub copies_expected: u64,
     /// Distinct copies that arrived.
     pub copies_received: u64,
+    /// Distinct copies of warm-up probes that arrived (of `warmup_sent × clients`).
+    pub warmup_copies: u64,
     /// Probes every client received.
     pub complete: u64,
     /// Extra copies.
@@ -62,6 +64,14 @@ impl FanoutReport {
             return 0.0;
         }
         1.0 - self.copies_received as f64 / self.copies_expected as f64
+    }
+
+    /// Copies that never arrived, the warm-up's included (the kernel's drop counters cannot
+    /// tell them apart).
+    pub fn copies_lost_with_warmup(&self) -> u64 {
+        let warmup = self.warmup_sent * u64::from(self.clients);
+        self.copies_expected.saturating_sub(self.copies_received)
+            + warmup.saturating_sub(self.warmup_copies)
     }
 }
 
@@ -107,6 +117,7 @@ impl FanoutMeter {
                 clients,
                 copies_expected: 0,
                 copies_received: 0,
+                warmup_copies: 0,
                 complete: 0,
                 duplicated: 0,
                 malformed: 0,
@@ -189,6 +200,7 @@ impl FanoutMeter {
         r.unsent = sent.unsent;
         r.raised = sent.raised;
         r.copies_expected = sent.measured * u64::from(self.clients);
+        r.warmup_copies = self.warmup_copies;
         // Probes some clients never got still had a first copy.
         for c in &self.copies {
             if c.count > 0 && u32::from(c.count) < self.clients {
@@ -282,5 +294,27 @@ mod tests {
         assert!((10_000..10_050).contains(&r.latency_first.max()));
         assert!((5_000..5_010).contains(&r.latency_first.min()));
         assert!((r.copy_loss_ratio() - 25.0 / 30.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn copies_lost_with_the_warmup_count_every_copy_that_never_came() {
+        let cfg = ProbeConfig {
+            warmup_ns: 3_000_000,
+            ..config()
+        };
+        let (s, ps) = probes(&cfg);
+        let mut m = FanoutMeter::new(&cfg, 2);
+        // Every probe, the warm-up's too, reaches the first of the two clients only.
+        for p in &ps {
+            let due = probe::Packet::new_checked(&p[..])
+                .unwrap()
+                .intended_send_ns();
+            m.handle_response(0, due + 1_000, p);
+        }
+        let r = m.report(&s.counts());
+        assert!(r.warmup_sent > 0 && r.sent > 0, "{r:?}");
+        assert_eq!(r.warmup_copies, r.warmup_sent);
+        assert_eq!(r.copies_expected - r.copies_received, r.sent);
+        assert_eq!(r.copies_lost_with_warmup(), r.sent + r.warmup_sent);
     }
 }

@@ -36,6 +36,7 @@ use latlab_stats::CcdfPoint;
 
 use crate::registry::{entry, kind_of_old_folder, kind_of_point, StudyEntry};
 use crate::{points, StudyError, StudyFile, StudyKind};
+use latlab_lab::losses::LostByCause;
 use latlab_lab::results::RunSummary;
 
 /// What a results folder holds.
@@ -168,6 +169,26 @@ impl Folder {
 }
 
 /// The lab's description in the `report.md` of a folder written before `study.json`.
+/// A study report's section of lost probes by cause: a line for each point that lost any, its
+/// label and its losses as `text` writes them; nothing when none did.
+pub(crate) fn lost_section<'a>(
+    points: impl IntoIterator<Item = (String, Option<&'a LostByCause>)>,
+    text: impl Fn(&LostByCause) -> String,
+) -> String {
+    let lines: String = points
+        .into_iter()
+        .filter_map(|(label, lost)| Some((label, lost.filter(|l| l.lost > 0)?)))
+        .map(|(label, lost)| format!("- {label}: {}\n", text(lost)))
+        .collect();
+    match lines.is_empty() {
+        true => lines,
+        false => format!(
+            "\n## Lost by cause\n\nWhere each point's losses went, from the kernel's counters \
+             and the emulator's (`-`: not counted; docs/measuring.md, \"Lost probes\").\n\n{lines}"
+        ),
+    }
+}
+
 fn old_topology(dir: &Path, studies: &[StudyEntry], kind: StudyKind) -> Option<String> {
     let text = fs::read_to_string(dir.join("report.md")).ok()?;
     let line = text.lines().find_map(|l| l.strip_prefix("Topology: "))?;

@@ -389,6 +389,19 @@ impl EmuJson {
         }
     }
 
+    /// Frames lost on their way through, both directions: each direction's `lost_by_cause`
+    /// total (its interfaces' drops included) where it was counted, else the frames that
+    /// arrived and did not leave.
+    pub fn frames_lost(&self) -> u64 {
+        [&self.a_to_b, &self.b_to_a]
+            .iter()
+            .map(|d| {
+                d.lost_by_cause
+                    .map_or(d.arrived.saturating_sub(d.sent), |l| l.total)
+            })
+            .sum()
+    }
+
     /// The file of a run that reported `report`, with each direction's losses by cause and,
     /// when they were read, what interface A and B counted over the run (A→B comes in on A
     /// and leaves on B).

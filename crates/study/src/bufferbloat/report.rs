@@ -70,6 +70,14 @@ pub(super) fn markdown(a: &Analysis, topology: &str) -> String {
     }
     md.push_str("## Points\n\n");
     md.push_str(&tables::points(a));
+    md.push_str(&crate::report::lost_section(
+        a.points.iter().map(|p| {
+            let flows = p.cc.as_ref().map(|cc| format!("{} {cc}", p.bulk.len()));
+            let label = format!("{}, {}", p.queue, flows.as_deref().unwrap_or("unloaded"));
+            (label, p.game.lost_by_cause.as_ref())
+        }),
+        |l| l.text(),
+    ));
     if !a.left_out.is_empty() {
         md.push_str("\nLeft out:\n");
         for l in &a.left_out {

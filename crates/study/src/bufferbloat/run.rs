@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_io::udpmib::UdpMib;
 use latlab_io::Io;
 
 use super::bulk::BulkFlows;
@@ -18,6 +19,7 @@ use crate::emulator::bridge::{with_bridge, CorePlan};
 use crate::points::{Existing, PointsDir};
 use crate::shard::Share;
 use crate::{StudyError, StudyFile, StudyKind};
+use latlab_lab::losses::{FarCounters, FarSide, LabCounters};
 use latlab_lab::measure::{self, GenOptions, ThreadChoice};
 use latlab_lab::progress::View;
 use latlab_lab::topology::ClientEmuServer;
@@ -92,7 +94,7 @@ pub(super) fn measure_all(
     StudyFile::new(StudyKind::Bufferbloat, &topology)
         .with_parameters(options.parameters())
         .write(&options.out)?;
-    let echo_socket = latlab_io::netns::run_in(lab.server.name(), || {
+    let echo_socket = Arc::new(latlab_io::netns::run_in(lab.server.name(), || {
         UdpSocket::bind(
             SocketAddr::from(([0, 0, 0, 0], ECHO_PORT)),
             &UdpOptions {
@@ -101,10 +103,11 @@ pub(super) fn measure_all(
                 ..UdpOptions::default()
             },
         )
-    })??;
+    })??);
+    let counters = Arc::new(ReflectorCounters::default());
     let echo_stop = Arc::new(Stop::new());
     let echo = {
-        let s = echo_stop.clone();
+        let (s, socket, c) = (echo_stop.clone(), echo_socket.clone(), counters.clone());
         std::thread::spawn(move || {
             if let Some(cpu) = plan.ends {
                 latlab_io::cpu::pin_current_thread(cpu)?;
@@ -113,10 +116,17 @@ pub(super) fn measure_all(
                 poll: PollMode::Block,
                 ..ReflectorConfig::default()
             };
-            reflector::run_udp(&echo_socket, &config, &s, &ReflectorCounters::default())
+            reflector::run_udp(&socket, &config, &s, &c)
         })
     };
-    let result = measure_points(options, &lab, plan, stop, progress, &points);
+    let counting = LabCounters::open_middle(&lab)?;
+    // The emulator's interfaces are the ends' peers: it counts the path's frames.
+    let far = FarSide {
+        ends: None,
+        ..counting.far(&echo_socket, FarCounters::Reflector(&counters))
+    };
+    let lab = (&lab, counting.client_mib.as_ref(), &far);
+    let result = measure_points(options, lab, plan, stop, progress, &points);
     echo_stop.raise();
     let _ = echo.join();
     result?;
@@ -124,10 +134,13 @@ pub(super) fn measure_all(
     Ok(topology)
 }
 
+/// The lab, the client's UDP MIB and the far side, which place each point's lost probes.
+type Lab<'a> = (&'a ClientEmuServer, Option<&'a UdpMib>, &'a FarSide<'a>);
+
 /// This job's points of the plan, each written as soon as it is measured.
 fn measure_points(
     options: &BloatOptions,
-    lab: &ClientEmuServer,
+    lab: Lab,
     cores: CorePlan,
     stop: &Stop,
     progress: &mut dyn View,
@@ -178,10 +191,11 @@ fn measure_points(
 }
 
 /// One point: the emulator with the point's bottleneck, its bulk flows given `warmup` to
-/// fill the queue, then the game stream; the goodput counted over the game stream's run.
+/// fill the queue, then the game stream; the goodput counted over the game stream's run. Its
+/// probes lost on the path are the emulator's count, shared with the bulk flows' frames.
 fn measure_point(
     options: &BloatOptions,
-    lab: &ClientEmuServer,
+    (lab, mib, far): Lab,
     cores: CorePlan,
     planned: &PlannedPoint,
     stop: &Stop,
@@ -213,7 +227,7 @@ fn measure_point(
     let threads = measure::pick_threads(ThreadChoice::One, cores.emulator);
     let label = format!("{} {}", planned.queue, planned.flows);
     let setup = measure::setup(&gen, label, "client-emu-server", threads);
-    let ((game, result, bulk), emulator) = with_bridge(
+    let ((mut game, result, bulk), emulator) = with_bridge(
         lab,
         cores.bridge(Io::Packet),
         bottleneck,
@@ -227,9 +241,11 @@ fn measure_point(
             while warm.elapsed() < options.warmup && !stop.is_raised() {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let (t0, before) = (Instant::now(), flows.received());
-            let (game, result) = measure::run(&gen, &sockets, threads, setup, stop, &mut |_| {})?;
+            let (t0, before, far_before) = (Instant::now(), flows.received(), far.read());
+            let (mut game, result) =
+                measure::run_counted(&gen, &sockets, mib, threads, setup, stop, &mut |_| {})?;
             let (elapsed, after) = (t0.elapsed(), flows.received());
+            far.place_in(&far_before, &mut game);
             let ends = flows.stop()?;
             let bulk = ends
                 .into_iter()
@@ -248,6 +264,8 @@ fn measure_point(
             Ok((game, result, bulk))
         },
     )?;
+    let (on_path, shared) = (emulator.frames_lost(), planned.flows > 0);
+    game.lost_by_cause = game.lost_by_cause.map(|l| l.with_path(on_path, shared));
     let point = BloatPoint {
         queue: planned.queue.to_string(),
         spec,

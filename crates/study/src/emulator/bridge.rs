@@ -17,7 +17,9 @@ use latlab_lab::topology::ClientEmuServer;
 
 /// Runs `f` while `latlab emu` bridges the lab's emulator namespace (run to completion, busy
 /// polling) over `io` (packet: AF_PACKET rings; xdp: AF_XDP sockets fed every frame), then
-/// stops the bridge; returns `f`'s result and the bridge's report (`latlab emu --json`'s). An emulator that cannot open its sockets fails before `f` runs.
+/// stops the bridge; returns `f`'s result and the bridge's report (`latlab emu --json`'s, each
+/// direction's losses by cause with it). An emulator that cannot open its sockets fails before
+/// `f` runs.
 pub fn with_emulator<T, E: From<io::Error>>(
     lab: &ClientEmuServer,
     io: Io,
@@ -149,10 +151,10 @@ pub(crate) fn with_bridge<T, E: From<io::Error>>(
         .map_err(|e| io::Error::other(e.to_string()))?;
     let out = f();
     let report = match running.stop()? {
-        Some(MiddleReport::Emu(report, _)) => report,
+        Some(MiddleReport::Emu(report, counts)) => EmuJson::with_interfaces(&report, counts),
         _ => return Err(io::Error::other("the emulator gave no report").into()),
     };
-    Ok((out?, EmuJson::new(&report)))
+    Ok((out?, report))
 }
 
 /// Whether the bridge's AF_XDP sockets can be opened in the lab (they are closed again).

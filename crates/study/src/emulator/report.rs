@@ -28,6 +28,15 @@ pub fn write(out: &Path, topology: &str) -> Result<PathBuf, StudyError> {
     md.push_str(&tables::accuracy(&a));
     md.push_str(&tables::release_target(&a));
     md.push_str(&tables::loss_models(&a));
+    md.push_str(&crate::report::lost_section(
+        a.points.iter().map(|p| {
+            let rate = latlab_lab::units::format_rate(p.rate_pps);
+            let delay = latlab_lab::units::format_duration_ns(p.delay_ns);
+            let label = format!("{}, delay {delay}, {rate}", p.path);
+            (label, p.run.lost_by_cause.as_ref())
+        }),
+        |l| l.text(),
+    ));
     md.push_str("\n![accuracy](accuracy.svg)\n\n");
     md.push_str(&tables::forwarding_rate(&a));
     if !a.rate_points.is_empty() {

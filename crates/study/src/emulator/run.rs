@@ -8,6 +8,7 @@ use std::time::Duration;
 use latlab_engine::reflector::{self, ReflectorConfig, ReflectorCounters};
 use latlab_engine::{PollMode, Stop};
 use latlab_io::udp::{UdpOptions, UdpSocket};
+use latlab_io::udpmib::UdpMib;
 use latlab_io::Io;
 use latlab_link::{LinkConfig, LossModel};
 
@@ -17,6 +18,7 @@ use super::{EmuPoint, EmuStudyOptions, TRACE_DELAY_NS};
 use crate::points::{Existing, PointsDir};
 use crate::shard::Share;
 use crate::{StudyError, StudyFile, StudyKind};
+use latlab_lab::losses::{FarCounters, FarSide, LabCounters};
 use latlab_lab::measure::{self, GenOptions, ThreadChoice};
 use latlab_lab::progress::View;
 use latlab_lab::results::RunSummary;
@@ -56,7 +58,7 @@ pub(super) fn measure_all(
         .with_parameters(options.parameters())
         .write(&options.out)?;
     let routed = lab.route_through_middle()?;
-    let echo_socket = latlab_io::netns::run_in(lab.server.name(), || {
+    let echo_socket = Arc::new(latlab_io::netns::run_in(lab.server.name(), || {
         UdpSocket::bind(
             SocketAddr::from(([0, 0, 0, 0], 7777)),
             &UdpOptions {
@@ -65,10 +67,11 @@ pub(super) fn measure_all(
                 ..UdpOptions::default()
             },
         )
-    })??;
+    })??);
+    let counters = Arc::new(ReflectorCounters::default());
     let echo_stop = Arc::new(Stop::new());
     let echo = {
-        let s = echo_stop.clone();
+        let (s, socket, c) = (echo_stop.clone(), echo_socket.clone(), counters.clone());
         std::thread::spawn(move || {
             if let Some(cpu) = plan.ends {
                 latlab_io::cpu::pin_current_thread(cpu)?;
@@ -77,18 +80,20 @@ pub(super) fn measure_all(
                 poll: PollMode::Block,
                 ..ReflectorConfig::default()
             };
-            reflector::run_udp(&echo_socket, &config, &s, &ReflectorCounters::default())
+            reflector::run_udp(&socket, &config, &s, &c)
         })
     };
-    let result = measure_latencies(options, &lab, routed, plan, stop, progress, &points).and_then(
-        |latency_points| {
+    let counting = LabCounters::open_middle(&lab)?;
+    let far = counting.far(&echo_socket, FarCounters::Reflector(&counters));
+    let ends = (counting.client_mib.as_ref(), &far);
+    let result = measure_latencies(options, &lab, routed, plan, ends, stop, progress, &points)
+        .and_then(|latency_points| {
             let rates = Share {
                 shard: options.shard,
                 first_unit: latency_points,
             };
             measure_rates(&lab, options.rate_duration, rates, stop, progress, &points)
-        },
-    );
+        });
     echo_stop.raise();
     let _ = echo.join();
     result?;
@@ -98,12 +103,15 @@ pub(super) fn measure_all(
 
 /// The latency points: kernel and emulator at delay 0, the emulator at each delay, both at
 /// every rate; then the two loss models. Returns how many points the whole study has here
-/// (each one a unit of `--shard`).
+/// (each one a unit of `--shard`). Each point's lost probes are placed by the client's MIB
+/// and `far`: the middle's interfaces through the kernel, the emulator's count through it.
+#[allow(clippy::too_many_arguments)]
 fn measure_latencies(
     options: &EmuStudyOptions,
     lab: &ClientEmuServer,
     routed: (Ipv4Addr, Ipv4Addr),
     cores: CorePlan,
+    (mib, far): (Option<&UdpMib>, &FarSide),
     stop: &Stop,
     progress: &mut dyn View,
     points: &PointsDir,
@@ -174,20 +182,10 @@ fn measure_latencies(
         progress.point(&describe, i, total);
         progress.note(&format!("measuring {describe}"));
         let steal_before = latlab_io::cpu::steal_ns();
-        let mut point = if path == "kernel" {
-            let (run, result) = measure_once(lab, routed, rate, options.duration, cores, stop)?;
-            EmuPoint {
-                path,
-                delay_ns,
-                rate_pps: pps,
-                run,
-                loss_bursts: result.loss_bursts,
-                configured_loss: None,
-                expected_mean_burst: None,
-                emulator: None,
-                host_steal_ns: None,
-                trace: None,
-            }
+        let ((run, result), emulator) = if path == "kernel" {
+            let counted = (mib, far);
+            let measured = measure_once(lab, routed, rate, options.duration, cores, counted, stop)?;
+            (measured, None)
         } else {
             // Room in the queue for everything in flight at this rate and delay.
             let in_flight = (pps * delay_ns as f64 / 1e9) as usize;
@@ -202,31 +200,35 @@ fn measure_latencies(
                 limit_frames: Some((in_flight * 2).max(1000)),
                 ..LinkConfig::default()
             };
-            let ((run, result), emu) = with_bridge(lab, cores.bridge(Io::Packet), ab, ba, || {
-                measure_once(lab, bridged, rate, options.duration, cores, stop)
-            })?;
-            let (configured_loss, expected_mean_burst) = match loss {
-                Some(LossModel::Bernoulli { p }) => (Some(p), Some(1.0 / (1.0 - p))),
-                Some(LossModel::GilbertElliott { p, r, .. }) => (Some(p / (p + r)), Some(1.0 / r)),
-                _ => (None, None),
-            };
-            let trace = (delay_ns == TRACE_DELAY_NS).then(|| relative_trace(&result.report.trace));
-            EmuPoint {
-                path,
-                delay_ns,
-                rate_pps: pps,
-                run,
-                loss_bursts: result.loss_bursts,
-                configured_loss,
-                expected_mean_burst,
-                emulator: Some(emu),
-                host_steal_ns: None,
-                trace,
-            }
+            // The emulator's interfaces are the ends' peers: it counts the path's frames.
+            let counted = (mib, &FarSide { ends: None, ..*far });
+            let ((mut run, result), emu) =
+                with_bridge(lab, cores.bridge(Io::Packet), ab, ba, || {
+                    measure_once(lab, bridged, rate, options.duration, cores, counted, stop)
+                })?;
+            let on_path = emu.frames_lost();
+            run.lost_by_cause = run.lost_by_cause.map(|l| l.with_path(on_path, false));
+            ((run, result), Some(emu))
         };
-        point.host_steal_ns = steal_before
-            .zip(latlab_io::cpu::steal_ns())
-            .map(|(a, b)| b.saturating_sub(a));
+        let (configured_loss, expected_mean_burst) = match loss {
+            Some(LossModel::Bernoulli { p }) => (Some(p), Some(1.0 / (1.0 - p))),
+            Some(LossModel::GilbertElliott { p, r, .. }) => (Some(p / (p + r)), Some(1.0 / r)),
+            _ => (None, None),
+        };
+        let point = EmuPoint {
+            trace: (delay_ns == TRACE_DELAY_NS).then(|| relative_trace(&result.report.trace)),
+            path,
+            delay_ns,
+            rate_pps: pps,
+            run,
+            loss_bursts: result.loss_bursts,
+            configured_loss,
+            expected_mean_burst,
+            emulator,
+            host_steal_ns: steal_before
+                .zip(latlab_io::cpu::steal_ns())
+                .map(|(a, b)| b.saturating_sub(a)),
+        };
         points.write_measured(&key, &point, None, stop)?;
     }
     Ok(units)
@@ -238,6 +240,7 @@ fn measure_once(
     rate: ProbeRate,
     duration: Duration,
     cores: CorePlan,
+    (mib, far): (Option<&UdpMib>, &FarSide),
     stop: &Stop,
 ) -> Result<(RunSummary, latlab_engine::generator::GeneratorResult), StudyError> {
     let mut gen = GenOptions::new(target);
@@ -257,12 +260,9 @@ fn measure_once(
     // One loop on the plan's CPU for the ends: every CPU but the emulator's.
     let threads = measure::pick_threads(ThreadChoice::One, cores.emulator);
     let setup = measure::setup(&gen, format!("{rate} pps"), "client-emu-server", threads);
-    Ok(measure::run(
-        &gen,
-        &sockets,
-        threads,
-        setup,
-        stop,
-        &mut |_| {},
-    )?)
+    let before = far.read();
+    let (mut run, result) =
+        measure::run_counted(&gen, &sockets, mib, threads, setup, stop, &mut |_| {})?;
+    far.place_in(&before, &mut run);
+    Ok((run, result))
 }

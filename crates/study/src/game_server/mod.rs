@@ -276,6 +276,41 @@ pub struct Point {
     /// older points.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_stalls: Option<latlab_stats::stalls::HostStalls>,
+    /// The copies lost, the warm-up's included, by cause ([`latlab_lab::losses`]): the
+    /// clients' sockets, the path, the server's socket, the server, unanswered; absent in
+    /// older points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_by_cause: Option<latlab_lab::losses::LostByCause>,
+}
+
+/// The server core's counters as a point stores them, by name.
+fn server_counts(c: &latlab_game::ServerCounters) -> BTreeMap<String, u64> {
+    [
+        ("received", c.received),
+        ("game_packets", c.game_packets),
+        ("copies", c.copies),
+        ("joins", c.joins),
+        ("malformed", c.malformed),
+        ("oversized", c.oversized),
+        ("unknown_sender", c.unknown_sender),
+        ("bad_cookie", c.bad_cookie),
+        ("expired", c.expired),
+        ("table_full", c.table_full),
+        ("rate_limited", c.rate_limited),
+        ("short_join", c.short_join),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// Datagrams not sent, by cause, as a point stores them: every cause by its `--json` name,
+/// zeros included.
+fn failures_map(failed: &latlab_io::port::SendFailures) -> BTreeMap<String, u64> {
+    failed
+        .iter()
+        .map(|(failure, n)| (failure.name().to_string(), n))
+        .collect()
 }
 
 fn is_zero(n: &u64) -> bool {

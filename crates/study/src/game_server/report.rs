@@ -262,6 +262,19 @@ fn report_md(
     s.push_str("\n## Flood\n\n");
     s.push_str(flood);
 
+    s.push_str(&crate::report::lost_section(
+        study
+            .all
+            .iter()
+            .map(|l| (l.key.clone(), l.point.lost_by_cause.as_ref())),
+        |l| {
+            l.text_as(
+                "copies lost",
+                ["clients' sockets", "server's socket", "server"],
+            )
+        },
+    ));
+
     // Conclusions.
     s.push_str("\n## Conclusions from this run\n\n");
     for (i, c) in conclusions(study).iter().enumerate() {

@@ -19,14 +19,16 @@ use latlab_stats::{LatencyHistogram, Summary};
 use super::{key, Point, StudyOptions, DEFAULT_RCVBUF, DROP_THRESHOLD, QUANTILES};
 use crate::points::{Existing, PointsDir};
 use crate::{StudyError, StudyFile, StudyKind};
+use latlab_lab::losses::{FarCounters, LabCounters, LostByCause, SenderWatch};
 use latlab_lab::progress::View;
 use latlab_lab::topology::ClientServer;
 
-/// Where the lab's two ends are.
+/// Where the lab's two ends are, and the kernel's counters of it.
 struct Lab {
     topology: ClientServer,
     server_ip: IpAddr,
     client_ip: IpAddr,
+    counting: LabCounters,
 }
 
 impl Lab {
@@ -44,6 +46,7 @@ impl Lab {
             } => (IpAddr::V4(*server_addr), IpAddr::V4(*client_addr)),
         };
         Ok(Lab {
+            counting: LabCounters::open(&topology)?,
             topology,
             server_ip,
             client_ip,
@@ -400,6 +403,7 @@ impl Runner<'_> {
             None => None,
         };
         let granted = server_socket.recv_buffer_size()?;
+        let server_socket = Arc::new(server_socket);
         let mut secret = [0u8; 16];
         secret[..8].copy_from_slice(&latlab_io::clock::now_ns().to_le_bytes());
         secret[8..].copy_from_slice(&latlab_io::tsc::read().to_le_bytes());
@@ -420,8 +424,17 @@ impl Runner<'_> {
         let server_stop = Arc::new(Stop::new());
         let live = Arc::new(ServerLive::default());
         let server_cpu = self.server_cpu;
+        // Copies lost: the clients' side (the flooder's socket is not theirs), then the
+        // server's and the path's, each datagram before the server's copies counting once
+        // per client.
+        let counting = &self.lab.counting;
+        let players = &sockets[..spec.clients as usize];
+        let watch = SenderWatch::start(players, counting.client_mib.as_ref(), false);
+        let fan_out = FarCounters::GameServer(&live, u64::from(spec.clients));
+        let far = counting.far(&server_socket, fan_out);
+        let far_before = far.read();
         let thread = {
-            let (s, l) = (server_stop.clone(), live.clone());
+            let (s, l, server_socket) = (server_stop.clone(), live.clone(), server_socket.clone());
             std::thread::Builder::new()
                 .name("latlab-game-server".into())
                 .spawn(move || {
@@ -434,34 +447,20 @@ impl Runner<'_> {
                     }
                 })?
         };
-        let outcome = self.run_clients(spec, server_addr, sockets);
+        let outcome = self.run_clients(spec, server_addr, &sockets);
         server_stop.raise();
         let counters = thread
             .join()
             .map_err(|_| io::Error::other("the game server thread panicked"))??;
         let result = outcome?;
         let r = &result.report;
+        let counted = watch.counted(players, result.send_failed.total());
+        let lost = LostByCause::place(r.copies_lost_with_warmup(), counted);
         let mut host_stalls = result.host_stalls.report();
         if let Some(server_stalls) = live.host_stalls() {
             host_stalls.merge(&server_stalls);
         }
-        let mut server = BTreeMap::new();
-        for (k, v) in [
-            ("received", counters.received),
-            ("game_packets", counters.game_packets),
-            ("copies", counters.copies),
-            ("joins", counters.joins),
-            ("malformed", counters.malformed),
-            ("oversized", counters.oversized),
-            ("unknown_sender", counters.unknown_sender),
-            ("bad_cookie", counters.bad_cookie),
-            ("expired", counters.expired),
-            ("table_full", counters.table_full),
-            ("rate_limited", counters.rate_limited),
-            ("short_join", counters.short_join),
-        ] {
-            server.insert(k.to_string(), v);
-        }
+        let mut server = super::server_counts(&counters);
         if flooder_addr.is_some() {
             server.insert(
                 "from_flooder".to_string(),
@@ -492,14 +491,15 @@ impl Runner<'_> {
             latency_first_ns: Summary::with_quantiles(&r.latency_first, &QUANTILES),
             server,
             flood_sent: spec.flood_pps.map(|_| result.flood_sent),
-            send_failed: failures_map(&result.send_failed),
+            send_failed: super::failures_map(&result.send_failed),
             flood_send_failed: match spec.flood_pps {
-                Some(_) => failures_map(&result.flood_send_failed),
+                Some(_) => super::failures_map(&result.flood_send_failed),
                 None => BTreeMap::new(),
             },
             traffic: self.options.traffic.as_ref().map(|t| t.name_at(spec.load)),
             raised: r.raised,
             host_stalls: Some(host_stalls),
+            lost_by_cause: Some(far.place(&far_before, &lost)),
         };
         Ok((point, result.report.latency_last))
     }
@@ -525,13 +525,12 @@ impl Runner<'_> {
         &mut self,
         spec: &PointSpec,
         server_addr: SocketAddr,
-        mut sockets: Vec<UdpSocket>,
+        sockets: &[UdpSocket],
     ) -> Result<GameClientResult, StudyError> {
-        game::join_all(&sockets, server_addr, 0, Duration::from_secs(3))?;
-        let flooder = if spec.flood_pps.is_some() {
-            sockets.pop()
-        } else {
-            None
+        game::join_all(sockets, server_addr, 0, Duration::from_secs(3))?;
+        let (sockets, flooder) = match (spec.flood_pps, sockets.split_last()) {
+            (Some(_), Some((flooder, players))) => (players, Some(flooder)),
+            _ => (sockets, None),
         };
         let duration_ns = self.options.duration.as_nanos() as u64;
         let traffic = match &self.options.traffic {
@@ -577,18 +576,9 @@ impl Runner<'_> {
             grace_ns: 300_000_000,
             cpu: self.client_cpu,
         };
-        let result = game::run_clients(&sockets, &config, flood, self.stop, &mut |_| {})?;
+        let result = game::run_clients(sockets, &config, flood, self.stop, &mut |_| {})?;
         Ok(result)
     }
-}
-
-/// Datagrams not sent, by cause, as a point stores them: every cause by its `--json` name,
-/// zeros included.
-fn failures_map(failed: &latlab_io::port::SendFailures) -> BTreeMap<String, u64> {
-    failed
-        .iter()
-        .map(|(failure, n)| (failure.name().to_string(), n))
-        .collect()
 }
 
 fn point_is_whole(point: &Point, stop: &Stop) -> bool {

@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use latlab_engine::generator::Threads;
 use latlab_engine::{PollMode, Stop};
+use latlab_io::udpmib::UdpMib;
+use latlab_lab::losses::{FarCounters, FarSide, PathEnds};
 use latlab_lab::measure::{self, ClockChoice, GenOptions, ThreadChoice};
 use latlab_lab::progress::View;
 use latlab_lab::units::ProbeRate;
@@ -96,6 +98,11 @@ pub struct TargetPoint {
     /// probes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol_counts: Option<ProtocolSummary>,
+    /// The requests lost, the warm-up's included, by cause, as this namespace's counters and
+    /// the interface towards the server tell them (the server counts nothing latlab reads);
+    /// absent in older points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_by_cause: Option<latlab_lab::losses::LostByCause>,
 }
 
 /// The key of a target point: its load as [`load_text`] writes it, `.` as `_` (`0_5pps`).
@@ -341,8 +348,27 @@ fn measure_point(
     let threads = Threads::OneLoop { cpu: None };
     let label = format!("{} {load:.0}/s to {}", target.protocol_name, target.addr);
     let setup = measure::setup(&g, label, "remote", threads);
-    let (mut summary, result) =
-        measure::run_counted(&g, &sockets, None, threads, setup, stop, &mut |_| {})?;
+    // This namespace's UDP MIB (exact in one the study has to itself, under `latlab run`;
+    // the server's too when it is an address of this namespace) and the interface the
+    // requests leave by.
+    let (mib, ends) = (UdpMib::open().ok(), PathEnds::towards(target.addr.ip()));
+    let far = FarSide {
+        socket: None,
+        counters: FarCounters::Foreign,
+        mib: None,
+        ends: ends.as_ref(),
+    };
+    let before = far.read();
+    let (mut summary, result) = measure::run_counted(
+        &g,
+        &sockets,
+        mib.as_ref(),
+        threads,
+        setup,
+        stop,
+        &mut |_| {},
+    )?;
+    far.place_in(&before, &mut summary);
     if let (Some(p), Some(counts)) = (&target.protocol, summary.protocol.as_mut()) {
         counts.limit = p.limit_note(load);
     }
@@ -362,6 +388,7 @@ fn measure_point(
         latency_ns: Summary::with_quantiles(&result.report.latency, &QUANTILES),
         send_failed: summary.send_failed.clone(),
         protocol_counts: summary.protocol.clone(),
+        lost_by_cause: summary.lost_by_cause,
     };
     Ok((point, result.report.latency))
 }

@@ -428,6 +428,16 @@ fn report_md(
     } else {
         s.push_str(&counters_md(&all));
     }
+    s.push_str(&crate::report::lost_section(
+        all.iter()
+            .map(|l| (l.key.clone(), l.point.lost_by_cause.as_ref())),
+        |l| {
+            l.text_as(
+                "lost",
+                ["sender's socket/stack", "server's socket", "server"],
+            )
+        },
+    ));
     super::report::skipped_section(&mut s, &pts.skipped);
     s
 }

@@ -54,6 +54,7 @@ fn point(phase: &str, load: f64, fraction: Option<f64>) -> (TargetPoint, Latency
         latency_ns: Summary::with_quantiles(&h, &QUANTILES),
         send_failed: BTreeMap::new(),
         protocol_counts: Some(counts),
+        lost_by_cause: None,
     };
     (p, h)
 }

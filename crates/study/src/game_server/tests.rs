@@ -74,6 +74,17 @@ fn write_point(
         traffic: None,
         raised: 0,
         host_stalls: None,
+        lost_by_cause: None,
+    };
+    // Every copy lost at the server's socket (none at a lossless point).
+    let lost = p.copies_expected - p.copies_received;
+    let counters = latlab_lab::losses::LossCounters {
+        reflector_socket_drops: Some(lost),
+        ..Default::default()
+    };
+    let p = Point {
+        lost_by_cause: Some(latlab_lab::losses::LostByCause::place(lost, counters)),
+        ..p
     };
     let mut key = format!(
         "{phase}-{io_mode}-c{clients}-b{}k-{}pps",
@@ -222,6 +233,31 @@ fn the_artefacts_of_a_synthetic_study() {
     assert!(fs::read_to_string(out.join("fig3-histogram.svg"))
         .unwrap()
         .contains("30.0 kpps"));
+
+    // A line of copies lost by cause for each point that lost any, and none for the others.
+    let report = fs::read_to_string(out.join("report.md")).unwrap();
+    let lost: Vec<&str> = report
+        .lines()
+        .filter(|l| l.contains("(warm-up included)"))
+        .collect();
+    assert!(report.contains("\n## Lost by cause\n"), "{report}");
+    assert!(!lost.is_empty(), "{report}");
+    for line in lost {
+        let n = |after: &str| {
+            line.split(after)
+                .nth(1)
+                .unwrap()
+                .split([' ', ','])
+                .next()
+                .unwrap()
+        };
+        assert_eq!(n("copies lost "), n("server's socket "), "{line}");
+        assert!(line.contains("clients' sockets 0, path -,"), "{line}");
+        assert!(
+            line.ends_with("server -, unanswered for no counted reason 0"),
+            "{line}"
+        );
+    }
 
     let csv = fs::read_to_string(out.join("table1.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();

@@ -206,6 +206,9 @@ pub struct StampPoint {
     /// Why the point could not be measured (sockperf missing), its probes then empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub left_out: Option<String>,
+    /// The latlab prober's probes lost, by cause; absent for sockperf and in older points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_by_cause: Option<latlab_lab::losses::LostByCause>,
 }
 
 fn reference_forwarder() -> ForwarderSettings {

@@ -21,6 +21,8 @@ const ANSWER_TIMEOUT: Duration = Duration::from_millis(100);
 pub(super) struct Probed {
     pub(super) sent: u64,
     pub(super) probes: Vec<ProbeStamps>,
+    /// The probes lost, by cause (set by the point that ran the prober).
+    pub(super) lost_by_cause: Option<latlab_lab::losses::LostByCause>,
 }
 
 /// Sends `count` probes to `target` over `socket` (opened with receive and transmit

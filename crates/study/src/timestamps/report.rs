@@ -153,7 +153,11 @@ fn points_table(a: &Analysis) -> String {
             md.push_str(&format!("\n{} left out: {why}.\n", p.setting));
         }
     }
-    md
+    let lost = a
+        .points
+        .iter()
+        .map(|p| (p.setting.clone(), p.lost_by_cause.as_ref()));
+    md + &crate::report::lost_section(lost, |l| l.text())
 }
 
 /// Each method on the methods points: its excess over the reference and how far it stays

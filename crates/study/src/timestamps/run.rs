@@ -17,6 +17,7 @@ use crate::emulator::bridge::{with_bridge, Bridge};
 use crate::points::{Existing, PointsDir};
 use crate::{StudyError, StudyFile, StudyKind};
 use latlab_emu::report::{EmuDirectionJson, EmuJson};
+use latlab_lab::losses::{FarCounters, FarSide, LabCounters, LostByCause, SenderWatch};
 use latlab_lab::progress::View;
 use latlab_lab::topology::ClientEmuServer;
 
@@ -138,6 +139,7 @@ pub(super) fn measure_all(
                     Probed {
                         sent: probes.len() as u64,
                         probes,
+                        lost_by_cause: None,
                     },
                     emulator,
                     None,
@@ -200,6 +202,7 @@ pub(super) fn measure_all(
             probes: probed.probes,
             emulator,
             left_out,
+            lost_by_cause: probed.lost_by_cause,
         };
         points.write_measured(key, &point, None, stop)?;
     }
@@ -392,7 +395,7 @@ fn measure_point(
     stop: &Stop,
 ) -> Result<(Probed, EmuJson), StudyError> {
     let so_busy_poll = settings.so_busy_poll_us;
-    let echo_socket = latlab_io::netns::run_in(lab.server.name(), move || {
+    let echo_socket = Arc::new(latlab_io::netns::run_in(lab.server.name(), move || {
         UdpSocket::bind(
             SocketAddr::from(([0, 0, 0, 0], PORT)),
             &UdpOptions {
@@ -401,7 +404,7 @@ fn measure_point(
                 ..UdpOptions::default()
             },
         )
-    })??;
+    })??);
     let client = lab.client_addr;
     let prober_socket = latlab_io::netns::run_in(lab.client.name(), move || {
         UdpSocket::bind(
@@ -438,8 +441,18 @@ fn measure_point(
             }
         })
     });
+    let counting = LabCounters::open_middle(lab)?;
+    let counters = Arc::new(ReflectorCounters::default());
+    // The emulator's interfaces are the ends' peers: it counts the path's frames.
+    let far = FarSide {
+        ends: None,
+        ..counting.far(&echo_socket, FarCounters::Reflector(&counters))
+    };
+    let prober_sockets = std::slice::from_ref(&prober_socket);
+    let watch = SenderWatch::start(prober_sockets, counting.client_mib.as_ref(), false);
+    let far_before = far.read();
     let echo = {
-        let s = echo_stop.clone();
+        let (s, echo_socket, counters) = (echo_stop.clone(), echo_socket.clone(), counters.clone());
         let settings = settings.clone();
         let cpu = cores.shared;
         std::thread::spawn(move || -> std::io::Result<()> {
@@ -457,7 +470,7 @@ fn measure_point(
                 },
                 ..ReflectorConfig::default()
             };
-            reflector::run_udp(&echo_socket, &config, &s, &ReflectorCounters::default())
+            reflector::run_udp(&echo_socket, &config, &s, &counters)
         })
     };
     let (count, rate) = (options.probes, options.rate_pps);
@@ -498,7 +511,11 @@ fn measure_point(
     if let Some(c) = competitor {
         let _ = c.join();
     }
-    let measured = measured?;
+    let (mut probed, emulator) = measured?;
     echoed??;
-    Ok(measured)
+    let lost = probed.sent.saturating_sub(probed.probes.len() as u64);
+    let lost = LostByCause::place(lost, watch.counted(prober_sockets, 0));
+    let lost = far.place(&far_before, &lost);
+    probed.lost_by_cause = Some(lost.with_path(emulator.frames_lost(), false));
+    Ok((probed, emulator))
 }

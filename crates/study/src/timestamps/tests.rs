@@ -38,6 +38,7 @@ fn point(setting: &str, n: u64, rtt: impl Fn(u64) -> u64, wake: impl Fn(u64) -> 
         cores: "prober cpu0, reflector cpu1, emulator cpu1 (blocking)".into(),
         delay_ns: 100_000,
         release_error_ns: 2_000,
+        lost_by_cause: None,
         sent: n,
         probes: (0..n)
             .map(|i| {
