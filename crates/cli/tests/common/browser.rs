@@ -324,9 +324,19 @@ impl Drop for Browser {
         let _ = self.driver.child.kill();
         let _ = self.driver.child.wait();
         // Ending the session ends the browser; should it not have (a session that would not
-        // close), end what is left of it, the processes started with this session's profile.
-        for pid in processes_with(&self.profile) {
-            let _ = Command::new("kill").args(["-s", "KILL", &pid]).status();
+        // close), end what is left of it, the processes started with this session's profile,
+        // and wait until they are gone: on a busy machine a process still exiting (or one
+        // killed a moment ago) is listed for a while. Bounded, so that a test never hangs here.
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = processes_with(&self.profile);
+            if left.is_empty() || Instant::now() >= until {
+                break;
+            }
+            for pid in left {
+                let _ = Command::new("kill").args(["-s", "KILL", &pid]).status();
+            }
+            std::thread::sleep(POLL);
         }
     }
 }
