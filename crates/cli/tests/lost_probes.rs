@@ -21,6 +21,28 @@ fn signal(name: &str, pid: u32) {
     common::succeeds(Command::new("kill").args([&format!("-{name}"), &pid.to_string()]));
 }
 
+/// Starts latlab with `args` in `ns` with the smallest receive buffer (`--rcvbuf 1`) and its
+/// `--json` at `json`, waits until its socket holds `port`, and stops it (SIGSTOP).
+fn stopped_with_the_smallest_buffer(
+    ns: &str,
+    args: &[&str],
+    json: &std::path::Path,
+    port: u16,
+) -> common::Reaped {
+    let child = common::in_ns(ns)
+        .args(args)
+        .args(["--rcvbuf", "1", "--json"])
+        .arg(json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = common::Reaped::new(child);
+    common::wait_for("the socket", || listening(ns, port));
+    signal("STOP", child.id());
+    child
+}
+
 /// gen's `lost_by_cause`, checked to add up to its loss: warm-up included, every probe sent.
 fn lost_by_cause(summary: &serde_json::Value) -> serde_json::Value {
     let lost = &summary["lost_by_cause"];
@@ -50,19 +72,12 @@ fn a_stopped_reflectors_full_socket_carries_the_probes_it_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let (echo_json, gen_json) = (dir.path().join("echo.json"), dir.path().join("gen.json"));
     let target = format!("{addr}:7777");
-    let echo = common::in_ns(&ns)
-        .args([
-            "echo", "--listen", &target, "--poll", "block", "--rcvbuf", "1",
-        ])
-        .arg("--json")
-        .arg(&echo_json)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut echo = common::Reaped::new(echo);
-    common::wait_for("the reflector's socket", || listening(&ns, 7777));
-    signal("STOP", echo.id());
+    let mut echo = stopped_with_the_smallest_buffer(
+        &ns,
+        &["echo", "--listen", &target, "--poll", "block"],
+        &echo_json,
+        7777,
+    );
     let printed = common::gen_in(
         &ns,
         &target,
@@ -196,16 +211,8 @@ fn a_stopped_game_servers_full_socket_counts_what_it_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let (serve_json, gen_json) = (dir.path().join("serve.json"), dir.path().join("gen.json"));
     let target = format!("{addr}:7000");
-    let serve = common::in_ns(&ns)
-        .args(["serve", "--listen", &target, "--rcvbuf", "1", "--json"])
-        .arg(&serve_json)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut serve = common::Reaped::new(serve);
-    common::wait_for("the server's socket", || listening(&ns, 7000));
-    signal("STOP", serve.id());
+    let mut serve =
+        stopped_with_the_smallest_buffer(&ns, &["serve", "--listen", &target], &serve_json, 7000);
     // Probes from a sender that never joined: the server reads and drops them (counted).
     common::gen_in(
         &ns,
