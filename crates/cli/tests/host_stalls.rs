@@ -125,19 +125,6 @@ fn a_reflector_stopped_for_100ms_records_the_stall_spinning_or_blocking() {
     }
 }
 
-/// The receive queue of the namespace's UDP socket bound to `port`, bytes (`/proc/net/udp`'s
-/// `rx_queue`), or `None` while no socket holds it.
-fn rx_queue(ns: &str, port: u16) -> Option<u64> {
-    let out =
-        common::succeeds(Command::new("ip").args(["netns", "exec", ns, "cat", "/proc/net/udp"]));
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let line = text
-        .lines()
-        .find(|l| l.contains(&format!(":{port:04X} ")))?;
-    let queues = line.split_whitespace().nth(4)?;
-    u64::from_str_radix(queues.split(':').nth(1)?, 16).ok()
-}
-
 #[test]
 fn a_game_server_stopped_for_100ms_records_the_stall_spinning_or_blocking() {
     let _turn = common::engines();
@@ -164,7 +151,7 @@ fn a_game_server_stopped_for_100ms_records_the_stall_spinning_or_blocking() {
             &format!("printf x > /dev/udp/{addr}/7000"),
         ]));
         common::wait_for("the server's loop to read a datagram", || {
-            udp_in(&ns) > before && rx_queue(&ns, 7000) == Some(0)
+            udp_in(&ns) > before && common::rx_queue(&ns, 7000) == Some(0)
         });
         stop_for_100ms(serve.id());
         serve.signal("TERM");

@@ -7,15 +7,6 @@ mod common;
 
 use std::process::Command;
 
-/// Whether a UDP socket in `ns` is bound to `port` (its line in `/proc/net/udp`).
-fn listening(ns: &str, port: u16) -> bool {
-    let out =
-        common::succeeds(Command::new("ip").args(["netns", "exec", ns, "cat", "/proc/net/udp"]));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .any(|l| l.contains(&format!(":{port:04X} ")))
-}
-
 /// `kill -SIGNAL pid`.
 fn signal(name: &str, pid: u32) {
     common::succeeds(Command::new("kill").args([&format!("-{name}"), &pid.to_string()]));
@@ -38,9 +29,30 @@ fn stopped_with_the_smallest_buffer(
         .spawn()
         .unwrap();
     let child = common::Reaped::new(child);
-    common::wait_for("the socket", || listening(ns, port));
+    common::wait_for("the socket", || common::rx_queue(ns, port).is_some());
     signal("STOP", child.id());
     child
+}
+
+/// `gen` to `target` from `ns` for 300 ms at 1k probes a second, blocking, with no check that
+/// anything answers, its `--json` at `json`; what it printed.
+fn gen_300_probes(ns: &str, target: &str, json: &std::path::Path) -> String {
+    let json = json.display().to_string();
+    common::gen_in(
+        ns,
+        target,
+        &[
+            "--no-check",
+            "--poll",
+            "block",
+            "--rate",
+            "1k",
+            "--duration",
+            "300ms",
+            "--json",
+            &json,
+        ],
+    )
 }
 
 /// gen's `lost_by_cause`, checked to add up to its loss: warm-up included, every probe sent.
@@ -78,23 +90,7 @@ fn a_stopped_reflectors_full_socket_carries_the_probes_it_dropped() {
         &echo_json,
         7777,
     );
-    let printed = common::gen_in(
-        &ns,
-        &target,
-        &[
-            "--no-check",
-            "--poll",
-            "block",
-            "--rate",
-            "1k",
-            "--duration",
-            "300ms",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(["--json".into(), gen_json.display().to_string()])
-        .collect::<Vec<_>>(),
-    );
+    let printed = gen_300_probes(&ns, &target, &gen_json);
     signal("CONT", echo.id());
     let summary = common::read_json(&gen_json);
     let lost = lost_by_cause(&summary);
@@ -214,44 +210,14 @@ fn a_stopped_game_servers_full_socket_counts_what_it_dropped() {
     let mut serve =
         stopped_with_the_smallest_buffer(&ns, &["serve", "--listen", &target], &serve_json, 7000);
     // Probes from a sender that never joined: the server reads and drops them (counted).
-    common::gen_in(
-        &ns,
-        &target,
-        &[
-            "--no-check",
-            "--poll",
-            "block",
-            "--rate",
-            "1k",
-            "--duration",
-            "300ms",
-            "--json",
-            &gen_json.display().to_string(),
-        ],
-    );
+    gen_300_probes(&ns, &target, &gen_json);
     signal("CONT", serve.id());
     let summary = common::read_json(&gen_json);
     let sent = summary["sent"].as_u64().unwrap() + summary["warmup"]["sent"].as_u64().unwrap();
-    let read = || {
-        let out = common::succeeds(Command::new("ip").args([
-            "netns",
-            "exec",
-            &ns,
-            "cat",
-            "/proc/net/udp",
-        ]));
-        // The server's socket is empty once it has read what it held.
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .find(|l| l.contains(":1B58 "))
-            .and_then(|l| {
-                l.split_whitespace()
-                    .nth(4)
-                    .map(|q| q.ends_with(":00000000"))
-            })
-            .unwrap_or(false)
-    };
-    common::wait_for("the server to read what its socket held", read);
+    // The server's socket is empty once it has read what it held.
+    common::wait_for("the server to read what its socket held", || {
+        common::rx_queue(&ns, 7000) == Some(0)
+    });
     signal("TERM", serve.id());
     assert_eq!(serve.wait().unwrap().code(), Some(143));
     let report = common::read_json(&serve_json);

@@ -482,3 +482,15 @@ pub(crate) fn api_request(
 pub(crate) fn json(body: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
 }
+
+/// The receive queue of the namespace's UDP socket bound to `port`, bytes (`/proc/net/udp`'s
+/// `rx_queue`), or `None` while no socket holds it.
+pub(crate) fn rx_queue(ns: &str, port: u16) -> Option<u64> {
+    let out = succeeds(Command::new("ip").args(["netns", "exec", ns, "cat", "/proc/net/udp"]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.contains(&format!(":{port:04X} ")))?;
+    let queues = line.split_whitespace().nth(4)?;
+    u64::from_str_radix(queues.split(':').nth(1)?, 16).ok()
+}
