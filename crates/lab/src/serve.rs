@@ -219,7 +219,7 @@ pub fn run(
             engine: "game server",
             source,
         })?;
-    let json = serde_json::json!({
+    let mut json = serde_json::json!({
         "listen": listen.to_string(),
         "io": options.io.name(),
         "received": c.received,
@@ -252,7 +252,6 @@ pub fn run(
         .zip(udp_before)
         .and_then(|(m, before)| Some(UdpJson::from(m.read().ok()?.since(&before))));
     let host_stalls = live.host_stalls();
-    let mut json = json;
     json["udp"] = serde_json::to_value(udp).map_err(std::io::Error::other)?;
     json["host_stalls"] = serde_json::to_value(&host_stalls).map_err(std::io::Error::other)?;
     if let Some(path) = &options.json {
