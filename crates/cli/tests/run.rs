@@ -426,8 +426,10 @@ fn nat_reaches_a_namespace_beyond_the_host() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // 5 ms each way: the median round trip is at least 10 ms, plus the veths' own and what a
+    // loaded machine adds; a delay applied twice would make it 20 ms.
     let rtt_ms = 2.0 * sockperf_p50_us(&stdout) / 1000.0;
-    assert!((10.0..11.0).contains(&rtt_ms), "round trip {rtt_ms} ms");
+    assert!((10.0..19.0).contains(&rtt_ms), "round trip {rtt_ms} ms");
     assert_as_before(host.name(), &before);
 }
 
