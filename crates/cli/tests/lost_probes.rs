@@ -234,3 +234,45 @@ fn a_stopped_game_servers_full_socket_counts_what_it_dropped() {
     );
     assert_eq!(report["udp"]["rcvbuf_errors"], dropped, "{report}");
 }
+
+/// The same over AF_XDP, with the smallest rings (64 frames, 32 entries each): a stopped
+/// server's RX ring fills and the kernel drops the rest there (`XDP_STATISTICS`); its
+/// `kernel_drops` and what it read once it went on (all of the ring: a stopped server reads
+/// what its port holds before it ends) add up to every datagram sent to it.
+#[test]
+fn a_stopped_game_servers_full_xdp_ring_counts_what_it_dropped() {
+    let _turn = common::engines();
+    let Some((lab, ns, addr)) = common::server_namespace() else {
+        return;
+    };
+    let latlab_lab::topology::ClientServer::Namespaces { client, .. } = &lab else {
+        unreachable!("namespaces were asked for")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (serve_json, gen_json) = (dir.path().join("serve.json"), dir.path().join("gen.json"));
+    let target = format!("{addr}:7000");
+    let mut cmd = common::in_ns(&ns);
+    cmd.args([
+        "serve", "--listen", &target, "--io", "xdp", "--iface", "veth0",
+    ])
+    .args(["--xdp-frames", "64", "--poll", "block", "--json"])
+    .arg(&serve_json)
+    .stdout(std::process::Stdio::null());
+    let serve = common::started(cmd, "latlab serve:");
+    signal("STOP", serve.id());
+    // From the client's namespace: the frames cross veth0, where the program takes them.
+    gen_300_probes(client.name(), &target, &gen_json);
+    signal("CONT", serve.id());
+    let summary = common::read_json(&gen_json);
+    let sent = summary["sent"].as_u64().unwrap() + summary["warmup"]["sent"].as_u64().unwrap();
+    serve.signal("TERM");
+    let (status, stderr) = serve.wait();
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    let report = common::read_json(&serve_json);
+    assert_eq!(report["io"], "xdp", "{report}");
+    let dropped = report["kernel_drops"].as_u64().unwrap();
+    let received = report["received"].as_u64().unwrap();
+    assert!(dropped > 0 && received > 0, "{report}");
+    assert_eq!(received + dropped, sent, "{report}");
+    assert_eq!(report["dropped"]["unknown_sender"], received, "{report}");
+}

@@ -104,6 +104,8 @@ pub struct ServerLive {
     pub from_counted: AtomicU64,
     /// The host's stalls of the server's loop, set when it ends ([`crate::stalls`]).
     stalls: Mutex<Option<Stalls>>,
+    /// What the kernel dropped at the server's port, read when it ends.
+    kernel_drops: Mutex<Option<u64>>,
 }
 
 impl ServerLive {
@@ -113,6 +115,14 @@ impl ServerLive {
     pub fn host_stalls(&self) -> Option<HostStalls> {
         let stalls = self.stalls.lock().unwrap_or_else(|e| e.into_inner());
         stalls.as_ref().map(Stalls::report)
+    }
+
+    /// Datagrams the kernel dropped at the server's port before the server read them, read
+    /// when it ends: its UDP socket's drops (a full receive buffer, `SO_MEMINFO`), or its
+    /// AF_XDP socket's (a full RX ring, an empty fill ring, `XDP_STATISTICS`). `None` before
+    /// the end, or when the port could not tell.
+    pub fn kernel_drops(&self) -> Option<u64> {
+        *self.kernel_drops.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -260,6 +270,9 @@ fn queue_copy<P: DatagramPort>(
 /// Longest sleep of a blocking server between looks at its stop flag.
 const IDLE_WAIT: Duration = Duration::from_millis(50);
 
+/// Receive calls a stopped server makes at most to read what its port still holds.
+pub const DRAIN_CALLS: u32 = 64;
+
 /// Meets the core's timer at `now` (it removes the clients that fell idle) and returns how
 /// long until it is due again, if it is set.
 fn expire_idle(server: &mut Server, now: u64) -> Option<Duration> {
@@ -275,7 +288,9 @@ fn expire_idle(server: &mut Server, now: u64) -> Option<Duration> {
 /// the emulated work on the TSC, then queues a copy to every client of the sender's game;
 /// answers to handshakes follow; the queue is flushed after each receive call (and whenever
 /// it fills). The core's idle timer is met before each batch and while no packet comes.
-/// Returns the core's counters.
+/// Once `stop` is raised it reads and handles what the port still holds (at most
+/// [`DRAIN_CALLS`] receive calls), then records the port's kernel drops in `live`. Returns the
+/// core's counters.
 pub fn serve_port<P: DatagramPort>(
     port: &mut P,
     config: &GameServerConfig,
@@ -298,7 +313,17 @@ pub fn serve_port<P: DatagramPort>(
         PollMode::Busy => None,
     };
     let mut watch = StallWatch::new(now_ns());
-    while !stop.is_raised() {
+    let mut draining = 0;
+    loop {
+        // Stopped: what the port already holds is read and handled, so that every datagram
+        // that reached the server before the stop is counted; a port that never runs dry (a
+        // flood) is left after DRAIN_CALLS receive calls.
+        if stop.is_raised() {
+            if draining == DRAIN_CALLS {
+                break;
+            }
+            draining += 1;
+        }
         inbox.count = 0;
         port.recv(|d| {
             // A frame that was no UDP datagram to us (AF_XDP) is not the server's.
@@ -311,6 +336,9 @@ pub fn serve_port<P: DatagramPort>(
         let turn_ns = now_ns();
         watch.tick(turn_ns);
         if inbox.count == 0 {
+            if draining > 0 {
+                break;
+            }
             // The clock is read only when the core has a timer set.
             let until_timeout = match server.poll_timeout() {
                 Some(_) => expire_idle(&mut server, turn_ns),
@@ -364,6 +392,7 @@ pub fn serve_port<P: DatagramPort>(
         stalls.merge(&sampler.finish());
     }
     *live.stalls.lock().unwrap_or_else(|e| e.into_inner()) = Some(stalls);
+    *live.kernel_drops.lock().unwrap_or_else(|e| e.into_inner()) = port.kernel_drops();
     Ok(server.counters().clone())
 }
 

@@ -199,15 +199,12 @@ pub fn run(
         }
         line
     };
-    // What the kernel dropped at the server's socket (a full receive buffer), read at the end.
-    let (c, kernel_drops) = seat
+    let c = seat
         .run(|| {
             watched(options.duration, stop, view, show, || match socket {
-                ServeSocket::Udp(s) => latlab_engine::game::serve(&s, &config, stop, &live)
-                    .map(|c| (c, s.kernel_drops().ok())),
+                ServeSocket::Udp(s) => latlab_engine::game::serve(&s, &config, stop, &live),
                 ServeSocket::Xdp(s) => {
                     latlab_engine::game::serve_xdp(*s, listen.port(), &config, stop, &live)
-                        .map(|c| (c, None))
                 }
             })
         })
@@ -244,8 +241,9 @@ pub fn run(
         // space saw them (not in `received`); null without the program's limit.
         "xdp_rate_limited": read_xdp_drops(),
         // Datagrams the kernel dropped at the server's socket before the server read them
-        // (not in `received`); null over AF_XDP.
-        "kernel_drops": kernel_drops,
+        // (not in `received`): the UDP socket's full receive buffer, or over AF_XDP the full
+        // RX ring and the empty fill ring; read at the end.
+        "kernel_drops": live.kernel_drops(),
         "placement": seat.placement().to_value(),
     });
     let udp = mib

@@ -107,8 +107,14 @@ impl FarSide<'_> {
             )),
             FarCounters::Foreign => None,
         };
+        // Once the game server has ended, its port's own count: over AF_XDP its frames never
+        // reach the UDP socket (before it started, neither held anything dropped).
+        let port_drops = match self.counters {
+            FarCounters::GameServer(live, _) => live.kernel_drops(),
+            _ => None,
+        };
         FarReading {
-            socket_drops: self.socket.map(|s| s.kernel_drops().unwrap_or(0)),
+            socket_drops: port_drops.or_else(|| self.socket.map(|s| s.kernel_drops().unwrap_or(0))),
             dropped,
             udp: self.mib.and_then(|m| m.read().ok()),
             ends: self.ends.and_then(PathEnds::read),
