@@ -114,7 +114,10 @@ def emu(emu_path, gen_path, echo_path):
     out["echo_stalls"] = stalls(r)
     out["placement"] = "%s / %s / %s" % (placement(e), placement(r), placement(g))
     out["contention"] = [c.get("note", "") for c in (e or {}).get("contention") or []]
-    out["cores"] = ((e or {}).get("cpu") or {}).get("cores")
+    cpu = (e or {}).get("cpu") or {}
+    out["cores"] = cpu.get("cores")
+    out["send_pct"] = (100.0 * cpu["send_ns"] / cpu["elapsed_ns"]
+                       if cpu.get("send_ns") is not None and cpu.get("elapsed_ns") else None)
     if g:
         out["answered_pct"] = 100.0 * g["received"] / max(g["sent"], 1)
         out["rtt_p50_us"] = us(g["latency_ns"].get("p50"))
@@ -211,7 +214,8 @@ def report(a):
     p("tsc_gaps' percentiles count gaps (hundreds of millions, nearly all one clock read); a "
       "frame's release error samples time, and a frame meets a stall in proportion to the time "
       "stalls take, which the `time in stalls` rows compare (a loop's own gaps of 10 µs or more "
-      "include its system calls' work, tsc_gaps' none). tsc_gaps' `wait` samples time as a "
+      "include its receive calls' work, tsc_gaps' none; the emulator's sends are timed apart, "
+      "`sends %`, and are not its stalls). tsc_gaps' `wait` samples time as a "
       "frame's departure does: the wait of a deadline at a moment drawn uniformly from its "
       "spin, the rest of the gap it falls in.\n")
     p("| ratio | latlab | limit | ratio |")
@@ -262,14 +266,15 @@ def report(a):
 
     p("\n## The emulator, 20k round trips a second (%s s)\n" % a.secs)
     p("Release error = actual − intended departure of every frame, from `emu --json`.\n")
-    p("| plan | a→b p50 | a→b p99 | a→b p99.9 | a→b max | b→a p50 | b→a p99 | answered % | RTT p50 | emu / echo / gen | emu cores | host busy | steal ms |")
-    p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+    p("| plan | a→b p50 | a→b p99 | a→b p99.9 | a→b max | b→a p50 | b→a p99 | answered % | RTT p50 | emu / echo / gen | emu cores | emu sends % | host busy | steal ms |")
+    p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
     for name, r in (("study plan", study), ("defaults", dflt)):
         ab, ba = r.get("a_to_b", {}), r.get("b_to_a", {})
-        p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s%% | %s |" % (
+        p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s%% | %s |" % (
             name, f(ab.get("p50_us")), f(ab.get("p99_us")), f(ab.get("p99_9_us")), f(ab.get("max_us")),
             f(ba.get("p50_us")), f(ba.get("p99_us")), f(r.get("answered_pct"), 2), f(r.get("rtt_p50_us")),
-            r.get("placement", "-"), f(r.get("cores"), 2), r.get("load", "-"), r.get("steal_ms", "-")))
+            r.get("placement", "-"), f(r.get("cores"), 2), f(r.get("send_pct"), 1),
+            r.get("load", "-"), r.get("steal_ms", "-")))
     p("\n| plan | loop | host_stalls |")
     p("|---|---|---|")
     for name, r in (("study plan", study), ("defaults", dflt)):

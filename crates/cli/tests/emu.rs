@@ -378,6 +378,10 @@ fn emu_on_one_cpu_sleeps_until_due_and_keeps_its_delay() {
     let slept = sleeps["slept_ns"].as_u64().unwrap();
     let elapsed = cpu["elapsed_ns"].as_u64().unwrap();
     assert!(slept > elapsed / 2 && slept <= elapsed, "{cpu}");
+    // It sent every frame it passed on, timing its sends apart from its sleeps: some time in
+    // them, never more than the run's time left over from sleeping.
+    let sends = cpu["send_ns"].as_u64().unwrap();
+    assert!(sends > 0 && sends <= elapsed - slept, "{cpu}");
 }
 
 /// Two reflectors on two ports behind `latlab emu --flow 'proto=udp dport=7777 / delay=5ms'`:

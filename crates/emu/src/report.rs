@@ -112,7 +112,8 @@ fn sojourn_text(sojourn: &latlab_stats::LatencyHistogram) -> String {
     )
 }
 
-/// `CPU: 0.23 of a core (1 thread), sleeping until 12.0 µs before each departure`.
+/// `CPU: 0.23 of a core (1 thread), 4.1% of the run in its sends, sleeping until 12.0 µs
+/// before each departure`.
 fn cpu_line(cpu: &CpuUse) -> String {
     let threads = if cpu.threads == 1 {
         "thread"
@@ -126,8 +127,12 @@ fn cpu_line(cpu: &CpuUse) -> String {
         ),
         None => String::new(),
     };
+    let sends = match cpu.send_ns {
+        0 => String::new(),
+        _ => format!(", {:.1}% of the run in its sends", 100.0 * cpu.send_share()),
+    };
     format!(
-        "CPU: {:.2} of a core ({} {threads}){wait}\n",
+        "CPU: {:.2} of a core ({} {threads}){sends}{wait}\n",
         cpu.cores(),
         cpu.threads
     )

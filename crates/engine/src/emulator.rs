@@ -499,6 +499,7 @@ pub fn run<P: Port>(
     // A realtime loop keeps under the kernel's realtime allowance (see `crate::wait`).
     let mut waits = crate::wait::SleepSpin::for_this_thread();
     let mut watch = StallWatch::new(start);
+    let mut send_ns = 0;
     while !stop.is_raised() {
         let got = a
             .recv_frames(&mut |frame, rx_ns| ab.arrive(rx_ns, frame, 0, &mut tap, &mut fates))?
@@ -518,11 +519,19 @@ pub fn run<P: Port>(
         }
         let sent_b = ab.release(now, b, 0, &mut tap)?;
         let sent_a = ba.release(now, a, 1, &mut tap)?;
-        if sent_b > 0 {
-            b.flush()?;
-        }
-        if sent_a > 0 {
-            a.flush()?;
+        if sent_a + sent_b > 0 {
+            let flushing = now_ns();
+            if sent_b > 0 {
+                b.flush()?;
+            }
+            if sent_a > 0 {
+                a.flush()?;
+            }
+            // The sends are the loop's own work (with, on veth, the receiver's), not the
+            // host's: timed apart, and not a stall.
+            let flushed = now_ns();
+            send_ns += flushed.saturating_sub(flushing);
+            watch.resumed(flushed);
         }
         if poll == PollMode::Busy {
             continue;
@@ -568,6 +577,7 @@ pub fn run<P: Port>(
             elapsed_ns: now.saturating_sub(start),
             cpu_ns: latlab_io::clock::thread_cpu_ns() - cpu_start,
             threads: 1,
+            send_ns,
             sleeps: (poll == PollMode::Block).then(|| waits.report()),
         },
         host_stalls: watch.finish(now),

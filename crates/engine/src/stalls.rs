@@ -89,13 +89,16 @@ pub struct StallSampler {
 }
 
 impl StallSampler {
-    /// Starts sampling on `cpu` (the loop's; `None`: wherever the scheduler puts it).
+    /// Starts sampling on `cpu` (the loop's; `None`: wherever the scheduler puts it): it
+    /// watches from this call to [`StallSampler::finish`].
     ///
     /// # Errors
     /// The thread could not be started.
     pub fn start(cpu: Option<usize>) -> io::Result<StallSampler> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
+        // Watched from here, however late the thread first runs.
+        let start = now_ns();
         let thread = std::thread::Builder::new()
             .name("latlab-stalls".into())
             .spawn(move || {
@@ -104,7 +107,6 @@ impl StallSampler {
                     let _ = cpu::pin_current_thread(cpu);
                 }
                 let _ = cpu::set_timer_slack_ns(1);
-                let start = now_ns();
                 let mut stalls = Stalls::new(StallSource::Sampler);
                 while !flag.load(Ordering::Relaxed) {
                     let due = now_ns() + SAMPLER_PERIOD.as_nanos() as u64;

@@ -334,6 +334,9 @@ pub struct EmuCpuJson {
     pub cores: f64,
     /// Its threads (1 run to completion, 2 pipelined).
     pub threads: u32,
+    /// Wall-clock time its loop spent in its sends, ns (on veth the receiver's kernel work
+    /// runs inside them); not in its host stalls. 0 in files from before it was counted.
+    pub send_ns: u64,
     /// The spin before each departure a blocking loop had learned; `null` for a loop that
     /// spins.
     pub spin_ns: Option<u64>,
@@ -550,6 +553,7 @@ impl EmuCpuJson {
             cpu_ns: cpu.cpu_ns,
             cores: cpu.cores(),
             threads: cpu.threads,
+            send_ns: cpu.send_ns,
             spin_ns: cpu.sleeps.map(|s| s.spin_ns),
             sleeps: cpu.sleeps.map(|s| EmuSleepsJson {
                 latest_late_ns: s.latest_late_ns,
@@ -687,6 +691,7 @@ mod tests {
                 "cpu_ns": cpu.cpu_ns,
                 "cores": cpu.cores(),
                 "threads": cpu.threads,
+                "send_ns": cpu.send_ns,
                 "spin_ns": cpu.sleeps.map(|s| s.spin_ns),
                 "sleeps": cpu.sleeps.map(|s| serde_json::json!({
                     "latest_late_ns": s.latest_late_ns,
@@ -847,6 +852,7 @@ mod tests {
                 elapsed_ns: 3_000_000_000,
                 cpu_ns: if spinning { 3_000_000_000 } else { 700_000_003 },
                 threads: 1,
+                send_ns: if spinning { 390_000_000 } else { 120_000_007 },
                 sleeps: (!spinning).then_some(sleeps),
             },
         }

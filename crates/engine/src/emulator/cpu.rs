@@ -10,6 +10,10 @@ pub struct CpuUse {
     pub cpu_ns: u64,
     /// Threads that ran the emulator (1 run to completion, 2 pipelined).
     pub threads: u32,
+    /// Wall-clock time its loop (the TX stage's, pipelined) spent handing its queued frames
+    /// to the kernel (flushing its TX queues), ns: on veth the receiver's kernel work runs
+    /// inside these calls, on the emulator's core. Its own work, left out of its host stalls.
+    pub send_ns: u64,
     /// With [`crate::PollMode::Block`], the spin before each departure it had learned at the end
     /// and what it learned it from ([`crate::wait::SleepSpin`]); `None` for a loop that
     /// spins.
@@ -20,5 +24,10 @@ impl CpuUse {
     /// CPU time over elapsed time: 1.0 is one core busy all the time.
     pub fn cores(&self) -> f64 {
         self.cpu_ns as f64 / self.elapsed_ns.max(1) as f64
+    }
+
+    /// The share of the run its loop spent in its sends ([`CpuUse::send_ns`]), 0 to 1.
+    pub fn send_share(&self) -> f64 {
+        self.send_ns as f64 / self.elapsed_ns.max(1) as f64
     }
 }

@@ -14,8 +14,12 @@ struct Slot {
 }
 
 /// What the pipeline's TX stage hands back: its reports, the rings from the RX stage (whose
-/// frames are still on their way at exit), its CPU time and its stalls.
-type TxStageEnd = ([DirectionReport; 2], [Consumer<Slot>; 2], (u64, Stalls));
+/// frames are still on their way at exit), its CPU time, its time in its sends and its stalls.
+type TxStageEnd = (
+    [DirectionReport; 2],
+    [Consumer<Slot>; 2],
+    (u64, u64, Stalls),
+);
 
 /// What the pipeline's RX stage hands back: per direction, `[frames, bytes]` read and
 /// dropped for a full ring, its sockets, and its CPU time.
@@ -85,6 +89,7 @@ pub fn run_pipeline(
             ];
             let mut from_rx = [from_rx_ab, from_rx_ba];
             let mut watch = StallWatch::new(now_ns());
+            let mut send_ns = 0;
             while !stop.is_raised() {
                 for (d, ring) in from_rx.iter_mut().enumerate() {
                     let Ok(chunk) = ring.read_chunk(ring.slots()) else {
@@ -117,7 +122,12 @@ pub fn run_pipeline(
                     let (pipe, report, live) = (&mut pipes[d], &mut reports[d], &tx_lives[d]);
                     let sent = release(pipe, now, report, live, send, |_, _, _| {})?;
                     if sent > 0 {
+                        // Timed apart, and not a stall: see `CpuUse::send_ns`.
+                        let flushing = now_ns();
                         tx.flush_tx()?;
+                        let flushed = now_ns();
+                        send_ns += flushed.saturating_sub(flushing);
+                        watch.resumed(flushed);
                     }
                 }
                 std::hint::spin_loop();
@@ -129,7 +139,7 @@ pub fn run_pipeline(
             Ok((
                 [finish(ab, &pipes[0]), finish(ba, &pipes[1])],
                 from_rx,
-                (cpu_ns, watch.finish(now_ns())),
+                (cpu_ns, send_ns, watch.finish(now_ns())),
             ))
         });
         let rx_stage = s.spawn(move || -> io::Result<RxStageEnd> {
@@ -164,7 +174,7 @@ pub fn run_pipeline(
             let cpu_ns = latlab_io::clock::thread_cpu_ns() - cpu_start;
             Ok((arrived, full, rx_a, rx_b, cpu_ns))
         });
-        let ([ab, ba], rings, (tx_cpu_ns, host_stalls)) = tx_stage
+        let ([ab, ba], rings, (tx_cpu_ns, send_ns, host_stalls)) = tx_stage
             .join()
             .map_err(|_| io::Error::other("the TX stage panicked"))??;
         let (arrived, full, rx_a, rx_b, rx_cpu_ns) = rx_stage
@@ -193,6 +203,7 @@ pub fn run_pipeline(
                 elapsed_ns: now_ns().saturating_sub(start),
                 cpu_ns: tx_cpu_ns + rx_cpu_ns,
                 threads: 2,
+                send_ns,
                 sleeps: None,
             },
             host_stalls,
