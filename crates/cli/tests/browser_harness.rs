@@ -107,13 +107,12 @@ fn a_range_set_and_a_click_show_in_the_page() {
     browser.set_value("#level", "42");
     assert_eq!(browser.value("#level"), "42");
     browser.click("#show");
-    let took = browser
+    browser
         .wait_until(
             "document.querySelector('#out').textContent === '42'",
-            Duration::from_secs(10),
+            Duration::from_secs(30),
         )
         .unwrap();
-    assert!(took < Duration::from_secs(10));
     assert_eq!(browser.text("#out"), "42");
     assert_eq!(
         browser.execute("return arguments[0] + 1;", vec![serde_json::json!(41)]),

@@ -536,11 +536,11 @@ fn a_short_emulator_study_writes_its_report() {
         assert!(report.contains(section), "{section} missing:\n{report}");
     }
     let point = common::read_json(&out.join("points/emu-d1000000ns-1000pps.json"));
-    // 1 ms one way: no round trip under 1 ms, and the fastest well under 2 ms (the delay
-    // taken once), however loaded the machine (see holds_its_delay).
+    // 1 ms one way: no round trip under 1 ms, and the fastest under 2 ms (the delay taken
+    // twice), however loaded the machine (see holds_its_delay).
     let min = point["run"]["latency_ns"]["min"].as_u64().unwrap();
     assert!(
-        (1_000_000..1_500_000).contains(&min),
+        (1_000_000..1_900_000).contains(&min),
         "1 ms one way: fastest round trip {min} ns"
     );
     assert!(std::fs::read_to_string(out.join("accuracy.svg"))

@@ -86,7 +86,7 @@ fn scheduled_and_asked_for_events_act_on_the_link_and_are_recorded_with_their_ti
     assert!(events["b_to_a"].as_array().unwrap().is_empty(), "{events}");
 
     // Wait for the flapping to begin (however slowly this machine started the run).
-    let began = (0..200).any(|_| {
+    let began = (0..1200).any(|_| {
         std::thread::sleep(Duration::from_millis(50));
         json(&request(&ns, "GET", "/events", "").1)["a_to_b"][0]["began"] == true
     });

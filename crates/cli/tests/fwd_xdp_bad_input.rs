@@ -29,9 +29,9 @@ fn programs_attached(lab: &ClientEmuServer) -> bool {
         .any(|dev| common::xdp_program_on(lab.emu.name(), dev))
 }
 
-/// Waits until the forwarder's programs are on the veths (at most 5 s).
+/// Waits until the forwarder's programs are on the veths (at most a minute).
 fn wait_attached(lab: &ClientEmuServer) {
-    for _ in 0..100 {
+    for _ in 0..1200 {
         if programs_attached(lab) {
             return;
         }
@@ -71,7 +71,11 @@ fn a_second_forwarder_is_refused_with_one_line_and_every_end_removes_the_program
     // kill -9: nothing runs to detach them; the kernel does, as the links' owner dies.
     first.kill().unwrap();
     first.wait().unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    // The kernel may detach them a moment later (half a minute at most).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while programs_attached(&lab) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(!programs_attached(&lab), "kill -9 left a program");
     common::succeeds(Command::new(cargo_bin("latlab")).arg("clean"));
 

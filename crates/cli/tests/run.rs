@@ -148,7 +148,7 @@ fn a_delay_is_added_to_what_cmd_measures_and_the_host_is_left_as_it_was() {
     // sockperf reports half the round trip: 10 ms each way, plus the veths' own and what a
     // loaded machine adds; a delay applied twice would make it 40 ms.
     let rtt_ms = 2.0 * sockperf_p50_us(&stdout) / 1000.0;
-    assert!((20.0..30.0).contains(&rtt_ms), "round trip {rtt_ms} ms");
+    assert!((20.0..39.0).contains(&rtt_ms), "round trip {rtt_ms} ms");
     let report = common::read_json(&json);
     // Ping-pong: one message in flight, 20 ms each, for 2 s: how many fit is the machine's.
     assert!(report["a_to_b"]["sent"].as_u64().unwrap() > 0, "{report}");

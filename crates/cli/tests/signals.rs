@@ -122,14 +122,14 @@ fn sigterm_to_demo_leaves_no_namespace_and_no_partial_folder_and_exits_143() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("demo");
-    let mut child = demo(&out).spawn().unwrap();
+    // Once it measures (its namespaces made, its reflector answering): the note it prints.
+    let child = common::started(demo(&out), "measuring ");
     let pid = child.id();
-    wait_for("the demo's two namespaces", || {
-        namespaces_of(pid).len() == 2
-    });
+    assert_eq!(namespaces_of(pid).len(), 2, "the demo's two namespaces");
     std::thread::sleep(Duration::from_millis(700));
     send("TERM", &pid.to_string());
-    assert_eq!(exit_code(&mut child), Some(143));
+    let (status, stderr) = child.wait();
+    assert_eq!(status.code(), Some(143), "{stderr}");
     assert_eq!(namespaces_of(pid), Vec::<String>::new());
     assert_eq!(partials_under(dir.path()), Vec::<PathBuf>::new());
     // What was measured is written, flagged as stopped early.

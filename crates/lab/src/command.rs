@@ -158,7 +158,8 @@ mod tests {
         let stop = Stop::new();
         let mut view = Recorded::default();
         let spins = watched(
-            Some(Duration::from_millis(1100)),
+            // Counters every tenth 100 ms tick: once in 1.9 s, however late the sleeps.
+            Some(Duration::from_millis(1900)),
             &stop,
             &mut view,
             || "counters".to_string(),

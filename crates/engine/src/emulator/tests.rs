@@ -85,7 +85,7 @@ fn stop_once(live: &EmulatorLive, stop: &Stop, done: impl Fn(&DirectionSnapshot)
     let _stop = RaiseOnDrop(stop);
     let deadline = std::time::Instant::now() + PATIENCE;
     while std::time::Instant::now() < deadline {
-        let snapshot = live.control.snapshot(Duration::from_millis(100));
+        let snapshot = live.control.snapshot(PATIENCE);
         if snapshot.is_some_and(|s| done(&s.a_to_b)) {
             break;
         }
