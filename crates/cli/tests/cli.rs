@@ -386,16 +386,6 @@ fn check_demo_folder(out: &Path, topology: &str, runs: usize) {
         .starts_with("<svg"));
 }
 
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(&format!("latlab-{pid}-")))
-        .map(str::to_string)
-        .collect()
-}
-
 #[test]
 fn demo_across_two_namespaces_measures_and_removes_them() {
     let _turn = common::engines();
@@ -459,7 +449,7 @@ fn demo_across_two_namespaces_measures_and_removes_them() {
         "fastest round trip through the emulated link {fastest} ns, 2 ms configured"
     );
     // Its own namespaces (named after its pid): other namespaces on the machine are not its.
-    let left = namespaces_of(pid);
+    let left = common::namespaces_of(pid);
     assert!(left.is_empty(), "namespaces left behind: {left:?}");
 }
 
@@ -471,22 +461,13 @@ fn ctrl_c_stops_the_demo_and_removes_its_namespaces() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("demo");
-    let mut cmd = Command::new(cargo_bin("latlab"));
-    cmd.args([
-        "demo",
-        "--duration",
-        "30s",
-        "--rates",
-        "1k",
-        "--no-emulated-link",
-    ])
-    .arg("--out")
-    .arg(&out)
-    .stdout(Stdio::null());
-    // Once it measures (its namespaces made, its reflector answering): the note it prints.
-    let child = common::started(cmd, "measuring ");
+    let child = common::demo_measuring(&out);
     let pid = child.id();
-    assert_eq!(namespaces_of(pid).len(), 2, "the demo made its namespaces");
+    assert_eq!(
+        common::namespaces_of(pid).len(),
+        2,
+        "the demo made its namespaces"
+    );
     std::thread::sleep(Duration::from_millis(700));
     let sent = Command::new("kill")
         .args(["-INT", &pid.to_string()])
@@ -502,9 +483,9 @@ fn ctrl_c_stops_the_demo_and_removes_its_namespaces() {
     // An interrupted run never exits 0: 128 + SIGINT.
     assert_eq!(status.code(), Some(130), "{status}");
     assert!(
-        namespaces_of(pid).is_empty(),
+        common::namespaces_of(pid).is_empty(),
         "left: {:?}",
-        namespaces_of(pid)
+        common::namespaces_of(pid)
     );
     // The part that ran is in the results, flagged as stopped early.
     let run = common::read_json(&out.join("rate-1000pps/summary.json"));

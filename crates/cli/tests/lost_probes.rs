@@ -55,6 +55,11 @@ fn gen_300_probes(ns: &str, target: &str, json: &std::path::Path) -> String {
     )
 }
 
+/// The probes gen's `summary` says it sent, the warm-up's included.
+fn sent_with_warmup(summary: &serde_json::Value) -> u64 {
+    summary["sent"].as_u64().unwrap() + summary["warmup"]["sent"].as_u64().unwrap()
+}
+
 /// gen's `lost_by_cause`, checked to add up to its loss: warm-up included, every probe sent.
 fn lost_by_cause(summary: &serde_json::Value) -> serde_json::Value {
     let lost = &summary["lost_by_cause"];
@@ -94,7 +99,7 @@ fn a_stopped_reflectors_full_socket_carries_the_probes_it_dropped() {
     signal("CONT", echo.id());
     let summary = common::read_json(&gen_json);
     let lost = lost_by_cause(&summary);
-    let sent = summary["sent"].as_u64().unwrap() + summary["warmup"]["sent"].as_u64().unwrap();
+    let sent = sent_with_warmup(&summary);
     assert_eq!(lost["lost"], sent, "nothing came back: {lost}");
     // Wait for the reflector to answer what its buffer held (to gen's ports, gone by now),
     // then stop it; its JSON says what its socket dropped.
@@ -179,7 +184,7 @@ fn probes_to_a_port_nobody_holds_are_placed_at_the_reflector() {
     );
     let summary = common::read_json(&gen_json);
     let lost = lost_by_cause(&summary);
-    let sent = summary["sent"].as_u64().unwrap() + summary["warmup"]["sent"].as_u64().unwrap();
+    let sent = sent_with_warmup(&summary);
     assert!(sent > 0);
     assert_eq!(lost["lost"], sent, "{lost}");
     assert_eq!(lost["reflector"], sent, "{lost}");
@@ -213,7 +218,7 @@ fn a_stopped_game_servers_full_socket_counts_what_it_dropped() {
     gen_300_probes(&ns, &target, &gen_json);
     signal("CONT", serve.id());
     let summary = common::read_json(&gen_json);
-    let sent = summary["sent"].as_u64().unwrap() + summary["warmup"]["sent"].as_u64().unwrap();
+    let sent = sent_with_warmup(&summary);
     // The server's socket is empty once it has read what it held.
     common::wait_for("the server to read what its socket held", || {
         common::rx_queue(&ns, 7000) == Some(0)
@@ -264,7 +269,7 @@ fn a_stopped_game_servers_full_xdp_ring_counts_what_it_dropped() {
     gen_300_probes(client.name(), &target, &gen_json);
     signal("CONT", serve.id());
     let summary = common::read_json(&gen_json);
-    let sent = summary["sent"].as_u64().unwrap() + summary["warmup"]["sent"].as_u64().unwrap();
+    let sent = sent_with_warmup(&summary);
     serve.signal("TERM");
     let (status, stderr) = serve.wait();
     assert_eq!(status.code(), Some(143), "{stderr}");

@@ -16,20 +16,6 @@ use assert_cmd::cargo::cargo_bin;
 use latlab_io::lock::OwnerLock;
 use latlab_lab::topology::{lock_path, namespace_exists, ClientEmuServer, Namespace};
 
-/// The namespaces that the latlab process `pid` made (they are named `latlab-<pid>-…`).
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir("/run/netns") else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = entries
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&format!("latlab-{pid}-")))
-        .collect();
-    names.sort();
-    names
-}
-
 /// Every partial result (`.NAME.partial-PID`) under `dir`.
 fn partials_under(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
@@ -97,23 +83,6 @@ fn first_stderr_line(child: &mut Child) -> String {
     line
 }
 
-fn demo(out: &Path) -> Command {
-    let mut cmd = Command::new(cargo_bin("latlab"));
-    cmd.args([
-        "demo",
-        "--duration",
-        "30s",
-        "--rates",
-        "1k",
-        "--no-emulated-link",
-    ])
-    .arg("--out")
-    .arg(out)
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
-    cmd
-}
-
 #[test]
 fn sigterm_to_demo_leaves_no_namespace_and_no_partial_folder_and_exits_143() {
     let _turn = common::engines();
@@ -123,14 +92,18 @@ fn sigterm_to_demo_leaves_no_namespace_and_no_partial_folder_and_exits_143() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("demo");
     // Once it measures (its namespaces made, its reflector answering): the note it prints.
-    let child = common::started(demo(&out), "measuring ");
+    let child = common::demo_measuring(&out);
     let pid = child.id();
-    assert_eq!(namespaces_of(pid).len(), 2, "the demo's two namespaces");
+    assert_eq!(
+        common::namespaces_of(pid).len(),
+        2,
+        "the demo's two namespaces"
+    );
     std::thread::sleep(Duration::from_millis(700));
     send("TERM", &pid.to_string());
     let (status, stderr) = child.wait();
     assert_eq!(status.code(), Some(143), "{stderr}");
-    assert_eq!(namespaces_of(pid), Vec::<String>::new());
+    assert_eq!(common::namespaces_of(pid), Vec::<String>::new());
     assert_eq!(partials_under(dir.path()), Vec::<PathBuf>::new());
     // What was measured is written, flagged as stopped early.
     let run = common::read_json(&out.join("rate-1000pps/summary.json"));
@@ -146,10 +119,10 @@ fn a_second_ctrl_c_during_cleanup_still_removes_the_namespaces() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("demo");
     // Its own process group, signalled as a terminal signals one: every process in it.
-    let mut child = demo(&out).process_group(0).spawn().unwrap();
+    let mut child = common::demo_to_stop(&out).process_group(0).spawn().unwrap();
     let pid = child.id();
     wait_for("the demo's two namespaces", || {
-        namespaces_of(pid).len() == 2
+        common::namespaces_of(pid).len() == 2
     });
     std::thread::sleep(Duration::from_millis(500));
     // A first Ctrl-C, then more while latlab stops and removes its namespaces.
@@ -163,7 +136,7 @@ fn a_second_ctrl_c_during_cleanup_still_removes_the_namespaces() {
         send("INT", &group);
     }
     assert_eq!(exit_code(&mut child), Some(130));
-    assert_eq!(namespaces_of(pid), Vec::<String>::new());
+    assert_eq!(common::namespaces_of(pid), Vec::<String>::new());
     assert_eq!(partials_under(dir.path()), Vec::<PathBuf>::new());
 }
 
@@ -230,11 +203,13 @@ fn sigterm_to_a_game_study_in_namespaces_leaves_no_namespace_and_exits_143() {
     let out = dir.path().join("study");
     let mut child = game_study(&out, false).spawn().unwrap();
     let pid = child.id();
-    wait_for("the study's namespaces", || namespaces_of(pid).len() >= 2);
+    wait_for("the study's namespaces", || {
+        common::namespaces_of(pid).len() >= 2
+    });
     std::thread::sleep(Duration::from_millis(300));
     send("TERM", &pid.to_string());
     assert_eq!(exit_code(&mut child), Some(143));
-    assert_eq!(namespaces_of(pid), Vec::<String>::new());
+    assert_eq!(common::namespaces_of(pid), Vec::<String>::new());
     assert_eq!(partials_under(dir.path()), Vec::<PathBuf>::new());
 }
 
@@ -444,17 +419,19 @@ fn a_run_killed_outright_is_cleaned_up_by_the_next_run_and_by_latlab_clean() {
     let live = Namespace::create(&format!("latlab-{}-t-1-live", std::process::id())).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let killed_run = |name: &str| -> Vec<String> {
-        let mut child = demo(&dir.path().join(name)).spawn().unwrap();
+        let mut child = common::demo_to_stop(&dir.path().join(name))
+            .spawn()
+            .unwrap();
         let pid = child.id();
         wait_for("the demo's two namespaces", || {
-            namespaces_of(pid).len() == 2
+            common::namespaces_of(pid).len() == 2
         });
         // Killed while measuring, not while it starts `ip` children: a child between its fork
         // and its exec holds copies of the locks, and rightly keeps the namespaces alive.
         std::thread::sleep(Duration::from_millis(500));
         send("KILL", &pid.to_string());
         child.wait().unwrap();
-        let left = namespaces_of(pid);
+        let left = common::namespaces_of(pid);
         assert_eq!(left.len(), 2, "kill -9 leaves the namespaces");
         wait_for("the killed run's locks to be free", || {
             left.iter()

@@ -494,3 +494,43 @@ pub(crate) fn rx_queue(ns: &str, port: u16) -> Option<u64> {
     let queues = line.split_whitespace().nth(4)?;
     u64::from_str_radix(queues.split(':').nth(1)?, 16).ok()
 }
+
+/// The namespaces that the latlab process `pid` made (they are named `latlab-<pid>-…`), by
+/// name.
+pub(crate) fn namespaces_of(pid: u32) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/run/netns") else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("latlab-{pid}-")))
+        .collect();
+    names.sort();
+    names
+}
+
+/// `latlab demo` at 1k for 30 s without the emulated link, writing to `out`: a run for a
+/// test to stop (its output not read).
+pub(crate) fn demo_to_stop(out: &std::path::Path) -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("latlab"));
+    cmd.args([
+        "demo",
+        "--duration",
+        "30s",
+        "--rates",
+        "1k",
+        "--no-emulated-link",
+    ])
+    .arg("--out")
+    .arg(out)
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    cmd
+}
+
+/// [`demo_to_stop`] started, once it measures (its namespaces made, its reflector answering):
+/// the note it prints.
+pub(crate) fn demo_measuring(out: &std::path::Path) -> Started {
+    started(demo_to_stop(out), "measuring ")
+}
